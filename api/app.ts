@@ -1,0 +1,47 @@
+import Router from '@koa/router';
+import type { GraphQLSchema } from 'graphql';
+import Koa from 'koa';
+import { HttpMethodEnum, koaBody } from 'koa-body';
+import { authenticate, rejectFailedCredentials } from './middleware/auth';
+import { errorHandler } from './middleware/errors';
+import { rateLimit } from './middleware/rateLimit';
+import { graphqlRoutes } from './graphql';
+import { routeModules } from './routes';
+import type { AppState } from './routing';
+import type { ApiServices } from './services';
+
+/**
+ * The Koa application: errors → body parsing → authentication (+ system-key allowlist) → rate
+ * limiting → credential failures → routes. Every route then runs the chain of api/routing.ts.
+ */
+export function createApp(services: ApiServices, schema: GraphQLSchema): Koa<AppState, { services: ApiServices }> {
+  const app = new Koa<AppState, { services: ApiServices }>();
+  app.proxy = services.config.trustProxy;
+  app.context.services = services;
+  app.silent = true;
+
+  const router = new Router<AppState, { services: ApiServices }>();
+  for (const mount of routeModules) mount(router);
+  graphqlRoutes(router, schema, services.config.env === 'production');
+
+  app.use(errorHandler(services.logger));
+  app.use(
+    koaBody({
+      jsonLimit: '4mb',
+      formLimit: '256kb',
+      text: false,
+      multipart: false,
+      jsonStrict: true,
+      parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
+      onError: (err) => {
+        throw Object.assign(new Error(err.message), { status: 400, type: 'entity.parse.failed' });
+      },
+    }),
+  );
+  app.use(authenticate());
+  app.use(rateLimit(services.config));
+  app.use(rejectFailedCredentials());
+  app.use(router.routes());
+  app.use(router.allowedMethods({ throw: true }));
+  return app;
+}

@@ -1,0 +1,75 @@
+import 'reflect-metadata';
+import type Router from '@koa/router';
+import { GraphQLError, GraphQLSchema, printSchema } from 'graphql';
+import { createHandler } from 'graphql-http/lib/use/koa';
+import { buildSchema, NonEmptyArray } from 'type-graphql';
+import { HttpError } from '../../shared/errors';
+import type { AppState } from '../routing';
+import type { ApiServices } from '../services';
+import type { GqlContext } from './context';
+import { MeResolver } from './me';
+
+/**
+ * Every resolver class of the schema. Resolvers call the same commands as REST and enforce their
+ * own access through shared/policies (the endpoint itself allows anonymous callers).
+ */
+// eslint-disable-next-line @typescript-eslint/ban-types
+export const resolvers: NonEmptyArray<Function> = [MeResolver];
+
+export async function buildGraphqlSchema(): Promise<GraphQLSchema> {
+  return buildSchema({ resolvers, validate: false });
+}
+
+/** Resolver errors thrown as HttpError keep their status and name in `extensions`. */
+function formatError(e: Readonly<GraphQLError | Error>): GraphQLError | Error {
+  if (!(e instanceof GraphQLError)) return e as Error;
+  const err = e;
+  const orig = err.originalError;
+  if (orig instanceof HttpError) {
+    return new GraphQLError(orig.message, err.nodes, err.source, err.positions, err.path, orig, { code: orig.error, status: orig.status });
+  }
+  if (orig && !(orig instanceof GraphQLError)) {
+    return new GraphQLError('an unexpected error occurred', err.nodes, err.source, err.positions, err.path, undefined, { code: 'InternalServerError', status: 500 });
+  }
+  return err;
+}
+
+const GRAPHIQL_HTML = `<!doctype html><html><head><meta charset="utf-8"><title>GraphiQL</title>
+<link rel="stylesheet" href="https://unpkg.com/graphiql@3/graphiql.min.css"></head>
+<body style="margin:0"><div id="g" style="height:100vh"></div>
+<script crossorigin src="https://unpkg.com/react@18/umd/react.production.min.js"></script>
+<script crossorigin src="https://unpkg.com/react-dom@18/umd/react-dom.production.min.js"></script>
+<script crossorigin src="https://unpkg.com/graphiql@3/graphiql.min.js"></script>
+<script>ReactDOM.createRoot(document.getElementById('g')).render(React.createElement(GraphiQL,{fetcher:GraphiQL.createFetcher({url:'/v1/gql'})}));</script>
+</body></html>`;
+
+/** POST/GET /v1/gql, the SDL at /v1/schema and, outside production, GraphiQL at /v1/graphiql. */
+export function graphqlRoutes(router: Router<AppState, { services: ApiServices }>, schema: GraphQLSchema, production: boolean): void {
+  const handler = createHandler<GqlContext>({
+    schema,
+    formatError,
+    context: (req) => (req.raw as unknown as { gqlContext: GqlContext }).gqlContext,
+  });
+  const gql: Router.Middleware<AppState, { services: ApiServices }> = async (ctx) => {
+    (ctx.req as unknown as { gqlContext: GqlContext }).gqlContext = {
+      principal: ctx.state.principal,
+      services: ctx.services,
+      ip: ctx.ip,
+      userAgent: ctx.get('user-agent') || null,
+    };
+    await handler(ctx as never, async () => undefined);
+  };
+  router.post('/v1/gql', gql);
+  router.get('/v1/gql', gql);
+  const sdl = printSchema(schema);
+  router.get('/v1/schema', (ctx) => {
+    ctx.type = 'text/plain';
+    ctx.body = sdl;
+  });
+  if (!production) {
+    router.get('/v1/graphiql', (ctx) => {
+      ctx.type = 'text/html';
+      ctx.body = GRAPHIQL_HTML;
+    });
+  }
+}

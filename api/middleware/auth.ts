@@ -1,0 +1,49 @@
+import type { Middleware } from 'koa';
+import { forbidden, HttpError, unauthorized } from '../../shared/errors';
+import { ANONYMOUS, systemKeyAllowed } from '../../shared/policies';
+import type { AppContext } from '../routing';
+
+/** Extracts the Bearer token; a malformed Authorization header is a 401, not anonymous access. */
+export function bearerToken(header: string | undefined): string | null | undefined {
+  if (header === undefined || header === '') return null;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return m ? m[1] : undefined;
+}
+
+/**
+ * Resolves the caller once per request into `ctx.state.principal` (X-User-Id is never read).
+ * A failed credential is remembered, not thrown, so the rate limiter can count it against the
+ * caller's IP before the 401 goes out.
+ */
+export function authenticate(): Middleware {
+  return async (ctx, next) => {
+    const c = ctx as unknown as AppContext;
+    const token = bearerToken(ctx.get('authorization') || undefined);
+    c.state.principal = ANONYMOUS;
+    if (token === undefined) {
+      (c.state as { authFailure?: HttpError }).authFailure = unauthorized('malformed Authorization header: expected Bearer <token>');
+    } else if (token) {
+      const result = await c.services.credentials.resolve(token);
+      if (result.ok) {
+        c.state.principal = result.principal;
+        c.state.token = token;
+      } else {
+        (c.state as { authFailure?: HttpError }).authFailure =
+          result.status === 403 ? new HttpError(403, 'Forbidden', result.message) : unauthorized(result.message);
+      }
+    }
+    if (c.state.principal.kind === 'system' && !systemKeyAllowed(ctx.path)) {
+      throw forbidden('system key not permitted on this route');
+    }
+    await next();
+  };
+}
+
+/** Raises the remembered credential failure (after rate limiting has counted it). */
+export function rejectFailedCredentials(): Middleware {
+  return async (ctx, next) => {
+    const failure = (ctx.state as { authFailure?: HttpError }).authFailure;
+    if (failure) throw failure;
+    await next();
+  };
+}

@@ -1,0 +1,81 @@
+import Router from '@koa/router';
+import { WS_STATS_KEY } from '../../shared/events';
+import { redisKey } from '../../shared/redis';
+import { defineRoute, AppState } from '../routing';
+import type { ApiServices } from '../services';
+
+/** A realtime instance's report is current when younger than this. */
+const WS_STATS_FRESH_MS = 15_000;
+
+async function timed<T>(probe: () => Promise<T>, timeoutMs = 2000): Promise<{ status: 'ok' | 'down'; responseTime: number }> {
+  const start = process.hrtime.bigint();
+  try {
+    await Promise.race([probe(), new Promise((_, rej) => setTimeout(() => rej(new Error('timeout')), timeoutMs).unref())]);
+    return { status: 'ok', responseTime: Number(process.hrtime.bigint() - start) / 1e6 };
+  } catch {
+    return { status: 'down', responseTime: Number(process.hrtime.bigint() - start) / 1e6 };
+  }
+}
+
+/** Sums the connection and subscription counts that live realtime instances report in Redis. */
+export async function websocketStats(s: ApiServices): Promise<{ status: 'ok' | 'down'; connections: number; subscriptions: number; instances: number }> {
+  try {
+    const all = await Promise.race([
+      s.redis.hgetall(redisKey(s.config, WS_STATS_KEY)),
+      new Promise<never>((_, rej) => setTimeout(() => rej(new Error('timeout')), 2000).unref()),
+    ]);
+    let connections = 0;
+    let subscriptions = 0;
+    let instances = 0;
+    for (const raw of Object.values(all)) {
+      const r = JSON.parse(raw) as { connections: number; subscriptions: number; at: number };
+      if (Date.now() - r.at > WS_STATS_FRESH_MS) continue;
+      connections += r.connections;
+      subscriptions += r.subscriptions;
+      instances++;
+    }
+    return { status: instances > 0 ? 'ok' : 'down', connections, subscriptions, instances };
+  } catch {
+    return { status: 'down', connections: 0, subscriptions: 0, instances: 0 };
+  }
+}
+
+export function uptimeParts(startedAt: number) {
+  const total = (Date.now() - startedAt) / 1000;
+  const whole = Math.floor(total);
+  return {
+    days: Math.floor(whole / 86400),
+    hours: Math.floor((whole % 86400) / 3600),
+    minutes: Math.floor((whole % 3600) / 60),
+    seconds: whole % 60,
+    total,
+  };
+}
+
+/** GET /health and /v1/health: real probes of Postgres and Redis, realtime counts, uptime. */
+export function healthRoutes(router: Router<AppState, { services: ApiServices }>): void {
+  for (const path of ['/health', '/v1/health']) {
+    defineRoute(router, { method: 'get', path, summary: 'Service health', tags: ['health'], auth: 'public', responses: { 200: { description: 'Healthy' }, 503: { description: 'Database or cache down' } } }, async (ctx) => {
+      const s = ctx.services;
+      const [database, cache, websocket] = await Promise.all([
+        timed(() => s.db.raw('select 1')),
+        timed(() => s.redis.ping()),
+        websocketStats(s),
+      ]);
+      const healthy = database.status === 'ok' && cache.status === 'ok';
+      ctx.status = healthy ? 200 : 503;
+      ctx.body = {
+        status: healthy ? (websocket.status === 'ok' ? 'ok' : 'degraded') : 'unhealthy',
+        version: s.version,
+        timestamp: new Date().toISOString(),
+        uptime: uptimeParts(s.startedAt),
+        services: {
+          database,
+          cache,
+          websocket: { status: websocket.status, connections: websocket.connections, subscriptions: websocket.subscriptions },
+        },
+        _links: { self: path, info: '/v1', openapi: '/v1/openapi.json' },
+      };
+    });
+  }
+}

@@ -1,0 +1,39 @@
+import Router from '@koa/router';
+import { HttpError } from '../../shared/errors';
+import { parseUserAgent } from '../../shared/userAgent';
+import { z } from '../../shared/zod';
+import { defineRoute, AppState } from '../routing';
+import type { ApiServices } from '../services';
+import { uptimeParts } from './health';
+
+/** GET /v1 (service and client info) and the POST /v1/auth/validate placeholder. */
+export function infoRoutes(router: Router<AppState, { services: ApiServices }>): void {
+  defineRoute(router, { method: 'get', path: '/v1', summary: 'API version, server uptime and what the server sees of the client', tags: ['health'], auth: 'public' }, (ctx) => {
+    const ua = ctx.get('user-agent');
+    const parsed = parseUserAgent(ua);
+    ctx.body = {
+      version: ctx.services.version,
+      server: { uptime: uptimeParts(ctx.services.startedAt) },
+      client: { ip: ctx.ip, userAgent: ua || null, browser: parsed.browser, os: parsed.os },
+      timestamp: new Date().toISOString(),
+      _links: { self: '/v1', health: '/v1/health', openapi: '/v1/openapi.json', docs: '/v1/swagger-ui/', graphql: '/v1/gql', schema: '/v1/schema', websocket: '/v1/ws' },
+    };
+  });
+
+  defineRoute(
+    router,
+    {
+      method: 'post',
+      path: '/v1/auth/validate',
+      summary: 'Token validation placeholder (always 501)',
+      description: 'Documented success shape {valid, user {id, email, role}} is never returned.',
+      tags: ['auth'],
+      auth: 'authenticated',
+      body: z.object({ token: z.string().min(1).max(4096) }),
+      responses: { 501: { description: 'Not implemented' } },
+    },
+    () => {
+      throw new HttpError(501, 'NotImplemented', 'token validation is not implemented; use GET /v1/users/me');
+    },
+  );
+}

@@ -1,0 +1,132 @@
+import type Router from '@koa/router';
+import type { ParameterizedContext } from 'koa';
+import type { ZodError, ZodTypeAny } from 'zod';
+import { HttpError } from '../shared/errors';
+import { authorize, Principal, requireAuthenticated, requireSystem, requireUser } from '../shared/policies';
+import { openApiRegistry, z } from '../shared/zod';
+import type { ApiServices } from './services';
+
+export interface AppState {
+  principal: Principal;
+  /** Raw Bearer token of the request, when one was sent and resolved. */
+  token?: string;
+}
+
+export type AppContext = ParameterizedContext<AppState, { services: ApiServices }>;
+
+/**
+ * Who may call a route:
+ * - 'public': anyone, anonymous included;
+ * - 'authenticated': any credential;
+ * - 'user': a user credential (session or OAuth token), not an API key;
+ * - 'system': the system key only (401 for everyone else, spec §4.11 /users/oauth);
+ * - { permission, self? }: the permission, or (with `self`) the user whose id is in that path param.
+ */
+export type AuthRule = 'public' | 'authenticated' | 'user' | 'system' | { permission: string; self?: string };
+
+type AnyObject = z.ZodObject<z.ZodRawShape> | z.ZodEffects<z.ZodObject<z.ZodRawShape>>;
+
+export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends ZodTypeAny> {
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
+  /** Koa path, e.g. `/v1/trips/:id`. */
+  path: string;
+  summary: string;
+  description?: string;
+  tags: string[];
+  auth: AuthRule;
+  params?: P;
+  query?: Q;
+  body?: B;
+  /** Documented responses; defaults to a bare 200. */
+  responses?: Record<number, { description: string; schema?: ZodTypeAny; contentType?: string }>;
+}
+
+export interface RouteInput<P extends AnyObject, Q extends AnyObject, B extends ZodTypeAny> {
+  params: z.infer<P>;
+  query: z.infer<Q>;
+  body: z.infer<B>;
+}
+
+/** A zod failure as the 400 body: the first message names the field, `details` lists all. */
+export function validationError(err: ZodError, where: string): HttpError {
+  const details = err.issues.map((i) => ({ field: i.path.length ? i.path.join('.') : where, message: i.message }));
+  const message = details.map((d) => `${d.field}: ${d.message}`).join('; ');
+  return new HttpError(400, 'BadRequest', message, { details });
+}
+
+function parse<T extends ZodTypeAny>(schema: T | undefined, value: unknown, where: string): z.infer<T> {
+  if (!schema) return value as z.infer<T>;
+  const r = schema.safeParse(value);
+  if (!r.success) throw validationError(r.error, where);
+  return r.data;
+}
+
+function checkAccess(ctx: AppContext, auth: AuthRule, params: Record<string, unknown>): void {
+  const p = ctx.state.principal;
+  if (auth === 'public') return;
+  if (auth === 'authenticated') return requireAuthenticated(p);
+  if (auth === 'user') return requireUser(p);
+  if (auth === 'system') return requireSystem(p, 'only the system key may call this endpoint');
+  const selfId = auth.self ? (params[auth.self] as string | undefined) : undefined;
+  authorize(p, auth.permission, { selfId: selfId === 'me' ? (p.kind === 'user' ? p.userId : undefined) : selfId });
+}
+
+const toOpenApiPath = (path: string) => path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+
+/**
+ * Registers one route: authenticate (already done by middleware) → check access → validate
+ * params, query and body → handler. Also documents the route in the OpenAPI registry, so the
+ * document and the validation can never disagree.
+ */
+export function defineRoute<
+  P extends AnyObject = z.ZodObject<{}>,
+  Q extends AnyObject = z.ZodObject<{}>,
+  B extends ZodTypeAny = z.ZodUnknown,
+>(router: Router<AppState, { services: ApiServices }>, def: RouteDef<P, Q, B>, handler: (ctx: AppContext, input: RouteInput<P, Q, B>) => Promise<void> | void): void {
+  router[def.method](def.path, async (ctx) => {
+    const c = ctx as unknown as AppContext;
+    const selfRule = typeof def.auth === 'object' && def.auth.self;
+    // Permission checks come before validation (a caller without access learns nothing about the
+    // input rules), except for 'or self' rules, which need the validated path id.
+    if (!selfRule) checkAccess(c, def.auth, {});
+    const params = parse(def.params, ctx.params, 'params');
+    if (selfRule) checkAccess(c, def.auth, params as Record<string, unknown>);
+    const query = parse(def.query, ctx.query, 'query');
+    const body = parse(def.body, (ctx.request as { body?: unknown }).body ?? {}, 'body');
+    await handler(c, { params, query, body });
+  });
+
+  const security = def.auth === 'public' ? [] : [{ bearerAuth: [] }];
+  const responses: Record<string, { description: string; content?: Record<string, { schema: ZodTypeAny }> }> = {};
+  for (const [status, r] of Object.entries(def.responses ?? { 200: { description: 'OK' } })) {
+    responses[status] = { description: r.description, ...(r.schema ? { content: { [r.contentType ?? 'application/json']: { schema: r.schema } } } : {}) };
+  }
+  openApiRegistry.registerPath({
+    method: def.method,
+    path: toOpenApiPath(def.path),
+    summary: def.summary,
+    description: [def.description, typeof def.auth === 'object' ? `Requires \`${def.auth.permission}\`${def.auth.self ? ' or self' : ''}.` : `Access: ${def.auth}.`]
+      .filter(Boolean)
+      .join('\n\n'),
+    tags: def.tags,
+    security,
+    request: {
+      ...(def.params ? { params: def.params as z.ZodObject<z.ZodRawShape> } : {}),
+      ...(def.query ? { query: def.query as z.ZodObject<z.ZodRawShape> } : {}),
+      ...(def.body && !(def.body instanceof z.ZodUnknown) ? { body: { content: { 'application/json': { schema: def.body } } } } : {}),
+    },
+    responses: responses as never,
+  });
+}
+
+/** 201 with a body. */
+export function created(ctx: AppContext, body: unknown): void {
+  ctx.status = 201;
+  ctx.body = body;
+}
+
+/** 204 with an empty body. */
+export function noContent(ctx: AppContext): void {
+  ctx.status = 204;
+  ctx.body = null;
+}

@@ -1,0 +1,114 @@
+import 'reflect-metadata';
+import http from 'node:http';
+import net from 'node:net';
+import { CredentialResolver } from '../shared/auth/credentials';
+import { ensureSystemApiKey } from '../shared/commands/apiKeys';
+import { Config, loadConfigOrExit } from '../shared/config';
+import { createContext } from '../shared/context';
+import type { Logger } from '../shared/logger';
+import { createRedis } from '../shared/redis';
+import { SERVICE_VERSION } from '../shared/version';
+import { createApp } from './app';
+import { buildGraphqlSchema } from './graphql';
+import { RateLimiter } from './middleware/rateLimit';
+import type { ApiServices } from './services';
+
+export interface RunningApi {
+  server: http.Server;
+  services: ApiServices;
+  port: number;
+  close(): Promise<void>;
+}
+
+/**
+ * Forwards WebSocket upgrades on /v1/ws to the realtime process on this machine, so clients see
+ * one origin. The raw handshake is replayed and both sockets are piped.
+ */
+function forwardUpgrades(server: http.Server, config: Config, logger: Logger): void {
+  server.on('upgrade', (req, socket, head) => {
+    const path = (req.url ?? '').split('?')[0];
+    if (path !== '/v1/ws') {
+      socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+      return;
+    }
+    const upstream = net.connect(config.realtimePort, '127.0.0.1', () => {
+      let head1 = `${req.method} ${req.url} HTTP/${req.httpVersion}\r\n`;
+      for (let i = 0; i < req.rawHeaders.length; i += 2) {
+        if (req.rawHeaders[i].toLowerCase() === 'x-forwarded-for') continue;
+        head1 += `${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}\r\n`;
+      }
+      head1 += `X-Forwarded-For: ${req.socket.remoteAddress ?? ''}\r\n\r\n`;
+      upstream.write(head1);
+      if (head.length) upstream.write(head);
+      socket.pipe(upstream).pipe(socket);
+    });
+    upstream.on('error', (err) => {
+      logger.warn({ err: err.message }, 'realtime process unreachable for /v1/ws');
+      socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\n');
+    });
+    socket.on('error', () => upstream.destroy());
+  });
+}
+
+/** Starts the api process: context, credentials cache, rate limiter, GraphQL schema, HTTP server. */
+export async function startApi(config: Config, opts: { port?: number } = {}): Promise<RunningApi> {
+  const ctx = createContext(config, 'api');
+  const limiterRedis = createRedis(config, { enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: 1000 });
+  limiterRedis.on('error', () => undefined);
+  const credentials = new CredentialResolver(ctx.db, ctx.logger);
+  const subscriber = createRedis(config);
+  subscriber.on('error', (err) => ctx.logger.warn({ err: err.message }, 'redis subscriber error'));
+  await credentials.start(subscriber, config);
+  if (config.systemApiKey) await ensureSystemApiKey(ctx.db, config.systemApiKey);
+
+  const services: ApiServices = {
+    ...ctx,
+    credentials,
+    rateLimiter: new RateLimiter(limiterRedis, config, ctx.logger),
+    startedAt: Date.now(),
+    version: SERVICE_VERSION,
+  };
+  const app = createApp(services, await buildGraphqlSchema());
+  const server = http.createServer(app.callback());
+  server.keepAliveTimeout = 65_000;
+  forwardUpgrades(server, config, ctx.logger);
+  await new Promise<void>((resolve) => server.listen(opts.port ?? config.port, config.host, resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  ctx.logger.info({ port }, 'api listening');
+
+  return {
+    server,
+    services,
+    port,
+    async close() {
+      // Stop accepting, let in-flight requests finish, then release connections.
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      });
+      await credentials.stop();
+      limiterRedis.disconnect();
+      await ctx.close();
+    },
+  };
+}
+
+if (require.main === module) {
+  const config = loadConfigOrExit();
+  startApi(config)
+    .then((api) => {
+      const shutdown = (signal: string) => {
+        api.services.logger.info({ signal }, 'api draining');
+        api.close().then(
+          () => process.exit(0),
+          () => process.exit(1),
+        );
+      };
+      process.once('SIGTERM', () => shutdown('SIGTERM'));
+      process.once('SIGINT', () => shutdown('SIGINT'));
+    })
+    .catch((err) => {
+      process.stderr.write(`api failed to start: ${err?.stack ?? err}\n`);
+      process.exit(1);
+    });
+}

@@ -1,0 +1,47 @@
+import type { Knex } from 'knex';
+import { AuditEvent } from '../models/AuditEvent';
+
+export const AUDIT_EVENT_TYPES = [
+  'login', 'login_failed', 'logout', 'session_created', 'session_revoked', '2fa_enabled', '2fa_disabled',
+  '2fa_verified', '2fa_backup_codes_regenerated', 'password_changed', 'password_reset_requested',
+  'user_created', 'user_updated', 'user_deleted', 'account_linked', 'account_unlinked',
+  'account_reconnected', 'data_exported', 'client_created', 'client_updated', 'client_secret_regenerated',
+  'client_deleted', 'consent_granted', 'consent_revoked', 'api_key_created', 'api_key_revoked',
+  'bot_command_executed', 'bot_guild_configured',
+] as const;
+export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
+
+export const SOURCE_SERVICES = ['api', 'id', 'backend', 'policies', 'chat_bot', 'stream_bot'] as const;
+
+export interface AuditInput {
+  user_id?: string | null;
+  event_type: string;
+  resource_type?: string | null;
+  resource_id?: string | null;
+  actor_id?: string | null;
+  ip_address?: string | null;
+  user_agent?: string | null;
+  description?: string | null;
+  metadata?: Record<string, unknown>;
+  status?: 'success' | 'failure';
+  error_message?: string | null;
+  source_service?: string;
+}
+
+/** Writes one audit event (inside `trx` when given, so it commits with the change it records). */
+export async function recordAuditEvent(input: AuditInput, trx?: Knex.Transaction): Promise<AuditEvent> {
+  return AuditEvent.query(trx).insertAndFetch({
+    user_id: input.user_id ?? null,
+    event_type: input.event_type,
+    resource_type: input.resource_type ?? null,
+    resource_id: input.resource_id ?? null,
+    actor_id: input.actor_id ?? null,
+    ip_address: input.ip_address ?? null,
+    user_agent: input.user_agent ?? null,
+    description: input.description ?? null,
+    metadata: input.metadata ?? {},
+    status: input.status ?? 'success',
+    error_message: input.error_message ?? null,
+    source_service: input.source_service ?? 'api',
+  });
+}

@@ -1,0 +1,223 @@
+import { z } from 'zod';
+
+/**
+ * The one typed view of the environment. Every process calls `loadConfig(process.env)` once at
+ * start; a bad or missing value throws a ConfigError naming the variable, and the entry point exits.
+ * Tests build a Config with `loadConfig({...overrides})` so nothing reads process.env behind their back.
+ */
+
+const int = (def: number, min = 0) =>
+  z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v === '') return def;
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < min) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: `must be an integer >= ${min}` });
+        return z.NEVER;
+      }
+      return n;
+    });
+
+const optionalUrl = z
+  .string()
+  .optional()
+  .transform((v, ctx) => {
+    if (v === undefined || v === '') return undefined;
+    try {
+      new URL(v);
+    } catch {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'must be a URL' });
+      return z.NEVER;
+    }
+    return v;
+  });
+
+const secretsKey = z
+  .string()
+  .optional()
+  .transform((v, ctx) => {
+    // A fixed development key keeps local runs working; production sets its own (NODE_ENV check below).
+    const raw = v && v !== '' ? v : 'ZGV2ZWxvcG1lbnQtb25seS1rZXktMzItYnl0ZXMhISE=';
+    const key = Buffer.from(raw, 'base64');
+    if (key.length !== 32) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'must be 32 bytes, base64-encoded' });
+      return z.NEVER;
+    }
+    return key;
+  });
+
+/** ID_APPS: comma-separated `app_id:secret` pairs of first-party apps allowed to send X-ID-App-Assertion. */
+const idApps = z
+  .string()
+  .optional()
+  .transform((v, ctx) => {
+    const apps = new Map<string, string>();
+    if (!v) return apps;
+    for (const pair of v.split(',').map((s) => s.trim()).filter(Boolean)) {
+      const i = pair.indexOf(':');
+      if (i <= 0 || i === pair.length - 1) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'must be a comma-separated list of app_id:secret' });
+        return z.NEVER;
+      }
+      apps.set(pair.slice(0, i), pair.slice(i + 1));
+    }
+    return apps;
+  });
+
+const schema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  PORT: int(3000, 0),
+  HOST: z.string().default('0.0.0.0'),
+  TRUST_PROXY: z.enum(['true', 'false', '1', '0']).default('false'),
+  REALTIME_PORT: int(0, 0),
+  DATABASE_URL: z.string().url().default('postgres://postgres:postgres@127.0.0.1:5432/service'),
+  DATABASE_POOL_MAX: int(10, 1),
+  REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
+  REDIS_PREFIX: z.string().default('svc:'),
+  SYSTEM_API_KEY: z.string().min(16).optional(),
+  SECRETS_KEY: secretsKey,
+  INTERNAL_TOKEN: z.string().default(''),
+  ID_APPS: idApps,
+  ID_ASSERTION_MAX_AGE_SECONDS: int(30, 1),
+  ID_ASSERTION_CLOCK_SKEW_SECONDS: int(5, 0),
+  SMTP_URL: optionalUrl,
+  MAIL_FROM: z.string().default('Service <no-reply@localhost>'),
+  APP_URL: z.string().url().default('http://localhost:3000'),
+  PEGEL_API_URL: optionalUrl,
+  AIS_FEED_URL: optionalUrl,
+  CHROMIUM_PATH: z.string().default('/usr/bin/chromium'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  SUPPORTED_LOCALES: z.string().default('en,de'),
+  WORKER_CONCURRENCY: int(4, 1),
+  API_INSTANCES: z.string().default('max'),
+  REALTIME_INSTANCES: int(1, 1),
+  WORKER_INSTANCES: int(1, 1),
+  WS_HEARTBEAT_INTERVAL_MS: int(5000, 10),
+  WS_HEARTBEAT_TIMEOUT_MS: int(10000, 10),
+  WS_TICKET_TTL_SECONDS: int(30, 1),
+  WS_MAX_BUFFERED_BYTES: int(1024 * 1024, 1024),
+  WS_MAX_MESSAGES_PER_10S: int(100, 1),
+  RATE_LIMIT_WINDOW_SECONDS: int(60, 1),
+  RATE_LIMIT_ANONYMOUS: int(120, 1),
+  RATE_LIMIT_ANONYMOUS_WINDOW_SECONDS: int(0, 0),
+  RATE_LIMIT_USER: int(600, 1),
+  RATE_LIMIT_USER_WINDOW_SECONDS: int(0, 0),
+  RATE_LIMIT_API_KEY: int(1200, 1),
+  RATE_LIMIT_API_KEY_WINDOW_SECONDS: int(0, 0),
+  RATE_LIMIT_GPS_POST: int(30, 1),
+  RATE_LIMIT_GPS_POST_WINDOW_SECONDS: int(60, 1),
+});
+
+export interface RateTier {
+  limit: number;
+  windowSeconds: number;
+}
+
+export interface Config {
+  env: 'development' | 'production' | 'test';
+  port: number;
+  host: string;
+  /** Trust X-Forwarded-For (behind a reverse proxy). */
+  trustProxy: boolean;
+  /** Internal port of the realtime process; the api forwards /v1/ws upgrades there. */
+  realtimePort: number;
+  databaseUrl: string;
+  databasePoolMax: number;
+  redisUrl: string;
+  redisPrefix: string;
+  systemApiKey?: string;
+  secretsKey: Buffer;
+  internalToken: string;
+  idApps: Map<string, string>;
+  idAssertionMaxAgeSeconds: number;
+  idAssertionClockSkewSeconds: number;
+  smtpUrl?: string;
+  mailFrom: string;
+  appUrl: string;
+  pegelApiUrl?: string;
+  aisFeedUrl?: string;
+  chromiumPath: string;
+  logLevel: string;
+  supportedLocales: string[];
+  workerConcurrency: number;
+  instances: { api: string; realtime: number; workers: number };
+  ws: {
+    heartbeatIntervalMs: number;
+    heartbeatTimeoutMs: number;
+    ticketTtlSeconds: number;
+    maxBufferedBytes: number;
+    maxMessagesPer10s: number;
+  };
+  rateLimit: { anonymous: RateTier; user: RateTier; apiKey: RateTier; gpsPost: RateTier };
+}
+
+export class ConfigError extends Error {}
+
+/** Reads and validates the environment; throws ConfigError naming every bad variable. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`Invalid configuration:\n  ${lines.join('\n  ')}`);
+  }
+  const e = parsed.data;
+  if (e.NODE_ENV === 'production' && !env.SECRETS_KEY) {
+    throw new ConfigError('Invalid configuration:\n  SECRETS_KEY: required in production (32 bytes, base64)');
+  }
+  const window = e.RATE_LIMIT_WINDOW_SECONDS;
+  return {
+    env: e.NODE_ENV,
+    port: e.PORT,
+    host: e.HOST,
+    trustProxy: e.TRUST_PROXY === 'true' || e.TRUST_PROXY === '1',
+    realtimePort: e.REALTIME_PORT || e.PORT + 1,
+    databaseUrl: e.DATABASE_URL,
+    databasePoolMax: e.DATABASE_POOL_MAX,
+    redisUrl: e.REDIS_URL,
+    redisPrefix: e.REDIS_PREFIX,
+    systemApiKey: e.SYSTEM_API_KEY,
+    secretsKey: e.SECRETS_KEY,
+    internalToken: e.INTERNAL_TOKEN,
+    idApps: e.ID_APPS,
+    idAssertionMaxAgeSeconds: e.ID_ASSERTION_MAX_AGE_SECONDS,
+    idAssertionClockSkewSeconds: e.ID_ASSERTION_CLOCK_SKEW_SECONDS,
+    smtpUrl: e.SMTP_URL,
+    mailFrom: e.MAIL_FROM,
+    appUrl: e.APP_URL,
+    pegelApiUrl: e.PEGEL_API_URL,
+    aisFeedUrl: e.AIS_FEED_URL,
+    chromiumPath: e.CHROMIUM_PATH,
+    logLevel: e.LOG_LEVEL,
+    supportedLocales: e.SUPPORTED_LOCALES.split(',').map((s) => s.trim()).filter(Boolean),
+    workerConcurrency: e.WORKER_CONCURRENCY,
+    instances: { api: e.API_INSTANCES, realtime: e.REALTIME_INSTANCES, workers: e.WORKER_INSTANCES },
+    ws: {
+      heartbeatIntervalMs: e.WS_HEARTBEAT_INTERVAL_MS,
+      heartbeatTimeoutMs: e.WS_HEARTBEAT_TIMEOUT_MS,
+      ticketTtlSeconds: e.WS_TICKET_TTL_SECONDS,
+      maxBufferedBytes: e.WS_MAX_BUFFERED_BYTES,
+      maxMessagesPer10s: e.WS_MAX_MESSAGES_PER_10S,
+    },
+    rateLimit: {
+      anonymous: { limit: e.RATE_LIMIT_ANONYMOUS, windowSeconds: e.RATE_LIMIT_ANONYMOUS_WINDOW_SECONDS || window },
+      user: { limit: e.RATE_LIMIT_USER, windowSeconds: e.RATE_LIMIT_USER_WINDOW_SECONDS || window },
+      apiKey: { limit: e.RATE_LIMIT_API_KEY, windowSeconds: e.RATE_LIMIT_API_KEY_WINDOW_SECONDS || window },
+      gpsPost: { limit: e.RATE_LIMIT_GPS_POST, windowSeconds: e.RATE_LIMIT_GPS_POST_WINDOW_SECONDS },
+    },
+  };
+}
+
+/** Entry-point helper: load the config or print the problem and exit 1. */
+export function loadConfigOrExit(env: Record<string, string | undefined> = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+}

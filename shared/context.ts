@@ -1,0 +1,45 @@
+import type { Knex } from 'knex';
+import type Redis from 'ioredis';
+import type { Config } from './config';
+import { createDb } from './db';
+import { EventBus } from './events';
+import { createLogger, Logger } from './logger';
+import { Queues } from './queues';
+import { createRedis } from './redis';
+
+/**
+ * What every process holds: config, logger, database, Redis, the typed event bus and the queue
+ * producers. Built once per process (or once per test), passed down explicitly.
+ */
+export interface ServiceContext {
+  config: Config;
+  logger: Logger;
+  db: Knex;
+  redis: Redis;
+  bus: EventBus;
+  queues: Queues;
+  close(): Promise<void>;
+}
+
+export function createContext(config: Config, name: string, logger?: Logger): ServiceContext {
+  const log = logger ?? createLogger(name, config.logLevel);
+  const db = createDb(config);
+  // Bounded retries: with Redis down a request fails fast instead of waiting in the offline queue.
+  const redis = createRedis(config, { maxRetriesPerRequest: 3 });
+  redis.on('error', (err) => log.warn({ err: err.message }, 'redis connection error'));
+  const bus = new EventBus(redis, config);
+  const queues = new Queues(redis, config);
+  return {
+    config,
+    logger: log,
+    db,
+    redis,
+    bus,
+    queues,
+    async close() {
+      await queues.close().catch(() => undefined);
+      redis.disconnect();
+      await db.destroy();
+    },
+  };
+}

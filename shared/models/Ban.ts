@@ -1,0 +1,14 @@
+import { Model } from 'objection';
+
+export class Ban extends Model {
+  static override tableName = 'bans';
+  id!: string;
+  user_id!: string;
+  reason!: string | null;
+  banned_by!: string | null;
+  banned_at!: Date;
+  expires_at!: Date | null;
+  is_permanent!: boolean;
+  unbanned_at!: Date | null;
+  unbanned_by!: string | null;
+}

@@ -1,0 +1,10 @@
+import { Model } from 'objection';
+
+/** Common base for tables with updated_at: keeps it current on every update and patch. */
+export class BaseModel extends Model {
+  updated_at?: Date;
+
+  override $beforeUpdate(): void {
+    this.updated_at = new Date();
+  }
+}

@@ -1,0 +1,17 @@
+import { Model } from 'objection';
+
+export class EmailOutbox extends Model {
+  static override tableName = 'email_outbox';
+  id!: string;
+  to_address!: string;
+  subject!: string;
+  text_body!: string;
+  html_body!: string | null;
+  template!: string | null;
+  user_id!: string | null;
+  status!: 'queued' | 'sent' | 'logged' | 'failed';
+  attempts!: number;
+  last_error!: string | null;
+  created_at!: Date;
+  sent_at!: Date | null;
+}

@@ -1,0 +1,91 @@
+import { JobsOptions, Queue, QueueEvents } from 'bullmq';
+import type Redis from 'ioredis';
+import type { Config } from './config';
+
+/**
+ * Queue registry: every BullMQ queue, its job payload type and its default job options.
+ * Payloads carry ids, not rows; a job re-reads what it needs. Enqueue after the commit.
+ * Never rename a live queue value: jobs already waiting under the old name would be orphaned.
+ */
+export const QueueName = {
+  email: 'email',
+  scheduled: 'scheduled',
+} as const;
+export type QueueName = (typeof QueueName)[keyof typeof QueueName];
+
+/** Scheduled maintenance tasks, run by the `scheduled` queue's repeatable job schedulers. */
+export type ScheduledTask = 'cleanupSessions';
+
+export interface JobPayloads {
+  /** Sends one row of email_outbox. */
+  email: { outboxId: string };
+  scheduled: { task: ScheduledTask };
+}
+export type JobOf<N extends QueueName> = JobPayloads[N];
+
+/** Default options per queue: retries, backoff and how long finished jobs are kept. */
+export const queueDefaults: Record<QueueName, JobsOptions> = {
+  email: { attempts: 5, backoff: { type: 'exponential', delay: 2000 }, removeOnComplete: 1000, removeOnFail: 5000 },
+  scheduled: { attempts: 3, backoff: { type: 'fixed', delay: 10000 }, removeOnComplete: 100, removeOnFail: 500 },
+};
+
+/** Repeatable maintenance jobs: task name → every N milliseconds. */
+export const schedules: Record<ScheduledTask, number> = {
+  cleanupSessions: 60 * 60 * 1000,
+};
+
+/** The BullMQ prefix for this deployment, so tests (and tenants) never share queues. */
+export function bullPrefix(config: Pick<Config, 'redisPrefix'>): string {
+  return `${config.redisPrefix}bull`;
+}
+
+/** Producer side of the registry: lazily opened queues with typed enqueue(). */
+export class Queues {
+  private readonly queues = new Map<QueueName, Queue>();
+  private readonly events = new Map<QueueName, QueueEvents>();
+
+  constructor(
+    private readonly connection: Redis,
+    private readonly config: Pick<Config, 'redisPrefix'>,
+  ) {}
+
+  queue(name: QueueName): Queue {
+    let q = this.queues.get(name);
+    if (!q) {
+      q = new Queue(name, { connection: this.connection, prefix: bullPrefix(this.config) });
+      this.queues.set(name, q);
+    }
+    return q;
+  }
+
+  /** Enqueues one job with the queue's default options (overridable per call, e.g. jobId for dedup). */
+  async enqueue<N extends QueueName>(name: N, data: JobOf<N>, opts: JobsOptions = {}): Promise<string> {
+    const job = await this.queue(name).add(name, data, { ...queueDefaults[name], ...opts });
+    return job.id as string;
+  }
+
+  /**
+   * Enqueues and waits for the result: for requests that need a heavy result (export, chat sync).
+   * Rejects after `timeoutMs` with an Error whose name is 'TimeoutError'.
+   */
+  async enqueueAndWait<N extends QueueName, R = unknown>(name: N, data: JobOf<N>, timeoutMs: number, opts: JobsOptions = {}): Promise<R> {
+    let ev = this.events.get(name);
+    if (!ev) {
+      ev = new QueueEvents(name, { connection: this.connection.duplicate(), prefix: bullPrefix(this.config) });
+      this.events.set(name, ev);
+      await ev.waitUntilReady();
+    }
+    const job = await this.queue(name).add(name, data, { ...queueDefaults[name], ...opts });
+    try {
+      return (await job.waitUntilFinished(ev, timeoutMs)) as R;
+    } catch (err) {
+      if (err instanceof Error && /timed out/i.test(err.message)) err.name = 'TimeoutError';
+      throw err;
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.events.values()].map((e) => e.close()));
+    await Promise.all([...this.queues.values()].map((q) => q.close()));
+  }
+}

@@ -1,0 +1,79 @@
+import type { Knex } from 'knex';
+import { ensureSystemApiKey } from './commands/apiKeys';
+import { DEFAULT_ROLES, PERMISSION_CATALOGUE } from './permissions';
+
+/** Sign-in platforms: the email/password platform and the OAuth providers. */
+export const DEFAULT_PLATFORMS = [
+  { slug: 'email', name: 'Email', is_oauth: false, two_factor_supported: true },
+  { slug: 'chat', name: 'Chat', is_oauth: true, two_factor_supported: true },
+  { slug: 'stream', name: 'Stream', is_oauth: true, two_factor_supported: true },
+  { slug: 'google', name: 'Google', is_oauth: true, two_factor_supported: false },
+  { slug: 'github', name: 'GitHub', is_oauth: true, two_factor_supported: false },
+];
+
+/** Pre-seeded system config entries (only updatable through the API, never created). */
+export const DEFAULT_SYSTEM_CONFIG: Array<{ key: string; value: unknown; description: string }> = [
+  { key: 'gps.latest_cache_seconds', value: 300, description: 'How long the latest GPS point is cached' },
+  { key: 'gps.retention_days', value: 365, description: 'Days GPS points are kept' },
+  { key: 'trips.default_gps_logging', value: false, description: 'Default of gps_logging_enabled for new trips' },
+  { key: 'geofence.evaluation_enabled', value: true, description: 'Evaluate geofences for incoming GPS points' },
+  { key: 'ais.enabled', value: true, description: 'Ingest the AIS feed when AIS_FEED_URL is set' },
+  { key: 'auth.session_days', value: 30, description: 'Lifetime of a session created by login, in days' },
+  { key: 'auth.supported_locales', value: ['en', 'de'], description: 'Locales users may choose' },
+  { key: 'accounts.deletion_grace_days', value: 7, description: 'Grace period before a scheduled deletion' },
+  { key: 'ui.maintenance_mode', value: false, description: 'Show the maintenance banner in clients' },
+];
+
+export interface SeedReport {
+  permissions: number;
+  roles: number;
+  platforms: number;
+  config: number;
+}
+
+/**
+ * Idempotent seed: the permission catalogue, the seven default roles with their permission sets,
+ * the platforms, the system config entries and (when given) the system API key. Existing rows are
+ * left as operators edited them, except default role grants, which are re-added if missing.
+ */
+export async function seed(db: Knex, opts: { systemApiKey?: string; onProgress?: (step: string) => void } = {}): Promise<SeedReport> {
+  const progress = opts.onProgress ?? (() => undefined);
+  return db.transaction(async (trx) => {
+    progress('permissions');
+    const perms = Object.entries(PERMISSION_CATALOGUE).flatMap(([resource, { actions, description }]) =>
+      actions.map((action) => ({ resource, action, description: `${description}: ${action}` })),
+    );
+    await trx('permissions').insert(perms).onConflict(['resource', 'action']).ignore();
+    const permRows: Array<{ id: string; resource: string; action: string }> = await trx('permissions').select('id', 'resource', 'action');
+    const permId = new Map(permRows.map((p) => [`${p.resource}:${p.action}`, p.id]));
+
+    progress('roles');
+    await trx('roles')
+      .insert(DEFAULT_ROLES.map((r) => ({ id: r.id, name: r.name, description: r.description, is_system: true })))
+      .onConflict('id')
+      .ignore();
+    const grants = DEFAULT_ROLES.flatMap((r) =>
+      r.permissions.map((p) => {
+        const id = permId.get(p);
+        if (!id) throw new Error(`role ${r.name} names unknown permission ${p}`);
+        return { role_id: r.id, permission_id: id };
+      }),
+    );
+    await trx('role_permissions').insert(grants).onConflict(['role_id', 'permission_id']).ignore();
+
+    progress('platforms');
+    await trx('platforms').insert(DEFAULT_PLATFORMS).onConflict('slug').ignore();
+
+    progress('system config');
+    await trx('system_config')
+      .insert(DEFAULT_SYSTEM_CONFIG.map((c) => ({ ...c, value: JSON.stringify(c.value) })))
+      .onConflict('key')
+      .ignore();
+
+    if (opts.systemApiKey) {
+      progress('system api key');
+      await ensureSystemApiKey(trx, opts.systemApiKey);
+    }
+    return { permissions: perms.length, roles: DEFAULT_ROLES.length, platforms: DEFAULT_PLATFORMS.length, config: DEFAULT_SYSTEM_CONFIG.length };
+  });
+}

@@ -1,0 +1,106 @@
+import test from 'ava';
+import { createUser } from '../helpers/factories';
+import { useStack } from '../helpers/stack';
+
+const stack = useStack(test, { realtime: 1 });
+
+test('unknown route is 404 with {error, message}', async (t) => {
+  const r = await stack().request('GET', '/v1/nope');
+  t.is(r.status, 404);
+  t.is(r.body.error, 'NotFound');
+  t.regex(r.body.message, /GET \/v1\/nope/);
+});
+
+test('malformed JSON body is a 400, not a 500', async (t) => {
+  const s = stack();
+  const r = await s.request('POST', '/v1/sessions', { token: s.systemKey, rawBody: '{"userId": ' });
+  t.is(r.status, 400);
+  t.deepEqual(Object.keys(r.body).sort(), ['error', 'message']);
+  t.is(r.body.error, 'BadRequest');
+  t.regex(r.body.message, /invalid JSON/);
+});
+
+test('validation errors name the field', async (t) => {
+  const s = stack();
+  const r = await s.request('POST', '/v1/sessions', { token: s.systemKey, body: { userId: 'not-a-uuid', expires: 'tomorrow' } });
+  t.is(r.status, 400);
+  t.regex(r.body.message, /userId: must be a UUID/);
+  t.regex(r.body.message, /expires: /);
+  t.deepEqual(r.body.details.map((d: { field: string }) => d.field).sort(), ['expires', 'userId']);
+});
+
+test('wrong method on a known path is 405 with {error, message}', async (t) => {
+  const r = await stack().request('PUT', '/v1/health');
+  t.is(r.status, 405);
+  t.is(r.body.error, 'MethodNotAllowed');
+});
+
+test('GET /v1 reports version, uptime and the parsed client', async (t) => {
+  const ua = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36';
+  const r = await stack().request('GET', '/v1', { headers: { 'user-agent': ua } });
+  t.is(r.status, 200);
+  t.is(r.body.version, require('../../../package.json').version);
+  t.is(typeof r.body.server.uptime.total, 'number');
+  t.is(r.body.client.userAgent, ua);
+  t.is(r.body.client.browser, 'Chrome 120');
+  t.is(r.body.client.os, 'Windows 10');
+  t.regex(r.body.client.ip, /127\.0\.0\.1/);
+  t.is(r.body._links.self, '/v1');
+});
+
+test('/health and /v1/health return the same shape with live probes and websocket counts', async (t) => {
+  const s = stack();
+  const [a, b] = await Promise.all([s.request('GET', '/health'), s.request('GET', '/v1/health')]);
+  for (const r of [a, b]) {
+    t.is(r.status, 200);
+    t.is(r.body.status, 'ok');
+    t.is(r.body.services.database.status, 'ok');
+    t.true(r.body.services.database.responseTime > 0);
+    t.is(r.body.services.cache.status, 'ok');
+    t.is(r.body.services.websocket.status, 'ok');
+    t.is(typeof r.body.services.websocket.connections, 'number');
+    for (const k of ['days', 'hours', 'minutes', 'seconds']) t.true(Number.isInteger(r.body.uptime[k]));
+  }
+  t.deepEqual(Object.keys(a.body).sort(), Object.keys(b.body).sort());
+});
+
+test('POST /v1/auth/validate is 501 for an authenticated caller and 401 anonymously', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const anon = await s.request('POST', '/v1/auth/validate', { body: { token: 'x' } });
+  t.is(anon.status, 401);
+  const r = await s.request('POST', '/v1/auth/validate', { token: user.token, body: { token: 'x' } });
+  t.is(r.status, 501);
+  t.is(r.body.error, 'NotImplemented');
+});
+
+test('OpenAPI document lists the routes and Swagger UI is served', async (t) => {
+  const s = stack();
+  const doc = await s.request('GET', '/v1/openapi.json');
+  t.is(doc.status, 200);
+  t.is(doc.body.openapi, '3.1.0');
+  t.truthy(doc.body.paths['/v1/sessions/{token}'].delete);
+  t.truthy(doc.body.paths['/v1/health'].get);
+  const ui = await s.request('GET', '/v1/swagger-ui/');
+  t.is(ui.status, 200);
+  t.regex(ui.text, /swagger-ui-bundle\.js/);
+  const js = await s.request('GET', '/v1/swagger-ui/swagger-ui-bundle.js');
+  t.is(js.status, 200);
+});
+
+test('GraphQL SDL at /v1/schema and `me` for a user', async (t) => {
+  const s = stack();
+  const sdl = await s.request('GET', '/v1/schema');
+  t.is(sdl.status, 200);
+  t.regex(sdl.text, /type Me/);
+  const user = await createUser(s.db);
+  const r = await s.request('POST', '/v1/gql', { token: user.token, body: { query: '{ me { userId apiKeyId roles permissions isSuperAdmin } }' } });
+  t.is(r.status, 200, r.text);
+  t.is(r.body.data.me.userId, user.id);
+  t.is(r.body.data.me.apiKeyId, null);
+  t.deepEqual(r.body.data.me.roles, ['User']);
+  t.true(r.body.data.me.permissions.includes('two_factor:write'));
+  t.false(r.body.data.me.isSuperAdmin);
+  const anon = await s.request('POST', '/v1/gql', { body: { query: '{ me { userId } }' } });
+  t.is(anon.body.errors[0].extensions.code, 'Unauthorized');
+});

@@ -1,0 +1,37 @@
+import { randomBytes } from 'node:crypto';
+import type { Knex } from 'knex';
+import { createApiKey } from '../../shared/commands/apiKeys';
+import { createSession } from '../../shared/commands/sessions';
+
+export interface TestUser {
+  id: string;
+  username: string;
+  email: string;
+  token: string;
+  sessionId: string;
+}
+
+let counter = 0;
+
+/** A user with an email platform account, the given roles and a live session token. */
+export async function createUser(db: Knex, opts: { roles?: string[]; username?: string; email?: string } = {}): Promise<TestUser> {
+  const n = `${Date.now().toString(36)}${(counter++).toString(36)}${randomBytes(2).toString('hex')}`;
+  const username = opts.username ?? `user_${n}`.slice(0, 30);
+  const email = opts.email ?? `${username}@example.test`;
+  const [user] = await db('users').insert({ username }).returning('id');
+  const platform = await db('platforms').where('slug', 'email').first('id');
+  const [account] = await db('platform_accounts')
+    .insert({ user_id: user.id, platform_id: platform.id, platform_user_id: email, is_oauth: false, is_primary: true, username, email, email_verified_at: new Date() })
+    .returning('id');
+  await db('users').where('id', user.id).update({ primary_platform_account_id: account.id });
+  const roles = opts.roles ?? ['role_user'];
+  if (roles.length) await db('user_roles').insert(roles.map((role_id) => ({ user_id: user.id, role_id })));
+  const { session, token } = await createSession(user.id, new Date(Date.now() + 3600_000), { platformSlug: 'email' });
+  return { id: user.id, username, email, token, sessionId: session.id };
+}
+
+/** An API key owned by `userId` with the given scopes (full key returned). */
+export async function createKey(opts: { userId: string | null; scopes?: string[]; system?: boolean; expiresAt?: Date; name?: string }): Promise<{ id: string; key: string }> {
+  const { apiKey, key } = await createApiKey({ userId: opts.userId, name: opts.name ?? 'test key', scopes: opts.scopes ?? [], isSystem: opts.system, expiresAt: opts.expiresAt });
+  return { id: apiKey.id, key };
+}

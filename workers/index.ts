@@ -1,0 +1,81 @@
+import 'reflect-metadata';
+import { Worker } from 'bullmq';
+import { Config, loadConfigOrExit } from '../shared/config';
+import { createContext, ServiceContext } from '../shared/context';
+import { bullPrefix, QueueName, schedules } from '../shared/queues';
+import { createRedis } from '../shared/redis';
+import { emailProcessor } from './processors/email';
+import { scheduledProcessor } from './processors/scheduled';
+import type { Processor } from './processors/types';
+
+/** One processor per queue of the registry; the type makes a missing one a compile error. */
+export const processors: { [N in QueueName]: Processor<N> } = {
+  email: emailProcessor,
+  scheduled: scheduledProcessor,
+};
+
+export interface RunningWorkers {
+  ctx: ServiceContext;
+  workers: Worker[];
+  close(): Promise<void>;
+}
+
+/** Fails start-up when a registered queue has no processor (e.g. after a bad merge). */
+export function assertEveryQueueHasProcessor(): void {
+  const missing = Object.values(QueueName).filter((q) => typeof (processors as Record<string, unknown>)[q] !== 'function');
+  if (missing.length) throw new Error(`queues without a processor: ${missing.join(', ')}`);
+}
+
+/** Starts one BullMQ Worker per queue and registers the repeatable maintenance jobs. */
+export async function startWorkers(config: Config, opts: { schedule?: boolean } = {}): Promise<RunningWorkers> {
+  assertEveryQueueHasProcessor();
+  const ctx = createContext(config, 'workers');
+  const workers = (Object.values(QueueName) as QueueName[]).map((name) => {
+    const processor = processors[name] as Processor<QueueName>;
+    const worker = new Worker(name, (job) => processor(job as never, ctx), {
+      connection: createRedis(config),
+      prefix: bullPrefix(config),
+      concurrency: config.workerConcurrency,
+    });
+    worker.on('failed', (job, err) => ctx.logger.warn({ queue: name, jobId: job?.id, attempts: job?.attemptsMade, err: err.message }, 'job failed'));
+    worker.on('error', (err) => ctx.logger.error({ queue: name, err: err.message }, 'worker error'));
+    return worker;
+  });
+  if (opts.schedule !== false) {
+    const q = ctx.queues.queue(QueueName.scheduled);
+    for (const [task, every] of Object.entries(schedules)) {
+      await q.upsertJobScheduler(task, { every }, { name: task, data: { task } });
+    }
+  }
+  await Promise.all(workers.map((w) => w.waitUntilReady()));
+  ctx.logger.info({ queues: Object.values(QueueName) }, 'workers ready');
+  return {
+    ctx,
+    workers,
+    async close() {
+      // Worker.close() waits for in-flight jobs to finish before resolving.
+      await Promise.all(workers.map((w) => w.close()));
+      await ctx.close();
+    },
+  };
+}
+
+if (require.main === module) {
+  const config = loadConfigOrExit();
+  startWorkers(config)
+    .then((running) => {
+      const shutdown = (signal: string) => {
+        running.ctx.logger.info({ signal }, 'workers draining');
+        running.close().then(
+          () => process.exit(0),
+          () => process.exit(1),
+        );
+      };
+      process.once('SIGTERM', () => shutdown('SIGTERM'));
+      process.once('SIGINT', () => shutdown('SIGINT'));
+    })
+    .catch((err) => {
+      process.stderr.write(`workers failed to start: ${err?.stack ?? err}\n`);
+      process.exit(1);
+    });
+}
