@@ -35,6 +35,15 @@ export async function createTestDatabase(): Promise<{ url: string; name: string;
   }
   const url = new URL(s.base.toString());
   url.pathname = `/${name}`;
+  // Migrations added since the template was prepared are applied here, so the copy is always current.
+  const { createDb, migrate } = await import('../../shared/db');
+  const { loadConfig } = await import('../../shared/config');
+  const db = createDb(loadConfig({ DATABASE_URL: url.toString() }), { poolMax: 1, bindModels: false });
+  try {
+    await migrate(db);
+  } finally {
+    await db.destroy();
+  }
   return {
     url: url.toString(),
     name,
