@@ -8,13 +8,14 @@ import type { AppState } from '../routing';
 import type { ApiServices } from '../services';
 import type { GqlContext } from './context';
 import { MeResolver } from './me';
+import { WsTicketResolver } from './wsTicket';
 
 /**
  * Every resolver class of the schema. Resolvers call the same commands as REST and enforce their
  * own access through shared/policies (the endpoint itself allows anonymous callers).
  */
 // eslint-disable-next-line @typescript-eslint/ban-types
-export const resolvers: NonEmptyArray<Function> = [MeResolver];
+export const resolvers: NonEmptyArray<Function> = [MeResolver, WsTicketResolver];
 
 export async function buildGraphqlSchema(): Promise<GraphQLSchema> {
   return buildSchema({ resolvers, validate: false });

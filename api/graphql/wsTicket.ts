@@ -1,0 +1,21 @@
+import { Ctx, Field, Int, Mutation, ObjectType, Resolver } from 'type-graphql';
+import { mintWsTicket } from '../../realtime/tickets';
+import type { GqlContext } from './context';
+
+@ObjectType({ description: "Single-use WebSocket ticket: open /v1/ws with subprotocols ['service-ticket', ticket]" })
+export class WsTicket {
+  @Field(() => String)
+  ticket!: string;
+
+  @Field(() => Int, { description: 'Seconds until the ticket expires' })
+  expiresIn!: number;
+}
+
+@Resolver()
+export class WsTicketResolver {
+  /** GraphQL twin of POST /v1/ws/ticket: user credentials only (API keys get Forbidden). */
+  @Mutation(() => WsTicket)
+  async mintWsTicket(@Ctx() ctx: GqlContext): Promise<WsTicket> {
+    return mintWsTicket(ctx.services.redis, ctx.services.config, ctx.principal);
+  }
+}

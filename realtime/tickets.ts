@@ -1,0 +1,102 @@
+import type { Knex } from 'knex';
+import type Redis from 'ioredis';
+import { buildUserCredentialEntry } from '../shared/auth/credentials';
+import type { Config } from '../shared/config';
+import { randomToken, sha256 } from '../shared/crypto';
+import { forbidden } from '../shared/errors';
+import { Principal, requireAuthenticated } from '../shared/policies';
+import { redisKey } from '../shared/redis';
+
+/**
+ * WebSocket tickets (spec §4.26, §5.9): a browser cannot set an Authorization header on a
+ * WebSocket, so it trades its Bearer credential for a short-lived, single-use ticket and opens the
+ * socket with the subprotocols ['service-ticket', <ticket>]. Only the ticket's hash is stored, in
+ * Redis with a TTL; consuming it is one GETDEL, so a ticket works once even across instances.
+ */
+
+export const TICKET_PREFIX = 'wst_';
+/** Subprotocol name announcing a ticket; the server echoes it as the accepted subprotocol. */
+export const TICKET_SUBPROTOCOL = 'service-ticket';
+
+/** The credential identity a ticket stands for (never the credential itself). */
+export interface TicketData {
+  userId: string;
+  sessionId: string | null;
+  via: 'session' | 'oauth';
+  oauthClientId?: string;
+  /** OAuth tokens only: the grants the token carried, which bound the rebuilt principal. */
+  scopes?: string[];
+  mintedAt: number;
+}
+
+const ticketKey = (config: Pick<Config, 'redisPrefix'>, ticket: string) => redisKey(config, 'ws', 'ticket', sha256(ticket));
+
+/**
+ * Mints a ticket for a user credential. API-key-only and system callers have no user context and
+ * get 403 (spec §7); anonymous callers 401.
+ */
+export async function mintWsTicket(redis: Redis, config: Pick<Config, 'redisPrefix' | 'ws'>, principal: Principal): Promise<{ ticket: string; expiresIn: number }> {
+  requireAuthenticated(principal);
+  if (principal.kind !== 'user') throw forbidden('a WebSocket ticket needs a user credential; API keys connect with an Authorization header');
+  const ticket = randomToken(TICKET_PREFIX, 32);
+  const data: TicketData = {
+    userId: principal.userId,
+    sessionId: principal.sessionId,
+    via: principal.via,
+    ...(principal.oauthClientId ? { oauthClientId: principal.oauthClientId } : {}),
+    ...(principal.via === 'oauth' ? { scopes: principal.permissions.list() } : {}),
+    mintedAt: Date.now(),
+  };
+  const ttl = config.ws.ticketTtlSeconds;
+  await redis.set(ticketKey(config, ticket), JSON.stringify(data), 'EX', ttl);
+  return { ticket, expiresIn: ttl };
+}
+
+/** Consumes a ticket: returns its identity once, then never again (also after expiry). */
+export async function consumeWsTicket(redis: Redis, config: Pick<Config, 'redisPrefix'>, ticket: string): Promise<TicketData | null> {
+  if (!ticket.startsWith(TICKET_PREFIX) || ticket.length > 200) return null;
+  const raw = await redis.getdel(ticketKey(config, ticket));
+  if (!raw) return null;
+  try {
+    return JSON.parse(raw) as TicketData;
+  } catch {
+    return null;
+  }
+}
+
+export type UserPrincipal = Extract<Principal, { kind: 'user' }>;
+
+/**
+ * Rebuilds the principal a ticket stands for from the database, checking that the session still
+ * exists and the user is neither deleted nor banned. Also used to re-check such a connection
+ * after a permission change.
+ */
+export async function principalForUser(
+  db: Knex,
+  identity: Pick<TicketData, 'userId' | 'sessionId' | 'via' | 'oauthClientId' | 'scopes'>,
+): Promise<{ ok: true; principal: UserPrincipal } | { ok: false; status: 401 | 403; message: string }> {
+  let expiresAt = Infinity;
+  if (identity.sessionId) {
+    const row = await db('sessions as s')
+      .join('users as u', 'u.id', 's.user_id')
+      .where('s.id', identity.sessionId)
+      .where('s.user_id', identity.userId)
+      .whereNull('u.deleted_at')
+      .first('s.expires_at');
+    if (!row) return { ok: false, status: 401, message: 'the session behind this credential no longer exists' };
+    expiresAt = new Date(row.expires_at).getTime();
+    if (expiresAt <= Date.now()) return { ok: false, status: 401, message: 'credentials expired' };
+  } else {
+    const user = await db('users').where('id', identity.userId).whereNull('deleted_at').first('id');
+    if (!user) return { ok: false, status: 401, message: 'no such user' };
+  }
+  const entry = await buildUserCredentialEntry(db, identity.userId, {
+    sessionId: identity.sessionId,
+    via: identity.via,
+    oauthClientId: identity.oauthClientId,
+    scopes: identity.scopes ?? null,
+    expiresAt,
+  });
+  if (entry.bannedUntil > Date.now()) return { ok: false, status: 403, message: 'account is banned' };
+  return { ok: true, principal: entry.principal as UserPrincipal };
+}

@@ -1,0 +1,133 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import protobuf from 'protobufjs';
+
+/**
+ * Loader for shared/proto/ws.proto. The .proto stays the single source of truth (no generated
+ * code): it is parsed once per process with protobufjs reflection. `tsc` does not copy it into
+ * dist/, so the file is looked up next to this module first and then in the source tree.
+ */
+function protoPath(): string {
+  const candidates = [
+    path.resolve(__dirname, 'ws.proto'),
+    // dist/shared/proto/index.js → <repo>/shared/proto/ws.proto
+    path.resolve(__dirname, '../../../shared/proto/ws.proto'),
+  ];
+  const found = candidates.find((p) => fs.existsSync(p));
+  if (!found) throw new Error(`ws.proto not found (looked in ${candidates.join(', ')})`);
+  return found;
+}
+
+export const PROTO_PATH = protoPath();
+export const protoRoot = protobuf.loadSync(PROTO_PATH);
+
+const PKG = 'service.ws.v1';
+
+/** A message type of the package, e.g. `protoType('CreateAuditEventRequest')`. */
+export function protoType(name: string): protobuf.Type {
+  return protoRoot.lookupType(`${PKG}.${name}`);
+}
+
+export const WsEnvelopeType = protoType('WsEnvelope');
+export const WsMessageTypeEnum = protoRoot.lookupEnum(`${PKG}.WsMessageType`);
+
+/** The oneof payload field names of WsEnvelope (camelCase, as protobufjs exposes them). */
+export type PayloadCase =
+  | 'ping'
+  | 'pong'
+  | 'subscribe'
+  | 'unsubscribe'
+  | 'error'
+  | 'accountDeleted'
+  | 'accountBanned'
+  | 'sessionRevoked'
+  | 'forceLogout'
+  | 'oauthConsentRevoked'
+  | 'rolesUpdated'
+  | 'permissionsUpdated'
+  | 'rolePermissionsChanged'
+  | 'emailLinkVerified'
+  | 'emailChangeVerified'
+  | 'gpsUpdate'
+  | 'chatUserLinked'
+  | 'chatUserUnlinked'
+  | 'chatPermissionChanged'
+  | 'createAuditEvent'
+  | 'createAuditEventResponse'
+  | 'chatSyncRequest'
+  | 'chatSyncResponse'
+  | 'chatSettingsRequest'
+  | 'chatSettingsResponse'
+  | 'moderationRequest'
+  | 'moderationResponse';
+
+/** The WsMessageType name announcing each payload (the envelope's `type`). */
+export const TYPE_OF_PAYLOAD: Record<PayloadCase, string> = {
+  ping: 'PING',
+  pong: 'PONG',
+  subscribe: 'SUBSCRIBE',
+  unsubscribe: 'UNSUBSCRIBE',
+  error: 'ERROR',
+  accountDeleted: 'ACCOUNT_DELETED',
+  accountBanned: 'ACCOUNT_BANNED',
+  sessionRevoked: 'SESSION_REVOKED',
+  forceLogout: 'FORCE_LOGOUT',
+  oauthConsentRevoked: 'OAUTH_CONSENT_REVOKED',
+  rolesUpdated: 'ROLES_UPDATED',
+  permissionsUpdated: 'PERMISSIONS_UPDATED',
+  rolePermissionsChanged: 'ROLE_PERMISSIONS_CHANGED',
+  emailLinkVerified: 'EMAIL_LINK_VERIFIED',
+  emailChangeVerified: 'EMAIL_CHANGE_VERIFIED',
+  gpsUpdate: 'GPS_UPDATE',
+  chatUserLinked: 'CHAT_USER_LINKED',
+  chatUserUnlinked: 'CHAT_USER_UNLINKED',
+  chatPermissionChanged: 'CHAT_PERMISSION_CHANGED',
+  createAuditEvent: 'CREATE_AUDIT_EVENT',
+  createAuditEventResponse: 'CREATE_AUDIT_EVENT_RESPONSE',
+  chatSyncRequest: 'CHAT_SYNC_REQUEST',
+  chatSyncResponse: 'CHAT_SYNC_RESPONSE',
+  chatSettingsRequest: 'CHAT_SETTINGS_REQUEST',
+  chatSettingsResponse: 'CHAT_SETTINGS_RESPONSE',
+  moderationRequest: 'MODERATION_REQUEST',
+  moderationResponse: 'MODERATION_RESPONSE',
+};
+
+const PAYLOAD_OF_TYPE = new Map<string, PayloadCase>(Object.entries(TYPE_OF_PAYLOAD).map(([k, v]) => [v, k as PayloadCase]));
+
+/** A decoded envelope as a plain object: enums as names, int64 as numbers. */
+export interface Envelope {
+  type: string;
+  requestId?: string;
+  payload?: PayloadCase;
+  [field: string]: unknown;
+}
+
+/** Builds and encodes an envelope around one payload; `type` follows from the payload. */
+export function encodeEnvelope(payload: PayloadCase, body: Record<string, unknown>, requestId?: string): Uint8Array {
+  const msg = WsEnvelopeType.fromObject({ type: TYPE_OF_PAYLOAD[payload], ...(requestId ? { requestId } : {}), [payload]: body });
+  return WsEnvelopeType.encode(msg).finish();
+}
+
+/**
+ * Decodes one binary frame. Throws on malformed bytes. When the sender set only `type` (an empty
+ * Ping, say), the payload case is inferred from it.
+ */
+export function decodeEnvelope(bytes: Uint8Array): Envelope {
+  const msg = WsEnvelopeType.decode(bytes);
+  const obj = WsEnvelopeType.toObject(msg, { enums: String, longs: Number, oneofs: true, defaults: false, arrays: true }) as Envelope;
+  if (obj.type === undefined) obj.type = 'UNSPECIFIED';
+  if (!obj.payload) {
+    const inferred = PAYLOAD_OF_TYPE.get(obj.type);
+    if (inferred) {
+      obj.payload = inferred;
+      obj[inferred] = {};
+    }
+  }
+  return obj;
+}
+
+/** Encodes/decodes a bare message (not an envelope) as a plain object, for workers and tests. */
+export function decodeMessage<T = Record<string, unknown>>(name: string, bytes: Uint8Array): T {
+  const t = protoType(name);
+  return t.toObject(t.decode(bytes), { enums: String, longs: Number, defaults: false, arrays: true }) as T;
+}
