@@ -15,10 +15,18 @@ export const PubSub = {
   authInvalidate: 'auth:invalidate',
   /** Replies to requests a realtime instance forwarded to a worker (bot/service protobuf requests). */
   rpcReply: (instanceId: string) => `rpc:reply:${instanceId}`,
+  /** Requests for a chat bot connected to realtime instance `instanceId` (chat sync, moderation). */
+  botRequest: (instanceId: string) => `rpc:bot:${instanceId}`,
 } as const;
 
 /** Redis hash where realtime instances report their connection and subscription counts. */
 export const WS_STATS_KEY = 'ws:stats';
+
+/**
+ * Internal WebSocket channel of chat bot connections: publish chatUserLinked, chatUserUnlinked and
+ * chatPermissionChanged here; bots receive them as protobuf (clients cannot subscribe to it).
+ */
+export const CHAT_BOTS_WS_CHANNEL = 'bots:chat';
 
 /** GPS point as pushed to clients (spec §6 gpsUpdate data, snake_case). */
 export interface GpsPushData {
@@ -65,7 +73,11 @@ export type ServerPush =
   | { type: 'rolePermissionsChanged'; roleId: string; roleName: string; timestamp?: string }
   | { type: 'oauthConsentRevoked'; userId: string; clientId: string; timestamp: string }
   | { type: 'emailLinkVerified'; userId: string; platformAccountId: string; timestamp: string }
-  | { type: 'emailChangeVerified'; userId: string; email: string; timestamp: string };
+  | { type: 'emailChangeVerified'; userId: string; email: string; timestamp: string }
+  // Protobuf-only bot events (spec §6), published on CHAT_BOTS_WS_CHANNEL.
+  | { type: 'chatUserLinked'; chatId: string; userId: string; chatUsername: string; avatarUrl: string | null; timestamp: string }
+  | { type: 'chatUserUnlinked'; chatId: string; userId: string; timestamp: string }
+  | { type: 'chatPermissionChanged'; chatId: string; userId: string; permissions: string[]; timestamp: string };
 
 export interface AuthInvalidation {
   userId?: string;
