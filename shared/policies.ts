@@ -143,3 +143,28 @@ export function systemKeyAllowed(path: string): boolean {
     match === 'exact' ? p === a : p === a || p.startsWith(a + '/'),
   );
 }
+
+/**
+ * No escalation: a caller may hand out (as API-key scopes, or as a role's permissions) only grants
+ * it holds itself; super admins are exempt. Throws 403 naming what is not theirs to give.
+ */
+export function authorizeGrant(p: Principal, requested: Iterable<string>, what = 'scopes'): void {
+  requireAuthenticated(p);
+  if (p.permissions.isSuperAdmin) return;
+  const missing = [...requested].filter((r) => !p.permissions.has(r));
+  if (missing.length) throw forbidden(`${what} exceed your own permissions: ${missing.join(', ')}`);
+}
+
+/** A caller may attach only roles it holds itself (super admins any role). */
+export function authorizeRoleGrant(p: Principal, roleId: string): void {
+  requireAuthenticated(p);
+  if (p.permissions.isSuperAdmin) return;
+  const held = p.kind === 'system' ? [] : p.roleIds;
+  if (!held.includes(roleId)) throw forbidden('you may only assign roles you hold yourself');
+}
+
+/** Super admin (`*:*`) only, e.g. regenerating a system key. */
+export function requireSuperAdmin(p: Principal, message = 'super admin required'): void {
+  requireAuthenticated(p);
+  if (!p.permissions.isSuperAdmin) throw forbidden(message);
+}

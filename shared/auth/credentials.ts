@@ -8,6 +8,7 @@ import { findActiveBan, loadApiKeyRoleAccess, loadUserAccess } from '../commands
 import type { Logger } from '../logger';
 import { PermissionSet, Principal } from '../policies';
 import { redisKey } from '../redis';
+import { oauthAccessTokenSource } from './oauthTokens';
 
 /** What a credential resolved to, cached per token hash. */
 export interface CredentialEntry {
@@ -110,6 +111,13 @@ export class CredentialResolver {
   private readonly lastActiveSessions = new Map<string, Date>();
   private flushTimer?: NodeJS.Timeout;
   private subscriber?: Redis;
+  /** Bumped by every invalidation: a load that raced with one is used once but never cached. */
+  private generation = 0;
+  /**
+   * True while the invalidation subscription is live. Without it an invalidation could be missed,
+   * so nothing is cached (every request reads the database) until the subscription is back.
+   */
+  private listening = false;
 
   constructor(
     private readonly db: Knex,
@@ -117,7 +125,7 @@ export class CredentialResolver {
     extraSources: CredentialSource[] = [],
   ) {
     // Prefixed sources first; the API-key source also takes tokens of unknown shape (SYSTEM_API_KEY).
-    this.sources = [sessionSource, ...extraSources, apiKeySource];
+    this.sources = [sessionSource, oauthAccessTokenSource, ...extraSources, apiKeySource];
   }
 
   /** Resolves a raw Bearer token. */
@@ -125,10 +133,13 @@ export class CredentialResolver {
     const hash = sha256(token);
     let entry = this.cache.get(hash);
     if (!entry) {
+      const generation = this.generation;
       const source = this.sources.find((s) => s.matches(token))!;
       entry = (await source.load(this.db, hash)) ?? undefined;
       if (!entry) return { ok: false, status: 401, message: 'invalid or revoked credentials' };
-      this.cache.set(hash, entry);
+      // The load may have read rows an invalidation has since superseded; caching it would serve
+      // a stale permission set until the TTL.
+      if (generation === this.generation && this.listening) this.cache.set(hash, entry);
     }
     const now = Date.now();
     if (entry.expiresAt <= now) {
@@ -148,6 +159,7 @@ export class CredentialResolver {
 
   /** Drops cached entries matching the invalidation (all of them for `all`). */
   invalidate(msg: AuthInvalidation): void {
+    this.generation++;
     if (msg.all) {
       this.cache.clear();
       return;
@@ -169,9 +181,26 @@ export class CredentialResolver {
         this.logger.warn({ err }, 'bad auth invalidation message');
       }
     });
-    // Waits at most a second: with Redis down the process still serves (fail-open), and ioredis
-    // completes the subscription once Redis is back.
-    const subscribed = subscriber.subscribe(channel).catch((err) => this.logger.warn({ err: err.message }, 'auth invalidation subscribe failed'));
+    // Invalidations published while the connection was down are lost: drop the cache on both edges.
+    subscriber.on('close', () => {
+      this.listening = false;
+      this.cache.clear();
+    });
+    let subscribedOnce = false;
+    subscriber.on('ready', () => {
+      // After a reconnect ioredis re-subscribes in the same tick, ahead of any other traffic.
+      this.cache.clear();
+      this.listening = subscribedOnce;
+    });
+    // Waits at most a second: with Redis down the process still serves (fail-open, uncached), and
+    // ioredis completes the subscription once Redis is back.
+    const subscribed = subscriber.subscribe(channel).then(
+      () => {
+        subscribedOnce = true;
+        this.listening = true;
+      },
+      (err) => this.logger.warn({ err: err.message }, 'auth invalidation subscribe failed'),
+    );
     await Promise.race([subscribed, new Promise((r) => setTimeout(r, 1000).unref())]);
     this.flushTimer = setInterval(() => void this.flushUsage(), flushEveryMs);
     this.flushTimer.unref();

@@ -56,3 +56,13 @@ export async function ensureSystemApiKey(db: Knex, key: string): Promise<string>
     .returning('id');
   return rows[0].id as string;
 }
+
+/**
+ * Replaces a key's secret: the old value stops matching at once (the caller must also invalidate
+ * cached credentials for the key id); returns the row and the new full key, shown only once.
+ */
+export async function regenerateApiKey(apiKeyId: string, trx?: Knex.Transaction): Promise<{ apiKey: ApiKey; key: string }> {
+  const key = randomToken(API_KEY_PREFIX, 32);
+  const apiKey = await ApiKey.query(trx).patchAndFetchById(apiKeyId, { key_hash: sha256(key), key_prefix: keyPrefixOf(key) });
+  return { apiKey, key };
+}

@@ -1,0 +1,187 @@
+import Router from '@koa/router';
+import { ASSERTION_HEADER, verifyAppAssertion } from '../../shared/auth/assertionVerifier';
+import { invalidateCredentials } from '../../shared/commands/accessChanges';
+import {
+  authenticateClient,
+  authorizeClient,
+  exchangeAuthorizationCode,
+  oauthError,
+  parseScopeParam,
+  refreshAccessToken,
+  revokeConsent,
+  TokenResponse,
+} from '../../shared/commands/oauthProvider';
+import { HttpError, notFound, serviceUnavailable, unauthorized } from '../../shared/errors';
+import type { OAuthClient } from '../../shared/models/OAuthClient';
+import { OAuthConsent } from '../../shared/models/OAuthConsent';
+import { actingUserId, requireUser } from '../../shared/policies';
+import { presentConsent } from '../../shared/presenters/oauthClient';
+import { z, zUuid } from '../../shared/zod';
+import { resource } from '../pagination';
+import { AppContext, AppState, defineRoute, noContent } from '../routing';
+import type { ApiServices } from '../services';
+
+const authorizeParams = z.object({
+  client_id: zUuid(),
+  redirect_uri: z.string().min(1).max(2000),
+  response_type: z.literal('code', { errorMap: () => ({ message: 'must be code' }) }),
+  scope: z.string().max(4000).optional(),
+  state: z.string().max(2000).optional(),
+  code_challenge: z.string().regex(/^[A-Za-z0-9_-]{43}$/, 'must be the unpadded base64url SHA-256 of the code verifier (43 characters)'),
+  code_challenge_method: z.literal('S256', { errorMap: () => ({ message: 'must be S256' }) }),
+});
+type AuthorizeParams = z.infer<typeof authorizeParams>;
+
+const tokenBody = z.object({
+  grant_type: z.string().max(100),
+  client_id: z.string().max(100).optional(),
+  client_secret: z.string().max(512).optional(),
+  code: z.string().max(512).optional(),
+  redirect_uri: z.string().max(2000).optional(),
+  code_verifier: z.string().max(256).optional(),
+  refresh_token: z.string().max(512).optional(),
+  scope: z.string().max(4000).optional(),
+});
+
+const tokenResponse = z.object({
+  access_token: z.string(),
+  token_type: z.literal('Bearer'),
+  expires_in: z.number().int(),
+  refresh_token: z.string(),
+  scope: z.string(),
+});
+
+/** Verifies X-ID-App-Assertion (spec §5.8) and returns the user it vouches for. */
+async function assertedUser(ctx: AppContext): Promise<{ userId: string; appId: string }> {
+  const result = await verifyAppAssertion(ctx.services.config, ctx.services.redis, ctx.get(ASSERTION_HEADER) || null);
+  if (!result.ok) {
+    if (result.reason === 'unavailable') throw serviceUnavailable(result.message);
+    throw unauthorized(`invalid X-ID-App-Assertion: ${result.message}`);
+  }
+  return { userId: result.subject, appId: result.appId };
+}
+
+async function handleAuthorize(ctx: AppContext, params: AuthorizeParams): Promise<void> {
+  const { userId, appId } = await assertedUser(ctx);
+  const { redirectTo } = await authorizeClient(ctx.services.db, {
+    userId,
+    appId,
+    clientId: params.client_id,
+    redirectUri: params.redirect_uri,
+    scopes: parseScopeParam(params.scope),
+    state: params.state,
+    codeChallenge: params.code_challenge,
+    ip: ctx.ip,
+    userAgent: ctx.get('user-agent') || null,
+  });
+  ctx.set('Cache-Control', 'no-store');
+  ctx.body = { redirect_to: redirectTo };
+}
+
+/** OAuth 2.0 provider (decisions.md): authorize handoff, token endpoint, consents. */
+export function oauthProviderRoutes(router: Router<AppState, { services: ApiServices }>): void {
+  const authorizeDoc = {
+    path: '/v1/oauth/authorize',
+    summary: 'Authorization-code handoff from the ID app (X-ID-App-Assertion required)',
+    description:
+      'Server-side handoff: the ID app sends X-ID-App-Assertion for the signed-in user with client_id, redirect_uri (registered exactly), response_type=code, scope (space separated; default: the client\'s allowed scopes), state, code_challenge and code_challenge_method=S256. The consent is recorded and the answer is {redirect_to} carrying code (single use, valid 60 s) and state.',
+    tags: ['oauth'],
+    auth: 'public' as const,
+    responses: {
+      200: { description: 'Where to send the browser', schema: z.object({ redirect_to: z.string() }) },
+      400: { description: 'Unknown client, unregistered redirect_uri or scope not allowed' },
+      401: { description: 'Missing or invalid assertion' },
+    },
+  };
+  defineRoute(router, { ...authorizeDoc, method: 'get', query: authorizeParams }, (ctx, { query }) => handleAuthorize(ctx, query));
+  defineRoute(router, { ...authorizeDoc, method: 'post', body: authorizeParams }, (ctx, { body }) => handleAuthorize(ctx, body));
+
+  defineRoute(
+    router,
+    {
+      method: 'post',
+      path: '/v1/oauth/token',
+      summary: 'Token endpoint: authorization_code (PKCE S256) and refresh_token grants',
+      description:
+        'JSON or application/x-www-form-urlencoded. Confidential clients authenticate with client_id and client_secret in the body. Refresh tokens rotate: each works once, and presenting a used one revokes every token of the grant. Errors carry the RFC 6749 code in `error`.',
+      tags: ['oauth'],
+      auth: 'public',
+      body: tokenBody,
+      responses: { 200: { description: 'Tokens', schema: tokenResponse }, 400: { description: 'invalid_request, invalid_grant, invalid_scope, unsupported_grant_type' }, 401: { description: 'invalid_client' } },
+    },
+    async (ctx, { body }) => {
+      const s = ctx.services;
+      const invalidate = (msg: Parameters<typeof s.bus.invalidateAuth>[0]) => invalidateCredentials(s, msg);
+      if (body.grant_type !== 'authorization_code' && body.grant_type !== 'refresh_token') {
+        throw oauthError(400, 'unsupported_grant_type', 'grant_type: must be authorization_code or refresh_token');
+      }
+      let client: OAuthClient;
+      try {
+        client = await authenticateClient(s.db, body.client_id, body.client_secret);
+      } catch (err) {
+        if (err instanceof HttpError) ctx.set('WWW-Authenticate', 'Basic realm="oauth"');
+        throw err;
+      }
+      let tokens: TokenResponse;
+      if (body.grant_type === 'authorization_code') {
+        tokens = await exchangeAuthorizationCode(s.db, invalidate, { client, code: body.code, redirectUri: body.redirect_uri, codeVerifier: body.code_verifier });
+      } else {
+        tokens = await refreshAccessToken(s.db, invalidate, { client, refreshToken: body.refresh_token, scopes: parseScopeParam(body.scope) });
+      }
+      ctx.set('Cache-Control', 'no-store');
+      ctx.set('Pragma', 'no-cache');
+      ctx.body = tokens;
+    },
+  );
+
+  const consentSchema = z.object({
+    id: z.string().uuid(),
+    client_id: z.string().uuid(),
+    client_name: z.string(),
+    client_description: z.string().nullable(),
+    logo_url: z.string().nullable(),
+    homepage_url: z.string().nullable(),
+    is_first_party: z.boolean(),
+    scopes: z.array(z.string()),
+    granted_at: z.string(),
+    updated_at: z.string(),
+  });
+
+  defineRoute(
+    router,
+    { method: 'get', path: '/v1/users/me/consents', summary: 'Apps you have granted access to', tags: ['oauth'], auth: 'user', responses: { 200: { description: 'Active consents', schema: z.object({ data: z.array(consentSchema), _links: z.object({ self: z.string() }) }) } } },
+    async (ctx) => {
+      const p = ctx.state.principal;
+      requireUser(p);
+      const consents = await OAuthConsent.query().where('oauth_consents.user_id', p.userId).whereNull('oauth_consents.revoked_at').withGraphJoined('client').orderBy('oauth_consents.granted_at', 'desc');
+      ctx.body = resource(ctx, consents.map((c) => presentConsent(c as OAuthConsent & { client: OAuthClient })));
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'delete',
+      path: '/v1/users/me/consents/:client_id',
+      summary: "Revoke an app's access: its tokens stop working at once",
+      tags: ['oauth'],
+      auth: 'user',
+      params: z.object({ client_id: zUuid() }),
+      responses: { 204: { description: 'Revoked' }, 404: { description: 'No active consent for this client' } },
+    },
+    async (ctx, { params }) => {
+      const p = ctx.state.principal;
+      requireUser(p);
+      const s = ctx.services;
+      const revoked = await revokeConsent(s.db, { userId: p.userId, clientId: params.client_id, actorId: actingUserId(p), ip: ctx.ip, userAgent: ctx.get('user-agent') || null });
+      if (!revoked) throw notFound('consent');
+      await invalidateCredentials(s, { userId: p.userId });
+      try {
+        await s.bus.publishToUser(p.userId, { type: 'oauthConsentRevoked', userId: p.userId, clientId: params.client_id, timestamp: new Date().toISOString() });
+      } catch (err) {
+        s.logger.warn({ err: (err as Error).message }, 'could not publish oauthConsentRevoked');
+      }
+      noContent(ctx);
+    },
+  );
+}
