@@ -6,8 +6,13 @@ import { infoRoutes } from './info';
 import { openApiRoutes } from './openapi';
 import { sessionRoutes } from './sessions';
 import { wsTicketRoutes } from './wsTicket';
+import { apiKeyRoutes } from './apiKeys';
+import { internalAuditRoutes } from './internalAudit';
+import { oauthClientRoutes } from './oauthClients';
+import { oauthProviderRoutes } from './oauthProvider';
+import { roleRoutes } from './roles';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
 /** Every REST router module, in mounting order. Add a resource by adding its function here. */
-export const routeModules: Array<(router: ApiRouter) => void> = [healthRoutes, infoRoutes, openApiRoutes, sessionRoutes, wsTicketRoutes];
+export const routeModules: Array<(router: ApiRouter) => void> = [healthRoutes, infoRoutes, openApiRoutes, sessionRoutes, wsTicketRoutes, roleRoutes, apiKeyRoutes, oauthClientRoutes, oauthProviderRoutes, internalAuditRoutes];
