@@ -6,36 +6,51 @@ import { WebSocket, WebSocketServer, RawData } from 'ws';
 import { CredentialResolver } from '../shared/auth/credentials';
 import { Config, loadConfigOrExit } from '../shared/config';
 import { createDb } from '../shared/db';
-import { PubSub, WS_STATS_KEY } from '../shared/events';
+import { AuthInvalidation, CHAT_BOTS_WS_CHANNEL, PubSub, WS_STATS_KEY } from '../shared/events';
 import { createLogger, Logger } from '../shared/logger';
-import { ANONYMOUS, Principal } from '../shared/policies';
+import { Queues } from '../shared/queues';
 import { createRedis, redisKey } from '../shared/redis';
-import { subscriptionRefusal } from './channels';
+import { ACCOUNT_EVENT_TYPES, AccountEvents } from './accountEvents';
+import { AuthDeps, authenticateUpgrade, UpgradeAuth } from './auth';
+import { CloseCode, hasProtobufTwin, peekType, PROTOBUF_ONLY_TYPES, protobufTwin } from './frames';
+import { Client, Hub } from './hub';
+import { handleClientMessage, MessageDeps } from './messages';
+import { RpcBroker } from './rpc';
 
-interface Client {
-  socket: WebSocket;
-  principal: Principal;
-  channels: Set<string>;
-  alive: boolean;
+export interface RealtimeStats {
+  connections: number;
+  subscriptions: number;
+  chatBots: number;
 }
 
 export interface RunningRealtime {
   instanceId: string;
   port: number;
   server: http.Server;
-  stats(): { connections: number; subscriptions: number };
+  stats(): RealtimeStats;
   close(): Promise<void>;
 }
 
+const STATUS_TEXT: Record<number, string> = { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 503: 'Service Unavailable' };
+const ERROR_NAME: Record<number, string> = { 400: 'BadRequest', 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound', 503: 'ServiceUnavailable' };
+
+/** Refuses an upgrade with a plain HTTP response and the usual `{error, message}` body. */
 function refuseUpgrade(socket: net.Socket, status: number, message: string): void {
-  const body = JSON.stringify({ error: status === 401 ? 'Unauthorized' : 'Forbidden', message });
-  socket.end(`HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : 'Forbidden'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  const body = JSON.stringify({ error: ERROR_NAME[status] ?? 'Error', message });
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }
 
+const SUBPROTOCOL = Symbol('subprotocol');
+type UpgradeRequest = http.IncomingMessage & { [SUBPROTOCOL]?: string | null };
+
 /**
- * The realtime process: authenticates WebSocket upgrades on /v1/ws, keeps channel subscriptions,
- * and fans out what arrives on Redis pub/sub to local subscribers. It never queries Postgres on
- * the fan-out path; the database is only used to resolve credentials (cached).
+ * The realtime process (spec §4.26): authenticates WebSocket upgrades on /v1/ws, keeps channel
+ * subscriptions, speaks JSON and protobuf, and fans out what arrives on Redis pub/sub to local
+ * subscribers. Every instance subscribes to every channel pattern, so one publish reaches the
+ * subscribers of all instances. The fan-out never touches Postgres; the database is used only to
+ * authenticate and to re-check connections after account events.
  */
 export async function startRealtime(config: Config, opts: { port?: number; logger?: Logger } = {}): Promise<RunningRealtime> {
   const instanceId = randomUUID();
@@ -47,118 +62,135 @@ export async function startRealtime(config: Config, opts: { port?: number; logge
   for (const r of [redis, subscriber, authSubscriber]) r.on('error', (err) => logger.warn({ err: err.message }, 'redis error'));
   const credentials = new CredentialResolver(db, logger);
   await credentials.start(authSubscriber, config);
+  const queues = new Queues(redis, config);
 
-  const clients = new Set<Client>();
-  const byChannel = new Map<string, Set<Client>>();
+  const hub = new Hub(config.ws.maxBufferedBytes);
+  const deps: AuthDeps = { db, redis, config, credentials };
+  const rpc = new RpcBroker(instanceId, hub, redis, queues, config, logger);
+  const accountEvents = new AccountEvents(hub, deps, logger);
+  const messageDeps: MessageDeps = { hub, rpc, maxMessagesPer10s: config.ws.maxMessagesPer10s };
 
-  const subscribe = (c: Client, channel: string) => {
-    c.channels.add(channel);
-    let set = byChannel.get(channel);
-    if (!set) byChannel.set(channel, (set = new Set()));
-    set.add(c);
-  };
-  const unsubscribe = (c: Client, channel: string) => {
-    c.channels.delete(channel);
-    const set = byChannel.get(channel);
-    if (set) {
-      set.delete(c);
-      if (set.size === 0) byChannel.delete(channel);
+  // Credential changes (revoked keys, deleted sessions, role edits) re-check the affected sockets.
+  // The resolver registered its listener first, so its cache is already cleared here.
+  const authChannel = redisKey(config, PubSub.authInvalidate);
+  authSubscriber.on('message', (ch: string, raw: string) => {
+    if (ch !== authChannel) return;
+    try {
+      accountEvents.onInvalidation(JSON.parse(raw) as AuthInvalidation);
+    } catch {
+      /* the resolver already logged the bad message */
     }
-  };
-  const send = (c: Client, msg: unknown) => {
-    if (c.socket.readyState === WebSocket.OPEN) c.socket.send(JSON.stringify(msg));
-  };
+  });
 
-  const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: 64 * 1024,
+    clientTracking: false,
+    perMessageDeflate: false,
+    handleProtocols: (_protocols, req) => (req as UpgradeRequest)[SUBPROTOCOL] ?? false,
+  });
   const server = http.createServer((_req, res) => {
     res.writeHead(426, { 'Content-Type': 'application/json' });
     res.end(JSON.stringify({ error: 'UpgradeRequired', message: 'connect with a WebSocket client to /v1/ws' }));
   });
 
-  server.on('upgrade', (req, socket, head) => {
+  server.on('upgrade', (req: UpgradeRequest, socket: net.Socket, head: Buffer) => {
+    socket.on('error', () => socket.destroy());
     const path = (req.url ?? '').split('?')[0];
-    if (path !== '/v1/ws') return refuseUpgrade(socket as net.Socket, 403, 'unknown WebSocket path');
+    if (path !== '/v1/ws') return refuseUpgrade(socket, 404, 'unknown WebSocket path');
     void (async () => {
-      let principal: Principal = ANONYMOUS;
-      const auth = req.headers.authorization;
-      if (auth) {
-        const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
-        if (!m) return refuseUpgrade(socket as net.Socket, 401, 'malformed Authorization header');
-        const result = await credentials.resolve(m[1]);
-        if (!result.ok) return refuseUpgrade(socket as net.Socket, result.status, result.message);
-        principal = result.principal;
-      }
-      wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, principal));
+      const result: UpgradeAuth = await authenticateUpgrade(req, deps);
+      if (!result.ok) return refuseUpgrade(socket, result.status, result.message);
+      if (socket.destroyed) return;
+      req[SUBPROTOCOL] = result.subprotocol;
+      wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, result));
     })().catch((err) => {
       logger.error({ err }, 'upgrade failed');
-      socket.destroy();
+      refuseUpgrade(socket, 503, 'could not authenticate the connection, try again');
     });
   });
 
-  wss.on('connection', (socket: WebSocket, principal: Principal) => {
-    const client: Client = { socket, principal, channels: new Set(), alive: true };
-    clients.add(client);
-    if (principal.kind === 'user') subscribe(client, `user:${principal.userId}`);
-    socket.on('pong', () => (client.alive = true));
-    socket.on('message', (data: RawData, isBinary: boolean) => {
-      if (isBinary) return send(client, { type: 'error', message: 'binary frames are not supported on this connection' });
-      let msg: { type?: unknown; channel?: unknown };
-      try {
-        msg = JSON.parse(data.toString());
-      } catch {
-        return send(client, { type: 'error', message: 'invalid JSON message' });
-      }
-      if (msg.type === 'ping') return send(client, { type: 'pong' });
-      if ((msg.type === 'subscribe' || msg.type === 'unsubscribe') && typeof msg.channel === 'string') {
-        if (msg.type === 'unsubscribe') {
-          unsubscribe(client, msg.channel);
-          return send(client, { type: 'message', channel: msg.channel, data: `Unsubscribed from ${msg.channel}` });
-        }
-        const refusal = subscriptionRefusal(client.principal, msg.channel);
-        if (refusal) return send(client, { type: 'error', message: refusal });
-        subscribe(client, msg.channel);
-        return send(client, { type: 'message', channel: msg.channel, data: `Subscribed to ${msg.channel}` });
-      }
-      send(client, { type: 'error', message: 'unknown message type' });
+  function onConnection(socket: WebSocket, auth: Extract<UpgradeAuth, { ok: true }>): void {
+    const client = hub.create(socket, auth.principal, auth.auth, auth.sourceService, auth.chatBot);
+    if (auth.principal.kind === 'user') hub.subscribe(client, `user:${auth.principal.userId}`);
+    if (auth.chatBot) hub.subscribe(client, CHAT_BOTS_WS_CHANNEL);
+    socket.on('pong', () => {
+      client.lastPong = Date.now();
     });
+    socket.on('message', (data: RawData, isBinary: boolean) => handleClientMessage(messageDeps, client, data, isBinary));
     socket.on('close', () => {
-      clients.delete(client);
-      for (const ch of [...client.channels]) unsubscribe(client, ch);
+      hub.remove(client);
+      rpc.onClientGone(client);
     });
     socket.on('error', () => socket.terminate());
-  });
+  }
 
-  // Fan-out: the payload arrives already serialised; it is forwarded as-is to every subscriber.
+  /**
+   * Fan-out of one published message. The JSON text frame arrives serialised by the publisher and
+   * is sent as-is (one Buffer shared by every socket); the protobuf twin of an account or bot event
+   * is encoded at most once, and only if a receiver needs it. Data broadcasts (gpsUpdate,
+   * vesselsUpdate, geofenceEvent) have no twin and always go out as JSON text.
+   */
+  function deliver(channel: string, payload: Buffer): void {
+    const type = peekType(payload);
+    const set = hub.channels.get(channel);
+    if (set && set.size) {
+      const twin = hasProtobufTwin(type);
+      const protoOnly = twin && PROTOBUF_ONLY_TYPES.has(type!);
+      let binary: Uint8Array | null | undefined;
+      for (const c of set) {
+        if (twin && (protoOnly || c.format === 'protobuf')) {
+          if (binary === undefined) binary = protobufTwin(payload);
+          if (binary) {
+            hub.sendBinary(c, binary);
+            continue;
+          }
+          if (protoOnly) continue;
+        }
+        hub.sendText(c, payload);
+      }
+    }
+    // Effects come after delivery, so a closed socket has received the event first.
+    if (type && ACCOUNT_EVENT_TYPES.has(type)) accountEvents.handle(type, payload);
+  }
+
   const wsPrefix = redisKey(config, PubSub.ws(''));
-  subscriber.on('pmessage', (_pattern, channel, payload) => {
-    const set = byChannel.get(channel.slice(wsPrefix.length));
-    if (!set) return;
-    for (const c of set) if (c.socket.readyState === WebSocket.OPEN) c.socket.send(payload);
+  const rpcChannels = rpc.channels();
+  subscriber.on('pmessageBuffer', (_pattern: Buffer, channel: Buffer, payload: Buffer) => {
+    deliver(channel.toString('utf8').slice(wsPrefix.length), payload);
+  });
+  subscriber.on('messageBuffer', (channel: Buffer, payload: Buffer) => {
+    const ch = channel.toString('utf8');
+    if (ch === rpcChannels.reply) rpc.onReply(payload.toString('utf8'));
+    else if (ch === rpcChannels.bot) rpc.onBotRequest(payload.toString('utf8'));
   });
   await subscriber.psubscribe(redisKey(config, PubSub.wsPattern));
+  await subscriber.subscribe(rpcChannels.reply, rpcChannels.bot);
 
-  // Heartbeat: protocol Ping every interval; a client silent for the timeout is closed.
-  const lastPong = new WeakMap<Client, number>();
+  // Heartbeat (spec §6): a protocol Ping every interval; a client whose last Pong is older than the
+  // timeout is dropped. The JSON ping does not count.
   const heartbeat = setInterval(() => {
     const now = Date.now();
-    for (const c of clients) {
-      if (c.alive) lastPong.set(c, now);
-      c.alive = false;
-      if (now - (lastPong.get(c) ?? now) >= config.ws.heartbeatTimeoutMs) {
+    for (const c of hub.clients) {
+      if (now - c.lastPong >= config.ws.heartbeatTimeoutMs) {
         c.socket.terminate();
         continue;
       }
-      c.socket.ping();
+      if (c.socket.readyState === WebSocket.OPEN) c.socket.ping();
     }
   }, config.ws.heartbeatIntervalMs);
 
-  const stats = () => {
-    let subscriptions = 0;
-    for (const c of clients) subscriptions += c.channels.size;
-    return { connections: clients.size, subscriptions };
-  };
+  // Counts for /health and the chat bot relay: reported on change (debounced) and every 5 s.
   const statsKey = redisKey(config, WS_STATS_KEY);
-  const report = () => redis.hset(statsKey, instanceId, JSON.stringify({ ...stats(), at: Date.now() })).catch(() => undefined);
+  const report = () => redis.hset(statsKey, instanceId, JSON.stringify({ ...hub.stats(), at: Date.now() })).catch(() => undefined);
+  let reportTimer: NodeJS.Timeout | undefined;
+  hub.setOnChange(() => {
+    if (reportTimer) return;
+    reportTimer = setTimeout(() => {
+      reportTimer = undefined;
+      void report();
+    }, 100);
+  });
   await report();
   const reporter = setInterval(report, 5000);
 
@@ -170,20 +202,24 @@ export async function startRealtime(config: Config, opts: { port?: number; logge
     instanceId,
     port,
     server,
-    stats,
+    stats: () => hub.stats(),
     async close() {
       clearInterval(heartbeat);
       clearInterval(reporter);
-      for (const c of clients) c.socket.close(1001, 'server shutting down');
+      if (reportTimer) clearTimeout(reportTimer);
+      hub.setOnChange(() => undefined);
+      rpc.close();
+      for (const c of hub.clients) hub.close(c, CloseCode.serverShutdown, 'server shutting down');
       await redis.hdel(statsKey, instanceId).catch(() => undefined);
       await new Promise<void>((resolve) => {
         wss.close();
         server.close(() => resolve());
         setTimeout(() => {
-          for (const c of clients) c.socket.terminate();
+          for (const c of hub.clients) c.socket.terminate();
         }, 1000).unref();
       });
       await credentials.stop();
+      await queues.close().catch(() => undefined);
       subscriber.disconnect();
       redis.disconnect();
       await db.destroy();
@@ -198,6 +234,16 @@ if (require.main === module) {
       const shutdown = () => rt.close().then(() => process.exit(0), () => process.exit(1));
       process.once('SIGTERM', shutdown);
       process.once('SIGINT', shutdown);
+      // `--ipc-probe` (bench/wsFanout.ts, started with an IPC channel): answers memory probes,
+      // after a GC when the process runs with --expose-gc.
+      if (process.send && process.argv.includes('--ipc-probe')) {
+        process.on('message', (msg: { cmd?: string }) => {
+          if (msg?.cmd !== 'memory') return;
+          (globalThis as { gc?: () => void }).gc?.();
+          process.send!({ cmd: 'memory', memory: process.memoryUsage(), stats: rt.stats(), port: rt.port });
+        });
+        process.send({ cmd: 'ready', port: rt.port, instanceId: rt.instanceId });
+      }
     })
     .catch((err) => {
       process.stderr.write(`realtime failed to start: ${err?.stack ?? err}\n`);

@@ -10,16 +10,32 @@ import type { Config } from './config';
 export const QueueName = {
   email: 'email',
   scheduled: 'scheduled',
+  realtimeRequests: 'realtimeRequests',
 } as const;
 export type QueueName = (typeof QueueName)[keyof typeof QueueName];
 
 /** Scheduled maintenance tasks, run by the `scheduled` queue's repeatable job schedulers. */
 export type ScheduledTask = 'cleanupSessions';
 
+/** Who sent a realtime request: enough to attribute it, never a credential. */
+export interface RealtimeRequestJob {
+  /** Server-side correlation id (not the client's request_id). */
+  requestId: string;
+  /** Realtime instance holding the socket; the reply is published on PubSub.rpcReply(instanceId). */
+  instanceId: string;
+  principal: { kind: 'user' | 'apiKey' | 'system'; userId: string | null; apiKeyId: string | null; sessionId: string | null };
+  /** X-Source-Service of the connection, if it declared one. */
+  sourceService: string | null;
+  /** The request's WsEnvelope, base64. */
+  envelope: string;
+}
+
 export interface JobPayloads {
   /** Sends one row of email_outbox. */
   email: { outboxId: string };
   scheduled: { task: ScheduledTask };
+  /** A protobuf request a service client sent over /v1/ws (audit 100, chat settings 120); the reply goes to PubSub.rpcReply(instanceId). */
+  realtimeRequests: RealtimeRequestJob;
 }
 export type JobOf<N extends QueueName> = JobPayloads[N];
 
@@ -27,6 +43,8 @@ export type JobOf<N extends QueueName> = JobPayloads[N];
 export const queueDefaults: Record<QueueName, JobsOptions> = {
   email: { attempts: 5, backoff: { type: 'exponential', delay: 2000 }, removeOnComplete: 1000, removeOnFail: 5000 },
   scheduled: { attempts: 3, backoff: { type: 'fixed', delay: 10000 }, removeOnComplete: 100, removeOnFail: 500 },
+  // One attempt: the requester waits at most 30 s, and a replayed audit write would duplicate it.
+  realtimeRequests: { attempts: 1, removeOnComplete: true, removeOnFail: 1000 },
 };
 
 /** Repeatable maintenance jobs: task name → every N milliseconds. */

@@ -6,12 +6,14 @@ import { bullPrefix, QueueName, schedules } from '../shared/queues';
 import { createRedis } from '../shared/redis';
 import { emailProcessor } from './processors/email';
 import { scheduledProcessor } from './processors/scheduled';
+import { realtimeRequestsProcessor } from './processors/realtimeRequests';
 import type { Processor } from './processors/types';
 
 /** One processor per queue of the registry; the type makes a missing one a compile error. */
 export const processors: { [N in QueueName]: Processor<N> } = {
   email: emailProcessor,
   scheduled: scheduledProcessor,
+  realtimeRequests: realtimeRequestsProcessor,
 };
 
 export interface RunningWorkers {

@@ -1,0 +1,141 @@
+import { AuthInvalidation, CHAT_BOTS_WS_CHANNEL } from '../shared/events';
+import type { Logger } from '../shared/logger';
+import { encodeEnvelope } from '../shared/proto';
+import { AuthDeps, reresolve } from './auth';
+import { retainRefusal } from './channels';
+import { CloseCode } from './frames';
+import type { Client, Hub } from './hub';
+
+/** Push types that change what a live connection may do. */
+export const ACCOUNT_EVENT_TYPES: ReadonlySet<string> = new Set([
+  'accountDeleted',
+  'accountBanned',
+  'sessionRevoked',
+  'forceLogout',
+  'oauthConsentRevoked',
+  'permissionsUpdated',
+  'rolesUpdated',
+  'rolePermissionsChanged',
+]);
+
+/**
+ * Effects of account events on live sockets (spec §6, issue "account events"): after the push was
+ * delivered, accountDeleted / accountBanned / forceLogout close the user's sockets (and those of
+ * API keys the user owns for deletion and bans), sessionRevoked closes only that session's
+ * sockets, oauthConsentRevoked those opened with that client's token; permission and role changes
+ * re-resolve the principal of each affected socket and drop channels it may no longer read.
+ */
+export class AccountEvents {
+  constructor(
+    private readonly hub: Hub,
+    private readonly deps: AuthDeps,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Applies the effect of one delivered push. */
+  handle(type: string, payload: Buffer): void {
+    let msg: Record<string, any>;
+    try {
+      msg = JSON.parse(payload.toString('utf8'));
+    } catch {
+      return;
+    }
+    const userId = typeof msg.userId === 'string' ? msg.userId : null;
+    const sockets = userId ? [...(this.hub.byUser.get(userId) ?? [])] : [];
+    const users = sockets.filter((c) => c.principal.kind === 'user');
+    switch (type) {
+      case 'accountDeleted':
+        for (const c of sockets) this.hub.close(c, CloseCode.accountDeleted, 'account deleted');
+        break;
+      case 'accountBanned':
+        for (const c of sockets) this.hub.close(c, CloseCode.accountBanned, 'account banned');
+        break;
+      case 'forceLogout':
+        for (const c of users) this.hub.close(c, CloseCode.forceLogout, 'logged out everywhere');
+        break;
+      case 'sessionRevoked':
+        for (const c of users) {
+          if (msg.sessionId && c.principal.kind === 'user' && c.principal.sessionId === msg.sessionId) this.hub.close(c, CloseCode.sessionRevoked, 'session revoked');
+        }
+        break;
+      case 'oauthConsentRevoked':
+        for (const c of users) {
+          if (c.principal.kind === 'user' && c.principal.via === 'oauth' && c.principal.oauthClientId === msg.clientId) {
+            this.hub.close(c, CloseCode.oauthConsentRevoked, 'OAuth consent revoked');
+          }
+        }
+        break;
+      case 'permissionsUpdated':
+      case 'rolesUpdated':
+        if (userId) {
+          // The push may overtake the auth invalidation (another Redis connection): drop the cache here.
+          this.deps.credentials.invalidate({ userId });
+          for (const c of sockets) this.recheck(c);
+        }
+        break;
+      case 'rolePermissionsChanged': {
+        const roleId = typeof msg.roleId === 'string' ? msg.roleId : null;
+        if (!roleId) break;
+        this.deps.credentials.invalidate({ all: true });
+        for (const c of this.hub.clients) {
+          if ((c.principal.kind === 'user' || c.principal.kind === 'apiKey') && c.principal.roleIds.includes(roleId)) this.recheck(c);
+        }
+        break;
+      }
+    }
+  }
+
+  /** An auth invalidation (credential revoked, roles changed…): re-check the affected sockets. */
+  onInvalidation(msg: AuthInvalidation): void {
+    for (const c of this.hub.clients) {
+      if (c.auth.kind === 'anonymous') continue;
+      const p = c.principal;
+      const hit =
+        msg.all ||
+        (msg.userId && (p.kind === 'user' || p.kind === 'apiKey') && p.userId === msg.userId) ||
+        (msg.apiKeyId && (p.kind === 'apiKey' || p.kind === 'system') && p.apiKeyId === msg.apiKeyId) ||
+        (msg.apiKeyId && c.auth.kind === 'relay');
+      if (hit) this.recheck(c);
+    }
+  }
+
+  /**
+   * Re-resolves a socket's principal. A credential that no longer authenticates closes the socket;
+   * otherwise channels the new principal may not read are dropped with an error message.
+   * Concurrent requests for the same socket coalesce into one more run.
+   */
+  recheck(c: Client): void {
+    if (c.closing) return;
+    if (c.recheck?.running) {
+      c.recheck.again = true;
+      return;
+    }
+    c.recheck = { running: true, again: false };
+    void (async () => {
+      try {
+        do {
+          c.recheck!.again = false;
+          const r = await reresolve(c.auth, this.deps);
+          if (c.closing) return;
+          if (!r.ok) {
+            this.hub.close(c, r.status === 403 ? CloseCode.accountBanned : CloseCode.credentialsRevoked, r.message.slice(0, 100));
+            return;
+          }
+          this.hub.setPrincipal(c, r.principal);
+          for (const ch of [...c.channels]) {
+            if (!retainRefusal(r.principal, ch)) continue;
+            this.hub.unsubscribe(c, ch);
+            if (c.chatBot && ch === CHAT_BOTS_WS_CHANNEL) this.hub.demoteChatBot(c);
+            const message = `access to channel ${ch} revoked`;
+            if (c.format === 'protobuf') this.hub.sendBinary(c, encodeEnvelope('error', { message, code: 'subscription_revoked' }));
+            else this.hub.sendJson(c, { type: 'error', message });
+          }
+        } while (c.recheck!.again);
+      } catch (err) {
+        this.logger.warn({ err: (err as Error).message, client: c.id }, 'could not re-check a connection');
+      } finally {
+        c.recheck = undefined;
+      }
+    })();
+  }
+}

@@ -1,0 +1,180 @@
+import { WebSocket } from 'ws';
+import type { Principal } from '../shared/policies';
+import type { TicketData } from './tickets';
+import { CloseCode, FrameFormat } from './frames';
+
+/** How a connection authenticated; kept so its principal can be re-resolved after a change. */
+export type ConnectionAuth =
+  | { kind: 'anonymous' }
+  | { kind: 'bearer'; token: string }
+  | { kind: 'ticket'; ticket: TicketData }
+  /** System key acting for a user through ?userId= (spec §5.9 identity relay). */
+  | { kind: 'relay'; systemToken: string; userId: string };
+
+export interface Client {
+  id: number;
+  socket: WebSocket;
+  principal: Principal;
+  auth: ConnectionAuth;
+  channels: Set<string>;
+  /** Format of the last frame the client sent; replies and account events follow it. */
+  format: FrameFormat;
+  lastPong: number;
+  windowStart: number;
+  windowCount: number;
+  /** X-Source-Service of a service client (e.g. chat_bot), else null. */
+  sourceService: string | null;
+  chatBot: boolean;
+  /** Set once the server decided to close it: no more sends. */
+  closing: boolean;
+  recheck?: { running: boolean; again: boolean };
+}
+
+/** Time a client we closed gets to complete the close handshake before the socket is destroyed. */
+const CLOSE_GRACE_MS = 5000;
+
+/**
+ * Connection state of one realtime instance: clients, channel membership and the indexes the
+ * account events need. Sending goes through here so the bounded send buffer is enforced
+ * everywhere: a client whose socket buffers more than `maxBufferedBytes` is disconnected (1013)
+ * instead of growing the process's memory and delaying everyone else.
+ */
+export class Hub {
+  readonly clients = new Set<Client>();
+  readonly channels = new Map<string, Set<Client>>();
+  /** User connections and connections of API keys owned by the user, by user id. */
+  readonly byUser = new Map<string, Set<Client>>();
+  readonly chatBots = new Set<Client>();
+  subscriptionCount = 0;
+  private nextId = 1;
+  private onChange: () => void = () => undefined;
+
+  constructor(private readonly maxBufferedBytes: number) {}
+
+  /** Called after connection or subscription counts change (stats reporting). */
+  setOnChange(fn: () => void): void {
+    this.onChange = fn;
+  }
+
+  create(socket: WebSocket, principal: Principal, auth: ConnectionAuth, sourceService: string | null, chatBot: boolean): Client {
+    const now = Date.now();
+    const c: Client = {
+      id: this.nextId++,
+      socket,
+      principal,
+      auth,
+      channels: new Set(),
+      format: 'json',
+      lastPong: now,
+      windowStart: now,
+      windowCount: 0,
+      sourceService,
+      chatBot,
+      closing: false,
+    };
+    this.clients.add(c);
+    const uid = ownerId(principal);
+    if (uid) addTo(this.byUser, uid, c);
+    if (chatBot) this.chatBots.add(c);
+    this.onChange();
+    return c;
+  }
+
+  remove(c: Client): void {
+    if (!this.clients.delete(c)) return;
+    for (const ch of [...c.channels]) this.unsubscribe(c, ch);
+    const uid = ownerId(c.principal);
+    if (uid) removeFrom(this.byUser, uid, c);
+    this.chatBots.delete(c);
+    this.onChange();
+  }
+
+  subscribe(c: Client, channel: string): void {
+    if (c.channels.has(channel)) return;
+    c.channels.add(channel);
+    addTo(this.channels, channel, c);
+    this.subscriptionCount++;
+    this.onChange();
+  }
+
+  unsubscribe(c: Client, channel: string): void {
+    if (!c.channels.delete(channel)) return;
+    removeFrom(this.channels, channel, c);
+    this.subscriptionCount--;
+    this.onChange();
+  }
+
+  /** Sends a text frame (JSON). `data` may be a pre-serialised Buffer shared by every receiver. */
+  sendText(c: Client, data: string | Buffer): void {
+    if (c.closing || c.socket.readyState !== WebSocket.OPEN) return;
+    c.socket.send(data, { binary: false });
+    this.checkBuffer(c);
+  }
+
+  /** Sends a binary frame (protobuf envelope). */
+  sendBinary(c: Client, data: Uint8Array): void {
+    if (c.closing || c.socket.readyState !== WebSocket.OPEN) return;
+    c.socket.send(data, { binary: true });
+    this.checkBuffer(c);
+  }
+
+  /** Sends a JSON message object. */
+  sendJson(c: Client, msg: unknown): void {
+    this.sendText(c, JSON.stringify(msg));
+  }
+
+  private checkBuffer(c: Client): void {
+    if (c.socket.bufferedAmount > this.maxBufferedBytes) this.close(c, CloseCode.slowConsumer, 'slow consumer: send buffer overflow');
+  }
+
+  /**
+   * Closes a client: no further sends, out of every channel at once, close frame queued after what
+   * was already sent; destroyed if the handshake does not complete in time.
+   */
+  close(c: Client, code: number, reason: string): void {
+    if (c.closing) return;
+    c.closing = true;
+    for (const ch of [...c.channels]) this.unsubscribe(c, ch);
+    this.chatBots.delete(c);
+    if (c.socket.readyState === WebSocket.OPEN || c.socket.readyState === WebSocket.CONNECTING) {
+      c.socket.close(code, reason);
+      setTimeout(() => c.socket.terminate(), CLOSE_GRACE_MS).unref();
+    }
+  }
+
+  /** A chat bot whose credential lost chat:sync stops receiving bot requests. */
+  demoteChatBot(c: Client): void {
+    c.chatBot = false;
+    this.chatBots.delete(c);
+    this.onChange();
+  }
+
+  /** Replaces a client's principal after re-resolution (the owner does not change). */
+  setPrincipal(c: Client, p: Principal): void {
+    c.principal = p;
+  }
+
+  stats(): { connections: number; subscriptions: number; chatBots: number } {
+    return { connections: this.clients.size, subscriptions: this.subscriptionCount, chatBots: this.chatBots.size };
+  }
+}
+
+/** The user a connection belongs to: the user, or the owner of a user API key. */
+export function ownerId(p: Principal): string | null {
+  if (p.kind === 'user') return p.userId;
+  if (p.kind === 'apiKey') return p.userId;
+  return null;
+}
+
+function addTo<K, V>(m: Map<K, Set<V>>, k: K, v: V): void {
+  let s = m.get(k);
+  if (!s) m.set(k, (s = new Set()));
+  s.add(v);
+}
+
+function removeFrom<K, V>(m: Map<K, Set<V>>, k: K, v: V): void {
+  const s = m.get(k);
+  if (!s) return;
+  s.delete(v);
+  if (s.size === 0) m.delete(k);
+}

@@ -1,0 +1,293 @@
+import { randomUUID } from 'node:crypto';
+import type Redis from 'ioredis';
+import type { Config } from '../shared/config';
+import { PubSub, WS_STATS_KEY } from '../shared/events';
+import type { Logger } from '../shared/logger';
+import { can, Principal } from '../shared/policies';
+import { decodeEnvelope, encodeEnvelope, Envelope, PayloadCase } from '../shared/proto';
+import type { Queues } from '../shared/queues';
+import { redisKey } from '../shared/redis';
+import type { Client, Hub } from './hub';
+
+/**
+ * Request/reply transport for service clients (spec §4.26, architecture "bots and service clients").
+ *
+ * - Requests that need the database (audit 100, chat settings 120) become `realtimeRequests` jobs;
+ *   a worker publishes the reply on PubSub.rpcReply(<this instance>).
+ * - Requests for the chat bot (chat sync 110, moderation 140) are relayed to an instance with a
+ *   chat bot connection over PubSub.botRequest(<that instance>); the bot's reply (111/141) comes
+ *   back on PubSub.rpcReply(<origin>). Other processes use the same relay through ChatBotClient
+ *   (realtime/botRelay.ts).
+ * Replies are matched by a server-side request id and carry the client's own request_id.
+ */
+
+/** Wire format of a reply on PubSub.rpcReply(origin). */
+export interface RpcReplyMessage {
+  requestId: string;
+  /** WsEnvelope, base64. */
+  envelope: string;
+}
+
+/** Wire format of a chat bot request on PubSub.botRequest(instance). */
+export interface BotRequestMessage {
+  requestId: string;
+  /** Instance (or process) id whose rpcReply channel gets the answer. */
+  replyTo: string;
+  envelope: string;
+  timeoutMs: number;
+}
+
+/** The response payload answering each request payload. */
+export const RESPONSE_OF: Partial<Record<PayloadCase, PayloadCase>> = {
+  createAuditEvent: 'createAuditEventResponse',
+  chatSyncRequest: 'chatSyncResponse',
+  chatSettingsRequest: 'chatSettingsResponse',
+  moderationRequest: 'moderationResponse',
+};
+
+/** A response with success=false in the shape the requester expects. */
+export function failureReply(request: PayloadCase, message: string, original?: Record<string, unknown>): [PayloadCase, Record<string, unknown>] {
+  const response = RESPONSE_OF[request];
+  if (!response) return ['error', { message, code: 'bad_request' }];
+  const body: Record<string, unknown> = { success: false, error: message };
+  if (response === 'moderationResponse' && original) Object.assign(body, { guildId: original.guildId ?? '', userId: original.userId ?? '', action: original.action });
+  return [response, body];
+}
+
+/** Timeouts of spec §8: 30 s for guild syncs and other requests, 60 s for member syncs. */
+export function requestTimeoutMs(env: Envelope): number {
+  const sync = env.chatSyncRequest as { scope?: string } | undefined;
+  return env.payload === 'chatSyncRequest' && sync?.scope === 'CHAT_SYNC_SCOPE_MEMBERS' ? 60_000 : 30_000;
+}
+
+/**
+ * The permission a request needs, or null when the principal may send it. Audit needs audit:write
+ * (the system key has it); chat requests need the chat permission of the matching REST endpoint.
+ */
+export function requestRefusal(p: Principal, env: Envelope): string | null {
+  const need = (perm: string) => (can(p, perm) ? null : `missing permission ${perm}`);
+  switch (env.payload) {
+    case 'createAuditEvent':
+      return need('audit:write');
+    case 'chatSettingsRequest': {
+      const action = (env.chatSettingsRequest as { action?: string } | undefined)?.action ?? 'CHAT_SETTINGS_GET';
+      return need(action === 'CHAT_SETTINGS_GET' ? 'chat:read' : 'chat:edit');
+    }
+    case 'chatSyncRequest': {
+      const scope = (env.chatSyncRequest as { scope?: string } | undefined)?.scope;
+      return need(scope === 'CHAT_SYNC_SCOPE_MEMBERS' ? 'chat:guild.sync' : 'chat:sync');
+    }
+    case 'moderationRequest':
+      return need('chat:edit');
+    default:
+      return 'not a request';
+  }
+}
+
+/** Picks a live realtime instance reporting a chat bot connection, from the stats hash. */
+export async function pickChatBotInstance(redis: Redis, config: Pick<Config, 'redisPrefix'>, freshMs = 15_000): Promise<string | null> {
+  const all = await redis.hgetall(redisKey(config, WS_STATS_KEY));
+  const candidates = Object.entries(all)
+    .map(([id, raw]) => {
+      try {
+        return { id, ...(JSON.parse(raw) as { chatBots?: number; at: number }) };
+      } catch {
+        return null;
+      }
+    })
+    .filter((r): r is { id: string; chatBots?: number; at: number } => !!r && (r.chatBots ?? 0) > 0 && Date.now() - r.at <= freshMs);
+  if (!candidates.length) return null;
+  return candidates[Math.floor(Math.random() * candidates.length)].id;
+}
+
+interface PendingClient {
+  client: Client;
+  clientRequestId: string;
+  request: PayloadCase;
+  original: Record<string, unknown>;
+  timer: NodeJS.Timeout;
+}
+
+interface PendingBot {
+  replyTo: string;
+  bot: Client;
+  request: PayloadCase;
+  original: Record<string, unknown>;
+  timer: NodeJS.Timeout;
+}
+
+export class RpcBroker {
+  /** Requests of local clients awaiting a reply (from a worker or a chat bot). */
+  private readonly pending = new Map<string, PendingClient>();
+  /** Requests relayed to a local chat bot, awaiting its answer. */
+  private readonly botPending = new Map<string, PendingBot>();
+  private botCursor = 0;
+
+  constructor(
+    private readonly instanceId: string,
+    private readonly hub: Hub,
+    private readonly redis: Redis,
+    private readonly queues: Queues,
+    private readonly config: Config,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Pub/sub channels this instance must listen on (unprefixed names resolved here). */
+  channels(): { reply: string; bot: string } {
+    return { reply: redisKey(this.config, PubSub.rpcReply(this.instanceId)), bot: redisKey(this.config, PubSub.botRequest(this.instanceId)) };
+  }
+
+  private sendEnvelope(c: Client, payload: PayloadCase, body: Record<string, unknown>, requestId?: string): void {
+    this.hub.sendBinary(c, encodeEnvelope(payload, body, requestId));
+  }
+
+  /** A client's request (100, 110, 120, 140): authorise, then queue or relay it. */
+  async handleRequest(c: Client, env: Envelope): Promise<void> {
+    const payload = env.payload as PayloadCase;
+    const clientRequestId = env.requestId ?? '';
+    const original = (env[payload] ?? {}) as Record<string, unknown>;
+    const refusal = requestRefusal(c.principal, env);
+    if (refusal) {
+      this.sendEnvelope(c, 'error', { message: refusal, code: 'forbidden' }, clientRequestId);
+      return;
+    }
+    const requestId = randomUUID();
+    const timeoutMs = requestTimeoutMs(env);
+    const timer = setTimeout(() => this.answer(requestId, failureReply(payload, 'request timed out', original)), timeoutMs);
+    timer.unref();
+    this.pending.set(requestId, { client: c, clientRequestId, request: payload, original, timer });
+    try {
+      if (payload === 'createAuditEvent' || payload === 'chatSettingsRequest') {
+        const p = c.principal;
+        await this.queues.enqueue('realtimeRequests', {
+          requestId,
+          instanceId: this.instanceId,
+          principal: {
+            kind: p.kind === 'anonymous' ? 'system' : p.kind,
+            userId: p.kind === 'user' || p.kind === 'apiKey' ? p.userId : null,
+            apiKeyId: p.kind === 'apiKey' || p.kind === 'system' ? p.apiKeyId : null,
+            sessionId: p.kind === 'user' ? p.sessionId : null,
+          },
+          sourceService: c.sourceService,
+          envelope: Buffer.from(encodeEnvelope(payload, original)).toString('base64'),
+        });
+      } else {
+        let body = original;
+        if (payload === 'moderationRequest') {
+          // The actor is who asked, never what the client claims.
+          const p = c.principal;
+          body = { ...original, actorId: p.kind === 'user' ? p.userId : p.kind === 'apiKey' ? (p.userId ?? p.apiKeyId) : p.kind === 'system' ? p.apiKeyId : '' };
+        }
+        const target = await pickChatBotInstance(this.redis, this.config);
+        if (!target) {
+          this.answer(requestId, failureReply(payload, 'no chat bot is connected', original));
+          return;
+        }
+        const msg: BotRequestMessage = { requestId, replyTo: this.instanceId, envelope: Buffer.from(encodeEnvelope(payload, body)).toString('base64'), timeoutMs };
+        await this.redis.publish(redisKey(this.config, PubSub.botRequest(target)), JSON.stringify(msg));
+      }
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message }, 'could not forward a realtime request');
+      this.answer(requestId, failureReply(payload, 'service unavailable, try again', original));
+    }
+  }
+
+  /** Delivers a reply to the waiting client (once; later duplicates are dropped). */
+  private answer(requestId: string, reply: [PayloadCase, Record<string, unknown>] | Uint8Array): void {
+    const p = this.pending.get(requestId);
+    if (!p) return;
+    this.pending.delete(requestId);
+    clearTimeout(p.timer);
+    if (reply instanceof Uint8Array) {
+      let env: Envelope;
+      try {
+        env = decodeEnvelope(reply);
+      } catch {
+        return;
+      }
+      const payload = env.payload as PayloadCase;
+      this.sendEnvelope(p.client, payload, (env[payload] ?? {}) as Record<string, unknown>, p.clientRequestId);
+    } else {
+      this.sendEnvelope(p.client, reply[0], reply[1], p.clientRequestId);
+    }
+  }
+
+  /** A message on PubSub.rpcReply(this instance). */
+  onReply(raw: string): void {
+    try {
+      const msg = JSON.parse(raw) as RpcReplyMessage;
+      this.answer(msg.requestId, Buffer.from(msg.envelope, 'base64'));
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message }, 'bad rpc reply');
+    }
+  }
+
+  private async publishReply(replyTo: string, requestId: string, reply: [PayloadCase, Record<string, unknown>] | Uint8Array): Promise<void> {
+    const bytes = reply instanceof Uint8Array ? reply : encodeEnvelope(reply[0], reply[1]);
+    const msg: RpcReplyMessage = { requestId, envelope: Buffer.from(bytes).toString('base64') };
+    await this.redis.publish(redisKey(this.config, PubSub.rpcReply(replyTo)), JSON.stringify(msg)).catch((err) => this.logger.warn({ err: err.message }, 'could not publish rpc reply'));
+  }
+
+  /** A message on PubSub.botRequest(this instance): hand it to one local chat bot. */
+  onBotRequest(raw: string): void {
+    let msg: BotRequestMessage;
+    let env: Envelope;
+    try {
+      msg = JSON.parse(raw) as BotRequestMessage;
+      env = decodeEnvelope(Buffer.from(msg.envelope, 'base64'));
+    } catch (err) {
+      this.logger.warn({ err: (err as Error).message }, 'bad bot request');
+      return;
+    }
+    const payload = env.payload as PayloadCase;
+    const original = (env[payload] ?? {}) as Record<string, unknown>;
+    const bots = [...this.hub.chatBots].filter((b) => !b.closing);
+    if (!bots.length) {
+      void this.publishReply(msg.replyTo, msg.requestId, failureReply(payload, 'no chat bot is connected', original));
+      return;
+    }
+    const bot = bots[this.botCursor++ % bots.length];
+    const timer = setTimeout(() => this.botPending.delete(msg.requestId), msg.timeoutMs || 60_000);
+    timer.unref();
+    this.botPending.set(msg.requestId, { replyTo: msg.replyTo, bot, request: payload, original, timer });
+    this.sendEnvelope(bot, payload, original, msg.requestId);
+  }
+
+  /** A chat bot answered (111 or 141): route the answer to whoever asked. */
+  handleBotResponse(c: Client, env: Envelope): void {
+    const requestId = env.requestId ?? '';
+    const p = this.botPending.get(requestId);
+    if (!p || p.bot !== c) {
+      this.sendEnvelope(c, 'error', { message: 'no pending request with this request_id', code: 'not_found' }, requestId);
+      return;
+    }
+    this.botPending.delete(requestId);
+    clearTimeout(p.timer);
+    const payload = env.payload as PayloadCase;
+    void this.publishReply(p.replyTo, requestId, encodeEnvelope(payload, (env[payload] ?? {}) as Record<string, unknown>));
+  }
+
+  /** A client went away: forget its requests; requests its bot was serving fail now, not at timeout. */
+  onClientGone(c: Client): void {
+    for (const [id, p] of this.pending) {
+      if (p.client === c) {
+        clearTimeout(p.timer);
+        this.pending.delete(id);
+      }
+    }
+    if (!c.chatBot) return;
+    for (const [id, p] of this.botPending) {
+      if (p.bot !== c) continue;
+      clearTimeout(p.timer);
+      this.botPending.delete(id);
+      void this.publishReply(p.replyTo, id, failureReply(p.request, 'the chat bot disconnected', p.original));
+    }
+  }
+
+  close(): void {
+    for (const p of this.pending.values()) clearTimeout(p.timer);
+    for (const p of this.botPending.values()) clearTimeout(p.timer);
+    this.pending.clear();
+    this.botPending.clear();
+  }
+}
