@@ -10,6 +10,7 @@ import type { Config } from './config';
 export const QueueName = {
   email: 'email',
   scheduled: 'scheduled',
+  geofence: 'geofence',
   realtimeRequests: 'realtimeRequests',
 } as const;
 export type QueueName = (typeof QueueName)[keyof typeof QueueName];
@@ -34,6 +35,8 @@ export interface JobPayloads {
   /** Sends one row of email_outbox. */
   email: { outboxId: string };
   scheduled: { task: ScheduledTask };
+  /** Evaluates geofences for freshly inserted GPS points (one job per ingest request, in order). */
+  geofence: { gpsPointIds: string[] };
   /** A protobuf request a service client sent over /v1/ws (audit 100, chat settings 120); the reply goes to PubSub.rpcReply(instanceId). */
   realtimeRequests: RealtimeRequestJob;
 }
@@ -43,6 +46,7 @@ export type JobOf<N extends QueueName> = JobPayloads[N];
 export const queueDefaults: Record<QueueName, JobsOptions> = {
   email: { attempts: 5, backoff: { type: 'exponential', delay: 2000 }, removeOnComplete: 1000, removeOnFail: 5000 },
   scheduled: { attempts: 3, backoff: { type: 'fixed', delay: 10000 }, removeOnComplete: 100, removeOnFail: 500 },
+  geofence: { attempts: 3, backoff: { type: 'fixed', delay: 1000 }, removeOnComplete: true, removeOnFail: 1000 },
   // One attempt: the requester waits at most 30 s, and a replayed audit write would duplicate it.
   realtimeRequests: { attempts: 1, removeOnComplete: true, removeOnFail: 1000 },
 };

@@ -5,6 +5,7 @@ import { createContext, ServiceContext } from '../shared/context';
 import { bullPrefix, QueueName, schedules } from '../shared/queues';
 import { createRedis } from '../shared/redis';
 import { emailProcessor } from './processors/email';
+import { geofenceProcessor } from './processors/geofence';
 import { scheduledProcessor } from './processors/scheduled';
 import { realtimeRequestsProcessor } from './processors/realtimeRequests';
 import type { Processor } from './processors/types';
@@ -13,6 +14,7 @@ import type { Processor } from './processors/types';
 export const processors: { [N in QueueName]: Processor<N> } = {
   email: emailProcessor,
   scheduled: scheduledProcessor,
+  geofence: geofenceProcessor,
   realtimeRequests: realtimeRequestsProcessor,
 };
 

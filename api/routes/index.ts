@@ -5,6 +5,13 @@ import { healthRoutes } from './health';
 import { infoRoutes } from './info';
 import { openApiRoutes } from './openapi';
 import { sessionRoutes } from './sessions';
+import { deviceRoutes } from './devices';
+import { geofenceRoutes } from './geofences';
+import { gpsRoutes } from './gps';
+import { locationRoutes } from './locations';
+import { tripCategoryRoutes } from './tripCategories';
+import { tripRoutes } from './trips';
+import { tripTemplateRoutes } from './tripTemplates';
 import { wsTicketRoutes } from './wsTicket';
 import { apiKeyRoutes } from './apiKeys';
 import { internalAuditRoutes } from './internalAudit';
@@ -15,4 +22,4 @@ import { roleRoutes } from './roles';
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
 /** Every REST router module, in mounting order. Add a resource by adding its function here. */
-export const routeModules: Array<(router: ApiRouter) => void> = [healthRoutes, infoRoutes, openApiRoutes, sessionRoutes, wsTicketRoutes, roleRoutes, apiKeyRoutes, oauthClientRoutes, oauthProviderRoutes, internalAuditRoutes];
+export const routeModules: Array<(router: ApiRouter) => void> = [healthRoutes, infoRoutes, openApiRoutes, sessionRoutes, wsTicketRoutes, roleRoutes, apiKeyRoutes, oauthClientRoutes, oauthProviderRoutes, internalAuditRoutes, gpsRoutes, deviceRoutes, tripRoutes, locationRoutes, geofenceRoutes, tripCategoryRoutes, tripTemplateRoutes];

@@ -1,0 +1,98 @@
+import Router from '@koa/router';
+import { deleteDevice, saveDevice } from '../../shared/commands/devices';
+import { invalidateTrackerLinks } from '../../shared/commands/trackerLinks';
+import { notFound } from '../../shared/errors';
+import { Device } from '../../shared/models/Device';
+import { presentDevice } from '../../shared/presenters/device';
+import { atLeastOne, z, zUuid } from '../../shared/zod';
+import { paginate, paginationQuery, resource } from '../pagination';
+import { AppState, created, defineRoute, noContent } from '../routing';
+import type { ApiServices } from '../services';
+import { deviceSchema, errors, paged, single, zName, zText } from './trackingSchemas';
+
+const idParam = z.object({ id: zUuid() });
+const deviceFields = {
+  name: zName(),
+  description: zText(),
+  device_type: z.string().trim().min(1).max(100).nullable().optional(),
+  api_key_id: zUuid().nullable().optional().openapi({ description: "Tracker API key to link (the key's owner or a system key only); a key linked elsewhere is moved here. null unlinks." }),
+};
+const createBody = z.object(deviceFields);
+const patchBody = atLeastOne(z.object({ ...deviceFields, name: zName().optional(), is_active: z.boolean().optional() }));
+const linkErrors = { ...errors, 403: { description: "Missing permission, or linking a key that is not the caller's" } };
+
+/** Spec §4.3. */
+export function deviceRoutes(router: Router<AppState, { services: ApiServices }>): void {
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/devices',
+      summary: 'List devices by name',
+      tags: ['devices'],
+      auth: { permission: 'devices:read' },
+      query: paginationQuery(10),
+      responses: { 200: { description: 'Devices', schema: paged(deviceSchema) }, ...errors },
+    },
+    async (ctx, { query }) => {
+      ctx.body = await paginate(ctx, Device.query().orderByRaw('lower(name), name, id'), query, presentDevice);
+    },
+  );
+
+  defineRoute(
+    router,
+    { method: 'get', path: '/v1/devices/:id', summary: 'Get a device', tags: ['devices'], auth: { permission: 'devices:read' }, params: idParam, responses: { 200: { description: 'Device', schema: single(deviceSchema) }, ...errors } },
+    async (ctx, { params }) => {
+      const device = await Device.query().findById(params.id);
+      if (!device) throw notFound('device');
+      ctx.body = resource(ctx, presentDevice(device));
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'post',
+      path: '/v1/devices',
+      summary: 'Create a device, optionally linked to its tracker API key',
+      tags: ['devices'],
+      auth: { permission: 'devices:write' },
+      body: createBody,
+      responses: { 201: { description: 'Created device', schema: single(deviceSchema) }, ...linkErrors },
+    },
+    async (ctx, { body }) => {
+      const { device, trackerKeys } = await saveDevice(ctx.services.db, ctx.state.principal, null, body);
+      await invalidateTrackerLinks(ctx.services, trackerKeys);
+      created(ctx, resource(ctx, presentDevice(device), `/v1/devices/${device.id}`));
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'patch',
+      path: '/v1/devices/:id',
+      summary: 'Update a device (at least one field)',
+      tags: ['devices'],
+      auth: { permission: 'devices:write' },
+      params: idParam,
+      body: patchBody,
+      responses: { 200: { description: 'Updated device', schema: single(deviceSchema) }, ...linkErrors },
+    },
+    async (ctx, { params, body }) => {
+      const { device, trackerKeys } = await saveDevice(ctx.services.db, ctx.state.principal, params.id, body);
+      await invalidateTrackerLinks(ctx.services, trackerKeys);
+      ctx.body = resource(ctx, presentDevice(device));
+    },
+  );
+
+  defineRoute(
+    router,
+    { method: 'delete', path: '/v1/devices/:id', summary: 'Delete a device', tags: ['devices'], auth: { permission: 'devices:delete' }, params: idParam, responses: { 204: { description: 'Deleted' }, ...errors } },
+    async (ctx, { params }) => {
+      const { trackerKeys } = await deleteDevice(ctx.services.db, params.id);
+      await invalidateTrackerLinks(ctx.services, trackerKeys);
+      noContent(ctx);
+    },
+  );
+}

@@ -1,0 +1,188 @@
+import Router from '@koa/router';
+import type { Knex } from 'knex';
+import { notFound } from '../../shared/errors';
+import { Location } from '../../shared/models/Location';
+import { LocationContact } from '../../shared/models/LocationContact';
+import { presentLocation, presentLocationContact } from '../../shared/presenters/location';
+import { atLeastOne, z, zUuid } from '../../shared/zod';
+import { paginate, paginationQuery, resource } from '../pagination';
+import { AppState, created, defineRoute, noContent } from '../routing';
+import type { ApiServices } from '../services';
+import { errors, locationContactSchema, locationSchema, paged, single, zLatitude, zLongitude, zName, zText } from './trackingSchemas';
+
+const idParam = z.object({ id: zUuid() });
+const contactParams = z.object({ id: zUuid(), cid: zUuid() });
+const zShort = (max: number) => z.string({ invalid_type_error: 'must be a string' }).trim().max(max).nullable().optional();
+
+const contactFields = {
+  name: zName(),
+  phone: zShort(64),
+  email: z.string().trim().email('must be an email address').max(320).nullable().optional(),
+  role: zShort(255),
+};
+const contactBody = z.object(contactFields);
+const contactPatch = atLeastOne(z.object({ ...contactFields, name: zName().optional() }));
+
+const locationFields = {
+  name: zName(),
+  street: zShort(255),
+  zip: zShort(32),
+  city: zShort(255),
+  country: z
+    .string()
+    .trim()
+    .regex(/^[A-Za-z]{2,3}$/, 'must be an ISO 3166 country code (2 or 3 letters)')
+    .transform((c) => c.toUpperCase())
+    .nullable()
+    .optional(),
+  latitude: zLatitude().nullable().optional(),
+  longitude: zLongitude().nullable().optional(),
+  notes: zText(),
+};
+const createBody = z.object({ ...locationFields, contacts: z.array(contactBody).max(100).optional() });
+const patchBody = atLeastOne(z.object({ ...locationFields, name: zName().optional(), is_active: z.boolean().optional() }));
+
+async function loadLocation(id: string): Promise<Location> {
+  const location = await Location.query().findById(id);
+  if (!location) throw notFound('location');
+  return location;
+}
+
+async function contactsOf(locationId: string, trx?: Knex): Promise<LocationContact[]> {
+  return LocationContact.query(trx).where('location_id', locationId).orderByRaw('lower(name), name, created_at');
+}
+
+/** Spec §4.5. */
+export function locationRoutes(router: Router<AppState, { services: ApiServices }>): void {
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/locations',
+      summary: 'List locations by name',
+      tags: ['locations'],
+      auth: { permission: 'locations:read' },
+      query: paginationQuery(10),
+      responses: { 200: { description: 'Locations (without contacts)', schema: paged(locationSchema) }, ...errors },
+    },
+    async (ctx, { query }) => {
+      ctx.body = await paginate(ctx, Location.query().orderByRaw('lower(name), name, id'), query, (l) => presentLocation(l));
+    },
+  );
+
+  defineRoute(
+    router,
+    { method: 'get', path: '/v1/locations/:id', summary: 'Get a location with its contacts', tags: ['locations'], auth: { permission: 'locations:read' }, params: idParam, responses: { 200: { description: 'Location', schema: single(locationSchema) }, ...errors } },
+    async (ctx, { params }) => {
+      const location = await loadLocation(params.id);
+      ctx.body = resource(ctx, presentLocation(location, await contactsOf(location.id)));
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'post',
+      path: '/v1/locations',
+      summary: 'Create a location with its contacts',
+      tags: ['locations'],
+      auth: { permission: 'locations:write' },
+      body: createBody,
+      responses: { 201: { description: 'Created location with contacts', schema: single(locationSchema) }, ...errors },
+    },
+    async (ctx, { body }) => {
+      const { contacts = [], ...fields } = body;
+      const { location, saved } = await ctx.services.db.transaction(async (trx) => {
+        const location = await Location.query(trx).insertAndFetch(fields);
+        if (contacts.length) await LocationContact.query(trx).insert(contacts.map((c) => ({ ...c, location_id: location.id })));
+        return { location, saved: await contactsOf(location.id, trx) };
+      });
+      created(ctx, resource(ctx, presentLocation(location, saved), `/v1/locations/${location.id}`));
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'patch',
+      path: '/v1/locations/:id',
+      summary: 'Update a location (at least one field; contacts have their own routes)',
+      tags: ['locations'],
+      auth: { permission: 'locations:write' },
+      params: idParam,
+      body: patchBody,
+      responses: { 200: { description: 'Updated location with contacts', schema: single(locationSchema) }, ...errors },
+    },
+    async (ctx, { params, body }) => {
+      const location = await loadLocation(params.id);
+      const updated = await location.$query().patchAndFetch(body);
+      ctx.body = resource(ctx, presentLocation(updated, await contactsOf(location.id)));
+    },
+  );
+
+  defineRoute(
+    router,
+    { method: 'delete', path: '/v1/locations/:id', summary: 'Delete a location and its contacts', tags: ['locations'], auth: { permission: 'locations:delete' }, params: idParam, responses: { 204: { description: 'Deleted' }, ...errors } },
+    async (ctx, { params }) => {
+      const n = await Location.query().deleteById(params.id);
+      if (!n) throw notFound('location');
+      noContent(ctx);
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'post',
+      path: '/v1/locations/:id/contacts',
+      summary: 'Add a contact to a location',
+      tags: ['locations'],
+      auth: { permission: 'locations:write' },
+      params: idParam,
+      body: contactBody,
+      responses: { 201: { description: 'Created contact', schema: single(locationContactSchema) }, ...errors },
+    },
+    async (ctx, { params, body }) => {
+      const location = await loadLocation(params.id);
+      const contact = await LocationContact.query().insertAndFetch({ ...body, location_id: location.id });
+      created(ctx, resource(ctx, presentLocationContact(contact), `/v1/locations/${location.id}/contacts/${contact.id}`));
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'patch',
+      path: '/v1/locations/:id/contacts/:cid',
+      summary: 'Update a contact (at least one field)',
+      tags: ['locations'],
+      auth: { permission: 'locations:write' },
+      params: contactParams,
+      body: contactPatch,
+      responses: { 200: { description: 'Updated contact', schema: single(locationContactSchema) }, ...errors },
+    },
+    async (ctx, { params, body }) => {
+      const contact = await LocationContact.query().findOne({ id: params.cid, location_id: params.id });
+      if (!contact) throw notFound('location contact');
+      ctx.body = resource(ctx, presentLocationContact(await contact.$query().patchAndFetch(body)));
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'delete',
+      path: '/v1/locations/:id/contacts/:cid',
+      summary: 'Remove a contact',
+      tags: ['locations'],
+      auth: { permission: 'locations:write' },
+      params: contactParams,
+      responses: { 204: { description: 'Deleted' }, ...errors },
+    },
+    async (ctx, { params }) => {
+      const n = await LocationContact.query().delete().where({ id: params.cid, location_id: params.id });
+      if (!n) throw notFound('location contact');
+      noContent(ctx);
+    },
+  );
+}

@@ -1,0 +1,146 @@
+import Router from '@koa/router';
+import { assertReferencesExist } from '../../shared/commands/references';
+import { createTripFromTemplate } from '../../shared/commands/trips';
+import { notFound } from '../../shared/errors';
+import { TripTemplate } from '../../shared/models/TripTemplate';
+import { presentTrip } from '../../shared/presenters/trip';
+import { presentTripTemplate } from '../../shared/presenters/tripTemplate';
+import { z, zUuid } from '../../shared/zod';
+import { resource } from '../pagination';
+import { AppState, created, defineRoute, noContent } from '../routing';
+import type { ApiServices } from '../services';
+import { errors, single, tripSchema, tripTemplateSchema, zName, zTags, zText, zWeight } from './trackingSchemas';
+
+const idParam = z.object({ id: zUuid() });
+// Leaves room for the " (from template)" suffix within a trip name's 255 characters.
+const templateFields = {
+  name: zName(200),
+  description: zText(),
+  category_id: zUuid().nullable().optional(),
+  origin_id: zUuid().nullable().optional(),
+  destination_id: zUuid().nullable().optional(),
+  device_id: zUuid().nullable().optional(),
+  gps_logging_enabled: z.boolean().optional(),
+  default_weight_kg: zWeight().nullable().optional(),
+  notes: zText(),
+  tags: zTags().optional(),
+};
+const createBody = z.object(templateFields);
+const patchBody = z.object({ ...templateFields, name: zName(200).optional() });
+const createTripBody = z.object({ weight_kg: zWeight() });
+
+async function loadTemplate(id: string): Promise<TripTemplate> {
+  const t = await TripTemplate.query().findById(id);
+  if (!t) throw notFound('trip template');
+  return t;
+}
+
+/** Spec §4.8: trip templates (permissions of trips). */
+export function tripTemplateRoutes(router: Router<AppState, { services: ApiServices }>): void {
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/trip-templates',
+      summary: 'All trip templates by name (bare array)',
+      tags: ['trip-templates'],
+      auth: { permission: 'trips:read' },
+      responses: { 200: { description: 'Templates', schema: z.array(tripTemplateSchema) }, ...errors },
+    },
+    async (ctx) => {
+      const rows = await TripTemplate.query().orderByRaw('lower(name), name, id');
+      ctx.body = rows.map(presentTripTemplate);
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/trip-templates/:id',
+      summary: 'Get a trip template',
+      tags: ['trip-templates'],
+      auth: { permission: 'trips:read' },
+      params: idParam,
+      responses: { 200: { description: 'Template', schema: single(tripTemplateSchema) }, ...errors },
+    },
+    async (ctx, { params }) => {
+      ctx.body = resource(ctx, presentTripTemplate(await loadTemplate(params.id)));
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'post',
+      path: '/v1/trip-templates',
+      summary: 'Create a trip template',
+      tags: ['trip-templates'],
+      auth: { permission: 'trips:write' },
+      body: createBody,
+      responses: { 201: { description: 'Created template', schema: single(tripTemplateSchema) }, ...errors },
+    },
+    async (ctx, { body }) => {
+      await assertReferencesExist(ctx.services.db, body);
+      const t = await TripTemplate.query().insertAndFetch(body);
+      created(ctx, resource(ctx, presentTripTemplate(t), `/v1/trip-templates/${t.id}`));
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'patch',
+      path: '/v1/trip-templates/:id',
+      summary: 'Update a trip template (only provided fields change)',
+      tags: ['trip-templates'],
+      auth: { permission: 'trips:write' },
+      params: idParam,
+      body: patchBody,
+      responses: { 200: { description: 'Updated template', schema: single(tripTemplateSchema) }, ...errors },
+    },
+    async (ctx, { params, body }) => {
+      const t = await loadTemplate(params.id);
+      await assertReferencesExist(ctx.services.db, body);
+      const changed = Object.values(body).some((v) => v !== undefined);
+      ctx.body = resource(ctx, presentTripTemplate(changed ? await t.$query().patchAndFetch(body) : t));
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'delete',
+      path: '/v1/trip-templates/:id',
+      summary: 'Delete a trip template',
+      tags: ['trip-templates'],
+      auth: { permission: 'trips:delete' },
+      params: idParam,
+      responses: { 204: { description: 'Deleted' }, ...errors },
+    },
+    async (ctx, { params }) => {
+      const n = await TripTemplate.query().deleteById(params.id);
+      if (!n) throw notFound('trip template');
+      noContent(ctx);
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'post',
+      path: '/v1/trip-templates/:id/create-trip',
+      summary: 'Create a draft trip from a template',
+      description: "The trip copies the template's values; its name is the template's name followed by ' (from template)'.",
+      tags: ['trip-templates'],
+      auth: { permission: 'trips:write' },
+      params: idParam,
+      body: createTripBody,
+      responses: { 201: { description: 'Created trip', schema: single(tripSchema) }, ...errors },
+    },
+    async (ctx, { params, body }) => {
+      const trip = await createTripFromTemplate(ctx.services.db, params.id, body.weight_kg);
+      created(ctx, resource(ctx, presentTrip(trip), `/v1/trips/${trip.id}`));
+    },
+  );
+}

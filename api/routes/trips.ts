@@ -1,0 +1,222 @@
+import Router from '@koa/router';
+import { buildTripGpx, GPX_CONTENT_TYPE } from '../../shared/commands/gpx';
+import { forgetLatestGps } from '../../shared/commands/gpsLatestCache';
+import { invalidateTrackerLinks } from '../../shared/commands/trackerLinks';
+import { createTrip, deleteTrip, tripStats, updateTrip } from '../../shared/commands/trips';
+import { TRIP_STATUSES } from '../../shared/commands/tripStatusMachine';
+import { notFound } from '../../shared/errors';
+import { GpsPoint } from '../../shared/models/GpsPoint';
+import { Trip } from '../../shared/models/Trip';
+import { TripStatusHistory } from '../../shared/models/TripStatusHistory';
+import { actingUserId } from '../../shared/policies';
+import { GPS_POINT_COLUMNS, GpsPointRow, presentGpsPoint } from '../../shared/presenters/gpsPoint';
+import { presentTrip, presentTripHistory } from '../../shared/presenters/trip';
+import { z, zUuid } from '../../shared/zod';
+import { paginate, paginationQuery, resource } from '../pagination';
+import { AppContext, AppState, created, defineRoute, noContent } from '../routing';
+import type { ApiServices } from '../services';
+import { errors, gpsPointSchema, paged, single, tripHistorySchema, tripSchema, zLatitude, zLongitude, zName, zTags, zText, zWeight } from './trackingSchemas';
+
+const idParam = z.object({ id: zUuid() });
+const zStatus = () => z.enum(TRIP_STATUSES, { errorMap: () => ({ message: `must be one of ${TRIP_STATUSES.join(', ')}` }) });
+const tripFields = {
+  name: zName(),
+  description: zText(),
+  gps_logging_enabled: z.boolean().optional(),
+  device_id: zUuid().nullable().optional(),
+  category_id: zUuid().nullable().optional(),
+  origin_id: zUuid().nullable().optional(),
+  destination_id: zUuid().nullable().optional(),
+  weight_kg: zWeight().nullable().optional(),
+  notes: zText(),
+  tags: zTags().optional(),
+};
+const createBody = z.object(tripFields);
+const patchBody = z.object({
+  ...tripFields,
+  name: zName().optional(),
+  status: zStatus().optional().openapi({ description: 'draft→active, active→paused, paused→active, active|paused→completed; anything else is 400' }),
+  start_latitude: zLatitude().nullable().optional(),
+  start_longitude: zLongitude().nullable().optional(),
+  end_latitude: zLatitude().nullable().optional(),
+  end_longitude: zLongitude().nullable().optional(),
+  latitude: zLatitude().nullable().optional().openapi({ description: 'Where the status change happened (history entry); defaults to the start/end coordinates sent' }),
+  longitude: zLongitude().nullable().optional().openapi({ description: 'See latitude' }),
+});
+
+async function loadTrip(id: string): Promise<Trip> {
+  const trip = await Trip.query().findById(id);
+  if (!trip) throw notFound('trip');
+  return trip;
+}
+
+async function afterTripChange(ctx: AppContext, trackerKeys: string[]): Promise<void> {
+  await invalidateTrackerLinks(ctx.services, trackerKeys);
+}
+
+/** Spec §4.4 and §3, plus GPX export. */
+export function tripRoutes(router: Router<AppState, { services: ApiServices }>): void {
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/trips',
+      summary: 'List trips, newest first',
+      tags: ['trips'],
+      auth: { permission: 'trips:read' },
+      query: paginationQuery(20).extend({ status: zStatus().optional() }),
+      responses: { 200: { description: 'Trips', schema: paged(tripSchema) }, ...errors },
+    },
+    async (ctx, { query }) => {
+      const q = Trip.query().orderBy([
+        { column: 'created_at', order: 'desc' },
+        { column: 'id', order: 'desc' },
+      ]);
+      if (query.status) q.where('status', query.status);
+      ctx.body = await paginate(ctx, q, query, (t) => presentTrip(t));
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/trips/:id',
+      summary: 'Get a trip with its distance and duration',
+      tags: ['trips'],
+      auth: { permission: 'trips:read' },
+      params: idParam,
+      responses: { 200: { description: 'Trip with distance_km and duration_seconds', schema: single(tripSchema) }, ...errors },
+    },
+    async (ctx, { params }) => {
+      const trip = await loadTrip(params.id);
+      ctx.body = resource(ctx, presentTrip(trip, await tripStats(ctx.services.db, trip.id)));
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'post',
+      path: '/v1/trips',
+      summary: 'Create a trip (always draft)',
+      tags: ['trips'],
+      auth: { permission: 'trips:write' },
+      body: createBody,
+      responses: { 201: { description: 'Created trip', schema: single(tripSchema) }, ...errors },
+    },
+    async (ctx, { body }) => {
+      const trip = await createTrip(ctx.services.db, body);
+      created(ctx, resource(ctx, presentTrip(trip), `/v1/trips/${trip.id}`));
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'patch',
+      path: '/v1/trips/:id',
+      summary: 'Update a trip or change its status',
+      description:
+        'Only provided fields change. A status change follows spec §3 (started_at/ended_at are set automatically) and adds a history entry with the acting user and optional position.',
+      tags: ['trips'],
+      auth: { permission: 'trips:write' },
+      params: idParam,
+      body: patchBody,
+      responses: {
+        200: { description: 'Updated trip', schema: single(tripSchema) },
+        ...errors,
+        409: { description: 'Another active GPS-logging trip runs on the same device' },
+      },
+    },
+    async (ctx, { params, body }) => {
+      const { trip, trackerKeys } = await updateTrip(ctx.services.db, params.id, body, actingUserId(ctx.state.principal));
+      await afterTripChange(ctx, trackerKeys);
+      ctx.body = resource(ctx, presentTrip(trip));
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'delete',
+      path: '/v1/trips/:id',
+      summary: 'Delete a draft or completed trip (its GPS points stay, without trip)',
+      tags: ['trips'],
+      auth: { permission: 'trips:delete' },
+      params: idParam,
+      responses: { 204: { description: 'Deleted' }, ...errors, 409: { description: 'Trip is active or paused' } },
+    },
+    async (ctx, { params }) => {
+      const s = ctx.services;
+      const { pointDeviceIds } = await deleteTrip(s.db, params.id);
+      // Cached latest points may still carry the deleted trip's id.
+      if (pointDeviceIds.length) await forgetLatestGps(s.redis, s.config, pointDeviceIds).catch((err) => s.logger.warn({ err: err.message }, 'could not drop the latest GPS cache'));
+      noContent(ctx);
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/trips/:id/gps',
+      summary: "A trip's GPS points, oldest first",
+      tags: ['trips'],
+      auth: { permission: 'trips:read' },
+      params: idParam,
+      query: paginationQuery(10),
+      responses: { 200: { description: 'GPS points', schema: paged(gpsPointSchema) }, ...errors },
+    },
+    async (ctx, { params, query }) => {
+      const trip = await loadTrip(params.id);
+      const q = GpsPoint.query().where('trip_id', trip.id).orderBy([{ column: 'timestamp' }, { column: 'created_at' }, { column: 'id' }]);
+      ctx.body = await paginate(ctx, q, query, presentGpsPoint);
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/trips/:id/history',
+      summary: "A trip's status changes, oldest first (bare array)",
+      tags: ['trips'],
+      auth: { permission: 'trips:read' },
+      params: idParam,
+      responses: { 200: { description: 'History entries', schema: z.array(tripHistorySchema) }, ...errors },
+    },
+    async (ctx, { params }) => {
+      const trip = await loadTrip(params.id);
+      const rows = await TripStatusHistory.query().where('trip_id', trip.id).orderBy([{ column: 'changed_at' }, { column: 'id' }]);
+      ctx.body = rows.map(presentTripHistory);
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/trips/:id/gpx',
+      summary: "The trip's track as a GPX 1.1 file",
+      description: 'One track segment with every point in timestamp order; distance_km and duration_seconds are in the metadata extensions.',
+      tags: ['trips'],
+      auth: { permission: 'trips:read' },
+      params: idParam,
+      responses: { 200: { description: 'GPX 1.1 document', schema: z.string(), contentType: GPX_CONTENT_TYPE }, ...errors },
+    },
+    async (ctx, { params }) => {
+      const trip = await loadTrip(params.id);
+      const [points, stats] = await Promise.all([
+        ctx.services.db('gps_points')
+          .where('trip_id', trip.id)
+          .orderBy([{ column: 'timestamp' }, { column: 'created_at' }, { column: 'id' }])
+          .select(...GPS_POINT_COLUMNS) as Promise<GpsPointRow[]>,
+        tripStats(ctx.services.db, trip.id),
+      ]);
+      ctx.type = GPX_CONTENT_TYPE;
+      ctx.set('Content-Disposition', `attachment; filename="trip-${trip.id}.gpx"`);
+      ctx.body = buildTripGpx(trip, points, stats);
+    },
+  );
+}

@@ -1,0 +1,57 @@
+import type { Knex } from 'knex';
+import { badRequest, forbidden, notFound } from '../errors';
+import { Device } from '../models/Device';
+import { actingUserId, isSuperAdmin, Principal } from '../policies';
+
+/** Device fields of POST/PATCH /v1/devices. */
+export interface DeviceInput {
+  name?: string;
+  description?: string | null;
+  device_type?: string | null;
+  is_active?: boolean;
+  /** Tracker key to link (null unlinks). */
+  api_key_id?: string | null;
+}
+
+/**
+ * Locks the key and checks who may link it (spec §4.3): the key's owner, or a system key / super
+ * admin. The key is then taken away from any device it was linked to before.
+ */
+async function takeKey(trx: Knex, principal: Principal, apiKeyId: string, deviceId: string | null): Promise<string[]> {
+  const key = await trx('api_keys').where('id', apiKeyId).forUpdate().first('id', 'user_id');
+  if (!key) throw badRequest('api_key_id: no such API key');
+  const owner = key.user_id as string | null;
+  if (!(owner && actingUserId(principal) === owner) && !isSuperAdmin(principal)) {
+    throw forbidden("api_key_id: only the key's owner or a system key may link it to a device");
+  }
+  const q = trx('devices').where('api_key_id', apiKeyId);
+  if (deviceId) q.whereNot('id', deviceId);
+  const unlinked = await q.update({ api_key_id: null, updated_at: trx.fn.now() }).returning('id');
+  return unlinked.length ? [apiKeyId] : [];
+}
+
+/**
+ * Creates (id null) or patches a device, linking its API key when asked. Returns the device and the
+ * tracker keys whose cached device/trip link changed (drop them after the commit).
+ */
+export async function saveDevice(db: Knex, principal: Principal, id: string | null, input: DeviceInput): Promise<{ device: Device; trackerKeys: string[] }> {
+  return db.transaction(async (trx) => {
+    const before = id ? await Device.query(trx).findById(id).forUpdate() : undefined;
+    if (id && !before) throw notFound('device');
+    const trackerKeys: string[] = [];
+    if (typeof input.api_key_id === 'string' && input.api_key_id !== before?.api_key_id) {
+      trackerKeys.push(input.api_key_id, ...(await takeKey(trx, principal, input.api_key_id, id)));
+    }
+    if (before?.api_key_id && input.api_key_id !== undefined && input.api_key_id !== before.api_key_id) trackerKeys.push(before.api_key_id);
+    const fields = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) as Partial<Device>;
+    const device = before ? await before.$query(trx).patchAndFetch(fields) : await Device.query(trx).insertAndFetch(fields);
+    return { device, trackerKeys };
+  });
+}
+
+/** Deletes a device; its trips and templates keep existing without it. Returns its tracker key, if any. */
+export async function deleteDevice(db: Knex, id: string): Promise<{ trackerKeys: string[] }> {
+  const [row] = await db('devices').where('id', id).delete().returning('api_key_id');
+  if (!row) throw notFound('device');
+  return { trackerKeys: row.api_key_id ? [row.api_key_id] : [] };
+}

@@ -1,0 +1,141 @@
+import type { Knex } from 'knex';
+import type Redis from 'ioredis';
+import type { Config } from '../config';
+import type { GpsPushData } from '../events';
+import { GPS_POINT_COLUMNS, GpsPointRow, presentGpsPoint } from '../presenters/gpsPoint';
+import { redisKey } from '../redis';
+
+/** Spec §8: the latest GPS point is cached for 5 minutes. */
+export const GPS_LATEST_TTL_SECONDS = 300;
+
+/*
+ * Cache of the latest point, globally and per device, kept exact under concurrent writes:
+ *
+ * A value is `<flag><sort key><json>`. The sort key orders points like the database does
+ * (timestamp, then created_at, then id), fixed width so Lua compares it as a string. The flag is
+ * 'c' (complete: the newest point in the database) or 'p' (partial: the newest point written since
+ * the key went cold; older ones may be newer in the database). Writers only ever raise the value
+ * (set-if-newer), so a buffered batch of old points never replaces a newer position; a writer on a
+ * cold key leaves a partial value. A reader trusts only complete values: otherwise it queries the
+ * database and merges its result with whatever writers stored meanwhile, which yields the true
+ * maximum (every point committed before the query is in the result, every later one is either in
+ * the partial value already or will raise the complete value afterwards).
+ */
+const SORT_KEY_LENGTH = 15 + 15 + 36;
+const NONE_SORT_KEY = '0'.repeat(SORT_KEY_LENGTH);
+
+const WRITE_SCRIPT = `
+local ttl = tonumber(ARGV[1])
+for i, k in ipairs(KEYS) do
+  local sort = ARGV[2 * i]
+  local payload = ARGV[2 * i + 1]
+  local cur = redis.call('GET', k)
+  if not cur then
+    redis.call('SET', k, 'p' .. sort .. payload, 'EX', ttl)
+  elseif sort > string.sub(cur, 2, ${SORT_KEY_LENGTH + 1}) then
+    redis.call('SET', k, string.sub(cur, 1, 1) .. sort .. payload, 'EX', ttl)
+  end
+end
+return 1`;
+
+const FILL_SCRIPT = `
+local cur = redis.call('GET', KEYS[1])
+local v
+if cur and string.sub(cur, 2, ${SORT_KEY_LENGTH + 1}) > ARGV[2] then
+  v = 'c' .. string.sub(cur, 2)
+else
+  v = 'c' .. ARGV[2] .. ARGV[3]
+end
+redis.call('SET', KEYS[1], v, 'EX', tonumber(ARGV[1]))
+return v`;
+
+type CacheRedis = Redis & {
+  gpsLatestWrite(numKeys: number, ...args: Array<string | number>): Promise<number>;
+  gpsLatestFill(key: string, ttl: number, sort: string, payload: string): Promise<string>;
+};
+
+const prepared = new WeakSet<Redis>();
+function scripts(redis: Redis): CacheRedis {
+  if (!prepared.has(redis)) {
+    redis.defineCommand('gpsLatestWrite', { lua: WRITE_SCRIPT });
+    redis.defineCommand('gpsLatestFill', { numberOfKeys: 1, lua: FILL_SCRIPT });
+    prepared.add(redis);
+  }
+  return redis as CacheRedis;
+}
+
+const pad = (n: number) => String(Math.max(0, n)).padStart(15, '0');
+
+/** The database order of a point as a fixed-width string (greater = later). */
+export function gpsSortKey(p: Pick<GpsPointRow, 'timestamp' | 'created_at' | 'id'>): string {
+  return pad(p.timestamp.getTime()) + pad(p.created_at.getTime()) + p.id;
+}
+
+export function latestKey(config: Pick<Config, 'redisPrefix'>, deviceId?: string | null): string {
+  return deviceId ? redisKey(config, 'gps', 'latest', 'device', deviceId) : redisKey(config, 'gps', 'latest');
+}
+
+function decode(value: string): GpsPushData | null {
+  const json = value.slice(1 + SORT_KEY_LENGTH);
+  return json ? (JSON.parse(json) as GpsPushData) : null;
+}
+
+/**
+ * Raises the cached latest points (global and per device) with freshly inserted points. One round
+ * trip for a whole batch: only the newest point of each key is sent.
+ */
+export async function recordLatestGps(redis: Redis, config: Pick<Config, 'redisPrefix'>, points: GpsPointRow[]): Promise<void> {
+  if (points.length === 0) return;
+  const newest = new Map<string, { sort: string; point: GpsPointRow }>();
+  const consider = (key: string, point: GpsPointRow, sort: string) => {
+    const cur = newest.get(key);
+    if (!cur || sort > cur.sort) newest.set(key, { sort, point });
+  };
+  for (const p of points) {
+    const sort = gpsSortKey(p);
+    consider(latestKey(config), p, sort);
+    if (p.device_id) consider(latestKey(config, p.device_id), p, sort);
+  }
+  const keys = [...newest.keys()];
+  const args: string[] = [];
+  for (const k of keys) {
+    const { sort, point } = newest.get(k)!;
+    args.push(sort, JSON.stringify(presentGpsPoint(point)));
+  }
+  await scripts(redis).gpsLatestWrite(keys.length, ...keys, GPS_LATEST_TTL_SECONDS, ...args);
+}
+
+/** Drops cached latest points (after a delete that may have removed or changed them). */
+export async function forgetLatestGps(redis: Redis, config: Pick<Config, 'redisPrefix'>, deviceIds: Array<string | null>): Promise<void> {
+  const keys = [latestKey(config), ...new Set(deviceIds.filter((d): d is string => !!d).map((d) => latestKey(config, d)))];
+  await redis.del(...keys);
+}
+
+/**
+ * The latest point, globally or for one device identifier (null when there is none): from the
+ * cache when it holds a complete value, else from the database, merged into the cache.
+ */
+export async function latestGps(db: Knex, redis: Redis, config: Pick<Config, 'redisPrefix'>, deviceId?: string): Promise<GpsPushData | null> {
+  const key = latestKey(config, deviceId);
+  const cached = await redis.get(key).catch(() => undefined);
+  if (cached && cached[0] === 'c') return decode(cached);
+  const q = db('gps_points').first(...GPS_POINT_COLUMNS).orderBy([
+    { column: 'timestamp', order: 'desc' },
+    { column: 'created_at', order: 'desc' },
+    { column: 'id', order: 'desc' },
+  ]);
+  if (deviceId) q.where('device_id', deviceId);
+  const row = (await q) as GpsPointRow | undefined;
+  try {
+    const merged = await scripts(redis).gpsLatestFill(
+      key,
+      GPS_LATEST_TTL_SECONDS,
+      row ? gpsSortKey(row) : NONE_SORT_KEY,
+      row ? JSON.stringify(presentGpsPoint(row)) : '',
+    );
+    return decode(merged);
+  } catch {
+    // Cache unreachable: the database answer is correct, just not cached.
+    return row ? presentGpsPoint(row) : null;
+  }
+}

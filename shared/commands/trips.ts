@@ -1,0 +1,152 @@
+import type { Knex } from 'knex';
+import { conflict, notFound } from '../errors';
+import { EARTH_RADIUS_KM, haversineSql } from '../geo';
+import { Trip, TripStatus } from '../models/Trip';
+import { TripStatusHistory } from '../models/TripStatusHistory';
+import { TripTemplate } from '../models/TripTemplate';
+import type { TripStats } from '../presenters/trip';
+import { assertReferencesExist } from './references';
+import { trackerKeysOfDevices } from './trackerLinks';
+import { canDeleteTrip, transitionPatch } from './tripStatusMachine';
+
+/** The partial unique index of the tracking migration: one active GPS-logging trip per device. */
+export const ACTIVE_GPS_TRIP_INDEX = 'trips_one_active_gps_logging_per_device';
+
+/** Fields a trip is created with (spec §4.4 POST). */
+export interface TripInput {
+  name: string;
+  description?: string | null;
+  gps_logging_enabled?: boolean;
+  device_id?: string | null;
+  category_id?: string | null;
+  origin_id?: string | null;
+  destination_id?: string | null;
+  weight_kg?: number | null;
+  notes?: string | null;
+  tags?: string[];
+}
+
+/** PATCH /v1/trips/{id}: create fields, status, start/end coordinates, and where the change happened. */
+export interface TripPatch extends Partial<TripInput> {
+  status?: TripStatus;
+  start_latitude?: number | null;
+  start_longitude?: number | null;
+  end_latitude?: number | null;
+  end_longitude?: number | null;
+  /** Position recorded in the status history entry (defaults to the start/end coordinates sent). */
+  latitude?: number | null;
+  longitude?: number | null;
+}
+
+function isActiveTripConflict(err: unknown): boolean {
+  const e = err as { code?: string; constraint?: string; nativeError?: { code?: string; constraint?: string } };
+  const code = e.nativeError?.code ?? e.code;
+  const constraint = e.constraint ?? e.nativeError?.constraint;
+  return code === '23505' && constraint === ACTIVE_GPS_TRIP_INDEX;
+}
+
+const defined = <T extends object>(o: T): Partial<T> => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+
+/** Creates a trip; new trips are always draft (spec §3). Unknown references are a 400 naming the field. */
+export async function createTrip(db: Knex, input: TripInput): Promise<Trip> {
+  await assertReferencesExist(db, { device_id: input.device_id, category_id: input.category_id, origin_id: input.origin_id, destination_id: input.destination_id });
+  return Trip.query(db).insertAndFetch({ ...defined(input), status: 'draft' });
+}
+
+/**
+ * Applies a PATCH in one transaction with the trip row locked: references, the status machine
+ * (started_at/ended_at, a history entry with the acting user and position) and the one-active-
+ * GPS-logging-trip-per-device rule, which the database enforces so that concurrent activations
+ * cannot both win (the loser gets 409). Returns the trip and the tracker keys whose cached
+ * device/trip link the change made stale.
+ */
+export async function updateTrip(db: Knex, id: string, patch: TripPatch, actorUserId: string | null): Promise<{ trip: Trip; trackerKeys: string[] }> {
+  return db.transaction(async (trx) => {
+    const trip = await Trip.query(trx).findById(id).forUpdate();
+    if (!trip) throw notFound('trip');
+    await assertReferencesExist(trx, { device_id: patch.device_id, category_id: patch.category_id, origin_id: patch.origin_id, destination_id: patch.destination_id });
+    const { status, latitude, longitude, ...fields } = patch;
+    const changes: Partial<Trip> = defined(fields);
+    let history: Partial<TripStatusHistory> | undefined;
+    if (status !== undefined) {
+      Object.assign(changes, transitionPatch(trip, status, new Date()));
+      const toActive = status === 'active';
+      history = {
+        trip_id: trip.id,
+        old_status: trip.status,
+        new_status: status,
+        changed_by: actorUserId,
+        latitude: latitude ?? (toActive ? patch.start_latitude : patch.end_latitude) ?? null,
+        longitude: longitude ?? (toActive ? patch.start_longitude : patch.end_longitude) ?? null,
+      };
+    }
+    if (Object.keys(changes).length === 0) return { trip, trackerKeys: [] };
+
+    let updated: Trip;
+    try {
+      updated = await trip.$query(trx).patchAndFetch(changes);
+    } catch (err) {
+      if (isActiveTripConflict(err)) {
+        throw conflict(`another active trip with GPS logging already runs on device ${changes.device_id ?? trip.device_id}`);
+      }
+      throw err;
+    }
+    if (history) await TripStatusHistory.query(trx).insert(history);
+
+    const linkChanged = status !== undefined || changes.device_id !== undefined || changes.gps_logging_enabled !== undefined;
+    const trackerKeys = linkChanged ? await trackerKeysOfDevices(trx, [trip.device_id, updated.device_id]) : [];
+    return { trip: updated, trackerKeys };
+  });
+}
+
+/**
+ * Deletes a draft or completed trip (409 while active or paused). Its GPS points stay, with trip_id
+ * set to null by the foreign key. Returns the device identifiers of those points, whose cached
+ * latest point may carry the old trip_id.
+ */
+export async function deleteTrip(db: Knex, id: string): Promise<{ pointDeviceIds: Array<string | null> }> {
+  return db.transaction(async (trx) => {
+    const trip = await Trip.query(trx).findById(id).forUpdate();
+    if (!trip) throw notFound('trip');
+    if (!canDeleteTrip(trip.status)) throw conflict(`trip is ${trip.status}: only draft or completed trips can be deleted`);
+    const devices = await trx('gps_points').where('trip_id', id).distinct('device_id');
+    await Trip.query(trx).deleteById(id);
+    return { pointDeviceIds: devices.map((d) => d.device_id as string | null) };
+  });
+}
+
+/**
+ * Distance (sum of haversine legs between consecutive points, in km) and duration (first to last
+ * point, in seconds) of a trip's track, computed in SQL.
+ */
+export async function tripStats(db: Knex, tripId: string): Promise<TripStats> {
+  const { rows } = await db.raw<{ rows: Array<{ distance_km: number | null; duration_seconds: number | null }> }>(
+    `SELECT COALESCE(SUM(${haversineSql('plat', 'plon', 'latitude', 'longitude')}), 0) AS distance_km,
+            COALESCE(EXTRACT(EPOCH FROM MAX(ts) - MIN(ts)), 0) AS duration_seconds
+       FROM (SELECT latitude, longitude, "timestamp" AS ts,
+                    lag(latitude) OVER w AS plat, lag(longitude) OVER w AS plon
+               FROM gps_points WHERE trip_id = ?
+             WINDOW w AS (ORDER BY "timestamp", created_at, id)) legs`,
+    [EARTH_RADIUS_KM, tripId],
+  );
+  const r = rows[0];
+  return { distance_km: Math.round(Number(r.distance_km ?? 0) * 1000) / 1000, duration_seconds: Math.round(Number(r.duration_seconds ?? 0)) };
+}
+
+/** POST /v1/trip-templates/{id}/create-trip: a draft trip with the template's values and the given weight. */
+export async function createTripFromTemplate(db: Knex, templateId: string, weightKg: number): Promise<Trip> {
+  const tpl = await TripTemplate.query(db).findById(templateId);
+  if (!tpl) throw notFound('trip template');
+  return createTrip(db, {
+    name: `${tpl.name} (from template)`,
+    description: tpl.description,
+    gps_logging_enabled: tpl.gps_logging_enabled,
+    device_id: tpl.device_id,
+    category_id: tpl.category_id,
+    origin_id: tpl.origin_id,
+    destination_id: tpl.destination_id,
+    weight_kg: weightKg,
+    notes: tpl.notes,
+    tags: tpl.tags ?? [],
+  });
+}

@@ -1,0 +1,17 @@
+import { BaseModel } from './BaseModel';
+
+/** A circular geofence (spec §2 Geofence); metadata is any JSON object, echoed in geofenceEvent. */
+export class Geofence extends BaseModel {
+  static override tableName = 'geofences';
+  static override jsonAttributes = ['metadata'];
+  id!: string;
+  name!: string;
+  description!: string | null;
+  latitude!: number;
+  longitude!: number;
+  radius_km!: number;
+  is_active!: boolean;
+  metadata!: Record<string, unknown> | null;
+  created_at!: Date;
+  declare updated_at: Date;
+}

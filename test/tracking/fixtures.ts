@@ -1,0 +1,49 @@
+import type { Stack } from '../helpers/stack';
+
+/** Unix seconds, whole. */
+export const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+/** A valid POST /v1/gps body; override any field. */
+export function gpsBody(over: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    latitude: 52.52,
+    longitude: 13.405,
+    altitude: 34,
+    heading: 90,
+    timestamp: nowSeconds(),
+    speed_kmh: 36,
+    speed_mps: 10,
+    speed_mph: 22.37,
+    speed_knots: 19.44,
+    ...over,
+  };
+}
+
+/** Creates a resource and returns its `data`, failing loudly on anything but 201. */
+export async function make<T = any>(s: Stack, token: string, path: string, body: unknown): Promise<T> {
+  const r = await s.request('POST', path, { token, body });
+  if (r.status !== 201) throw new Error(`POST ${path} → ${r.status}: ${r.text}`);
+  return r.body.data as T;
+}
+
+/** Patches a trip's status and returns the response. */
+export function setStatus(s: Stack, token: string, tripId: string, status: string, extra: Record<string, unknown> = {}) {
+  return s.request('PATCH', `/v1/trips/${tripId}`, { token, body: { status, ...extra } });
+}
+
+/** Polls until `probe` returns a truthy value or the timeout passes. */
+export async function eventually<T>(probe: () => Promise<T | undefined | null | false>, timeoutMs = 5000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v) return v;
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** Memoises an async setup, so tests can share users created after the stack's before hook. */
+export function once<T>(fn: () => Promise<T>): () => Promise<T> {
+  let p: Promise<T> | undefined;
+  return () => (p ??= fn());
+}
