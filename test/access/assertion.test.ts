@@ -1,7 +1,7 @@
 import test from 'ava';
 import { randomUUID } from 'node:crypto';
 import { createHmac } from 'node:crypto';
-import { startApi } from '../../api/server';
+import { startSecondApi } from '../helpers/secondApi';
 import { appForKey, signAppAssertion, verifyAppAssertion } from '../../shared/auth/assertionVerifier';
 import { loadConfig } from '../../shared/config';
 import { redisKey } from '../../shared/redis';
@@ -117,7 +117,7 @@ test('the nonce must carry the idaa_ prefix; the token must have exactly five no
   t.false(missing.ok);
 });
 
-test('(e) single use: a replay is refused, also on another api instance; failures do not burn the nonce', async (t) => {
+test.serial('(e) single use: a replay is refused, also on another api instance; failures do not burn the nonce', async (t) => {
   const s = stack();
   const subject = randomUUID();
   const nonce = `idaa_${randomUUID().replace(/-/g, '')}`;
@@ -136,13 +136,13 @@ test('(e) single use: a replay is refused, also on another api instance; failure
 
   // Over HTTP on two api instances sharing Redis: the second presentation is refused.
   const user = await createUser(s.db);
-  const second = await startApi(s.config, { port: 0 });
+  const second = await startSecondApi(s);
   try {
     const token = sign(user.id);
     const q = `client_id=${randomUUID()}&redirect_uri=${encodeURIComponent('https://app.example/cb')}&response_type=code&code_challenge=${'a'.repeat(43)}&code_challenge_method=S256`;
     const a = await fetch(`${s.url}/v1/oauth/authorize?${q}`, { headers: { 'x-id-app-assertion': token } });
     t.is(a.status, 400); // assertion accepted; the unknown client is what fails
-    const b = await fetch(`http://127.0.0.1:${second.port}/v1/oauth/authorize?${q}`, { headers: { 'x-id-app-assertion': token } });
+    const b = await fetch(`${second.url}/v1/oauth/authorize?${q}`, { headers: { 'x-id-app-assertion': token } });
     t.is(b.status, 401);
     t.regex(((await b.json()) as { message: string }).message, /already used/);
   } finally {
