@@ -1,0 +1,342 @@
+import test from 'ava';
+import { createHash, randomBytes } from 'node:crypto';
+import { signAppAssertion } from '../../shared/auth/assertionVerifier';
+import { createUser, TestUser } from '../helpers/factories';
+import { listenPushes } from '../helpers/pushes';
+import { useStack } from '../helpers/stack';
+
+const ID_SECRET = 'oauth-test-id-app-secret';
+const stack = useStack(test, { env: { ID_APPS: `idapp:${ID_SECRET}` } });
+const REDIRECT = 'https://client.example/callback';
+const ME = { query: '{ me { userId apiKeyId permissions } }' };
+
+interface Client {
+  id: string;
+  secret: string | null;
+}
+
+const assertion = (userId: string) => signAppAssertion({ appId: 'idapp', secret: ID_SECRET, subject: userId });
+const pkce = () => {
+  const verifier = randomBytes(48).toString('base64url');
+  return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
+};
+
+async function makeClient(owner: TestUser, body: Record<string, unknown> = {}): Promise<Client> {
+  const r = await stack().request('POST', '/v1/oauth/clients', {
+    token: owner.token,
+    body: { name: 'Third Party', redirect_uris: [REDIRECT], allowed_scopes: ['gps:read', 'trips:read', 'users:read'], ...body },
+  });
+  if (r.status !== 201) throw new Error(r.text);
+  return { id: r.body.client.id, secret: r.body.client_secret };
+}
+
+async function authorize(user: TestUser, client: Client, o: { scope?: string; state?: string; challenge?: string; method?: string; redirect?: string; header?: string | null } = {}) {
+  const q = new URLSearchParams({
+    client_id: client.id,
+    redirect_uri: o.redirect ?? REDIRECT,
+    response_type: 'code',
+    state: o.state ?? 'st-123',
+    code_challenge: o.challenge ?? pkce().challenge,
+    code_challenge_method: o.method ?? 'S256',
+  });
+  if (o.scope !== undefined) q.set('scope', o.scope);
+  const headers: Record<string, string> = {};
+  if (o.header !== null) headers['x-id-app-assertion'] = o.header ?? assertion(user.id);
+  return stack().request('GET', `/v1/oauth/authorize?${q}`, { headers });
+}
+
+async function codeFor(user: TestUser, client: Client, scope?: string) {
+  const p = pkce();
+  const r = await authorize(user, client, { challenge: p.challenge, scope });
+  if (r.status !== 200) throw new Error(r.text);
+  return { code: new URL(r.body.redirect_to).searchParams.get('code')!, verifier: p.verifier };
+}
+
+/** The token endpoint, form-encoded as OAuth clients usually send it. */
+function token(params: Record<string, string | undefined | null>) {
+  const form = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null) form.set(k, v);
+  return stack().request('POST', '/v1/oauth/token', { rawBody: form.toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+}
+
+const exchange = (client: Client, code: string, verifier: string, extra: Record<string, string> = {}) =>
+  token({ grant_type: 'authorization_code', code, redirect_uri: REDIRECT, client_id: client.id, client_secret: client.secret, code_verifier: verifier, ...extra });
+
+const me = (accessToken: string) => stack().request('POST', '/v1/gql', { token: accessToken, body: ME });
+
+test('full authorization-code + PKCE flow ends in a Bearer call with permissions narrowed to the granted scopes', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const user = await createUser(s.db, { roles: ['role_user'] });
+  const client = await makeClient(dev);
+  const p = pkce();
+
+  const a = await authorize(user, client, { challenge: p.challenge, scope: 'gps:read users:read', state: 'xyz state' });
+  t.is(a.status, 200, a.text);
+  const redirect = new URL(a.body.redirect_to);
+  t.is(`${redirect.origin}${redirect.pathname}`, REDIRECT);
+  t.is(redirect.searchParams.get('state'), 'xyz state');
+  const code = redirect.searchParams.get('code')!;
+  t.truthy(code);
+  // Only the hash is stored, with a short life.
+  const row = await s.db('oauth_authorization_codes').where({ user_id: user.id, client_id: client.id }).first();
+  t.not(row.code_hash, code);
+  t.true(new Date(row.expires_at).getTime() - Date.now() <= 60_000);
+  const granted = await s.db('audit_events').where({ event_type: 'consent_granted', user_id: user.id, resource_id: client.id }).first();
+  t.truthy(granted);
+  t.deepEqual(granted.metadata.scopes, ['gps:read', 'users:read']);
+
+  const tok = await exchange(client, code, p.verifier);
+  t.is(tok.status, 200, tok.text);
+  t.deepEqual(Object.keys(tok.body).sort(), ['access_token', 'expires_in', 'refresh_token', 'scope', 'token_type']);
+  t.is(tok.body.token_type, 'Bearer');
+  t.is(tok.body.expires_in, 3600);
+  t.is(tok.body.scope, 'gps:read users:read');
+  t.regex(tok.body.access_token, /^oat_/);
+  t.is(tok.headers.get('cache-control'), 'no-store');
+
+  const m = await me(tok.body.access_token);
+  t.is(m.status, 200);
+  t.is(m.body.data.me.userId, user.id);
+  t.is(m.body.data.me.apiKeyId, null);
+  // users:read was granted to the client but the user does not hold it; trips:read was not requested.
+  t.deepEqual(m.body.data.me.permissions, ['gps:read']);
+
+  const consents = await s.request('GET', '/v1/users/me/consents', { token: user.token });
+  t.is(consents.status, 200);
+  t.is(consents.body.data.length, 1);
+  t.is(consents.body.data[0].client_id, client.id);
+  t.is(consents.body.data[0].client_name, 'Third Party');
+  t.deepEqual(consents.body.data[0].scopes, ['gps:read', 'users:read']);
+});
+
+test('authorize also takes a JSON POST; the token endpoint also takes JSON; public clients need no secret', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const user = await createUser(s.db, { roles: ['role_user'] });
+  const client = await makeClient(dev, { client_type: 'public' });
+  t.is(client.secret, null);
+  const p = pkce();
+  const a = await s.request('POST', '/v1/oauth/authorize', {
+    headers: { 'x-id-app-assertion': assertion(user.id) },
+    body: { client_id: client.id, redirect_uri: REDIRECT, response_type: 'code', scope: 'trips:read', code_challenge: p.challenge, code_challenge_method: 'S256' },
+  });
+  t.is(a.status, 200, a.text);
+  t.is(new URL(a.body.redirect_to).searchParams.get('state'), null);
+  const code = new URL(a.body.redirect_to).searchParams.get('code')!;
+  const tok = await s.request('POST', '/v1/oauth/token', { body: { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, client_id: client.id, code_verifier: p.verifier } });
+  t.is(tok.status, 200, tok.text);
+  t.deepEqual((await me(tok.body.access_token)).body.data.me.permissions, ['trips:read']);
+  // Without a scope parameter the client's allowed scopes are requested.
+  const { code: c2, verifier } = await codeFor(user, client);
+  const t2 = await s.request('POST', '/v1/oauth/token', { body: { grant_type: 'authorization_code', code: c2, redirect_uri: REDIRECT, client_id: client.id, code_verifier: verifier } });
+  t.is(t2.body.scope, 'gps:read trips:read users:read');
+});
+
+test('authorize refusals: assertion, client, redirect_uri, scope, PKCE parameters', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const user = await createUser(s.db, { roles: ['role_user'] });
+  const client = await makeClient(dev);
+  t.is((await authorize(user, client, { header: null })).status, 401);
+  t.is((await authorize(user, client, { header: assertion(user.id).slice(0, -2) + 'xx' })).status, 401);
+  const used = assertion(user.id);
+  t.is((await authorize(user, client, { header: used })).status, 200);
+  t.is((await authorize(user, client, { header: used })).status, 401);
+  const unknown = await authorize(user, { id: '00000000-0000-4000-8000-000000000000', secret: null });
+  t.is(unknown.status, 400);
+  t.is(unknown.body.error, 'invalid_client');
+  const redirect = await authorize(user, client, { redirect: 'https://evil.example/callback' });
+  t.is(redirect.status, 400);
+  t.regex(redirect.body.message, /redirect_uri/);
+  const scope = await authorize(user, client, { scope: 'gps:read users:delete' });
+  t.is(scope.status, 400);
+  t.is(scope.body.error, 'invalid_scope');
+  t.is((await authorize(user, client, { method: 'plain' })).status, 400);
+  t.is((await authorize(user, client, { challenge: 'short' })).status, 400);
+  // An inactive client is refused.
+  await s.request('PATCH', `/v1/oauth/clients/${client.id}`, { token: dev.token, body: { is_active: false } });
+  t.is((await authorize(user, client)).status, 400);
+  // A deleted user behind a valid assertion is refused.
+  const gone = await createUser(s.db);
+  await s.db('users').where('id', gone.id).update({ deleted_at: new Date() });
+  const c2 = await makeClient(dev);
+  t.is((await authorize(gone, c2)).status, 401);
+});
+
+test('a wrong code_verifier fails and burns the code; wrong redirect_uri, wrong client and bad secrets fail', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const user = await createUser(s.db, { roles: ['role_user'] });
+  const client = await makeClient(dev);
+  const other = await makeClient(dev);
+
+  const { code, verifier } = await codeFor(user, client);
+  const wrong = await exchange(client, code, pkce().verifier);
+  t.is(wrong.status, 400);
+  t.is(wrong.body.error, 'invalid_grant');
+  t.regex(wrong.body.message, /code_verifier/);
+  t.is((await exchange(client, code, verifier)).status, 400); // single use, even after a failure
+
+  const c2 = await codeFor(user, client);
+  const badRedirect = await exchange(client, c2.code, c2.verifier, { redirect_uri: 'https://client.example/other' });
+  t.is(badRedirect.body.error, 'invalid_grant');
+
+  const c3 = await codeFor(user, client);
+  const noSecret = await exchange({ id: client.id, secret: null }, c3.code, c3.verifier);
+  t.is(noSecret.status, 401);
+  t.is(noSecret.body.error, 'invalid_client');
+  const badSecret = await exchange({ id: client.id, secret: 'ocs_wrong' }, c3.code, c3.verifier);
+  t.is(badSecret.status, 401);
+  const otherClient = await exchange(other, c3.code, c3.verifier);
+  t.is(otherClient.status, 400);
+  t.is(otherClient.body.error, 'invalid_grant');
+
+  const c4 = await codeFor(user, client);
+  t.is((await exchange(client, c4.code, 'too-short')).status, 400);
+  const unsupported = await token({ grant_type: 'password', client_id: client.id, client_secret: client.secret });
+  t.is(unsupported.body.error, 'unsupported_grant_type');
+  // A regenerated secret replaces the old one at the token endpoint.
+  const c5 = await codeFor(user, client);
+  const fresh = (await s.request('POST', `/v1/oauth/clients/${client.id}/regenerate-secret`, { token: dev.token })).body.client_secret;
+  t.is((await exchange(client, c5.code, c5.verifier)).status, 401);
+  t.is((await exchange({ id: client.id, secret: fresh }, c5.code, c5.verifier)).status, 200);
+});
+
+test('a reused code is refused and revokes the tokens it produced; an expired code is refused', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const user = await createUser(s.db, { roles: ['role_user'] });
+  const client = await makeClient(dev);
+  const { code, verifier } = await codeFor(user, client, 'gps:read');
+  const first = await exchange(client, code, verifier);
+  t.is(first.status, 200);
+  t.is((await me(first.body.access_token)).status, 200);
+  const again = await exchange(client, code, verifier);
+  t.is(again.status, 400);
+  t.is(again.body.error, 'invalid_grant');
+  t.is((await me(first.body.access_token)).status, 401);
+  t.is((await token({ grant_type: 'refresh_token', refresh_token: first.body.refresh_token, client_id: client.id, client_secret: client.secret })).status, 400);
+
+  const late = await codeFor(user, client);
+  await s.db('oauth_authorization_codes').where('user_id', user.id).whereNull('used_at').update({ expires_at: new Date(Date.now() - 1000) });
+  const expired = await exchange(client, late.code, late.verifier);
+  t.is(expired.status, 400);
+  t.regex(expired.body.message, /expired/);
+});
+
+test('refresh rotation: each refresh token works once; reusing an old one revokes the whole chain', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const user = await createUser(s.db, { roles: ['role_user'] });
+  const client = await makeClient(dev);
+  const { code, verifier } = await codeFor(user, client, 'gps:read trips:read');
+  const t0 = (await exchange(client, code, verifier)).body;
+
+  const r1 = await token({ grant_type: 'refresh_token', refresh_token: t0.refresh_token, client_id: client.id, client_secret: client.secret });
+  t.is(r1.status, 200, r1.text);
+  t.not(r1.body.refresh_token, t0.refresh_token);
+  t.not(r1.body.access_token, t0.access_token);
+  t.is(r1.body.scope, 'gps:read trips:read');
+  t.is((await me(r1.body.access_token)).status, 200);
+
+  // Narrowing on refresh is allowed, widening is not.
+  const r2 = await token({ grant_type: 'refresh_token', refresh_token: r1.body.refresh_token, client_id: client.id, client_secret: client.secret, scope: 'gps:read' });
+  t.is(r2.status, 200);
+  t.deepEqual((await me(r2.body.access_token)).body.data.me.permissions, ['gps:read']);
+  const widen = await token({ grant_type: 'refresh_token', refresh_token: r2.body.refresh_token, client_id: client.id, client_secret: client.secret, scope: 'gps:read trips:read' });
+  t.is(widen.body.error, 'invalid_scope');
+
+  // Another client cannot use this refresh token.
+  const other = await makeClient(dev);
+  t.is((await token({ grant_type: 'refresh_token', refresh_token: r2.body.refresh_token, client_id: other.id, client_secret: other.secret })).body.error, 'invalid_grant');
+
+  // Reuse of the already-rotated r1 token: refused, and every token of the chain dies.
+  const reuse = await token({ grant_type: 'refresh_token', refresh_token: t0.refresh_token, client_id: client.id, client_secret: client.secret });
+  t.is(reuse.status, 400);
+  t.is(reuse.body.error, 'invalid_grant');
+  t.regex(reuse.body.message, /already used/);
+  t.is((await me(r2.body.access_token)).status, 401);
+  t.is((await me(r1.body.access_token)).status, 401);
+  const latest = await token({ grant_type: 'refresh_token', refresh_token: r2.body.refresh_token, client_id: client.id, client_secret: client.secret });
+  t.is(latest.body.error, 'invalid_grant');
+  // A separate grant of the same user and client is unaffected.
+  const again = await codeFor(user, client, 'gps:read');
+  const t3 = (await exchange(client, again.code, again.verifier)).body;
+  t.is((await me(t3.access_token)).status, 200);
+});
+
+test('revoking a consent kills the client\'s tokens at once, audits, pushes oauthConsentRevoked', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const user = await createUser(s.db, { roles: ['role_user'] });
+  const client = await makeClient(dev);
+  const keep = await makeClient(dev);
+  const { code, verifier } = await codeFor(user, client, 'gps:read');
+  const tok = (await exchange(client, code, verifier)).body;
+  const k = await codeFor(user, keep, 'gps:read');
+  const keepTok = (await exchange(keep, k.code, k.verifier)).body;
+  t.is((await me(tok.access_token)).status, 200);
+  const pending = await codeFor(user, client, 'gps:read');
+
+  const pushes = await listenPushes(s.redis, s.config, `user:${user.id}`);
+  try {
+    t.is((await s.request('GET', '/v1/users/me/consents', { token: user.token })).body.data.length, 2);
+    const del = await s.request('DELETE', `/v1/users/me/consents/${client.id}`, { token: user.token });
+    t.is(del.status, 204);
+    t.is((await me(tok.access_token)).status, 401);
+    t.is((await token({ grant_type: 'refresh_token', refresh_token: tok.refresh_token, client_id: client.id, client_secret: client.secret })).status, 400);
+    t.is((await exchange(client, pending.code, pending.verifier)).status, 400);
+    t.is((await me(keepTok.access_token)).status, 200);
+    const push = await pushes.waitFor((m) => m.type === 'oauthConsentRevoked');
+    t.is(push.userId, user.id);
+    t.is(push.clientId, client.id);
+    t.truthy(push.timestamp);
+    const audit = await s.db('audit_events').where({ event_type: 'consent_revoked', user_id: user.id, resource_id: client.id }).first();
+    t.truthy(audit);
+    const left = await s.request('GET', '/v1/users/me/consents', { token: user.token });
+    t.deepEqual(left.body.data.map((c: { client_id: string }) => c.client_id), [keep.id]);
+    t.is((await s.request('DELETE', `/v1/users/me/consents/${client.id}`, { token: user.token })).status, 404);
+    t.is((await s.request('GET', '/v1/users/me/consents')).status, 401);
+  } finally {
+    pushes.close();
+  }
+});
+
+test('deactivating or deleting a client stops its access tokens at once', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const user = await createUser(s.db, { roles: ['role_user'] });
+  const client = await makeClient(dev);
+  const { code, verifier } = await codeFor(user, client, 'gps:read trips:read');
+  const tok = (await exchange(client, code, verifier)).body;
+  t.deepEqual((await me(tok.access_token)).body.data.me.permissions, ['gps:read', 'trips:read']);
+  // Narrowing the client's allowed scopes narrows its live tokens.
+  await s.request('PATCH', `/v1/oauth/clients/${client.id}`, { token: dev.token, body: { allowed_scopes: ['gps:read'] } });
+  t.deepEqual((await me(tok.access_token)).body.data.me.permissions, ['gps:read']);
+  await s.request('PATCH', `/v1/oauth/clients/${client.id}`, { token: dev.token, body: { is_active: false } });
+  t.is((await me(tok.access_token)).status, 401);
+  await s.request('PATCH', `/v1/oauth/clients/${client.id}`, { token: dev.token, body: { is_active: true } });
+  t.is((await me(tok.access_token)).status, 200);
+  t.is((await s.request('DELETE', `/v1/oauth/clients/${client.id}`, { token: dev.token })).status, 204);
+  t.is((await me(tok.access_token)).status, 401);
+});
+
+test('an OAuth token follows its user: role changes and bans apply to it', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const user = await createUser(s.db, { roles: ['role_user'] });
+  const client = await makeClient(dev, { allowed_scopes: ['gps:read', 'gps:write'] });
+  const { code, verifier } = await codeFor(user, client);
+  const tok = (await exchange(client, code, verifier)).body;
+  t.deepEqual((await me(tok.access_token)).body.data.me.permissions, ['gps:read']);
+  await s.db('user_roles').insert({ user_id: user.id, role_id: 'role_developer' });
+  await s.api.services.bus.invalidateAuth({ userId: user.id });
+  await new Promise((r) => setTimeout(r, 50));
+  t.deepEqual((await me(tok.access_token)).body.data.me.permissions, ['gps:read', 'gps:write']);
+  await s.db('bans').insert({ user_id: user.id, reason: 'abuse', is_permanent: true });
+  await s.api.services.bus.invalidateAuth({ userId: user.id });
+  await new Promise((r) => setTimeout(r, 50));
+  t.is((await me(tok.access_token)).status, 403);
+  t.is((await token({ grant_type: 'refresh_token', refresh_token: tok.refresh_token, client_id: client.id, client_secret: client.secret })).status, 400);
+});
