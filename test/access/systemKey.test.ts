@@ -1,0 +1,70 @@
+import test from 'ava';
+import { SYSTEM_KEY_ALLOWLIST } from '../../shared/policies';
+import { createUser } from '../helpers/factories';
+import { useStack } from '../helpers/stack';
+
+const stack = useStack(test);
+const REFUSAL = 'system key not permitted on this route';
+
+const refused = (r: { status: number; body: any }) => r.status === 403 && r.body?.message === REFUSAL;
+
+test('each of the 11 allowlisted routes lets the system key through (exact and prefix entries)', async (t) => {
+  const s = stack();
+  t.is(SYSTEM_KEY_ALLOWLIST.length, 11);
+  t.deepEqual(
+    SYSTEM_KEY_ALLOWLIST.map((e) => e.path).sort(),
+    ['/v1/auth/2fa/check', '/v1/auth/login', '/v1/auth/register/verify', '/v1/auth/reset-password', '/v1/auth/verify-email', '/v1/gql', '/v1/internal/audit', '/v1/sessions', '/v1/users/email', '/v1/users/oauth', '/v1/ws'].sort(),
+  );
+  for (const { path, match } of SYSTEM_KEY_ALLOWLIST) {
+    const probes = match === 'prefix' ? [path, `${path}/probe`] : [path, `${path}/`];
+    for (const p of probes) {
+      for (const method of ['GET', 'POST']) {
+        const r = await s.request(method, p, { token: s.systemKey, body: method === 'POST' ? {} : undefined });
+        t.false(refused(r), `${method} ${p} was refused`);
+      }
+    }
+  }
+});
+
+test('the system key does real work on allowlisted routes: GraphQL, internal sessions, audit ingestion', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const gql = await s.request('POST', '/v1/gql', { token: s.systemKey, body: { query: '{ me { isSuperAdmin } }' } });
+  t.is(gql.status, 200);
+  t.true(gql.body.data.me.isSuperAdmin);
+  const session = await s.request('POST', '/v1/sessions', { token: s.systemKey, body: { userId: user.id, expires: new Date(Date.now() + 60_000).toISOString() } });
+  t.is(session.status, 201);
+  const audit = await s.request('POST', '/v1/internal/audit', { token: s.systemKey, body: { event_type: 'login', user_id: user.id } });
+  t.is(audit.status, 201);
+});
+
+test('non-allowlisted routes refuse the system key with 403, access-control routes included', async (t) => {
+  const s = stack();
+  const probes: Array<[string, string]> = [
+    ['GET', '/v1/roles'],
+    ['POST', '/v1/roles'],
+    ['GET', '/v1/permissions'],
+    ['GET', '/v1/api-keys'],
+    ['POST', '/v1/api-keys'],
+    ['GET', '/v1/oauth/clients'],
+    ['GET', '/v1/oauth/clients/all'],
+    ['GET', '/v1/oauth/authorize'],
+    ['POST', '/v1/oauth/token'],
+    ['GET', '/v1/users/me/consents'],
+    ['GET', '/v1/sessionsx'],
+    ['POST', '/v1/internal/audit/extra'],
+    ['GET', '/v1/users/oauth/extra'],
+    ['GET', '/v1/auth/register'],
+    ['GET', '/v1/gql/extra'],
+    ['GET', '/v1'],
+    ['GET', '/health'],
+  ];
+  for (const [method, path] of probes) {
+    const r = await s.request(method, path, { token: s.systemKey, body: method === 'POST' ? {} : undefined });
+    t.is(r.status, 403, `${method} ${path}`);
+    t.is(r.body.message, REFUSAL, `${method} ${path}`);
+  }
+  // The same routes answer normally for other credentials.
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  t.is((await s.request('GET', '/v1/roles', { token: admin.token })).status, 200);
+});
