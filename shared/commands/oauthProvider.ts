@@ -317,3 +317,15 @@ export async function clientTokenInvalidation(db: Knex | Knex.Transaction, clien
   if (rows.length > 200) return [{ all: true }];
   return rows.map((r) => ({ userId: r.user_id }));
 }
+
+/**
+ * Scheduled cleanup: codes, access tokens and refresh tokens a day past expiry can never be used
+ * again (a presented expired token is refused whether or not its row exists), so they go.
+ */
+export async function cleanupOAuthArtifacts(db: Knex): Promise<{ codes: number; accessTokens: number; refreshTokens: number }> {
+  const cutoff = db.raw("now() - interval '1 day'");
+  const codes = await db('oauth_authorization_codes').where('expires_at', '<', cutoff).delete();
+  const accessTokens = await db('oauth_access_tokens').where('expires_at', '<', cutoff).delete();
+  const refreshTokens = await db('oauth_refresh_tokens').where('expires_at', '<', cutoff).delete();
+  return { codes, accessTokens, refreshTokens };
+}

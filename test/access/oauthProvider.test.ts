@@ -340,3 +340,25 @@ test('an OAuth token follows its user: role changes and bans apply to it', async
   t.is((await me(tok.access_token)).status, 403);
   t.is((await token({ grant_type: 'refresh_token', refresh_token: tok.refresh_token, client_id: client.id, client_secret: client.secret })).status, 400);
 });
+
+test('the scheduled cleanup removes codes and tokens a day past expiry and keeps live ones', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const user = await createUser(s.db, { roles: ['role_user'] });
+  const client = await makeClient(dev);
+  const { code, verifier } = await codeFor(user, client, 'gps:read');
+  const live = (await exchange(client, code, verifier)).body;
+  const old = await codeFor(user, client, 'gps:read');
+  const dead = (await exchange(client, old.code, old.verifier)).body;
+  const longAgo = new Date(Date.now() - 2 * 86400_000);
+  const { sha256 } = await import('../../shared/crypto');
+  await s.db('oauth_access_tokens').where('token_hash', sha256(dead.access_token)).update({ expires_at: longAgo });
+  await s.db('oauth_refresh_tokens').where('token_hash', sha256(dead.refresh_token)).update({ expires_at: longAgo });
+  await s.db('oauth_authorization_codes').where('code_hash', sha256(old.code)).update({ expires_at: longAgo });
+  const { scheduledTasks } = await import('../../workers/processors/scheduled');
+  const result = await scheduledTasks.cleanupOAuth(s.api.services);
+  t.true(result.codes >= 1 && result.accessTokens >= 1 && result.refreshTokens >= 1);
+  t.falsy(await s.db('oauth_access_tokens').where('token_hash', sha256(dead.access_token)).first());
+  t.is((await me(live.access_token)).status, 200);
+  t.is((await token({ grant_type: 'refresh_token', refresh_token: live.refresh_token, client_id: client.id, client_secret: client.secret })).status, 200);
+});

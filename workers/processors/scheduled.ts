@@ -1,6 +1,7 @@
 import type { ServiceContext } from '../../shared/context';
 import type { ScheduledTask } from '../../shared/queues';
 import type { Processor } from './types';
+import { cleanupOAuthArtifacts } from '../../shared/commands/oauthProvider';
 
 /** Maintenance tasks by name; each returns a small summary stored as the job's result. */
 export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Promise<Record<string, number>>> = {
@@ -9,6 +10,8 @@ export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Prom
     const deleted = await ctx.db('sessions').where('expires_at', '<', ctx.db.fn.now()).delete();
     return { deleted };
   },
+  /** Expired OAuth codes and tokens are dead weight once a day past expiry. */
+  cleanupOAuth: (ctx) => cleanupOAuthArtifacts(ctx.db),
 };
 
 export const scheduledProcessor: Processor<'scheduled'> = async (job, ctx) => {
