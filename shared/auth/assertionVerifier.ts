@@ -1,6 +1,5 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import type Redis from 'ioredis';
-import type { Config } from '../config';
 import { safeEqual } from '../crypto';
 import { redisKey } from '../redis';
 

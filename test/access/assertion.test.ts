@@ -1,6 +1,5 @@
 import test from 'ava';
-import { randomUUID } from 'node:crypto';
-import { createHmac } from 'node:crypto';
+import { createHmac, randomUUID } from 'node:crypto';
 import { startSecondApi } from '../helpers/secondApi';
 import { appForKey, signAppAssertion, verifyAppAssertion } from '../../shared/auth/assertionVerifier';
 import { loadConfig } from '../../shared/config';
