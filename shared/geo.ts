@@ -13,8 +13,10 @@ export function haversineKm(lat1: number, lon1: number, lat2: number, lon2: numb
 
 /**
  * The same haversine as SQL over columns/expressions `lat1, lon1, lat2, lon2` (degrees); the
- * radius is bound as the first `?`, so the SQL and JS figures agree.
+ * radius is bound as the first `?`, so the SQL and JS figures agree. NULL in, NULL out (LEAST alone
+ * would turn a NULL into 1, i.e. half the Earth's circumference).
  */
 export function haversineSql(lat1: string, lon1: string, lat2: string, lon2: string): string {
-  return `(2 * ?::float8 * asin(least(1, sqrt(power(sin(radians(${lat2} - ${lat1}) / 2), 2) + cos(radians(${lat1})) * cos(radians(${lat2})) * power(sin(radians(${lon2} - ${lon1}) / 2), 2)))))`;
+  const a = `power(sin(radians(${lat2} - ${lat1}) / 2), 2) + cos(radians(${lat1})) * cos(radians(${lat2})) * power(sin(radians(${lon2} - ${lon1}) / 2), 2)`;
+  return `(2 * ?::float8 * asin(CASE WHEN (${a}) IS NULL THEN NULL ELSE least(1, sqrt(${a})) END))`;
 }

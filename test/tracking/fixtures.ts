@@ -47,3 +47,9 @@ export function once<T>(fn: () => Promise<T>): () => Promise<T> {
   let p: Promise<T> | undefined;
   return () => (p ??= fn());
 }
+
+/** Number of rows a knex query matches. */
+export async function countRows(q: { count(arg: Record<string, string>): PromiseLike<Array<Record<string, unknown>>> }): Promise<number> {
+  const [row] = await q.count({ n: '*' });
+  return Number(row.n);
+}

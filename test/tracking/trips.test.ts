@@ -1,0 +1,285 @@
+import test from 'ava';
+import { XMLParser, XMLValidator } from 'fast-xml-parser';
+import { haversineKm } from '../../shared/geo';
+import { createUser } from '../helpers/factories';
+import { useStack } from '../helpers/stack';
+import { gpsBody, make, once, setStatus } from './fixtures';
+
+const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_GPS_POST: '100000' } });
+const users = once(async () => {
+  const s = stack();
+  const [admin, developer, reader] = await Promise.all([createUser(s.db, { roles: ['role_admin'] }), createUser(s.db, { roles: ['role_developer'] }), createUser(s.db, { roles: ['role_user'] })]);
+  return { admin, developer, reader };
+});
+
+const STATUSES = ['draft', 'active', 'paused', 'completed'] as const;
+const ALLOWED = new Set(['draft>active', 'active>paused', 'paused>active', 'active>completed', 'paused>completed']);
+/** How to bring a fresh draft trip into each status. */
+const PATH: Record<string, string[]> = { draft: [], active: ['active'], paused: ['active', 'paused'], completed: ['active', 'completed'] };
+
+test('new trips are draft with the spec §2 fields; POST ignores a status in the body', async (t) => {
+  const s = stack();
+  const { developer } = await users();
+  const r = await s.request('POST', '/v1/trips', { token: developer.token, body: { name: 'Rhine run', status: 'active', weight_kg: 1200.5, tags: ['cargo', 'cargo', 'river'], notes: 'n' } });
+  t.is(r.status, 201, r.text);
+  const trip = r.body.data;
+  t.is(trip.status, 'draft');
+  t.is(trip.gps_logging_enabled, false);
+  t.is(trip.weight_kg, 1200.5);
+  t.deepEqual(trip.tags, ['cargo', 'river']);
+  t.is(trip.started_at, null);
+  t.is(trip.ended_at, null);
+  t.is(r.body._links.self, `/v1/trips/${trip.id}`);
+  for (const k of ['device_id', 'category_id', 'origin_id', 'destination_id', 'start_latitude', 'start_longitude', 'end_latitude', 'end_longitude', 'description']) t.is(trip[k], null, k);
+});
+
+for (const from of STATUSES) {
+  for (const to of STATUSES) {
+    const allowed = ALLOWED.has(`${from}>${to}`);
+    test(`transition ${from} → ${to} is ${allowed ? 'allowed' : 'refused with 400'}`, async (t) => {
+      const s = stack();
+      const { developer } = await users();
+      const trip = await make(s, developer.token, '/v1/trips', { name: `${from}-${to}` });
+      for (const step of PATH[from]) t.is((await setStatus(s, developer.token, trip.id, step)).status, 200);
+      const before = (await s.request('GET', `/v1/trips/${trip.id}`, { token: developer.token })).body.data;
+      const historyBefore = (await s.request('GET', `/v1/trips/${trip.id}/history`, { token: developer.token })).body.length;
+      const r = await setStatus(s, developer.token, trip.id, to);
+      const history = (await s.request('GET', `/v1/trips/${trip.id}/history`, { token: developer.token })).body;
+      if (!allowed) {
+        t.is(r.status, 400, r.text);
+        t.is(r.body.error, 'BadRequest');
+        t.regex(r.body.message, new RegExp(`^status: invalid transition from ${from} to ${to}`));
+        t.is(history.length, historyBefore);
+        const after = (await s.request('GET', `/v1/trips/${trip.id}`, { token: developer.token })).body.data;
+        t.is(after.status, from);
+        return;
+      }
+      t.is(r.status, 200, r.text);
+      const after = r.body.data;
+      t.is(after.status, to);
+      if (from === 'draft') t.truthy(after.started_at);
+      else t.is(after.started_at, before.started_at, 'started_at is set only when a draft starts');
+      if (to === 'completed') t.truthy(after.ended_at);
+      else t.is(after.ended_at, null);
+      t.is(history.length, historyBefore + 1);
+      const last = history[history.length - 1];
+      t.like(last, { trip_id: trip.id, old_status: from, new_status: to, changed_by: developer.id });
+    });
+  }
+}
+
+test('history: one entry per change, ascending, with position from the body or the start/end coordinates; 404 for a missing trip', async (t) => {
+  const s = stack();
+  const { developer, reader } = await users();
+  const trip = await make(s, developer.token, '/v1/trips', { name: 'history' });
+  t.is((await setStatus(s, developer.token, trip.id, 'active', { start_latitude: 50.1, start_longitude: 8.6 })).status, 200);
+  t.is((await setStatus(s, developer.token, trip.id, 'paused', { latitude: 50.2, longitude: 8.7 })).status, 200);
+  t.is((await setStatus(s, developer.token, trip.id, 'active')).status, 200);
+  const done = await setStatus(s, developer.token, trip.id, 'completed', { end_latitude: 51, end_longitude: 9 });
+  t.is(done.body.data.end_latitude, 51);
+  t.is(done.body.data.start_latitude, 50.1);
+  const h = await s.request('GET', `/v1/trips/${trip.id}/history`, { token: reader.token });
+  t.is(h.status, 200);
+  t.true(Array.isArray(h.body));
+  t.deepEqual(
+    h.body.map((e: { old_status: string; new_status: string; latitude: number | null; longitude: number | null }) => [e.old_status, e.new_status, e.latitude, e.longitude]),
+    [
+      ['draft', 'active', 50.1, 8.6],
+      ['active', 'paused', 50.2, 8.7],
+      ['paused', 'active', null, null],
+      ['active', 'completed', 51, 9],
+    ],
+  );
+  const times = h.body.map((e: { changed_at: string }) => Date.parse(e.changed_at));
+  t.deepEqual(times, [...times].sort((a, b) => a - b));
+  t.deepEqual(Object.keys(h.body[0]).sort(), ['changed_at', 'changed_by', 'id', 'latitude', 'longitude', 'new_status', 'old_status', 'trip_id']);
+  t.is((await s.request('GET', '/v1/trips/00000000-0000-4000-8000-000000000000/history', { token: reader.token })).status, 404);
+  // Edits without a status change add no entry.
+  await s.request('PATCH', `/v1/trips/${trip.id}`, { token: developer.token, body: { notes: 'after the fact' } });
+  t.is((await s.request('GET', `/v1/trips/${trip.id}/history`, { token: reader.token })).body.length, 4);
+});
+
+test('a status change by an API key records its owner; the system key is not allowed on /v1/trips', async (t) => {
+  const s = stack();
+  const { developer } = await users();
+  const { createKey } = await import('../helpers/factories');
+  const key = await createKey({ userId: developer.id, scopes: ['trips:read', 'trips:write'] });
+  const trip = await make(s, key.key, '/v1/trips', { name: 'by key' });
+  t.is((await setStatus(s, key.key, trip.id, 'active')).status, 200);
+  const h = (await s.request('GET', `/v1/trips/${trip.id}/history`, { token: key.key })).body;
+  t.is(h[0].changed_by, developer.id);
+  t.is((await s.request('GET', '/v1/trips', { token: s.systemKey })).status, 403);
+});
+
+test('PATCH changes only the provided fields; unknown references are 400 naming the field', async (t) => {
+  const s = stack();
+  const { developer, admin } = await users();
+  const loc = await make(s, admin.token, '/v1/locations', { name: 'Port' });
+  const cat = await make(s, admin.token, '/v1/trip-categories', { name: 'Cargo' });
+  const dev = await make(s, admin.token, '/v1/devices', { name: 'Tracker' });
+  const trip = await make(s, developer.token, '/v1/trips', { name: 'patch me', description: 'keep', origin_id: loc.id, category_id: cat.id, device_id: dev.id, tags: ['a'] });
+  t.is(trip.origin_id, loc.id);
+  const r = await s.request('PATCH', `/v1/trips/${trip.id}`, { token: developer.token, body: { name: 'renamed', weight_kg: 7 } });
+  t.is(r.status, 200);
+  t.like(r.body.data, { name: 'renamed', weight_kg: 7, description: 'keep', origin_id: loc.id, category_id: cat.id, device_id: dev.id, tags: ['a'], status: 'draft' });
+  const cleared = await s.request('PATCH', `/v1/trips/${trip.id}`, { token: developer.token, body: { origin_id: null, description: null } });
+  t.like(cleared.body.data, { origin_id: null, description: null, category_id: cat.id });
+  const missing = '00000000-0000-4000-8000-000000000000';
+  for (const field of ['category_id', 'origin_id', 'destination_id', 'device_id']) {
+    const c = await s.request('POST', '/v1/trips', { token: developer.token, body: { name: 'x', [field]: missing } });
+    t.is(c.status, 400, field);
+    t.regex(c.body.message, new RegExp(`^${field}: no such`));
+    const p = await s.request('PATCH', `/v1/trips/${trip.id}`, { token: developer.token, body: { [field]: missing } });
+    t.is(p.status, 400, field);
+    t.regex(p.body.message, new RegExp(`^${field}: no such`));
+    const bad = await s.request('PATCH', `/v1/trips/${trip.id}`, { token: developer.token, body: { [field]: 'nope' } });
+    t.regex(bad.body.message, new RegExp(`^${field}: must be a UUID`));
+  }
+  const cases: Array<[Record<string, unknown>, RegExp]> = [
+    [{}, /^name: Required/],
+    [{ name: '' }, /^name: must not be empty/],
+    [{ name: 'x', weight_kg: -1 }, /^weight_kg: must be >= 0/],
+    [{ name: 'x', weight_kg: 'heavy' }, /^weight_kg: must be a number/],
+    [{ name: 'x', tags: 'a,b' }, /^tags: /],
+    [{ name: 'x', gps_logging_enabled: 'yes' }, /^gps_logging_enabled: /],
+  ];
+  for (const [body, re] of cases) {
+    const c = await s.request('POST', '/v1/trips', { token: developer.token, body });
+    t.is(c.status, 400, JSON.stringify(body));
+    t.regex(c.body.message, re);
+  }
+  t.regex((await s.request('PATCH', `/v1/trips/${trip.id}`, { token: developer.token, body: { status: 'flying' } })).body.message, /^status: must be one of/);
+  t.regex((await s.request('PATCH', `/v1/trips/${trip.id}`, { token: developer.token, body: { start_latitude: 100 } })).body.message, /^start_latitude: /);
+  t.is((await s.request('PATCH', `/v1/trips/${missing}`, { token: developer.token, body: { name: 'x' } })).status, 404);
+  t.is((await s.request('GET', `/v1/trips/${missing}`, { token: developer.token })).status, 404);
+});
+
+test('permissions: trips:read lists, trips:write creates, trips:delete deletes', async (t) => {
+  const s = stack();
+  const { developer, reader, admin } = await users();
+  t.is((await s.request('GET', '/v1/trips', { token: reader.token })).status, 200);
+  t.is((await s.request('POST', '/v1/trips', { token: reader.token, body: { name: 'x' } })).status, 403);
+  const trip = await make(s, developer.token, '/v1/trips', { name: 'del' });
+  t.is((await s.request('PATCH', `/v1/trips/${trip.id}`, { token: reader.token, body: { name: 'y' } })).status, 403);
+  t.is((await s.request('DELETE', `/v1/trips/${trip.id}`, { token: developer.token })).status, 403);
+  t.is((await s.request('DELETE', `/v1/trips/${trip.id}`, { token: admin.token })).status, 204);
+  t.is((await s.request('GET', '/v1/trips')).status, 401);
+});
+
+test('delete: draft and completed only (409 while active or paused); a completed trip leaves its points without trip', async (t) => {
+  const s = stack();
+  const { developer, admin } = await users();
+  const draft = await make(s, developer.token, '/v1/trips', { name: 'draft' });
+  t.is((await s.request('DELETE', `/v1/trips/${draft.id}`, { token: admin.token })).status, 204);
+  t.is((await s.request('GET', `/v1/trips/${draft.id}`, { token: admin.token })).status, 404);
+  t.is((await s.request('DELETE', `/v1/trips/${draft.id}`, { token: admin.token })).status, 404);
+
+  const trip = await make(s, developer.token, '/v1/trips', { name: 'lifecycle' });
+  await setStatus(s, developer.token, trip.id, 'active');
+  const point = await make(s, developer.token, '/v1/gps', gpsBody({ trip_id: trip.id }));
+  const activeDel = await s.request('DELETE', `/v1/trips/${trip.id}`, { token: admin.token });
+  t.is(activeDel.status, 409);
+  t.regex(activeDel.body.message, /active/);
+  await setStatus(s, developer.token, trip.id, 'paused');
+  t.is((await s.request('DELETE', `/v1/trips/${trip.id}`, { token: admin.token })).status, 409);
+  await setStatus(s, developer.token, trip.id, 'completed');
+  t.is((await s.request('DELETE', `/v1/trips/${trip.id}`, { token: admin.token })).status, 204);
+  const after = await s.request('GET', `/v1/gps/${point.id}`, { token: admin.token });
+  t.is(after.status, 200);
+  t.is(after.body.data.trip_id, null);
+  // Unlinked now, so the point can be deleted.
+  t.is((await s.request('DELETE', `/v1/gps/${point.id}`, { token: admin.token })).status, 204);
+});
+
+test('list: newest first, default limit 20, max 100, status filter', async (t) => {
+  const s = stack();
+  const { developer, reader } = await users();
+  const made: Array<{ id: string }> = [];
+  for (let i = 0; i < 23; i++) made.push(await make(s, developer.token, '/v1/trips', { name: `list ${i}` }));
+  await setStatus(s, developer.token, made[0].id, 'active');
+  await setStatus(s, developer.token, made[1].id, 'active');
+  await setStatus(s, developer.token, made[1].id, 'paused');
+  const page = await s.request('GET', '/v1/trips', { token: reader.token });
+  t.is(page.status, 200);
+  t.is(page.body.pagination.limit, 20);
+  t.is(page.body.data.length, 20);
+  t.true(page.body.pagination.total >= 23);
+  const created = page.body.data.map((x: { created_at: string }) => Date.parse(x.created_at));
+  t.deepEqual(created, [...created].sort((a, b) => b - a));
+  const active = await s.request('GET', '/v1/trips?status=active&limit=100', { token: reader.token });
+  t.true(active.body.data.every((x: { status: string }) => x.status === 'active'));
+  t.true(active.body.data.some((x: { id: string }) => x.id === made[0].id));
+  t.regex(active.body._links.self, /status=active/);
+  const paused = await s.request('GET', '/v1/trips?status=paused&limit=100', { token: reader.token });
+  t.deepEqual(paused.body.data.map((x: { id: string }) => x.id).includes(made[1].id), true);
+  const bad = await s.request('GET', '/v1/trips?status=flying', { token: reader.token });
+  t.is(bad.status, 400);
+  t.regex(bad.body.message, /^status: /);
+  t.is((await s.request('GET', '/v1/trips?limit=101', { token: reader.token })).status, 400);
+  t.is((await s.request('GET', '/v1/trips?limit=abc', { token: reader.token })).status, 400);
+});
+
+test('trip GPS: ascending by timestamp, default limit 10; distance_km and duration_seconds on the single GET; GPX 1.1 export', async (t) => {
+  const s = stack();
+  const { developer, reader } = await users();
+  const trip = await make(s, developer.token, '/v1/trips', { name: 'Track & <test>', description: 'with points', tags: ['gpx'] });
+  const empty = await s.request('GET', `/v1/trips/${trip.id}`, { token: reader.token });
+  t.is(empty.body.data.distance_km, 0);
+  t.is(empty.body.data.duration_seconds, 0);
+  const t0 = 1_700_000_000;
+  const coords = Array.from({ length: 12 }, (_, i) => [52 + i * 0.01, 13 + i * 0.005] as const);
+  // Posted out of order: the listing sorts by timestamp.
+  const order = [5, 0, 11, 3, 1, 2, 4, 6, 8, 7, 10, 9];
+  const batch = await s.request('POST', '/v1/gps/batch', {
+    token: developer.token,
+    body: { points: order.map((i) => gpsBody({ trip_id: trip.id, latitude: coords[i][0], longitude: coords[i][1], timestamp: t0 + i * 30, hdop: 0.8 })) },
+  });
+  t.is(batch.status, 201, batch.text);
+  const page1 = await s.request('GET', `/v1/trips/${trip.id}/gps`, { token: reader.token });
+  t.is(page1.status, 200);
+  t.is(page1.body.pagination.limit, 10);
+  t.is(page1.body.pagination.total, 12);
+  t.is(page1.body.data.length, 10);
+  t.deepEqual(
+    page1.body.data.map((p: { timestamp: string }) => p.timestamp),
+    Array.from({ length: 10 }, (_, i) => new Date((t0 + i * 30) * 1000).toISOString()),
+  );
+  t.is(page1.body.data[0].hdop, 0.8);
+  t.true('pdop' in page1.body.data[0] && 'vdop' in page1.body.data[0]);
+  t.is((await s.request('GET', `/v1/trips/${trip.id}/gps?page=2`, { token: reader.token })).body.data.length, 2);
+  t.is((await s.request('GET', `/v1/trips/${trip.id}/gps?limit=101`, { token: reader.token })).status, 400);
+  t.is((await s.request('GET', '/v1/trips/00000000-0000-4000-8000-000000000000/gps', { token: reader.token })).status, 404);
+
+  let expected = 0;
+  for (let i = 1; i < coords.length; i++) expected += haversineKm(coords[i - 1][0], coords[i - 1][1], coords[i][0], coords[i][1]);
+  const single = await s.request('GET', `/v1/trips/${trip.id}`, { token: reader.token });
+  t.true(Math.abs(single.body.data.distance_km - expected) < 0.002, `${single.body.data.distance_km} vs ${expected}`);
+  t.is(single.body.data.duration_seconds, 11 * 30);
+  const list = await s.request('GET', '/v1/trips?limit=100', { token: reader.token });
+  t.false('distance_km' in list.body.data[0]);
+
+  const gpx = await s.request('GET', `/v1/trips/${trip.id}/gpx`, { token: reader.token });
+  t.is(gpx.status, 200);
+  t.regex(gpx.headers.get('content-type') ?? '', /^application\/gpx\+xml/);
+  t.regex(gpx.headers.get('content-disposition') ?? '', /attachment; filename="trip-.*\.gpx"/);
+  t.is(XMLValidator.validate(gpx.text), true);
+  const doc = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: '@_', parseAttributeValue: true }).parse(gpx.text);
+  t.is(doc.gpx['@_version'], 1.1);
+  t.is(doc.gpx['@_xmlns'], 'http://www.topografix.com/GPX/1/1');
+  t.is(doc.gpx.metadata.name, 'Track & <test>');
+  t.is(doc.gpx.metadata.keywords, 'gpx');
+  t.true(Math.abs(doc.gpx.metadata.extensions['trip:distance_km'] - expected) < 0.002);
+  t.is(doc.gpx.metadata.extensions['trip:duration_seconds'], 330);
+  t.deepEqual(doc.gpx.metadata.bounds, { '@_minlat': 52, '@_minlon': 13, '@_maxlat': coords[11][0], '@_maxlon': coords[11][1] });
+  const pts = doc.gpx.trk.trkseg.trkpt;
+  t.is(pts.length, 12);
+  t.is(pts[0]['@_lat'], 52);
+  t.is(pts[0].time, new Date(t0 * 1000).toISOString());
+  t.is(pts[11].time, new Date((t0 + 330) * 1000).toISOString());
+  t.is(pts[0].ele, 34);
+  t.is(pts[0].hdop, 0.8);
+  t.is(pts[0].extensions['gpxtpx:TrackPointExtension']['gpxtpx:speed'], 10);
+  t.is(pts[0].extensions['gpxtpx:TrackPointExtension']['gpxtpx:course'], 90);
+  t.is((await s.request('GET', '/v1/trips/00000000-0000-4000-8000-000000000000/gpx', { token: reader.token })).status, 404);
+  t.is((await s.request('GET', `/v1/trips/${trip.id}/gpx`)).status, 401);
+});
