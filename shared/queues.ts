@@ -16,7 +16,7 @@ export const QueueName = {
 export type QueueName = (typeof QueueName)[keyof typeof QueueName];
 
 /** Scheduled maintenance tasks, run by the `scheduled` queue's repeatable job schedulers. */
-export type ScheduledTask = 'cleanupSessions' | 'cleanupOAuth';
+export type ScheduledTask = 'cleanupSessions' | 'expireBans' | 'purgeDeletedAccounts' | 'cleanupAccountTokens' | 'cleanupOAuth';
 
 /** Who sent a realtime request: enough to attribute it, never a credential. */
 export interface RealtimeRequestJob {
@@ -54,6 +54,9 @@ export const queueDefaults: Record<QueueName, JobsOptions> = {
 /** Repeatable maintenance jobs: task name → every N milliseconds. */
 export const schedules: Record<ScheduledTask, number> = {
   cleanupSessions: 60 * 60 * 1000,
+  expireBans: 60 * 1000,
+  purgeDeletedAccounts: 15 * 60 * 1000,
+  cleanupAccountTokens: 6 * 60 * 60 * 1000,
   cleanupOAuth: 60 * 60 * 1000,
 };
 

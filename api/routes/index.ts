@@ -18,8 +18,16 @@ import { internalAuditRoutes } from './internalAudit';
 import { oauthClientRoutes } from './oauthClients';
 import { oauthProviderRoutes } from './oauthProvider';
 import { roleRoutes } from './roles';
+import { userRoutes } from './users';
+import { userEmailRoutes } from './userEmail';
+import { platformAccountRoutes } from './platformAccounts';
+import { userSessionRoutes } from './userSessions';
+import { banRoutes } from './bans';
+import { adminUserRoutes } from './adminUsers';
+import { authFlowRoutes } from './authFlows';
+import { platformRoutes } from './platforms';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
 /** Every REST router module, in mounting order. Add a resource by adding its function here. */
-export const routeModules: Array<(router: ApiRouter) => void> = [healthRoutes, infoRoutes, openApiRoutes, sessionRoutes, wsTicketRoutes, roleRoutes, apiKeyRoutes, oauthClientRoutes, oauthProviderRoutes, internalAuditRoutes, gpsRoutes, deviceRoutes, tripRoutes, locationRoutes, geofenceRoutes, tripCategoryRoutes, tripTemplateRoutes];
+export const routeModules: Array<(router: ApiRouter) => void> = [healthRoutes, infoRoutes, openApiRoutes, sessionRoutes, wsTicketRoutes, roleRoutes, apiKeyRoutes, oauthClientRoutes, oauthProviderRoutes, internalAuditRoutes, gpsRoutes, deviceRoutes, tripRoutes, locationRoutes, geofenceRoutes, tripCategoryRoutes, tripTemplateRoutes, userRoutes, userEmailRoutes, platformAccountRoutes, userSessionRoutes, banRoutes, adminUserRoutes, authFlowRoutes, platformRoutes];

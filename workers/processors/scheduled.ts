@@ -2,12 +2,22 @@ import type { ServiceContext } from '../../shared/context';
 import type { ScheduledTask } from '../../shared/queues';
 import type { Processor } from './types';
 import { cleanupOAuthArtifacts } from '../../shared/commands/oauthProvider';
+import { expireBans, purgeDeletedAccounts } from '../../shared/commands/userLifecycle';
 
 /** Maintenance tasks by name; each returns a small summary stored as the job's result. */
 export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Promise<Record<string, number>>> = {
   /** Expired sessions are dead credentials; keep the table small. */
   async cleanupSessions(ctx) {
     const deleted = await ctx.db('sessions').where('expires_at', '<', ctx.db.fn.now()).delete();
+    return { deleted };
+  },
+  /** Timed bans past expires_at are closed in the history. */
+  expireBans: (ctx) => expireBans(ctx),
+  /** Accounts whose deletion grace period has ended are purged (and only those). */
+  purgeDeletedAccounts: (ctx) => purgeDeletedAccounts(ctx),
+  /** Used and expired one-time tokens of the email flows are worthless; keep a day for support. */
+  async cleanupAccountTokens(ctx) {
+    const deleted = await ctx.db('account_tokens').where('expires_at', '<', ctx.db.raw("now() - interval '1 day'")).delete();
     return { deleted };
   },
   /** Expired OAuth codes and tokens are dead weight once a day past expiry. */

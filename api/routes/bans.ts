@@ -1,0 +1,81 @@
+import Router from '@koa/router';
+import { findActiveBan, loadUserAccess } from '../../shared/commands/access';
+import { banUser, unbanUser } from '../../shared/commands/userLifecycle';
+import { banHistory } from '../../shared/commands/users';
+import { badRequest, forbidden } from '../../shared/errors';
+import { Ban } from '../../shared/models/Ban';
+import { actingUserId, isSuperAdmin, PermissionSet } from '../../shared/policies';
+import { presentBan } from '../../shared/presenters/ban';
+import { z } from '../../shared/zod';
+import { created, defineRoute, AppState } from '../routing';
+import type { ApiServices } from '../services';
+import { actorOf, loadUser, resolveUserRef, userIdParam } from './userParams';
+
+type ApiRouter = Router<AppState, { services: ApiServices }>;
+
+const TAG = ['bans'];
+
+/** Bans (spec §4.18): active ban, ban, unban, history. */
+export function banRoutes(router: ApiRouter): void {
+  defineRoute(
+    router,
+    { method: 'get', path: '/v1/users/:id/ban', summary: "A user's active ban", tags: TAG, auth: { permission: 'users:read', self: 'id' }, params: userIdParam, responses: { 200: { description: '{is_banned, active_ban}' } } },
+    async (ctx, { params }) => {
+      const db = ctx.services.db;
+      const id = resolveUserRef(ctx, params.id);
+      await loadUser(db, id, { includeDeleted: true });
+      const active = await findActiveBan(db, id);
+      const ban = active ? await Ban.query(db).findById(active.id) : undefined;
+      ctx.body = { is_banned: !!ban, active_ban: ban ? presentBan(ban) : null };
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'post',
+      path: '/v1/users/:id/ban',
+      summary: 'Ban a user',
+      description: 'Permanent when duration_seconds is null or absent. The user is signed out everywhere at once (accountBanned and forceLogout pushes); a timed ban ends by itself at expires_at.',
+      tags: TAG,
+      auth: { permission: 'users:ban' },
+      params: userIdParam,
+      body: z.object({
+        reason: z.string().trim().max(1000).nullable().optional(),
+        duration_seconds: z.number({ invalid_type_error: 'must be an integer' }).int('must be an integer').min(1).max(100 * 365 * 86400).nullable().optional(),
+      }),
+      responses: { 201: { description: '{data: Ban}' }, 400: { description: 'Banning oneself' }, 403: { description: 'Target holds more power' }, 404: { description: 'No such user' }, 409: { description: 'Already banned' } },
+    },
+    async (ctx, { params, body }) => {
+      const db = ctx.services.db;
+      const id = resolveUserRef(ctx, params.id);
+      await loadUser(db, id);
+      if (id === actingUserId(ctx.state.principal)) throw badRequest('you cannot ban yourself');
+      // A moderator must not lock out an administrator.
+      if (!isSuperAdmin(ctx.state.principal) && new PermissionSet((await loadUserAccess(db, id)).permissions).isSuperAdmin) throw forbidden('only a super admin can ban a super admin');
+      const ban = await banUser(ctx.services, { userId: id, reason: body.reason ?? null, durationSeconds: body.duration_seconds ?? null }, actorOf(ctx));
+      created(ctx, { data: presentBan(ban), _links: { self: `/v1/users/${id}/ban` } });
+    },
+  );
+
+  defineRoute(
+    router,
+    { method: 'delete', path: '/v1/users/:id/ban', summary: 'Lift the active ban', tags: TAG, auth: { permission: 'users:ban' }, params: userIdParam, responses: { 200: { description: '{success, message}' }, 404: { description: 'Not banned' } } },
+    async (ctx, { params }) => {
+      const id = resolveUserRef(ctx, params.id);
+      await loadUser(ctx.services.db, id, { includeDeleted: true });
+      await unbanUser(ctx.services, id, actorOf(ctx));
+      ctx.body = { success: true, message: 'user unbanned' };
+    },
+  );
+
+  defineRoute(
+    router,
+    { method: 'get', path: '/v1/users/:id/bans', summary: "A user's ban history", tags: TAG, auth: { permission: 'users:read' }, params: userIdParam, responses: { 200: { description: '{data: [Ban with unbanned_at, unbanned_by]}' } } },
+    async (ctx, { params }) => {
+      const id = resolveUserRef(ctx, params.id);
+      await loadUser(ctx.services.db, id, { includeDeleted: true });
+      ctx.body = { data: (await banHistory(ctx.services.db, id)).map((b) => presentBan(b, { history: true })), _links: { self: ctx.path } };
+    },
+  );
+}

@@ -1,0 +1,53 @@
+import Router from '@koa/router';
+import { findPlatform } from '../../shared/commands/users';
+import { notFound } from '../../shared/errors';
+import { Platform } from '../../shared/models/Platform';
+import { presentPlatform } from '../../shared/presenters/platform';
+import { z } from '../../shared/zod';
+import { defineRoute, AppState } from '../routing';
+import type { ApiServices } from '../services';
+import { actorOf } from './userParams';
+
+const idOrSlug = z.object({ id_or_slug: z.string().min(1).max(100) });
+
+/** Sign-in platforms (spec §4.17): public lists and lookup, enable/disable with settings:write. */
+export function platformRoutes(router: Router<AppState, { services: ApiServices }>): void {
+  defineRoute(router, { method: 'get', path: '/v1/platforms', summary: 'List sign-in platforms', tags: ['platforms'], auth: 'public' }, async (ctx) => {
+    const rows = await Platform.query(ctx.services.db).orderBy('name');
+    ctx.body = { data: rows.map(presentPlatform), _links: { self: ctx.path } };
+  });
+
+  // Registered before /:id_or_slug, so `enabled` is never read as a slug.
+  defineRoute(router, { method: 'get', path: '/v1/platforms/enabled', summary: 'List enabled sign-in platforms', tags: ['platforms'], auth: 'public' }, async (ctx) => {
+    const rows = await Platform.query(ctx.services.db).where('enabled', true).orderBy('name');
+    ctx.body = { data: rows.map(presentPlatform), _links: { self: ctx.path } };
+  });
+
+  defineRoute(router, { method: 'get', path: '/v1/platforms/:id_or_slug', summary: 'Get a platform by id or slug', tags: ['platforms'], auth: 'public', params: idOrSlug }, async (ctx, { params }) => {
+    const p = await findPlatform(ctx.services.db, params.id_or_slug);
+    if (!p) throw notFound('platform');
+    ctx.body = { data: presentPlatform(p), _links: { self: `/v1/platforms/${p.slug}` } };
+  });
+
+  defineRoute(
+    router,
+    {
+      method: 'patch',
+      path: '/v1/platforms/:id_or_slug/enabled',
+      summary: 'Enable or disable sign-in through a platform',
+      description: 'A disabled platform refuses new sign-ins and registrations through it; users keep access through their other linked platforms.',
+      tags: ['platforms'],
+      auth: { permission: 'settings:write' },
+      params: idOrSlug,
+      body: z.object({ enabled: z.boolean({ required_error: 'is required', invalid_type_error: 'must be a boolean' }) }),
+    },
+    async (ctx, { params, body }) => {
+      const db = ctx.services.db;
+      const p = await findPlatform(db, params.id_or_slug);
+      if (!p) throw notFound('platform');
+      const updated = await Platform.query(db).patchAndFetchById(p.id, { enabled: body.enabled });
+      ctx.services.logger.info({ platform: p.slug, enabled: body.enabled, by: actorOf(ctx).actorId }, 'platform sign-in toggled');
+      ctx.body = { data: { id: updated.id, name: updated.name, slug: updated.slug, enabled: updated.enabled }, _links: { self: `/v1/platforms/${updated.slug}` } };
+    },
+  );
+}

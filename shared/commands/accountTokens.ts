@@ -1,0 +1,82 @@
+import type { Knex } from 'knex';
+import { randomToken, sha256 } from '../crypto';
+import { AccountToken, AccountTokenPurpose } from '../models/AccountToken';
+
+/** How long each kind of emailed token stays valid. */
+export const TOKEN_TTL_MS: Record<AccountTokenPurpose, number> = {
+  registration: 24 * 3600_000,
+  email_verification: 24 * 3600_000,
+  email_change: 24 * 3600_000, // spec §8: 24 hours
+  email_link: 24 * 3600_000,
+  password_reset: 3600_000,
+};
+
+export interface IssueTokenInput {
+  purpose: AccountTokenPurpose;
+  userId: string | null;
+  email: string | null;
+  payload?: Record<string, unknown>;
+}
+
+/**
+ * Creates a one-time token and returns it in clear once (only its hash is stored). Earlier open
+ * tokens of the same purpose for the same user (or, for registrations, the same address) are
+ * dropped, so only the newest email's link works.
+ */
+export async function issueAccountToken(trx: Knex | Knex.Transaction, input: IssueTokenInput): Promise<{ token: string; row: AccountToken }> {
+  const open = AccountToken.query(trx).where('purpose', input.purpose).whereNull('used_at');
+  if (input.userId) await open.where('user_id', input.userId).delete();
+  else if (input.email) await open.whereNull('user_id').where('email', input.email).delete();
+  const token = randomToken('', 32);
+  const row = await AccountToken.query(trx).insertAndFetch({
+    token_hash: sha256(token),
+    purpose: input.purpose,
+    user_id: input.userId,
+    email: input.email,
+    payload: input.payload ?? {},
+    expires_at: new Date(Date.now() + TOKEN_TTL_MS[input.purpose]),
+  });
+  return { token, row };
+}
+
+/**
+ * Claims a token for use inside `trx`: the conditional UPDATE makes a token single use even when
+ * two requests race with it. Returns undefined for unknown, used, expired or wrong-purpose tokens.
+ */
+export async function claimAccountToken(trx: Knex.Transaction, token: string, purposes: AccountTokenPurpose[]): Promise<AccountToken | undefined> {
+  const rows = await AccountToken.query(trx)
+    .patch({ used_at: new Date() })
+    .where('token_hash', sha256(token))
+    .whereIn('purpose', purposes)
+    .whereNull('used_at')
+    .where('expires_at', '>', new Date())
+    .returning('*');
+  return (rows as unknown as AccountToken[])[0];
+}
+
+/** Reads a usable token without claiming it (to check who it belongs to before acting). */
+export async function peekAccountToken(db: Knex, token: string, purposes: AccountTokenPurpose[]): Promise<AccountToken | undefined> {
+  return AccountToken.query(db)
+    .where('token_hash', sha256(token))
+    .whereIn('purpose', purposes)
+    .whereNull('used_at')
+    .where('expires_at', '>', new Date())
+    .first();
+}
+
+/** The newest open token of a purpose for a user (the "pending" state of email change / link). */
+export async function pendingAccountToken(db: Knex, userId: string, purpose: AccountTokenPurpose): Promise<AccountToken | undefined> {
+  return AccountToken.query(db)
+    .where({ user_id: userId, purpose })
+    .whereNull('used_at')
+    .where('expires_at', '>', new Date())
+    .orderBy('created_at', 'desc')
+    .first();
+}
+
+/** Drops every open token of a purpose for a user; returns how many were pending. */
+export async function cancelAccountTokens(db: Knex | Knex.Transaction, userId: string, purpose: AccountTokenPurpose): Promise<number> {
+  const live = await AccountToken.query(db).where({ user_id: userId, purpose }).whereNull('used_at').where('expires_at', '>', new Date()).resultSize();
+  await AccountToken.query(db).where({ user_id: userId, purpose }).whereNull('used_at').delete();
+  return live;
+}

@@ -1,0 +1,153 @@
+import type { Knex } from 'knex';
+import type { ServiceContext } from '../context';
+import { emailLink, emailLocale } from '../emails/accountEmails';
+import { enqueueEmails, writeAccountEmail } from '../emails/outbox';
+import { badRequest, conflict, notFound } from '../errors';
+import type { AccountToken } from '../models/AccountToken';
+import { PlatformAccount } from '../models/PlatformAccount';
+import { User } from '../models/User';
+import { issueAccountToken } from './accountTokens';
+import { hashPassword } from './passwords';
+import { recordAuditEvent } from './recordAuditEvent';
+import { addPlatformAccount, emailInUse, emailPlatform, findEmailAccount } from './users';
+
+/** The one message for every unusable token (unknown, used, expired, someone else's). */
+export const INVALID_TOKEN = 'invalid or expired token';
+
+interface RequestMeta {
+  acceptLanguage?: string | null;
+  ipAddress?: string | null;
+  userAgent?: string | null;
+  actorId?: string | null;
+}
+
+async function liveUser(db: Knex, userId: string): Promise<User> {
+  const user = await User.query(db).findById(userId).whereNull('deleted_at');
+  if (!user) throw notFound('user');
+  return user;
+}
+
+/**
+ * Email change (spec §4.11, accounts with an email sign-in only): a 24-hour token goes to the new
+ * address; nothing changes until it is used. A new request replaces the pending one.
+ */
+export async function requestEmailChange(ctx: ServiceContext, userId: string, newEmail: string, meta: RequestMeta): Promise<{ expiresAt: Date }> {
+  const user = await liveUser(ctx.db, userId);
+  const account = await findEmailAccount(ctx.db, userId);
+  if (!account) throw badRequest('this account has no email sign-in; link an email address with /email-link/request instead');
+  if (account.email?.toLowerCase() === newEmail) throw badRequest('email: this is already the address of the account');
+  if (await emailInUse(ctx.db, newEmail, userId)) throw conflict('email is already in use');
+  const { outboxId, expiresAt } = await ctx.db.transaction(async (trx) => {
+    const { token, row } = await issueAccountToken(trx, { purpose: 'email_change', userId, email: newEmail, payload: { new_email: newEmail, platform_account_id: account.id } });
+    const outboxId = await writeAccountEmail(trx, {
+      to: newEmail,
+      userId,
+      template: 'email_change',
+      locale: emailLocale(user.preferred_locale, meta.acceptLanguage),
+      vars: { link: emailLink(ctx.config.appUrl, 'email_change', token), expiresAt: row.expires_at, username: user.username, email: newEmail },
+    });
+    return { outboxId, expiresAt: row.expires_at };
+  });
+  await enqueueEmails(ctx.queues, [outboxId]);
+  return { expiresAt };
+}
+
+/** Applies a claimed email_change token inside `trx`; 409 when the address was taken meanwhile. */
+export async function applyEmailChange(trx: Knex.Transaction, token: AccountToken, meta: RequestMeta): Promise<{ userId: string; email: string }> {
+  const userId = token.user_id!;
+  const email = String(token.payload.new_email);
+  await liveUser(trx, userId);
+  if (await emailInUse(trx, email, userId)) throw conflict('email is already in use');
+  const account = await findEmailAccount(trx, userId);
+  if (!account) throw badRequest(INVALID_TOKEN);
+  await PlatformAccount.query(trx).patch({ email, platform_user_id: email, email_verified_at: new Date() }).where('id', account.id);
+  await recordAuditEvent(
+    { user_id: userId, actor_id: meta.actorId ?? userId, ip_address: meta.ipAddress ?? null, user_agent: meta.userAgent ?? null, event_type: 'user_updated', resource_type: 'platform_account', resource_id: account.id, metadata: { action: 'email_changed', previous_email: account.email, email } },
+    trx,
+  );
+  return { userId, email };
+}
+
+/**
+ * Email link (spec §4.12): adds an email/password sign-in to an account that has none. The
+ * password is hashed (argon2id) now; the account appears only when the 24-hour token is used.
+ */
+export async function requestEmailLink(ctx: ServiceContext, userId: string, email: string, password: string, meta: RequestMeta): Promise<{ expiresAt: Date }> {
+  const user = await liveUser(ctx.db, userId);
+  if (await findEmailAccount(ctx.db, userId)) throw badRequest('this account already has an email sign-in; change its address with /email/request-change');
+  if (await emailInUse(ctx.db, email, userId)) throw conflict('email is already in use');
+  const passwordHash = await hashPassword(password);
+  const { outboxId, expiresAt } = await ctx.db.transaction(async (trx) => {
+    const { token, row } = await issueAccountToken(trx, { purpose: 'email_link', userId, email, payload: { email, password_hash: passwordHash } });
+    const outboxId = await writeAccountEmail(trx, {
+      to: email,
+      userId,
+      template: 'email_link',
+      locale: emailLocale(user.preferred_locale, meta.acceptLanguage),
+      vars: { link: emailLink(ctx.config.appUrl, 'email_link', token), expiresAt: row.expires_at, username: user.username, email },
+    });
+    return { outboxId, expiresAt: row.expires_at };
+  });
+  await enqueueEmails(ctx.queues, [outboxId]);
+  return { expiresAt };
+}
+
+/** Applies a claimed email_link token inside `trx`: creates the email platform account. */
+export async function applyEmailLink(trx: Knex.Transaction, token: AccountToken, meta: RequestMeta): Promise<{ userId: string; platformAccountId: string }> {
+  const userId = token.user_id!;
+  const email = String(token.payload.email);
+  await liveUser(trx, userId);
+  if (await findEmailAccount(trx, userId)) throw conflict('this account already has an email sign-in');
+  if (await emailInUse(trx, email, userId)) throw conflict('email is already in use');
+  const platform = await emailPlatform(trx);
+  const account = await addPlatformAccount(trx, userId, {
+    platformId: platform.id,
+    platformUserId: email,
+    isOauth: false,
+    username: (await User.query(trx).findById(userId))!.username,
+    email,
+    passwordHash: String(token.payload.password_hash),
+    emailVerifiedAt: new Date(),
+  });
+  await recordAuditEvent(
+    { user_id: userId, actor_id: meta.actorId ?? userId, ip_address: meta.ipAddress ?? null, user_agent: meta.userAgent ?? null, event_type: 'account_linked', resource_type: 'platform_account', resource_id: account.id, metadata: { platform: 'email' } },
+    trx,
+  );
+  return { userId, platformAccountId: account.id };
+}
+
+/** Applies a claimed email_verification token: the email sign-in's address counts as proven. */
+export async function applyEmailVerification(trx: Knex.Transaction, token: AccountToken): Promise<{ userId: string }> {
+  const userId = token.user_id!;
+  const account = await findEmailAccount(trx, userId);
+  // The address may have changed since the mail went out: only the address it was sent to is proven.
+  if (!account || account.email?.toLowerCase() !== token.email) throw badRequest(INVALID_TOKEN);
+  await PlatformAccount.query(trx).patch({ email_verified_at: new Date() }).where('id', account.id);
+  return { userId };
+}
+
+/** Sends a fresh email_verification token to the address of the user's email sign-in. */
+export async function sendEmailVerification(ctx: ServiceContext, userId: string, meta: RequestMeta): Promise<void> {
+  const user = await liveUser(ctx.db, userId);
+  const account = await findEmailAccount(ctx.db, userId);
+  if (!account?.email) return;
+  const email = account.email.toLowerCase();
+  const outboxId = await ctx.db.transaction(async (trx) => {
+    const { token, row } = await issueAccountToken(trx, { purpose: 'email_verification', userId, email });
+    return writeAccountEmail(trx, {
+      to: email,
+      userId,
+      template: 'email_verification',
+      locale: emailLocale(user.preferred_locale, meta.acceptLanguage),
+      vars: { link: emailLink(ctx.config.appUrl, 'email_verification', token), expiresAt: row.expires_at, username: user.username, email },
+    });
+  });
+  await enqueueEmails(ctx.queues, [outboxId]);
+}
+
+/** After the commit of an email change or link: the user's clients hear of it. */
+export async function announceEmailVerified(ctx: ServiceContext, result: { userId: string; email?: string; platformAccountId?: string }): Promise<void> {
+  const timestamp = new Date().toISOString();
+  if (result.platformAccountId) await ctx.bus.publishToUser(result.userId, { type: 'emailLinkVerified', userId: result.userId, platformAccountId: result.platformAccountId, timestamp });
+  else if (result.email) await ctx.bus.publishToUser(result.userId, { type: 'emailChangeVerified', userId: result.userId, email: result.email, timestamp });
+}

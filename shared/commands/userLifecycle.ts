@@ -1,0 +1,259 @@
+import type { Knex } from 'knex';
+import type { ServiceContext } from '../context';
+import { conflict, notFound } from '../errors';
+import { Ban } from '../models/Ban';
+import { Session } from '../models/Session';
+import { User } from '../models/User';
+import { findActiveBan } from './access';
+import { deletionGraceMs } from './accountSettings';
+import { AuditInput, recordAuditEvent } from './recordAuditEvent';
+
+/** Who did something and from where, for audit events. */
+export interface Actor {
+  actorId: string | null;
+  ipAddress?: string | null;
+  userAgent?: string | null;
+}
+
+const now = () => new Date().toISOString();
+
+function audit(actor: Actor, input: AuditInput): AuditInput {
+  return { actor_id: actor.actorId, ip_address: actor.ipAddress ?? null, user_agent: actor.userAgent ?? null, ...input };
+}
+
+/** Deletes a user's sessions (all, or all but one) inside `trx`; returns the deleted ids. */
+export async function deleteUserSessions(trx: Knex | Knex.Transaction, userId: string, exceptSessionId?: string | null): Promise<string[]> {
+  const q = Session.query(trx).where('user_id', userId);
+  if (exceptSessionId) q.whereNot('id', exceptSessionId);
+  const rows = (await q.delete().returning('id')) as unknown as Array<{ id: string }>;
+  return rows.map((r) => r.id);
+}
+
+/** After the commit: drop cached credentials everywhere and tell clients each session ended. */
+export async function announceSessionsRevoked(ctx: ServiceContext, userId: string, sessionIds: string[], reason: string): Promise<void> {
+  await ctx.bus.invalidateAuth({ userId });
+  for (const sessionId of sessionIds) {
+    await ctx.bus.publishToUser(userId, { type: 'sessionRevoked', userId, sessionId, reason, timestamp: now() });
+  }
+}
+
+/** After the commit: every credential of the user is dropped and every client must sign out. */
+async function announceForcedLogout(ctx: ServiceContext, userId: string, reason: string): Promise<void> {
+  await ctx.bus.invalidateAuth({ userId });
+  await ctx.bus.publishToUser(userId, { type: 'forceLogout', userId, reason, timestamp: now() });
+}
+
+/**
+ * Bans a user (permanent without a duration). Their sessions end and cached credentials are
+ * dropped at once on every instance; accountBanned and forceLogout go to the user's channel.
+ */
+export async function banUser(ctx: ServiceContext, input: { userId: string; reason: string | null; durationSeconds: number | null }, actor: Actor): Promise<Ban> {
+  const { ban, sessionIds } = await ctx.db.transaction(async (trx) => {
+    // Serialises concurrent bans of the same user, so only one active ban can exist.
+    await trx('users').where('id', input.userId).forUpdate().first('id');
+    if (await findActiveBan(trx, input.userId)) throw conflict('user is already banned; unban first to change the ban');
+    const expiresAt = input.durationSeconds ? new Date(Date.now() + input.durationSeconds * 1000) : null;
+    const ban = await Ban.query(trx).insertAndFetch({
+      user_id: input.userId,
+      reason: input.reason,
+      banned_by: actor.actorId,
+      banned_at: new Date(),
+      expires_at: expiresAt,
+      is_permanent: !expiresAt,
+    });
+    const sessionIds = await deleteUserSessions(trx, input.userId);
+    await recordAuditEvent(
+      audit(actor, {
+        user_id: input.userId,
+        event_type: 'user_updated',
+        resource_type: 'ban',
+        resource_id: ban.id,
+        description: 'user banned',
+        metadata: { action: 'banned', reason: input.reason, expires_at: expiresAt?.toISOString() ?? null, revoked_sessions: sessionIds.length },
+      }),
+      trx,
+    );
+    return { ban, sessionIds };
+  });
+  await ctx.bus.invalidateAuth({ userId: input.userId });
+  await ctx.bus.publishToUser(input.userId, {
+    type: 'accountBanned',
+    userId: input.userId,
+    reason: ban.reason,
+    expiresAt: ban.expires_at ? ban.expires_at.toISOString() : null,
+    isPermanent: ban.is_permanent,
+    timestamp: now(),
+  });
+  await announceForcedLogout(ctx, input.userId, 'account_banned');
+  ctx.logger.info({ userId: input.userId, banId: ban.id, sessions: sessionIds.length }, 'user banned');
+  return ban;
+}
+
+/** Ends the active ban (history keeps unbanned_at / unbanned_by); 404 when there is none. */
+export async function unbanUser(ctx: ServiceContext, userId: string, actor: Actor): Promise<Ban> {
+  const ban = await ctx.db.transaction(async (trx) => {
+    const active = await findActiveBan(trx, userId);
+    if (!active) throw notFound('active ban');
+    const ban = await Ban.query(trx).patchAndFetchById(active.id, { unbanned_at: new Date(), unbanned_by: actor.actorId });
+    await recordAuditEvent(audit(actor, { user_id: userId, event_type: 'user_updated', resource_type: 'ban', resource_id: ban.id, description: 'user unbanned', metadata: { action: 'unbanned' } }), trx);
+    return ban;
+  });
+  await ctx.bus.invalidateAuth({ userId });
+  return ban;
+}
+
+/**
+ * Scheduled task: timed bans whose expires_at has passed are closed (unbanned_at = expires_at,
+ * unbanned_by null). Credentials already work again at expires_at (the credential check compares
+ * the time); this keeps the history and the "active ban" view exact.
+ */
+export async function expireBans(ctx: ServiceContext): Promise<{ ended: number }> {
+  const rows: Array<{ id: string; user_id: string }> = await ctx.db('bans')
+    .whereNull('unbanned_at')
+    .whereNotNull('expires_at')
+    .where('expires_at', '<=', ctx.db.fn.now())
+    .update({ unbanned_at: ctx.db.ref('expires_at') })
+    .returning(['id', 'user_id']);
+  for (const userId of new Set(rows.map((r) => r.user_id))) await ctx.bus.invalidateAuth({ userId });
+  if (rows.length) ctx.logger.info({ bans: rows.map((r) => r.id) }, 'timed bans ended');
+  return { ended: rows.length };
+}
+
+/**
+ * Self-service deletion: the account is scheduled for deletion after the grace period (7 days by
+ * default) and stays usable until then; an administrator can cancel or force it.
+ */
+export async function scheduleDeletion(ctx: ServiceContext, userId: string, actor: Actor): Promise<Date> {
+  const at = new Date(Date.now() + (await deletionGraceMs(ctx.db)));
+  return ctx.db.transaction(async (trx) => {
+    const user = await User.query(trx).findById(userId).forUpdate();
+    if (!user) throw notFound('user');
+    if (user.scheduled_deletion_at) return user.scheduled_deletion_at;
+    await User.query(trx).patch({ scheduled_deletion_at: at }).where('id', userId);
+    await recordAuditEvent(audit(actor, { user_id: userId, event_type: 'user_updated', resource_type: 'user', resource_id: userId, description: 'account deletion scheduled', metadata: { action: 'deletion_scheduled', scheduled_deletion_at: at.toISOString() } }), trx);
+    return at;
+  });
+}
+
+/**
+ * Soft delete (spec §3): deleted_at set, every session deleted and every API key deactivated at
+ * once, and the account scheduled for the purge after the grace period (cancel-deletion restores it).
+ */
+export async function softDeleteUser(ctx: ServiceContext, userId: string, actor: Actor & { reason?: string }): Promise<void> {
+  const grace = await deletionGraceMs(ctx.db);
+  const { sessionIds, keyIds } = await ctx.db.transaction(async (trx) => {
+    const user = await User.query(trx).findById(userId).forUpdate();
+    if (!user) throw notFound('user');
+    if (user.deleted_at) throw conflict('user is already deleted');
+    await User.query(trx)
+      .patch({ deleted_at: new Date(), scheduled_deletion_at: user.scheduled_deletion_at ?? new Date(Date.now() + grace) })
+      .where('id', userId);
+    const sessionIds = await deleteUserSessions(trx, userId);
+    const keys: Array<{ id: string }> = await trx('api_keys').where({ user_id: userId, is_active: true }).update({ is_active: false, updated_at: trx.fn.now() }).returning('id');
+    await recordAuditEvent(
+      audit(actor, {
+        user_id: userId,
+        event_type: 'user_deleted',
+        resource_type: 'user',
+        resource_id: userId,
+        description: 'account deleted (soft)',
+        metadata: { stage: 'soft_deleted', reason: actor.reason ?? null, revoked_sessions: sessionIds.length, revoked_api_keys: keys.length },
+      }),
+      trx,
+    );
+    return { sessionIds, keyIds: keys.map((k) => k.id) };
+  });
+  for (const apiKeyId of keyIds) await ctx.bus.invalidateAuth({ apiKeyId });
+  await ctx.bus.publishToUser(userId, { type: 'accountDeleted', userId, reason: actor.reason ?? 'account deleted', timestamp: now() });
+  await announceSessionsRevoked(ctx, userId, sessionIds, 'account_deleted');
+  await announceForcedLogout(ctx, userId, 'account_deleted');
+}
+
+/** Clears a scheduled deletion and a soft delete; 409 when neither is set. */
+export async function cancelDeletion(ctx: ServiceContext, userId: string, actor: Actor): Promise<{ wasDeleted: boolean }> {
+  const wasDeleted = await ctx.db.transaction(async (trx) => {
+    const user = await User.query(trx).findById(userId).forUpdate();
+    if (!user) throw notFound('user');
+    if (!user.scheduled_deletion_at && !user.deleted_at) throw conflict('no deletion is scheduled for this user');
+    await User.query(trx).patch({ scheduled_deletion_at: null, deleted_at: null }).where('id', userId);
+    await recordAuditEvent(audit(actor, { user_id: userId, event_type: 'user_updated', resource_type: 'user', resource_id: userId, description: 'account deletion cancelled', metadata: { action: 'deletion_cancelled', was_deleted: !!user.deleted_at } }), trx);
+    return !!user.deleted_at;
+  });
+  await ctx.bus.invalidateAuth({ userId });
+  return { wasDeleted };
+}
+
+/**
+ * Irreversible deletion: the user row goes (platform accounts, sessions, roles, API keys, bans and
+ * tokens cascade), mails to the user leave the outbox, and the user's audit events keep only what
+ * is not personal (who/where fields and metadata are cleared). One `user_deleted` event remains,
+ * naming only the former id.
+ */
+export async function purgeUser(ctx: ServiceContext, userId: string, actor: Actor & { reason: string }): Promise<boolean> {
+  const purged = await ctx.db.transaction(async (trx) => {
+    const user = await trx('users').where('id', userId).forUpdate().first('id');
+    if (!user) return false;
+    const emails: string[] = (await trx('platform_accounts').where('user_id', userId).whereNotNull('email').pluck('email')).map((e: string) => e.toLowerCase());
+    await trx('audit_events')
+      .where('user_id', userId)
+      .orWhere('actor_id', userId)
+      .update({
+        user_id: null,
+        actor_id: trx.raw('CASE WHEN actor_id = ? THEN NULL ELSE actor_id END', [userId]),
+        ip_address: null,
+        user_agent: null,
+        description: null,
+        error_message: null,
+        metadata: trx.raw("'{}'::jsonb"),
+        country_code: null,
+        country_name: null,
+        city: null,
+        region: null,
+      });
+    const outbox = trx('email_outbox').where('user_id', userId);
+    if (emails.length) outbox.orWhereIn(trx.raw('lower(to_address)') as unknown as string, emails);
+    await outbox.delete();
+    if (emails.length) await trx('account_tokens').whereIn('email', emails).delete();
+    await trx('users').where('id', userId).delete();
+    await recordAuditEvent(
+      {
+        user_id: null,
+        event_type: 'user_deleted',
+        resource_type: 'user',
+        resource_id: userId,
+        actor_id: actor.actorId,
+        ip_address: actor.ipAddress ?? null,
+        user_agent: actor.userAgent ?? null,
+        description: 'account and personal data permanently deleted',
+        metadata: { stage: 'purged', reason: actor.reason },
+      },
+      trx,
+    );
+    return true;
+  });
+  if (purged) {
+    await ctx.bus.publishToUser(userId, { type: 'accountDeleted', userId, reason: actor.reason, timestamp: now() });
+    await announceForcedLogout(ctx, userId, 'account_deleted');
+  }
+  return purged;
+}
+
+/**
+ * Scheduled task: purges every account whose grace period has ended (scheduled_deletion_at in the
+ * past), and only those. One failing account does not stop the others.
+ */
+export async function purgeDeletedAccounts(ctx: ServiceContext): Promise<{ purged: number; failed: number }> {
+  const due: string[] = await ctx.db('users').whereNotNull('scheduled_deletion_at').where('scheduled_deletion_at', '<=', ctx.db.fn.now()).orderBy('scheduled_deletion_at').limit(500).pluck('id');
+  let purged = 0;
+  let failed = 0;
+  for (const id of due) {
+    try {
+      if (await purgeUser(ctx, id, { actorId: null, reason: 'deletion grace period ended' })) purged++;
+    } catch (err) {
+      failed++;
+      ctx.logger.error({ userId: id, err: (err as Error).message }, 'could not purge account');
+    }
+  }
+  if (due.length) ctx.logger.info({ purged, failed }, 'scheduled account deletions carried out');
+  return { purged, failed };
+}

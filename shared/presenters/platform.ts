@@ -1,0 +1,16 @@
+import type { Platform } from '../models/Platform';
+
+/** Platform (spec §2). */
+export function presentPlatform(p: Platform) {
+  return {
+    id: p.id,
+    name: p.name,
+    slug: p.slug,
+    is_oauth: p.is_oauth,
+    enabled: p.enabled,
+    two_factor_supported: p.two_factor_supported,
+    two_factor_required: p.two_factor_required,
+    created_at: new Date(p.created_at).toISOString(),
+    updated_at: new Date(p.updated_at).toISOString(),
+  };
+}

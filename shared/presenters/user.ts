@@ -1,0 +1,65 @@
+import type { PlatformAccount } from '../models/PlatformAccount';
+import type { User } from '../models/User';
+
+const iso = (d: Date | string | null | undefined): string | null => (d ? new Date(d).toISOString() : null);
+
+/** User (spec §2). */
+export function presentUser(u: User) {
+  return {
+    id: u.id,
+    username: u.username,
+    primary_platform_account_id: u.primary_platform_account_id,
+    created_at: iso(u.created_at),
+    updated_at: iso(u.updated_at),
+    last_login_at: iso(u.last_login_at),
+    deleted_at: iso(u.deleted_at),
+    privacy_mode: u.privacy_mode,
+    preferred_locale: u.preferred_locale,
+    avatars_enabled: u.avatars_enabled,
+  };
+}
+
+/** The account a user is shown by: the primary one, else the oldest. */
+export function displayAccount(accounts: PlatformAccount[], primaryId: string | null): PlatformAccount | undefined {
+  return accounts.find((a) => a.id === primaryId) ?? [...accounts].sort((a, b) => +new Date(a.created_at) - +new Date(b.created_at))[0];
+}
+
+/**
+ * Flattened user of the user-by-email and provider-login responses (spec §2): email, avatar and
+ * platform come from the primary platform account. `accounts` must have `platform` loaded.
+ */
+export function presentFlatUser(u: User, accounts: PlatformAccount[], isBanned: boolean) {
+  const main = displayAccount(accounts, u.primary_platform_account_id);
+  return {
+    id: u.id,
+    primary_platform_account_id: u.primary_platform_account_id,
+    username: u.username,
+    email: main?.email ?? accounts.find((a) => a.email)?.email ?? null,
+    avatar_url: u.avatars_enabled ? (main?.avatar_url ?? null) : null,
+    platform: main?.platform?.slug ?? null,
+    created_at: iso(u.created_at),
+    updated_at: iso(u.updated_at),
+    last_login_at: iso(u.last_login_at),
+    privacy_mode: u.privacy_mode,
+    is_banned: isBanned,
+  };
+}
+
+/**
+ * User profile (spec §2): `name` is the username, `display_name` the name on the primary account,
+ * `provider` the platform of the most recent sign-in, `primary_provider` the primary account's.
+ */
+export function presentProfile(u: User, accounts: PlatformAccount[], lastProvider: string | null) {
+  const main = displayAccount(accounts, u.primary_platform_account_id);
+  return {
+    name: u.username,
+    display_name: main?.username ?? u.username,
+    picture: u.avatars_enabled ? (main?.avatar_url ?? null) : null,
+    provider: lastProvider ?? main?.platform?.slug ?? null,
+    primary_provider: main?.platform?.slug ?? null,
+    last_login_at: iso(u.last_login_at),
+    created_at: iso(u.created_at),
+    privacy_mode: u.privacy_mode,
+    avatars_enabled: u.avatars_enabled,
+  };
+}

@@ -1,0 +1,207 @@
+import test from 'ava';
+import { listenPushes } from '../helpers/pushes';
+import { createUser } from '../helpers/factories';
+import { tokenOf } from './mailbox';
+import { freshEmail, useAccountsStack } from './setup';
+
+const { stack, mailbox } = useAccountsStack(test);
+
+test('register → verification mail → register/verify creates a User-role user → login gives a working session', async (t) => {
+  const s = stack();
+  const email = freshEmail('reg');
+  const r = await s.request('POST', '/v1/auth/register', { body: { email, password: 'correct horse battery', username: 'reg_user_1' } });
+  t.is(r.status, 202, r.text);
+  t.truthy(r.body.message);
+  const mail = await mailbox().waitFor(email);
+  t.regex(mail.text, /^https:\/\/app\.example\.test\/auth\/register\/verify\?token=/m);
+  const token = tokenOf(mail);
+  // Only the hash of the token is stored.
+  const stored = await s.db('account_tokens').where({ purpose: 'registration', email }).first();
+  t.not(stored.token_hash, token);
+
+  const v = await s.request('POST', '/v1/auth/register/verify', { body: { token } });
+  t.is(v.status, 201, v.text);
+  t.is(v.body.data.email, email);
+  t.is(v.body.data.username, 'reg_user_1');
+  t.is(v.body.data.platform, 'email');
+  t.false(v.body.data.is_banned);
+  t.deepEqual(Object.keys(v.body.data).sort(), ['avatar_url', 'created_at', 'email', 'id', 'is_banned', 'last_login_at', 'platform', 'primary_platform_account_id', 'privacy_mode', 'updated_at', 'username']);
+  const roles = await s.db('user_roles').where('user_id', v.body.data.id).pluck('role_id');
+  t.deepEqual(roles, ['role_user']);
+  const account = await s.db('platform_accounts').where('user_id', v.body.data.id).first();
+  t.regex(account.password_hash, /^\$argon2id\$/);
+
+  // The token is single use.
+  const again = await s.request('POST', '/v1/auth/register/verify', { body: { token } });
+  t.is(again.status, 400);
+  t.is(again.body.message, 'invalid or expired token');
+
+  const login = await s.request('POST', '/v1/auth/login', { body: { email: email.toUpperCase(), password: 'correct horse battery' }, headers: { 'user-agent': 'Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0' } });
+  t.is(login.status, 200, login.text);
+  t.is(login.body.data.id, v.body.data.id);
+  t.regex(login.body.session.sessionToken, /^sess_/);
+  t.true(new Date(login.body.session.expires).getTime() > Date.now() + 29 * 86400_000);
+  t.truthy(login.body.data.last_login_at);
+  const me = await s.request('GET', '/v1/users/me', { token: login.body.session.sessionToken });
+  t.is(me.status, 200);
+  t.is(me.body.data.id, v.body.data.id);
+  const session = await s.db('sessions').where('user_id', v.body.data.id).first();
+  t.is(session.platform_slug, 'email');
+  t.truthy(await s.db('audit_events').where({ user_id: v.body.data.id, event_type: 'login' }).first());
+});
+
+test('registering a taken address answers the same 202 and mails the owner instead', async (t) => {
+  const s = stack();
+  const owner = await createUser(s.db);
+  const free = freshEmail('free');
+  const a = await s.request('POST', '/v1/auth/register', { body: { email: owner.email, password: 'whatever123' } });
+  const b = await s.request('POST', '/v1/auth/register', { body: { email: free, password: 'whatever123' } });
+  t.is(a.status, 202);
+  t.is(b.status, 202);
+  t.deepEqual(a.body, b.body);
+  const mail = await mailbox().waitFor(owner.email);
+  t.is(mail.subject, 'You already have an account');
+  t.notRegex(mail.text, /token=/);
+  t.falsy(await s.db('account_tokens').where({ email: owner.email }).first());
+});
+
+test('German users get German mails; the locale of the registration is kept', async (t) => {
+  const s = stack();
+  const email = freshEmail('de');
+  await s.request('POST', '/v1/auth/register', { body: { email, password: 'passwort123', locale: 'de' } });
+  const mail = await mailbox().waitFor(email);
+  t.is(mail.subject, 'Bestätige deine E-Mail-Adresse');
+  t.regex(mail.text, /bitte bestätige/);
+  const v = await s.request('POST', '/v1/auth/register/verify', { body: { token: tokenOf(mail) } });
+  t.is(v.status, 201);
+  const user = await s.db('users').where('id', v.body.data.id).first();
+  t.is(user.preferred_locale, 'de');
+  t.regex(user.username, /^de_/);
+
+  const viaHeader = freshEmail('hdr');
+  await s.request('POST', '/v1/auth/register', { body: { email: viaHeader, password: 'passwort123' }, headers: { 'accept-language': 'de-AT,de;q=0.9' } });
+  t.is((await mailbox().waitFor(viaHeader)).subject, 'Bestätige deine E-Mail-Adresse');
+});
+
+test('registration refusals: bad input 400, taken username 409, bad token 400', async (t) => {
+  const s = stack();
+  const taken = await createUser(s.db);
+  const short = await s.request('POST', '/v1/auth/register', { body: { email: freshEmail(), password: 'short' } });
+  t.is(short.status, 400);
+  t.regex(short.body.message, /^password/);
+  const bad = await s.request('POST', '/v1/auth/register', { body: { email: 'not-an-email', password: 'longenough' } });
+  t.is(bad.status, 400);
+  t.regex(bad.body.message, /^email/);
+  const name = await s.request('POST', '/v1/auth/register', { body: { email: freshEmail(), password: 'longenough', username: taken.username.toUpperCase() } });
+  t.is(name.status, 409);
+  const unknown = await s.request('POST', '/v1/auth/register/verify', { body: { token: 'x'.repeat(43) } });
+  t.is(unknown.status, 400);
+  // System key is allowed on register/verify (allowlist) but not on register.
+  t.is((await s.request('POST', '/v1/auth/register/verify', { token: s.systemKey, body: { token: 'y'.repeat(43) } })).status, 400);
+  t.is((await s.request('POST', '/v1/auth/register', { token: s.systemKey, body: { email: freshEmail(), password: 'longenough' } })).status, 403);
+});
+
+test('expired registration tokens are refused', async (t) => {
+  const s = stack();
+  const email = freshEmail('exp');
+  await s.request('POST', '/v1/auth/register', { body: { email, password: 'longenough1' } });
+  const token = tokenOf(await mailbox().waitFor(email));
+  await s.db('account_tokens').where({ email, purpose: 'registration' }).update({ expires_at: new Date(Date.now() - 1000) });
+  t.is((await s.request('POST', '/v1/auth/register/verify', { body: { token } })).status, 400);
+});
+
+test('wrong password and unknown email get the same 401, each writing login_failed', async (t) => {
+  const s = stack();
+  const email = freshEmail('lf');
+  await s.request('POST', '/v1/auth/register', { body: { email, password: 'the-right-one' } });
+  const v = await s.request('POST', '/v1/auth/register/verify', { body: { token: tokenOf(await mailbox().waitFor(email)) } });
+  const wrong = await s.request('POST', '/v1/auth/login', { body: { email, password: 'the-wrong-one' } });
+  const unknown = await s.request('POST', '/v1/auth/login', { body: { email: freshEmail('nobody'), password: 'the-wrong-one' } });
+  t.is(wrong.status, 401);
+  t.is(unknown.status, 401);
+  t.deepEqual(wrong.body, unknown.body);
+  const failed = await s.db('audit_events').where({ event_type: 'login_failed' }).orderBy('created_at');
+  t.true(failed.some((e) => e.user_id === v.body.data.id && e.status === 'failure' && e.metadata.reason === 'wrong_password'));
+  t.true(failed.some((e) => e.user_id === null && e.metadata.reason === 'unknown_account' && !JSON.stringify(e).includes('nobody')));
+});
+
+test('verify-email: an unverified email account is refused at login, gets a mail, and signs in after verifying', async (t) => {
+  const s = stack();
+  const email = freshEmail('unv');
+  await s.request('POST', '/v1/auth/register', { body: { email, password: 'longenough1' } });
+  const v = await s.request('POST', '/v1/auth/register/verify', { body: { token: tokenOf(await mailbox().waitFor(email)) } });
+  await s.db('platform_accounts').where('user_id', v.body.data.id).update({ email_verified_at: null });
+  const refused = await s.request('POST', '/v1/auth/login', { body: { email, password: 'longenough1' } });
+  t.is(refused.status, 403);
+  t.regex(refused.body.message, /not verified/);
+  const mail = await mailbox().waitFor(email, (m) => m.subject === 'Verify your email address');
+  t.regex(mail.text, /\/auth\/verify-email\?token=/);
+  const ok = await s.request('POST', '/v1/auth/verify-email', { token: s.systemKey, body: { token: tokenOf(mail) } });
+  t.is(ok.status, 200, ok.text);
+  t.deepEqual(ok.body, { success: true, message: 'your email address is verified' });
+  t.is((await s.request('POST', '/v1/auth/verify-email', { body: { token: tokenOf(mail) } })).status, 400);
+  t.is((await s.request('POST', '/v1/auth/login', { body: { email, password: 'longenough1' } })).status, 200);
+});
+
+test('password reset: 202 for any address, mail with token, confirm revokes every session and pushes forceLogout', async (t) => {
+  const s = stack();
+  const email = freshEmail('rst');
+  await s.request('POST', '/v1/auth/register', { body: { email, password: 'old-password-1' } });
+  const v = await s.request('POST', '/v1/auth/register/verify', { body: { token: tokenOf(await mailbox().waitFor(email)) } });
+  const userId = v.body.data.id;
+  const l1 = await s.request('POST', '/v1/auth/login', { body: { email, password: 'old-password-1' } });
+  const l2 = await s.request('POST', '/v1/auth/login', { body: { email, password: 'old-password-1' } });
+
+  const unknown = await s.request('POST', '/v1/auth/reset-password/request', { body: { email: freshEmail('ghost') } });
+  const known = await s.request('POST', '/v1/auth/reset-password/request', { token: s.systemKey, body: { email } });
+  t.is(unknown.status, 202);
+  t.is(known.status, 202);
+  t.deepEqual(unknown.body, known.body);
+  const mail = await mailbox().waitFor(email, (m) => m.subject === 'Reset your password');
+  t.regex(mail.text, /^https:\/\/app\.example\.test\/auth\/reset-password\?token=/m);
+  t.truthy(await s.db('audit_events').where({ user_id: userId, event_type: 'password_reset_requested' }).first());
+
+  const pushes = await listenPushes(s.redis, s.config, `user:${userId}`);
+  try {
+    const shortPw = await s.request('POST', '/v1/auth/reset-password/confirm', { body: { token: tokenOf(mail), password: 'short' } });
+    t.is(shortPw.status, 400);
+    const c = await s.request('POST', '/v1/auth/reset-password/confirm', { body: { token: tokenOf(mail), password: 'new-password-2' } });
+    t.is(c.status, 200, c.text);
+    t.true(c.body.success);
+    const force = await pushes.waitFor((m) => m.type === 'forceLogout');
+    t.is(force.userId, userId);
+    t.is(force.reason, 'password_reset');
+    t.truthy(force.timestamp);
+    await pushes.waitFor((m) => m.type === 'sessionRevoked' && m.sessionId);
+  } finally {
+    pushes.close();
+  }
+  t.is((await s.db('sessions').where('user_id', userId).count('* as n').first())!.n, 0);
+  await new Promise((r) => setTimeout(r, 50));
+  t.is((await s.request('GET', '/v1/users/me', { token: l1.body.session.sessionToken })).status, 401);
+  t.is((await s.request('GET', '/v1/users/me', { token: l2.body.session.sessionToken })).status, 401);
+  t.is((await s.request('POST', '/v1/auth/login', { body: { email, password: 'old-password-1' } })).status, 401);
+  t.is((await s.request('POST', '/v1/auth/login', { body: { email, password: 'new-password-2' } })).status, 200);
+  t.is((await s.request('POST', '/v1/auth/reset-password/confirm', { body: { token: tokenOf(mail), password: 'another-pass-3' } })).status, 400);
+  t.truthy(await s.db('audit_events').where({ user_id: userId, event_type: 'password_changed' }).first());
+});
+
+test.serial('a disabled email platform refuses registration and login; other platforms keep working', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const email = freshEmail('dis');
+  await s.request('POST', '/v1/auth/register', { body: { email, password: 'longenough1' } });
+  await s.request('POST', '/v1/auth/register/verify', { body: { token: tokenOf(await mailbox().waitFor(email)) } });
+  t.is((await s.request('PATCH', '/v1/platforms/email/enabled', { token: admin.token, body: { enabled: false } })).status, 200);
+  try {
+    const reg = await s.request('POST', '/v1/auth/register', { body: { email: freshEmail(), password: 'longenough1' } });
+    t.is(reg.status, 403);
+    const login = await s.request('POST', '/v1/auth/login', { body: { email, password: 'longenough1' } });
+    t.is(login.status, 403);
+    t.regex(login.body.message, /disabled/);
+    const oauth = await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: freshEmail(), name: 'Still Fine', oauthProvider: 'github', oauthProviderId: `gh-${Date.now()}` } });
+    t.is(oauth.status, 200);
+  } finally {
+    await s.request('PATCH', '/v1/platforms/email/enabled', { token: admin.token, body: { enabled: true } });
+  }
+});
