@@ -4,7 +4,6 @@ import { parseArgs } from 'node:util';
 import { createApiKey } from '../shared/commands/apiKeys';
 import { Config, loadConfigOrExit } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
-import { PermissionSet } from '../shared/policies';
 import { ALL_PERMISSIONS } from '../shared/permissions';
 import { seed } from '../shared/seed';
 import { createRedis } from '../shared/redis';
@@ -90,8 +89,10 @@ async function main(argv: string[]): Promise<void> {
       if (!values.name) throw new Error('create-api-key needs --name');
       if (!values.system && !values.user) throw new Error('create-api-key needs --user (or --system)');
       const scopes = values.scopes ? values.scopes.split(',').map((s) => s.trim()).filter(Boolean) : [];
-      const catalogue = new PermissionSet(ALL_PERMISSIONS);
-      const unknown = scopes.filter((s) => !catalogue.has(s) && !s.endsWith(':*'));
+      // A scope is a catalogue permission or `<known resource>:*`.
+      const known = new Set(ALL_PERMISSIONS);
+      const resources = new Set(ALL_PERMISSIONS.map((p) => p.split(':')[0]));
+      const unknown = scopes.filter((s) => !known.has(s) && !(s.endsWith(':*') && resources.has(s.slice(0, -2))));
       if (unknown.length) throw new Error(`unknown scopes: ${unknown.join(', ')}`);
       const user = values.user ? await findUser(db, values.user) : null;
       const { apiKey, key } = await createApiKey({ userId: user?.id ?? null, name: values.name, scopes: values.system ? ['*:*'] : scopes, isSystem: values.system });

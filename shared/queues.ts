@@ -97,7 +97,7 @@ export class Queues {
   async enqueueAndWait<N extends QueueName, R = unknown>(name: N, data: JobOf<N>, timeoutMs: number, opts: JobsOptions = {}): Promise<R> {
     let ev = this.events.get(name);
     if (!ev) {
-      ev = new QueueEvents(name, { connection: this.connection.duplicate(), prefix: bullPrefix(this.config) });
+      ev = new QueueEvents(name, { connection: this.connection.duplicate({ maxRetriesPerRequest: null }), prefix: bullPrefix(this.config) });
       this.events.set(name, ev);
       await ev.waitUntilReady();
     }
@@ -111,7 +111,13 @@ export class Queues {
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.events.values()].map((e) => e.close()));
+    await Promise.all(
+      [...this.events.values()].map(async (e) => {
+        const client = await e.client;
+        await e.close();
+        client.disconnect();
+      }),
+    );
     await Promise.all([...this.queues.values()].map((q) => q.close()));
   }
 }

@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import { Worker } from 'bullmq';
+import type Redis from 'ioredis';
 import { Config, loadConfigOrExit } from '../shared/config';
 import { createContext, ServiceContext } from '../shared/context';
 import { bullPrefix, QueueName, schedules } from '../shared/queues';
@@ -34,10 +35,14 @@ export function assertEveryQueueHasProcessor(): void {
 export async function startWorkers(config: Config, opts: { schedule?: boolean } = {}): Promise<RunningWorkers> {
   assertEveryQueueHasProcessor();
   const ctx = createContext(config, 'workers');
+  // BullMQ does not close connection instances it is handed; we keep them to close on shutdown.
+  const connections: Redis[] = [];
   const workers = (Object.values(QueueName) as QueueName[]).map((name) => {
     const processor = processors[name] as Processor<QueueName>;
+    const connection = createRedis(config);
+    connections.push(connection);
     const worker = new Worker(name, (job) => processor(job as never, ctx), {
-      connection: createRedis(config),
+      connection,
       prefix: bullPrefix(config),
       concurrency: config.workerConcurrency,
     });
@@ -59,6 +64,7 @@ export async function startWorkers(config: Config, opts: { schedule?: boolean } 
     async close() {
       // Worker.close() waits for in-flight jobs to finish before resolving.
       await Promise.all(workers.map((w) => w.close()));
+      for (const c of connections) c.disconnect();
       await ctx.close();
     },
   };

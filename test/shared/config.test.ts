@@ -1,0 +1,55 @@
+import test from 'ava';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { ConfigError, loadConfig } from '../../shared/config';
+
+test('defaults serve local development', (t) => {
+  const c = loadConfig({});
+  t.is(c.port, 3000);
+  t.is(c.realtimePort, 3001);
+  t.deepEqual(c.rateLimit.anonymous, { limit: 120, windowSeconds: 60 });
+  t.deepEqual(c.rateLimit.user, { limit: 600, windowSeconds: 60 });
+  t.deepEqual(c.rateLimit.apiKey, { limit: 1200, windowSeconds: 60 });
+  t.deepEqual(c.rateLimit.gpsPost, { limit: 30, windowSeconds: 60 });
+  t.is(c.idAssertionMaxAgeSeconds, 30);
+  t.is(c.secretsKey.length, 32);
+  t.deepEqual(c.supportedLocales, ['en', 'de']);
+});
+
+test('every window and limit is configurable', (t) => {
+  const c = loadConfig({ RATE_LIMIT_WINDOW_SECONDS: '10', RATE_LIMIT_USER: '7', RATE_LIMIT_API_KEY_WINDOW_SECONDS: '5', RATE_LIMIT_GPS_POST: '3' });
+  t.deepEqual(c.rateLimit.user, { limit: 7, windowSeconds: 10 });
+  t.deepEqual(c.rateLimit.apiKey, { limit: 1200, windowSeconds: 5 });
+  t.is(c.rateLimit.gpsPost.limit, 3);
+});
+
+test('bad values are rejected naming the variable', (t) => {
+  for (const [name, value] of [
+    ['PORT', 'abc'],
+    ['DATABASE_URL', 'not a url'],
+    ['SECRETS_KEY', Buffer.from('short').toString('base64')],
+    ['RATE_LIMIT_USER', '-1'],
+    ['ID_APPS', 'nocolon'],
+    ['SMTP_URL', '::::'],
+  ]) {
+    const err = t.throws(() => loadConfig({ [name]: value }), { instanceOf: ConfigError });
+    t.regex(err!.message, new RegExp(name), name);
+  }
+});
+
+test('ID_APPS parses app ids and secrets', (t) => {
+  const c = loadConfig({ ID_APPS: 'web:secret1, admin:sec:ret2' });
+  t.is(c.idApps.get('web'), 'secret1');
+  t.is(c.idApps.get('admin'), 'sec:ret2');
+});
+
+test('production requires SECRETS_KEY', (t) => {
+  t.throws(() => loadConfig({ NODE_ENV: 'production' }), { message: /SECRETS_KEY/ });
+});
+
+test('a process started with a bad variable exits with a message naming it', (t) => {
+  const entry = path.resolve(__dirname, '../../api/server.js');
+  const r = spawnSync(process.execPath, [entry], { env: { ...process.env, PORT: 'eighty' }, encoding: 'utf8', timeout: 20000 });
+  t.is(r.status, 1);
+  t.regex(r.stderr, /PORT: must be an integer/);
+});

@@ -1,0 +1,79 @@
+import test from 'ava';
+import { authorize, authorizeOwner, can, PermissionSet, Principal, systemKeyAllowed } from '../../shared/policies';
+import { HttpError } from '../../shared/errors';
+import { ALL_PERMISSIONS, DEFAULT_ROLES } from '../../shared/permissions';
+
+const user = (perms: string[], userId = 'u1'): Principal => ({ kind: 'user', userId, sessionId: 's', via: 'session', permissions: new PermissionSet(perms), roleIds: [] });
+
+test('wildcards: *:* grants everything, resource:* grants that resource only', (t) => {
+  const all = new PermissionSet(['*:*']);
+  t.true(all.has('gps:read'));
+  t.true(all.isSuperAdmin);
+  const gps = new PermissionSet(['gps:*']);
+  t.true(gps.has('gps:delete'));
+  t.false(gps.has('trips:read'));
+  t.false(gps.isSuperAdmin);
+  t.false(new PermissionSet(['gps:read']).has('gps:write'));
+});
+
+test('narrow keeps only what the owner holds and expands wildcard requests', (t) => {
+  const owner = new PermissionSet(['gps:read', 'gps:write', 'trips:read']);
+  t.deepEqual(owner.narrow(['gps:read', 'users:delete']).list(), ['gps:read']);
+  t.deepEqual(owner.narrow(['gps:*']).list(), ['gps:read', 'gps:write']);
+  t.deepEqual(owner.narrow(['*:*']).list(), ['gps:read', 'gps:write', 'trips:read']);
+  t.deepEqual(new PermissionSet(['*:*']).narrow(['gps:read']).list(), ['gps:read']);
+});
+
+test('authorize: 401 anonymous, 403 missing, self passes, API keys are never self', (t) => {
+  const e401 = t.throws(() => authorize({ kind: 'anonymous' }, 'gps:read')) as HttpError;
+  t.is(e401.status, 401);
+  const e403 = t.throws(() => authorize(user([]), 'users:read')) as HttpError;
+  t.is(e403.status, 403);
+  t.notThrows(() => authorize(user([], 'me'), 'users:read', { selfId: 'me' }));
+  t.throws(() => authorize({ kind: 'apiKey', apiKeyId: 'k', userId: 'me', permissions: new PermissionSet([]), roleIds: [] }, 'users:read', { selfId: 'me' }));
+  t.true(can(user(['gps:read']), 'gps:read'));
+  t.false(can({ kind: 'anonymous' }, 'gps:read'));
+});
+
+test('authorizeOwner: the owner, or the admin permission', (t) => {
+  t.notThrows(() => authorizeOwner(user([], 'o'), 'o', 'oauth_clients:write'));
+  t.throws(() => authorizeOwner(user([], 'x'), 'o', 'oauth_clients:write'));
+  t.notThrows(() => authorizeOwner(user(['oauth_clients:write'], 'x'), 'o', 'oauth_clients:write'));
+});
+
+test('system key allowlist: exact routes match only themselves, prefixes match whole segments', (t) => {
+  t.true(systemKeyAllowed('/v1/users/oauth'));
+  t.false(systemKeyAllowed('/v1/users/oauth/x'));
+  t.true(systemKeyAllowed('/v1/users/email'));
+  t.true(systemKeyAllowed('/v1/users/email/a@b.c'));
+  t.false(systemKeyAllowed('/v1/users/emailx'));
+  t.true(systemKeyAllowed('/v1/sessions/abc'));
+  t.true(systemKeyAllowed('/v1/auth/reset-password/confirm'));
+  t.false(systemKeyAllowed('/v1/auth/login/x'));
+  t.true(systemKeyAllowed('/v1/gql'));
+  t.false(systemKeyAllowed('/v1/gql/x'));
+  t.true(systemKeyAllowed('/v1/ws'));
+  t.false(systemKeyAllowed('/v1/users'));
+  t.false(systemKeyAllowed('/health'));
+});
+
+test('default roles: Admin and System *:*, 2FA grants of spec §5.3, API roles as described', (t) => {
+  const role = (name: string) => new PermissionSet(DEFAULT_ROLES.find((r) => r.name === name)!.permissions);
+  t.is(DEFAULT_ROLES.length, 7);
+  t.true(role('Admin').isSuperAdmin);
+  t.true(role('System').isSuperAdmin);
+  for (const name of ['User', 'Moderator', 'Developer']) {
+    t.true(role(name).has('two_factor:read'), name);
+    t.true(role(name).has('two_factor:write'), name);
+    t.false(role(name).has('two_factor:manage'), name);
+  }
+  const ro = role('API Read Only');
+  t.true(ro.has('two_factor:read'));
+  t.false(ro.has('two_factor:write'));
+  t.true(ro.has('gps:read') && ro.has('users:read') && ro.has('roles:read'));
+  t.false(ALL_PERMISSIONS.filter((p) => !p.endsWith(':read') && p !== '*:*').some((p) => ro.has(p)));
+  const full = role('API Full Access');
+  t.true(full.has('gps:delete') && full.has('users:write'));
+  t.false(full.has('admin:read'));
+  t.false(full.isSuperAdmin);
+});
