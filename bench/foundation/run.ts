@@ -1,0 +1,103 @@
+import autocannon from 'autocannon';
+import { spawn, ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import knex from 'knex';
+import { createApiKey } from '../../shared/commands/apiKeys';
+import { loadConfig } from '../../shared/config';
+import { createDb, migrate } from '../../shared/db';
+import { seed } from '../../shared/seed';
+
+/**
+ * Foundation benchmark (issue 2): req/s and p99 for a bare node:http server, Koa, the partial
+ * middleware stacks, GET /v1 through the full stack (anonymous, rate limiting on) and an
+ * authenticated one-row read with an API key. One run; each target in its own process.
+ * Usage: npm run bench:foundation   (DURATION=seconds CONNECTIONS=n to change the load)
+ */
+const DURATION = Number(process.env.DURATION ?? 8);
+const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
+const TARGETS = path.resolve(__dirname, 'targets.js');
+
+async function prepareDatabase(): Promise<{ env: Record<string, string>; apiKey: string }> {
+  const base = new URL(process.env.DATABASE_URL || 'postgres://postgres:postgres@127.0.0.1:5432/service');
+  const name = `${base.pathname.slice(1) || 'service'}_bench`;
+  const admin = new URL(base.toString());
+  admin.pathname = '/postgres';
+  const a = knex({ client: 'pg', connection: admin.toString(), pool: { min: 0, max: 1 } });
+  await a.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
+  await a.raw('CREATE DATABASE ??', [name]);
+  await a.destroy();
+  base.pathname = `/${name}`;
+  const env = {
+    DATABASE_URL: base.toString(),
+    REDIS_PREFIX: `bench:${Date.now()}:`,
+    // Limits far above what the run sends, so every request is counted but none refused.
+    RATE_LIMIT_ANONYMOUS: '100000000',
+    RATE_LIMIT_API_KEY: '100000000',
+    SYSTEM_API_KEY: 'bench-system-key-0123456789abcdef',
+  };
+  const db = createDb(loadConfig({ ...process.env, ...env }), { poolMax: 2 });
+  await migrate(db);
+  await seed(db);
+  const [user] = await db('users').insert({ username: 'bench_user' }).returning('id');
+  await db('user_roles').insert({ user_id: user.id, role_id: 'role_developer' });
+  const { key } = await createApiKey({ userId: user.id, name: 'bench', scopes: ['roles:read'] });
+  await db.destroy();
+  return { env, apiKey: key };
+}
+
+function startTarget(kind: string, env: Record<string, string>): Promise<{ child: ChildProcess; port: number }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [TARGETS, kind], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout!.on('data', (d) => {
+      out += d;
+      const m = /READY (\d+)/.exec(out);
+      if (m) resolve({ child, port: Number(m[1]) });
+    });
+    child.on('exit', (code) => reject(new Error(`${kind} exited with ${code}`)));
+  });
+}
+
+async function load(url: string, headers: Record<string, string> = {}): Promise<{ rps: number; p99: number; non2xx: number }> {
+  // Warm-up (JIT, connection pools, credential cache), then the measured run.
+  await autocannon({ url, connections: CONNECTIONS, duration: 2, headers });
+  const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers });
+  return { rps: r.requests.average, p99: r.latency.p99, non2xx: r.non2xx };
+}
+
+async function main(): Promise<void> {
+  const { env, apiKey } = await prepareDatabase();
+  const cases: Array<{ label: string; kind: string; path: string; headers?: Record<string, string> }> = [
+    { label: '(a) node:http, small JSON', kind: 'node-http', path: '/' },
+    { label: '(b) Koa, same JSON', kind: 'koa', path: '/' },
+    { label: '    Koa + errors', kind: 'partial:errors', path: '/v1' },
+    { label: '    + body parser', kind: 'partial:errors+body', path: '/v1' },
+    { label: '    + auth (anonymous)', kind: 'partial:errors+body+auth', path: '/v1' },
+    { label: '    + rate limit (Redis)', kind: 'partial:errors+body+auth+ratelimit', path: '/v1' },
+    { label: '(c) GET /v1 full stack, anonymous', kind: 'api', path: '/v1' },
+    { label: '(d) GET /v1/roles/:id, API key, 1 row', kind: 'api', path: '/v1/roles/role_user', headers: { authorization: `Bearer ${apiKey}` } },
+  ];
+  const rows: Array<{ label: string; rps: number; p99: number; non2xx: number }> = [];
+  for (const c of cases) {
+    const { child, port } = await startTarget(c.kind, env);
+    try {
+      const r = await load(`http://127.0.0.1:${port}${c.path}`, c.headers);
+      rows.push({ label: c.label, ...r });
+      process.stderr.write(`${c.label}: ${r.rps.toFixed(0)} req/s, p99 ${r.p99} ms\n`);
+    } finally {
+      child.kill('SIGTERM');
+    }
+  }
+  const koa = rows[1].rps;
+  process.stdout.write(`\n| target | req/s | p99 ms | % of Koa | non-2xx |\n|---|---:|---:|---:|---:|\n`);
+  for (const r of rows) process.stdout.write(`| ${r.label.trim()} | ${r.rps.toFixed(0)} | ${r.p99} | ${((100 * r.rps) / koa).toFixed(0)}% | ${r.non2xx} |\n`);
+  const c = rows[6].rps / koa;
+  const d = rows[7].rps / koa;
+  process.stdout.write(`\ntargets: (c) ≥ 50% of (b): ${(c * 100).toFixed(0)}% ${c >= 0.5 ? 'met' : 'MISSED'}; (d) ≥ 35% of (b): ${(d * 100).toFixed(0)}% ${d >= 0.35 ? 'met' : 'MISSED'}\n`);
+  process.stdout.write(`(${CONNECTIONS} connections, ${DURATION} s per target after a 2 s warm-up, one api process, loopback)\n`);
+}
+
+main().catch((err) => {
+  process.stderr.write(`${err?.stack ?? err}\n`);
+  process.exit(1);
+});
