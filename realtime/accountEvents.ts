@@ -6,6 +6,9 @@ import { retainRefusal } from './channels';
 import { CloseCode } from './frames';
 import type { Client, Hub } from './hub';
 
+/** How long a socket with a dead credential waits for the account event explaining it. */
+const REVOKE_GRACE_MS = 500;
+
 /** Push types that change what a live connection may do. */
 export const ACCOUNT_EVENT_TYPES: ReadonlySet<string> = new Set([
   'accountDeleted',
@@ -100,6 +103,18 @@ export class AccountEvents {
   }
 
   /**
+   * A socket whose credential stopped authenticating: it loses every data channel at once, but the
+   * close waits briefly, because the invalidation usually overtakes the account event that explains
+   * it (sessionRevoked, accountBanned…), which should still be delivered on the user channel and
+   * then closes the socket with its own code.
+   */
+  private revoke(c: Client, code: number, message: string): void {
+    const own = c.principal.kind === 'user' ? `user:${c.principal.userId}` : null;
+    for (const ch of [...c.channels]) if (ch !== own) this.hub.unsubscribe(c, ch);
+    setTimeout(() => this.hub.close(c, code, message.slice(0, 100)), REVOKE_GRACE_MS).unref();
+  }
+
+  /**
    * Re-resolves a socket's principal. A credential that no longer authenticates closes the socket;
    * otherwise channels the new principal may not read are dropped with an error message.
    * Concurrent requests for the same socket coalesce into one more run.
@@ -118,7 +133,7 @@ export class AccountEvents {
           const r = await reresolve(c.auth, this.deps);
           if (c.closing) return;
           if (!r.ok) {
-            this.hub.close(c, r.status === 403 ? CloseCode.accountBanned : CloseCode.credentialsRevoked, r.message.slice(0, 100));
+            this.revoke(c, r.status === 403 ? CloseCode.accountBanned : CloseCode.credentialsRevoked, r.message);
             return;
           }
           this.hub.setPrincipal(c, r.principal);

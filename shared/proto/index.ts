@@ -114,7 +114,12 @@ export function encodeEnvelope(payload: PayloadCase, body: Record<string, unknow
  */
 export function decodeEnvelope(bytes: Uint8Array): Envelope {
   const msg = WsEnvelopeType.decode(bytes);
-  const obj = WsEnvelopeType.toObject(msg, { enums: String, longs: Number, oneofs: true, defaults: false, arrays: true }) as Envelope;
+  // `oneofs: false`: protobufjs would otherwise also emit the synthetic oneofs of proto3 optional
+  // fields (`_guildId: 'guildId'`) in every nested message. The payload case comes from the
+  // decoded message's oneof getter instead.
+  const obj = WsEnvelopeType.toObject(msg, { enums: String, longs: Number, oneofs: false, defaults: false, arrays: true }) as Envelope;
+  const set = (msg as unknown as { payload?: PayloadCase }).payload;
+  if (set) obj.payload = set;
   if (obj.type === undefined) obj.type = 'UNSPECIFIED';
   if (!obj.payload) {
     const inferred = PAYLOAD_OF_TYPE.get(obj.type);

@@ -55,7 +55,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 async function userExists(ctx: ServiceContext, id: string): Promise<boolean> {
   if (!UUID.test(id)) return false;
-  return !!(await ctx.db('users').where('id', id).first('id'));
+  return !!(await ctx.db('users').where('id', id.toLowerCase()).first('id'));
 }
 
 /**
@@ -77,6 +77,7 @@ async function createAuditEvent(ctx: ServiceContext, job: RealtimeRequestJob, r:
     try {
       const parsed = JSON.parse(r.metadataJson);
       if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return fail('metadata_json: must encode a JSON object');
+      if (r.metadataJson.length > 16_384) return fail('metadata_json: must be at most 16 KiB of JSON');
       metadata = parsed;
     } catch {
       return fail('metadata_json: invalid JSON');
@@ -89,19 +90,19 @@ async function createAuditEvent(ctx: ServiceContext, job: RealtimeRequestJob, r:
     ['actor_id', r.actorId, 255],
     ['ip_address', r.ipAddress, 64],
     ['user_agent', r.userAgent, 2000],
-    ['description', r.description, 10000],
-    ['error_message', r.errorMessage, 10000],
+    ['description', r.description, 4000],
+    ['error_message', r.errorMessage, 4000],
   ];
   for (const [field, value, max] of lengths) if (value && value.length > max) return fail(`${field}: at most ${max} characters`);
   const userId = r.userId || null;
   if (userId && sourceService === 'api' && !(await userExists(ctx, userId))) return fail('user_id: unknown user');
   if (r.actorId && !(await userExists(ctx, r.actorId))) return fail('actor_id: unknown user');
   const event = await recordAuditEvent({
-    user_id: userId,
+    user_id: userId && UUID.test(userId) ? userId.toLowerCase() : userId,
     event_type: eventType,
     resource_type: r.resourceType || null,
     resource_id: r.resourceId || null,
-    actor_id: r.actorId || null,
+    actor_id: r.actorId ? r.actorId.toLowerCase() : null,
     ip_address: r.ipAddress || null,
     user_agent: r.userAgent || null,
     description: r.description || null,

@@ -1,0 +1,183 @@
+import test from 'ava';
+import { randomUUID } from 'node:crypto';
+import { createSession } from '../../shared/commands/sessions';
+import { randomToken, sha256 } from '../../shared/crypto';
+import { createKey, createUser } from '../helpers/factories';
+import { useStack } from '../helpers/stack';
+import { connect, publish, wsBase } from './wsClient';
+
+const stack = useStack(test, { realtime: 1 });
+const now = () => new Date().toISOString();
+
+async function ticket(token: string): Promise<string> {
+  const r = await stack().request('POST', '/v1/ws/ticket', { token });
+  return r.body.ticket;
+}
+
+test('accountDeleted: every socket of the user gets the event, then all of them (and the user\'s API keys) are closed', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const bystander = await createUser(s.db);
+  const byBearer = await connect(wsBase(s, 0), { token: user.token });
+  const byTicket = await connect(wsBase(s, 0), { protocols: ['service-ticket', await ticket(user.token)] });
+  const key = await createKey({ userId: user.id, scopes: ['gps:read'] });
+  const byKey = await connect(wsBase(s, 0), { token: key.key });
+  const other = await connect(wsBase(s, 0), { token: bystander.token });
+
+  const event = { type: 'accountDeleted', userId: user.id, reason: 'user_request', timestamp: now() };
+  await publish(s, `user:${user.id}`, event);
+  t.deepEqual(await byBearer.nextJson(), event);
+  t.deepEqual(await byTicket.nextJson(), event);
+  t.deepEqual(await byBearer.closed, { code: 4002, reason: 'account deleted' });
+  t.is((await byTicket.closed).code, 4002);
+  t.is((await byKey.closed).code, 4002);
+  t.is(other.ws.readyState, other.ws.OPEN);
+  other.close();
+});
+
+test('accountBanned and forceLogout close the user sockets after delivery; forceLogout spares API keys', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const key = await createKey({ userId: user.id, scopes: ['gps:read'] });
+  const a = await connect(wsBase(s, 0), { token: user.token });
+  const k = await connect(wsBase(s, 0), { token: key.key });
+  const logout = { type: 'forceLogout', userId: user.id, reason: 'password_changed', timestamp: now() };
+  await publish(s, `user:${user.id}`, logout);
+  t.deepEqual(await a.nextJson(), logout);
+  t.is((await a.closed).code, 4005);
+  t.true(await k.nothing(() => true, 200));
+  t.is(k.ws.readyState, k.ws.OPEN);
+
+  const b = await connect(wsBase(s, 0), { token: user.token });
+  const ban = { type: 'accountBanned', userId: user.id, reason: 'abuse', expiresAt: null, isPermanent: true, timestamp: now() };
+  await publish(s, `user:${user.id}`, ban);
+  t.deepEqual(await b.nextJson(), ban);
+  t.is((await b.closed).code, 4003);
+  t.is((await k.closed).code, 4003);
+});
+
+test('sessionRevoked closes only the sockets of that session', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const second = await createSession(user.id, new Date(Date.now() + 3600_000), {});
+  const first = await connect(wsBase(s, 0), { token: user.token });
+  const firstTicket = await connect(wsBase(s, 0), { protocols: ['service-ticket', await ticket(user.token)] });
+  const other = await connect(wsBase(s, 0), { token: second.token });
+  const event = { type: 'sessionRevoked', userId: user.id, sessionId: user.sessionId, reason: 'revoked', timestamp: now() };
+  await publish(s, `user:${user.id}`, event);
+  t.deepEqual(await first.nextJson(), event);
+  t.deepEqual(await other.nextJson(), event);
+  t.is((await first.closed).code, 4004);
+  t.is((await firstTicket.closed).code, 4004);
+  t.is(other.ws.readyState, other.ws.OPEN);
+  other.close();
+});
+
+test('end to end: DELETE /v1/sessions/:token closes that session\'s socket', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const conn = await connect(wsBase(s), { token: user.token });
+  const del = await s.request('DELETE', `/v1/sessions/${user.token}?reason=revoked`, { token: s.systemKey });
+  t.is(del.status, 204);
+  const msg = await conn.nextJson((m) => m.type === 'sessionRevoked');
+  t.is(msg.sessionId, user.sessionId);
+  t.is((await conn.closed).code, 4004);
+});
+
+test('permissionsUpdated re-checks subscriptions: a channel the user may no longer read is dropped with an error', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const conn = await connect(wsBase(s, 0), { token: user.token });
+  // Channel names of their own: the file's tests run concurrently on one stack.
+  const gps = `gps:${randomUUID()}`;
+  const pub = `public:${randomUUID()}`;
+  await conn.subscribe(gps);
+  await conn.subscribe(pub);
+  await s.db('user_roles').where({ user_id: user.id }).delete();
+  const event = { type: 'permissionsUpdated', userId: user.id, permissions: [], timestamp: now() };
+  await publish(s, `user:${user.id}`, event);
+  t.deepEqual(await conn.nextJson(), event);
+  t.deepEqual(await conn.nextJson(), { type: 'error', message: `access to channel ${gps} revoked` });
+  await publish(s, gps, { type: 'gpsUpdate', data: { id: 'x' } });
+  t.true(await conn.nothing());
+  await publish(s, pub, { type: 'message', channel: pub, data: 'still here' });
+  t.is((await conn.nextJson()).data, 'still here');
+  t.deepEqual(await conn.subscribe(gps), { type: 'error', message: `access denied to channel ${gps}` });
+  conn.close();
+});
+
+test('rolePermissionsChanged re-checks every socket holding the role, API keys with the role included', async (t) => {
+  const s = stack();
+  await s.db('roles').insert({ id: 'role_tracker', name: 'Tracker', description: 't', is_system: false });
+  const perm = await s.db('permissions').where({ resource: 'gps', action: 'read' }).first('id');
+  await s.db('role_permissions').insert({ role_id: 'role_tracker', permission_id: perm.id });
+  const user = await createUser(s.db, { roles: ['role_tracker'] });
+  const key = await createKey({ userId: null });
+  await s.db('api_key_roles').insert({ api_key_id: key.id, role_id: 'role_tracker' });
+  const u = await connect(wsBase(s, 0), { token: user.token });
+  const k = await connect(wsBase(s, 0), { token: key.key });
+  const gps = `gps:${randomUUID()}`;
+  t.is((await u.subscribe(gps)).data, `Subscribed to ${gps}`);
+  t.is((await k.subscribe(gps)).data, `Subscribed to ${gps}`);
+
+  await s.db('role_permissions').where({ role_id: 'role_tracker' }).delete();
+  await publish(s, `user:${user.id}`, { type: 'rolePermissionsChanged', roleId: 'role_tracker', roleName: 'Tracker', timestamp: now() });
+  t.is((await u.nextJson()).type, 'rolePermissionsChanged');
+  t.deepEqual(await u.nextJson(), { type: 'error', message: `access to channel ${gps} revoked` });
+  t.deepEqual(await k.nextJson(), { type: 'error', message: `access to channel ${gps} revoked` });
+  u.close();
+  k.close();
+});
+
+test('end to end: removing a permission from a role through the API drops the channel on live sockets', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  await s.db('roles').insert({ id: 'role_viewer', name: 'Viewer', description: 'v', is_system: false });
+  const perm = await s.db('permissions').where({ resource: 'geofences', action: 'read' }).first('id');
+  await s.db('role_permissions').insert({ role_id: 'role_viewer', permission_id: perm.id });
+  const user = await createUser(s.db, { roles: ['role_viewer'] });
+  const conn = await connect(wsBase(s), { token: user.token });
+  t.is((await conn.subscribe('geofence')).data, 'Subscribed to geofence');
+  const r = await s.request('DELETE', `/v1/roles/role_viewer/permissions/${perm.id}`, { token: admin.token });
+  t.is(r.status, 204, r.text);
+  t.deepEqual(await conn.nextJson((m) => m.type === 'error'), { type: 'error', message: 'access to channel geofence revoked' });
+  t.is(conn.ws.readyState, conn.ws.OPEN);
+  conn.close();
+});
+
+test('a revoked API key is disconnected as soon as its invalidation arrives', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const key = await createKey({ userId: user.id, scopes: ['gps:read'] });
+  const conn = await connect(wsBase(s, 0), { token: key.key });
+  await conn.subscribe(`gps:${randomUUID()}`);
+  await s.db('api_keys').where('id', key.id).update({ is_active: false });
+  await s.api.services.bus.invalidateAuth({ apiKeyId: key.id });
+  const closed = await conn.closed;
+  t.is(closed.code, 4001);
+});
+
+test('oauthConsentRevoked closes sockets opened with that client\'s token, not others', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const [client] = await s.db('oauth_clients').insert({ user_id: user.id, name: 'App', allowed_scopes: JSON.stringify(['gps:read']) }).returning('id');
+  const token = randomToken('oat_', 32);
+  await s.db('oauth_access_tokens').insert({
+    token_hash: sha256(token), client_id: client.id, user_id: user.id, scopes: JSON.stringify(['gps:read']), family_id: randomUUID(), expires_at: new Date(Date.now() + 3600_000),
+  });
+  const viaOauth = await connect(wsBase(s, 0), { token });
+  const viaOauthTicket = await connect(wsBase(s, 0), { protocols: ['service-ticket', await ticket(token)] });
+  const viaSession = await connect(wsBase(s, 0), { token: user.token });
+  // The OAuth principal is narrowed to the granted scopes.
+  t.is((await viaOauth.subscribe('gps')).data, 'Subscribed to gps');
+  t.is((await viaOauthTicket.subscribe('gps')).data, 'Subscribed to gps');
+  t.is((await viaOauthTicket.subscribe('geofence')).message, 'access denied to channel geofence');
+  const event = { type: 'oauthConsentRevoked', userId: user.id, clientId: client.id, timestamp: now() };
+  await publish(s, `user:${user.id}`, event);
+  t.deepEqual(await viaOauth.nextJson((m) => m.type === 'oauthConsentRevoked'), event);
+  t.is((await viaOauth.closed).code, 4006);
+  t.is((await viaOauthTicket.closed).code, 4006);
+  t.deepEqual(await viaSession.nextJson(), event);
+  t.is(viaSession.ws.readyState, viaSession.ws.OPEN);
+  viaSession.close();
+});
