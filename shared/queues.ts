@@ -35,7 +35,7 @@ export interface JobPayloads {
   /** Sends one row of email_outbox. */
   email: { outboxId: string };
   scheduled: { task: ScheduledTask };
-  /** Evaluates geofences for freshly inserted GPS points (one job per ingest request, in order). */
+  /** Evaluates geofences for freshly inserted GPS points (coalesced per api process every few ms). */
   geofence: { gpsPointIds: string[] };
   /** A protobuf request a service client sent over /v1/ws (audit 100, chat settings 120); the reply goes to PubSub.rpcReply(instanceId). */
   realtimeRequests: RealtimeRequestJob;

@@ -30,6 +30,19 @@ test('POST /v1/gps stores a point: Unix seconds in, ISO 8601 out, every field of
   t.deepEqual(got.body.data, p);
 });
 
+test('device identifiers are stored verbatim, whatever characters they hold', async (t) => {
+  const s = stack();
+  const { developer } = await users();
+  const ids = ['NULL', 'a,"b"\\{c} d', "o'brien", 'ümlaut-🚢'];
+  const r = await s.request('POST', '/v1/gps/batch', { token: developer.token, body: { points: ids.map((device_id) => gpsBody({ device_id })) } });
+  t.is(r.status, 201, r.text);
+  const rows = await s.db('gps_points').whereIn('id', r.body.data.accepted.map((a: { id: string }) => a.id));
+  t.deepEqual(rows.map((x) => x.device_id).sort(), [...ids].sort());
+  const single = await make(s, developer.token, '/v1/gps', gpsBody({ device_id: ids[1] }));
+  t.is(single.device_id, ids[1]);
+  t.is((await s.db('gps_points').where('id', single.id).first()).device_id, ids[1]);
+});
+
 test('POST /v1/gps rejects bad input with a 400 naming the field', async (t) => {
   const s = stack();
   const { admin, developer, reader } = await users();
@@ -224,4 +237,15 @@ test('POST /v1/gps counts in its own rate-limit tier, raised through configurati
   const r = await s.request('POST', '/v1/gps', { token: developer.token, body: gpsBody() });
   t.is(r.status, 201);
   t.is(r.headers.get('x-ratelimit-limit'), '10000');
+});
+
+test('the OpenAPI document describes the tracking routes', async (t) => {
+  const s = stack();
+  const doc = await s.request('GET', '/v1/openapi.json');
+  t.is(doc.status, 200);
+  for (const p of ['/v1/gps', '/v1/gps/batch', '/v1/gps/current', '/v1/gps/current/devices', '/v1/gps/{id}', '/v1/devices/{id}', '/v1/trips/{id}/gpx', '/v1/trips/{id}/history', '/v1/locations/{id}/contacts/{cid}', '/v1/geofences', '/v1/trip-categories', '/v1/trip-templates/{id}/create-trip']) {
+    t.truthy(doc.body.paths[p], p);
+  }
+  t.truthy(doc.body.components.schemas.GpsPoint);
+  t.truthy(doc.body.paths['/v1/gps'].post.requestBody);
 });
