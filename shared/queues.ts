@@ -69,6 +69,7 @@ export function bullPrefix(config: Pick<Config, 'redisPrefix'>): string {
 export class Queues {
   private readonly queues = new Map<QueueName, Queue>();
   private readonly events = new Map<QueueName, QueueEvents>();
+  private readonly eventConnections: Redis[] = [];
 
   constructor(
     private readonly connection: Redis,
@@ -97,7 +98,10 @@ export class Queues {
   async enqueueAndWait<N extends QueueName, R = unknown>(name: N, data: JobOf<N>, timeoutMs: number, opts: JobsOptions = {}): Promise<R> {
     let ev = this.events.get(name);
     if (!ev) {
-      ev = new QueueEvents(name, { connection: this.connection.duplicate({ maxRetriesPerRequest: null }), prefix: bullPrefix(this.config) });
+      const connection = this.connection.duplicate({ maxRetriesPerRequest: null });
+      // QueueEvents treats a passed-in instance as shared and never closes it: close() does.
+      this.eventConnections.push(connection);
+      ev = new QueueEvents(name, { connection, prefix: bullPrefix(this.config) });
       this.events.set(name, ev);
       await ev.waitUntilReady();
     }
@@ -119,5 +123,6 @@ export class Queues {
       }),
     );
     await Promise.all([...this.queues.values()].map((q) => q.close()));
+    for (const c of this.eventConnections.splice(0)) c.disconnect();
   }
 }

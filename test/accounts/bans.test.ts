@@ -1,0 +1,123 @@
+import test from 'ava';
+import { hashPassword } from '../../shared/commands/passwords';
+import { createKey, createUser, TestUser } from '../helpers/factories';
+import { listenPushes } from '../helpers/pushes';
+import { useStack } from '../helpers/stack';
+
+const stack = useStack(test, { workers: true });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function withPassword(user: TestUser, password: string): Promise<void> {
+  await stack().db('platform_accounts').where('user_id', user.id).update({ password_hash: await hashPassword(password) });
+}
+
+test('permanent ban: 201 {data: Ban}, credentials stop at once, pushes, login refused, unban, history', async (t) => {
+  const s = stack();
+  const mod = await createUser(s.db, { roles: ['role_moderator'] });
+  const user = await createUser(s.db);
+  await withPassword(user, 'banned-user-pw');
+  const key = await createKey({ userId: user.id, scopes: ['gps:read'] });
+  t.is((await s.request('GET', '/v1/users/me', { token: key.key })).status, 200); // now cached
+
+  const pushes = await listenPushes(s.redis, s.config, `user:${user.id}`);
+  let banId: string;
+  try {
+    const r = await s.request('POST', `/v1/users/${user.id}/ban`, { token: mod.token, body: { reason: 'spam' } });
+    t.is(r.status, 201, r.text);
+    t.deepEqual(Object.keys(r.body.data).sort(), ['banned_at', 'banned_by', 'expires_at', 'id', 'is_permanent', 'reason', 'user_id']);
+    t.true(r.body.data.is_permanent);
+    t.is(r.body.data.expires_at, null);
+    t.is(r.body.data.banned_by, mod.id);
+    banId = r.body.data.id;
+    const banned = await pushes.waitFor((m) => m.type === 'accountBanned');
+    t.deepEqual({ userId: banned.userId, reason: banned.reason, expiresAt: banned.expiresAt, isPermanent: banned.isPermanent }, { userId: user.id, reason: 'spam', expiresAt: null, isPermanent: true });
+    t.truthy(banned.timestamp);
+    const force = await pushes.waitFor((m) => m.type === 'forceLogout');
+    t.is(force.userId, user.id);
+  } finally {
+    pushes.close();
+  }
+  await sleep(50);
+  const viaKey = await s.request('GET', '/v1/users/me', { token: key.key });
+  t.is(viaKey.status, 403);
+  t.regex(viaKey.body.message, /banned/);
+  t.is((await s.request('GET', '/v1/users/me', { token: user.token })).status, 401); // session deleted
+  const login = await s.request('POST', '/v1/auth/login', { body: { email: user.email, password: 'banned-user-pw' } });
+  t.is(login.status, 403);
+  t.regex(login.body.message, /banned/);
+
+  const status = await s.request('GET', `/v1/users/${user.id}/ban`, { token: mod.token });
+  t.true(status.body.is_banned);
+  t.is(status.body.active_ban.id, banId);
+  t.is(status.body.active_ban.reason, 'spam');
+  t.is((await s.request('POST', `/v1/users/${user.id}/ban`, { token: mod.token, body: {} })).status, 409);
+
+  const un = await s.request('DELETE', `/v1/users/${user.id}/ban`, { token: mod.token });
+  t.is(un.status, 200);
+  t.true(un.body.success);
+  t.truthy(un.body.message);
+  await sleep(50);
+  t.is((await s.request('GET', '/v1/users/me', { token: key.key })).status, 200);
+  t.is((await s.request('POST', '/v1/auth/login', { body: { email: user.email, password: 'banned-user-pw' } })).status, 200);
+  t.is((await s.request('DELETE', `/v1/users/${user.id}/ban`, { token: mod.token })).status, 404);
+  t.deepEqual((await s.request('GET', `/v1/users/${user.id}/ban`, { token: mod.token })).body, { is_banned: false, active_ban: null });
+
+  const history = await s.request('GET', `/v1/users/${user.id}/bans`, { token: mod.token });
+  t.is(history.status, 200);
+  t.is(history.body.data.length, 1);
+  t.is(history.body.data[0].unbanned_by, mod.id);
+  t.truthy(history.body.data[0].unbanned_at);
+});
+
+test('ban refusals: 401/403 without users:ban, 400 self and bad duration, 403 against a super admin, 404 unknown', async (t) => {
+  const s = stack();
+  const mod = await createUser(s.db, { roles: ['role_moderator'] });
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const user = await createUser(s.db);
+  t.is((await s.request('POST', `/v1/users/${user.id}/ban`, { body: {} })).status, 401);
+  t.is((await s.request('POST', `/v1/users/${mod.id}/ban`, { token: user.token, body: {} })).status, 403);
+  t.is((await s.request('POST', `/v1/users/${mod.id}/ban`, { token: mod.token, body: {} })).status, 400);
+  const dur = await s.request('POST', `/v1/users/${user.id}/ban`, { token: mod.token, body: { duration_seconds: 1.5 } });
+  t.is(dur.status, 400);
+  t.regex(dur.body.message, /^duration_seconds/);
+  t.is((await s.request('POST', `/v1/users/${user.id}/ban`, { token: mod.token, body: { duration_seconds: -5 } })).status, 400);
+  t.is((await s.request('POST', `/v1/users/${admin.id}/ban`, { token: mod.token, body: {} })).status, 403);
+  t.is((await s.request('POST', '/v1/users/00000000-0000-4000-8000-000000000000/ban', { token: mod.token, body: {} })).status, 404);
+  t.is((await s.request('GET', `/v1/users/${user.id}/bans`, { token: user.token })).status, 403);
+  // Self may read their own ban state.
+  t.deepEqual((await s.request('GET', `/v1/users/${user.id}/ban`, { token: user.token })).body, { is_banned: false, active_ban: null });
+});
+
+test('timed ban: credentials work again at expires_at by themselves; expireBans closes the history entry', async (t) => {
+  const s = stack();
+  const mod = await createUser(s.db, { roles: ['role_moderator'] });
+  const user = await createUser(s.db);
+  const key = await createKey({ userId: user.id, scopes: ['gps:read'] });
+  const pushes = await listenPushes(s.redis, s.config, `user:${user.id}`);
+  let ban: any;
+  try {
+    const r = await s.request('POST', `/v1/users/${user.id}/ban`, { token: mod.token, body: { reason: 'cool down', duration_seconds: 2 } });
+    t.is(r.status, 201);
+    ban = r.body.data;
+    t.false(ban.is_permanent);
+    t.true(Math.abs(new Date(ban.expires_at).getTime() - (Date.now() + 2000)) < 1500);
+    const push = await pushes.waitFor((m) => m.type === 'accountBanned');
+    t.false(push.isPermanent);
+    t.is(push.expiresAt, ban.expires_at);
+  } finally {
+    pushes.close();
+  }
+  await sleep(50);
+  t.is((await s.request('GET', '/v1/users/me', { token: key.key })).status, 403);
+  await sleep(Math.max(0, new Date(ban.expires_at).getTime() - Date.now()) + 100);
+  t.is((await s.request('GET', '/v1/users/me', { token: key.key })).status, 200);
+  t.false((await s.request('GET', `/v1/users/${user.id}/ban`, { token: mod.token })).body.is_banned);
+
+  const result = await s.api.services.queues.enqueueAndWait<'scheduled', { ended: number }>('scheduled', { task: 'expireBans' }, 10_000);
+  t.true(result.ended >= 1);
+  const history = (await s.request('GET', `/v1/users/${user.id}/bans`, { token: mod.token })).body.data;
+  t.is(history[0].unbanned_at, ban.expires_at);
+  t.is(history[0].unbanned_by, null);
+  // A new ban is possible after expiry.
+  t.is((await s.request('POST', `/v1/users/${user.id}/ban`, { token: mod.token, body: {} })).status, 201);
+});

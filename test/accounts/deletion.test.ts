@@ -1,0 +1,143 @@
+import test from 'ava';
+import { createKey, createUser } from '../helpers/factories';
+import { listenPushes } from '../helpers/pushes';
+import { useStack } from '../helpers/stack';
+
+const stack = useStack(test, { workers: true });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const DAY = 86400_000;
+
+test('soft delete: 204, sessions and API keys revoked at once, push, status, 409 twice, cancel restores', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const mod = await createUser(s.db, { roles: ['role_moderator'] });
+  const user = await createUser(s.db);
+  const key = await createKey({ userId: user.id, scopes: ['gps:read'] });
+  t.is((await s.request('GET', '/v1/users/me', { token: key.key })).status, 200);
+  t.is((await s.request('DELETE', `/v1/users/${user.id}`, { token: mod.token })).status, 403);
+  t.is((await s.request('DELETE', `/v1/users/${user.id}`, { token: user.token })).status, 403);
+
+  const pushes = await listenPushes(s.redis, s.config, `user:${user.id}`);
+  try {
+    t.is((await s.request('DELETE', `/v1/users/${user.id}`, { token: admin.token })).status, 204);
+    const push = await pushes.waitFor((m) => m.type === 'accountDeleted');
+    t.is(push.userId, user.id);
+    t.truthy(push.reason);
+    t.truthy(push.timestamp);
+    await pushes.waitFor((m) => m.type === 'forceLogout');
+  } finally {
+    pushes.close();
+  }
+  await sleep(50);
+  t.is((await s.request('GET', '/v1/users/me', { token: user.token })).status, 401);
+  t.is((await s.request('GET', '/v1/users/me', { token: key.key })).status, 401);
+  t.is((await s.db('sessions').where('user_id', user.id)).length, 0);
+  t.false((await s.db('api_keys').where('id', key.id).first()).is_active);
+  const got = await s.request('GET', `/v1/users/${user.id}`, { token: admin.token });
+  t.truthy(got.body.data.deleted_at);
+  const status = await s.request('GET', `/v1/admin/users/${user.id}/deletion-status`, { token: admin.token });
+  t.is(status.status, 200);
+  t.true(status.body.is_deleted);
+  t.true(status.body.is_scheduled_for_deletion);
+  t.true(Math.abs(new Date(status.body.scheduled_deletion_at).getTime() - (Date.now() + 7 * DAY)) < 60_000);
+  t.is((await s.request('DELETE', `/v1/users/${user.id}`, { token: admin.token })).status, 409);
+  t.truthy(await s.db('audit_events').where({ user_id: user.id, event_type: 'user_deleted' }).first());
+
+  t.is((await s.request('POST', `/v1/admin/users/${user.id}/cancel-deletion`, { token: mod.token })).status, 403);
+  const cancel = await s.request('POST', `/v1/admin/users/${user.id}/cancel-deletion`, { token: admin.token });
+  t.is(cancel.status, 200);
+  t.true(cancel.body.success);
+  t.deepEqual((await s.request('GET', `/v1/admin/users/${user.id}/deletion-status`, { token: admin.token })).body, { is_scheduled_for_deletion: false, scheduled_deletion_at: null, is_deleted: false, deleted_at: null });
+  t.is((await s.request('POST', `/v1/admin/users/${user.id}/cancel-deletion`, { token: admin.token })).status, 409);
+  t.is((await s.request('GET', '/v1/admin/users/00000000-0000-4000-8000-000000000000/deletion-status', { token: admin.token })).status, 404);
+});
+
+test('self-service: DELETE /v1/users/me schedules the deletion 7 days out; the user keeps access and can cancel', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const r = await s.request('DELETE', '/v1/users/me', { token: user.token });
+  t.is(r.status, 200, r.text);
+  t.true(r.body.success);
+  t.true(Math.abs(new Date(r.body.scheduled_deletion_at).getTime() - (Date.now() + 7 * DAY)) < 60_000);
+  const row = await s.db('users').where('id', user.id).first();
+  t.is(row.deleted_at, null);
+  t.truthy(row.scheduled_deletion_at);
+  t.is((await s.request('GET', '/v1/users/me', { token: user.token })).status, 200);
+  // Asking again keeps the first date.
+  t.is((await s.request('DELETE', '/v1/users/me', { token: user.token })).body.scheduled_deletion_at, r.body.scheduled_deletion_at);
+  const c = await s.request('POST', '/v1/users/me/cancel-deletion', { token: user.token });
+  t.is(c.status, 200);
+  t.is((await s.db('users').where('id', user.id).first()).scheduled_deletion_at, null);
+  t.is((await s.request('POST', '/v1/users/me/cancel-deletion', { token: user.token })).status, 409);
+  const key = await createKey({ userId: user.id, scopes: ['users:delete'] });
+  t.is((await s.request('DELETE', '/v1/users/me', { token: key.key })).status, 403);
+});
+
+test('the purge job deletes only accounts whose grace period has ended', async (t) => {
+  const s = stack();
+  const due = await createUser(s.db);
+  const softDue = await createUser(s.db);
+  const notYet = await createUser(s.db);
+  const active = await createUser(s.db);
+  await s.db('users').where('id', due.id).update({ scheduled_deletion_at: new Date(Date.now() - 1000) });
+  await s.db('users').where('id', softDue.id).update({ scheduled_deletion_at: new Date(Date.now() - DAY), deleted_at: new Date(Date.now() - 8 * DAY) });
+  await s.db('users').where('id', notYet.id).update({ scheduled_deletion_at: new Date(Date.now() + DAY) });
+  await s.db('audit_events').insert({ user_id: due.id, actor_id: due.id, event_type: 'login', ip_address: '192.0.2.9', user_agent: 'UA', city: 'Berlin', metadata: JSON.stringify({ platform: 'email' }) });
+  await s.db('email_outbox').insert({ to_address: due.email, subject: 's', text_body: 't', user_id: due.id, status: 'sent' });
+
+  const pushes = await listenPushes(s.redis, s.config, `user:${due.id}`);
+  try {
+    const result = await s.api.services.queues.enqueueAndWait<'scheduled', { purged: number; failed: number }>('scheduled', { task: 'purgeDeletedAccounts' }, 15_000);
+    t.is(result.failed, 0);
+    t.true(result.purged >= 2);
+    await pushes.waitFor((m) => m.type === 'accountDeleted');
+  } finally {
+    pushes.close();
+  }
+  const remaining = await s.db('users').whereIn('id', [due.id, softDue.id, notYet.id, active.id]).pluck('id');
+  t.deepEqual(remaining.sort(), [notYet.id, active.id].sort());
+  t.is((await s.db('platform_accounts').where('user_id', due.id)).length, 0);
+  t.is((await s.db('sessions').where('user_id', due.id)).length, 0);
+  t.is((await s.db('user_roles').where('user_id', due.id)).length, 0);
+  t.is((await s.db('email_outbox').where('to_address', due.email)).length, 0);
+  t.is((await s.db('audit_events').where('user_id', due.id).orWhere('actor_id', due.id)).length, 0);
+  const anon = await s.db('audit_events').where({ event_type: 'login', city: null }).whereNull('user_id').whereRaw("metadata = '{}'::jsonb");
+  t.true(anon.length >= 1);
+  t.false(JSON.stringify(await s.db('audit_events')).includes('192.0.2.9'));
+  const trail = await s.db('audit_events').where({ event_type: 'user_deleted', resource_id: due.id }).first();
+  t.is(trail.metadata.stage, 'purged');
+});
+
+test('force-delete: 200, personal data gone at once, 404 afterwards; refusals', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const mod = await createUser(s.db, { roles: ['role_moderator'] });
+  const user = await createUser(s.db);
+  await s.request('GET', '/v1/users/me', { token: user.token, headers: { 'user-agent': 'Secret UA' } });
+  await s.request('PATCH', `/v1/users/${user.id}/username`, { token: user.token, body: { username: `renamed_${Date.now().toString(36)}` } });
+  t.is((await s.request('POST', `/v1/admin/users/${user.id}/force-delete`, { token: mod.token, body: { reason: 'x' } })).status, 403);
+  t.is((await s.request('POST', `/v1/admin/users/${admin.id}/force-delete`, { token: admin.token, body: { reason: 'x' } })).status, 400);
+  const pushes = await listenPushes(s.redis, s.config, `user:${user.id}`);
+  try {
+    const r = await s.request('POST', `/v1/admin/users/${user.id}/force-delete`, { token: admin.token, body: { reason: 'GDPR request' } });
+    t.is(r.status, 200, r.text);
+    t.true(r.body.success);
+    t.truthy(r.body.message);
+    const push = await pushes.waitFor((m) => m.type === 'accountDeleted');
+    t.is(push.reason, 'GDPR request');
+  } finally {
+    pushes.close();
+  }
+  t.falsy(await s.db('users').where('id', user.id).first());
+  t.is((await s.db('platform_accounts').where('user_id', user.id)).length, 0);
+  t.is((await s.db('audit_events').where('user_id', user.id)).length, 0);
+  t.false(JSON.stringify(await s.db('audit_events')).includes(user.username));
+  const trail = await s.db('audit_events').where({ event_type: 'user_deleted', resource_id: user.id }).first();
+  t.is(trail.actor_id, admin.id);
+  t.is(trail.metadata.reason, 'GDPR request');
+  await sleep(50);
+  t.is((await s.request('GET', '/v1/users/me', { token: user.token })).status, 401);
+  t.is((await s.request('GET', `/v1/users/${user.id}`, { token: admin.token })).status, 404);
+  t.is((await s.request('GET', `/v1/admin/users/${user.id}/deletion-status`, { token: admin.token })).status, 404);
+  t.is((await s.request('POST', `/v1/admin/users/${user.id}/force-delete`, { token: admin.token, body: {} })).status, 404);
+});
