@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import { loadUserAccess } from '../../shared/commands/access';
 import { supportedLocales } from '../../shared/commands/accountSettings';
-import { oauthSignin } from '../../shared/commands/oauthSignin';
+import { oauthSignin, oauthSigninSchema } from '../../shared/commands/oauthSignin';
 import { recordAuditEvent } from '../../shared/commands/recordAuditEvent';
 import { cancelDeletion, scheduleDeletion, softDeleteUser } from '../../shared/commands/userLifecycle';
 import { announceUserAccessChanged, userRoles } from '../../shared/commands/userRoles';
@@ -95,13 +95,7 @@ export function userRoutes(router: ApiRouter): void {
       description: 'Links the provider account to an existing user with the same (verified) email. Any other caller gets 401.',
       tags: TAG,
       auth: 'system',
-      body: z.object({
-        email: z.string().trim().max(320).email({ message: 'must be an email address' }).nullable().optional(),
-        name: z.string().trim().min(1, { message: 'is required' }).max(255),
-        oauthProvider: z.string().min(1).max(50),
-        oauthProviderId: z.string().min(1).max(255),
-        image: z.string().url({ message: 'must be a URL' }).max(2048).nullable().optional(),
-      }),
+      body: oauthSigninSchema,
       responses: { 200: { description: '{data: flattened user}' }, 400: { description: 'Unknown platform' }, 401: { description: 'Not the system key' }, 403: { description: 'Platform disabled' } },
     },
     async (ctx, { body }) => {

@@ -2,8 +2,18 @@ import type { ServiceContext } from '../context';
 import { badRequest, forbidden } from '../errors';
 import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
+import { z } from '../zod';
 import { recordAuditEvent } from './recordAuditEvent';
 import { addPlatformAccount, createUserWithAccount, findPlatform, findUserIdByEmail, flatUser, normaliseEmail, uniqueUsername } from './users';
+
+/** Body of a provider sign-in (camelCase per spec §4.11), shared by REST and GraphQL. */
+export const oauthSigninSchema = z.object({
+  email: z.string().trim().max(320).email({ message: 'must be an email address' }).nullable().optional(),
+  name: z.string().trim().min(1, { message: 'is required' }).max(255),
+  oauthProvider: z.string().min(1).max(50),
+  oauthProviderId: z.string().min(1).max(255),
+  image: z.string().url({ message: 'must be a URL' }).max(2048).nullable().optional(),
+});
 
 export interface OauthSigninInput {
   email: string | null;

@@ -95,3 +95,24 @@ test('GET /v1/users/email/{email}: 401 without auth, 403 for another user, 404 u
   t.is((await s.request('GET', '/v1/users/email/nobody%40example.test', { token: s.systemKey })).status, 404);
   t.is((await s.request('GET', '/v1/users/email/not-an-email', { token: s.systemKey })).status, 400);
 });
+
+test('GraphQL: platforms (anonymous), oauthSignin (system key only), findUserByPlatform', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const platforms = await s.request('POST', '/v1/gql', { body: { query: '{ platforms { slug name twoFactorSupported twoFactorRequired } }' } });
+  t.true(platforms.body.data.platforms.some((p: any) => p.slug === 'email' && p.twoFactorSupported === true));
+  const pid = `gql-${uniq()}`;
+  const mutation = { query: 'mutation($i: OauthSigninInput!) { oauthSignin(input: $i) { id username platform isBanned email } }', variables: { i: { email: null, name: 'Gql Person', oauthProvider: 'github', oauthProviderId: pid } } };
+  const denied = await s.request('POST', '/v1/gql', { token: user.token, body: mutation });
+  t.is(denied.body.errors[0].extensions.status, 401);
+  const ok = await s.request('POST', '/v1/gql', { token: s.systemKey, body: mutation });
+  t.falsy(ok.body.errors, JSON.stringify(ok.body.errors));
+  t.is(ok.body.data.oauthSignin.platform, 'github');
+  t.false(ok.body.data.oauthSignin.isBanned);
+  const bad = await s.request('POST', '/v1/gql', { token: s.systemKey, body: { ...mutation, variables: { i: { ...mutation.variables.i, name: '' } } } });
+  t.is(bad.body.errors[0].extensions.status, 400);
+  const find = { query: 'query($s: String!, $p: String!) { findUserByPlatform(platformSlug: $s, platformUserId: $p) }', variables: { s: 'github', p: pid } };
+  t.is((await s.request('POST', '/v1/gql', { token: s.systemKey, body: find })).body.data.findUserByPlatform, ok.body.data.oauthSignin.id);
+  t.is((await s.request('POST', '/v1/gql', { token: user.token, body: find })).body.errors[0].extensions.status, 403);
+  t.is((await s.request('POST', '/v1/gql', { token: s.systemKey, body: { ...find, variables: { s: 'github', p: 'nobody' } } })).body.data.findUserByPlatform, null);
+});

@@ -1,0 +1,130 @@
+import { Arg, Ctx, Field, InputType, Mutation, ObjectType, Query, Resolver } from 'type-graphql';
+import { oauthSignin, oauthSigninSchema } from '../../shared/commands/oauthSignin';
+import { forbidden } from '../../shared/errors';
+import { Platform } from '../../shared/models/Platform';
+import { can, requireAuthenticated, requireSystem } from '../../shared/policies';
+import { validationError } from '../routing';
+import type { GqlContext } from './context';
+
+@ObjectType('Platform', { description: 'A sign-in platform' })
+export class GqlPlatform {
+  @Field(() => String)
+  id!: string;
+
+  @Field(() => String)
+  name!: string;
+
+  @Field(() => String)
+  slug!: string;
+
+  @Field(() => Boolean)
+  enabled!: boolean;
+
+  @Field(() => Boolean, { description: '2FA can be set up from this platform' })
+  twoFactorSupported!: boolean;
+
+  @Field(() => Boolean, { description: '2FA is required to use this platform' })
+  twoFactorRequired!: boolean;
+}
+
+@InputType({ description: 'A provider sign-in relayed by the first-party app' })
+export class OauthSigninInput {
+  @Field(() => String, { nullable: true })
+  email?: string | null;
+
+  @Field(() => String)
+  name!: string;
+
+  @Field(() => String, { description: 'Platform slug' })
+  oauthProvider!: string;
+
+  @Field(() => String)
+  oauthProviderId!: string;
+
+  @Field(() => String, { nullable: true })
+  image?: string | null;
+}
+
+@ObjectType('FlatUser', { description: 'The flattened user of provider sign-in and user-by-email' })
+export class GqlFlatUser {
+  @Field(() => String)
+  id!: string;
+
+  @Field(() => String, { nullable: true })
+  primaryPlatformAccountId!: string | null;
+
+  @Field(() => String)
+  username!: string;
+
+  @Field(() => String, { nullable: true })
+  email!: string | null;
+
+  @Field(() => String, { nullable: true })
+  avatarUrl!: string | null;
+
+  @Field(() => String, { nullable: true })
+  platform!: string | null;
+
+  @Field(() => String, { nullable: true })
+  createdAt!: string | null;
+
+  @Field(() => String, { nullable: true })
+  updatedAt!: string | null;
+
+  @Field(() => String, { nullable: true })
+  lastLoginAt!: string | null;
+
+  @Field(() => Boolean)
+  privacyMode!: boolean;
+
+  @Field(() => Boolean)
+  isBanned!: boolean;
+}
+
+/** Accounts in GraphQL: platforms, the oauthSignin twin of POST /v1/users/oauth, findUserByPlatform. */
+@Resolver()
+export class AccountsResolver {
+  @Query(() => [GqlPlatform], { description: 'Sign-in platforms (no authentication needed)' })
+  async platforms(@Ctx() ctx: GqlContext): Promise<GqlPlatform[]> {
+    const rows = await Platform.query(ctx.services.db).orderBy('name');
+    return rows.map((p) => ({ id: p.id, name: p.name, slug: p.slug, enabled: p.enabled, twoFactorSupported: p.two_factor_supported, twoFactorRequired: p.two_factor_required }));
+  }
+
+  /** System key only, like POST /v1/users/oauth. */
+  @Mutation(() => GqlFlatUser)
+  async oauthSignin(@Arg('input', () => OauthSigninInput) input: OauthSigninInput, @Ctx() ctx: GqlContext): Promise<GqlFlatUser> {
+    requireSystem(ctx.principal, 'only the system key may call oauthSignin');
+    const parsed = oauthSigninSchema.safeParse({ ...input });
+    if (!parsed.success) throw validationError(parsed.error, 'input');
+    const b = parsed.data;
+    const { user: u } = await oauthSignin(ctx.services, { email: b.email ?? null, name: b.name, oauthProvider: b.oauthProvider, oauthProviderId: b.oauthProviderId, image: b.image ?? null }, { ipAddress: ctx.ip, userAgent: ctx.userAgent });
+    return {
+      id: u.id,
+      primaryPlatformAccountId: u.primary_platform_account_id,
+      username: u.username,
+      email: u.email,
+      avatarUrl: u.avatar_url,
+      platform: u.platform,
+      createdAt: u.created_at,
+      updatedAt: u.updated_at,
+      lastLoginAt: u.last_login_at,
+      privacyMode: u.privacy_mode,
+      isBanned: u.is_banned,
+    };
+  }
+
+  /** The id of the user a platform account belongs to (system key or users:read), null when unlinked. */
+  @Query(() => String, { nullable: true })
+  async findUserByPlatform(@Arg('platformSlug', () => String) platformSlug: string, @Arg('platformUserId', () => String) platformUserId: string, @Ctx() ctx: GqlContext): Promise<string | null> {
+    const p = ctx.principal;
+    requireAuthenticated(p);
+    if (p.kind !== 'system' && !can(p, 'users:read')) throw forbidden('missing permission users:read');
+    const row = await ctx.services.db('platform_accounts as pa')
+      .join('platforms as p', 'p.id', 'pa.platform_id')
+      .join('users as u', 'u.id', 'pa.user_id')
+      .where({ 'p.slug': platformSlug, 'pa.platform_user_id': platformUserId })
+      .whereNull('u.deleted_at')
+      .first('pa.user_id');
+    return row?.user_id ?? null;
+  }
+}
