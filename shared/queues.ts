@@ -16,7 +16,7 @@ export const QueueName = {
 export type QueueName = (typeof QueueName)[keyof typeof QueueName];
 
 /** Scheduled maintenance tasks, run by the `scheduled` queue's repeatable job schedulers. */
-export type ScheduledTask = 'cleanupSessions' | 'expireBans' | 'purgeDeletedAccounts' | 'cleanupAccountTokens' | 'cleanupOAuth';
+export type ScheduledTask = 'cleanupSessions' | 'expireBans' | 'purgeDeletedAccounts' | 'cleanupAccountTokens' | 'cleanupOAuth' | 'purgeGpsPoints';
 
 /** Who sent a realtime request: enough to attribute it, never a credential. */
 export interface RealtimeRequestJob {
@@ -58,6 +58,7 @@ export const schedules: Record<ScheduledTask, number> = {
   purgeDeletedAccounts: 15 * 60 * 1000,
   cleanupAccountTokens: 6 * 60 * 60 * 1000,
   cleanupOAuth: 60 * 60 * 1000,
+  purgeGpsPoints: 60 * 60 * 1000,
 };
 
 /** The BullMQ prefix for this deployment, so tests (and tenants) never share queues. */

@@ -4,9 +4,18 @@ import type { Config } from '../config';
 import type { GpsPushData } from '../events';
 import { GPS_POINT_COLUMNS, GpsPointRow, presentGpsPoint } from '../presenters/gpsPoint';
 import { redisKey } from '../redis';
+import { trackingConfig } from './trackingConfig';
 
-/** Spec §8: the latest GPS point is cached for 5 minutes. */
+/** Spec §8: the latest GPS point is cached for 5 minutes (system config gps.latest_cache_seconds). */
 export const GPS_LATEST_TTL_SECONDS = 300;
+
+/** The configured cache lifetime; the spec default when the configuration cannot be read. */
+async function ttlSeconds(db: Knex): Promise<number> {
+  return trackingConfig(db).then(
+    (c) => c.latestCacheSeconds,
+    () => GPS_LATEST_TTL_SECONDS,
+  );
+}
 
 /*
  * Cache of the latest point, globally and per device, kept exact under concurrent writes:
@@ -84,7 +93,7 @@ function decode(value: string): GpsPushData | null {
  * Raises the cached latest points (global and per device) with freshly inserted points. One round
  * trip for a whole batch: only the newest point of each key is sent.
  */
-export async function recordLatestGps(redis: Redis, config: Pick<Config, 'redisPrefix'>, points: GpsPointRow[]): Promise<void> {
+export async function recordLatestGps(db: Knex, redis: Redis, config: Pick<Config, 'redisPrefix'>, points: GpsPointRow[]): Promise<void> {
   if (points.length === 0) return;
   const newest = new Map<string, { sort: string; point: GpsPointRow }>();
   const consider = (key: string, point: GpsPointRow, sort: string) => {
@@ -102,7 +111,7 @@ export async function recordLatestGps(redis: Redis, config: Pick<Config, 'redisP
     const { sort, point } = newest.get(k)!;
     args.push(sort, JSON.stringify(presentGpsPoint(point)));
   }
-  await scripts(redis).gpsLatestWrite(keys.length, ...keys, GPS_LATEST_TTL_SECONDS, ...args);
+  await scripts(redis).gpsLatestWrite(keys.length, ...keys, await ttlSeconds(db), ...args);
 }
 
 /** Drops cached latest points (after a delete that may have removed or changed them). */
@@ -129,7 +138,7 @@ export async function latestGps(db: Knex, redis: Redis, config: Pick<Config, 're
   try {
     const merged = await scripts(redis).gpsLatestFill(
       key,
-      GPS_LATEST_TTL_SECONDS,
+      await ttlSeconds(db),
       row ? gpsSortKey(row) : NONE_SORT_KEY,
       row ? JSON.stringify(presentGpsPoint(row)) : '',
     );

@@ -91,7 +91,7 @@ async function existingTrips(db: Knex, ids: string[]): Promise<Set<string>> {
 export async function afterGpsInsert(deps: IngestDeps, rows: GpsPointRow[]): Promise<GpsPushData[]> {
   const presented = rows.map(presentGpsPoint);
   try {
-    await recordLatestGps(deps.redis, deps.config, rows);
+    await recordLatestGps(deps.db, deps.redis, deps.config, rows);
   } catch (err) {
     // A cache we could not raise must not keep serving an older point as the latest.
     deps.logger.warn({ err: (err as Error).message }, 'could not update the latest GPS cache');

@@ -6,6 +6,7 @@ import { TripStatusHistory } from '../models/TripStatusHistory';
 import { TripTemplate } from '../models/TripTemplate';
 import type { TripStats } from '../presenters/trip';
 import { assertReferencesExist } from './references';
+import { readTrackingConfig } from './trackingConfig';
 import { trackerKeysOfDevices } from './trackerLinks';
 import { canDeleteTrip, transitionPatch } from './tripStatusMachine';
 
@@ -47,10 +48,14 @@ function isActiveTripConflict(err: unknown): boolean {
 
 const defined = <T extends object>(o: T): Partial<T> => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 
-/** Creates a trip; new trips are always draft (spec §3). Unknown references are a 400 naming the field. */
+/**
+ * Creates a trip; new trips are always draft (spec §3). Unknown references are a 400 naming the
+ * field. Without gps_logging_enabled the trips.default_gps_logging system config applies (seeded false).
+ */
 export async function createTrip(db: Knex, input: TripInput): Promise<Trip> {
   await assertReferencesExist(db, { device_id: input.device_id, category_id: input.category_id, origin_id: input.origin_id, destination_id: input.destination_id });
-  return Trip.query(db).insertAndFetch({ ...defined(input), status: 'draft' });
+  const gpsLogging = input.gps_logging_enabled ?? (await readTrackingConfig(db)).defaultGpsLogging;
+  return Trip.query(db).insertAndFetch({ ...defined(input), gps_logging_enabled: gpsLogging, status: 'draft' });
 }
 
 /**

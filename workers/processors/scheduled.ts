@@ -3,6 +3,7 @@ import type { ScheduledTask } from '../../shared/queues';
 import type { Processor } from './types';
 import { cleanupOAuthArtifacts } from '../../shared/commands/oauthProvider';
 import { expireBans, purgeDeletedAccounts } from '../../shared/commands/userLifecycle';
+import { purgeExpiredGpsPoints } from '../../shared/commands/trackingConfig';
 
 /** Maintenance tasks by name; each returns a small summary stored as the job's result. */
 export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Promise<Record<string, number>>> = {
@@ -22,6 +23,8 @@ export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Prom
   },
   /** Expired OAuth codes and tokens are dead weight once a day past expiry. */
   cleanupOAuth: (ctx) => cleanupOAuthArtifacts(ctx.db),
+  /** GPS points past gps.retention_days that belong to no trip. */
+  purgeGpsPoints: (ctx) => purgeExpiredGpsPoints(ctx.db),
 };
 
 export const scheduledProcessor: Processor<'scheduled'> = async (job, ctx) => {
