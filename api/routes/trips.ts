@@ -13,7 +13,7 @@ import { GPS_POINT_COLUMNS, GpsPointRow, presentGpsPoint } from '../../shared/pr
 import { presentTrip, presentTripHistory } from '../../shared/presenters/trip';
 import { z, zUuid } from '../../shared/zod';
 import { paginate, paginationQuery, resource } from '../pagination';
-import { AppContext, AppState, created, defineRoute, noContent } from '../routing';
+import { AppState, created, defineRoute, noContent } from '../routing';
 import type { ApiServices } from '../services';
 import { errors, gpsPointSchema, paged, single, tripHistorySchema, tripSchema, zLatitude, zLongitude, zName, zTags, zText, zWeight } from './trackingSchemas';
 
@@ -48,10 +48,6 @@ async function loadTrip(id: string): Promise<Trip> {
   const trip = await Trip.query().findById(id);
   if (!trip) throw notFound('trip');
   return trip;
-}
-
-async function afterTripChange(ctx: AppContext, trackerKeys: string[]): Promise<void> {
-  await invalidateTrackerLinks(ctx.services, trackerKeys);
 }
 
 /** Spec §4.4 and §3, plus GPX export. */
@@ -131,7 +127,8 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
     },
     async (ctx, { params, body }) => {
       const { trip, trackerKeys } = await updateTrip(ctx.services.db, params.id, body, actingUserId(ctx.state.principal));
-      await afterTripChange(ctx, trackerKeys);
+      // A status, device or logging change moves where the device's tracker points go.
+      await invalidateTrackerLinks(ctx.services, trackerKeys);
       ctx.body = resource(ctx, presentTrip(trip));
     },
   );

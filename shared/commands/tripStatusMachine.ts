@@ -23,16 +23,17 @@ export function canDeleteTrip(status: TripStatus): boolean {
 
 /**
  * The columns a transition changes besides `status`: started_at when a draft starts, ended_at on
- * completion. Throws 400 for a transition the table does not allow.
+ * completion, both set to `now` (a Date, or a SQL clock expression). Throws 400 for a transition
+ * the table does not allow.
  */
-export function transitionPatch(trip: Pick<Trip, 'status'>, to: TripStatus, now: Date): Partial<Pick<Trip, 'status' | 'started_at' | 'ended_at'>> {
+export function transitionPatch<T = Date>(trip: Pick<Trip, 'status'>, to: TripStatus, now: T): { status: TripStatus; started_at?: T; ended_at?: T } {
   if (!canTransition(trip.status, to)) {
     const allowed = TRIP_TRANSITIONS[trip.status];
     throw badRequest(
       `status: invalid transition from ${trip.status} to ${to}` + (allowed.length ? ` (allowed: ${allowed.join(', ')})` : ' (a completed trip is final)'),
     );
   }
-  const patch: Partial<Pick<Trip, 'status' | 'started_at' | 'ended_at'>> = { status: to };
+  const patch: { status: TripStatus; started_at?: T; ended_at?: T } = { status: to };
   if (trip.status === 'draft' && to === 'active') patch.started_at = now;
   if (to === 'completed') patch.ended_at = now;
   return patch;

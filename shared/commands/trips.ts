@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import type { PartialModelObject } from 'objection';
 import { conflict, notFound } from '../errors';
 import { EARTH_RADIUS_KM, haversineSql } from '../geo';
 import { Trip, TripStatus } from '../models/Trip';
@@ -71,10 +72,13 @@ export async function updateTrip(db: Knex, id: string, patch: TripPatch, actorUs
     if (!trip) throw notFound('trip');
     await assertReferencesExist(trx, { device_id: patch.device_id, category_id: patch.category_id, origin_id: patch.origin_id, destination_id: patch.destination_id });
     const { status, latitude, longitude, ...fields } = patch;
-    const changes: Partial<Trip> = defined(fields);
-    let history: Partial<TripStatusHistory> | undefined;
+    const changes: PartialModelObject<Trip> = defined(fields);
+    let history: PartialModelObject<TripStatusHistory> | undefined;
+    // The database clock at the moment the change applies (after the row lock, unlike now()), so
+    // history order and started_at/ended_at follow the order in which changes really happened.
+    const clock = trx.raw('clock_timestamp()');
     if (status !== undefined) {
-      Object.assign(changes, transitionPatch(trip, status, new Date()));
+      Object.assign(changes, transitionPatch(trip, status, clock));
       const toActive = status === 'active';
       history = {
         trip_id: trip.id,
@@ -83,6 +87,7 @@ export async function updateTrip(db: Knex, id: string, patch: TripPatch, actorUs
         changed_by: actorUserId,
         latitude: latitude ?? (toActive ? patch.start_latitude : patch.end_latitude) ?? null,
         longitude: longitude ?? (toActive ? patch.start_longitude : patch.end_longitude) ?? null,
+        changed_at: clock,
       };
     }
     if (Object.keys(changes).length === 0) return { trip, trackerKeys: [] };
@@ -92,7 +97,7 @@ export async function updateTrip(db: Knex, id: string, patch: TripPatch, actorUs
       updated = await trip.$query(trx).patchAndFetch(changes);
     } catch (err) {
       if (isActiveTripConflict(err)) {
-        throw conflict(`another active trip with GPS logging already runs on device ${changes.device_id ?? trip.device_id}`);
+        throw conflict(`another active trip with GPS logging already runs on device ${patch.device_id ?? trip.device_id}`);
       }
       throw err;
     }
