@@ -29,8 +29,15 @@ const zToken = () => z.string().min(16, { message: 'is not a valid token' }).max
 export const BAD_CREDENTIALS = 'invalid email or password';
 const REGISTER_ACCEPTED = 'check your inbox: if the address can be used, we sent an email with the next step';
 const RESET_ACCEPTED = 'if an account with this address exists, we sent an email with a link to reset the password';
-/** At most one reset mail per address per minute, so the endpoint cannot flood a mailbox. */
-const RESET_MAIL_INTERVAL_SECONDS = 60;
+/** At most one mail of a kind per address per minute, so these anonymous endpoints cannot flood a mailbox. */
+const MAIL_INTERVAL_SECONDS = 60;
+
+/** Claims the per-address mail slot of a kind; true when a mail may go out (fail-open without Redis). */
+async function mailSlot(ctx: AppContext, kind: string, email: string): Promise<boolean> {
+  const s = ctx.services;
+  const r = await s.redis.set(redisKey(s.config, 'mailslot', kind, sha256(email)), '1', 'EX', MAIL_INTERVAL_SECONDS, 'NX').catch(() => 'OK');
+  return r === 'OK';
+}
 
 /**
  * The client's address for throttling. The system key is the first-party web app relaying a user's
@@ -76,6 +83,12 @@ export function authFlowRoutes(router: ApiRouter): void {
       const passwordHash = await hashPassword(body.password);
       const m = meta(ctx);
       const ownerId = (await findEmailAccountByAddress(s.db, body.email))?.user_id ?? (await findUserIdByEmail(s.db, body.email, { verifiedOnly: true }));
+      if (!(await mailSlot(ctx, 'register', body.email))) {
+        // A mail went to this address within the minute: same answer, no second mail.
+        ctx.status = 202;
+        ctx.body = { message: REGISTER_ACCEPTED };
+        return;
+      }
       const outboxId = await s.db.transaction(async (trx) => {
         if (ownerId) {
           const owner = await User.query(trx).findById(ownerId);
@@ -197,7 +210,7 @@ export function authFlowRoutes(router: ApiRouter): void {
       }
       const userId = account!.user_id;
       if (!account!.email_verified_at) {
-        await sendEmailVerification(s, userId, m);
+        if (await mailSlot(ctx, 'verify', body.email)) await sendEmailVerification(s, userId, m);
         throw forbidden('email address not verified: we sent a new verification email');
       }
       const ban = await findActiveBan(s.db, userId);
@@ -254,8 +267,7 @@ export function authFlowRoutes(router: ApiRouter): void {
       const s = ctx.services;
       const m = meta(ctx);
       const account = await findEmailAccountByAddress(s.db, body.email);
-      const fresh = account ? await s.redis.set(redisKey(s.config, 'pwreset', sha256(body.email)), '1', 'EX', RESET_MAIL_INTERVAL_SECONDS, 'NX').catch(() => 'OK') : null;
-      if (account && fresh === 'OK') {
+      if (account && (await mailSlot(ctx, 'reset', body.email))) {
         const user = await User.query(s.db).findById(account.user_id);
         const outboxId = await s.db.transaction(async (trx) => {
           const { token, row } = await issueAccountToken(trx, { purpose: 'password_reset', userId: account.user_id, email: body.email, payload: { platform_account_id: account.id } });

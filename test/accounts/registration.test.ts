@@ -63,6 +63,11 @@ test('registering a taken address answers the same 202 and mails the owner inste
   t.is(mail.subject, 'You already have an account');
   t.notRegex(mail.text, /token=/);
   t.falsy(await s.db('account_tokens').where({ email: owner.email }).first());
+  // Asking again within the minute: the same answer, but no second mail (no mailbox flooding).
+  const again = await s.request('POST', '/v1/auth/register', { body: { email: owner.email, password: 'whatever123' } });
+  t.is(again.status, 202);
+  t.deepEqual(again.body, a.body);
+  t.is((await s.db('email_outbox').where('to_address', owner.email)).length, 1);
 });
 
 test('German users get German mails; the locale of the registration is kept', async (t) => {
@@ -160,6 +165,8 @@ test('password reset: 202 for any address, mail with token, confirm revokes ever
   const mail = await mailbox().waitFor(email, (m) => m.subject === 'Reset your password');
   t.regex(mail.text, /^https:\/\/app\.example\.test\/auth\/reset-password\?token=/m);
   t.truthy(await s.db('audit_events').where({ user_id: userId, event_type: 'password_reset_requested' }).first());
+  t.is((await s.request('POST', '/v1/auth/reset-password/request', { body: { email } })).status, 202);
+  t.is((await s.db('email_outbox').where({ to_address: email, template: 'password_reset' })).length, 1);
 
   const pushes = await listenPushes(s.redis, s.config, `user:${userId}`);
   try {
