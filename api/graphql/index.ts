@@ -10,13 +10,14 @@ import type { GqlContext } from './context';
 import { MeResolver } from './me';
 import { WsTicketResolver } from './wsTicket';
 import { AccountsResolver } from './accounts';
+import { GpsResolver } from './gps';
 
 /**
  * Every resolver class of the schema. Resolvers call the same commands as REST and enforce their
  * own access through shared/policies (the endpoint itself allows anonymous callers).
  */
 // eslint-disable-next-line @typescript-eslint/ban-types
-export const resolvers: NonEmptyArray<Function> = [MeResolver, WsTicketResolver, AccountsResolver];
+export const resolvers: NonEmptyArray<Function> = [MeResolver, WsTicketResolver, AccountsResolver, GpsResolver];
 
 export async function buildGraphqlSchema(): Promise<GraphQLSchema> {
   return buildSchema({ resolvers, validate: false });

@@ -1,0 +1,44 @@
+import type { Knex } from 'knex';
+import { Arg, Ctx, Field, Int, Mutation, ObjectType, Resolver } from 'type-graphql';
+import { forgetLatestGps } from '../../shared/commands/gpsLatestCache';
+import { badRequest } from '../../shared/errors';
+import { authorize } from '../../shared/policies';
+import type { GqlContext } from './context';
+
+@ObjectType({ description: 'Outcome of deleteGpsData' })
+export class DeleteGpsDataResult {
+  @Field(() => Int, { description: 'Points deleted' })
+  deleted!: number;
+
+  @Field(() => Int, { description: 'Matching points kept because they belong to a trip (delete the trip first)' })
+  keptOnTrips!: number;
+}
+
+@Resolver()
+export class GpsResolver {
+  /**
+   * Bulk deletion of GPS points (spec §4.16 deleteGpsData) by device identifier and/or age. Like
+   * DELETE /v1/gps/{id}, it needs gps:delete and never removes points that belong to a trip.
+   */
+  @Mutation(() => DeleteGpsDataResult, { description: 'Delete GPS points of a device and/or older than a time; at least one filter. Points on trips are kept. Needs gps:delete.' })
+  async deleteGpsData(
+    @Ctx() ctx: GqlContext,
+    @Arg('deviceId', () => String, { nullable: true }) deviceId?: string | null,
+    @Arg('before', () => String, { nullable: true, description: 'ISO 8601; points with an earlier timestamp' }) before?: string | null,
+  ): Promise<DeleteGpsDataResult> {
+    authorize(ctx.principal, 'gps:delete');
+    if (!deviceId && !before) throw badRequest('deviceId or before is required (refusing to delete every GPS point)');
+    const cutoff = before ? new Date(before) : null;
+    if (before && (!/^\d{4}-\d{2}-\d{2}T/.test(before) || Number.isNaN(cutoff!.getTime()))) throw badRequest('before: must be an ISO 8601 date-time');
+    const s = ctx.services;
+    const match = (q: Knex.QueryBuilder) => {
+      if (deviceId) q.where('device_id', deviceId);
+      if (cutoff) q.where('timestamp', '<', cutoff);
+      return q;
+    };
+    const deleted = await match(s.db('gps_points').whereNull('trip_id')).delete();
+    const [{ n }] = (await match(s.db('gps_points').whereNotNull('trip_id')).count({ n: '*' })) as Array<{ n: number | string }>;
+    await forgetLatestGps(s.redis, s.config, [deviceId ?? null]).catch((err) => s.logger.warn({ err: err.message }, 'could not drop the latest GPS cache'));
+    return { deleted, keptOnTrips: Number(n) };
+  }
+}
