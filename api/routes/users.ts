@@ -215,7 +215,8 @@ export function userRoutes(router: ApiRouter): void {
           if (Object.keys(accountChanges).length) await PlatformAccount.query(trx).patch(accountChanges).where('id', primary.id);
         }
         if (changes.avatars_enabled === false) await PlatformAccount.query(trx).patch({ avatar_url: null }).where('user_id', id);
-        const updated = Object.keys(changes).length ? await User.query(trx).patchAndFetchById(id, changes) : await User.query(trx).patchAndFetchById(id, {});
+        // Always patched (even with account-only changes) so updated_at moves.
+        const updated = await User.query(trx).patchAndFetchById(id, changes);
         await recordAuditEvent(
           { user_id: id, event_type: 'user_updated', resource_type: 'user', resource_id: id, actor_id: actor.actorId, ip_address: actor.ipAddress, user_agent: actor.userAgent, metadata: { fields: Object.keys(body).filter((k) => (body as Record<string, unknown>)[k] !== undefined) } },
           trx,
