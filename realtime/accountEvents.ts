@@ -88,18 +88,45 @@ export class AccountEvents {
     }
   }
 
-  /** An auth invalidation (credential revoked, roles changed…): re-check the affected sockets. */
+  /**
+   * An auth invalidation (credential revoked, session deleted, roles changed…): re-check the
+   * affected sockets. `{all: true}` comes with every role change; the users holding the role also
+   * get permissionsUpdated / rolePermissionsChanged pushes (handled above), so here only API keys
+   * holding roles are re-checked: re-resolving every socket of the instance on each role edit would
+   * be a query storm at scale.
+   */
   onInvalidation(msg: AuthInvalidation): void {
     for (const c of this.hub.clients) {
       if (c.auth.kind === 'anonymous') continue;
       const p = c.principal;
       const hit =
-        msg.all ||
+        (msg.all && p.kind === 'apiKey' && p.roleIds.length > 0) ||
         (msg.userId && (p.kind === 'user' || p.kind === 'apiKey') && p.userId === msg.userId) ||
         (msg.apiKeyId && (p.kind === 'apiKey' || p.kind === 'system') && p.apiKeyId === msg.apiKeyId) ||
         (msg.apiKeyId && c.auth.kind === 'relay');
       if (hit) this.recheck(c);
     }
+  }
+
+  /** One resolution per credential identity at a time, shared by all its sockets. */
+  private readonly inflight = new Map<string, ReturnType<typeof reresolve>>();
+
+  private resolveShared(c: Client): ReturnType<typeof reresolve> {
+    const a = c.auth;
+    const key =
+      a.kind === 'bearer'
+        ? `b:${a.token}`
+        : a.kind === 'ticket'
+          ? `t:${a.ticket.userId}:${a.ticket.sessionId}:${a.ticket.via}:${a.ticket.oauthClientId ?? ''}:${(a.ticket.scopes ?? []).join(',')}`
+          : a.kind === 'relay'
+            ? `r:${a.systemToken}:${a.userId}`
+            : 'anonymous';
+    let p = this.inflight.get(key);
+    if (!p) {
+      p = reresolve(a, this.deps).finally(() => this.inflight.delete(key));
+      this.inflight.set(key, p);
+    }
+    return p;
   }
 
   /**
@@ -130,7 +157,7 @@ export class AccountEvents {
       try {
         do {
           c.recheck!.again = false;
-          const r = await reresolve(c.auth, this.deps);
+          const r = await this.resolveShared(c);
           if (c.closing) return;
           if (!r.ok) {
             this.revoke(c, r.status === 403 ? CloseCode.accountBanned : CloseCode.credentialsRevoked, r.message);

@@ -4,7 +4,7 @@ import type { Config } from '../shared/config';
 import { PubSub } from '../shared/events';
 import { decodeEnvelope, encodeEnvelope, Envelope } from '../shared/proto';
 import { createRedis, redisKey } from '../shared/redis';
-import { BotRequestMessage, failureReply, pickChatBotInstance, RpcReplyMessage } from './rpc';
+import { botRequestProblem, BotRequestMessage, failureReply, pickChatBotInstance, RpcReplyMessage } from './rpc';
 
 type BotRequest =
   | { payload: 'chatSyncRequest'; body: { guildId?: string; scope?: 'CHAT_SYNC_SCOPE_GUILDS' | 'CHAT_SYNC_SCOPE_MEMBERS' } }
@@ -57,6 +57,8 @@ export class ChatBotClient {
     await this.start();
     const unwrap = (env: Envelope) => (env.payload ? ((env[env.payload] ?? {}) as Record<string, unknown>) : {});
     const fail = (message: string) => failureReply(req.payload, message, req.body)[1];
+    const problem = botRequestProblem({ type: '', payload: req.payload, [req.payload]: req.body });
+    if (problem) return fail(problem);
     const target = await pickChatBotInstance(this.redis, this.config);
     if (!target) return fail('no chat bot is connected');
     const requestId = randomUUID();

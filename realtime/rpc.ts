@@ -84,6 +84,33 @@ export function requestRefusal(p: Principal, env: Envelope): string | null {
   }
 }
 
+const SNOWFLAKE = /^\d{1,25}$/;
+
+/**
+ * Checks a chat bot request before it is relayed, so the bot only sees well-formed requests.
+ * Returns the problem (naming the field) or null.
+ */
+export function botRequestProblem(env: Envelope): string | null {
+  if (env.payload === 'chatSyncRequest') {
+    const r = (env.chatSyncRequest ?? {}) as { guildId?: string; scope?: string };
+    if (r.guildId && !SNOWFLAKE.test(r.guildId)) return 'guild_id: must be a snowflake (digits)';
+    if (r.scope === 'CHAT_SYNC_SCOPE_MEMBERS' && !r.guildId) return 'guild_id: required for a member sync';
+    return null;
+  }
+  if (env.payload === 'moderationRequest') {
+    const r = (env.moderationRequest ?? {}) as { guildId?: string; userId?: string; action?: string; durationSeconds?: number; deleteMessageSeconds?: number };
+    if (!r.guildId || !SNOWFLAKE.test(r.guildId)) return 'guild_id: required snowflake (digits)';
+    if (!r.userId || !SNOWFLAKE.test(r.userId)) return 'user_id: required snowflake (digits)';
+    if (!r.action || r.action === 'MODERATION_ACTION_UNSPECIFIED') return 'action: required';
+    if (r.action === 'MODERATION_TIMEOUT' && !(Number.isInteger(r.durationSeconds) && r.durationSeconds! >= 1 && r.durationSeconds! <= 2_419_200)) {
+      return 'duration_seconds: required for a timeout, 1 to 2419200';
+    }
+    if (r.deleteMessageSeconds !== undefined && !(r.deleteMessageSeconds >= 0 && r.deleteMessageSeconds <= 604_800)) return 'delete_message_seconds: 0 to 604800';
+    return null;
+  }
+  return null;
+}
+
 /** Picks a live realtime instance reporting a chat bot connection, from the stats hash. */
 export async function pickChatBotInstance(redis: Redis, config: Pick<Config, 'redisPrefix'>, freshMs = 15_000): Promise<string | null> {
   const all = await redis.hgetall(redisKey(config, WS_STATS_KEY));
@@ -149,6 +176,12 @@ export class RpcBroker {
     const refusal = requestRefusal(c.principal, env);
     if (refusal) {
       this.sendEnvelope(c, 'error', { message: refusal, code: 'forbidden' }, clientRequestId);
+      return;
+    }
+    const problem = botRequestProblem(env);
+    if (problem) {
+      const [response, body] = failureReply(payload, problem, original);
+      this.sendEnvelope(c, response, body, clientRequestId);
       return;
     }
     const requestId = randomUUID();

@@ -210,3 +210,24 @@ test.serial('other processes reach the chat bot through ChatBotClient (as POST /
   bot.close();
   await client.close();
 });
+
+test('chat bot requests are validated before they are relayed', async (t) => {
+  const s = stack();
+  const mod = await createUser(s.db, { roles: ['role_moderator'] });
+  const conn = await connect(wsBase(s, 0), { token: mod.token });
+  const ask = async (payload: 'moderationRequest' | 'chatSyncRequest', body: Record<string, unknown>, id: string) => {
+    conn.envelope(payload, body, id);
+    return conn.nextEnvelope((e) => e.requestId === id);
+  };
+  t.like((await ask('moderationRequest', { guildId: '42', userId: '7', action: 'MODERATION_TIMEOUT' }, 'm1')).moderationResponse, {
+    success: false,
+    error: 'duration_seconds: required for a timeout, 1 to 2419200',
+    guildId: '42',
+    userId: '7',
+    action: 'MODERATION_TIMEOUT',
+  });
+  t.like((await ask('moderationRequest', { guildId: 'abc', userId: '7', action: 'MODERATION_KICK' }, 'm2')).moderationResponse, { success: false, error: 'guild_id: required snowflake (digits)' });
+  t.like((await ask('moderationRequest', { guildId: '42', userId: '7' }, 'm3')).moderationResponse, { success: false, error: 'action: required' });
+  t.like((await ask('chatSyncRequest', { scope: 'CHAT_SYNC_SCOPE_MEMBERS' }, 's1')).chatSyncResponse, { success: false, error: 'guild_id: required for a member sync' });
+  conn.close();
+});
