@@ -7,7 +7,7 @@ import { SOURCE_SERVICES } from '../shared/commands/recordAuditEvent';
 import { ANONYMOUS, Principal } from '../shared/policies';
 import { mayBeChatBot } from './channels';
 import type { ConnectionAuth } from './hub';
-import { consumeWsTicket, principalForUser, TICKET_SUBPROTOCOL } from './tickets';
+import { consumeWsTicket, principalForUser, TICKET_SUBPROTOCOL } from '../shared/auth/wsTickets';
 
 export type UpgradeAuth =
   | { ok: true; principal: Principal; auth: ConnectionAuth; sourceService: string | null; chatBot: boolean; subprotocol: string | null }

@@ -1,6 +1,6 @@
 import { WebSocket } from 'ws';
 import type { Principal } from '../shared/policies';
-import type { TicketData } from './tickets';
+import type { TicketData } from '../shared/auth/wsTickets';
 import { CloseCode, FrameFormat } from './frames';
 
 /** How a connection authenticated; kept so its principal can be re-resolved after a change. */

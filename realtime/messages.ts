@@ -12,6 +12,8 @@ export interface MessageDeps {
 }
 
 const WINDOW_MS = 10_000;
+/** Channels one connection may hold: channel names are open-ended (gps:*, public:*…). */
+export const MAX_CHANNELS_PER_CLIENT = 200;
 
 /**
  * One frame from a client. The format is detected per frame (text = JSON, binary = protobuf) and
@@ -41,7 +43,10 @@ export function handleClientMessage(deps: MessageDeps, c: Client, data: RawData,
 
 function subscribeRefusal(c: Client, channel: string): string | null {
   if (isInternalChannel(channel)) return `unknown channel ${channel}`;
-  return subscriptionRefusal(c.principal, channel);
+  const refusal = subscriptionRefusal(c.principal, channel);
+  if (refusal) return refusal;
+  if (!c.channels.has(channel) && c.channels.size >= MAX_CHANNELS_PER_CLIENT) return `too many subscriptions (at most ${MAX_CHANNELS_PER_CLIENT})`;
+  return null;
 }
 
 function handleJson(deps: MessageDeps, c: Client, buf: Buffer): void {
@@ -102,7 +107,10 @@ function handleBinary(deps: MessageDeps, c: Client, buf: Buffer): void {
         return reply('unsubscribe', { channel }, rid);
       }
       const refusal = subscribeRefusal(c, channel);
-      if (refusal) return reply('error', { message: refusal, code: refusal.startsWith('access denied') ? 'forbidden' : 'unknown_channel' }, rid);
+      if (refusal) {
+        const code = refusal.startsWith('access denied') ? 'forbidden' : refusal.startsWith('too many') ? 'bad_request' : 'unknown_channel';
+        return reply('error', { message: refusal, code }, rid);
+      }
       hub.subscribe(c, channel);
       return reply('subscribe', { channel }, rid);
     }

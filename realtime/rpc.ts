@@ -1,64 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import type Redis from 'ioredis';
 import type { Config } from '../shared/config';
-import { PubSub, WS_STATS_KEY } from '../shared/events';
+import { PubSub } from '../shared/events';
 import type { Logger } from '../shared/logger';
 import { can, Principal } from '../shared/policies';
 import { decodeEnvelope, encodeEnvelope, Envelope, PayloadCase } from '../shared/proto';
+import { botRequestProblem, BotRequestMessage, failureReply, pickChatBotInstance, requestTimeoutMs, RpcReplyMessage } from '../shared/proto/rpc';
 import type { Queues } from '../shared/queues';
 import { redisKey } from '../shared/redis';
 import type { Client, Hub } from './hub';
 
 /**
- * Request/reply transport for service clients (spec §4.26, architecture "bots and service clients").
- *
- * - Requests that need the database (audit 100, chat settings 120) become `realtimeRequests` jobs;
- *   a worker publishes the reply on PubSub.rpcReply(<this instance>).
- * - Requests for the chat bot (chat sync 110, moderation 140) are relayed to an instance with a
- *   chat bot connection over PubSub.botRequest(<that instance>); the bot's reply (111/141) comes
- *   back on PubSub.rpcReply(<origin>). Other processes use the same relay through ChatBotClient
- *   (realtime/botRelay.ts).
- * Replies are matched by a server-side request id and carry the client's own request_id.
+ * The realtime side of the request/reply transport (shared/proto/rpc.ts): requests of local
+ * clients (queued or relayed to a chat bot) awaiting replies, and requests this instance handed to
+ * one of its chat bots. Replies reach the client with its own request_id.
  */
-
-/** Wire format of a reply on PubSub.rpcReply(origin). */
-export interface RpcReplyMessage {
-  requestId: string;
-  /** WsEnvelope, base64. */
-  envelope: string;
-}
-
-/** Wire format of a chat bot request on PubSub.botRequest(instance). */
-export interface BotRequestMessage {
-  requestId: string;
-  /** Instance (or process) id whose rpcReply channel gets the answer. */
-  replyTo: string;
-  envelope: string;
-  timeoutMs: number;
-}
-
-/** The response payload answering each request payload. */
-export const RESPONSE_OF: Partial<Record<PayloadCase, PayloadCase>> = {
-  createAuditEvent: 'createAuditEventResponse',
-  chatSyncRequest: 'chatSyncResponse',
-  chatSettingsRequest: 'chatSettingsResponse',
-  moderationRequest: 'moderationResponse',
-};
-
-/** A response with success=false in the shape the requester expects. */
-export function failureReply(request: PayloadCase, message: string, original?: Record<string, unknown>): [PayloadCase, Record<string, unknown>] {
-  const response = RESPONSE_OF[request];
-  if (!response) return ['error', { message, code: 'bad_request' }];
-  const body: Record<string, unknown> = { success: false, error: message };
-  if (response === 'moderationResponse' && original) Object.assign(body, { guildId: original.guildId ?? '', userId: original.userId ?? '', action: original.action });
-  return [response, body];
-}
-
-/** Timeouts of spec §8: 30 s for guild syncs and other requests, 60 s for member syncs. */
-export function requestTimeoutMs(env: Envelope): number {
-  const sync = env.chatSyncRequest as { scope?: string } | undefined;
-  return env.payload === 'chatSyncRequest' && sync?.scope === 'CHAT_SYNC_SCOPE_MEMBERS' ? 60_000 : 30_000;
-}
 
 /**
  * The permission a request needs, or null when the principal may send it. Audit needs audit:write
@@ -82,49 +38,6 @@ export function requestRefusal(p: Principal, env: Envelope): string | null {
     default:
       return 'not a request';
   }
-}
-
-const SNOWFLAKE = /^\d{1,25}$/;
-
-/**
- * Checks a chat bot request before it is relayed, so the bot only sees well-formed requests.
- * Returns the problem (naming the field) or null.
- */
-export function botRequestProblem(env: Envelope): string | null {
-  if (env.payload === 'chatSyncRequest') {
-    const r = (env.chatSyncRequest ?? {}) as { guildId?: string; scope?: string };
-    if (r.guildId && !SNOWFLAKE.test(r.guildId)) return 'guild_id: must be a snowflake (digits)';
-    if (r.scope === 'CHAT_SYNC_SCOPE_MEMBERS' && !r.guildId) return 'guild_id: required for a member sync';
-    return null;
-  }
-  if (env.payload === 'moderationRequest') {
-    const r = (env.moderationRequest ?? {}) as { guildId?: string; userId?: string; action?: string; durationSeconds?: number; deleteMessageSeconds?: number };
-    if (!r.guildId || !SNOWFLAKE.test(r.guildId)) return 'guild_id: required snowflake (digits)';
-    if (!r.userId || !SNOWFLAKE.test(r.userId)) return 'user_id: required snowflake (digits)';
-    if (!r.action || r.action === 'MODERATION_ACTION_UNSPECIFIED') return 'action: required';
-    if (r.action === 'MODERATION_TIMEOUT' && !(Number.isInteger(r.durationSeconds) && r.durationSeconds! >= 1 && r.durationSeconds! <= 2_419_200)) {
-      return 'duration_seconds: required for a timeout, 1 to 2419200';
-    }
-    if (r.deleteMessageSeconds !== undefined && !(r.deleteMessageSeconds >= 0 && r.deleteMessageSeconds <= 604_800)) return 'delete_message_seconds: 0 to 604800';
-    return null;
-  }
-  return null;
-}
-
-/** Picks a live realtime instance reporting a chat bot connection, from the stats hash. */
-export async function pickChatBotInstance(redis: Redis, config: Pick<Config, 'redisPrefix'>, freshMs = 15_000): Promise<string | null> {
-  const all = await redis.hgetall(redisKey(config, WS_STATS_KEY));
-  const candidates = Object.entries(all)
-    .map(([id, raw]) => {
-      try {
-        return { id, ...(JSON.parse(raw) as { chatBots?: number; at: number }) };
-      } catch {
-        return null;
-      }
-    })
-    .filter((r): r is { id: string; chatBots?: number; at: number } => !!r && (r.chatBots ?? 0) > 0 && Date.now() - r.at <= freshMs);
-  if (!candidates.length) return null;
-  return candidates[Math.floor(Math.random() * candidates.length)].id;
 }
 
 interface PendingClient {

@@ -1,5 +1,5 @@
 import { Ctx, Field, Int, Mutation, ObjectType, Resolver } from 'type-graphql';
-import { mintWsTicket } from '../../realtime/tickets';
+import { mintWsTicket } from '../../shared/auth/wsTickets';
 import type { GqlContext } from './context';
 
 @ObjectType({ description: "Single-use WebSocket ticket: open /v1/ws with subprotocols ['service-ticket', ticket]" })

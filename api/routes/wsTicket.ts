@@ -1,5 +1,5 @@
 import type Router from '@koa/router';
-import { mintWsTicket } from '../../realtime/tickets';
+import { mintWsTicket } from '../../shared/auth/wsTickets';
 import { z } from '../../shared/zod';
 import { created, defineRoute, AppState } from '../routing';
 import type { ApiServices } from '../services';

@@ -3,7 +3,8 @@ import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { connect, publish, WsConn, wsBase } from './wsClient';
 
-const stack = useStack(test, { realtime: 1 });
+// A generous message budget: one test subscribes to 200 channels in a burst.
+const stack = useStack(test, { realtime: 1, env: { WS_MAX_MESSAGES_PER_10S: '1000' } });
 
 const ALLOWED = (ch: string) => ({ type: 'message', channel: ch, data: `Subscribed to ${ch}` });
 const DENIED = (ch: string) => ({ type: 'error', message: `access denied to channel ${ch}` });
@@ -148,5 +149,16 @@ test('JSON protocol errors: invalid JSON, unknown type, missing channel; JSON pi
   t.deepEqual(await conn.nextJson(), { type: 'error', message: 'channel: required string' });
   conn.json({ type: 'ping' });
   t.deepEqual(await conn.nextJson(), { type: 'pong' });
+  conn.close();
+});
+
+test('a connection holds at most 200 channels', async (t) => {
+  const s = stack();
+  const conn = await connect(wsBase(s, 0));
+  for (let i = 0; i < 200; i++) conn.json({ type: 'subscribe', channel: `public:c${i}` });
+  for (let i = 0; i < 200; i++) await conn.nextJson((m) => m.channel === `public:c${i}`);
+  t.deepEqual(await conn.subscribe('public:one-more'), { type: 'error', message: 'too many subscriptions (at most 200)' });
+  // Re-subscribing to a held channel is still confirmed.
+  t.deepEqual(await conn.subscribe('public:c7'), ALLOWED('public:c7'));
   conn.close();
 });

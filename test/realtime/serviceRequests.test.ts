@@ -1,5 +1,5 @@
 import test from 'ava';
-import { ChatBotClient } from '../../realtime/botRelay';
+import { ChatBotClient } from '../../shared/proto/rpc';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { connect, eventually, wsBase, WsConn } from './wsClient';

@@ -1,11 +1,11 @@
 import type { Knex } from 'knex';
 import type Redis from 'ioredis';
-import { buildUserCredentialEntry } from '../shared/auth/credentials';
-import type { Config } from '../shared/config';
-import { randomToken, sha256 } from '../shared/crypto';
-import { forbidden } from '../shared/errors';
-import { Principal, requireAuthenticated } from '../shared/policies';
-import { redisKey } from '../shared/redis';
+import { buildUserCredentialEntry } from './credentials';
+import type { Config } from '../config';
+import { randomToken, sha256 } from '../crypto';
+import { forbidden } from '../errors';
+import { Principal, requireAuthenticated } from '../policies';
+import { redisKey } from '../redis';
 
 /**
  * WebSocket tickets (spec §4.26, §5.9): a browser cannot set an Authorization header on a
