@@ -23,6 +23,16 @@ export function peekType(payload: Buffer): string | null {
   return payload.toString('latin1', TYPE_PREFIX.length, end);
 }
 
+/** The `type` of a JSON push by parsing it: the fallback when `type` is not its first key. */
+export function parseType(payload: Buffer): string | null {
+  try {
+    const m = JSON.parse(payload.toString('utf8'));
+    return m && typeof m.type === 'string' ? m.type : null;
+  } catch {
+    return null;
+  }
+}
+
 type Json = Record<string, any>;
 const str = (v: unknown): string => (v === null || v === undefined ? '' : String(v));
 const opt = (v: unknown): string | undefined => (v === null || v === undefined ? undefined : String(v));

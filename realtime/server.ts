@@ -12,7 +12,7 @@ import { Queues } from '../shared/queues';
 import { createRedis, redisKey } from '../shared/redis';
 import { ACCOUNT_EVENT_TYPES, AccountEvents } from './accountEvents';
 import { AuthDeps, authenticateUpgrade, UpgradeAuth } from './auth';
-import { CloseCode, hasProtobufTwin, peekType, PROTOBUF_ONLY_TYPES, protobufTwin } from './frames';
+import { CloseCode, hasProtobufTwin, parseType, peekType, PROTOBUF_ONLY_TYPES, protobufTwin } from './frames';
 import { Client, Hub } from './hub';
 import { handleClientMessage, MessageDeps } from './messages';
 import { RpcBroker } from './rpc';
@@ -132,7 +132,9 @@ export async function startRealtime(config: Config, opts: { port?: number; logge
    * vesselsUpdate, geofenceEvent) have no twin and always go out as JSON text.
    */
   function deliver(channel: string, payload: Buffer): void {
-    const type = peekType(payload);
+    let type = peekType(payload);
+    // Account and bot events are rare: parse them fully when the cheap peek cannot tell.
+    if (type === null && (channel.startsWith('user:') || channel === CHAT_BOTS_WS_CHANNEL)) type = parseType(payload);
     const set = hub.channels.get(channel);
     if (set && set.size) {
       const twin = hasProtobufTwin(type);

@@ -181,3 +181,15 @@ test('oauthConsentRevoked closes sockets opened with that client\'s token, not o
   t.is(viaSession.ws.readyState, viaSession.ws.OPEN);
   viaSession.close();
 });
+
+test('account events are recognised whatever the key order of the published JSON', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const conn = await connect(wsBase(s, 0), { token: user.token });
+  const raw = JSON.stringify({ userId: user.id, reason: 'x', timestamp: now(), type: 'forceLogout' });
+  await s.redis.publish(`${s.config.redisPrefix}ws:user:${user.id}`, raw);
+  const f = await conn.next();
+  t.is(f.kind, 'json');
+  t.is((f as { raw: string }).raw, raw);
+  t.is((await conn.closed).code, 4005);
+});
