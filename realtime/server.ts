@@ -196,7 +196,7 @@ export async function startRealtime(config: Config, opts: { port?: number; logge
   await report();
   const reporter = setInterval(report, 5000);
 
-  await new Promise<void>((resolve) => server.listen(opts.port ?? config.realtimePort, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(opts.port ?? config.realtimePort, config.realtimeHost, resolve));
   const port = (server.address() as net.AddressInfo).port;
   logger.info({ port, instanceId }, 'realtime listening');
 

@@ -72,6 +72,7 @@ const schema = z.object({
   HOST: z.string().default('0.0.0.0'),
   TRUST_PROXY: z.enum(['true', 'false', '1', '0']).default('false'),
   REALTIME_PORT: int(0, 0),
+  REALTIME_HOST: z.string().default('127.0.0.1'),
   DATABASE_URL: z.string().url().default('postgres://postgres:postgres@127.0.0.1:5432/service'),
   DATABASE_POOL_MAX: int(10, 1),
   REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
@@ -123,6 +124,8 @@ export interface Config {
   trustProxy: boolean;
   /** Internal port of the realtime process; the api forwards /v1/ws upgrades there. */
   realtimePort: number;
+  /** Bind address of the realtime process: loopback unless a reverse proxy reaches it directly. */
+  realtimeHost: string;
   databaseUrl: string;
   databasePoolMax: number;
   redisUrl: string;
@@ -173,6 +176,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     host: e.HOST,
     trustProxy: e.TRUST_PROXY === 'true' || e.TRUST_PROXY === '1',
     realtimePort: e.REALTIME_PORT || e.PORT + 1,
+    realtimeHost: e.REALTIME_HOST,
     databaseUrl: e.DATABASE_URL,
     databasePoolMax: e.DATABASE_POOL_MAX,
     redisUrl: e.REDIS_URL,
