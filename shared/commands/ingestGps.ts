@@ -172,21 +172,43 @@ const INSERT_COLUMNS: Array<[keyof NewGpsRow | 'id', string]> = [
   ['hdop', 'float8'],
   ['vdop', 'float8'],
 ];
-const INSERT_SQL = `INSERT INTO gps_points (${INSERT_COLUMNS.map(([c]) => `"${c}"`).join(', ')})
-  SELECT * FROM unnest(${INSERT_COLUMNS.map(([, type]) => `?::${type}[]`).join(', ')})
-  RETURNING id, created_at`;
+const INSERT_COLUMN_LIST = INSERT_COLUMNS.map(([c]) => `"${c}"`).join(', ');
+/** One row: a plain VALUES insert. Both statements are named, so each connection parses and plans them once. */
+const INSERT_ONE = {
+  name: 'gps_points_insert_one_v1',
+  text: `INSERT INTO gps_points (${INSERT_COLUMN_LIST}) VALUES (${INSERT_COLUMNS.map(([, type], i) => `$${i + 1}::${type}`).join(', ')}) RETURNING id, created_at`,
+};
+/** Many rows: one array per column (unnest), so the statement has 15 parameters whatever the batch size. */
+const INSERT_MANY = {
+  name: 'gps_points_insert_many_v1',
+  text: `INSERT INTO gps_points (${INSERT_COLUMN_LIST}) SELECT * FROM unnest(${INSERT_COLUMNS.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')}) RETURNING id, created_at`,
+};
+
+/** The pg client API this module uses on a connection borrowed from knex's pool. */
+interface PgConnection {
+  query(q: { name: string; text: string; values: unknown[] }): Promise<{ rows: Array<{ id: string; created_at: Date }> }>;
+}
 
 /**
- * Inserts all rows with one INSERT statement. The rows travel as one array per column (unnest), so
- * the statement has 15 parameters whatever the batch size, instead of 15 per row. Ids are made here
- * (v4, like gen_random_uuid()), so the stored rows are known without reading them back: only
- * created_at, the database's clock, is returned.
+ * Inserts all rows with one INSERT statement, as a named (prepared) statement on a connection of
+ * knex's pool: the hot path skips query building and the server skips parsing and planning. Ids
+ * are made here (v4, like gen_random_uuid()), so the stored rows are known without reading them
+ * back: only created_at, the database's clock, is returned.
  */
 async function insertRows(db: Knex, rows: NewGpsRow[]): Promise<GpsPointRow[]> {
   const withIds = rows.map((r) => ({ ...r, id: randomUUID() }));
-  const columns = INSERT_COLUMNS.map(([c]) => withIds.map((r) => r[c]));
-  // Each binding is a whole column: pg sends a JS array as a Postgres array literal.
-  const { rows: returned } = await db.raw<{ rows: Array<{ id: string; created_at: Date }> }>(INSERT_SQL, columns as unknown as Knex.RawBinding[]);
+  const values =
+    withIds.length === 1
+      ? INSERT_COLUMNS.map(([c]) => withIds[0][c])
+      : // Each parameter is a whole column: pg sends a JS array as a Postgres array literal.
+        INSERT_COLUMNS.map(([c]) => withIds.map((r) => r[c]));
+  const conn = (await db.client.acquireConnection()) as PgConnection;
+  let returned: Array<{ id: string; created_at: Date }>;
+  try {
+    ({ rows: returned } = await conn.query({ ...(withIds.length === 1 ? INSERT_ONE : INSERT_MANY), values }));
+  } finally {
+    await db.client.releaseConnection(conn);
+  }
   const createdAt = new Map(returned.map((r) => [r.id, r.created_at]));
   return withIds.map((r) => ({ ...r, created_at: createdAt.get(r.id)! }));
 }
