@@ -70,6 +70,7 @@ export function bullPrefix(config: Pick<Config, 'redisPrefix'>): string {
 export class Queues {
   private readonly queues = new Map<QueueName, Queue>();
   private readonly events = new Map<QueueName, QueueEvents>();
+  private readonly closeHooks: Array<() => Promise<void>> = [];
   private readonly eventConnections: Redis[] = [];
 
   constructor(
@@ -115,7 +116,13 @@ export class Queues {
     }
   }
 
+  /** Registers work to finish before the queues close (e.g. producers that batch enqueues). */
+  beforeClose(hook: () => Promise<void>): void {
+    this.closeHooks.push(hook);
+  }
+
   async close(): Promise<void> {
+    await Promise.all(this.closeHooks.splice(0).map((h) => h().catch(() => undefined)));
     await Promise.all(
       [...this.events.values()].map(async (e) => {
         const client = await e.client;

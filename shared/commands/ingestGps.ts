@@ -121,26 +121,33 @@ class GeofenceBatcher {
   private ids: string[] = [];
   private timer?: NodeJS.Timeout;
 
-  constructor(private readonly deps: Pick<IngestDeps, 'queues' | 'logger'>) {}
+  constructor(private readonly deps: Pick<IngestDeps, 'queues' | 'logger'>) {
+    // Points accepted just before shutdown still get their geofence evaluation.
+    deps.queues.beforeClose(() => this.flush());
+  }
 
   add(ids: string[]): void {
     this.ids.push(...ids);
-    if (this.ids.length >= GEOFENCE_JOB_MAX_IDS) this.flush();
+    if (this.ids.length >= GEOFENCE_JOB_MAX_IDS) void this.flush();
     else if (!this.timer) {
-      this.timer = setTimeout(() => this.flush(), GEOFENCE_FLUSH_MS);
+      this.timer = setTimeout(() => void this.flush(), GEOFENCE_FLUSH_MS);
       this.timer.unref();
     }
   }
 
-  flush(): void {
+  flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    const pending: Array<Promise<unknown>> = [];
     while (this.ids.length) {
       const gpsPointIds = this.ids.splice(0, GEOFENCE_JOB_MAX_IDS);
-      this.deps.queues
-        .enqueue('geofence', { gpsPointIds })
-        .catch((err) => this.deps.logger.warn({ err: (err as Error).message, points: gpsPointIds.length }, 'could not enqueue geofence evaluation'));
+      pending.push(
+        this.deps.queues
+          .enqueue('geofence', { gpsPointIds })
+          .catch((err) => this.deps.logger.warn({ err: (err as Error).message, points: gpsPointIds.length }, 'could not enqueue geofence evaluation')),
+      );
     }
+    return Promise.all(pending).then(() => undefined);
   }
 }
 

@@ -1,0 +1,28 @@
+import test from 'ava';
+import { Queue } from 'bullmq';
+import { bullPrefix } from '../../shared/queues';
+import { createRedis } from '../../shared/redis';
+import { createUser } from '../helpers/factories';
+import { startStack } from '../helpers/stack';
+
+test('a point accepted just before SIGTERM-style shutdown still gets its geofence job', async (t) => {
+  const s = await startStack();
+  try {
+    const user = await createUser(s.db, { roles: ['role_api_full_access'] });
+    const r = await s.request('POST', '/v1/gps', {
+      token: user.token,
+      body: { latitude: 52.5, longitude: 13.4, altitude: 30, heading: 90, timestamp: Math.floor(Date.now() / 1000), speed_kmh: 10, speed_mps: 2.78, speed_mph: 6.21, speed_knots: 5.4 },
+    });
+    t.is(r.status, 201, r.text);
+    // Close at once: the 20 ms geofence batch has not fired yet and must be flushed by the drain.
+    await s.api.close();
+    const redis = createRedis(s.config);
+    const queue = new Queue('geofence', { connection: redis, prefix: bullPrefix(s.config) });
+    const jobs = await queue.getJobs(['waiting', 'delayed', 'prioritized']);
+    t.true(jobs.some((j) => (j.data as { gpsPointIds: string[] }).gpsPointIds.includes(r.body.data.id)));
+    await queue.close();
+    redis.disconnect();
+  } finally {
+    await s.close();
+  }
+});
