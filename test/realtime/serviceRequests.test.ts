@@ -2,39 +2,10 @@ import test from 'ava';
 import { ChatBotClient } from '../../shared/proto/rpc';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { connect, eventually, wsBase, WsConn } from './wsClient';
+import { connect, eventually, wire, wsBase, WsConn } from './wsClient';
 
 // Workers run in-process: audit and settings requests go through the realtimeRequests queue.
 const stack = useStack(test, { realtime: 2, workers: true });
-
-function wire(buf: Uint8Array): Map<number, Array<number | Buffer>> {
-  const out = new Map<number, Array<number | Buffer>>();
-  let i = 0;
-  const varint = () => {
-    let v = 0;
-    let mul = 1;
-    for (;;) {
-      const b = buf[i++];
-      v += (b & 0x7f) * mul;
-      if (b < 0x80) return v;
-      mul *= 128;
-    }
-  };
-  while (i < buf.length) {
-    const tag = varint();
-    const field = Math.floor(tag / 8);
-    let value: number | Buffer;
-    if ((tag & 7) === 0) value = varint();
-    else {
-      const len = varint();
-      value = Buffer.from(buf.subarray(i, i + len));
-      i += len;
-    }
-    if (!out.has(field)) out.set(field, []);
-    out.get(field)!.push(value);
-  }
-  return out;
-}
 
 async function audit(conn: WsConn, body: Record<string, unknown>, requestId: string) {
   conn.envelope('createAuditEvent', body, requestId);

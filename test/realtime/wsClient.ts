@@ -145,3 +145,40 @@ export async function eventually(fn: () => boolean | Promise<boolean>, timeoutMs
     await new Promise((r) => setTimeout(r, stepMs));
   }
 }
+
+/** Minimal protobuf wire reader: field number → raw values (varints as numbers, bytes as Buffers). */
+export function wire(buf: Uint8Array): Map<number, Array<number | Buffer>> {
+  const out = new Map<number, Array<number | Buffer>>();
+  let i = 0;
+  const varint = () => {
+    let v = 0;
+    let mul = 1;
+    for (;;) {
+      const b = buf[i++];
+      v += (b & 0x7f) * mul;
+      if (b < 0x80) return v;
+      mul *= 128;
+    }
+  };
+  while (i < buf.length) {
+    const tag = varint();
+    const field = Math.floor(tag / 8);
+    const wt = tag & 7;
+    let value: number | Buffer;
+    if (wt === 0) value = varint();
+    else if (wt === 2) {
+      const len = varint();
+      value = Buffer.from(buf.subarray(i, i + len));
+      i += len;
+    } else if (wt === 1) {
+      value = Buffer.from(buf.subarray(i, i + 8));
+      i += 8;
+    } else if (wt === 5) {
+      value = Buffer.from(buf.subarray(i, i + 4));
+      i += 4;
+    } else throw new Error(`wire type ${wt}`);
+    if (!out.has(field)) out.set(field, []);
+    out.get(field)!.push(value);
+  }
+  return out;
+}
