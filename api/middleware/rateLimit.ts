@@ -23,20 +23,44 @@ export function isRateLimitExempt(path: string): boolean {
 /** Route-specific limits counted on top of the caller's tier. */
 const ROUTE_TIERS: Array<{ method: string; path: string; tier: 'gpsPost' }> = [{ method: 'POST', path: '/v1/gps', tier: 'gpsPost' }];
 
-// INCR each counter and start its expiry on first use: one round trip for all counters.
+// Add each increment to its counter and start the counter's expiry on first use; returns the
+// global counts. One round trip for any number of counters.
 const SCRIPT = `
+local n = #KEYS
 local out = {}
 for i, k in ipairs(KEYS) do
-  local c = redis.call('INCR', k)
-  if c == 1 then redis.call('PEXPIRE', k, ARGV[i]) end
+  local c = redis.call('INCRBY', k, ARGV[n + i])
+  if redis.call('PTTL', k) < 0 then redis.call('PEXPIRE', k, ARGV[i]) end
   out[i] = c
 end
 return out`;
+
+/** How often locally counted requests are added to the shared counters. */
+const FLUSH_MS = 10;
+/** A window's global count older than this is refreshed before deciding (sparse traffic). */
+const STALE_MS = 50;
+/** After an outage, how often the store is tried again. */
+const RETRY_MS = 1000;
 
 interface Counter {
   key: string;
   tier: RateTier;
   resetMs: number;
+}
+
+/** One fixed window of one identity as this instance sees it. */
+interface WindowState {
+  /** Global count at the last answer from Redis (all instances, our flushed requests included). */
+  synced: number;
+  /** Counted here, sent to Redis, not yet answered. */
+  inflight: number;
+  /** Counted here, not yet sent. */
+  pending: number;
+  ttlMs: number;
+  resetMs: number;
+  /** When the global count was last read from Redis (0: never). */
+  syncedAt: number;
+  loading?: Promise<void>;
 }
 
 export interface RateDecision {
@@ -47,11 +71,20 @@ export interface RateDecision {
   retryAfterSeconds: number;
 }
 
+type HitFn = (n: number, ...a: Array<string | number>) => Promise<number[]>;
+
 /**
- * Fixed-window counters in Redis, keyed by identity. Fail-open: when Redis cannot answer, requests
- * pass without headers. The client has no offline queue, so a dead Redis costs no waiting.
+ * Fixed-window counters in Redis, keyed by identity, counted without a Redis round trip per
+ * request: the first request of a window loads the global count, later ones are counted here and
+ * added to Redis in one script call every few milliseconds. Decisions are exact for requests this
+ * instance sees; other instances' requests are seen at most one flush later.
+ * Fail-open: while Redis cannot answer, requests pass and get no headers.
  */
 export class RateLimiter {
+  private readonly windows = new Map<string, WindowState>();
+  private flushTimer?: NodeJS.Timeout;
+  private downUntil = 0;
+
   constructor(
     private readonly redis: Redis,
     private readonly config: Pick<Config, 'redisPrefix' | 'rateLimit'>,
@@ -60,30 +93,98 @@ export class RateLimiter {
     redis.defineCommand('rlHit', { lua: SCRIPT });
   }
 
+  private get script(): HitFn {
+    return (this.redis as unknown as { rlHit: HitFn }).rlHit.bind(this.redis);
+  }
+
   private counter(name: string, identity: string, tier: RateTier, now: number): Counter {
     const windowMs = tier.windowSeconds * 1000;
     const index = Math.floor(now / windowMs);
     return { key: redisKey(this.config, 'rl', name, identity, index), tier, resetMs: (index + 1) * windowMs };
   }
 
+  private markDown(err: unknown): void {
+    this.logger.debug({ err: (err as Error).message }, 'rate limit store unreachable; allowing requests');
+    this.downUntil = Date.now() + RETRY_MS;
+    // Local counts may have been lost with the store; start over from Redis when it is back.
+    this.windows.clear();
+  }
+
+  /**
+   * Returns the window with a fresh global count: read from Redis when never read or stale
+   * (concurrent requests share one read); under steady traffic the flushes keep it fresh.
+   */
+  private async load(c: Counter, now: number): Promise<WindowState> {
+    let w = this.windows.get(c.key);
+    if (!w) {
+      w = { synced: 0, inflight: 0, pending: 0, ttlMs: c.tier.windowSeconds * 1000 + 1000, resetMs: c.resetMs, syncedAt: 0 };
+      this.windows.set(c.key, w);
+    }
+    if (now - w.syncedAt > STALE_MS) {
+      const state = w;
+      state.loading ??= this.script(1, c.key, state.ttlMs, 0)
+        .then(([count]) => {
+          state.synced = Math.max(state.synced, count);
+          state.syncedAt = Date.now();
+        })
+        .finally(() => (state.loading = undefined));
+      await state.loading;
+    }
+    return w;
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushTimer) return;
+    this.flushTimer = setTimeout(() => {
+      this.flushTimer = undefined;
+      void this.flush();
+    }, FLUSH_MS);
+    this.flushTimer.unref();
+  }
+
+  /** Sends every window's pending count to Redis in one call and takes back the global counts. */
+  async flush(): Promise<void> {
+    const now = Date.now();
+    const batch: Array<[string, WindowState, number]> = [];
+    for (const [key, w] of this.windows) {
+      if (w.pending > 0) {
+        batch.push([key, w, w.pending]);
+        w.inflight += w.pending;
+        w.pending = 0;
+      } else if (w.resetMs < now && w.inflight === 0) this.windows.delete(key);
+    }
+    if (!batch.length) return;
+    try {
+      const counts = await this.script(batch.length, ...batch.map((b) => b[0]), ...batch.map((b) => b[1].ttlMs), ...batch.map((b) => b[2]));
+      const at = Date.now();
+      batch.forEach(([, w, sent], i) => {
+        w.inflight -= sent;
+        w.synced = Math.max(w.synced, counts[i]);
+        w.syncedAt = at;
+      });
+    } catch (err) {
+      this.markDown(err);
+    }
+  }
+
   /** Counts one request for each counter; returns the most restrictive decision, or null on outage. */
   async hit(counters: Array<{ name: string; identity: string; tier: RateTier }>): Promise<RateDecision | null> {
     const now = Date.now();
+    if (now < this.downUntil) return null;
     const cs = counters.map((c) => this.counter(c.name, c.identity, c.tier, now));
-    let counts: number[];
+    let states: WindowState[];
     try {
-      counts = await (this.redis as unknown as { rlHit(n: number, ...a: Array<string | number>): Promise<number[]> }).rlHit(
-        cs.length,
-        ...cs.map((c) => c.key),
-        ...cs.map((c) => c.tier.windowSeconds * 1000 + 1000),
-      );
+      states = await Promise.all(cs.map((c) => this.load(c, now)));
     } catch (err) {
-      this.logger.debug({ err: (err as Error).message }, 'rate limit store unreachable; allowing request');
+      this.markDown(err);
       return null;
     }
     let worst: RateDecision | null = null;
     cs.forEach((c, i) => {
-      const remaining = c.tier.limit - counts[i];
+      const w = states[i];
+      w.pending++;
+      const count = w.synced + w.inflight + w.pending;
+      const remaining = c.tier.limit - count;
       const d: RateDecision = {
         allowed: remaining >= 0,
         limit: c.tier.limit,
@@ -93,7 +194,15 @@ export class RateLimiter {
       };
       if (!worst || (!d.allowed && worst.allowed) || (d.allowed === worst.allowed && d.remaining < worst.remaining)) worst = d;
     });
+    this.scheduleFlush();
     return worst;
+  }
+
+  /** Flushes what is still counted locally (shutdown). */
+  async close(): Promise<void> {
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+    await this.flush();
   }
 }
 

@@ -60,6 +60,8 @@ async function main(kind: string): Promise<void> {
   return listen(http.createServer(app.callback()));
 }
 
+process.on('SIGINT', () => process.exit(0));
+
 main(process.argv[2]).catch((err) => {
   process.stderr.write(`${err?.stack ?? err}\n`);
   process.exit(1);
