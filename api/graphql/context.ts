@@ -8,4 +8,6 @@ export interface GqlContext {
   services: ApiServices;
   ip: string;
   userAgent: string | null;
+  /** A request header (lower-case name), e.g. X-ID-App-Key or X-ID-App-Assertion. */
+  header(name: string): string | null;
 }

@@ -7,6 +7,7 @@ import { HttpError } from '../../shared/errors';
 import type { AppState } from '../routing';
 import type { ApiServices } from '../services';
 import type { GqlContext } from './context';
+import { AuditResolver } from './audit';
 import { MeResolver } from './me';
 import { WsTicketResolver } from './wsTicket';
 import { AccountsResolver } from './accounts';
@@ -17,7 +18,7 @@ import { GpsResolver } from './gps';
  * own access through shared/policies (the endpoint itself allows anonymous callers).
  */
 // eslint-disable-next-line @typescript-eslint/ban-types
-export const resolvers: NonEmptyArray<Function> = [MeResolver, WsTicketResolver, AccountsResolver, GpsResolver];
+export const resolvers: NonEmptyArray<Function> = [MeResolver, WsTicketResolver, AccountsResolver, GpsResolver, AuditResolver];
 
 export async function buildGraphqlSchema(): Promise<GraphQLSchema> {
   return buildSchema({ resolvers, validate: false });
@@ -59,6 +60,7 @@ export function graphqlRoutes(router: Router<AppState, { services: ApiServices }
       services: ctx.services,
       ip: ctx.ip,
       userAgent: ctx.get('user-agent') || null,
+      header: (name: string) => ctx.get(name) || null,
     };
     await handler(ctx as never, async () => undefined);
   };

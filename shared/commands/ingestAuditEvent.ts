@@ -1,0 +1,92 @@
+import type { Knex } from 'knex';
+import type Redis from 'ioredis';
+import { appForKey, verifyAppAssertion } from '../auth/assertionVerifier';
+import type { Config } from '../config';
+import { badRequest, serviceUnavailable, unauthorized } from '../errors';
+import type { AuditEvent } from '../models/AuditEvent';
+import { authorize, Principal } from '../policies';
+import { z } from '../zod';
+import { AUDIT_EVENT_TYPES, recordAuditEvent, SOURCE_SERVICES } from './recordAuditEvent';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The audit event an internal app or service may write (POST /v1/internal/audit, GraphQL logAuditEvent). */
+export const auditIngestBody = z.object({
+  user_id: z.string().max(255).nullish(),
+  event_type: z.enum(AUDIT_EVENT_TYPES, { errorMap: () => ({ message: `must be one of ${AUDIT_EVENT_TYPES.join(', ')}` }) }),
+  resource_type: z.string().max(64).nullish(),
+  resource_id: z.string().max(255).nullish(),
+  actor_id: z.string().max(255).nullish(),
+  ip_address: z.string().max(64).nullish(),
+  user_agent: z.string().max(2000).nullish(),
+  description: z.string().max(4000).nullish(),
+  metadata: z.record(z.unknown()).nullish().refine((m) => !m || JSON.stringify(m).length <= 16_384, 'must be at most 16 KiB of JSON'),
+  status: z.enum(['success', 'failure']).default('success'),
+  error_message: z.string().max(4000).nullish(),
+  source_service: z.enum(SOURCE_SERVICES).default('api'),
+});
+export type AuditIngestInput = z.infer<typeof auditIngestBody>;
+
+export interface AuditWriter {
+  /** The internal app that authenticated with X-ID-App-Key, or null for a credential with audit:write. */
+  appId: string | null;
+}
+
+/**
+ * Who is writing: an internal app by X-ID-App-Key (constant-time match against ID_APPS), or a
+ * credential holding audit:write (the system key holds everything). Anything else is 401/403.
+ */
+export function auditWriter(config: Pick<Config, 'idApps'>, principal: Principal, appKey: string | null | undefined): AuditWriter {
+  if (appKey) {
+    const appId = appForKey(config, appKey);
+    if (!appId) throw unauthorized('invalid X-ID-App-Key');
+    return { appId };
+  }
+  authorize(principal, 'audit:write');
+  return { appId: null };
+}
+
+async function userExists(db: Knex, id: string): Promise<boolean> {
+  if (!UUID.test(id)) return false;
+  return !!(await db('users').where('id', id.toLowerCase()).first('id'));
+}
+
+/**
+ * Validates references and attribution, then records the event. `user_id` must be an existing user
+ * when the source is the api (bots may send external ids or null); `actor_id` must exist when
+ * given. An app attributing an event to an end user without a user token must present that user's
+ * X-ID-App-Assertion, issued by the same app (spec §5.8).
+ */
+export async function ingestAuditEvent(
+  deps: { config: Config; redis: Redis; db: Knex },
+  writer: AuditWriter,
+  input: AuditIngestInput,
+  assertion: string | null | undefined,
+): Promise<AuditEvent> {
+  const userId = input.user_id || null;
+  if (userId && input.source_service === 'api' && !(await userExists(deps.db, userId))) throw badRequest('user_id: unknown user');
+  if (input.actor_id && !(await userExists(deps.db, input.actor_id))) throw badRequest('actor_id: unknown user');
+  if (writer.appId && userId) {
+    const a = await verifyAppAssertion(deps.config, deps.redis, assertion || null);
+    if (!a.ok) {
+      if (a.reason === 'unavailable') throw serviceUnavailable(a.message);
+      throw unauthorized(`invalid X-ID-App-Assertion: ${a.message}`);
+    }
+    if (a.appId !== writer.appId) throw unauthorized('X-ID-App-Assertion was issued by another app than X-ID-App-Key');
+    if (a.subject !== userId) throw unauthorized('X-ID-App-Assertion subject does not match user_id');
+  }
+  return recordAuditEvent({
+    user_id: userId && UUID.test(userId) ? userId.toLowerCase() : userId,
+    event_type: input.event_type,
+    resource_type: input.resource_type ?? null,
+    resource_id: input.resource_id ?? null,
+    actor_id: input.actor_id ? input.actor_id.toLowerCase() : null,
+    ip_address: input.ip_address ?? null,
+    user_agent: input.user_agent ?? null,
+    description: input.description ?? null,
+    metadata: input.metadata ?? {},
+    status: input.status,
+    error_message: input.error_message ?? null,
+    source_service: input.source_service,
+  });
+}

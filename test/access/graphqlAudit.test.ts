@@ -1,0 +1,58 @@
+import test from 'ava';
+import { signAppAssertion } from '../../shared/auth/assertionVerifier';
+import { createUser } from '../helpers/factories';
+import { useStack } from '../helpers/stack';
+
+const APP_SECRET = 'gql-audit-app-secret-0001';
+const stack = useStack(test, { env: { ID_APPS: `idapp:${APP_SECRET}` } });
+
+const MUTATION = `mutation($input: AuditEventInput!) { logAuditEvent(input: $input) { id userId eventType status sourceService } }`;
+const CREATE = `mutation($input: AuditEventInput!) { createAuditEvent(input: $input) { id eventType } }`;
+const gql = (query: string, input: unknown, opts: { token?: string; headers?: Record<string, string> } = {}) =>
+  stack().request('POST', '/v1/gql', { token: opts.token, headers: opts.headers, body: { query, variables: { input } } });
+
+test('the system key logs an audit event for a user through GraphQL', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const r = await gql(MUTATION, { userId: user.id, eventType: 'logout', metadataJson: '{"reason":"user_initiated"}' }, { token: s.systemKey });
+  t.falsy(r.body.errors, JSON.stringify(r.body.errors));
+  t.is(r.body.data.logAuditEvent.userId, user.id);
+  const row = await s.db('audit_events').where('id', r.body.data.logAuditEvent.id).first();
+  t.deepEqual(row.metadata, { reason: 'user_initiated' });
+  const c = await gql(CREATE, { eventType: 'bot_command_executed', sourceService: 'chat_bot' }, { token: s.systemKey });
+  t.is(c.body.data.createAuditEvent.eventType, 'bot_command_executed');
+});
+
+test('without audit:write: Unauthorized anonymously, Forbidden for a plain user', async (t) => {
+  const s = stack();
+  const anon = await gql(MUTATION, { eventType: 'login' });
+  t.is(anon.body.errors[0].extensions.code, 'Unauthorized');
+  const user = await createUser(s.db);
+  const denied = await gql(MUTATION, { eventType: 'login' }, { token: user.token });
+  t.is(denied.body.errors[0].extensions.code, 'Forbidden');
+});
+
+test('an internal app attributes an event to a user only with that user\u2019s assertion, once', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const headers = { 'x-id-app-key': APP_SECRET };
+  const missing = await gql(MUTATION, { userId: user.id, eventType: 'logout', sourceService: 'id' }, { headers });
+  t.is(missing.body.errors[0].extensions.code, 'Unauthorized');
+  const assertion = signAppAssertion({ appId: 'idapp', secret: APP_SECRET, subject: user.id });
+  const ok = await gql(MUTATION, { userId: user.id, eventType: 'logout', sourceService: 'id' }, { headers: { ...headers, 'x-id-app-assertion': assertion } });
+  t.falsy(ok.body.errors, JSON.stringify(ok.body.errors));
+  t.is(ok.body.data.logAuditEvent.sourceService, 'id');
+  const replay = await gql(MUTATION, { userId: user.id, eventType: 'logout', sourceService: 'id' }, { headers: { ...headers, 'x-id-app-assertion': assertion } });
+  t.is(replay.body.errors[0].extensions.code, 'Unauthorized');
+});
+
+test('bad input is a BadRequest naming the field', async (t) => {
+  const s = stack();
+  const r = await gql(MUTATION, { eventType: 'made_up' }, { token: s.systemKey });
+  t.is(r.body.errors[0].extensions.code, 'BadRequest');
+  t.regex(r.body.errors[0].message, /^event_type: must be one of/);
+  const unknown = await gql(MUTATION, { eventType: 'login', userId: '00000000-0000-4000-8000-000000000000' }, { token: s.systemKey });
+  t.regex(unknown.body.errors[0].message, /user_id: unknown user/);
+  const json = await gql(MUTATION, { eventType: 'login', metadataJson: '{nope' }, { token: s.systemKey });
+  t.regex(json.body.errors[0].message, /metadataJson/);
+});
