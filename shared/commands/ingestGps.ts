@@ -120,6 +120,8 @@ const GEOFENCE_JOB_MAX_IDS = 1000;
 class GeofenceBatcher {
   private ids: string[] = [];
   private timer?: NodeJS.Timeout;
+  /** Enqueues sent and not yet answered: shutdown waits for them too. */
+  private readonly inflight = new Set<Promise<unknown>>();
 
   constructor(private readonly deps: Pick<IngestDeps, 'queues' | 'logger'>) {
     // Points accepted just before shutdown still get their geofence evaluation.
@@ -138,16 +140,15 @@ class GeofenceBatcher {
   flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    const pending: Array<Promise<unknown>> = [];
     while (this.ids.length) {
       const gpsPointIds = this.ids.splice(0, GEOFENCE_JOB_MAX_IDS);
-      pending.push(
-        this.deps.queues
-          .enqueue('geofence', { gpsPointIds })
-          .catch((err) => this.deps.logger.warn({ err: (err as Error).message, points: gpsPointIds.length }, 'could not enqueue geofence evaluation')),
-      );
+      const p: Promise<unknown> = this.deps.queues
+        .enqueue('geofence', { gpsPointIds })
+        .catch((err) => this.deps.logger.warn({ err: (err as Error).message, points: gpsPointIds.length }, 'could not enqueue geofence evaluation'))
+        .finally(() => this.inflight.delete(p));
+      this.inflight.add(p);
     }
-    return Promise.all(pending).then(() => undefined);
+    return Promise.all([...this.inflight]).then(() => undefined);
   }
 }
 

@@ -5,7 +5,11 @@ import { createRedis } from '../../shared/redis';
 import { createUser } from '../helpers/factories';
 import { startStack } from '../helpers/stack';
 
-test('a point accepted just before SIGTERM-style shutdown still gets its geofence job', async (t) => {
+for (const [label, delayMs] of [
+  ['before the 20 ms batch timer fires', 0],
+  ['while the batch timer\'s enqueue is in flight', 21],
+] as const) {
+test(`a point accepted just before shutdown still gets its geofence job (${label})`, async (t) => {
   const s = await startStack();
   try {
     const user = await createUser(s.db, { roles: ['role_api_full_access'] });
@@ -14,7 +18,8 @@ test('a point accepted just before SIGTERM-style shutdown still gets its geofenc
       body: { latitude: 52.5, longitude: 13.4, altitude: 30, heading: 90, timestamp: Math.floor(Date.now() / 1000), speed_kmh: 10, speed_mps: 2.78, speed_mph: 6.21, speed_knots: 5.4 },
     });
     t.is(r.status, 201, r.text);
-    // Close at once: the 20 ms geofence batch has not fired yet and must be flushed by the drain.
+    // The drain must flush the batch, or wait for the enqueue the timer already started.
+    if (delayMs) await new Promise((res) => setTimeout(res, delayMs));
     await s.api.close();
     const redis = createRedis(s.config);
     const queue = new Queue('geofence', { connection: redis, prefix: bullPrefix(s.config) });
@@ -26,3 +31,4 @@ test('a point accepted just before SIGTERM-style shutdown still gets its geofenc
     await s.close();
   }
 });
+}
