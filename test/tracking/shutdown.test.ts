@@ -5,11 +5,12 @@ import { createRedis } from '../../shared/redis';
 import { createUser } from '../helpers/factories';
 import { startStack } from '../helpers/stack';
 
+// Serial: each case starts its own stack, and Objection binds its models to one database per process.
 for (const [label, delayMs] of [
   ['before the 20 ms batch timer fires', 0],
   ['while the batch timer\'s enqueue is in flight', 21],
 ] as const) {
-test(`a point accepted just before shutdown still gets its geofence job (${label})`, async (t) => {
+test.serial(`a point accepted just before shutdown still gets its geofence job (${label})`, async (t) => {
   const s = await startStack();
   try {
     const user = await createUser(s.db, { roles: ['role_api_full_access'] });
