@@ -25,19 +25,19 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): Koa<App
   graphqlRoutes(router, schema, services.config.env === 'production');
 
   app.use(errorHandler(services.logger));
-  app.use(
-    koaBody({
-      jsonLimit: '4mb',
-      formLimit: '256kb',
-      text: false,
-      multipart: false,
-      jsonStrict: true,
-      parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
-      onError: (err) => {
-        throw Object.assign(new Error(err.message), { status: 400, type: 'entity.parse.failed' });
-      },
-    }),
-  );
+  const parseBody = koaBody({
+    jsonLimit: '4mb',
+    formLimit: '256kb',
+    text: false,
+    multipart: false,
+    jsonStrict: true,
+    parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
+    onError: (err) => {
+      throw Object.assign(new Error(err.message), { status: 400, type: 'entity.parse.failed' });
+    },
+  });
+  // GET/HEAD/OPTIONS carry no body: skip the parser entirely on the most common requests.
+  app.use((ctx, next) => (ctx.method === 'GET' || ctx.method === 'HEAD' || ctx.method === 'OPTIONS' ? next() : parseBody(ctx, next)));
   app.use(authenticate());
   app.use(rateLimit(services.config));
   app.use(rejectFailedCredentials());

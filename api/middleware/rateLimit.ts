@@ -167,11 +167,24 @@ export class RateLimiter {
     }
   }
 
-  /** Counts one request for each counter; returns the most restrictive decision, or null on outage. */
-  async hit(counters: Array<{ name: string; identity: string; tier: RateTier }>): Promise<RateDecision | null> {
+  /**
+   * Counts one request for each counter; returns the most restrictive decision, or null on outage.
+   * When every window is fresh the answer is synchronous: no promise, no I/O on the hot path.
+   */
+  hit(counters: Array<{ name: string; identity: string; tier: RateTier }>): RateDecision | null | Promise<RateDecision | null> {
     const now = Date.now();
     if (now < this.downUntil) return null;
     const cs = counters.map((c) => this.counter(c.name, c.identity, c.tier, now));
+    const fresh: WindowState[] = [];
+    for (const c of cs) {
+      const w = this.windows.get(c.key);
+      if (!w || now - w.syncedAt > STALE_MS) return this.hitAfterLoad(cs, now);
+      fresh.push(w);
+    }
+    return this.decide(cs, fresh, now);
+  }
+
+  private async hitAfterLoad(cs: Counter[], now: number): Promise<RateDecision | null> {
     let states: WindowState[];
     try {
       states = await Promise.all(cs.map((c) => this.load(c, now)));
@@ -179,6 +192,10 @@ export class RateLimiter {
       this.markDown(err);
       return null;
     }
+    return this.decide(cs, states, now);
+  }
+
+  private decide(cs: Counter[], states: WindowState[], now: number): RateDecision {
     let worst: RateDecision | null = null;
     cs.forEach((c, i) => {
       const w = states[i];
@@ -195,7 +212,7 @@ export class RateLimiter {
       if (!worst || (!d.allowed && worst.allowed) || (d.allowed === worst.allowed && d.remaining < worst.remaining)) worst = d;
     });
     this.scheduleFlush();
-    return worst;
+    return worst!;
   }
 
   /** Flushes what is still counted locally (shutdown). */
@@ -234,7 +251,8 @@ export function rateLimit(config: Pick<Config, 'rateLimit' | 'internalToken'>): 
     }
     if (counters.length === 0) return next();
 
-    const decision = await c.services.rateLimiter.hit(counters);
+    const hit = c.services.rateLimiter.hit(counters);
+    const decision = hit instanceof Promise ? await hit : hit;
     if (decision) {
       ctx.set('X-RateLimit-Limit', String(decision.limit));
       ctx.set('X-RateLimit-Remaining', String(decision.remaining));
