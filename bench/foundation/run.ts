@@ -6,6 +6,7 @@ import { createApiKey } from '../../shared/commands/apiKeys';
 import { loadConfig } from '../../shared/config';
 import { createDb, migrate } from '../../shared/db';
 import { seed } from '../../shared/seed';
+import { pgCeiling } from './pgCeiling';
 
 /**
  * Foundation benchmark (issue 2): req/s and p99 for a bare node:http server, Koa, the partial
@@ -19,7 +20,7 @@ const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const TARGETS = path.resolve(__dirname, 'targets.js');
 
-async function prepareDatabase(): Promise<{ env: Record<string, string>; apiKey: string }> {
+async function prepareDatabase(): Promise<{ env: Record<string, string>; apiKey: string; databaseUrl: string }> {
   const base = new URL(process.env.DATABASE_URL || 'postgres://postgres:postgres@127.0.0.1:5432/service');
   const name = `${base.pathname.slice(1) || 'service'}_bench`;
   const admin = new URL(base.toString());
@@ -44,7 +45,7 @@ async function prepareDatabase(): Promise<{ env: Record<string, string>; apiKey:
   await db('user_roles').insert({ user_id: user.id, role_id: 'role_developer' });
   const { key } = await createApiKey({ userId: user.id, name: 'bench', scopes: ['roles:read'] });
   await db.destroy();
-  return { env, apiKey: key };
+  return { env, apiKey: key, databaseUrl: base.toString() };
 }
 
 function startTarget(kind: string, env: Record<string, string>): Promise<{ child: ChildProcess; port: number }> {
@@ -68,7 +69,7 @@ async function load(url: string, headers: Record<string, string> = {}): Promise<
 }
 
 async function main(): Promise<void> {
-  const { env, apiKey } = await prepareDatabase();
+  const { env, apiKey, databaseUrl } = await prepareDatabase();
   const cases: Array<{ label: string; kind: string; path: string; headers?: Record<string, string> }> = [
     { label: '(a) node:http, small JSON', kind: 'node-http', path: '/' },
     { label: '(b) Koa, same JSON', kind: 'koa', path: '/' },
@@ -106,6 +107,8 @@ async function main(): Promise<void> {
   const c = rows[6].rps / koa;
   const d = rows[7].rps / koa;
   process.stdout.write(`\ntargets: (c) ≥ 50% of (b): ${(c * 100).toFixed(0)}% ${c >= 0.5 ? 'met' : 'MISSED'}; (d) ≥ 35% of (b): ${(d * 100).toFixed(0)}% ${d >= 0.35 ? 'met' : 'MISSED'}\n`);
+  const ceiling = await pgCeiling(databaseUrl, DURATION);
+  process.stdout.write(`reference for (d): the same one-row SELECT straight through pg, no HTTP: ${ceiling.toFixed(0)} queries/s = ${((100 * ceiling) / koa).toFixed(0)}% of (b)\n`);
   process.stdout.write(`(medians of ${ROUNDS} rounds; ${CONNECTIONS} connections, ${DURATION} s per target after a 2 s warm-up, one api process, loopback)\n`);
 }
 
