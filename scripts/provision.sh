@@ -36,12 +36,15 @@ ensure_postgres() {
     log "installing PostgreSQL from Debian's packages"
     apt_install postgresql
   fi
-  local version
+  local version cluster=main
   version=$(ls /usr/lib/postgresql | sort -V | tail -1)
-  if ! ls "/etc/postgresql/$version/main" >/dev/null 2>&1; then as_root pg_createcluster "$version" main >/dev/null; fi
-  if [[ "$port" != "5432" ]]; then as_root sed -i "s/^#\?port = .*/port = $port/" "/etc/postgresql/$version/main/postgresql.conf"; fi
-  log "starting PostgreSQL $version on port $port"
-  as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start || as_root pg_ctlcluster "$version" main start
+  # Never re-port an existing cluster: a different port gets a cluster of its own.
+  if [[ -f "/etc/postgresql/$version/main/postgresql.conf" ]] && ! grep -Eq "^port\s*=\s*$port\b" "/etc/postgresql/$version/main/postgresql.conf"; then
+    cluster="svc$port"
+  fi
+  if [[ ! -d "/etc/postgresql/$version/$cluster" ]]; then as_root pg_createcluster -p "$port" "$version" "$cluster" >/dev/null; fi
+  log "starting PostgreSQL $version cluster $cluster on port $port"
+  as_root pg_ctlcluster --skip-systemctl-redirect "$version" "$cluster" start || as_root pg_ctlcluster "$version" "$cluster" start
   wait_for "$host" "$port" PostgreSQL
   # Give the URL's role its password so TCP logins with the URL work on Debian's default pg_hba.
   local role="${user:-postgres}" pw="${password:-postgres}"
