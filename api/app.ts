@@ -1,7 +1,7 @@
-import Router from '@koa/router';
 import type { GraphQLSchema } from 'graphql';
 import Koa from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
+import { IndexedRouter } from './indexedRouter';
 import { authenticate, rejectFailedCredentials } from './middleware/auth';
 import { errorHandler } from './middleware/errors';
 import { rateLimit } from './middleware/rateLimit';
@@ -20,7 +20,7 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): Koa<App
   app.context.services = services;
   app.silent = true;
 
-  const router = new Router<AppState, { services: ApiServices }>();
+  const router = new IndexedRouter<AppState, { services: ApiServices }>();
   for (const mount of routeModules) mount(router);
   graphqlRoutes(router, schema, services.config.env === 'production');
 
