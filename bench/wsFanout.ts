@@ -26,13 +26,10 @@ import { ChildProcess, fork } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import knex from 'knex';
 import Redis from 'ioredis';
+import { freshBenchDatabase } from './benchDatabase';
 import WebSocket from 'ws';
 import { createSession } from '../shared/commands/sessions';
-import { loadConfig } from '../shared/config';
-import { createDb, migrate } from '../shared/db';
-import { seed } from '../shared/seed';
 
 const SIZES = (process.env.BENCH_WS_CLIENTS || '1000,10000').split(',').map(Number);
 const RATE = Number(process.env.BENCH_WS_RATE || 50_000);
@@ -46,19 +43,9 @@ const CONNECT_BATCH = 200;
 type Kind = 'realtime' | 'bare ws';
 
 async function prepare(): Promise<{ env: Record<string, string>; token: string }> {
-  const base = new URL(process.env.DATABASE_URL || 'postgres://postgres:postgres@127.0.0.1:5432/service');
-  const name = `${base.pathname.slice(1) || 'service'}_bench_ws`;
-  const admin = new URL(base.toString());
-  admin.pathname = '/postgres';
-  const a = knex({ client: 'pg', connection: admin.toString(), pool: { min: 0, max: 1 } });
-  await a.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
-  await a.raw('CREATE DATABASE ??', [name]);
-  await a.destroy();
-  base.pathname = `/${name}`;
-  const env = { DATABASE_URL: base.toString(), REDIS_URL, REDIS_PREFIX: PREFIX, LOG_LEVEL: 'warn', NODE_ENV: 'production', SECRETS_KEY: Buffer.alloc(32, 7).toString('base64') };
-  const db = createDb(loadConfig(env), { poolMax: 2 });
-  await migrate(db);
-  await seed(db);
+  const settings = { REDIS_URL, REDIS_PREFIX: PREFIX, LOG_LEVEL: 'warn', NODE_ENV: 'production', SECRETS_KEY: Buffer.alloc(32, 7).toString('base64') };
+  const { url, db } = await freshBenchDatabase('bench_ws', settings);
+  const env = { DATABASE_URL: url, ...settings };
   const [user] = await db('users').insert({ username: 'bench_ws' }).returning('id');
   await db('user_roles').insert({ user_id: user.id, role_id: 'role_user' });
   const { token } = await createSession(user.id, new Date(Date.now() + 86400_000), {});

@@ -34,7 +34,7 @@ export function errorName(status: number): string {
     422: 'UnprocessableEntity',
     429: 'TooManyRequests',
     500: 'InternalServerError',
-    501: 'NotImplemented',
+    501: 'NotImplemented', // only POST /v1/auth/validate (spec §4.1)
     503: 'ServiceUnavailable',
     504: 'GatewayTimeout',
   };

@@ -33,7 +33,7 @@ export function infoRoutes(router: Router<AppState, { services: ApiServices }>):
       responses: { 501: { description: 'Not implemented' } },
     },
     () => {
-      throw new HttpError(501, 'NotImplemented', 'token validation is not implemented; use GET /v1/users/me');
+      throw new HttpError(501, 'NotImplemented', 'POST /v1/auth/validate is a placeholder that always answers 501; use GET /v1/users/me');
     },
   );
 }

@@ -1,11 +1,8 @@
 import autocannon from 'autocannon';
 import { spawn, ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import knex from 'knex';
 import { createApiKey } from '../../shared/commands/apiKeys';
-import { loadConfig } from '../../shared/config';
-import { createDb, migrate } from '../../shared/db';
-import { seed } from '../../shared/seed';
+import { freshBenchDatabase } from '../benchDatabase';
 import { pgCeiling } from './pgCeiling';
 
 /**
@@ -21,31 +18,19 @@ const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const TARGETS = path.resolve(__dirname, 'targets.js');
 
 async function prepareDatabase(): Promise<{ env: Record<string, string>; apiKey: string; databaseUrl: string }> {
-  const base = new URL(process.env.DATABASE_URL || 'postgres://postgres:postgres@127.0.0.1:5432/service');
-  const name = `${base.pathname.slice(1) || 'service'}_bench`;
-  const admin = new URL(base.toString());
-  admin.pathname = '/postgres';
-  const a = knex({ client: 'pg', connection: admin.toString(), pool: { min: 0, max: 1 } });
-  await a.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
-  await a.raw('CREATE DATABASE ??', [name]);
-  await a.destroy();
-  base.pathname = `/${name}`;
-  const env = {
-    DATABASE_URL: base.toString(),
+  const settings = {
     REDIS_PREFIX: `bench:${Date.now()}:`,
     // Limits far above what the run sends, so every request is counted but none refused.
     RATE_LIMIT_ANONYMOUS: '100000000',
     RATE_LIMIT_API_KEY: '100000000',
     SYSTEM_API_KEY: 'bench-system-key-0123456789abcdef',
   };
-  const db = createDb(loadConfig({ ...process.env, ...env }), { poolMax: 2 });
-  await migrate(db);
-  await seed(db);
+  const { url, db } = await freshBenchDatabase('bench', settings);
   const [user] = await db('users').insert({ username: 'bench_user' }).returning('id');
   await db('user_roles').insert({ user_id: user.id, role_id: 'role_developer' });
   const { key } = await createApiKey({ userId: user.id, name: 'bench', scopes: ['roles:read'] });
   await db.destroy();
-  return { env, apiKey: key, databaseUrl: base.toString() };
+  return { env: { DATABASE_URL: url, ...settings }, apiKey: key, databaseUrl: url };
 }
 
 function startTarget(kind: string, env: Record<string, string>): Promise<{ child: ChildProcess; port: number }> {

@@ -71,7 +71,7 @@ test('POST /v1/auth/validate is 501 for an authenticated caller and 401 anonymou
   t.is(anon.status, 401);
   const r = await s.request('POST', '/v1/auth/validate', { token: user.token, body: { token: 'x' } });
   t.is(r.status, 501);
-  t.is(r.body.error, 'NotImplemented');
+  t.is(r.body.error, 'NotImplemented'); // the spec's /v1/auth/validate placeholder
 });
 
 test('OpenAPI document lists the routes and Swagger UI is served', async (t) => {
