@@ -1,8 +1,8 @@
 import type { GraphQLSchema } from 'graphql';
 import Koa from 'koa';
-import { HttpMethodEnum, koaBody } from 'koa-body';
 import { IndexedRouter } from './indexedRouter';
 import { authenticate, rejectFailedCredentials } from './middleware/auth';
+import { bodyParser } from './middleware/body';
 import { errorHandler } from './middleware/errors';
 import { rateLimit } from './middleware/rateLimit';
 import { graphqlRoutes } from './graphql';
@@ -25,19 +25,7 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): Koa<App
   graphqlRoutes(router, schema, services.config.env === 'production');
 
   app.use(errorHandler(services.logger));
-  const parseBody = koaBody({
-    jsonLimit: '4mb',
-    formLimit: '256kb',
-    text: false,
-    multipart: false,
-    jsonStrict: true,
-    parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
-    onError: (err) => {
-      throw Object.assign(new Error(err.message), { status: 400, type: 'entity.parse.failed' });
-    },
-  });
-  // GET/HEAD/OPTIONS carry no body: skip the parser entirely on the most common requests.
-  app.use((ctx, next) => (ctx.method === 'GET' || ctx.method === 'HEAD' || ctx.method === 'OPTIONS' ? next() : parseBody(ctx, next)));
+  app.use(bodyParser());
   app.use(authenticate());
   app.use(rateLimit(services.config));
   app.use(rejectFailedCredentials());

@@ -4,6 +4,31 @@ type Layer = Router.Layer;
 
 const ANY = '\u0000any';
 
+/** The context fields @koa/router's dispatch reads and writes (not all are in its typings). */
+interface DispatchContext {
+  path: string;
+  method: string;
+  newRouterPath?: string;
+  matched?: Layer[];
+  router?: unknown;
+  captures?: string[];
+  params?: Record<string, string>;
+  request: { params?: Record<string, string> };
+  routerPath?: string | RegExp;
+  routerName?: string | null;
+  _matchedRoute?: string | RegExp;
+  _matchedRouteName?: string;
+}
+
+/** Layer methods with the arities @koa/router's own dispatch uses. */
+interface DispatchLayer {
+  path: string | RegExp;
+  name: string | null;
+  stack: Array<(ctx: unknown, next: () => Promise<unknown>) => unknown>;
+  captures(path: string, captures?: string[]): string[];
+  params(path: string, captures: string[], params?: Record<string, string>): Record<string, string>;
+}
+
 /** The index key of a path: its first two segments, lower-cased ('/v1/users/7' → 'v1/users'). */
 function keyOfPath(path: string): string {
   const segs = path.split('/', 3);
@@ -50,5 +75,40 @@ export class IndexedRouter<StateT = unknown, ContextT = unknown> extends Router<
       }
     }
     return matched;
+  }
+
+  /**
+   * @koa/router's dispatch, minus its per-request `reduce` + `compose` when one route with one
+   * handler matched (every route defineRoute() registers): params are set exactly as its own
+   * param layer sets them and the handler gets the outer `next`. Any other case (several layers,
+   * router middleware, host or routerPath options) takes @koa/router's own dispatch.
+   */
+  override middleware(): Router.Middleware<StateT, ContextT> {
+    const general = super.middleware();
+    if (this.opts.host || this.opts.routerPath) return general;
+    const dispatch: Router.Middleware<StateT, ContextT> = (ctx, next) => {
+      const c = ctx as unknown as DispatchContext;
+      if (c.newRouterPath || c.matched) return general(ctx, next);
+      const path = c.path;
+      const matched = this.match(path, c.method);
+      const layers = matched.pathAndMethod;
+      if (!matched.route || layers.length !== 1 || layers[0].stack.length !== 1) return general(ctx, next);
+      const layer = layers[0] as unknown as DispatchLayer;
+      c.matched = matched.path;
+      c.router = this;
+      c.captures = layer.captures(path, c.captures);
+      c.params = c.request.params = layer.params(path, c.captures, c.params);
+      c.routerPath = layer.path;
+      c.routerName = layer.name;
+      c._matchedRoute = layer.path;
+      if (layer.name) c._matchedRouteName = layer.name;
+      return layer.stack[0](ctx, next);
+    };
+    (dispatch as unknown as { router: Router }).router = this as unknown as Router;
+    return dispatch;
+  }
+
+  override routes(): Router.Middleware<StateT, ContextT> {
+    return this.middleware();
   }
 }

@@ -83,17 +83,17 @@ export function defineRoute<
   Q extends AnyObject = z.ZodObject<{}>,
   B extends ZodTypeAny = z.ZodUnknown,
 >(router: Router<AppState, { services: ApiServices }>, def: RouteDef<P, Q, B>, handler: (ctx: AppContext, input: RouteInput<P, Q, B>) => Promise<void> | void): void {
-  router[def.method](def.path, async (ctx) => {
+  const selfRule = typeof def.auth === 'object' && def.auth.self;
+  router[def.method](def.path, (ctx) => {
     const c = ctx as unknown as AppContext;
-    const selfRule = typeof def.auth === 'object' && def.auth.self;
     // Permission checks come before validation (a caller without access learns nothing about the
     // input rules), except for 'or self' rules, which need the validated path id.
     if (!selfRule) checkAccess(c, def.auth, {});
-    const params = parse(def.params, ctx.params, 'params');
+    const params = def.params ? parse(def.params, ctx.params, 'params') : (ctx.params as z.infer<P>);
     if (selfRule) checkAccess(c, def.auth, params as Record<string, unknown>);
-    const query = parse(def.query, ctx.query, 'query');
-    const body = parse(def.body, (ctx.request as { body?: unknown }).body ?? {}, 'body');
-    await handler(c, { params, query, body });
+    const query = def.query ? parse(def.query, ctx.query, 'query') : ({} as z.infer<Q>);
+    const body = def.body ? parse(def.body, (ctx.request as { body?: unknown }).body ?? {}, 'body') : ((ctx.request as { body?: unknown }).body as z.infer<B>);
+    return handler(c, { params, query, body });
   });
 
   const security = def.auth === 'public' ? [] : [{ bearerAuth: [] }];

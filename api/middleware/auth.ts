@@ -13,17 +13,19 @@ export function bearerToken(header: string | undefined): string | null | undefin
 /**
  * Resolves the caller once per request into `ctx.state.principal` (X-User-Id is never read).
  * A failed credential is remembered, not thrown, so the rate limiter can count it against the
- * caller's IP before the 401 goes out.
+ * caller's IP before the 401 goes out. Anonymous requests pass without making a promise.
  */
 export function authenticate(): Middleware {
-  return async (ctx, next) => {
+  return (ctx, next) => {
     const c = ctx as unknown as AppContext;
     const token = bearerToken(ctx.get('authorization') || undefined);
     c.state.principal = ANONYMOUS;
     if (token === undefined) {
       (c.state as { authFailure?: HttpError }).authFailure = unauthorized('malformed Authorization header: expected Bearer <token>');
-    } else if (token) {
-      const result = await c.services.credentials.resolve(token);
+      return next();
+    }
+    if (!token) return next();
+    return c.services.credentials.resolve(token).then((result) => {
       if (result.ok) {
         c.state.principal = result.principal;
         c.state.token = token;
@@ -31,19 +33,19 @@ export function authenticate(): Middleware {
         (c.state as { authFailure?: HttpError }).authFailure =
           result.status === 403 ? new HttpError(403, 'Forbidden', result.message) : unauthorized(result.message);
       }
-    }
-    if (c.state.principal.kind === 'system' && !systemKeyAllowed(ctx.path)) {
-      throw forbidden('system key not permitted on this route');
-    }
-    await next();
+      if (c.state.principal.kind === 'system' && !systemKeyAllowed(ctx.path)) {
+        throw forbidden('system key not permitted on this route');
+      }
+      return next();
+    });
   };
 }
 
 /** Raises the remembered credential failure (after rate limiting has counted it). */
 export function rejectFailedCredentials(): Middleware {
-  return async (ctx, next) => {
+  return (ctx, next) => {
     const failure = (ctx.state as { authFailure?: HttpError }).authFailure;
     if (failure) throw failure;
-    await next();
+    return next();
   };
 }

@@ -1,5 +1,5 @@
 import type Redis from 'ioredis';
-import type { Middleware } from 'koa';
+import type { Context, Middleware, Next } from 'koa';
 import type { Config, RateTier } from '../../shared/config';
 import { safeEqual } from '../../shared/crypto';
 import { HttpError } from '../../shared/errors';
@@ -82,6 +82,9 @@ type HitFn = (n: number, ...a: Array<string | number>) => Promise<number[]>;
  */
 export class RateLimiter {
   private readonly windows = new Map<string, WindowState>();
+  /** Current counter per tier name and identity, so the hot path builds no key (pruned by flush). */
+  private readonly counters = new Map<string, Map<string, Counter>>();
+  private pruneAt = 0;
   private flushTimer?: NodeJS.Timeout;
   private downUntil = 0;
 
@@ -97,10 +100,17 @@ export class RateLimiter {
     return (this.redis as unknown as { rlHit: HitFn }).rlHit.bind(this.redis);
   }
 
+  /** The counter of a tier and identity in the window containing `now` (reused while it lasts). */
   private counter(name: string, identity: string, tier: RateTier, now: number): Counter {
+    let byIdentity = this.counters.get(name);
+    if (!byIdentity) this.counters.set(name, (byIdentity = new Map()));
+    const last = byIdentity.get(identity);
+    if (last && last.tier === tier && now < last.resetMs && now >= last.resetMs - tier.windowSeconds * 1000) return last;
     const windowMs = tier.windowSeconds * 1000;
     const index = Math.floor(now / windowMs);
-    return { key: redisKey(this.config, 'rl', name, identity, index), tier, resetMs: (index + 1) * windowMs };
+    const c: Counter = { key: redisKey(this.config, 'rl', name, identity, index), tier, resetMs: (index + 1) * windowMs };
+    byIdentity.set(identity, c);
+    return c;
   }
 
   private markDown(err: unknown): void {
@@ -152,6 +162,12 @@ export class RateLimiter {
         w.inflight += w.pending;
         w.pending = 0;
       } else if (w.resetMs < now && w.inflight === 0) this.windows.delete(key);
+    }
+    if (now >= this.pruneAt) {
+      this.pruneAt = now + 1000;
+      for (const byIdentity of this.counters.values()) {
+        for (const [identity, c] of byIdentity) if (c.resetMs < now) byIdentity.delete(identity);
+      }
     }
     if (!batch.length) return;
     try {
@@ -223,15 +239,35 @@ export class RateLimiter {
   }
 }
 
+/** Sets the rate-limit headers (and refuses the request when over the limit), then continues. */
+function answer(ctx: Context, decision: RateDecision | null, next: Next): Promise<unknown> {
+  if (decision) {
+    // Straight on the Node response: Koa's ctx.set adds nothing for string values.
+    const res = ctx.res;
+    res.setHeader('X-RateLimit-Limit', String(decision.limit));
+    res.setHeader('X-RateLimit-Remaining', String(decision.remaining));
+    res.setHeader('X-RateLimit-Reset', String(decision.resetSeconds));
+    if (!decision.allowed) {
+      res.setHeader('Retry-After', String(decision.retryAfterSeconds));
+      throw new HttpError(429, 'TooManyRequests', `rate limit exceeded: ${decision.limit} requests per window; retry in ${decision.retryAfterSeconds} s`);
+    }
+  }
+  return next();
+}
+
 /**
  * Applies spec §8: system key unlimited, API keys, users and anonymous callers (by IP) in their
  * tiers, POST /v1/gps additionally limited, X-Internal-Token lifting only the anonymous tier.
+ * Not an async function: when the limiter decides synchronously (the usual case) no promise is
+ * made here.
  */
 export function rateLimit(config: Pick<Config, 'rateLimit' | 'internalToken'>): Middleware {
-  return async (ctx, next) => {
+  return (ctx, next) => {
     const c = ctx as unknown as AppContext;
     const p = c.state.principal;
-    if (p.kind === 'system' || isRateLimitExempt(ctx.path)) return next();
+    if (p.kind === 'system') return next();
+    const path = ctx.path;
+    if (isRateLimitExempt(path)) return next();
 
     const counters: Array<{ name: string; identity: string; tier: RateTier }> = [];
     let identity: string;
@@ -247,21 +283,11 @@ export function rateLimit(config: Pick<Config, 'rateLimit' | 'internalToken'>): 
       if (!bypass) counters.push({ name: 'anonymous', identity, tier: config.rateLimit.anonymous });
     }
     for (const r of ROUTE_TIERS) {
-      if (ctx.method === r.method && ctx.path === r.path) counters.push({ name: r.tier, identity, tier: config.rateLimit[r.tier] });
+      if (path === r.path && ctx.method === r.method) counters.push({ name: r.tier, identity, tier: config.rateLimit[r.tier] });
     }
     if (counters.length === 0) return next();
 
     const hit = c.services.rateLimiter.hit(counters);
-    const decision = hit instanceof Promise ? await hit : hit;
-    if (decision) {
-      ctx.set('X-RateLimit-Limit', String(decision.limit));
-      ctx.set('X-RateLimit-Remaining', String(decision.remaining));
-      ctx.set('X-RateLimit-Reset', String(decision.resetSeconds));
-      if (!decision.allowed) {
-        ctx.set('Retry-After', String(decision.retryAfterSeconds));
-        throw new HttpError(429, 'TooManyRequests', `rate limit exceeded: ${decision.limit} requests per window; retry in ${decision.retryAfterSeconds} s`);
-      }
-    }
-    await next();
+    return hit instanceof Promise ? hit.then((d) => answer(ctx, d, next)) : answer(ctx, hit, next);
   };
 }

@@ -12,6 +12,7 @@ import { atLeastOne, z, zUuid } from '../../shared/zod';
 import { resource } from '../pagination';
 import { AppContext, AppState, created, defineRoute, noContent } from '../routing';
 import type { ApiServices } from '../services';
+import { rowById } from '../../shared/rowLoader';
 
 /** A permission string as a scope: `resource:action`, either side may be the wildcard `*`. */
 export const zScope = () => z.string().regex(/^([a-z][a-z0-9_]*|\*):([a-z][a-z0-9_.]*|\*)$/, 'must be resource:action');
@@ -58,7 +59,7 @@ function authorizeKey(p: Principal, key: ApiKey): void {
 }
 
 async function loadKey(ctx: AppContext, id: string): Promise<ApiKey> {
-  const key = await ApiKey.query().findById(id);
+  const key = await rowById(ApiKey).load(id);
   if (!key) throw notFound('api key');
   authorizeKey(ctx.state.principal, key);
   return key;
@@ -224,7 +225,7 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       responses: { 204: { description: 'Deleted' }, 403: { description: 'System key, or not your key' }, 404: { description: 'No such key' } },
     },
     async (ctx, { params }) => {
-      const found = await ApiKey.query().findById(params.id);
+      const found = await rowById(ApiKey).load(params.id);
       if (!found) throw notFound('api key');
       if (found.is_system) throw forbidden('system keys cannot be deleted');
       const key = await loadKey(ctx, params.id);
@@ -263,7 +264,7 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
     },
     async (ctx, { params, body }) => {
       const key = await loadKey(ctx, params.id);
-      const role = await Role.query().findById(body.role_id);
+      const role = await rowById(Role).load(body.role_id);
       if (!role) throw notFound('role');
       authorizeRoleGrant(ctx.state.principal, role.id);
       if (await ctx.services.db('api_key_roles').where({ api_key_id: key.id, role_id: role.id }).first()) throw conflict('role already assigned to this key');

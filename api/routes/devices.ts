@@ -9,6 +9,7 @@ import { paginate, paginationQuery, resource } from '../pagination';
 import { AppState, created, defineRoute, noContent } from '../routing';
 import type { ApiServices } from '../services';
 import { deviceSchema, errors, paged, single, zName, zText } from './trackingSchemas';
+import { rowById } from '../../shared/rowLoader';
 
 const idParam = z.object({ id: zUuid() });
 const deviceFields = {
@@ -43,7 +44,7 @@ export function deviceRoutes(router: Router<AppState, { services: ApiServices }>
     router,
     { method: 'get', path: '/v1/devices/:id', summary: 'Get a device', tags: ['devices'], auth: { permission: 'devices:read' }, params: idParam, responses: { 200: { description: 'Device', schema: single(deviceSchema) }, ...errors } },
     async (ctx, { params }) => {
-      const device = await Device.query().findById(params.id);
+      const device = await rowById(Device).load(params.id);
       if (!device) throw notFound('device');
       ctx.body = resource(ctx, presentDevice(device));
     },

@@ -7,6 +7,7 @@ import { paginate, paginationQuery, resource } from '../pagination';
 import { AppState, created, defineRoute, noContent } from '../routing';
 import type { ApiServices } from '../services';
 import { errors, geofenceSchema, paged, single, zLatitude, zLongitude, zName, zText } from './trackingSchemas';
+import { rowById } from '../../shared/rowLoader';
 
 const idParam = z.object({ id: zUuid() });
 const geofenceFields = {
@@ -56,7 +57,7 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
     router,
     { method: 'get', path: '/v1/geofences/:id', summary: 'Get a geofence', tags: ['geofences'], auth: { permission: 'geofences:read' }, params: idParam, responses: { 200: { description: 'Geofence', schema: single(geofenceSchema) }, ...errors } },
     async (ctx, { params }) => {
-      const g = await Geofence.query().findById(params.id);
+      const g = await rowById(Geofence).load(params.id);
       if (!g) throw notFound('geofence');
       ctx.body = resource(ctx, presentGeofence(g));
     },
@@ -92,7 +93,7 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
       responses: { 200: { description: 'Updated geofence', schema: single(geofenceSchema) }, ...errors },
     },
     async (ctx, { params, body }) => {
-      const g = await Geofence.query().findById(params.id);
+      const g = await rowById(Geofence).load(params.id);
       if (!g) throw notFound('geofence');
       ctx.body = resource(ctx, presentGeofence(await g.$query().patchAndFetch(body)));
     },

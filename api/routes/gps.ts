@@ -9,6 +9,7 @@ import { paginate, paginationQuery, resource } from '../pagination';
 import { AppState, created, defineRoute, noContent } from '../routing';
 import type { ApiServices } from '../services';
 import { errors, gpsPointSchema, paged, single } from './trackingSchemas';
+import { rowById } from '../../shared/rowLoader';
 
 const idParam = z.object({ id: zUuid() });
 const zDeviceIdQuery = () => z.string().trim().min(1).max(100);
@@ -137,7 +138,7 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       responses: { 200: { description: 'GPS point', schema: single(gpsPointSchema) }, ...errors },
     },
     async (ctx, { params }) => {
-      const point = await GpsPoint.query().findById(params.id);
+      const point = await rowById(GpsPoint).load(params.id);
       if (!point) throw notFound('GPS point');
       ctx.body = resource(ctx, presentGpsPoint(point));
     },
@@ -177,7 +178,7 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       const s = ctx.services;
       const [deleted] = await s.db('gps_points').where('id', params.id).whereNull('trip_id').delete().returning(['id', 'device_id']);
       if (!deleted) {
-        const point = await GpsPoint.query().findById(params.id);
+        const point = await rowById(GpsPoint).load(params.id);
         if (!point) throw notFound('GPS point');
         throw conflict(`GPS point is linked to trip ${point.trip_id}`);
       }

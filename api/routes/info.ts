@@ -6,6 +6,8 @@ import { defineRoute, AppState } from '../routing';
 import type { ApiServices } from '../services';
 import { uptimeParts } from './health';
 
+const LINKS = Object.freeze({ self: '/v1', health: '/v1/health', openapi: '/v1/openapi.json', docs: '/v1/swagger-ui/', graphql: '/v1/gql', schema: '/v1/schema', websocket: '/v1/ws' });
+
 /** GET /v1 (service and client info) and the POST /v1/auth/validate placeholder. */
 export function infoRoutes(router: Router<AppState, { services: ApiServices }>): void {
   defineRoute(router, { method: 'get', path: '/v1', summary: 'API version, server uptime and what the server sees of the client', tags: ['health'], auth: 'public' }, (ctx) => {
@@ -16,7 +18,7 @@ export function infoRoutes(router: Router<AppState, { services: ApiServices }>):
       server: { uptime: uptimeParts(ctx.services.startedAt) },
       client: { ip: ctx.ip, userAgent: ua || null, browser: parsed.browser, os: parsed.os },
       timestamp: new Date().toISOString(),
-      _links: { self: '/v1', health: '/v1/health', openapi: '/v1/openapi.json', docs: '/v1/swagger-ui/', graphql: '/v1/gql', schema: '/v1/schema', websocket: '/v1/ws' },
+      _links: LINKS,
     };
   });
 

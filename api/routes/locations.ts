@@ -9,6 +9,7 @@ import { paginate, paginationQuery, resource } from '../pagination';
 import { AppState, created, defineRoute, noContent } from '../routing';
 import type { ApiServices } from '../services';
 import { errors, locationContactSchema, locationSchema, paged, single, zLatitude, zLongitude, zName, zText } from './trackingSchemas';
+import { rowById } from '../../shared/rowLoader';
 
 const idParam = z.object({ id: zUuid() });
 const contactParams = z.object({ id: zUuid(), cid: zUuid() });
@@ -43,7 +44,7 @@ const createBody = z.object({ ...locationFields, contacts: z.array(contactBody).
 const patchBody = atLeastOne(z.object({ ...locationFields, name: zName().optional(), is_active: z.boolean().optional() }));
 
 async function loadLocation(id: string): Promise<Location> {
-  const location = await Location.query().findById(id);
+  const location = await rowById(Location).load(id);
   if (!location) throw notFound('location');
   return location;
 }

@@ -13,6 +13,7 @@ import { paginate, paginationQuery, resource } from '../pagination';
 import { AppContext, AppState, created, defineRoute, noContent } from '../routing';
 import type { ApiServices } from '../services';
 import { zScope } from './apiKeys';
+import { rowById } from '../../shared/rowLoader';
 
 const zRedirectUri = () =>
   z
@@ -64,7 +65,7 @@ const idParam = z.object({ id: zUuid() });
 
 /** Owner or admin: 'admin' is the oauth_clients permission of the action (or super admin). */
 async function loadClient(ctx: AppContext, id: string, adminPermission: string): Promise<OAuthClient> {
-  const client = await OAuthClient.query().findById(id);
+  const client = await rowById(OAuthClient).load(id);
   if (!client) throw notFound('oauth client');
   authorizeOwner(ctx.state.principal, client.user_id, adminPermission);
   return client;

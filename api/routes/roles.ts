@@ -6,6 +6,7 @@ import { conflict, forbidden, notFound } from '../../shared/errors';
 import { Permission } from '../../shared/models/Permission';
 import { Role } from '../../shared/models/Role';
 import { authorizeGrant } from '../../shared/policies';
+import { rowById } from '../../shared/rowLoader';
 import { presentPermission, presentRole } from '../../shared/presenters/role';
 import { atLeastOne, z, zUuid } from '../../shared/zod';
 import { resource } from '../pagination';
@@ -35,7 +36,7 @@ const one = <T extends z.ZodTypeAny>(s: T) => z.object({ data: s, _links: z.obje
 const list = <T extends z.ZodTypeAny>(s: T) => z.object({ data: z.array(s), _links: z.object({ self: z.string() }) });
 
 async function loadRole(id: string): Promise<Role> {
-  const role = await Role.query().findById(id);
+  const role = await rowById(Role).load(id);
   if (!role) throw notFound('role');
   return role;
 }
@@ -176,7 +177,7 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
     },
     async (ctx, { params, body }) => {
       const role = await loadRole(params.id);
-      const permission = await Permission.query().findById(body.permission_id);
+      const permission = await rowById(Permission).load(body.permission_id);
       if (!permission) throw notFound('permission');
       authorizeGrant(ctx.state.principal, [`${permission.resource}:${permission.action}`], 'permissions');
       const exists = await ctx.services.db('role_permissions').where({ role_id: role.id, permission_id: permission.id }).first();
@@ -215,7 +216,7 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
     router,
     { method: 'get', path: '/v1/permissions/:id', summary: 'Get a permission', tags: ['permissions'], auth: { permission: 'permissions:read' }, params: z.object({ id: zUuid() }), responses: { 200: { description: 'Permission', schema: one(permissionSchema) }, 404: { description: 'No such permission' } } },
     async (ctx, { params }) => {
-      const p = await Permission.query().findById(params.id);
+      const p = await rowById(Permission).load(params.id);
       if (!p) throw notFound('permission');
       ctx.body = resource(ctx, presentPermission(p));
     },

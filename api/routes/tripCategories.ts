@@ -8,6 +8,7 @@ import { resource } from '../pagination';
 import { AppState, created, defineRoute, noContent } from '../routing';
 import type { ApiServices } from '../services';
 import { errors, single, tripCategorySchema, zName, zText } from './trackingSchemas';
+import { rowById } from '../../shared/rowLoader';
 
 const idParam = z.object({ id: zUuid() });
 const categoryFields = {
@@ -61,7 +62,7 @@ export function tripCategoryRoutes(router: Router<AppState, { services: ApiServi
       responses: { 200: { description: 'Category', schema: single(tripCategorySchema) }, ...errors },
     },
     async (ctx, { params }) => {
-      const c = await TripCategory.query().findById(params.id);
+      const c = await rowById(TripCategory).load(params.id);
       if (!c) throw notFound('trip category');
       ctx.body = resource(ctx, presentTripCategory(c));
     },

@@ -10,6 +10,7 @@ import { resource } from '../pagination';
 import { AppState, created, defineRoute, noContent } from '../routing';
 import type { ApiServices } from '../services';
 import { errors, single, tripSchema, tripTemplateSchema, zName, zTags, zText, zWeight } from './trackingSchemas';
+import { rowById } from '../../shared/rowLoader';
 
 const idParam = z.object({ id: zUuid() });
 // Leaves room for the " (from template)" suffix within a trip name's 255 characters.
@@ -30,7 +31,7 @@ const patchBody = z.object({ ...templateFields, name: zName(200).optional() });
 const createTripBody = z.object({ weight_kg: zWeight() });
 
 async function loadTemplate(id: string): Promise<TripTemplate> {
-  const t = await TripTemplate.query().findById(id);
+  const t = await rowById(TripTemplate).load(id);
   if (!t) throw notFound('trip template');
   return t;
 }

@@ -16,6 +16,7 @@ import { paginate, paginationQuery, resource } from '../pagination';
 import { AppState, created, defineRoute, noContent } from '../routing';
 import type { ApiServices } from '../services';
 import { errors, gpsPointSchema, paged, single, tripHistorySchema, tripSchema, zLatitude, zLongitude, zName, zTags, zText, zWeight } from './trackingSchemas';
+import { rowById } from '../../shared/rowLoader';
 
 const idParam = z.object({ id: zUuid() });
 const zStatus = () => z.enum(TRIP_STATUSES, { errorMap: () => ({ message: `must be one of ${TRIP_STATUSES.join(', ')}` }) });
@@ -45,7 +46,7 @@ const patchBody = z.object({
 });
 
 async function loadTrip(id: string): Promise<Trip> {
-  const trip = await Trip.query().findById(id);
+  const trip = await rowById(Trip).load(id);
   if (!trip) throw notFound('trip');
   return trip;
 }

@@ -17,6 +17,7 @@ import { paginate, paginationQuery, resource } from '../pagination';
 import { created, defineRoute, noContent, AppContext, AppState } from '../routing';
 import type { ApiServices } from '../services';
 import { actorOf, loadUser, requireActingUser, resolveUserRef, userIdParam, zUserRef } from './userParams';
+import { rowById } from '../../shared/rowLoader';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -333,7 +334,7 @@ export function userRoutes(router: ApiRouter): void {
       const db = ctx.services.db;
       const id = resolveUserRef(ctx, params.id);
       await loadUser(db, id);
-      const role = await Role.query(db).findById(body.role_id);
+      const role = await rowById(Role).load(body.role_id);
       if (!role) throw notFound('role');
       await assertMayManageRole(ctx, role.id);
       const actor = actorOf(ctx);

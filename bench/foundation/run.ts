@@ -17,7 +17,7 @@ const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const TARGETS = path.resolve(__dirname, 'targets.js');
 
-async function prepareDatabase(): Promise<{ env: Record<string, string>; apiKey: string; databaseUrl: string }> {
+async function prepareDatabase(): Promise<{ env: Record<string, string>; apiKey: string; databaseUrl: string; roleIds: string[] }> {
   const settings = {
     REDIS_PREFIX: `bench:${Date.now()}:`,
     // Limits far above what the run sends, so every request is counted but none refused.
@@ -29,8 +29,9 @@ async function prepareDatabase(): Promise<{ env: Record<string, string>; apiKey:
   const [user] = await db('users').insert({ username: 'bench_user' }).returning('id');
   await db('user_roles').insert({ user_id: user.id, role_id: 'role_developer' });
   const { key } = await createApiKey({ userId: user.id, name: 'bench', scopes: ['roles:read'] });
+  const roleIds = (await db('roles').orderBy('id').pluck('id')) as string[];
   await db.destroy();
-  return { env: { DATABASE_URL: url, ...settings }, apiKey: key, databaseUrl: url };
+  return { env: { DATABASE_URL: url, ...settings }, apiKey: key, databaseUrl: url, roleIds };
 }
 
 function startTarget(kind: string, env: Record<string, string>): Promise<{ child: ChildProcess; port: number }> {
@@ -46,16 +47,18 @@ function startTarget(kind: string, env: Record<string, string>): Promise<{ child
   });
 }
 
-async function load(url: string, headers: Record<string, string> = {}): Promise<{ rps: number; p99: number; non2xx: number }> {
+async function load(url: string, headers: Record<string, string> = {}, paths?: string[]): Promise<{ rps: number; p99: number; non2xx: number }> {
+  // Each connection cycles through `paths` when given (different rows in flight at once).
+  const requests = paths?.map((path) => ({ method: 'GET' as const, path }));
   // Warm-up (JIT, connection pools, credential cache), then the measured run.
-  await autocannon({ url, connections: CONNECTIONS, duration: 2, headers });
-  const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers });
+  await autocannon({ url, connections: CONNECTIONS, duration: 2, headers, requests });
+  const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers, requests });
   return { rps: r.requests.average, p99: r.latency.p99, non2xx: r.non2xx };
 }
 
 async function main(): Promise<void> {
-  const { env, apiKey, databaseUrl } = await prepareDatabase();
-  const cases: Array<{ label: string; kind: string; path: string; headers?: Record<string, string> }> = [
+  const { env, apiKey, databaseUrl, roleIds } = await prepareDatabase();
+  const cases: Array<{ label: string; kind: string; path: string; headers?: Record<string, string>; paths?: string[] }> = [
     { label: '(a) node:http, small JSON', kind: 'node-http', path: '/' },
     { label: '(b) Koa, same JSON', kind: 'koa', path: '/' },
     { label: '    Koa + errors', kind: 'partial:errors', path: '/v1' },
@@ -63,7 +66,13 @@ async function main(): Promise<void> {
     { label: '    + auth (anonymous)', kind: 'partial:errors+body+auth', path: '/v1' },
     { label: '    + rate limit (Redis)', kind: 'partial:errors+body+auth+ratelimit', path: '/v1' },
     { label: '(c) GET /v1 full stack, anonymous', kind: 'api', path: '/v1' },
-    { label: '(d) GET /v1/roles/:id, API key, 1 row', kind: 'api', path: '/v1/roles/role_user', headers: { authorization: `Bearer ${apiKey}` } },
+    {
+      label: `(d) GET /v1/roles/:id, API key, 1 row (${roleIds.length} ids in turn)`,
+      kind: 'api',
+      path: '/v1/roles/role_user',
+      headers: { authorization: `Bearer ${apiKey}` },
+      paths: roleIds.map((id) => `/v1/roles/${id}`),
+    },
   ];
   const runs: Array<Array<{ rps: number; p99: number; non2xx: number }>> = cases.map(() => []);
   // Rounds interleave the targets, so a slow stretch of the machine hits all of them alike.
@@ -71,7 +80,7 @@ async function main(): Promise<void> {
     for (const [i, c] of cases.entries()) {
       const { child, port } = await startTarget(c.kind, env);
       try {
-        const r = await load(`http://127.0.0.1:${port}${c.path}`, c.headers);
+        const r = await load(`http://127.0.0.1:${port}${c.path}`, c.headers, c.paths);
         runs[i].push(r);
         process.stderr.write(`round ${round}/${ROUNDS} ${c.label.trim()}: ${r.rps.toFixed(0)} req/s, p99 ${r.p99} ms\n`);
       } finally {

@@ -1,11 +1,11 @@
 import 'reflect-metadata';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import Router from '@koa/router';
 import Koa from 'koa';
-import { HttpMethodEnum, koaBody } from 'koa-body';
 import { authenticate, rejectFailedCredentials } from '../../api/middleware/auth';
+import { bodyParser } from '../../api/middleware/body';
 import { errorHandler } from '../../api/middleware/errors';
+import { IndexedRouter } from '../../api/indexedRouter';
 import { rateLimit } from '../../api/middleware/rateLimit';
 import { startApi } from '../../api/server';
 import { loadConfig } from '../../shared/config';
@@ -48,11 +48,11 @@ async function main(kind: string): Promise<void> {
   const app = new Koa();
   app.context.services = api.services;
   if (layers.includes('errors')) app.use(errorHandler(api.services.logger));
-  if (layers.includes('body')) app.use(koaBody({ jsonStrict: true, parsedMethods: [HttpMethodEnum.POST] }));
+  if (layers.includes('body')) app.use(bodyParser());
   if (layers.includes('auth')) app.use(authenticate());
   if (layers.includes('ratelimit')) app.use(rateLimit(config));
   if (layers.includes('auth')) app.use(rejectFailedCredentials());
-  const router = new Router();
+  const router = new IndexedRouter();
   router.get('/v1', (ctx) => {
     ctx.body = BODY;
   });

@@ -46,3 +46,53 @@ test('routes added after the first match are found (the index rebuilds)', (t) =>
   r.get('/v1/b', () => undefined);
   t.true(r.match('/v1/b', 'GET').route);
 });
+
+/** Runs one GET through a router's middleware and returns what the handler saw. */
+async function dispatch(router: Router, path: string, after?: () => void) {
+  const ctx: Record<string, unknown> = { path, method: 'GET', request: {}, params: undefined };
+  await router.routes()(ctx as never, async () => after?.());
+  return ctx;
+}
+
+test('a single-handler route is dispatched with the params and route fields @koa/router sets', async (t) => {
+  const seen: Record<string, unknown>[] = [];
+  const make = (r: Router) => {
+    r.get('route-name', '/v1/things/:id/parts/:part', (ctx) => void seen.push({ params: { ...ctx.params }, request: { ...(ctx.request as { params?: object }).params }, routerPath: (ctx as never as { routerPath: string }).routerPath, routerName: (ctx as never as { routerName: string }).routerName, matched: (ctx as never as { _matchedRoute: string })._matchedRoute, matchedName: (ctx as never as { _matchedRouteName: string })._matchedRouteName, captures: (ctx as never as { captures: string[] }).captures }));
+    return r;
+  };
+  await dispatch(make(new Router()), '/v1/things/a%20b/parts/7');
+  await dispatch(make(new IndexedRouter() as unknown as Router), '/v1/things/a%20b/parts/7');
+  t.is(seen.length, 2);
+  t.deepEqual(seen[1], seen[0]);
+  t.deepEqual(seen[1].params, { id: 'a b', part: '7' });
+  t.is(seen[1].matchedName, 'route-name');
+});
+
+test('a handler that calls next reaches the middleware after the router; no match calls next once', async (t) => {
+  const r = new IndexedRouter();
+  r.get('/v1/pass', (_ctx, next) => next());
+  let after = 0;
+  await dispatch(r as unknown as Router, '/v1/pass', () => after++);
+  t.is(after, 1);
+  await dispatch(r as unknown as Router, '/v1/none', () => after++);
+  t.is(after, 2);
+});
+
+test('several layers on one path (router middleware, two handlers) run in order as with @koa/router', async (t) => {
+  const order: string[] = [];
+  const make = (r: Router, tag: string) => {
+    r.use(async (_ctx, next) => {
+      order.push(`${tag}:use`);
+      await next();
+    });
+    r.get('/v1/x/:id', async (_ctx, next) => {
+      order.push(`${tag}:first`);
+      await next();
+    });
+    r.get('/v1/x/:id', (ctx) => void order.push(`${tag}:second:${ctx.params.id}`));
+    return r;
+  };
+  await dispatch(make(new Router(), 'plain'), '/v1/x/9');
+  await dispatch(make(new IndexedRouter() as unknown as Router, 'indexed'), '/v1/x/9');
+  t.deepEqual(order, ['plain:use', 'plain:first', 'plain:second:9', 'indexed:use', 'indexed:first', 'indexed:second:9']);
+});

@@ -1,0 +1,75 @@
+import test from 'ava';
+import { randomUUID } from 'node:crypto';
+import { Role } from '../../shared/models/Role';
+import { User } from '../../shared/models/User';
+import { RowLoader } from '../../shared/rowLoader';
+import { createKey, createUser } from '../helpers/factories';
+import { useStack } from '../helpers/stack';
+
+const stack = useStack(test);
+
+/** Counts the statements the models' knex sends while `fn` runs. */
+async function countQueries<T>(fn: () => Promise<T>): Promise<{ result: T; sql: string[] }> {
+  const sql: string[] = [];
+  const listener = (q: { sql: string }) => sql.push(q.sql);
+  Role.knex().on('query', listener);
+  try {
+    return { result: await fn(), sql };
+  } finally {
+    Role.knex().off('query', listener);
+  }
+}
+
+test.serial('concurrent loads are answered by one statement, each with its own row or undefined', async (t) => {
+  const roles = new RowLoader(Role);
+  const ids = ['role_user', 'role_admin', 'nope', 'role_user', 'role_developer', 'ROLE_USER'];
+  const { result, sql } = await countQueries(() => Promise.all(ids.map((id) => roles.load(id))));
+  t.is(sql.length, 1);
+  t.regex(sql[0], /= ANY\(/);
+  t.deepEqual(
+    result.map((r) => r?.id),
+    ['role_user', 'role_admin', undefined, 'role_user', 'role_developer', undefined],
+  );
+  t.true(result[0] instanceof Role);
+  t.true(result[1]!.created_at instanceof Date);
+  // Loads made later are another batch: nothing is cached between batches.
+  const again = await countQueries(() => roles.load('role_admin'));
+  t.is(again.sql.length, 1);
+});
+
+test.serial('a committed change is seen by the next load (no cache between batches)', async (t) => {
+  const roles = new RowLoader(Role);
+  t.is((await roles.load('role_moderator'))!.description === 'changed', false);
+  await stack().db('roles').where({ id: 'role_moderator' }).update({ description: 'changed' });
+  t.is((await roles.load('role_moderator'))!.description, 'changed');
+});
+
+test.serial('uuid ids match whatever their case; a malformed id fails alone, not its batch', async (t) => {
+  const users = new RowLoader(User);
+  const a = await createUser(stack().db);
+  const b = await createUser(stack().db);
+  const [ra, rb, missing, bad] = await Promise.allSettled([users.load(a.id.toUpperCase()), users.load(b.id), users.load(randomUUID()), users.load('not-a-uuid')]);
+  t.is(ra.status === 'fulfilled' && ra.value?.id, a.id);
+  t.is(rb.status === 'fulfilled' && rb.value?.id, b.id);
+  t.deepEqual(missing, { status: 'fulfilled', value: undefined });
+  t.is(bad.status, 'rejected');
+});
+
+test.serial('GET /v1/roles/:id under concurrency: every response carries its own role', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const { key } = await createKey({ userId: dev.id, scopes: ['roles:read'] });
+  const ids = ['role_user', 'role_admin', 'role_moderator', 'role_developer', 'role_api_read_only', 'role_missing'];
+  const responses = await Promise.all(Array.from({ length: 60 }, (_, i) => s.request('GET', `/v1/roles/${ids[i % ids.length]}`, { token: key })));
+  responses.forEach((r, i) => {
+    const id = ids[i % ids.length];
+    if (id === 'role_missing') {
+      t.is(r.status, 404);
+      t.is(r.body.error, 'NotFound');
+    } else {
+      t.is(r.status, 200);
+      t.is(r.body.data.id, id);
+      t.is(r.body._links.self, `/v1/roles/${id}`);
+    }
+  });
+});
