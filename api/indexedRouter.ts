@@ -31,8 +31,15 @@ interface DispatchLayer {
 
 /** The index key of a path: its first two segments, lower-cased ('/v1/users/7' → 'v1/users'). */
 function keyOfPath(path: string): string {
-  const segs = path.split('/', 3);
-  return `${(segs[1] ?? '').toLowerCase()}/${(segs[2] ?? '').toLowerCase()}`;
+  if (path.charCodeAt(0) !== 47 /* '/' */) {
+    const segs = path.split('/', 3);
+    return `${segs[1] ?? ''}/${segs[2] ?? ''}`.toLowerCase();
+  }
+  // The usual case, without split's array: the text between the first three slashes.
+  const a = path.indexOf('/', 1);
+  if (a === -1) return `${path.slice(1)}/`.toLowerCase();
+  const b = path.indexOf('/', a + 1);
+  return (b === -1 ? path.slice(1) : path.slice(1, b)).toLowerCase();
 }
 
 /** A layer's key, or ANY when its first two segments are not literal (params, patterns, middleware). */

@@ -6,11 +6,11 @@ import { z } from '../../shared/zod';
 import { defineRoute, AppState } from '../routing';
 import type { ApiServices } from '../services';
 import { actorOf, loadUser, resolveUserRef, userIdParam } from './userParams';
+import { iso } from '../../shared/presenters/iso';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
 const TAG = ['admin'];
-const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
 
 /** Account deletion administration (spec §3 User deletion, §4.18). */
 export function adminUserRoutes(router: ApiRouter): void {

@@ -1,6 +1,5 @@
 import type { ApiKey } from '../models/ApiKey';
-
-const iso = (d: Date | string | null) => (d ? new Date(d).toISOString() : null);
+import { iso } from './iso';
 
 /** API key (spec §2) without any key material: only the truncated prefix is ever shown again. */
 export function presentApiKey(k: ApiKey) {

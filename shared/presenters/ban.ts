@@ -1,6 +1,5 @@
 import type { Ban } from '../models/Ban';
-
-const iso = (d: Date | string | null | undefined): string | null => (d ? new Date(d).toISOString() : null);
+import { iso } from './iso';
 
 /** Ban (spec §2); `history` adds unbanned_at / unbanned_by (GET /v1/users/{id}/bans). */
 export function presentBan(b: Ban, opts: { history?: boolean } = {}) {

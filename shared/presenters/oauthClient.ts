@@ -1,7 +1,6 @@
 import type { OAuthClient } from '../models/OAuthClient';
 import type { OAuthConsent } from '../models/OAuthConsent';
-
-const iso = (d: Date | string | null) => (d ? new Date(d).toISOString() : null);
+import { iso } from './iso';
 
 /** OAuth client (spec §2); the secret hash never leaves the database. */
 export function presentOAuthClient(c: OAuthClient) {

@@ -1,7 +1,6 @@
 import type { Permission } from '../models/Permission';
 import type { Role } from '../models/Role';
-
-const iso = (d: Date | string) => new Date(d).toISOString();
+import { iso } from './iso';
 
 /** Role (spec §2). */
 export function presentRole(r: Role) {

@@ -1,7 +1,6 @@
 import type { Trip } from '../models/Trip';
 import type { TripStatusHistory } from '../models/TripStatusHistory';
-
-const iso = (d: Date | null) => (d ? d.toISOString() : null);
+import { iso } from './iso';
 
 /** Figures computed from a trip's GPS points (single GET and GPX only). */
 export interface TripStats {

@@ -1,7 +1,6 @@
 import type { PlatformAccount } from '../models/PlatformAccount';
 import type { User } from '../models/User';
-
-const iso = (d: Date | string | null | undefined): string | null => (d ? new Date(d).toISOString() : null);
+import { iso } from './iso';
 
 /** User (spec §2). */
 export function presentUser(u: User) {

@@ -30,7 +30,7 @@ test('matches exactly what @koa/router matches, in the same order', (t) => {
     '/v1', '/v1/', '/V1', '/health', '/HEALTH/', '/v1/health', '/v1/users', '/v1/users/', '/v1/users/me', '/v1/Users/ME',
     '/v1/users/123e4567-e89b-12d3-a456-426614174000', '/v1/users/x/roles', '/v1/trips/abc/history', '/v1/gps/batch',
     '/v1/gps/current/devices', '/v1/swagger-ui/', '/v1/swagger-ui/swagger-ui.css', '/v1/nope', '/nope', '/', '',
-    '/v1/foo/weird', '/v1/internal/audit', '/v1/sessions/sess_abc', '/v1/oauth/token', '/v1/gql', '/v1/schema',
+    '/v1/foo/weird', '//v1', '/v1//users', '/v1/users//me', '/v1/internal/audit', '/v1/sessions/sess_abc', '/v1/oauth/token', '/v1/gql', '/v1/schema',
   ];
   for (const path of paths) {
     for (const method of ['GET', 'POST', 'PATCH', 'DELETE', 'PUT', 'HEAD']) {
