@@ -1,8 +1,10 @@
 import pg from 'pg';
 
 /**
- * Reference ceiling for benchmark (d): the same one-row SELECT straight through `pg` (pool of 10,
- * 50 queries in flight, no HTTP), i.e. the most one process can read from Postgres on this machine.
+ * Reference for benchmark (d): the same one-row SELECT straight through `pg` (pool of 10, 50
+ * queries in flight, no HTTP), i.e. the most one process reads from Postgres here at one statement
+ * per read. The api batches concurrent reads by id (shared/rowLoader.ts), which is how (d) can
+ * exceed it.
  */
 export async function pgCeiling(databaseUrl: string, seconds: number): Promise<number> {
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 10 });
