@@ -16,6 +16,12 @@ const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
 /** Rounds over all targets; the table reports each target's median (a 2-core VM is noisy). */
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const TARGETS = path.resolve(__dirname, 'targets.js');
+/** Node flags of the api in production (ecosystem.config.js), given to every target alike. */
+const NODE_ARGS: string[] = (
+  (require(path.resolve(__dirname, '..', '..', '..', 'ecosystem.config.js')) as { apps: Array<{ name: string; node_args?: string }> }).apps.find((a) => a.name === 'api')?.node_args ?? ''
+)
+  .split(/\s+/)
+  .filter(Boolean);
 
 async function prepareDatabase(): Promise<{ env: Record<string, string>; apiKey: string; databaseUrl: string; roleIds: string[] }> {
   const settings = {
@@ -36,7 +42,7 @@ async function prepareDatabase(): Promise<{ env: Record<string, string>; apiKey:
 
 function startTarget(kind: string, env: Record<string, string>): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [TARGETS, kind], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [...NODE_ARGS, TARGETS, kind], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout!.on('data', (d) => {
       out += d;
@@ -111,7 +117,7 @@ async function main(): Promise<void> {
     `reference for (d): one query per read, the same SELECT straight through pg with no HTTP, peaks at ${ceiling.toFixed(0)} queries/s = ${pct(ceiling / rows[1].rps)} of (b); ` +
       `(d) goes past it because concurrent reads by id share one statement (shared/rowLoader.ts)\n`,
   );
-  process.stdout.write(`(req/s and p99: medians of ${ROUNDS} rounds; % of Koa: median of per-round ratios; ${CONNECTIONS} connections, ${DURATION} s per target after a 2 s warm-up, one api process, loopback)\n`);
+  process.stdout.write(`(node ${NODE_ARGS.join(' ')} for every target, as the api runs under PM2; req/s and p99: medians of ${ROUNDS} rounds; % of Koa: median of per-round ratios; ${CONNECTIONS} connections, ${DURATION} s per target after a 2 s warm-up, one api process, loopback)\n`);
 }
 
 main().catch((err) => {
