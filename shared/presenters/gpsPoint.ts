@@ -1,24 +1,10 @@
 import type { GpsPushData } from '../events';
 
-/** The columns of a gps_points row the presenter reads (a model instance or a plain knex row). */
-export interface GpsPointRow {
-  id: string;
-  device_id: string | null;
-  trip_id: string | null;
-  latitude: number;
-  longitude: number;
-  altitude: number | null;
-  heading: number | null;
-  timestamp: Date;
-  speed_kmh: number;
-  speed_mps: number;
-  speed_mph: number;
-  speed_knots: number;
-  pdop: number | null;
-  hdop: number | null;
-  vdop: number | null;
-  created_at: Date;
-}
+/**
+ * The columns of a gps_points row the presenter reads (a model instance or a plain knex row): the
+ * pushed shape, with the timestamps still Dates.
+ */
+export type GpsPointRow = Omit<GpsPushData, 'timestamp' | 'created_at'> & { timestamp: Date; created_at: Date };
 
 /** Column list matching GpsPointRow, for RETURNING and SELECT on the hot path. */
 export const GPS_POINT_COLUMNS = [
