@@ -5,6 +5,9 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Postgres compares uuids case-insensitively; text ids stay exact. */
 const keyOf = (id: string) => (UUID.test(id) ? id.toLowerCase() : id);
 
+/** Postgres: a prepared statement's result shape no longer matches its table. */
+const STALE_PLAN = '0A000';
+
 /** Upper bound of ids in one statement (the array is one bind parameter). */
 const MAX_BATCH = 1000;
 
@@ -22,6 +25,7 @@ const MAX_BATCH = 1000;
 export class RowLoader<M extends Model> {
   private readonly loader: DataLoader<string, M | undefined>;
   private readonly statement: string;
+  private generation = 0;
 
   constructor(private readonly model: typeof Model & (new () => M)) {
     this.statement = `row_by_id:${model.tableName}`;
@@ -45,10 +49,26 @@ export class RowLoader<M extends Model> {
     return rows.map((r) => this.model.fromDatabaseJson(r) as M);
   }
 
+  /**
+   * The batch through the prepared statement. A schema change that alters `SELECT *` (a column
+   * added by a migration while this process runs) makes Postgres refuse a statement prepared
+   * before it (0A000, cached plan must not change result type): the name then moves on, so every
+   * connection prepares the new shape once.
+   */
+  private async selectPrepared(ids: readonly string[]): Promise<M[]> {
+    try {
+      return await this.select(ids, `${this.statement}:${this.generation}`);
+    } catch (err) {
+      if ((err as { code?: string }).code !== STALE_PLAN) throw err;
+      this.generation++;
+      return this.select(ids, `${this.statement}:${this.generation}`);
+    }
+  }
+
   private async fetch(ids: readonly string[]): Promise<Array<M | undefined | Error>> {
     let rows: M[];
     try {
-      rows = await this.select(ids, this.statement);
+      rows = await this.selectPrepared(ids);
     } catch (err) {
       if (ids.length === 1) return [err as Error];
       return Promise.all(ids.map((id) => this.select([id]).then((r) => r[0], (e: Error) => e)));

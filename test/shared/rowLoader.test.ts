@@ -1,5 +1,6 @@
 import test from 'ava';
 import { randomUUID } from 'node:crypto';
+import knex from 'knex';
 import { Role } from '../../shared/models/Role';
 import { User } from '../../shared/models/User';
 import { RowLoader } from '../../shared/rowLoader';
@@ -72,4 +73,24 @@ test.serial('GET /v1/roles/:id under concurrency: every response carries its own
       t.is(r.body._links.self, `/v1/roles/${id}`);
     }
   });
+});
+
+test.serial('a column added while the process runs: reads go on (the prepared statement is replaced)', async (t) => {
+  // One connection, so the second read meets the statement the first one prepared.
+  const db1 = knex({ client: 'pg', connection: stack().config.databaseUrl, pool: { min: 0, max: 1 } });
+  class OneConnectionRole extends Role {}
+  OneConnectionRole.knex(db1);
+  const roles = new RowLoader(OneConnectionRole);
+  try {
+    t.is((await roles.load('role_user'))?.id, 'role_user');
+    await stack().db.schema.alterTable('roles', (tb) => void tb.text('added_later').nullable());
+    const after = await roles.load('role_user');
+    t.is(after?.id, 'role_user');
+    t.true('added_later' in after!);
+    const pair = await Promise.all([roles.load('role_admin'), roles.load('role_user')]);
+    t.deepEqual(pair.map((r) => r?.id), ['role_admin', 'role_user']);
+  } finally {
+    await stack().db.schema.alterTable('roles', (tb) => void tb.dropColumn('added_later'));
+    await db1.destroy();
+  }
 });
