@@ -1,4 +1,5 @@
 import type { AuditEvent } from '../models/AuditEvent';
+import { iso } from './iso';
 
 /** Audit event (spec §2), every listed field and nothing else. */
 export function presentAuditEvent(e: AuditEvent) {
@@ -20,7 +21,7 @@ export function presentAuditEvent(e: AuditEvent) {
     city: e.city,
     region: e.region,
     source_service: e.source_service,
-    created_at: new Date(e.created_at).toISOString(),
+    created_at: iso(e.created_at),
     is_reported: e.is_reported,
   };
 }

@@ -1,4 +1,5 @@
 import type { Platform } from '../models/Platform';
+import { iso } from './iso';
 
 /** Platform (spec §2). */
 export function presentPlatform(p: Platform) {
@@ -10,7 +11,7 @@ export function presentPlatform(p: Platform) {
     enabled: p.enabled,
     two_factor_supported: p.two_factor_supported,
     two_factor_required: p.two_factor_required,
-    created_at: new Date(p.created_at).toISOString(),
-    updated_at: new Date(p.updated_at).toISOString(),
+    created_at: iso(p.created_at),
+    updated_at: iso(p.updated_at),
   };
 }

@@ -1,4 +1,5 @@
 import type { PlatformAccount } from '../models/PlatformAccount';
+import { iso } from './iso';
 
 /** Platform account (spec §2); `platform` must be loaded. Never shows the password hash. */
 export function presentPlatformAccount(a: PlatformAccount) {
@@ -13,7 +14,7 @@ export function presentPlatformAccount(a: PlatformAccount) {
     username: a.username,
     email: a.email,
     avatar_url: a.avatar_url,
-    created_at: new Date(a.created_at).toISOString(),
-    updated_at: new Date(a.updated_at).toISOString(),
+    created_at: iso(a.created_at),
+    updated_at: iso(a.updated_at),
   };
 }

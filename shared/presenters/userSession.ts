@@ -1,5 +1,6 @@
 import type { Session } from '../models/Session';
 import { parseUserAgent } from '../userAgent';
+import { iso } from './iso';
 
 /** Session (user-visible, spec §2) with the device parsed from its user agent. */
 export function presentUserSession(s: Session, currentSessionId: string | null, platformNames: Map<string, string>) {
@@ -13,9 +14,9 @@ export function presentUserSession(s: Session, currentSessionId: string | null, 
     os_name: ua.os,
     provider: s.platform_slug,
     provider_name: s.platform_slug ? (platformNames.get(s.platform_slug) ?? s.platform_slug) : null,
-    last_activity_at: new Date(s.last_activity_at).toISOString(),
-    created_at: new Date(s.created_at).toISOString(),
-    expires_at: new Date(s.expires_at).toISOString(),
+    last_activity_at: iso(s.last_activity_at),
+    created_at: iso(s.created_at),
+    expires_at: iso(s.expires_at),
     is_current: s.id === currentSessionId,
   };
 }
