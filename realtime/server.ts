@@ -61,7 +61,7 @@ export async function startRealtime(config: Config, opts: { port?: number; logge
   const authSubscriber = createRedis(config);
   for (const r of [redis, subscriber, authSubscriber]) r.on('error', (err) => logger.warn({ err: err.message }, 'redis error'));
   const credentials = new CredentialResolver(db, logger);
-  await credentials.start(authSubscriber, config);
+  await credentials.start(authSubscriber, config, { publisher: redis });
   const queues = new Queues(redis, config);
 
   const hub = new Hub(config.ws.maxBufferedBytes);
@@ -70,17 +70,9 @@ export async function startRealtime(config: Config, opts: { port?: number; logge
   const accountEvents = new AccountEvents(hub, deps, logger);
   const messageDeps: MessageDeps = { hub, rpc, maxMessagesPer10s: config.ws.maxMessagesPer10s };
 
-  // Credential changes (revoked keys, deleted sessions, role edits) re-check the affected sockets.
-  // The resolver registered its listener first, so its cache is already cleared here.
-  const authChannel = redisKey(config, PubSub.authInvalidate);
-  authSubscriber.on('message', (ch: string, raw: string) => {
-    if (ch !== authChannel) return;
-    try {
-      accountEvents.onInvalidation(JSON.parse(raw) as AuthInvalidation);
-    } catch {
-      /* the resolver already logged the bad message */
-    }
-  });
+  // Credential changes (revoked keys and tokens, deleted sessions, role edits) re-check the affected
+  // sockets, right after the resolver dropped its cache and before the change is acknowledged.
+  credentials.onInvalidation((msg) => accountEvents.onInvalidation(msg));
 
   const wss = new WebSocketServer({
     noServer: true,

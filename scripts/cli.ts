@@ -7,7 +7,7 @@ import { createDb, migrate } from '../shared/db';
 import { ALL_PERMISSIONS } from '../shared/permissions';
 import { seed } from '../shared/seed';
 import { createRedis } from '../shared/redis';
-import { EventBus } from '../shared/events';
+import { AuthInvalidation, EventBus } from '../shared/events';
 
 const USAGE = `usage: npm run cli -- <command>
   migrate                                   create the database if missing, apply migrations
@@ -48,6 +48,24 @@ async function findUser(db: ReturnType<typeof createDb>, ref: string): Promise<{
   return user;
 }
 
+/**
+ * Tells running api and realtime instances to drop cached credentials, as the API does after the
+ * same change, and waits for their acknowledgement; with no Redis (nothing running) it says so.
+ */
+async function invalidateRunningInstances(config: Config, msg: AuthInvalidation): Promise<void> {
+  const redis = createRedis(config, { maxRetriesPerRequest: 1, connectTimeout: 2000 });
+  redis.on('error', () => undefined);
+  const bus = new EventBus(redis, config);
+  try {
+    await bus.invalidateAuth(msg);
+  } catch (err) {
+    say(`note: could not notify running instances (${(err as Error).message}); they pick the change up within a minute`);
+  } finally {
+    bus.close();
+    redis.disconnect();
+  }
+}
+
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
   const config = loadConfigOrExit();
@@ -73,6 +91,8 @@ async function main(argv: string[]): Promise<void> {
       let step = 0;
       const report = await seed(db, { systemApiKey: config.systemApiKey, onProgress: (s) => say(`[${++step}/5] seeding ${s}`) });
       say(`seeded ${report.permissions} permissions, ${report.roles} roles, ${report.platforms} platforms, ${report.config} config entries`);
+      // Role grants may have changed under running instances: they drop every cached credential.
+      await invalidateRunningInstances(config, { all: true });
     } else if (command === 'grant-role') {
       const [userRef, roleRef] = rest;
       if (!userRef || !roleRef) throw new Error('grant-role needs <user> <role>');
@@ -80,9 +100,7 @@ async function main(argv: string[]): Promise<void> {
       const role = await db('roles').where('id', roleRef).orWhereRaw('lower(name) = lower(?)', [roleRef]).first('id', 'name');
       if (!role) throw new Error(`no role with id or name "${roleRef}"`);
       await db('user_roles').insert({ user_id: user.id, role_id: role.id }).onConflict(['user_id', 'role_id']).ignore();
-      const redis = createRedis(config, { maxRetriesPerRequest: 1 });
-      await new EventBus(redis, config).invalidateAuth({ userId: user.id }).catch(() => undefined);
-      redis.disconnect();
+      await invalidateRunningInstances(config, { userId: user.id });
       say(`granted role ${role.name} to ${user.username} (${user.id})`);
     } else if (command === 'create-api-key') {
       const { values } = parseArgs({ args: rest, options: { user: { type: 'string' }, name: { type: 'string' }, scopes: { type: 'string' }, system: { type: 'boolean', default: false } } });

@@ -38,6 +38,7 @@ export function createContext(config: Config, name: string, logger?: Logger): Se
     queues,
     async close() {
       await queues.close().catch(() => undefined);
+      bus.close();
       // QUIT lets commands already queued (publishes after a commit) finish; a dead Redis gets 1 s.
       await Promise.race([redis.quit().catch(() => undefined), new Promise((r) => setTimeout(r, 1000).unref())]);
       redis.disconnect();

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type Redis from 'ioredis';
 import type { Config } from './config';
 import { redisKey } from './redis';
@@ -13,6 +14,8 @@ export const PubSub = {
   wsPattern: 'ws:*',
   /** Cached credentials/permissions to drop on every api and realtime instance. */
   authInvalidate: 'auth:invalidate',
+  /** Acknowledgements of an invalidation, back to the publisher that waits for them. */
+  authAck: (publisherId: string) => `auth:ack:${publisherId}`,
   /** Replies to requests a realtime instance forwarded to a worker (bot/service protobuf requests). */
   rpcReply: (instanceId: string) => `rpc:reply:${instanceId}`,
   /** Requests for a chat bot connected to realtime instance `instanceId` (chat sync, moderation). */
@@ -86,6 +89,75 @@ export interface AuthInvalidation {
   all?: boolean;
 }
 
+/** An invalidation on the wire: receivers acknowledge `ackId` on channel `ackTo` once applied. */
+export interface AuthInvalidationMessage extends AuthInvalidation {
+  ackId?: string;
+  ackTo?: string;
+}
+
+/** How long a narrowing change waits for every instance to drop its cached credentials. */
+export const AUTH_ACK_TIMEOUT_MS = 1000;
+
+/**
+ * Waits for acknowledgements of published invalidations on one subscriber connection of its own.
+ * PUBLISH answers how many connections received the message (every api and realtime instance's
+ * invalidation subscriber), so the publisher knows exactly how many acknowledgements to expect; an
+ * instance that died has no connection and is not counted, one that hangs costs the timeout.
+ */
+class AckCollector {
+  private readonly subscriber: Redis;
+  private readonly pending = new Map<string, { got: number; expected: number; done: () => void }>();
+  readonly channel: string;
+  readonly ready: Promise<boolean>;
+
+  constructor(redis: Redis, config: Pick<Config, 'redisPrefix'>) {
+    this.channel = redisKey(config, PubSub.authAck(randomUUID()));
+    this.subscriber = redis.duplicate({ maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false });
+    this.subscriber.on('error', () => undefined);
+    this.subscriber.on('message', (ch: string, id: string) => {
+      if (ch !== this.channel) return;
+      const w = this.pending.get(id);
+      if (w && ++w.got >= w.expected) w.done();
+    });
+    this.ready = new Promise<void>((resolve, reject) => {
+      if (this.subscriber.status === 'ready') resolve();
+      else {
+        this.subscriber.once('ready', resolve);
+        this.subscriber.once('end', () => reject(new Error('ack subscriber closed')));
+      }
+    })
+      .then(() => this.subscriber.subscribe(this.channel))
+      .then(
+        () => true,
+        () => false,
+      );
+  }
+
+  /** Registers a wait for `id`; `arm(expected)` starts counting against the number of receivers. */
+  expect(id: string): { arm(expected: number, timeoutMs: number): Promise<boolean> } {
+    const entry = { got: 0, expected: Infinity, done: () => undefined as void };
+    this.pending.set(id, entry);
+    return {
+      arm: (expected, timeoutMs) =>
+        new Promise<boolean>((resolve) => {
+          const timer = setTimeout(() => finish(false), timeoutMs);
+          const finish = (ok: boolean) => {
+            clearTimeout(timer);
+            this.pending.delete(id);
+            resolve(ok);
+          };
+          entry.expected = expected;
+          entry.done = () => finish(true);
+          if (entry.got >= expected) finish(true);
+        }),
+    };
+  }
+
+  close(): void {
+    this.subscriber.disconnect();
+  }
+}
+
 /** ARGV: channel, message, channel, message… (channels are not keys, so they go in ARGV). */
 const PUBLISH_MANY_SCRIPT = `for i = 1, #ARGV, 2 do redis.call('PUBLISH', ARGV[i], ARGV[i + 1]) end
 return #ARGV / 2`;
@@ -126,7 +198,33 @@ export class EventBus {
     await this.publish(`user:${userId}`, message);
   }
 
-  async invalidateAuth(msg: AuthInvalidation): Promise<void> {
-    await this.redis.publish(redisKey(this.config, PubSub.authInvalidate), JSON.stringify(msg));
+  private acks?: AckCollector;
+
+  /**
+   * Publishes a credential invalidation and resolves once every api and realtime instance has
+   * applied it (or after AUTH_ACK_TIMEOUT_MS; the straggler is reported): a narrowing change
+   * (revocation, demotion, ban, deletion) holds on the very next request, whichever instance gets it.
+   * Returns false when some instance did not acknowledge in time.
+   */
+  async invalidateAuth(msg: AuthInvalidation, timeoutMs = AUTH_ACK_TIMEOUT_MS): Promise<boolean> {
+    const channel = redisKey(this.config, PubSub.authInvalidate);
+    this.acks ??= new AckCollector(this.redis, this.config);
+    const acks = this.acks;
+    const subscribed = await Promise.race([acks.ready, new Promise<false>((r) => setTimeout(() => r(false), timeoutMs).unref())]);
+    if (!subscribed) {
+      // Without an ack channel, still tell every instance; only the wait is lost.
+      await this.redis.publish(channel, JSON.stringify(msg));
+      return false;
+    }
+    const ackId = randomUUID();
+    const wait = acks.expect(ackId);
+    const receivers = await this.redis.publish(channel, JSON.stringify({ ...msg, ackId, ackTo: acks.channel } satisfies AuthInvalidationMessage));
+    return wait.arm(receivers, timeoutMs);
+  }
+
+  /** Closes the acknowledgement subscriber, if one was opened. */
+  close(): void {
+    this.acks?.close();
+    this.acks = undefined;
   }
 }
