@@ -31,23 +31,17 @@ export const ALL_PERMISSIONS: string[] = Object.entries(PERMISSION_CATALOGUE).fl
 
 const readAll = ALL_PERMISSIONS.filter((p) => p.endsWith(':read') && p !== 'admin:read');
 
-/** What a normal signed-in user needs: their own 2FA, API keys, integrations, and tracking reads. */
-const signedInUser = [
-  'two_factor:read',
-  'two_factor:write',
-  'api_keys:read',
-  'api_keys:write',
-  'api_keys:delete',
-  'integrations:read',
-  'integrations:write',
-  'gps:read',
-  'devices:read',
-  'trips:read',
-  'locations:read',
-  'geofences:read',
-  'trip_categories:read',
-  'pegel:read',
-];
+/**
+ * What every signed-in user holds: self-service only (their own 2FA, API keys and integrations).
+ * Tracking data (GPS positions, devices, trips…) is never readable just by signing up: it comes with
+ * roles an administrator grants (Developer, API Read Only, custom roles).
+ */
+export const SELF_SERVICE_PERMISSIONS = ['two_factor:read', 'two_factor:write', 'api_keys:read', 'api_keys:write', 'api_keys:delete', 'integrations:read', 'integrations:write'];
+
+/** Tracking reads, for the roles that work with tracking data. */
+const trackingReads = ['gps:read', 'devices:read', 'trips:read', 'locations:read', 'geofences:read', 'trip_categories:read', 'pegel:read'];
+
+const signedInUser = [...SELF_SERVICE_PERMISSIONS, ...trackingReads];
 
 export interface DefaultRole {
   id: string;
@@ -58,7 +52,7 @@ export interface DefaultRole {
 
 export const DEFAULT_ROLES: DefaultRole[] = [
   { id: 'role_admin', name: 'Admin', description: 'Full access to everything', permissions: ['*:*'] },
-  { id: 'role_user', name: 'User', description: 'A signed-in user', permissions: signedInUser },
+  { id: 'role_user', name: 'User', description: 'A signed-in user', permissions: SELF_SERVICE_PERMISSIONS },
   {
     id: 'role_moderator',
     name: 'Moderator',

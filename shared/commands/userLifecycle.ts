@@ -149,7 +149,7 @@ export async function softDeleteUser(ctx: ServiceContext, userId: string, actor:
       .patch({ deleted_at: new Date(), scheduled_deletion_at: user.scheduled_deletion_at ?? new Date(Date.now() + grace) })
       .where('id', userId);
     const sessionIds = await deleteUserSessions(trx, userId);
-    const keys: Array<{ id: string }> = await trx('api_keys').where({ user_id: userId, is_active: true }).update({ is_active: false, updated_at: trx.fn.now() }).returning('id');
+    const keys: Array<{ id: string }> = await trx('api_keys').where({ user_id: userId, is_active: true }).update({ is_active: false, locked: true, updated_at: trx.fn.now() }).returning('id');
     await recordAuditEvent(
       audit(actor, {
         user_id: userId,

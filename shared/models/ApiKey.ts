@@ -11,6 +11,8 @@ export class ApiKey extends BaseModel {
   key_prefix!: string;
   scopes!: string[];
   is_active!: boolean;
+  /** Switched off by someone other than the owner: only an administrator may switch it back on. */
+  locked!: boolean;
   is_system!: boolean;
   expires_at!: Date | null;
   last_used_at!: Date | null;
