@@ -2,7 +2,18 @@ import type Router from '@koa/router';
 import type { ParameterizedContext } from 'koa';
 import type { ZodError, ZodTypeAny } from 'zod';
 import { HttpError } from '../shared/errors';
-import { authorize, Principal, requireAuthenticated, requireSystem, requireUser } from '../shared/policies';
+import { userPermissionSet } from '../shared/commands/access';
+import {
+  AccountScope,
+  actingUserId,
+  authorize,
+  authorizeManageUser,
+  authorizeSelf,
+  Principal,
+  requireAccountScope,
+  requireAuthenticated,
+  requireSystem,
+} from '../shared/policies';
 import { openApiRegistry, z } from '../shared/zod';
 import type { ApiServices } from './services';
 
@@ -18,11 +29,23 @@ export type AppContext = ParameterizedContext<AppState, { services: ApiServices 
  * Who may call a route:
  * - 'public': anyone, anonymous included;
  * - 'authenticated': any credential;
- * - 'user': a user credential (session or OAuth token), not an API key;
  * - 'system': the system key only (401 for everyone else, spec §4.11 /users/oauth);
- * - { permission, self? }: the permission, or (with `self`) the user whose id is in that path param.
+ * - { own }: the caller's own account (user credential or user-owned key); an OAuth token or API key
+ *   needs `own` among its scopes;
+ * - { account }: an account-security operation on the caller's own account: a session, or an OAuth
+ *   token / API key whose grant names the scope explicitly;
+ * - { permission, self?, scope?, manages? }: the permission, or (with `self`) the user whose id is
+ *   in that path param, as far as the credential's grant allows; with `scope`, an account-security
+ *   operation (narrowed credentials must name the scope); with `manages`, the path param names a user
+ *   the caller must outrank (hold every permission of) unless it is the caller.
  */
-export type AuthRule = 'public' | 'authenticated' | 'user' | 'system' | { permission: string; self?: string };
+export type AuthRule =
+  | 'public'
+  | 'authenticated'
+  | 'system'
+  | { own: string }
+  | { account: AccountScope }
+  | { permission: string; self?: string; scope?: AccountScope; manages?: string };
 
 type AnyObject = z.ZodObject<z.ZodRawShape> | z.ZodEffects<z.ZodObject<z.ZodRawShape>>;
 
@@ -61,14 +84,42 @@ function parse<T extends ZodTypeAny>(schema: T | undefined, value: unknown, wher
   return r.data;
 }
 
+/** A user id path value with `me` resolved to the caller's user. */
+function pathUserId(p: Principal, value: unknown): string | undefined {
+  if (typeof value !== 'string') return undefined;
+  return value === 'me' ? (actingUserId(p) ?? undefined) : value;
+}
+
 function checkAccess(ctx: AppContext, auth: AuthRule, params: Record<string, unknown>): void {
   const p = ctx.state.principal;
   if (auth === 'public') return;
   if (auth === 'authenticated') return requireAuthenticated(p);
-  if (auth === 'user') return requireUser(p);
   if (auth === 'system') return requireSystem(p, 'only the system key may call this endpoint');
-  const selfId = auth.self ? (params[auth.self] as string | undefined) : undefined;
-  authorize(p, auth.permission, { selfId: selfId === 'me' ? (p.kind === 'user' ? p.userId : undefined) : selfId });
+  if ('own' in auth) return void authorizeSelf(p, auth.own);
+  if ('account' in auth) {
+    authorizeSelf(p);
+    return requireAccountScope(p, auth.account);
+  }
+  authorize(p, auth.permission, { selfId: auth.self ? pathUserId(p, params[auth.self]) : undefined, scope: auth.scope });
+}
+
+/** Hierarchy (`manages`): the target's permissions, then the policy decides. */
+async function checkHierarchy(ctx: AppContext, param: string, params: Record<string, unknown>): Promise<void> {
+  const p = ctx.state.principal;
+  const target = pathUserId(p, params[param]);
+  if (!target || target === actingUserId(p)) return;
+  authorizeManageUser(p, target, await userPermissionSet(ctx.services.db, target));
+}
+
+/** The access rule in words, for the OpenAPI description. */
+function describeAuth(auth: AuthRule): string {
+  if (typeof auth === 'string') return `Access: ${auth}.`;
+  if ('own' in auth) return `Access: your own account; OAuth tokens and API keys need the \`${auth.own}\` scope.`;
+  if ('account' in auth) return `Access: your own account; OAuth tokens and API keys need the \`${auth.account}\` scope.`;
+  const parts = [`Requires \`${auth.permission}\`${auth.self ? ' or self' : ''}.`];
+  if (auth.scope) parts.push(`OAuth tokens and API keys also need the \`${auth.scope}\` scope.`);
+  if (auth.manages) parts.push('You must hold every permission the target user holds.');
+  return parts.join(' ');
 }
 
 const toOpenApiPath = (path: string) => path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
@@ -83,7 +134,8 @@ export function defineRoute<
   Q extends AnyObject = z.ZodObject<{}>,
   B extends ZodTypeAny = z.ZodUnknown,
 >(router: Router<AppState, { services: ApiServices }>, def: RouteDef<P, Q, B>, handler: (ctx: AppContext, input: RouteInput<P, Q, B>) => Promise<void> | void): void {
-  const selfRule = typeof def.auth === 'object' && def.auth.self;
+  const selfRule = typeof def.auth === 'object' && 'permission' in def.auth && def.auth.self;
+  const manages = typeof def.auth === 'object' && 'permission' in def.auth ? def.auth.manages : undefined;
   router[def.method](def.path, (ctx) => {
     const c = ctx as unknown as AppContext;
     // Permission checks come before validation (a caller without access learns nothing about the
@@ -93,6 +145,7 @@ export function defineRoute<
     if (selfRule) checkAccess(c, def.auth, params as Record<string, unknown>);
     const query = def.query ? parse(def.query, ctx.query, 'query') : ({} as z.infer<Q>);
     const body = def.body ? parse(def.body, (ctx.request as { body?: unknown }).body ?? {}, 'body') : ((ctx.request as { body?: unknown }).body as z.infer<B>);
+    if (manages) return checkHierarchy(c, manages, params as Record<string, unknown>).then(() => handler(c, { params, query, body }));
     return handler(c, { params, query, body });
   });
 
@@ -105,7 +158,7 @@ export function defineRoute<
     method: def.method,
     path: toOpenApiPath(def.path),
     summary: def.summary,
-    description: [def.description, typeof def.auth === 'object' ? `Requires \`${def.auth.permission}\`${def.auth.self ? ' or self' : ''}.` : `Access: ${def.auth}.`]
+    description: [def.description, describeAuth(def.auth)]
       .filter(Boolean)
       .join('\n\n'),
     tags: def.tags,

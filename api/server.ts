@@ -59,7 +59,7 @@ export async function startApi(config: Config, opts: { port?: number } = {}): Pr
   const credentials = new CredentialResolver(ctx.db, ctx.logger);
   const subscriber = createRedis(config);
   subscriber.on('error', (err) => ctx.logger.warn({ err: err.message }, 'redis subscriber error'));
-  await credentials.start(subscriber, config);
+  await credentials.start(subscriber, config, { publisher: ctx.redis });
   if (config.systemApiKey) await ensureSystemApiKey(ctx.db, config.systemApiKey);
 
   const services: ApiServices = {

@@ -81,7 +81,8 @@ export class AccountEvents {
         if (!roleId) break;
         this.deps.credentials.invalidate({ all: true });
         for (const c of this.hub.clients) {
-          if ((c.principal.kind === 'user' || c.principal.kind === 'apiKey') && c.principal.roleIds.includes(roleId)) this.recheck(c);
+          const p = c.principal;
+          if ((p.kind === 'user' || p.kind === 'apiKey') && (p.roleIds.includes(roleId) || (p.kind === 'apiKey' && p.keyRoleIds.includes(roleId)))) this.recheck(c);
         }
         break;
       }
@@ -100,7 +101,7 @@ export class AccountEvents {
       if (c.auth.kind === 'anonymous') continue;
       const p = c.principal;
       const hit =
-        (msg.all && p.kind === 'apiKey' && p.roleIds.length > 0) ||
+        (msg.all && p.kind === 'apiKey' && (p.roleIds.length > 0 || p.keyRoleIds.length > 0)) ||
         (msg.userId && (p.kind === 'user' || p.kind === 'apiKey') && p.userId === msg.userId) ||
         (msg.apiKeyId && (p.kind === 'apiKey' || p.kind === 'system') && p.apiKeyId === msg.apiKeyId) ||
         (msg.apiKeyId && c.auth.kind === 'relay');
@@ -117,7 +118,7 @@ export class AccountEvents {
       a.kind === 'bearer'
         ? `b:${a.token}`
         : a.kind === 'ticket'
-          ? `t:${a.ticket.userId}:${a.ticket.sessionId}:${a.ticket.via}:${a.ticket.oauthClientId ?? ''}:${(a.ticket.scopes ?? []).join(',')}`
+          ? `t:${a.ticket.userId}:${a.ticket.sessionId}:${a.ticket.via}:${a.ticket.oauthTokenId ?? ''}`
           : a.kind === 'relay'
             ? `r:${a.systemToken}:${a.userId}`
             : 'anonymous';

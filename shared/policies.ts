@@ -27,6 +27,13 @@ export class PermissionSet {
     return [...this.grants].sort();
   }
 
+  /** Names `scope` explicitly: the exact grant or its `resource:*`, never through `*:*`. */
+  names(scope: string): boolean {
+    if (this.grants.has(scope)) return true;
+    const i = scope.indexOf(':');
+    return i > 0 && this.grants.has(`${scope.slice(0, i)}:*`);
+  }
+
   /**
    * The grants of `requested` that this set covers: used to narrow API-key scopes and OAuth scopes
    * to what the owner holds. A wildcard request expands to the owner's matching grants.
@@ -51,6 +58,13 @@ export class PermissionSet {
 
 export const NO_PERMISSIONS = new PermissionSet([]);
 
+/**
+ * What a credential allows before its owner's permissions bound it: `'all'` for a session (and the
+ * system key), the granted scopes for an OAuth token, the scopes plus the roles' permissions for an
+ * API key.
+ */
+export type Grant = 'all' | PermissionSet;
+
 export type Principal =
   | { kind: 'anonymous' }
   | {
@@ -60,13 +74,60 @@ export type Principal =
       sessionId: string | null;
       via: 'session' | 'oauth';
       oauthClientId?: string;
+      /** Row id of the OAuth access token (OAuth credentials only). */
+      oauthTokenId?: string;
+      /** Effective permissions: the owner's current permissions ∩ the grant. */
       permissions: PermissionSet;
+      grant: Grant;
+      /** Roles the user holds. */
       roleIds: string[];
     }
-  | { kind: 'apiKey'; apiKeyId: string; userId: string | null; permissions: PermissionSet; roleIds: string[] }
+  | {
+      kind: 'apiKey';
+      apiKeyId: string;
+      userId: string | null;
+      /** Effective permissions: the owner's current permissions ∩ (scopes ∪ the key's roles' permissions). */
+      permissions: PermissionSet;
+      grant: PermissionSet;
+      /** Roles the owner holds (what the key may hand on). */
+      roleIds: string[];
+      /** Roles put on the key itself. */
+      keyRoleIds: string[];
+    }
   | { kind: 'system'; apiKeyId: string; permissions: PermissionSet };
 
 export const ANONYMOUS: Principal = { kind: 'anonymous' };
+
+/**
+ * The one place a request's power is computed: the owner's current permissions intersected with
+ * the credential's grant. Used by the credential resolver for sessions, OAuth tokens and API keys
+ * alike, and by the realtime process when it rebuilds a ticket's principal.
+ */
+export function effectivePermissions(owner: PermissionSet, grant: Grant): PermissionSet {
+  return grant === 'all' ? owner : owner.narrow(grant.list());
+}
+
+/**
+ * Scopes naming account-security operations. A session holds them on its own account; an OAuth
+ * token or API key only when its grant names them explicitly (the exact scope or `account:*`;
+ * `*:*` does not count), so a token granted for tracking data can never take over the account.
+ */
+export const ACCOUNT_SCOPES = {
+  /** Email change, email/password linking, platform accounts (primary, unlink). */
+  email: 'account:email',
+  /** Listing and revoking sessions. */
+  sessions: 'account:sessions',
+  /** Scheduling or cancelling the deletion of the own account. */
+  delete: 'account:delete',
+  /** Listing and revoking OAuth consents. */
+  consents: 'account:consents',
+  /** Minting WebSocket tickets (REST and GraphQL). */
+  wsTicket: 'ws:ticket',
+} as const;
+
+export type AccountScope = (typeof ACCOUNT_SCOPES)[keyof typeof ACCOUNT_SCOPES];
+
+const ACCOUNT_SCOPE_LIST: readonly string[] = Object.values(ACCOUNT_SCOPES);
 
 /** The user a principal acts as, if any (a user-owned API key acts for its owner). */
 export function actingUserId(p: Principal): string | null {
@@ -75,13 +136,27 @@ export function actingUserId(p: Principal): string | null {
   return null;
 }
 
-/** Does the principal hold the permission? Anonymous holds nothing. */
+/** Does the principal hold the permission (effective, owner ∩ grant)? Anonymous holds nothing. */
 export function can(p: Principal, permission: string): boolean {
   return p.kind !== 'anonymous' && p.permissions.has(permission);
 }
 
 export function isSuperAdmin(p: Principal): boolean {
   return p.kind !== 'anonymous' && p.permissions.isSuperAdmin;
+}
+
+/** Does the credential's grant name `scope` explicitly (exact or `resource:*`, never via `*:*`)? */
+export function grantNames(p: Principal, scope: string): boolean {
+  if (p.kind === 'anonymous') return false;
+  if (p.kind === 'system' || p.grant === 'all') return true;
+  return p.grant.names(scope);
+}
+
+/** May the credential use `permission` on its owner's own record ("or self", bounded by the grant)? */
+function grantAllowsSelf(p: Principal, permission: string): boolean {
+  if (p.kind === 'user') return p.grant === 'all' || p.grant.has(permission);
+  if (p.kind === 'apiKey') return p.grant.has(permission);
+  return false;
 }
 
 /** Throws 401 unless the caller is authenticated. */
@@ -100,14 +175,37 @@ export function requireSystem(p: Principal, message = 'system key required'): as
   if (p.kind !== 'system') throw unauthorized(message);
 }
 
+/** Throws 403 unless a narrowed credential (OAuth token, API key) explicitly names the account scope. */
+export function requireAccountScope(p: Principal, scope: AccountScope): void {
+  requireAuthenticated(p);
+  if (!grantNames(p, scope)) throw forbidden(`this credential's grant does not include ${scope}`);
+}
+
 /**
  * Throws 401 for anonymous callers and 403 when the permission is missing. With `selfId`, a user
- * acting on their own record passes without the permission ('or self' in the spec).
+ * acting on their own record passes without the permission ('or self' in the spec), but only as far
+ * as the credential's grant allows: an OAuth token or API key needs the permission among its
+ * scopes. With `scope`, the operation is account-security and a narrowed credential must also name
+ * that scope explicitly, whoever the target is.
  */
-export function authorize(p: Principal, permission: string, opts: { selfId?: string | null } = {}): void {
+export function authorize(p: Principal, permission: string, opts: { selfId?: string | null; scope?: AccountScope } = {}): void {
   requireAuthenticated(p);
-  if (opts.selfId && p.kind === 'user' && p.userId === opts.selfId) return;
+  if (opts.scope) requireAccountScope(p, opts.scope);
+  if (opts.selfId && actingUserId(p) === opts.selfId && grantAllowsSelf(p, permission)) return;
   if (!p.permissions.has(permission)) throw forbidden(`missing permission ${permission}`);
+}
+
+/**
+ * The caller's own account: a user credential or a user-owned API key acting for its owner; with
+ * `permission`, a narrowed credential needs it among its scopes (self-service reads and writes).
+ * Returns the user id.
+ */
+export function authorizeSelf(p: Principal, permission?: string): string {
+  requireAuthenticated(p);
+  const uid = actingUserId(p);
+  if (!uid) throw forbidden('this credential does not act for a user');
+  if (permission && !grantAllowsSelf(p, permission) && !p.permissions.has(permission)) throw forbidden(`this credential's grant does not include ${permission}`);
+  return uid;
 }
 
 /** Owner-or-permission rule for owned resources (OAuth clients, API keys, integrations). */
@@ -116,6 +214,20 @@ export function authorizeOwner(p: Principal, ownerId: string | null, adminPermis
   const uid = actingUserId(p);
   if (ownerId && uid === ownerId) return;
   if (!p.permissions.has(adminPermission)) throw forbidden('not the owner of this resource');
+}
+
+/**
+ * Hierarchy: an actor manages another user (update, link, delete, force-delete, ban, roles, 2FA)
+ * only if it holds every permission that user holds, so a super admin is managed only by a super
+ * admin. Acting on oneself is governed by the "or self" rules instead.
+ */
+export function authorizeManageUser(p: Principal, targetId: string, targetPermissions: PermissionSet): void {
+  requireAuthenticated(p);
+  if (actingUserId(p) === targetId) return;
+  const missing = targetPermissions.list().filter((perm) => !p.permissions.has(perm));
+  if (missing.length) {
+    throw forbidden(`you may only manage users whose every permission you hold (missing ${missing.slice(0, 5).join(', ')})`);
+  }
 }
 
 /**
@@ -145,22 +257,61 @@ export function systemKeyAllowed(path: string): boolean {
 }
 
 /**
- * No escalation: a caller may hand out (as API-key scopes, or as a role's permissions) only grants
- * it holds itself; super admins are exempt. Throws 403 naming what is not theirs to give.
+ * No escalation: a caller may hand out (as API-key scopes) only grants it holds itself: an
+ * effective permission (spec §4.20: a subset of the caller's permissions, super admins exempt), or
+ * an account scope (not a permission: it names operations on the own account) that its own
+ * credential names. Throws 403 naming what is not theirs to give.
  */
 export function authorizeGrant(p: Principal, requested: Iterable<string>, what = 'scopes'): void {
   requireAuthenticated(p);
-  if (p.permissions.isSuperAdmin) return;
-  const missing = [...requested].filter((r) => !p.permissions.has(r));
+  const missing = [...requested].filter((r) => !p.permissions.has(r) && !(ACCOUNT_SCOPE_LIST.includes(r) && grantNames(p, r)));
   if (missing.length) throw forbidden(`${what} exceed your own permissions: ${missing.join(', ')}`);
 }
 
-/** A caller may attach only roles it holds itself (super admins any role). */
-export function authorizeRoleGrant(p: Principal, roleId: string): void {
+/** Changing a role's permissions (adding or removing `permission`) needs holding it. */
+export function authorizeRolePermissionChange(p: Principal, permission: string, change: 'add' | 'remove'): void {
   requireAuthenticated(p);
-  if (p.permissions.isSuperAdmin) return;
-  const held = p.kind === 'system' ? [] : p.roleIds;
-  if (!held.includes(roleId)) throw forbidden('you may only assign roles you hold yourself');
+  if (!p.permissions.has(permission)) throw forbidden(`you may only ${change} permissions you hold yourself (${permission})`);
+}
+
+/**
+ * Giving or taking a role (to a user, or to an API key with `mustHoldRole`) needs every permission
+ * the role grants, through this credential; an API key may get only roles its owner holds.
+ */
+export function authorizeRoleGrant(p: Principal, role: { id: string; permissions: PermissionSet }, opts: { mustHoldRole?: boolean } = {}): void {
+  requireAuthenticated(p);
+  if (opts.mustHoldRole && !p.permissions.isSuperAdmin) {
+    const held = p.kind === 'system' ? [] : p.roleIds;
+    if (!held.includes(role.id)) throw forbidden('you may only assign roles you hold yourself');
+  }
+  const missing = role.permissions.list().filter((perm) => !p.permissions.has(perm));
+  if (missing.length) throw forbidden(`cannot manage a role granting permissions you do not hold (${missing.slice(0, 5).join(', ')})`);
+}
+
+/**
+ * GraphQL root fields the system key may run (spec §5.5: it is confined to what names it); every
+ * other operation answers 403 to it, as a REST route off its allowlist would.
+ */
+export const SYSTEM_KEY_GRAPHQL_FIELDS: ReadonlySet<string> = new Set([
+  'me',
+  'oauthSignin',
+  'findUserByPlatform',
+  'createAuditEvent',
+  'logAuditEvent',
+  'twoFactorStatus',
+  'userRequiresTwoFactor',
+  'setupTwoFactor',
+  'verifyTwoFactor',
+  'disableTwoFactor',
+  'regenerateBackupCodes',
+  '__typename',
+  '__schema',
+  '__type',
+]);
+
+/** Throws 403 when the system key asks for a GraphQL root field that does not name it. */
+export function authorizeGraphqlRootField(p: Principal, field: string): void {
+  if (p.kind === 'system' && !SYSTEM_KEY_GRAPHQL_FIELDS.has(field)) throw forbidden(`system key not permitted on the GraphQL field ${field}`);
 }
 
 /** Super admin (`*:*`) only, e.g. regenerating a system key. */

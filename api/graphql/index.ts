@@ -2,7 +2,8 @@ import 'reflect-metadata';
 import type Router from '@koa/router';
 import { GraphQLError, GraphQLSchema, printSchema } from 'graphql';
 import { createHandler } from 'graphql-http/lib/use/koa';
-import { buildSchema, NonEmptyArray } from 'type-graphql';
+import { buildSchema, MiddlewareFn, NonEmptyArray } from 'type-graphql';
+import { authorizeGraphqlRootField } from '../../shared/policies';
 import { HttpError } from '../../shared/errors';
 import type { AppState } from '../routing';
 import type { ApiServices } from '../services';
@@ -20,8 +21,18 @@ import { GpsResolver } from './gps';
 // eslint-disable-next-line @typescript-eslint/ban-types
 export const resolvers: NonEmptyArray<Function> = [MeResolver, WsTicketResolver, AccountsResolver, GpsResolver, AuditResolver];
 
+/**
+ * Root fields pass shared/policies' GraphQL gate first: the system key runs only the operations that
+ * name it (spec §5.5 confines it on REST by route; here by field).
+ */
+const rootFieldGate: MiddlewareFn<GqlContext> = ({ context, info }, next) => {
+  const parent = info.parentType.name;
+  if (parent === 'Query' || parent === 'Mutation' || parent === 'Subscription') authorizeGraphqlRootField(context.principal, info.fieldName);
+  return next();
+};
+
 export async function buildGraphqlSchema(): Promise<GraphQLSchema> {
-  return buildSchema({ resolvers, validate: false });
+  return buildSchema({ resolvers, validate: false, globalMiddlewares: [rootFieldGate] });
 }
 
 /** Resolver errors thrown as HttpError keep their status and name in `extensions`. */

@@ -36,7 +36,7 @@ export function adminUserRoutes(router: ApiRouter): void {
       summary: 'Delete a user now, skipping the grace period (irreversible)',
       description: "The user row and everything hanging off it are removed, mails to the user leave the outbox and the user's audit events lose their personal fields.",
       tags: TAG,
-      auth: { permission: 'users:delete' },
+      auth: { permission: 'users:delete', manages: 'id' },
       params: userIdParam,
       body: z.object({ reason: z.string().trim().min(1).max(1000).optional() }),
       responses: { 200: { description: '{success, message}' }, 400: { description: 'Deleting oneself' }, 404: { description: 'No such user' } },
@@ -52,7 +52,7 @@ export function adminUserRoutes(router: ApiRouter): void {
 
   defineRoute(
     router,
-    { method: 'post', path: '/v1/admin/users/:id/cancel-deletion', summary: 'Cancel a scheduled deletion (and restore a soft-deleted user)', tags: TAG, auth: { permission: 'users:write' }, params: userIdParam, responses: { 200: { description: '{success, message}' }, 404: { description: 'No such user' }, 409: { description: 'No deletion scheduled' } } },
+    { method: 'post', path: '/v1/admin/users/:id/cancel-deletion', summary: 'Cancel a scheduled deletion (and restore a soft-deleted user)', tags: TAG, auth: { permission: 'users:write', manages: 'id' }, params: userIdParam, responses: { 200: { description: '{success, message}' }, 404: { description: 'No such user' }, 409: { description: 'No deletion scheduled' } } },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
       const { wasDeleted } = await cancelDeletion(ctx.services, id, actorOf(ctx));

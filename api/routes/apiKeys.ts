@@ -1,5 +1,6 @@
 import Router from '@koa/router';
 import { invalidateCredentials } from '../../shared/commands/accessChanges';
+import { rolePermissionSet } from '../../shared/commands/access';
 import { createApiKey, regenerateApiKey } from '../../shared/commands/apiKeys';
 import { recordAuditEvent } from '../../shared/commands/recordAuditEvent';
 import { conflict, forbidden, notFound } from '../../shared/errors';
@@ -165,16 +166,34 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
           expires_at: zFutureDate().nullish(),
         }),
       ),
-      responses: { 200: { description: 'Updated key', schema: z.object({ data: keySchema, _links: links }) }, 403: { description: 'Not your key, or scope escalation' }, 404: { description: 'No such key' } },
+      responses: {
+        200: { description: 'Updated key', schema: z.object({ data: keySchema, _links: links }) },
+        403: { description: 'Not your key, scope escalation, or reactivating a key an administrator switched off' },
+        404: { description: 'No such key' },
+        409: { description: 'Extending an expired key' },
+      },
     },
     async (ctx, { params, body }) => {
       const key = await loadKey(ctx, params.id);
-      if (body.scopes) authorizeGrant(ctx.state.principal, body.scopes);
+      const p = ctx.state.principal;
+      if (body.scopes) authorizeGrant(p, body.scopes);
+      const byOwner = key.user_id !== null && actingUserId(p) === key.user_id;
+      // An administrator's switch-off (or the account's deletion) sticks: the owner cannot undo it.
+      if (body.is_active === true && !key.is_active && key.locked && byOwner) {
+        throw forbidden('is_active: this key was switched off by an administrator or by the deletion of the account; only an administrator can switch it back on');
+      }
+      // An expired key stays dead; moving its expiry would revive a credential that may have leaked.
+      if (body.expires_at !== undefined && key.expires_at && key.expires_at.getTime() <= Date.now()) {
+        throw conflict('expires_at: this key has expired and cannot be extended; create a new key');
+      }
       const patch: Partial<ApiKey> = {};
       if (body.name !== undefined) patch.name = body.name;
       if (body.description !== undefined) patch.description = body.description;
       if (body.scopes !== undefined) patch.scopes = body.scopes;
-      if (body.is_active !== undefined) patch.is_active = body.is_active;
+      if (body.is_active !== undefined) {
+        patch.is_active = body.is_active;
+        if (!byOwner) patch.locked = !body.is_active;
+      }
       if (body.expires_at !== undefined) patch.expires_at = body.expires_at ? new Date(body.expires_at) : null;
       const updated = await ctx.services.db.transaction(async (trx) => {
         const row = await ApiKey.query(trx).patchAndFetchById(key.id, patch);
@@ -266,7 +285,7 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       const key = await loadKey(ctx, params.id);
       const role = await rowById(Role).load(body.role_id);
       if (!role) throw notFound('role');
-      authorizeRoleGrant(ctx.state.principal, role.id);
+      authorizeRoleGrant(ctx.state.principal, { id: role.id, permissions: await rolePermissionSet(ctx.services.db, role.id) }, { mustHoldRole: true });
       if (await ctx.services.db('api_key_roles').where({ api_key_id: key.id, role_id: role.id }).first()) throw conflict('role already assigned to this key');
       await ctx.services.db('api_key_roles').insert({ api_key_id: key.id, role_id: role.id });
       await invalidateCredentials(ctx.services, { apiKeyId: key.id });

@@ -38,7 +38,7 @@ export function banRoutes(router: ApiRouter): void {
       summary: 'Ban a user',
       description: 'Permanent when duration_seconds is null or absent. The user is signed out everywhere at once (accountBanned and forceLogout pushes); a timed ban ends by itself at expires_at.',
       tags: TAG,
-      auth: { permission: 'users:ban' },
+      auth: { permission: 'users:ban', manages: 'id' },
       params: userIdParam,
       body: z.object({
         reason: z.string().trim().max(1000).nullable().optional(),
@@ -51,8 +51,6 @@ export function banRoutes(router: ApiRouter): void {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(db, id);
       if (id === actingUserId(ctx.state.principal)) throw badRequest('you cannot ban yourself');
-      // A moderator must not lock out an administrator.
-      if (!isSuperAdmin(ctx.state.principal) && new PermissionSet((await loadUserAccess(db, id)).permissions).isSuperAdmin) throw forbidden('only a super admin can ban a super admin');
       const ban = await banUser(ctx.services, { userId: id, reason: body.reason ?? null, durationSeconds: body.duration_seconds ?? null }, actorOf(ctx));
       created(ctx, { data: presentBan(ban), _links: { self: `/v1/users/${id}/ban` } });
     },
@@ -60,7 +58,7 @@ export function banRoutes(router: ApiRouter): void {
 
   defineRoute(
     router,
-    { method: 'delete', path: '/v1/users/:id/ban', summary: 'Lift the active ban', tags: TAG, auth: { permission: 'users:ban' }, params: userIdParam, responses: { 200: { description: '{success, message}' }, 404: { description: 'Not banned' } } },
+    { method: 'delete', path: '/v1/users/:id/ban', summary: 'Lift the active ban', tags: TAG, auth: { permission: 'users:ban', manages: 'id' }, params: userIdParam, responses: { 200: { description: '{success, message}' }, 404: { description: 'Not banned' } } },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id, { includeDeleted: true });

@@ -14,7 +14,7 @@ import {
 import { HttpError, notFound, serviceUnavailable, unauthorized } from '../../shared/errors';
 import type { OAuthClient } from '../../shared/models/OAuthClient';
 import { OAuthConsent } from '../../shared/models/OAuthConsent';
-import { actingUserId, requireUser } from '../../shared/policies';
+import { ACCOUNT_SCOPES, actingUserId, requireUser } from '../../shared/policies';
 import { presentConsent } from '../../shared/presenters/oauthClient';
 import { z, zUuid } from '../../shared/zod';
 import { resource } from '../pagination';
@@ -149,7 +149,7 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
 
   defineRoute(
     router,
-    { method: 'get', path: '/v1/users/me/consents', summary: 'Apps you have granted access to', tags: ['oauth'], auth: 'user', responses: { 200: { description: 'Active consents', schema: z.object({ data: z.array(consentSchema), _links: z.object({ self: z.string() }) }) } } },
+    { method: 'get', path: '/v1/users/me/consents', summary: 'Apps you have granted access to', tags: ['oauth'], auth: { account: ACCOUNT_SCOPES.consents }, responses: { 200: { description: 'Active consents', schema: z.object({ data: z.array(consentSchema), _links: z.object({ self: z.string() }) }) } } },
     async (ctx) => {
       const p = ctx.state.principal;
       requireUser(p);
@@ -165,7 +165,7 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
       path: '/v1/users/me/consents/:client_id',
       summary: "Revoke an app's access: its tokens stop working at once",
       tags: ['oauth'],
-      auth: 'user',
+      auth: { account: ACCOUNT_SCOPES.consents },
       params: z.object({ client_id: zUuid() }),
       responses: { 204: { description: 'Revoked' }, 404: { description: 'No active consent for this client' } },
     },

@@ -1,4 +1,5 @@
 import Router from '@koa/router';
+import { ACCOUNT_SCOPES } from '../../shared/policies';
 import { recordAuditEvent } from '../../shared/commands/recordAuditEvent';
 import { userAccounts } from '../../shared/commands/users';
 import { badRequest, conflict, notFound } from '../../shared/errors';
@@ -34,7 +35,7 @@ export function platformAccountRoutes(router: ApiRouter): void {
       path: '/v1/users/:id/accounts/:account_id/primary',
       summary: 'Make a linked account the primary one',
       tags: TAG,
-      auth: { permission: 'users:write', self: 'id' },
+      auth: { permission: 'users:write', self: 'id', scope: ACCOUNT_SCOPES.email, manages: 'id' },
       params: accountParams,
       responses: { 200: { description: 'ResourceResponse<platform account>' }, 404: { description: 'No such user or account' } },
     },
@@ -62,7 +63,7 @@ export function platformAccountRoutes(router: ApiRouter): void {
       summary: 'Unlink a platform account',
       description: 'Refused for the email sign-in account (400), the last account (409) and the primary account (409).',
       tags: TAG,
-      auth: { permission: 'users:write', self: 'id' },
+      auth: { permission: 'users:write', self: 'id', scope: ACCOUNT_SCOPES.email, manages: 'id' },
       params: accountParams,
       responses: { 204: { description: 'Unlinked' }, 400: { description: 'Email sign-in account' }, 404: { description: 'No such user or account' }, 409: { description: 'Last or primary account' } },
     },

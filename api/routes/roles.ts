@@ -5,7 +5,8 @@ import { invalidateCredentials, publishAccessChanges, roleHolders, snapshotUserA
 import { conflict, forbidden, notFound } from '../../shared/errors';
 import { Permission } from '../../shared/models/Permission';
 import { Role } from '../../shared/models/Role';
-import { authorizeGrant } from '../../shared/policies';
+import { authorizeRoleGrant, authorizeRolePermissionChange } from '../../shared/policies';
+import { rolePermissionSet } from '../../shared/commands/access';
 import { rowById } from '../../shared/rowLoader';
 import { presentPermission, presentRole } from '../../shared/presenters/role';
 import { atLeastOne, z, zUuid } from '../../shared/zod';
@@ -148,6 +149,8 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
     async (ctx, { params }) => {
       const role = await loadRole(params.id);
       if (role.is_system) throw forbidden('system roles cannot be deleted');
+      // Deleting a role takes it from every holder: only a caller holding all it grants may.
+      authorizeRoleGrant(ctx.state.principal, { id: role.id, permissions: await rolePermissionSet(ctx.services.db, role.id) });
       await changeRoleAccess(ctx, role, async (trx) => void (await Role.query(trx).deleteById(role.id)), { rolePermissionsChanged: true });
       noContent(ctx);
     },
@@ -179,7 +182,7 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       const role = await loadRole(params.id);
       const permission = await rowById(Permission).load(body.permission_id);
       if (!permission) throw notFound('permission');
-      authorizeGrant(ctx.state.principal, [`${permission.resource}:${permission.action}`], 'permissions');
+      authorizeRolePermissionChange(ctx.state.principal, `${permission.resource}:${permission.action}`, 'add');
       const exists = await ctx.services.db('role_permissions').where({ role_id: role.id, permission_id: permission.id }).first();
       if (exists) throw conflict('permission already assigned to this role');
       await changeRoleAccess(ctx, role, async (trx) => void (await trx('role_permissions').insert({ role_id: role.id, permission_id: permission.id })), { rolePermissionsChanged: true });
@@ -196,12 +199,14 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       tags: ['roles'],
       auth: { permission: 'roles:write' },
       params: z.object({ id: z.string().min(1).max(64), permission_id: zUuid() }),
-      responses: { 204: { description: 'Removed' }, 404: { description: 'No such role, or the permission is not assigned' } },
+      responses: { 204: { description: 'Removed' }, 403: { description: 'You do not hold the permission' }, 404: { description: 'No such role, or the permission is not assigned' } },
     },
     async (ctx, { params }) => {
       const role = await loadRole(params.id);
       const exists = await ctx.services.db('role_permissions').where({ role_id: role.id, permission_id: params.permission_id }).first();
       if (!exists) throw notFound('role permission');
+      const permission = await rowById(Permission).load(params.permission_id);
+      if (permission) authorizeRolePermissionChange(ctx.state.principal, `${permission.resource}:${permission.action}`, 'remove');
       await changeRoleAccess(ctx, role, async (trx) => void (await trx('role_permissions').where({ role_id: role.id, permission_id: params.permission_id }).delete()), { rolePermissionsChanged: true });
       noContent(ctx);
     },

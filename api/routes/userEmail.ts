@@ -5,7 +5,7 @@ import { PASSWORD_MAX, PASSWORD_MIN } from '../../shared/commands/passwords';
 import { zEmail } from '../../shared/commands/users';
 import type { AccountTokenPurpose } from '../../shared/models/AccountToken';
 import { badRequest, notFound } from '../../shared/errors';
-import { actingUserId, can } from '../../shared/policies';
+import { ACCOUNT_SCOPES, actingUserId, can } from '../../shared/policies';
 import { z } from '../../shared/zod';
 import { defineRoute, AppContext, AppState } from '../routing';
 import type { ApiServices } from '../services';
@@ -15,6 +15,8 @@ type ApiRouter = Router<AppState, { services: ApiServices }>;
 
 const TAG = ['users'];
 const self = (permission: string) => ({ permission, self: 'id' });
+/** Email changes and links are account security: narrowed credentials need account:email, and a manager must outrank the user. */
+const securing = (permission: string) => ({ permission, self: 'id', scope: ACCOUNT_SCOPES.email, manages: 'id' });
 const tokenBody = z.object({ token: z.string().min(16, { message: 'is not a valid token' }).max(200) });
 
 const requestMeta = (ctx: AppContext) => ({ ...actorOf(ctx), acceptLanguage: ctx.get('accept-language') || null });
@@ -48,7 +50,7 @@ export function userEmailRoutes(router: ApiRouter): void {
       summary: 'Ask to change the address of the email sign-in',
       description: 'Sends a verification email (24-hour token) to the new address; the address changes only when the token is used.',
       tags: TAG,
-      auth: self('users:write'),
+      auth: securing('users:write'),
       params: userIdParam,
       body: z.object({ email: zEmail() }),
       responses: { 200: { description: '{message, expires_at}' }, 400: { description: 'Invalid email or not an email account' }, 404: { description: 'No such user' }, 409: { description: 'Email in use' } },
@@ -67,7 +69,7 @@ export function userEmailRoutes(router: ApiRouter): void {
       path: '/v1/users/email/verify',
       summary: 'Confirm an email change with the emailed token',
       tags: TAG,
-      auth: 'authenticated',
+      auth: { account: ACCOUNT_SCOPES.email },
       body: tokenBody,
       responses: { 200: { description: '{success, message}' }, 400: { description: 'Invalid or expired token' }, 409: { description: 'Email in use' } },
     },
@@ -91,7 +93,7 @@ export function userEmailRoutes(router: ApiRouter): void {
 
   defineRoute(
     router,
-    { method: 'delete', path: '/v1/users/:id/email/pending', summary: 'Cancel the pending email change', tags: TAG, auth: self('users:write'), params: userIdParam, responses: { 200: { description: '{success, message}' }, 404: { description: 'None pending' } } },
+    { method: 'delete', path: '/v1/users/:id/email/pending', summary: 'Cancel the pending email change', tags: TAG, auth: securing('users:write'), params: userIdParam, responses: { 200: { description: '{success, message}' }, 404: { description: 'None pending' } } },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id);
@@ -109,7 +111,7 @@ export function userEmailRoutes(router: ApiRouter): void {
       summary: 'Add email and password sign-in to an account',
       description: 'Sends a verification email (24-hour token); the email platform account is created when it is used.',
       tags: TAG,
-      auth: self('users:write'),
+      auth: securing('users:write'),
       params: userIdParam,
       body: z.object({ email: zEmail(), password: z.string().min(PASSWORD_MIN, { message: `must be at least ${PASSWORD_MIN} characters` }).max(PASSWORD_MAX) }),
       responses: { 200: { description: '{message, expires_at}' }, 400: { description: 'Invalid input or already linked' }, 404: { description: 'No such user' }, 409: { description: 'Email in use' } },
@@ -128,7 +130,7 @@ export function userEmailRoutes(router: ApiRouter): void {
       path: '/v1/users/email-link/verify',
       summary: 'Confirm an email link with the emailed token',
       tags: TAG,
-      auth: 'authenticated',
+      auth: { account: ACCOUNT_SCOPES.email },
       body: tokenBody,
       responses: { 200: { description: '{message, platform_account_id}' }, 400: { description: 'Invalid or expired token' }, 409: { description: 'Email in use' } },
     },
@@ -152,7 +154,7 @@ export function userEmailRoutes(router: ApiRouter): void {
 
   defineRoute(
     router,
-    { method: 'delete', path: '/v1/users/:id/email-link/pending', summary: 'Cancel the pending email link', tags: TAG, auth: self('users:write'), params: userIdParam, responses: { 200: { description: '{message}' }, 404: { description: 'None pending' } } },
+    { method: 'delete', path: '/v1/users/:id/email-link/pending', summary: 'Cancel the pending email link', tags: TAG, auth: securing('users:write'), params: userIdParam, responses: { 200: { description: '{message}' }, 404: { description: 'None pending' } } },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id);

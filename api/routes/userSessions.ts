@@ -4,7 +4,7 @@ import { announceSessionsRevoked, deleteUserSessions } from '../../shared/comman
 import { badRequest, forbidden, notFound } from '../../shared/errors';
 import { Platform } from '../../shared/models/Platform';
 import { Session } from '../../shared/models/Session';
-import { Principal, requireUser } from '../../shared/policies';
+import { ACCOUNT_SCOPES, Principal, requireUser } from '../../shared/policies';
 import { presentUserSession } from '../../shared/presenters/userSession';
 import { zUuid, z } from '../../shared/zod';
 import { defineRoute, AppContext, AppState } from '../routing';
@@ -39,7 +39,7 @@ function audit(ctx: AppContext, userId: string, sessionIds: string[]) {
 export function userSessionRoutes(router: ApiRouter): void {
   defineRoute(
     router,
-    { method: 'get', path: '/v1/users/me/sessions', summary: 'My active sessions', tags: TAG, auth: 'user', responses: { 200: { description: '{sessions, current_session_id, _links}' } } },
+    { method: 'get', path: '/v1/users/me/sessions', summary: 'My active sessions', tags: TAG, auth: { account: ACCOUNT_SCOPES.sessions }, responses: { 200: { description: '{sessions, current_session_id, _links}' } } },
     async (ctx) => {
       const { userId, sessionId } = sessionCaller(ctx.state.principal);
       const db = ctx.services.db;
@@ -59,7 +59,7 @@ export function userSessionRoutes(router: ApiRouter): void {
       path: '/v1/users/me/sessions/:session_id',
       summary: 'Revoke one of my sessions',
       tags: TAG,
-      auth: 'user',
+      auth: { account: ACCOUNT_SCOPES.sessions },
       params: z.object({ session_id: zUuid() }),
       responses: { 200: { description: '{success, message}' }, 400: { description: '{success: false, message}: the current session' }, 404: { description: 'No such session' } },
     },
@@ -76,7 +76,7 @@ export function userSessionRoutes(router: ApiRouter): void {
 
   defineRoute(
     router,
-    { method: 'delete', path: '/v1/users/me/sessions', summary: 'Revoke all my sessions except the current one', tags: TAG, auth: 'user', responses: { 200: { description: '{success, revoked_count, message}' } } },
+    { method: 'delete', path: '/v1/users/me/sessions', summary: 'Revoke all my sessions except the current one', tags: TAG, auth: { account: ACCOUNT_SCOPES.sessions }, responses: { 200: { description: '{success, revoked_count, message}' } } },
     async (ctx) => {
       const { userId, sessionId } = sessionCaller(ctx.state.principal);
       const ids = await deleteUserSessions(ctx.services.db, userId, sessionId);

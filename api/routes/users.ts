@@ -1,5 +1,5 @@
 import Router from '@koa/router';
-import { loadUserAccess } from '../../shared/commands/access';
+import { loadUserAccess, rolePermissionSet } from '../../shared/commands/access';
 import { supportedLocales } from '../../shared/commands/accountSettings';
 import { oauthSignin, oauthSigninSchema } from '../../shared/commands/oauthSignin';
 import { recordAuditEvent } from '../../shared/commands/recordAuditEvent';
@@ -10,7 +10,7 @@ import { badRequest, conflict, forbidden, notFound } from '../../shared/errors';
 import { PlatformAccount } from '../../shared/models/PlatformAccount';
 import { Role } from '../../shared/models/Role';
 import { User } from '../../shared/models/User';
-import { actingUserId, can, requireAuthenticated } from '../../shared/policies';
+import { ACCOUNT_SCOPES, actingUserId, authorizeRoleGrant, authorizeSelf, can, requireAuthenticated } from '../../shared/policies';
 import { displayAccount, presentProfile, presentUser } from '../../shared/presenters/user';
 import { atLeastOne, z, zQueryBool } from '../../shared/zod';
 import { paginate, paginationQuery, resource } from '../pagination';
@@ -23,17 +23,13 @@ type ApiRouter = Router<AppState, { services: ApiServices }>;
 
 const TAG = ['users'];
 const self = (permission: string) => ({ permission, self: 'id' });
+/** A write to a user: self, or a manager holding every permission the user holds. */
+const manage = (permission: string) => ({ permission, self: 'id', manages: 'id' });
 const userPath = (id: string) => `/v1/users/${id}`;
 
-/** A non-superadmin may only give or take roles whose every permission they hold themselves. */
+/** Giving or taking a role needs every permission it grants (shared/policies decides). */
 async function assertMayManageRole(ctx: AppContext, roleId: string): Promise<void> {
-  const perms: string[] = await ctx.services.db('role_permissions as rp')
-    .join('permissions as p', 'p.id', 'rp.permission_id')
-    .where('rp.role_id', roleId)
-    .select(ctx.services.db.raw("p.resource || ':' || p.action as perm"))
-    .then((rows: Array<{ perm: string }>) => rows.map((r) => r.perm));
-  const missing = perms.filter((perm) => !can(ctx.state.principal, perm));
-  if (missing.length) throw forbidden(`cannot manage a role granting permissions you do not hold (${missing.slice(0, 5).join(', ')})`);
+  authorizeRoleGrant(ctx.state.principal, { id: roleId, permissions: await rolePermissionSet(ctx.services.db, roleId) });
 }
 
 async function presentRoles(ctx: AppContext, userId: string) {
@@ -43,7 +39,7 @@ async function presentRoles(ctx: AppContext, userId: string) {
 /** Users (spec §4.11): me, list, get, profile, updates, soft delete, provider sign-in, roles. */
 export function userRoutes(router: ApiRouter): void {
   // --- /v1/users/me: registered before /v1/users/:id so `me` never reaches the id routes.
-  defineRoute(router, { method: 'get', path: '/v1/users/me', summary: 'The calling user', description: 'Works for user credentials and for user-owned API keys (acting as the owner).', tags: TAG, auth: 'authenticated' }, async (ctx) => {
+  defineRoute(router, { method: 'get', path: '/v1/users/me', summary: 'The calling user', description: 'Works for user credentials and for user-owned API keys (acting as the owner): who the credential acts for.', tags: TAG, auth: 'authenticated' }, async (ctx) => {
     const id = requireActingUser(ctx.state.principal);
     ctx.body = resource(ctx, presentUser(await loadUser(ctx.services.db, id)), userPath(id));
   });
@@ -56,7 +52,7 @@ export function userRoutes(router: ApiRouter): void {
       summary: 'Ask for the deletion of the own account',
       description: 'Schedules the deletion after the grace period (7 days); the account stays usable until then and the deletion can be cancelled.',
       tags: TAG,
-      auth: 'user',
+      auth: { account: ACCOUNT_SCOPES.delete },
       responses: { 200: { description: '{success, message, scheduled_deletion_at}' } },
     },
     async (ctx) => {
@@ -68,7 +64,7 @@ export function userRoutes(router: ApiRouter): void {
 
   defineRoute(
     router,
-    { method: 'post', path: '/v1/users/me/cancel-deletion', summary: 'Cancel the scheduled deletion of the own account', tags: TAG, auth: 'user', responses: { 200: { description: '{success, message}' }, 409: { description: 'No deletion scheduled' } } },
+    { method: 'post', path: '/v1/users/me/cancel-deletion', summary: 'Cancel the scheduled deletion of the own account', tags: TAG, auth: { account: ACCOUNT_SCOPES.delete }, responses: { 200: { description: '{success, message}' }, 409: { description: 'No deletion scheduled' } } },
     async (ctx) => {
       const id = requireActingUser(ctx.state.principal);
       await cancelDeletion(ctx.services, id, actorOf(ctx));
@@ -129,7 +125,7 @@ export function userRoutes(router: ApiRouter): void {
       if (p.kind === 'system' || can(p, 'users:read')) {
         userId = await findUserIdByEmail(db, params.email);
       } else {
-        const own = actingUserId(p);
+        const own = authorizeSelf(p, 'users:read');
         const mine = own ? await db('platform_accounts').where('user_id', own).whereRaw('lower(email) = ?', [params.email]).first('id') : undefined;
         // Decided before any lookup of other users, so the answer says nothing about them.
         if (!mine) throw forbidden('you may only look up your own email address');
@@ -170,7 +166,7 @@ export function userRoutes(router: ApiRouter): void {
       description:
         'username, email, avatar_url (both on the primary platform account), privacy_mode, avatars_enabled. avatars_enabled=false removes every avatar URL of the user and keeps later sign-ins from filling them. The sign-in address of an email account changes only through /email/request-change.',
       tags: TAG,
-      auth: self('users:write'),
+      auth: manage('users:write'),
       params: userIdParam,
       body: atLeastOne(
         z.object({
@@ -236,7 +232,7 @@ export function userRoutes(router: ApiRouter): void {
       summary: "Set or clear a user's preferred locale",
       description: 'Supported locales are configurable (system config auth.supported_locales; default en and de). null clears.',
       tags: TAG,
-      auth: self('users:write'),
+      auth: manage('users:write'),
       params: userIdParam,
       body: z.object({ locale: z.string({ required_error: 'is required (null clears)', invalid_type_error: 'must be a string or null' }).trim().toLowerCase().nullable() }),
     },
@@ -261,7 +257,7 @@ export function userRoutes(router: ApiRouter): void {
       summary: "Change a user's username",
       description: '3-30 characters of letters, digits and underscore; unique case-insensitively.',
       tags: TAG,
-      auth: self('users:write'),
+      auth: manage('users:write'),
       params: userIdParam,
       body: z.object({ username: zUsername() }),
       responses: { 200: { description: 'ResourceResponse<User>' }, 400: { description: 'Invalid username' }, 404: { description: 'No such user' }, 409: { description: 'Username taken' } },
@@ -289,7 +285,7 @@ export function userRoutes(router: ApiRouter): void {
       summary: 'Soft-delete a user',
       description: 'Sets deleted_at, revokes every session and API key at once and schedules the purge after the grace period (cancel-deletion restores the account).',
       tags: TAG,
-      auth: { permission: 'users:delete' },
+      auth: { permission: 'users:delete', manages: 'id' },
       params: userIdParam,
       responses: { 204: { description: 'Deleted' }, 404: { description: 'No such user' }, 409: { description: 'Already deleted' } },
     },
@@ -325,7 +321,7 @@ export function userRoutes(router: ApiRouter): void {
       summary: 'Assign a role to a user',
       description: 'Answers 201 with the current list. A caller who is not a super admin may only assign roles whose permissions they hold.',
       tags: TAG,
-      auth: { permission: 'users:write' },
+      auth: { permission: 'users:write', manages: 'id' },
       params: userIdParam,
       body: z.object({ role_id: z.string().min(1).max(64) }),
       responses: { 201: { description: '{data: [roles]}' }, 404: { description: 'No such user or role' }, 409: { description: 'Already assigned' } },
@@ -355,7 +351,7 @@ export function userRoutes(router: ApiRouter): void {
       path: '/v1/users/:id/roles/:role_id',
       summary: 'Remove a role from a user',
       tags: TAG,
-      auth: { permission: 'users:write' },
+      auth: { permission: 'users:write', manages: 'id' },
       params: z.object({ id: zUserRef(), role_id: z.string().min(1).max(64) }),
       responses: { 204: { description: 'Removed' }, 404: { description: 'No such user, or role not assigned' } },
     },

@@ -3,10 +3,10 @@ import type Redis from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import type { Config } from '../config';
 import { sha256 } from '../crypto';
-import { AuthInvalidation, PubSub } from '../events';
+import { AuthInvalidation, AuthInvalidationMessage, PubSub } from '../events';
 import { findActiveBan, loadApiKeyRoleAccess, loadUserAccess } from '../commands/access';
 import type { Logger } from '../logger';
-import { PermissionSet, Principal } from '../policies';
+import { effectivePermissions, PermissionSet, Principal } from '../policies';
 import { redisKey } from '../redis';
 import { oauthAccessTokenSource } from './oauthTokens';
 
@@ -37,12 +37,25 @@ export interface CredentialSource {
 
 const SESSION_PREFIX = 'sess_';
 
-async function userEntry(db: Knex, userId: string, base: { sessionId: string | null; via: 'session' | 'oauth'; oauthClientId?: string; scopes?: string[] | null; expiresAt: number }): Promise<CredentialEntry> {
+async function userEntry(
+  db: Knex,
+  userId: string,
+  base: { sessionId: string | null; via: 'session' | 'oauth'; oauthClientId?: string; oauthTokenId?: string; scopes?: string[] | null; expiresAt: number },
+): Promise<CredentialEntry> {
   const [access, ban] = await Promise.all([loadUserAccess(db, userId), findActiveBan(db, userId)]);
-  let permissions = new PermissionSet(access.permissions);
-  if (base.scopes) permissions = permissions.narrow(base.scopes);
+  const grant = base.scopes ? new PermissionSet(base.scopes) : 'all';
   return {
-    principal: { kind: 'user', userId, sessionId: base.sessionId, via: base.via, oauthClientId: base.oauthClientId, permissions, roleIds: access.roleIds },
+    principal: {
+      kind: 'user',
+      userId,
+      sessionId: base.sessionId,
+      via: base.via,
+      ...(base.oauthClientId ? { oauthClientId: base.oauthClientId } : {}),
+      ...(base.oauthTokenId ? { oauthTokenId: base.oauthTokenId } : {}),
+      permissions: effectivePermissions(new PermissionSet(access.permissions), grant),
+      grant,
+      roleIds: access.roleIds,
+    },
     expiresAt: base.expiresAt,
     bannedUntil: ban ? (ban.expires_at ? ban.expires_at.getTime() : Infinity) : 0,
     userId,
@@ -86,9 +99,20 @@ export const apiKeySource: CredentialSource = {
       key.user_id ? loadUserAccess(db, key.user_id) : Promise.resolve({ permissions: [] as string[], roleIds: [] as string[] }),
       key.user_id ? findActiveBan(db, key.user_id) : Promise.resolve(undefined),
     ]);
-    const scoped = new PermissionSet(owner.permissions).narrow(key.scopes as string[]);
+    // The key's roles widen its grant, never its owner: a demoted owner's key loses what the role gave.
+    // An ownerless key (service key made by an operator) is bounded by its roles alone.
+    const grant = new PermissionSet([...(key.scopes as string[]), ...roleAccess.permissions]);
+    const bound = key.user_id ? owner.permissions : roleAccess.permissions;
     return {
-      principal: { kind: 'apiKey', apiKeyId: key.id, userId: key.user_id, permissions: scoped.union(new PermissionSet(roleAccess.permissions)), roleIds: roleAccess.roleIds },
+      principal: {
+        kind: 'apiKey',
+        apiKeyId: key.id,
+        userId: key.user_id,
+        permissions: effectivePermissions(new PermissionSet(bound), grant),
+        grant,
+        roleIds: owner.roleIds,
+        keyRoleIds: roleAccess.roleIds,
+      },
       expiresAt,
       bannedUntil: ban ? (ban.expires_at ? ban.expires_at.getTime() : Infinity) : 0,
       userId: key.user_id,
@@ -169,17 +193,40 @@ export class CredentialResolver {
     }
   }
 
-  /** Subscribes to invalidations and starts the periodic last-used flush. */
-  async start(subscriber: Redis, config: Pick<Config, 'redisPrefix'>, flushEveryMs = 15_000): Promise<void> {
+  private readonly afterInvalidation: Array<(msg: AuthInvalidation) => void> = [];
+
+  /** Runs `fn` after each invalidation from Redis is applied, before it is acknowledged (realtime re-checks sockets). */
+  onInvalidation(fn: (msg: AuthInvalidation) => void): void {
+    this.afterInvalidation.push(fn);
+  }
+
+  /**
+   * Subscribes to invalidations and starts the periodic last-used flush. Each invalidation is
+   * acknowledged on `publisher` once applied, so the change that published it can answer knowing no
+   * instance honours the old access any more (EventBus.invalidateAuth).
+   */
+  async start(subscriber: Redis, config: Pick<Config, 'redisPrefix'>, opts: { publisher: Redis; flushEveryMs?: number }): Promise<void> {
+    const flushEveryMs = opts.flushEveryMs ?? 15_000;
     this.subscriber = subscriber;
     const channel = redisKey(config, PubSub.authInvalidate);
     subscriber.on('message', (ch, raw) => {
       if (ch !== channel) return;
+      let msg: AuthInvalidationMessage;
       try {
-        this.invalidate(JSON.parse(raw) as AuthInvalidation);
+        msg = JSON.parse(raw) as AuthInvalidationMessage;
       } catch (err) {
         this.logger.warn({ err }, 'bad auth invalidation message');
+        return;
       }
+      this.invalidate(msg);
+      for (const fn of this.afterInvalidation) {
+        try {
+          fn(msg);
+        } catch (err) {
+          this.logger.warn({ err: (err as Error).message }, 'invalidation listener failed');
+        }
+      }
+      if (msg.ackId && msg.ackTo) opts.publisher.publish(msg.ackTo, msg.ackId).catch((err: Error) => this.logger.warn({ err: err.message }, 'could not acknowledge an invalidation'));
     });
     // Invalidations published while the connection was down are lost: drop the cache on both edges.
     subscriber.on('close', () => {

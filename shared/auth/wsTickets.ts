@@ -4,7 +4,8 @@ import { buildUserCredentialEntry } from './credentials';
 import type { Config } from '../config';
 import { randomToken, sha256 } from '../crypto';
 import { forbidden } from '../errors';
-import { Principal, requireAuthenticated } from '../policies';
+import { ACCOUNT_SCOPES, Principal, requireAccountScope, requireAuthenticated } from '../policies';
+import { loadOAuthTokenEntry } from './oauthTokens';
 import { redisKey } from '../redis';
 
 /**
@@ -24,8 +25,8 @@ export interface TicketData {
   sessionId: string | null;
   via: 'session' | 'oauth';
   oauthClientId?: string;
-  /** OAuth tokens only: the grants the token carried, which bound the rebuilt principal. */
-  scopes?: string[];
+  /** OAuth tokens only: the token's row, re-checked (revoked? client active?) whenever the socket is. */
+  oauthTokenId?: string;
   mintedAt: number;
 }
 
@@ -38,13 +39,14 @@ const ticketKey = (config: Pick<Config, 'redisPrefix'>, ticket: string) => redis
 export async function mintWsTicket(redis: Redis, config: Pick<Config, 'redisPrefix' | 'ws'>, principal: Principal): Promise<{ ticket: string; expiresIn: number }> {
   requireAuthenticated(principal);
   if (principal.kind !== 'user') throw forbidden('a WebSocket ticket needs a user credential; API keys connect with an Authorization header');
+  requireAccountScope(principal, ACCOUNT_SCOPES.wsTicket);
   const ticket = randomToken(TICKET_PREFIX, 32);
   const data: TicketData = {
     userId: principal.userId,
     sessionId: principal.sessionId,
     via: principal.via,
     ...(principal.oauthClientId ? { oauthClientId: principal.oauthClientId } : {}),
-    ...(principal.via === 'oauth' ? { scopes: principal.permissions.list() } : {}),
+    ...(principal.oauthTokenId ? { oauthTokenId: principal.oauthTokenId } : {}),
     mintedAt: Date.now(),
   };
   const ttl = config.ws.ticketTtlSeconds;
@@ -67,14 +69,20 @@ export async function consumeWsTicket(redis: Redis, config: Pick<Config, 'redisP
 export type UserPrincipal = Extract<Principal, { kind: 'user' }>;
 
 /**
- * Rebuilds the principal a ticket stands for from the database, checking that the session still
- * exists and the user is neither deleted nor banned. Also used to re-check such a connection
- * after a permission change.
+ * Rebuilds the principal a ticket stands for from the database, checking that the session or OAuth
+ * token behind it still lives (not revoked, client active) and the user is neither deleted nor
+ * banned. Also used to re-check such a connection after any invalidation that may concern it.
  */
 export async function principalForUser(
   db: Knex,
-  identity: Pick<TicketData, 'userId' | 'sessionId' | 'via' | 'oauthClientId' | 'scopes'>,
+  identity: Pick<TicketData, 'userId' | 'sessionId' | 'via' | 'oauthTokenId'>,
 ): Promise<{ ok: true; principal: UserPrincipal } | { ok: false; status: 401 | 403; message: string }> {
+  if (identity.via === 'oauth') {
+    const entry = identity.oauthTokenId ? await loadOAuthTokenEntry(db, { id: identity.oauthTokenId }) : null;
+    if (!entry || entry.userId !== identity.userId) return { ok: false, status: 401, message: 'the OAuth token behind this connection was revoked or expired' };
+    if (entry.bannedUntil > Date.now()) return { ok: false, status: 403, message: 'account is banned' };
+    return { ok: true, principal: entry.principal as UserPrincipal };
+  }
   let expiresAt = Infinity;
   if (identity.sessionId) {
     const row = await db('sessions as s')
@@ -92,9 +100,7 @@ export async function principalForUser(
   }
   const entry = await buildUserCredentialEntry(db, identity.userId, {
     sessionId: identity.sessionId,
-    via: identity.via,
-    oauthClientId: identity.oauthClientId,
-    scopes: identity.scopes ?? null,
+    via: 'session',
     expiresAt,
   });
   if (entry.bannedUntil > Date.now()) return { ok: false, status: 403, message: 'account is banned' };

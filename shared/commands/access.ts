@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { PermissionSet } from '../policies';
 
 /** Effective grants of a user: the union of their roles' permissions, and the role ids. */
 export async function loadUserAccess(db: Knex, userId: string): Promise<{ permissions: string[]; roleIds: string[] }> {
@@ -34,4 +35,18 @@ export async function findActiveBan(db: Knex, userId: string): Promise<{ id: str
     .where((q) => q.whereNull('expires_at').orWhere('expires_at', '>', db.fn.now()))
     .orderBy('banned_at', 'desc')
     .first('id', 'expires_at', 'is_permanent', 'reason');
+}
+
+/** A user's effective permissions as a set (hierarchy checks compare the caller's against it). */
+export async function userPermissionSet(db: Knex, userId: string): Promise<PermissionSet> {
+  return new PermissionSet((await loadUserAccess(db, userId)).permissions);
+}
+
+/** The permissions a role grants, as a set (granting or taking the role needs all of them). */
+export async function rolePermissionSet(db: Knex, roleId: string): Promise<PermissionSet> {
+  const rows: Array<{ perm: string }> = await db('role_permissions as rp')
+    .join('permissions as p', 'p.id', 'rp.permission_id')
+    .where('rp.role_id', roleId)
+    .select(db.raw("p.resource || ':' || p.action as perm"));
+  return new PermissionSet(rows.map((r) => r.perm));
 }

@@ -12,7 +12,7 @@ async function me(token: string) {
 
 test('create: 201 with the key shown once, stored as sha256 with its prefix; audit api_key_created', async (t) => {
   const s = stack();
-  const user = await createUser(s.db, { roles: ['role_user'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   const expires = new Date(Date.now() + 86400_000).toISOString();
   const r = await s.request('POST', '/v1/api-keys', { token: user.token, body: { name: 'CI', description: 'builds', scopes: ['gps:read', 'trips:read', 'gps:read'], expires_at: expires } });
   t.is(r.status, 201, r.text);
@@ -48,7 +48,7 @@ test('create: 201 with the key shown once, stored as sha256 with its prefix; aud
 
 test('scope escalation is refused with 403; super admins are exempt', async (t) => {
   const s = stack();
-  const user = await createUser(s.db, { roles: ['role_user'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   for (const scopes of [['users:delete'], ['gps:read', 'gps:write'], ['*:*'], ['gps:*'], ['roles:write']]) {
     const r = await s.request('POST', '/v1/api-keys', { token: user.token, body: { name: 'esc', scopes } });
     t.is(r.status, 403, JSON.stringify(scopes));
@@ -75,8 +75,8 @@ test('scope escalation is refused with 403; super admins are exempt', async (t) 
 
 test('list and get: callers see their own keys; super admins see all, system keys included', async (t) => {
   const s = stack();
-  const alice = await createUser(s.db, { roles: ['role_user'] });
-  const bob = await createUser(s.db, { roles: ['role_user'] });
+  const alice = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
+  const bob = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   const admin = await createUser(s.db, { roles: ['role_admin'] });
   const a = await createKey({ userId: alice.id, scopes: ['gps:read'], name: 'alice key' });
   const b = await createKey({ userId: bob.id, scopes: ['gps:read'], name: 'bob key' });
@@ -96,7 +96,7 @@ test('list and get: callers see their own keys; super admins see all, system key
 
 test('PATCH changes only given fields; deactivation and expiry take effect at once', async (t) => {
   const s = stack();
-  const user = await createUser(s.db, { roles: ['role_user'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   const made = (await s.request('POST', '/v1/api-keys', { token: user.token, body: { name: 'patch me', scopes: ['gps:read', 'trips:read'] } })).body;
   t.is((await me(made.key)).status, 200);
   const p = await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: user.token, body: { name: 'renamed', scopes: ['gps:read'] } });
@@ -121,13 +121,13 @@ test('PATCH changes only given fields; deactivation and expiry take effect at on
   t.is(expired.status, 401);
   t.regex(expired.body.message, /expired/);
 
-  const other = await createUser(s.db, { roles: ['role_user'] });
+  const other = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   t.is((await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: other.token, body: { name: 'mine now' } })).status, 403);
 });
 
 test('regenerate: the old key is dead at once, the new one works; system keys only by super admins', async (t) => {
   const s = stack();
-  const user = await createUser(s.db, { roles: ['role_user'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   const made = (await s.request('POST', '/v1/api-keys', { token: user.token, body: { name: 'rotate', scopes: ['gps:read'] } })).body;
   t.is((await me(made.key)).status, 200); // cached now
   const r = await s.request('POST', `/v1/api-keys/${made.id}/regenerate`, { token: user.token });
@@ -145,7 +145,7 @@ test('regenerate: the old key is dead at once, the new one works; system keys on
   const sys = await s.db('api_keys').where('is_system', true).first('id');
   const holder = await createUser(s.db, { roles: ['role_api_full_access'] });
   t.is((await s.request('POST', `/v1/api-keys/${sys.id}/regenerate`, { token: holder.token })).status, 403);
-  const other = await createUser(s.db, { roles: ['role_user'] });
+  const other = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   t.is((await s.request('POST', `/v1/api-keys/${made.id}/regenerate`, { token: other.token })).status, 403);
 
   // A super admin may regenerate a system key; the old system key value then stops working.
@@ -160,10 +160,10 @@ test('regenerate: the old key is dead at once, the new one works; system keys on
 
 test('delete: 204 and the key stops working; system keys cannot be deleted', async (t) => {
   const s = stack();
-  const user = await createUser(s.db, { roles: ['role_user'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   const made = (await s.request('POST', '/v1/api-keys', { token: user.token, body: { name: 'bye', scopes: ['gps:read'] } })).body;
   t.is((await me(made.key)).status, 200);
-  const other = await createUser(s.db, { roles: ['role_user'] });
+  const other = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   t.is((await s.request('DELETE', `/v1/api-keys/${made.id}`, { token: other.token })).status, 403);
   const d = await s.request('DELETE', `/v1/api-keys/${made.id}`, { token: user.token });
   t.is(d.status, 204);
@@ -207,13 +207,13 @@ test('key roles: assign only roles you hold (403 otherwise), 409 when assigned, 
   const admin = await createUser(s.db, { roles: ['role_admin'] });
   t.is((await s.request('POST', `/v1/api-keys/${key.id}/roles`, { token: admin.token, body: { role_id: 'role_api_read_only' } })).status, 201);
   // A key's own role-holding does not let it hand out roles its caller lacks.
-  const other = await createUser(s.db, { roles: ['role_user'] });
+  const other = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   t.is((await s.request('POST', `/v1/api-keys/${key.id}/roles`, { token: other.token, body: { role_id: 'role_user' } })).status, 403);
 });
 
 test('last_used_at is recorded by the batched usage flush', async (t) => {
   const s = stack();
-  const user = await createUser(s.db, { roles: ['role_user'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   const key = await createKey({ userId: user.id, scopes: ['gps:read'] });
   for (let i = 0; i < 3; i++) t.is((await me(key.key)).status, 200);
   // (The periodic flush may run at any moment; flushing now makes the check deterministic.)

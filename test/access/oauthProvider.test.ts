@@ -67,7 +67,7 @@ const me = (accessToken: string) => stack().request('POST', '/v1/gql', { token: 
 test('full authorization-code + PKCE flow ends in a Bearer call with permissions narrowed to the granted scopes', async (t) => {
   const s = stack();
   const dev = await createUser(s.db, { roles: ['role_developer'] });
-  const user = await createUser(s.db, { roles: ['role_user'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_developer'] });
   const client = await makeClient(dev);
   const p = pkce();
 
@@ -113,7 +113,7 @@ test('full authorization-code + PKCE flow ends in a Bearer call with permissions
 test('authorize also takes a JSON POST; the token endpoint also takes JSON; public clients need no secret', async (t) => {
   const s = stack();
   const dev = await createUser(s.db, { roles: ['role_developer'] });
-  const user = await createUser(s.db, { roles: ['role_user'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   const client = await makeClient(dev, { client_type: 'public' });
   t.is(client.secret, null);
   const p = pkce();
@@ -136,7 +136,7 @@ test('authorize also takes a JSON POST; the token endpoint also takes JSON; publ
 test('authorize refusals: assertion, client, redirect_uri, scope, PKCE parameters', async (t) => {
   const s = stack();
   const dev = await createUser(s.db, { roles: ['role_developer'] });
-  const user = await createUser(s.db, { roles: ['role_user'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   const client = await makeClient(dev);
   t.is((await authorize(user, client, { header: null })).status, 401);
   t.is((await authorize(user, client, { header: assertion(user.id).slice(0, -2) + 'xx' })).status, 401);
@@ -167,7 +167,7 @@ test('authorize refusals: assertion, client, redirect_uri, scope, PKCE parameter
 test('a wrong code_verifier fails and burns the code; wrong redirect_uri, wrong client and bad secrets fail', async (t) => {
   const s = stack();
   const dev = await createUser(s.db, { roles: ['role_developer'] });
-  const user = await createUser(s.db, { roles: ['role_user'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   const client = await makeClient(dev);
   const other = await makeClient(dev);
 
@@ -206,7 +206,7 @@ test('a wrong code_verifier fails and burns the code; wrong redirect_uri, wrong 
 test('a reused code is refused and revokes the tokens it produced; an expired code is refused', async (t) => {
   const s = stack();
   const dev = await createUser(s.db, { roles: ['role_developer'] });
-  const user = await createUser(s.db, { roles: ['role_user'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   const client = await makeClient(dev);
   const { code, verifier } = await codeFor(user, client, 'gps:read');
   const first = await exchange(client, code, verifier);
@@ -228,7 +228,7 @@ test('a reused code is refused and revokes the tokens it produced; an expired co
 test('refresh rotation: each refresh token works once; reusing an old one revokes the whole chain', async (t) => {
   const s = stack();
   const dev = await createUser(s.db, { roles: ['role_developer'] });
-  const user = await createUser(s.db, { roles: ['role_user'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   const client = await makeClient(dev);
   const { code, verifier } = await codeFor(user, client, 'gps:read trips:read');
   const t0 = (await exchange(client, code, verifier)).body;
@@ -269,7 +269,7 @@ test('refresh rotation: each refresh token works once; reusing an old one revoke
 test('revoking a consent kills the client\'s tokens at once, audits, pushes oauthConsentRevoked', async (t) => {
   const s = stack();
   const dev = await createUser(s.db, { roles: ['role_developer'] });
-  const user = await createUser(s.db, { roles: ['role_user'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   const client = await makeClient(dev);
   const keep = await makeClient(dev);
   const { code, verifier } = await codeFor(user, client, 'gps:read');
@@ -306,7 +306,7 @@ test('revoking a consent kills the client\'s tokens at once, audits, pushes oaut
 test('deactivating or deleting a client stops its access tokens at once', async (t) => {
   const s = stack();
   const dev = await createUser(s.db, { roles: ['role_developer'] });
-  const user = await createUser(s.db, { roles: ['role_user'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   const client = await makeClient(dev);
   const { code, verifier } = await codeFor(user, client, 'gps:read trips:read');
   const tok = (await exchange(client, code, verifier)).body;
@@ -325,7 +325,7 @@ test('deactivating or deleting a client stops its access tokens at once', async 
 test('an OAuth token follows its user: role changes and bans apply to it', async (t) => {
   const s = stack();
   const dev = await createUser(s.db, { roles: ['role_developer'] });
-  const user = await createUser(s.db, { roles: ['role_user'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   const client = await makeClient(dev, { allowed_scopes: ['gps:read', 'gps:write'] });
   const { code, verifier } = await codeFor(user, client);
   const tok = (await exchange(client, code, verifier)).body;
@@ -344,7 +344,7 @@ test('an OAuth token follows its user: role changes and bans apply to it', async
 test('the scheduled cleanup removes codes and tokens a day past expiry and keeps live ones', async (t) => {
   const s = stack();
   const dev = await createUser(s.db, { roles: ['role_developer'] });
-  const user = await createUser(s.db, { roles: ['role_user'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   const client = await makeClient(dev);
   const { code, verifier } = await codeFor(user, client, 'gps:read');
   const live = (await exchange(client, code, verifier)).body;

@@ -190,8 +190,8 @@ test('role changes push rolePermissionsChanged to holders, permissionsUpdated / 
   const holderPushes = await listenPushes(s.redis, s.config, `user:${holder.id}`);
   const outsiderPushes = await listenPushes(s.redis, s.config, `user:${outsider.id}`);
   try {
-    // gps:read: the holder has it already through User, so the effective set does not change.
-    await s.request('POST', `/v1/roles/${role.id}/permissions`, { token: admin.token, body: { permission_id: await permId('gps:read') } });
+    // two_factor:read: the holder has it already through User, so the effective set does not change.
+    await s.request('POST', `/v1/roles/${role.id}/permissions`, { token: admin.token, body: { permission_id: await permId('two_factor:read') } });
     const changed1 = await holderPushes.waitFor((m) => m.type === 'rolePermissionsChanged');
     t.is(changed1.roleId, role.id);
     t.is(changed1.roleName, 'Push Probe');

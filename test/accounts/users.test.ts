@@ -189,7 +189,8 @@ test('roles: list, assign (201 with list, 409 twice), remove (204, 404), pushes 
 
 test('roles: users:write alone cannot hand out roles with permissions the caller lacks', async (t) => {
   const s = stack();
-  const target = await createUser(s.db);
+  // No roles: the manager holds every permission the target holds (hierarchy), so only the role matters.
+  const target = await createUser(s.db, { roles: [] });
   await s.db('roles').insert({ id: 'role_user_manager', name: 'User Manager', description: 'manages users' });
   const permIds = await s.db('permissions').whereIn(s.db.raw("resource || ':' || action") as any, ['users:read', 'users:write']).pluck('id');
   await s.db('role_permissions').insert(permIds.map((permission_id: string) => ({ role_id: 'role_user_manager', permission_id })));

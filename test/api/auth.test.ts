@@ -28,7 +28,7 @@ test('missing, malformed, unknown and expired credentials are 401', async (t) =>
 
 test('API keys: scopes narrowed to the owner, inactive and expired keys rejected, hash stored', async (t) => {
   const s = stack();
-  const owner = await createUser(s.db, { roles: ['role_user'] });
+  const owner = await createUser(s.db, { roles: ['role_user', 'role_developer'] });
   const key = await createKey({ userId: owner.id, scopes: ['gps:read', 'users:delete'] });
   const r = await s.request('POST', '/v1/gql', { token: key.key, body: ME });
   t.is(r.body.data.me.apiKeyId, key.id);
@@ -47,14 +47,21 @@ test('API keys: scopes narrowed to the owner, inactive and expired keys rejected
   t.is((await s.request('GET', '/v1', { token: expired.key })).status, 401);
 });
 
-test('API key roles add their permissions', async (t) => {
+test('API key roles add their permissions, bounded by what the owner holds', async (t) => {
   const s = stack();
-  const owner = await createUser(s.db);
+  const owner = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   const key = await createKey({ userId: owner.id, scopes: [] });
   await s.db('api_key_roles').insert({ api_key_id: key.id, role_id: 'role_api_read_only' });
   const r = await s.request('POST', '/v1/gql', { token: key.key, body: ME });
   t.true(r.body.data.me.permissions.includes('users:read'));
   t.false(r.body.data.me.permissions.includes('users:write'));
+
+  // A role on the key gives nothing its owner does not hold.
+  const plain = await createUser(s.db);
+  const plainKey = await createKey({ userId: plain.id, scopes: [] });
+  await s.db('api_key_roles').insert({ api_key_id: plainKey.id, role_id: 'role_api_read_only' });
+  const p = await s.request('POST', '/v1/gql', { token: plainKey.key, body: ME });
+  t.false(p.body.data.me.permissions.includes('users:read'));
 });
 
 test('a banned user gets 403 at once, a deleted user 401', async (t) => {

@@ -6,6 +6,9 @@ import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { connect, publish, wsBase } from './wsClient';
 
+/** Signed-in users here read tracking data: the default User role alone is self-service only. */
+const READER = ['role_user', 'role_api_read_only'];
+
 const stack = useStack(test, { realtime: 1 });
 const now = () => new Date().toISOString();
 
@@ -16,8 +19,8 @@ async function ticket(token: string): Promise<string> {
 
 test('accountDeleted: every socket of the user gets the event, then all of them (and the user\'s API keys) are closed', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
-  const bystander = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
+  const bystander = await createUser(s.db, { roles: READER });
   const byBearer = await connect(wsBase(s, 0), { token: user.token });
   const byTicket = await connect(wsBase(s, 0), { protocols: ['service-ticket', await ticket(user.token)] });
   const key = await createKey({ userId: user.id, scopes: ['gps:read'] });
@@ -37,7 +40,7 @@ test('accountDeleted: every socket of the user gets the event, then all of them 
 
 test('accountBanned and forceLogout close the user sockets after delivery; forceLogout spares API keys', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const key = await createKey({ userId: user.id, scopes: ['gps:read'] });
   const a = await connect(wsBase(s, 0), { token: user.token });
   const k = await connect(wsBase(s, 0), { token: key.key });
@@ -58,7 +61,7 @@ test('accountBanned and forceLogout close the user sockets after delivery; force
 
 test('sessionRevoked closes only the sockets of that session', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const second = await createSession(user.id, new Date(Date.now() + 3600_000), {});
   const first = await connect(wsBase(s, 0), { token: user.token });
   const firstTicket = await connect(wsBase(s, 0), { protocols: ['service-ticket', await ticket(user.token)] });
@@ -75,7 +78,7 @@ test('sessionRevoked closes only the sockets of that session', async (t) => {
 
 test('end to end: DELETE /v1/sessions/:token closes that session\'s socket', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const conn = await connect(wsBase(s), { token: user.token });
   const del = await s.request('DELETE', `/v1/sessions/${user.token}?reason=revoked`, { token: s.systemKey });
   t.is(del.status, 204);
@@ -86,7 +89,7 @@ test('end to end: DELETE /v1/sessions/:token closes that session\'s socket', asy
 
 test('permissionsUpdated re-checks subscriptions: a channel the user may no longer read is dropped with an error', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const conn = await connect(wsBase(s, 0), { token: user.token });
   // Channel names of their own: the file's tests run concurrently on one stack.
   const gps = `gps:${randomUUID()}`;
@@ -147,7 +150,7 @@ test('end to end: removing a permission from a role through the API drops the ch
 
 test('a revoked API key is disconnected as soon as its invalidation arrives', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const key = await createKey({ userId: user.id, scopes: ['gps:read'] });
   const conn = await connect(wsBase(s, 0), { token: key.key });
   await conn.subscribe(`gps:${randomUUID()}`);
@@ -159,11 +162,12 @@ test('a revoked API key is disconnected as soon as its invalidation arrives', as
 
 test('oauthConsentRevoked closes sockets opened with that client\'s token, not others', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
-  const [client] = await s.db('oauth_clients').insert({ user_id: user.id, name: 'App', allowed_scopes: JSON.stringify(['gps:read']) }).returning('id');
+  const user = await createUser(s.db, { roles: READER });
+  // ws:ticket: an OAuth token mints WebSocket tickets only when its grant names that scope.
+  const [client] = await s.db('oauth_clients').insert({ user_id: user.id, name: 'App', allowed_scopes: JSON.stringify(['gps:read', 'ws:ticket']) }).returning('id');
   const token = randomToken('oat_', 32);
   await s.db('oauth_access_tokens').insert({
-    token_hash: sha256(token), client_id: client.id, user_id: user.id, scopes: JSON.stringify(['gps:read']), family_id: randomUUID(), expires_at: new Date(Date.now() + 3600_000),
+    token_hash: sha256(token), client_id: client.id, user_id: user.id, scopes: JSON.stringify(['gps:read', 'ws:ticket']), family_id: randomUUID(), expires_at: new Date(Date.now() + 3600_000),
   });
   const viaOauth = await connect(wsBase(s, 0), { token });
   const viaOauthTicket = await connect(wsBase(s, 0), { protocols: ['service-ticket', await ticket(token)] });
@@ -184,7 +188,7 @@ test('oauthConsentRevoked closes sockets opened with that client\'s token, not o
 
 test('account events are recognised whatever the key order of the published JSON', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const conn = await connect(wsBase(s, 0), { token: user.token });
   const raw = JSON.stringify({ userId: user.id, reason: 'x', timestamp: now(), type: 'forceLogout' });
   await s.redis.publish(`${s.config.redisPrefix}ws:user:${user.id}`, raw);

@@ -3,6 +3,9 @@ import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { connect, publish, refusedUpgrade, wsBase } from './wsClient';
 
+/** Signed-in users here read tracking data: the default User role alone is self-service only. */
+const READER = ['role_user', 'role_api_read_only'];
+
 // A 1-second ticket lifetime, so expiry is testable; the other tests connect right after minting.
 const stack = useStack(test, { realtime: 1, env: { WS_TICKET_TTL_SECONDS: '1' } });
 
@@ -15,7 +18,7 @@ async function ticketFor(token: string): Promise<string> {
 
 test('a ticket from POST /v1/ws/ticket authenticates once, as the user, with the subprotocol echoed', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const r = await s.request('POST', '/v1/ws/ticket', { token: user.token });
   t.is(r.status, 201, r.text);
   t.deepEqual(Object.keys(r.body).sort(), ['expiresIn', 'ticket']);
@@ -37,7 +40,7 @@ test('a ticket from POST /v1/ws/ticket authenticates once, as the user, with the
 
 test('GraphQL mintWsTicket returns a working ticket; API keys are refused', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const r = await s.request('POST', '/v1/gql', { token: user.token, body: { query: 'mutation { mintWsTicket { ticket expiresIn } }' } });
   t.is(r.status, 200, r.text);
   const { ticket, expiresIn } = r.body.data.mintWsTicket;
@@ -55,7 +58,7 @@ test('GraphQL mintWsTicket returns a working ticket; API keys are refused', asyn
 
 test('POST /v1/ws/ticket: API-key-only and system credentials get 403, anonymous 401', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const key = await createKey({ userId: user.id, scopes: ['gps:read'] });
   const byKey = await s.request('POST', '/v1/ws/ticket', { token: key.key });
   t.is(byKey.status, 403);
@@ -67,7 +70,7 @@ test('POST /v1/ws/ticket: API-key-only and system credentials get 403, anonymous
 
 test('an expired ticket is refused with 401', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const ticket = await ticketFor(user.token);
   await new Promise((r) => setTimeout(r, 1300));
   const r = await refusedUpgrade(wsBase(s), { protocols: ['service-ticket', ticket] });
@@ -82,7 +85,7 @@ test('unknown tickets and a ticket subprotocol without a ticket are refused with
 
 test('a ticket of a revoked session is refused', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const ticket = await ticketFor(user.token);
   await s.db('sessions').where('id', user.sessionId).delete();
   t.is((await refusedUpgrade(wsBase(s), { protocols: ['service-ticket', ticket] })).status, 401);
@@ -90,8 +93,8 @@ test('a ticket of a revoked session is refused', async (t) => {
 
 test('the ticket wins over an Authorization header', async (t) => {
   const s = stack();
-  const a = await createUser(s.db);
-  const b = await createUser(s.db);
+  const a = await createUser(s.db, { roles: READER });
+  const b = await createUser(s.db, { roles: READER });
   const ticket = await ticketFor(a.token);
   const conn = await connect(wsBase(s), { protocols: ['service-ticket', ticket], token: b.token });
   t.is((await conn.subscribe(`user:${a.id}`)).data, `Subscribed to user:${a.id}`);
@@ -101,7 +104,7 @@ test('the ticket wins over an Authorization header', async (t) => {
 
 test('Bearer: a session token and an API key authenticate; bad or malformed Bearer is a 401 at upgrade', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const userConn = await connect(wsBase(s), { token: user.token });
   t.is(userConn.ws.protocol, '');
   t.is((await userConn.subscribe(`user:${user.id}`)).data, `Subscribed to user:${user.id}`);
@@ -121,7 +124,7 @@ test('Bearer: a session token and an API key authenticate; bad or malformed Bear
 
 test('a banned user is refused at upgrade (403), by Bearer and by ticket', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const ticket = await ticketFor(user.token);
   await s.db('bans').insert({ user_id: user.id, reason: 'test', is_permanent: true });
   t.is((await refusedUpgrade(wsBase(s), { protocols: ['service-ticket', ticket] })).status, 403);
@@ -130,7 +133,7 @@ test('a banned user is refused at upgrade (403), by Bearer and by ticket', async
 
 test('?token= and cookies are ignored: the connection is anonymous', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const conn = await connect(wsBase(s), { path: `/v1/ws?token=${encodeURIComponent(user.token)}`, headers: { cookie: `token=${user.token}; session=${user.token}` } });
   t.is((await conn.subscribe(`user:${user.id}`)).message, `access denied to channel user:${user.id}`);
   t.is((await conn.subscribe('gps')).message, 'access denied to channel gps');
@@ -143,7 +146,7 @@ test('?token= and cookies are ignored: the connection is anonymous', async (t) =
 
 test('the api forwards /v1/ws on its own port, refusals included', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   t.regex(wsBase(s), new RegExp(`^ws://127\\.0\\.0\\.1:${s.api.port}$`));
   const conn = await connect(wsBase(s), { token: user.token });
   t.is((await conn.subscribe('gps')).data, 'Subscribed to gps');
@@ -159,12 +162,12 @@ test('the api forwards /v1/ws on its own port, refusals included', async (t) => 
 
 test('the system key may act for a user with ?userId=; other credentials cannot', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const relay = await connect(wsBase(s), { token: s.systemKey, path: `/v1/ws?userId=${user.id}` });
   await publish(s, `user:${user.id}`, { type: 'forceLogout', userId: user.id, reason: 'x', timestamp: new Date().toISOString() });
   t.is((await relay.nextJson((m) => m.type === 'forceLogout')).userId, user.id);
 
-  const other = await createUser(s.db);
+  const other = await createUser(s.db, { roles: READER });
   const notRelayed = await connect(wsBase(s), { token: other.token, path: `/v1/ws?userId=${user.id}` });
   t.is((await notRelayed.subscribe(`user:${user.id}`)).message, `access denied to channel user:${user.id}`);
   notRelayed.close();
@@ -179,7 +182,7 @@ test('the system key may act for a user with ?userId=; other credentials cannot'
 
 test('X-Source-Service: chat_bot needs the system key or chat:sync; unknown values are refused', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const key = await createKey({ userId: user.id, scopes: ['gps:read'] });
   t.is((await refusedUpgrade(wsBase(s), { token: key.key, headers: { 'x-source-service': 'chat_bot' } })).status, 403);
   t.is((await refusedUpgrade(wsBase(s), { token: key.key, headers: { 'x-source-service': 'toaster' } })).status, 400);

@@ -3,6 +3,9 @@ import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { connect, publish, WsConn, wsBase } from './wsClient';
 
+/** Signed-in users here read tracking data: the default User role alone is self-service only. */
+const READER = ['role_user', 'role_api_read_only'];
+
 // A generous message budget: one test subscribes to 200 channels in a burst.
 const stack = useStack(test, { realtime: 1, env: { WS_MAX_MESSAGES_PER_10S: '1000' } });
 
@@ -27,7 +30,7 @@ async function grantRole(db: any, roleId: string, permissions: string[]): Promis
 
 test('anonymous: only public, public:* and vessels', async (t) => {
   const s = stack();
-  const other = await createUser(s.db);
+  const other = await createUser(s.db, { roles: READER });
   const conn = await connect(wsBase(s, 0));
   const r = await tryAll(conn, ['public', 'public:news', 'vessels', 'gps', 'gps:dev-1', 'geofence', 'geofence:g1', 'admin:ops', `user:${other.id}`, 'bots:chat']);
   t.deepEqual(r.public, ALLOWED('public'));
@@ -38,10 +41,10 @@ test('anonymous: only public, public:* and vessels', async (t) => {
   conn.close();
 });
 
-test('user with the default role: own user channel (auto), gps*, geofence*, public*, vessels; not admin or other users', async (t) => {
+test('user reading tracking data: own user channel (auto), gps*, geofence*, public*, vessels; not admin or other users', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
-  const other = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
+  const other = await createUser(s.db, { roles: READER });
   const conn = await connect(wsBase(s, 0), { token: user.token });
   // Auto-subscribed: a push on the user channel arrives without subscribing.
   await publish(s, `user:${user.id}`, { type: 'emailChangeVerified', userId: user.id, email: 'new@example.test', timestamp: '2026-01-01T00:00:00.000Z' });
@@ -72,7 +75,7 @@ test('admin:* needs admin:read (or super admin); even an admin cannot read anoth
   await grantRole(s.db, 'role_watcher', ['admin:read']);
   const watcher = await createUser(s.db, { roles: ['role_watcher'] });
   const admin = await createUser(s.db, { roles: ['role_admin'] });
-  const other = await createUser(s.db);
+  const other = await createUser(s.db, { roles: READER });
   const w = await connect(wsBase(s, 0), { token: watcher.token });
   t.deepEqual(await w.subscribe('admin:audit'), ALLOWED('admin:audit'));
   t.deepEqual(await w.subscribe('gps'), DENIED('gps'));
@@ -86,7 +89,7 @@ test('admin:* needs admin:read (or super admin); even an admin cannot read anoth
 
 test('API keys: channels by their scopes, never a user channel (not even the owner), no auto-subscription', async (t) => {
   const s = stack();
-  const owner = await createUser(s.db);
+  const owner = await createUser(s.db, { roles: READER });
   const gpsKey = await createKey({ userId: owner.id, scopes: ['gps:read'] });
   const conn = await connect(wsBase(s, 0), { token: gpsKey.key });
   const r = await tryAll(conn, ['gps', 'gps:dev', 'geofence', 'admin:x', `user:${owner.id}`, 'public', 'vessels']);
@@ -111,7 +114,7 @@ test('API keys: channels by their scopes, never a user channel (not even the own
 
 test('pushes reach exactly the subscribers of their channel, as the published JSON text; unsubscribe stops them', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const gpsConn = await connect(wsBase(s, 0), { token: user.token });
   const vesselsConn = await connect(wsBase(s, 0));
   await gpsConn.subscribe('gps');

@@ -3,12 +3,15 @@ import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { connect, eventually, publish, wsBase } from './wsClient';
 
+/** Signed-in users here read tracking data: the default User role alone is self-service only. */
+const READER = ['role_user', 'role_api_read_only'];
+
 const stack = useStack(test, { realtime: 2 });
 
 test.serial('a message published once reaches the subscribers of both instances, exactly once each', async (t) => {
   const s = stack();
   t.not(s.realtime[0].instanceId, s.realtime[1].instanceId);
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const a = await connect(wsBase(s, 0), { token: user.token });
   const b = await connect(wsBase(s, 1), { token: user.token });
   const viaApi = await connect(wsBase(s), { token: user.token });
@@ -26,7 +29,7 @@ test.serial('a message published once reaches the subscribers of both instances,
 test.serial('/health sums connection and subscription counts over the instances', async (t) => {
   const s = stack();
   await eventually(() => s.realtime.every((r) => r.stats().connections === 0));
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const a = await connect(wsBase(s, 0), { token: user.token }); // user:{id}
   const b = await connect(wsBase(s, 1)); // anonymous
   const c = await connect(wsBase(s, 1), { token: user.token }); // user:{id}

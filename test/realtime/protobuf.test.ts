@@ -4,6 +4,9 @@ import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { connect, publish, wire, wsBase } from './wsClient';
 
+/** Signed-in users here read tracking data: the default User role alone is self-service only. */
+const READER = ['role_user', 'role_api_read_only'];
+
 const stack = useStack(test, { realtime: 1 });
 
 const one = (m: Map<number, Array<number | Buffer>>, f: number) => m.get(f)?.[0];
@@ -98,7 +101,7 @@ test('protobuf subscribe/unsubscribe: confirmations and errors as envelopes, req
 
 test('a protobuf client gets account events as protobuf; a JSON socket of the same user gets JSON; data broadcasts stay JSON', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const pb = await connect(wsBase(s, 0), { token: user.token });
   const js = await connect(wsBase(s, 0), { token: user.token });
   pb.envelope('subscribe', { channel: 'gps' });

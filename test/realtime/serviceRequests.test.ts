@@ -4,6 +4,9 @@ import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { connect, eventually, wire, wsBase, WsConn } from './wsClient';
 
+/** Signed-in users here read tracking data: the default User role alone is self-service only. */
+const READER = ['role_user', 'role_api_read_only'];
+
 // Workers run in-process: audit and settings requests go through the realtimeRequests queue.
 const stack = useStack(test, { realtime: 2, workers: true });
 
@@ -14,7 +17,7 @@ async function audit(conn: WsConn, body: Record<string, unknown>, requestId: str
 
 test('audit request over protobuf: queued, written by a worker, answered with CreateAuditEventResponse (101)', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const svc = await connect(wsBase(s, 0), { token: s.systemKey });
   // Hand-built request: user_id(1), event_type(2), metadata_json(9), status(10), source_service(12).
   const req = Buffer.concat([
@@ -41,7 +44,7 @@ test('audit request over protobuf: queued, written by a worker, answered with Cr
 
 test('audit request validation follows POST /v1/internal/audit', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const svc = await connect(wsBase(s, 1), { token: s.systemKey, headers: { 'x-source-service': 'stream_bot' } });
   const unknown = '00000000-0000-4000-8000-000000000000';
   t.like((await audit(svc, { userId: unknown, eventType: 'login', sourceService: 'api' }, 'v1')).createAuditEventResponse, { success: false, error: 'user_id: unknown user' });
@@ -67,7 +70,7 @@ test('audit requests need audit:write: an API key with it may, a plain user or k
   const k = await connect(wsBase(s, 0), { token: writerKey.key });
   t.true(((await audit(k, { eventType: 'login', userId: admin.id }, 'k1')).createAuditEventResponse as any).success);
   k.close();
-  const user = await createUser(s.db);
+  const user = await createUser(s.db, { roles: READER });
   const u = await connect(wsBase(s, 0), { token: user.token });
   const denied = await audit(u, { eventType: 'login' }, 'u1');
   t.deepEqual(denied.error, { message: 'missing permission audit:write', code: 'forbidden' });
@@ -146,7 +149,7 @@ test.serial('chat sync (110/111) and moderation (140/141) are relayed to the cha
   t.deepEqual((await bot.nextEnvelope((e) => e.requestId === 'nope')).error, { message: 'no pending request with this request_id', code: 'not_found' });
 
   // A user without chat:sync may not ask.
-  const plain = await createUser(s.db);
+  const plain = await createUser(s.db, { roles: READER });
   const p = await connect(wsBase(s, 0), { token: plain.token });
   p.envelope('chatSyncRequest', {}, 'p1');
   t.deepEqual((await p.nextEnvelope()).error, { message: 'missing permission chat:sync', code: 'forbidden' });

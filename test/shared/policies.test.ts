@@ -3,7 +3,7 @@ import { authorize, authorizeOwner, can, PermissionSet, Principal, systemKeyAllo
 import { HttpError } from '../../shared/errors';
 import { ALL_PERMISSIONS, DEFAULT_ROLES } from '../../shared/permissions';
 
-const user = (perms: string[], userId = 'u1'): Principal => ({ kind: 'user', userId, sessionId: 's', via: 'session', permissions: new PermissionSet(perms), roleIds: [] });
+const user = (perms: string[], userId = 'u1'): Principal => ({ kind: 'user', userId, sessionId: 's', via: 'session', permissions: new PermissionSet(perms), grant: 'all', roleIds: [] });
 
 test('wildcards: *:* grants everything, resource:* grants that resource only', (t) => {
   const all = new PermissionSet(['*:*']);
@@ -24,13 +24,15 @@ test('narrow keeps only what the owner holds and expands wildcard requests', (t)
   t.deepEqual(new PermissionSet(['*:*']).narrow(['gps:read']).list(), ['gps:read']);
 });
 
-test('authorize: 401 anonymous, 403 missing, self passes, API keys are never self', (t) => {
+test('authorize: 401 anonymous, 403 missing, self passes within the grant', (t) => {
   const e401 = t.throws(() => authorize({ kind: 'anonymous' }, 'gps:read')) as HttpError;
   t.is(e401.status, 401);
   const e403 = t.throws(() => authorize(user([]), 'users:read')) as HttpError;
   t.is(e403.status, 403);
   t.notThrows(() => authorize(user([], 'me'), 'users:read', { selfId: 'me' }));
-  t.throws(() => authorize({ kind: 'apiKey', apiKeyId: 'k', userId: 'me', permissions: new PermissionSet([]), roleIds: [] }, 'users:read', { selfId: 'me' }));
+  const key = (scopes: string[]): Principal => ({ kind: 'apiKey', apiKeyId: 'k', userId: 'me', permissions: new PermissionSet([]), grant: new PermissionSet(scopes), roleIds: [], keyRoleIds: [] });
+  t.throws(() => authorize(key(['gps:read']), 'users:read', { selfId: 'me' }));
+  t.notThrows(() => authorize(key(['users:read']), 'users:read', { selfId: 'me' }));
   t.true(can(user(['gps:read']), 'gps:read'));
   t.false(can({ kind: 'anonymous' }, 'gps:read'));
 });

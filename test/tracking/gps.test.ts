@@ -7,7 +7,7 @@ const stack = useStack(test, { env: { RATE_LIMIT_GPS_POST: '10000', RATE_LIMIT_U
 
 const users = once(async () => {
   const s = stack();
-  const [admin, developer, reader] = await Promise.all([createUser(s.db, { roles: ['role_admin'] }), createUser(s.db, { roles: ['role_developer'] }), createUser(s.db, { roles: ['role_user'] })]);
+  const [admin, developer, reader] = await Promise.all([createUser(s.db, { roles: ['role_admin'] }), createUser(s.db, { roles: ['role_developer'] }), createUser(s.db, { roles: ['role_api_read_only'] })]);
   return { admin, developer, reader };
 });
 

@@ -6,7 +6,7 @@ import { make, once } from './fixtures';
 const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000' } });
 const users = once(async () => {
   const s = stack();
-  const [admin, developer, reader] = await Promise.all([createUser(s.db, { roles: ['role_admin'] }), createUser(s.db, { roles: ['role_developer'] }), createUser(s.db, { roles: ['role_user'] })]);
+  const [admin, developer, reader] = await Promise.all([createUser(s.db, { roles: ['role_admin'] }), createUser(s.db, { roles: ['role_developer'] }), createUser(s.db, { roles: ['role_api_read_only'] })]);
   return { admin, developer, reader };
 });
 const MISSING = '00000000-0000-4000-8000-000000000000';

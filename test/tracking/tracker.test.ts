@@ -192,7 +192,7 @@ test('each accepted point is published as gpsUpdate on ws:gps and ws:gps:<device
 test('devices: CRUD, pagination (default 10), at-least-one PATCH, permissions', async (t) => {
   const s = stack();
   const { admin, owner } = await users();
-  const reader = await createUser(s.db, { roles: ['role_user'] });
+  const reader = await createUser(s.db, { roles: ['role_api_read_only'] });
   const created = await s.request('POST', '/v1/devices', { token: owner.token, body: { name: 'Crud', description: 'd', device_type: 'ais' } });
   t.is(created.status, 201);
   t.deepEqual(Object.keys(created.body.data).sort(), ['api_key_id', 'created_at', 'description', 'device_type', 'id', 'is_active', 'name', 'updated_at']);
