@@ -1,4 +1,5 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { sha256 } from '../../shared/crypto';
 import type { Knex } from 'knex';
 import { createApiKey } from '../../shared/commands/apiKeys';
 import { createSession } from '../../shared/commands/sessions';
@@ -34,4 +35,18 @@ export async function createUser(db: Knex, opts: { roles?: string[]; username?: 
 export async function createKey(opts: { userId: string | null; scopes?: string[]; system?: boolean; expiresAt?: Date; name?: string }): Promise<{ id: string; key: string }> {
   const { apiKey, key } = await createApiKey({ userId: opts.userId, name: opts.name ?? 'test key', scopes: opts.scopes ?? [], isSystem: opts.system, expiresAt: opts.expiresAt });
   return { id: apiKey.id, key };
+}
+
+/**
+ * An OAuth access token of `userId` for a fresh client owned by the user, granted `scopes` (the
+ * client allows exactly those): what an app holds after the authorization-code flow.
+ */
+export async function createOAuthToken(db: Knex, userId: string, scopes: string[]): Promise<{ token: string; clientId: string; tokenId: string }> {
+  const [client] = await db('oauth_clients').insert({ user_id: userId, name: `App ${randomBytes(3).toString('hex')}`, allowed_scopes: JSON.stringify(scopes) }).returning('id');
+  const token = `oat_${randomBytes(32).toString('base64url')}`;
+  const [row] = await db('oauth_access_tokens')
+    .insert({ token_hash: sha256(token), client_id: client.id, user_id: userId, scopes: JSON.stringify(scopes), family_id: randomUUID(), expires_at: new Date(Date.now() + 3600_000) })
+    .returning('id');
+  await db('oauth_consents').insert({ user_id: userId, client_id: client.id, scopes: JSON.stringify(scopes) });
+  return { token, clientId: client.id, tokenId: row.id };
 }

@@ -2,7 +2,7 @@ import test from 'ava';
 import { randomUUID } from 'node:crypto';
 import { createSession } from '../../shared/commands/sessions';
 import { randomToken, sha256 } from '../../shared/crypto';
-import { createKey, createUser } from '../helpers/factories';
+import { createKey, createOAuthToken, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { connect, publish, wsBase } from './wsClient';
 
@@ -196,4 +196,29 @@ test('account events are recognised whatever the key order of the published JSON
   t.is(f.kind, 'json');
   t.is((f as { raw: string }).raw, raw);
   t.is((await conn.closed).code, 4005);
+});
+
+test('a socket opened with a ticket minted from an OAuth token closes when the token is revoked, its client deactivated or deleted', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db, { roles: READER });
+  const open = async () => {
+    const oauth = await createOAuthToken(s.db, user.id, ['gps:read', 'ws:ticket']);
+    const conn = await connect(wsBase(s, 0), { protocols: ['service-ticket', await ticket(oauth.token)] });
+    t.is((await conn.subscribe('gps')).data, 'Subscribed to gps');
+    return { ...oauth, conn };
+  };
+  const [revoked, deactivated, deleted] = [await open(), await open(), await open()];
+  const bySession = await connect(wsBase(s, 0), { token: user.token });
+
+  // The token alone is revoked (no consent event is published): the invalidation re-checks the socket.
+  await s.db('oauth_access_tokens').where('id', revoked.tokenId).update({ revoked_at: new Date() });
+  await s.api.services.bus.invalidateAuth({ userId: user.id });
+  t.is((await revoked.conn.closed).code, 4001);
+
+  t.is((await s.request('PATCH', `/v1/oauth/clients/${deactivated.clientId}`, { token: user.token, body: { is_active: false } })).status, 200);
+  t.is((await deactivated.conn.closed).code, 4001);
+  t.is((await s.request('DELETE', `/v1/oauth/clients/${deleted.clientId}`, { token: user.token })).status, 204);
+  t.is((await deleted.conn.closed).code, 4001);
+  t.is(bySession.ws.readyState, bySession.ws.OPEN);
+  bySession.close();
 });

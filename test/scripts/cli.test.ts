@@ -1,5 +1,5 @@
 import test from 'ava';
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
@@ -60,4 +60,36 @@ test('grant-role finds users by id, username or email and roles by name or id', 
   const missing = cli('grant-role', 'nobody', 'Admin');
   t.is(missing.status, 1);
   t.regex(missing.stderr, /no user/);
+});
+
+/** Runs the CLI without blocking this process, whose api must acknowledge the CLI's invalidations. */
+function cliAsync(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const s = stack();
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [CLI, ...args],
+      { env: { ...process.env, DATABASE_URL: s.config.databaseUrl, REDIS_URL: s.config.redisUrl, REDIS_PREFIX: s.config.redisPrefix, LOG_LEVEL: 'silent' }, encoding: 'utf8', timeout: 30000 },
+      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+test.serial('grant-role and seed drop cached credentials on running instances before they exit', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db, { roles: [] });
+  t.is((await s.request('GET', '/v1/gps', { token: user.token })).status, 403); // cached: holds nothing
+  const g = await cliAsync('grant-role', user.id, 'Developer');
+  t.is(g.code, 0, g.stderr);
+  t.is((await s.request('GET', '/v1/gps', { token: user.token })).status, 200);
+
+  // A default grant missing from the database (removed behind the service's back) comes back with
+  // seed, and running instances see it on their next request.
+  const perm = (await s.db('permissions').where({ resource: 'gps', action: 'read' }).first('id')).id;
+  await s.db('role_permissions').where({ role_id: 'role_developer', permission_id: perm }).delete();
+  await s.api.services.bus.invalidateAuth({ all: true });
+  t.is((await s.request('GET', '/v1/gps', { token: user.token })).status, 403);
+  const seeded = await cliAsync('seed');
+  t.is(seeded.code, 0, seeded.stderr);
+  t.is((await s.request('GET', '/v1/gps', { token: user.token })).status, 200);
 });
