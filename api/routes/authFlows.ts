@@ -9,7 +9,7 @@ import { recordAuditEvent } from '../../shared/commands/recordAuditEvent';
 import { announceSessionsRevoked, deleteUserSessions } from '../../shared/commands/userLifecycle';
 import { createUserWithAccount, emailPlatform, findEmailAccountByAddress, findUserIdByEmail, flatUser, uniqueUsername, userAccounts, usernameTaken, zEmail, zUsername } from '../../shared/commands/users';
 import { sha256 } from '../../shared/crypto';
-import { emailLink, emailLocale } from '../../shared/emails/accountEmails';
+import { emailLocale } from '../../shared/emails/accountEmails';
 import { enqueueEmails, writeAccountEmail } from '../../shared/emails/outbox';
 import { badRequest, conflict, forbidden, HttpError, unauthorized } from '../../shared/errors';
 import { PlatformAccount } from '../../shared/models/PlatformAccount';
@@ -93,12 +93,12 @@ export function authFlowRoutes(router: ApiRouter): void {
         if (ownerId) {
           const owner = await User.query(trx).findById(ownerId);
           const providers = [...new Set((await userAccounts(trx, ownerId)).map((a) => a.platform?.name ?? ''))].filter(Boolean);
-          return writeAccountEmail(trx, {
+          return writeAccountEmail(trx, s.config, {
             to: body.email,
             userId: ownerId,
             template: 'account_exists',
             locale: emailLocale(owner?.preferred_locale, body.locale ?? m.acceptLanguage),
-            vars: { link: emailLink(s.config.appUrl, 'account_exists'), email: body.email, providers },
+            vars: { email: body.email, providers },
           });
         }
         const { token, row } = await issueAccountToken(trx, {
@@ -107,12 +107,13 @@ export function authFlowRoutes(router: ApiRouter): void {
           email: body.email,
           payload: { password_hash: passwordHash, username: body.username ?? null, locale: body.locale ?? null },
         });
-        return writeAccountEmail(trx, {
+        return writeAccountEmail(trx, s.config, {
           to: body.email,
           userId: null,
           template: 'registration',
           locale: emailLocale(body.locale, m.acceptLanguage),
-          vars: { link: emailLink(s.config.appUrl, 'registration', token), expiresAt: row.expires_at, email: body.email },
+          token,
+          vars: { expiresAt: row.expires_at, email: body.email },
         });
       });
       await enqueueEmails(s.queues, [outboxId]);
@@ -272,12 +273,13 @@ export function authFlowRoutes(router: ApiRouter): void {
         const outboxId = await s.db.transaction(async (trx) => {
           const { token, row } = await issueAccountToken(trx, { purpose: 'password_reset', userId: account.user_id, email: body.email, payload: { platform_account_id: account.id } });
           await recordAuditEvent({ user_id: account.user_id, actor_id: null, ip_address: m.ipAddress, user_agent: m.userAgent, event_type: 'password_reset_requested', resource_type: 'platform_account', resource_id: account.id }, trx);
-          return writeAccountEmail(trx, {
+          return writeAccountEmail(trx, s.config, {
             to: body.email,
             userId: account.user_id,
             template: 'password_reset',
             locale: emailLocale(user?.preferred_locale, m.acceptLanguage),
-            vars: { link: emailLink(s.config.appUrl, 'password_reset', token), expiresAt: row.expires_at, username: user?.username },
+            token,
+            vars: { expiresAt: row.expires_at, username: user?.username },
           });
         });
         await enqueueEmails(s.queues, [outboxId]);

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { ServiceContext } from '../context';
-import { emailLink, emailLocale } from '../emails/accountEmails';
+import { emailLocale } from '../emails/accountEmails';
 import { enqueueEmails, writeAccountEmail } from '../emails/outbox';
 import { badRequest, conflict, notFound } from '../errors';
 import type { AccountToken } from '../models/AccountToken';
@@ -39,12 +39,13 @@ export async function requestEmailChange(ctx: ServiceContext, userId: string, ne
   if (await emailInUse(ctx.db, newEmail, userId)) throw conflict('email is already in use');
   const { outboxId, expiresAt } = await ctx.db.transaction(async (trx) => {
     const { token, row } = await issueAccountToken(trx, { purpose: 'email_change', userId, email: newEmail, payload: { new_email: newEmail, platform_account_id: account.id } });
-    const outboxId = await writeAccountEmail(trx, {
+    const outboxId = await writeAccountEmail(trx, ctx.config, {
       to: newEmail,
       userId,
       template: 'email_change',
       locale: emailLocale(user.preferred_locale, meta.acceptLanguage),
-      vars: { link: emailLink(ctx.config.appUrl, 'email_change', token), expiresAt: row.expires_at, username: user.username, email: newEmail },
+      token,
+      vars: { expiresAt: row.expires_at, username: user.username, email: newEmail },
     });
     return { outboxId, expiresAt: row.expires_at };
   });
@@ -79,12 +80,13 @@ export async function requestEmailLink(ctx: ServiceContext, userId: string, emai
   const passwordHash = await hashPassword(password);
   const { outboxId, expiresAt } = await ctx.db.transaction(async (trx) => {
     const { token, row } = await issueAccountToken(trx, { purpose: 'email_link', userId, email, payload: { email, password_hash: passwordHash } });
-    const outboxId = await writeAccountEmail(trx, {
+    const outboxId = await writeAccountEmail(trx, ctx.config, {
       to: email,
       userId,
       template: 'email_link',
       locale: emailLocale(user.preferred_locale, meta.acceptLanguage),
-      vars: { link: emailLink(ctx.config.appUrl, 'email_link', token), expiresAt: row.expires_at, username: user.username, email },
+      token,
+      vars: { expiresAt: row.expires_at, username: user.username, email },
     });
     return { outboxId, expiresAt: row.expires_at };
   });
@@ -134,12 +136,13 @@ export async function sendEmailVerification(ctx: ServiceContext, userId: string,
   const email = account.email.toLowerCase();
   const outboxId = await ctx.db.transaction(async (trx) => {
     const { token, row } = await issueAccountToken(trx, { purpose: 'email_verification', userId, email });
-    return writeAccountEmail(trx, {
+    return writeAccountEmail(trx, ctx.config, {
       to: email,
       userId,
       template: 'email_verification',
       locale: emailLocale(user.preferred_locale, meta.acceptLanguage),
-      vars: { link: emailLink(ctx.config.appUrl, 'email_verification', token), expiresAt: row.expires_at, username: user.username, email },
+      token,
+      vars: { expiresAt: row.expires_at, username: user.username, email },
     });
   });
   await enqueueEmails(ctx.queues, [outboxId]);

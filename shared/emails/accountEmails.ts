@@ -1,7 +1,8 @@
 /**
  * Account emails in English and German (chosen by the user's preferred_locale). Each template is
  * plain text plus a minimal HTML twin built from the same paragraphs, so the two never disagree.
- * Links that carry a token carry it as `token=<value>` under APP_URL (architecture.md).
+ * Links that carry a token carry it as `token=<value>` under APP_URL (architecture.md); the outbox
+ * stores them with a placeholder instead and the worker puts the token in (emails/outbox.ts).
  */
 
 export type AccountEmailTemplate = 'registration' | 'email_verification' | 'email_change' | 'email_link' | 'password_reset' | 'account_exists';

@@ -1,22 +1,35 @@
 import type { Knex } from 'knex';
+import type { Config } from '../config';
+import { decryptSecret, encryptSecret } from '../crypto';
 import { EmailOutbox } from '../models/EmailOutbox';
 import type { Queues } from '../queues';
-import { AccountEmailTemplate, AccountEmailVars, EmailLocale, renderAccountEmail } from './accountEmails';
+import { AccountEmailTemplate, AccountEmailVars, emailLink, EmailLocale, renderAccountEmail } from './accountEmails';
 
 export interface AccountEmail {
   to: string;
   userId: string | null;
   template: AccountEmailTemplate;
   locale: EmailLocale;
-  vars: AccountEmailVars;
+  /** Everything but the link, which is built here from APP_URL, the template and the token. */
+  vars: Omit<AccountEmailVars, 'link'>;
+  /** The one-time token the link carries (token mails only). */
+  token?: string;
 }
+
+/**
+ * What stored bodies show where a link's one-time token goes. The token itself is kept only sealed
+ * (AES-256-GCM under SECRETS_KEY, column token_sealed) and put into the link when the worker sends
+ * the mail, so a reader of email_outbox can never use a pending or sent mail's link.
+ */
+export const TOKEN_PLACEHOLDER = 'REDACTED';
 
 /**
  * Writes an account email to the outbox (inside the caller's transaction, so the mail exists iff
  * the change commits). Returns the outbox id to hand to `enqueueEmails` after the commit.
  */
-export async function writeAccountEmail(trx: Knex | Knex.Transaction, mail: AccountEmail): Promise<string> {
-  const { subject, text, html } = renderAccountEmail(mail.template, mail.locale, mail.vars);
+export async function writeAccountEmail(trx: Knex | Knex.Transaction, config: Pick<Config, 'appUrl' | 'secretsKey'>, mail: AccountEmail): Promise<string> {
+  const link = emailLink(config.appUrl, mail.template, mail.token ? TOKEN_PLACEHOLDER : undefined);
+  const { subject, text, html } = renderAccountEmail(mail.template, mail.locale, { ...mail.vars, link });
   const row = await EmailOutbox.query(trx).insertAndFetch({
     to_address: mail.to,
     subject,
@@ -24,6 +37,7 @@ export async function writeAccountEmail(trx: Knex | Knex.Transaction, mail: Acco
     html_body: html,
     template: mail.template,
     user_id: mail.userId,
+    token_sealed: mail.token ? encryptSecret(mail.token, config.secretsKey) : null,
     status: 'queued',
   });
   return row.id;
@@ -32,4 +46,25 @@ export async function writeAccountEmail(trx: Knex | Knex.Transaction, mail: Acco
 /** Hands outbox rows to the `email` queue (after the commit); the worker sends them with retries. */
 export async function enqueueEmails(queues: Queues, outboxIds: string[]): Promise<void> {
   for (const outboxId of outboxIds) await queues.enqueue('email', { outboxId });
+}
+
+/** The bodies to send: the stored ones with the sealed token unsealed into the link (throws on a wrong key). */
+export function outboxBodies(mail: EmailOutbox, secretsKey: Buffer): { text: string; html: string | null } {
+  if (!mail.token_sealed) return { text: mail.text_body, html: mail.html_body };
+  const token = decryptSecret(mail.token_sealed, secretsKey);
+  const fill = (body: string) => body.replaceAll(`token=${TOKEN_PLACEHOLDER}`, () => `token=${token}`);
+  return { text: fill(mail.text_body), html: mail.html_body === null ? null : fill(mail.html_body) };
+}
+
+/** Same `token=` values as the migration 20261123000000_outbox_secrets scrubs. */
+const TOKEN_PARAM = /\btoken=[A-Za-z0-9_\-%.~]+/g;
+
+/**
+ * What an outbox row keeps once it is done with (sent, logged or finally failed): no sealed token,
+ * and bodies without any `token=` value. The latter only matters for rows written before tokens
+ * were sealed (queued during the upgrade), whose bodies still hold the token in clear.
+ */
+export function finishedOutboxFields(mail: EmailOutbox): Pick<EmailOutbox, 'token_sealed' | 'text_body' | 'html_body'> {
+  const redact = (body: string) => body.replace(TOKEN_PARAM, `token=${TOKEN_PLACEHOLDER}`);
+  return { token_sealed: null, text_body: redact(mail.text_body), html_body: mail.html_body === null ? null : redact(mail.html_body) };
 }

@@ -9,6 +9,8 @@ export class EmailOutbox extends Model {
   html_body!: string | null;
   template!: string | null;
   user_id!: string | null;
+  /** The link's one-time token, AES-256-GCM sealed (shared/emails/outbox.ts); null once the row is done with. */
+  token_sealed!: string | null;
   status!: 'queued' | 'sent' | 'logged' | 'failed';
   attempts!: number;
   last_error!: string | null;

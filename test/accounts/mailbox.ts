@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { SMTPServer } from 'smtp-server';
+import { sha256 } from '../../shared/crypto';
 
 export interface ReceivedMail {
   to: string[];
@@ -14,6 +15,8 @@ export interface ReceivedMail {
 export interface Mailbox {
   url: string;
   mails: ReceivedMail[];
+  /** How many of the next deliveries to refuse with a temporary SMTP error (451), to make the sender retry. */
+  failNext: number;
   /** First mail to `to` (newer than `after` mails already seen) matching `pred`, waiting up to `ms`. */
   waitFor(to: string, pred?: (m: ReceivedMail) => boolean, ms?: number): Promise<ReceivedMail>;
   close(): Promise<void>;
@@ -83,6 +86,10 @@ export async function startMailbox(): Promise<Mailbox> {
       const chunks: Buffer[] = [];
       stream.on('data', (c: Buffer) => chunks.push(c));
       stream.on('end', () => {
+        if (box.failNext > 0) {
+          box.failNext--;
+          return callback(Object.assign(new Error('try again later'), { responseCode: 451 }));
+        }
         const raw = Buffer.concat(chunks).toString('utf8');
         const top = parsePart(raw);
         const out = { text: '', html: '' };
@@ -95,9 +102,10 @@ export async function startMailbox(): Promise<Mailbox> {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.server.address() as AddressInfo).port;
-  return {
+  const box: Mailbox = {
     url: `smtp://127.0.0.1:${port}`,
     mails,
+    failNext: 0,
     async waitFor(to, pred = () => true, ms = 10_000) {
       const deadline = Date.now() + ms;
       const match = (m: ReceivedMail) => m.to.includes(to.toLowerCase()) && pred(m);
@@ -117,6 +125,7 @@ export async function startMailbox(): Promise<Mailbox> {
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
+  return box;
 }
 
 /** The `token=` query parameter of the first APP_URL link in a mail. */
@@ -124,4 +133,16 @@ export function tokenOf(mail: ReceivedMail): string {
   const m = /[?&]token=([A-Za-z0-9_\-%.~]+)/.exec(mail.text);
   if (!m) throw new Error(`no token link in mail: ${mail.text}`);
   return decodeURIComponent(m[1]);
+}
+
+/**
+ * Whether `text` holds a one-time token whose stored hash is one of `hashes`: every 43-character
+ * base64url window (the shape of randomToken's 32 bytes) is hashed, so no token needs to be known.
+ */
+export function containsTokenOf(text: string, hashes: string[]): boolean {
+  const wanted = new Set(hashes);
+  for (const run of text.match(/[A-Za-z0-9_-]{43,}/g) ?? []) {
+    for (let i = 0; i + 43 <= run.length; i++) if (wanted.has(sha256(run.slice(i, i + 43)))) return true;
+  }
+  return false;
 }

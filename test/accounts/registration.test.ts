@@ -2,7 +2,7 @@ import test from 'ava';
 import { listenPushes } from '../helpers/pushes';
 import { createUser } from '../helpers/factories';
 import { tokenOf } from './mailbox';
-import { freshEmail, useAccountsStack } from './setup';
+import { freshEmail, sentOutboxRow, useAccountsStack } from './setup';
 
 const { stack, mailbox } = useAccountsStack(test);
 
@@ -15,9 +15,10 @@ test('register → verification mail → register/verify creates a User-role use
   const mail = await mailbox().waitFor(email);
   t.regex(mail.text, /^https:\/\/app\.example\.test\/auth\/register\/verify\?token=/m);
   const token = tokenOf(mail);
-  // Only the hash of the token is stored.
+  // Only the hash of the token is stored, and the sent mail's outbox row does not keep it either.
   const stored = await s.db('account_tokens').where({ purpose: 'registration', email }).first();
   t.not(stored.token_hash, token);
+  t.false((await sentOutboxRow(s.db, email, 'registration')).includes(token));
 
   const v = await s.request('POST', '/v1/auth/register/verify', { body: { token } });
   t.is(v.status, 201, v.text);
@@ -141,6 +142,7 @@ test('verify-email: an unverified email account is refused at login, gets a mail
   t.regex(refused.body.message, /not verified/);
   const mail = await mailbox().waitFor(email, (m) => m.subject === 'Verify your email address');
   t.regex(mail.text, /\/auth\/verify-email\?token=/);
+  t.false((await sentOutboxRow(s.db, email, 'email_verification')).includes(tokenOf(mail)));
   const ok = await s.request('POST', '/v1/auth/verify-email', { token: s.systemKey, body: { token: tokenOf(mail) } });
   t.is(ok.status, 200, ok.text);
   t.deepEqual(ok.body, { success: true, message: 'your email address is verified' });
@@ -164,6 +166,7 @@ test('password reset: 202 for any address, mail with token, confirm revokes ever
   t.deepEqual(unknown.body, known.body);
   const mail = await mailbox().waitFor(email, (m) => m.subject === 'Reset your password');
   t.regex(mail.text, /^https:\/\/app\.example\.test\/auth\/reset-password\?token=/m);
+  t.false((await sentOutboxRow(s.db, email, 'password_reset')).includes(tokenOf(mail)));
   t.truthy(await s.db('audit_events').where({ user_id: userId, event_type: 'password_reset_requested' }).first());
   t.is((await s.request('POST', '/v1/auth/reset-password/request', { body: { email } })).status, 202);
   t.is((await s.db('email_outbox').where({ to_address: email, template: 'password_reset' })).length, 1);

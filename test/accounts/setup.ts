@@ -1,4 +1,5 @@
 import type { TestFn } from 'ava';
+import type { Knex } from 'knex';
 import { useStack, Stack } from '../helpers/stack';
 import { Mailbox, startMailbox } from './mailbox';
 
@@ -30,4 +31,18 @@ let n = 0;
 /** A fresh address per call. */
 export function freshEmail(tag = 'u'): string {
   return `${tag}.${Date.now().toString(36)}${(n++).toString(36)}${Math.random().toString(36).slice(2, 6)}@example.test`;
+}
+
+/**
+ * The whole stored row (every column, JSON-encoded) of the newest `template` mail to `to`, once the
+ * worker has marked it sent: what someone reading the database would see.
+ */
+export async function sentOutboxRow(db: Knex, to: string, template: string, ms = 10_000): Promise<string> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const row = await db('email_outbox').where({ to_address: to.toLowerCase(), template }).orderBy('created_at', 'desc').first();
+    if (row?.status === 'sent') return JSON.stringify(row);
+    if (Date.now() > deadline) throw new Error(`outbox row ${template} to ${to} not sent within ${ms} ms: ${JSON.stringify(row)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }

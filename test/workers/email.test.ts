@@ -51,6 +51,8 @@ test('the email worker sends an outbox row over SMTP and marks it sent', async (
   }
   t.is(row!.status, 'sent');
   t.truthy(row!.sent_at);
+  // A body written with a token in clear (before tokens were sealed) does not keep it once sent.
+  t.is(row!.text_body, 'Link: http://app/verify?token=REDACTED');
 });
 
 test('the scheduled cleanup removes only expired sessions', async (t) => {

@@ -1,5 +1,6 @@
 import nodemailer, { Transporter } from 'nodemailer';
 import type { ServiceContext } from '../../shared/context';
+import { finishedOutboxFields, outboxBodies } from '../../shared/emails/outbox';
 import { EmailOutbox } from '../../shared/models/EmailOutbox';
 import type { Processor } from './types';
 
@@ -15,33 +16,44 @@ function transporter(url: string): Transporter {
 }
 
 /**
- * Sends one outbox row over SMTP. Without SMTP_URL the mail is written to the log and stays in the
- * outbox as 'logged': never silently dropped. Failures throw, so BullMQ retries with backoff.
+ * Sends one outbox row over SMTP, with the sealed one-time token unsealed into the link only here.
+ * Without SMTP_URL the mail is not delivered: the log names recipient, template and subject (never
+ * the body: it would carry the token) and the row stays as 'logged'. Failures throw, so BullMQ
+ * retries with backoff; the token stays sealed until the row is sent or finally failed.
  */
 export const emailProcessor: Processor<'email'> = async (job, ctx: ServiceContext) => {
   const mail = await EmailOutbox.query().findById(job.data.outboxId);
   if (!mail || mail.status === 'sent') return { skipped: true };
   if (!ctx.config.smtpUrl) {
-    ctx.logger.info({ to: mail.to_address, subject: mail.subject, template: mail.template, text: mail.text_body }, 'email (no SMTP_URL configured)');
-    await EmailOutbox.query().patchAndFetchById(mail.id, { status: 'logged', attempts: mail.attempts + 1 });
+    ctx.logger.info({ outboxId: mail.id, to: mail.to_address, template: mail.template, subject: mail.subject }, 'email not sent (no SMTP_URL configured)');
+    await EmailOutbox.query().patchAndFetchById(mail.id, { ...finishedOutboxFields(mail), status: 'logged', attempts: mail.attempts + 1 });
     return { logged: true };
   }
   try {
+    const { text, html } = outboxBodies(mail, ctx.config.secretsKey);
     await transporter(ctx.config.smtpUrl).sendMail({
       from: ctx.config.mailFrom,
       to: mail.to_address,
       subject: mail.subject,
-      text: mail.text_body,
-      ...(mail.html_body ? { html: mail.html_body } : {}),
+      text,
+      ...(html ? { html } : {}),
     });
   } catch (err) {
+    const final = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
     await EmailOutbox.query().patchAndFetchById(mail.id, {
+      ...(final ? finishedOutboxFields(mail) : {}),
       attempts: mail.attempts + 1,
       last_error: (err as Error).message,
-      status: job.attemptsMade + 1 >= (job.opts.attempts ?? 1) ? 'failed' : 'queued',
+      status: final ? 'failed' : 'queued',
     });
     throw err;
   }
-  await EmailOutbox.query().patchAndFetchById(mail.id, { status: 'sent', attempts: mail.attempts + 1, sent_at: new Date(), last_error: null });
+  await EmailOutbox.query().patchAndFetchById(mail.id, {
+    ...finishedOutboxFields(mail),
+    status: 'sent',
+    attempts: mail.attempts + 1,
+    sent_at: new Date(),
+    last_error: null,
+  });
   return { sent: true };
 };
