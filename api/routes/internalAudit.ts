@@ -47,7 +47,10 @@ export function internalAuditRoutes(router: Router<AppState, { services: ApiServ
       path: '/v1/internal/audit',
       summary: 'Ingest an audit event from an internal app or service',
       description:
-        'Caller: X-ID-App-Key (an internal app secret) or a credential with audit:write. user_id must be an existing user when source_service is api (other services may send external ids or null); actor_id must be an existing user when given. An app writing through X-ID-App-Key on behalf of an end user (user_id set) must also send X-ID-App-Assertion from the same app whose subject is that user_id.',
+        'Caller: X-ID-App-Key (an internal app secret) or a credential with audit:write. user_id must be an existing user when source_service is api ' +
+        '(other services may send external ids or null); actor_id must be an existing user when given. An app writing through X-ID-App-Key that names ' +
+        'an end user (user_id or actor_id set) must also send X-ID-App-Assertion from the same app whose subject is that user. One assertion vouches ' +
+        'for one user: an app naming two different users in user_id and actor_id is refused (403); an audit:write credential may write such an event.',
       tags: ['audit'],
       auth: 'public',
       body: auditIngestBody,
@@ -55,6 +58,7 @@ export function internalAuditRoutes(router: Router<AppState, { services: ApiServ
         201: { description: 'The recorded event', schema: z.object({ data: auditEventSchema }) },
         400: { description: 'Invalid body, unknown user_id or actor_id' },
         401: { description: 'No valid app key, credential or assertion' },
+        403: { description: 'Credential without audit:write, or an app naming two different users' },
       },
     },
     async (ctx, { body: b }) => {

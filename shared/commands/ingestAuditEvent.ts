@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type Redis from 'ioredis';
 import { appForKey, verifyAppAssertion } from '../auth/assertionVerifier';
 import type { Config } from '../config';
-import { badRequest, serviceUnavailable, unauthorized } from '../errors';
+import { badRequest, forbidden, serviceUnavailable, unauthorized } from '../errors';
 import type { AuditEvent } from '../models/AuditEvent';
 import { authorize, Principal } from '../policies';
 import { z } from '../zod';
@@ -51,11 +51,42 @@ async function userExists(db: Knex, id: string): Promise<boolean> {
   return !!(await db('users').where('id', id.toLowerCase()).first('id'));
 }
 
+/** A UUID as stored (lowercase); external ids as sent. */
+const storedId = (id: string) => (UUID.test(id) ? id.toLowerCase() : id);
+
+/**
+ * Spec §5.8 for an app writing with X-ID-App-Key: every field naming an end user (user_id,
+ * actor_id) must be vouched for by an X-ID-App-Assertion from the same app whose subject is that
+ * user. One assertion has one subject, so naming two different users is refused (403) before the
+ * assertion is checked, and its nonce is not spent; an audit:write credential may write such events.
+ */
+async function checkAppAttribution(
+  deps: { config: Config; redis: Redis },
+  appId: string,
+  userId: string | null,
+  actorId: string | null,
+  assertion: string | null,
+): Promise<void> {
+  const named: Array<[field: string, id: string]> = [];
+  if (userId) named.push(['user_id', userId]);
+  if (actorId) named.push(['actor_id', actorId]);
+  if (!named.length) return;
+  const subjects = new Set(named.map(([, id]) => id));
+  if (subjects.size > 1) throw forbidden('user_id and actor_id name different users: an app attributes an event to one end user only, its assertion subject');
+  const a = await verifyAppAssertion(deps.config, deps.redis, assertion);
+  if (!a.ok) {
+    if (a.reason === 'unavailable') throw serviceUnavailable(a.message);
+    throw unauthorized(`invalid X-ID-App-Assertion: ${a.message}`);
+  }
+  if (a.appId !== appId) throw unauthorized('X-ID-App-Assertion was issued by another app than X-ID-App-Key');
+  if (!subjects.has(a.subject)) throw unauthorized(`X-ID-App-Assertion subject does not match ${named.map(([field]) => field).join(' and ')}`);
+}
+
 /**
  * Validates references and attribution, then records the event. `user_id` must be an existing user
  * when the source is the api (bots may send external ids or null); `actor_id` must exist when
- * given. An app attributing an event to an end user without a user token must present that user's
- * X-ID-App-Assertion, issued by the same app (spec §5.8).
+ * given. An app attributing an event to an end user (user_id or actor_id) without a user token
+ * must present that user's X-ID-App-Assertion, issued by the same app (spec §5.8).
  */
 export async function ingestAuditEvent(
   deps: { config: Config; redis: Redis; db: Knex },
@@ -63,24 +94,17 @@ export async function ingestAuditEvent(
   input: AuditIngestInput,
   assertion: string | null | undefined,
 ): Promise<AuditEvent> {
-  const userId = input.user_id || null;
+  const userId = input.user_id ? storedId(input.user_id) : null;
+  const actorId = input.actor_id ? storedId(input.actor_id) : null;
   if (userId && input.source_service === 'api' && !(await userExists(deps.db, userId))) throw badRequest('user_id: unknown user');
-  if (input.actor_id && !(await userExists(deps.db, input.actor_id))) throw badRequest('actor_id: unknown user');
-  if (writer.appId && userId) {
-    const a = await verifyAppAssertion(deps.config, deps.redis, assertion || null);
-    if (!a.ok) {
-      if (a.reason === 'unavailable') throw serviceUnavailable(a.message);
-      throw unauthorized(`invalid X-ID-App-Assertion: ${a.message}`);
-    }
-    if (a.appId !== writer.appId) throw unauthorized('X-ID-App-Assertion was issued by another app than X-ID-App-Key');
-    if (a.subject !== userId) throw unauthorized('X-ID-App-Assertion subject does not match user_id');
-  }
+  if (actorId && !(await userExists(deps.db, actorId))) throw badRequest('actor_id: unknown user');
+  if (writer.appId) await checkAppAttribution(deps, writer.appId, userId, actorId, assertion || null);
   return recordAuditEvent({
-    user_id: userId && UUID.test(userId) ? userId.toLowerCase() : userId,
+    user_id: userId,
     event_type: input.event_type,
     resource_type: input.resource_type ?? null,
     resource_id: input.resource_id ?? null,
-    actor_id: input.actor_id ? input.actor_id.toLowerCase() : null,
+    actor_id: actorId,
     ip_address: input.ip_address ?? null,
     user_agent: input.user_agent ?? null,
     description: input.description ?? null,

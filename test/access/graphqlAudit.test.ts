@@ -46,6 +46,24 @@ test('an internal app attributes an event to a user only with that user\u2019s a
   t.is(replay.body.errors[0].extensions.code, 'Unauthorized');
 });
 
+test('an internal app naming an end user as actorId needs that user\u2019s assertion', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const other = await createUser(s.db);
+  const headers = { 'x-id-app-key': APP_SECRET };
+  const input = { actorId: user.id, eventType: 'password_changed', sourceService: 'id' };
+  const vouching = (subject: string) => ({ headers: { ...headers, 'x-id-app-assertion': signAppAssertion({ appId: 'idapp', secret: APP_SECRET, subject }) } });
+  const missing = await gql(MUTATION, input, { headers });
+  t.is(missing.body.errors[0].extensions.code, 'Unauthorized');
+  const wrong = await gql(CREATE, input, vouching(other.id));
+  t.is(wrong.body.errors[0].extensions.code, 'Unauthorized');
+  const two = await gql(MUTATION, { ...input, userId: other.id }, vouching(user.id));
+  t.is(two.body.errors[0].extensions.code, 'Forbidden');
+  const ok = await gql(CREATE, input, vouching(user.id));
+  t.falsy(ok.body.errors, JSON.stringify(ok.body.errors));
+  t.is((await s.db('audit_events').where('id', ok.body.data.createAuditEvent.id).first()).actor_id, user.id);
+});
+
 test('bad input is a BadRequest naming the field', async (t) => {
   const s = stack();
   const r = await gql(MUTATION, { eventType: 'made_up' }, { token: s.systemKey });

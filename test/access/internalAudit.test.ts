@@ -100,3 +100,40 @@ test('an app attributing an event to an end user needs that user\'s assertion fr
   t.is(replay.status, 401);
   t.regex(replay.body.message, /already used/);
 });
+
+test('an app naming an end user as actor_id needs that user\'s assertion too; one assertion cannot vouch for two users', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const other = await createUser(s.db);
+  const key = { 'x-id-app-key': ID_SECRET };
+  const asUser = () => ({ ...key, 'x-id-app-assertion': signAppAssertion({ appId: 'idapp', secret: ID_SECRET, subject: user.id }) });
+  const body = { actor_id: user.id, event_type: 'password_changed', resource_type: 'user', resource_id: user.id, source_service: 'id' };
+
+  const none = await post(body, key);
+  t.is(none.status, 401);
+  t.deepEqual(Object.keys(none.body).sort(), ['error', 'message']);
+  t.regex(none.body.message, /X-ID-App-Assertion/);
+  const otherSubject = await post(body, { ...key, 'x-id-app-assertion': signAppAssertion({ appId: 'idapp', secret: ID_SECRET, subject: other.id }) });
+  t.is(otherSubject.status, 401);
+  t.regex(otherSubject.body.message, /subject does not match actor_id/);
+  const otherApp = await post(body, { ...key, 'x-id-app-assertion': signAppAssertion({ appId: 'otherapp', secret: OTHER_SECRET, subject: user.id }) });
+  t.is(otherApp.status, 401);
+  const ok = await post(body, asUser());
+  t.is(ok.status, 201, ok.text);
+  t.like(ok.body.data, { user_id: null, actor_id: user.id });
+
+  // The same user in both fields (any case): one assertion for that user.
+  const both = await post({ ...body, user_id: user.id.toUpperCase() }, asUser());
+  t.is(both.status, 201, both.text);
+  t.like(both.body.data, { user_id: user.id, actor_id: user.id });
+
+  // Two different users: refused whoever the assertion names, and the assertion is not spent on it.
+  const assertion = asUser();
+  const two = await post({ ...body, user_id: other.id }, assertion);
+  t.is(two.status, 403);
+  t.deepEqual(Object.keys(two.body).sort(), ['error', 'message']);
+  t.regex(two.body.message, /different users/);
+  t.is((await post(body, assertion)).status, 201);
+  // An audit:write credential may still name both.
+  t.is((await post({ ...body, user_id: other.id }, {}, s.systemKey)).status, 201);
+});
