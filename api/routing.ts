@@ -1,7 +1,7 @@
 import type Router from '@koa/router';
 import type { ParameterizedContext } from 'koa';
-import type { ZodError, ZodTypeAny } from 'zod';
-import { HttpError } from '../shared/errors';
+import type { ZodTypeAny } from 'zod';
+import { validationError } from '../shared/errors';
 import { userPermissionSet } from '../shared/commands/access';
 import {
   AccountScope,
@@ -68,13 +68,6 @@ export interface RouteInput<P extends AnyObject, Q extends AnyObject, B extends 
   params: z.infer<P>;
   query: z.infer<Q>;
   body: z.infer<B>;
-}
-
-/** A zod failure as the 400 body: the first message names the field, `details` lists all. */
-export function validationError(err: ZodError, where: string): HttpError {
-  const details = err.issues.map((i) => ({ field: i.path.length ? i.path.join('.') : where, message: i.message }));
-  const message = details.map((d) => `${d.field}: ${d.message}`).join('; ');
-  return new HttpError(400, 'BadRequest', message, { details });
 }
 
 function parse<T extends ZodTypeAny>(schema: T | undefined, value: unknown, where: string): z.infer<T> {

@@ -1,3 +1,5 @@
+import type { ZodError } from 'zod';
+
 /**
  * The one error type of the service. Anything thrown as HttpError reaches the client as
  * `{error, message}` with its status; everything else is a logged 500.
@@ -19,6 +21,13 @@ export const forbidden = (message = 'insufficient permissions') => new HttpError
 export const notFound = (what = 'resource') => new HttpError(404, 'NotFound', `${what} not found`);
 export const conflict = (message: string) => new HttpError(409, 'Conflict', message);
 export const serviceUnavailable = (message: string) => new HttpError(503, 'ServiceUnavailable', message);
+
+/** A zod failure as a 400: the message names each field (`where` when the issue has no path), `details` lists all. */
+export function validationError(err: ZodError, where: string): HttpError {
+  const details = err.issues.map((i) => ({ field: i.path.length ? i.path.join('.') : where, message: i.message }));
+  const message = details.map((d) => `${d.field}: ${d.message}`).join('; ');
+  return badRequest(message, { details });
+}
 
 /** Reason phrase in PascalCase for a status, used when a lower layer only gives a number. */
 export function errorName(status: number): string {

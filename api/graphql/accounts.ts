@@ -1,9 +1,8 @@
 import { Arg, Ctx, Field, InputType, Mutation, ObjectType, Query, Resolver } from 'type-graphql';
 import { oauthSignin, oauthSigninSchema } from '../../shared/commands/oauthSignin';
-import { forbidden } from '../../shared/errors';
+import { forbidden, validationError } from '../../shared/errors';
 import { Platform } from '../../shared/models/Platform';
 import { can, requireAuthenticated, requireSystem } from '../../shared/policies';
-import { validationError } from '../routing';
 import type { GqlContext } from './context';
 
 @ObjectType('Platform', { description: 'A sign-in platform' })

@@ -1,9 +1,8 @@
 import { Arg, Ctx, Field, InputType, Mutation, ObjectType, Resolver } from 'type-graphql';
 import { ASSERTION_HEADER } from '../../shared/auth/assertionVerifier';
 import { auditIngestBody, auditWriter, ingestAuditEvent } from '../../shared/commands/ingestAuditEvent';
-import { badRequest } from '../../shared/errors';
+import { badRequest, validationError } from '../../shared/errors';
 import type { AuditEvent } from '../../shared/models/AuditEvent';
-import { validationError } from '../routing';
 import type { GqlContext } from './context';
 
 @InputType({ description: 'An audit event written by an internal app or service (same rules as POST /v1/internal/audit)' })

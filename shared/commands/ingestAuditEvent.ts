@@ -21,7 +21,7 @@ export const auditIngestBody = z.object({
   user_agent: z.string().max(2000).nullish(),
   description: z.string().max(4000).nullish(),
   metadata: z.record(z.unknown()).nullish().refine((m) => !m || JSON.stringify(m).length <= 16_384, 'must be at most 16 KiB of JSON'),
-  status: z.enum(['success', 'failure']).default('success'),
+  status: z.enum(['success', 'failure'], { errorMap: () => ({ message: 'must be success or failure' }) }).default('success'),
   error_message: z.string().max(4000).nullish(),
   source_service: z.enum(SOURCE_SERVICES).default('api'),
 });

@@ -60,6 +60,9 @@ test('audit request validation follows POST /v1/internal/audit', async (t) => {
   t.like((await audit(svc, { eventType: 'login', metadataJson: '[1,2]' }, 'v6')).createAuditEventResponse, { success: false, error: 'metadata_json: must encode a JSON object' });
   t.like((await audit(svc, { eventType: 'login', status: 'maybe' }, 'v7')).createAuditEventResponse, { success: false, error: 'status: must be success or failure' });
   t.like((await audit(svc, { eventType: 'login', sourceService: 'toaster' }, 'v8')).createAuditEventResponse, { success: false });
+  const long = (await audit(svc, { eventType: 'login', description: 'x'.repeat(4001) }, 'v9')).createAuditEventResponse as any;
+  t.false(long.success);
+  t.regex(long.error, /^description: /);
   svc.close();
 });
 

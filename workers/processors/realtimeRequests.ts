@@ -1,5 +1,7 @@
 import type { ServiceContext } from '../../shared/context';
-import { AUDIT_EVENT_TYPES, recordAuditEvent, SOURCE_SERVICES } from '../../shared/commands/recordAuditEvent';
+import { auditIngestBody, ingestAuditEvent } from '../../shared/commands/ingestAuditEvent';
+import { recordAuditEvent, SOURCE_SERVICES } from '../../shared/commands/recordAuditEvent';
+import { HttpError, validationError } from '../../shared/errors';
 import { PubSub } from '../../shared/events';
 import { decodeEnvelope, encodeEnvelope, PayloadCase } from '../../shared/proto';
 import type { RealtimeRequestJob } from '../../shared/queues';
@@ -51,67 +53,45 @@ interface AuditRequest {
   sourceService?: string;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-async function userExists(ctx: ServiceContext, id: string): Promise<boolean> {
-  if (!UUID.test(id)) return false;
-  return !!(await ctx.db('users').where('id', id.toLowerCase()).first('id'));
-}
-
 /**
- * CreateAuditEventRequest → audit event, with the rules of POST /v1/internal/audit: user_id must
- * be an existing user when source_service is api (other sources may use external ids; empty is a
- * system event), actor_id must be an existing user when given.
+ * CreateAuditEventRequest → audit event, through the same validation and command as POST
+ * /v1/internal/audit. The realtime instance only lets audit:write holders send it (realtime/rpc.ts),
+ * so the writer is a credential, not an app key. Empty protobuf strings count as absent; the
+ * connection's X-Source-Service is the default source.
  */
 async function createAuditEvent(ctx: ServiceContext, job: RealtimeRequestJob, r: AuditRequest): Promise<Record<string, unknown>> {
   const fail = (error: string) => ({ success: false, error });
-  const eventType = (r.eventType ?? '').trim();
-  if (!eventType) return fail('event_type: required');
-  if (!(AUDIT_EVENT_TYPES as readonly string[]).includes(eventType)) return fail(`event_type: must be one of ${AUDIT_EVENT_TYPES.join(', ')}`);
-  const sourceService = r.sourceService || job.sourceService || 'api';
-  if (!(SOURCE_SERVICES as readonly string[]).includes(sourceService)) return fail(`source_service: must be one of ${SOURCE_SERVICES.join(', ')}`);
-  const status = r.status || 'success';
-  if (status !== 'success' && status !== 'failure') return fail('status: must be success or failure');
-  let metadata: Record<string, unknown> = {};
+  let metadata: unknown;
   if (r.metadataJson) {
     try {
-      const parsed = JSON.parse(r.metadataJson);
-      if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return fail('metadata_json: must encode a JSON object');
-      if (r.metadataJson.length > 16_384) return fail('metadata_json: must be at most 16 KiB of JSON');
-      metadata = parsed;
+      metadata = JSON.parse(r.metadataJson);
     } catch {
       return fail('metadata_json: invalid JSON');
     }
+    if (!metadata || typeof metadata !== 'object' || Array.isArray(metadata)) return fail('metadata_json: must encode a JSON object');
   }
-  const lengths: Array<[string, string | undefined, number]> = [
-    ['user_id', r.userId, 255],
-    ['resource_type', r.resourceType, 64],
-    ['resource_id', r.resourceId, 255],
-    ['actor_id', r.actorId, 255],
-    ['ip_address', r.ipAddress, 64],
-    ['user_agent', r.userAgent, 2000],
-    ['description', r.description, 4000],
-    ['error_message', r.errorMessage, 4000],
-  ];
-  for (const [field, value, max] of lengths) if (value && value.length > max) return fail(`${field}: at most ${max} characters`);
-  const userId = r.userId || null;
-  if (userId && sourceService === 'api' && !(await userExists(ctx, userId))) return fail('user_id: unknown user');
-  if (r.actorId && !(await userExists(ctx, r.actorId))) return fail('actor_id: unknown user');
-  const event = await recordAuditEvent({
-    user_id: userId && UUID.test(userId) ? userId.toLowerCase() : userId,
-    event_type: eventType,
-    resource_type: r.resourceType || null,
-    resource_id: r.resourceId || null,
-    actor_id: r.actorId ? r.actorId.toLowerCase() : null,
-    ip_address: r.ipAddress || null,
-    user_agent: r.userAgent || null,
-    description: r.description || null,
+  const parsed = auditIngestBody.safeParse({
+    user_id: r.userId || undefined,
+    event_type: r.eventType?.trim() || undefined,
+    resource_type: r.resourceType || undefined,
+    resource_id: r.resourceId || undefined,
+    actor_id: r.actorId || undefined,
+    ip_address: r.ipAddress || undefined,
+    user_agent: r.userAgent || undefined,
+    description: r.description || undefined,
     metadata,
-    status,
-    error_message: r.errorMessage || null,
-    source_service: sourceService,
+    status: r.status || undefined,
+    error_message: r.errorMessage || undefined,
+    source_service: r.sourceService || job.sourceService || undefined,
   });
-  return { success: true, auditEventId: event.id };
+  if (!parsed.success) return fail(validationError(parsed.error, 'request').message);
+  try {
+    const event = await ingestAuditEvent(ctx, { appId: null }, parsed.data, null);
+    return { success: true, auditEventId: event.id };
+  } catch (err) {
+    if (err instanceof HttpError) return fail(err.message);
+    throw err;
+  }
 }
 
 interface SettingsPatch {
