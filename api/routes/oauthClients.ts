@@ -93,7 +93,7 @@ async function dropClientTokens(ctx: AppContext, clientId: string): Promise<void
 export function oauthClientRoutes(router: Router<AppState, { services: ApiServices }>): void {
   defineRoute(
     router,
-    { method: 'get', path: '/v1/oauth/clients', summary: 'List the OAuth clients you own', tags: ['oauth'], auth: 'authenticated', responses: { 200: { description: 'Your clients', schema: z.object({ data: z.array(clientSchema), _links: links }) } } },
+    { method: 'get', path: '/v1/oauth/clients', summary: 'List the OAuth clients you own', tags: ['oauth'], auth: { own: 'oauth_clients:read' }, responses: { 200: { description: 'Your clients', schema: z.object({ data: z.array(clientSchema), _links: links }) } } },
     async (ctx) => {
       const uid = actingUserId(ctx.state.principal);
       const clients = uid ? await OAuthClient.query().where('user_id', uid).orderBy('created_at', 'desc') : [];
@@ -120,7 +120,7 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
 
   defineRoute(
     router,
-    { method: 'get', path: '/v1/oauth/clients/:id', summary: 'Get an OAuth client (owner or admin)', tags: ['oauth'], auth: 'authenticated', params: idParam, responses: { 200: { description: 'Client', schema: z.object({ data: clientSchema, _links: links }) }, 403: { description: 'Not the owner' }, 404: { description: 'No such client' } } },
+    { method: 'get', path: '/v1/oauth/clients/:id', summary: 'Get an OAuth client (owner or admin)', tags: ['oauth'], auth: { own: 'oauth_clients:read' }, params: idParam, responses: { 200: { description: 'Client', schema: z.object({ data: clientSchema, _links: links }) }, 403: { description: 'Not the owner' }, 404: { description: 'No such client' } } },
     async (ctx, { params }) => {
       ctx.body = resource(ctx, presentOAuthClient(await loadClient(ctx, params.id, 'oauth_clients:read')));
     },
@@ -134,7 +134,7 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
       summary: 'Register an OAuth client (the secret is shown once)',
       description: 'Redirect URIs must be absolute https URLs, or http on localhost/127.0.0.1. Confidential clients get a client_secret (public clients: null). Only admins (oauth_clients:write) may mark a client first-party.',
       tags: ['oauth'],
-      auth: 'authenticated',
+      auth: { own: 'oauth_clients:write' },
       body: z.object({
         ...fields,
         allowed_scopes: fields.allowed_scopes.default([]),
@@ -184,7 +184,7 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
       summary: 'Update an OAuth client (owner or admin)',
       description: 'The create fields, all optional, plus is_active. Deactivating a client or narrowing its scopes takes effect on its live tokens at once.',
       tags: ['oauth'],
-      auth: 'authenticated',
+      auth: { own: 'oauth_clients:write' },
       params: idParam,
       body: atLeastOne(
         z.object({
@@ -232,7 +232,7 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
       path: '/v1/oauth/clients/:id/regenerate-secret',
       summary: 'Regenerate the client secret (shown once)',
       tags: ['oauth'],
-      auth: 'authenticated',
+      auth: { own: 'oauth_clients:write' },
       params: idParam,
       responses: { 200: { description: 'New secret', schema: z.object({ client_id: z.string().uuid(), client_secret: z.string(), message: z.string() }) }, 400: { description: 'Public client' }, 403: { description: 'Not the owner' }, 404: { description: 'No such client' } },
     },
@@ -255,7 +255,7 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
       path: '/v1/oauth/clients/:id',
       summary: 'Delete an OAuth client (owner or admin); its tokens and consents go with it',
       tags: ['oauth'],
-      auth: 'authenticated',
+      auth: { own: 'oauth_clients:delete' },
       params: idParam,
       responses: { 204: { description: 'Deleted' }, 403: { description: 'Not the owner' }, 404: { description: 'No such client' } },
     },

@@ -20,7 +20,7 @@ const permId = async (perm: string) => {
 test('finding 1: an OAuth token granted gps:read cannot touch its (super admin) user account', async (t) => {
   const s = stack();
   const admin = await createUser(s.db, { roles: ['role_admin'] });
-  const { token } = await createOAuthToken(s.db, admin.id, ['gps:read']);
+  const { token, clientId } = await createOAuthToken(s.db, admin.id, ['gps:read']);
   const gql = await s.request('POST', '/v1/gql', { token, body: ME });
   t.deepEqual(gql.body.data.me.permissions, ['gps:read']);
   t.is((await s.request('GET', '/v1/gps', { token })).status, 200);
@@ -39,6 +39,10 @@ test('finding 1: an OAuth token granted gps:read cannot touch its (super admin) 
     ['POST', `/v1/users/${admin.id}/email-link/request`, { email: 'attacker@evil.test', password: 'attacker-password' }],
     ['POST', `/v1/users/${admin.id}/email/request-change`, { email: 'attacker@evil.test' }],
     ['POST', '/v1/api-keys', { name: 'backdoor' }],
+    // The user's own OAuth clients: a redirect URI changed by a token would hijack every later sign-in.
+    ['GET', '/v1/oauth/clients'],
+    ['PATCH', `/v1/oauth/clients/${clientId}`, { redirect_uris: ['https://evil.test/cb'] }],
+    ['POST', `/v1/oauth/clients/${clientId}/regenerate-secret`],
   ];
   for (const [method, path, body] of refused) {
     const r = await s.request(method, path, { token, body });
