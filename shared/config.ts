@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 
 /**
@@ -211,6 +212,17 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       gpsPost: { limit: e.RATE_LIMIT_GPS_POST, windowSeconds: e.RATE_LIMIT_GPS_POST_WINDOW_SECONDS },
     },
   };
+}
+
+/**
+ * How many api processes PM2 starts from API_INSTANCES, read as PM2 reads `instances`: `max` or 0 is
+ * one per CPU, a negative number that many fewer than the CPUs.
+ */
+export function apiInstanceCount(config: Pick<Config, 'instances'>): number {
+  const cpus = availableParallelism();
+  const n = config.instances.api === 'max' ? 0 : Number(config.instances.api);
+  if (!Number.isInteger(n)) return cpus;
+  return Math.max(1, n > 0 ? n : cpus + n);
 }
 
 /** Entry-point helper: load the config or print the problem and exit 1. */
