@@ -4,8 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ ! -d node_modules || package-lock.json -nt node_modules/.package-lock.json ]]; then
   echo "[deps] installing npm packages"
-  # npm 11 may write a lockfile holding only this platform's optional packages and then refuse it in
-  # `npm ci`; `npm install` still installs the locked versions.
+  # The lockfile lists every platform's optional packages, so `npm ci` succeeds. The fallback stays
+  # for a lockfile regenerated where npm silently dropped optional packages it could not resolve
+  # (npm ci then refuses it as out of sync); `npm install` still installs the locked versions.
   npm ci --no-audit --no-fund || npm install --no-audit --no-fund
 fi
 echo "[build] compiling TypeScript"
