@@ -56,6 +56,18 @@ export function outboxBodies(mail: EmailOutbox, secretsKey: Buffer): { text: str
   return { text: fill(mail.text_body), html: mail.html_body === null ? null : fill(mail.html_body) };
 }
 
+/**
+ * The Message-ID of an outbox row: `<outbox-<id>@<domain of MAIL_FROM>>`. Delivery is at least once
+ * (a worker that dies after the SMTP server accepted a mail but before the row says 'sent' sends it
+ * again), so every attempt for one row carries the same id and receivers can recognise a resend as
+ * the same message. The domain falls back to `localhost` when MAIL_FROM names none.
+ */
+export function outboxMessageId(outboxId: string, mailFrom: string): string {
+  const address = /<([^>]*)>/.exec(mailFrom)?.[1] ?? mailFrom;
+  const domain = address.slice(address.lastIndexOf('@') + 1).trim().toLowerCase();
+  return `<outbox-${outboxId}@${/^[a-z0-9.-]+$/.test(domain) && address.includes('@') ? domain : 'localhost'}>`;
+}
+
 /** Same `token=` values as the migration 20261123000000_outbox_secrets scrubs. */
 const TOKEN_PARAM = /\btoken=[A-Za-z0-9_\-%.~]+/g;
 

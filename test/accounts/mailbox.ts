@@ -9,6 +9,8 @@ export interface ReceivedMail {
   text: string;
   /** Decoded text/html part, when present. */
   html: string;
+  /** The Message-ID header as sent, angle brackets included. */
+  messageId: string;
   raw: string;
 }
 
@@ -94,7 +96,7 @@ export async function startMailbox(): Promise<Mailbox> {
         const top = parsePart(raw);
         const out = { text: '', html: '' };
         bodies(top, out);
-        mails.push({ to: session.envelope.rcptTo.map((r) => r.address.toLowerCase()), subject: decodeWords(top.headers.get('subject') ?? ''), text: out.text, html: out.html, raw });
+        mails.push({ to: session.envelope.rcptTo.map((r) => r.address.toLowerCase()), subject: decodeWords(top.headers.get('subject') ?? ''), text: out.text, html: out.html, messageId: top.headers.get('message-id') ?? '', raw });
         waiters.splice(0).forEach((w) => w());
         callback();
       });

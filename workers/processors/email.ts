@@ -1,6 +1,6 @@
 import nodemailer, { Transporter } from 'nodemailer';
 import type { ServiceContext } from '../../shared/context';
-import { finishedOutboxFields, outboxBodies } from '../../shared/emails/outbox';
+import { finishedOutboxFields, outboxBodies, outboxMessageId } from '../../shared/emails/outbox';
 import { EmailOutbox } from '../../shared/models/EmailOutbox';
 import type { Processor } from './types';
 
@@ -19,7 +19,8 @@ function transporter(url: string): Transporter {
  * Sends one outbox row over SMTP, with the sealed one-time token unsealed into the link only here.
  * Without SMTP_URL the mail is not delivered: the log names recipient, template and subject (never
  * the body: it would carry the token) and the row stays as 'logged'. Failures throw, so BullMQ
- * retries with backoff; the token stays sealed until the row is sent or finally failed.
+ * retries with backoff; the token stays sealed until the row is sent or finally failed. Every attempt
+ * for a row carries the same Message-ID (outboxMessageId), so a resend is recognisably one message.
  */
 export const emailProcessor: Processor<'email'> = async (job, ctx: ServiceContext) => {
   const mail = await EmailOutbox.query().findById(job.data.outboxId);
@@ -33,6 +34,7 @@ export const emailProcessor: Processor<'email'> = async (job, ctx: ServiceContex
     const { text, html } = outboxBodies(mail, ctx.config.secretsKey);
     await transporter(ctx.config.smtpUrl).sendMail({
       from: ctx.config.mailFrom,
+      messageId: outboxMessageId(mail.id, ctx.config.mailFrom),
       to: mail.to_address,
       subject: mail.subject,
       text,
