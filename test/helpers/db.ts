@@ -1,23 +1,70 @@
 import knex, { Knex } from 'knex';
 import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 
-/** Base URL of the test server and the template database name derived from it. */
-export function testDbSettings() {
+/**
+ * Test databases are per run: `<db>_t_<run id>_tpl` is the run's migrated, seeded template and
+ * `<db>_t_<run id>_<random>` one copy per test file, so two runs on one machine (two checkouts, the
+ * same DATABASE_URL) never drop each other's databases. The run id comes from TEST_RUN_ID
+ * (scripts/test.sh sets it) or, when that is unset, from the file prepare.ts writes.
+ */
+const RUN_ID_PATTERN = /^[a-z0-9]{1,24}$/;
+
+/** `.run/test-run-id` at the repository root (gitignored): the run id when TEST_RUN_ID is unset. */
+export const RUN_ID_FILE = path.resolve(__dirname, '../../../.run/test-run-id');
+
+/** A fresh run id: base36 seconds and a random part, short enough for 63-character database names. */
+export function newRunId(): string {
+  return Math.floor(Date.now() / 1000).toString(36) + randomBytes(3).toString('hex');
+}
+
+/** The current run's id: TEST_RUN_ID, else the one prepare.ts wrote; throws when there is neither. */
+export function testRunId(): string {
+  const id = process.env.TEST_RUN_ID || (existsSync(RUN_ID_FILE) ? readFileSync(RUN_ID_FILE, 'utf8').trim() : '');
+  if (!id) throw new Error('no test run: run `node dist/test/helpers/prepare.js` first (or set TEST_RUN_ID)');
+  if (!RUN_ID_PATTERN.test(id)) throw new Error(`TEST_RUN_ID must be 1-24 lowercase letters or digits, got "${id}"`);
+  return id;
+}
+
+/** Base URL of the test server, the base database name, and the names of a run's databases. */
+export function testDbSettings(runId = testRunId()) {
   const base = new URL(process.env.DATABASE_URL || 'postgres://postgres:postgres@127.0.0.1:5432/service');
   const baseName = decodeURIComponent(base.pathname.slice(1)) || 'service';
   const admin = new URL(base.toString());
   admin.pathname = '/postgres';
-  return { base, baseName, template: `${baseName}_test_template`, adminUrl: admin.toString() };
+  const runPrefix = `${baseName}_t_${runId}_`;
+  return { base, baseName, runId, runPrefix, template: `${runPrefix}tpl`, adminUrl: admin.toString() };
 }
 
 export function adminKnex(): Knex {
-  return knex({ client: 'pg', connection: testDbSettings().adminUrl, pool: { min: 0, max: 1 } });
+  const admin = new URL(process.env.DATABASE_URL || 'postgres://postgres:postgres@127.0.0.1:5432/service');
+  admin.pathname = '/postgres';
+  return knex({ client: 'pg', connection: admin.toString(), pool: { min: 0, max: 1 } });
 }
 
-/** Creates a fresh database for one test file by copying the migrated, seeded template. */
+const STAMP = 'test database created ';
+
+/** When a stamped test database was created (from its comment), or null when it carries no stamp. */
+export function stampedAt(comment: string | null): Date | null {
+  if (!comment?.startsWith(STAMP)) return null;
+  const at = new Date(comment.slice(STAMP.length));
+  return Number.isNaN(at.getTime()) ? null : at;
+}
+
+/**
+ * Stamps a test database with its creation time (a database comment), so a later run can tell a
+ * leftover of a crashed run (old) from a database a concurrent run is using (young).
+ */
+export async function stampTestDatabase(admin: Knex, name: string): Promise<void> {
+  // COMMENT takes no bind parameters; the ISO date holds no quote.
+  await admin.raw(`COMMENT ON DATABASE ?? IS '${STAMP}${new Date().toISOString()}'`, [name]);
+}
+
+/** Creates a fresh database for one test file by copying the run's migrated, seeded template. */
 export async function createTestDatabase(): Promise<{ url: string; name: string; drop(): Promise<void> }> {
   const s = testDbSettings();
-  const name = `${s.baseName}_t_${randomBytes(5).toString('hex')}`;
+  const name = `${s.runPrefix}${randomBytes(5).toString('hex')}`;
   const admin = adminKnex();
   try {
     for (let attempt = 0; ; attempt++) {
@@ -30,6 +77,7 @@ export async function createTestDatabase(): Promise<{ url: string; name: string;
         await new Promise((r) => setTimeout(r, 100 + Math.random() * 200));
       }
     }
+    await stampTestDatabase(admin, name);
   } finally {
     await admin.destroy();
   }

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { randomBytes } from 'node:crypto';
 import type { ExecutionContext } from 'ava';
 import type { Knex } from 'knex';
-import type Redis from 'ioredis';
+import Redis from 'ioredis';
 import { startApi, RunningApi } from '../../api/server';
 import { Config, loadConfig } from '../../shared/config';
 import { startRealtime, RunningRealtime } from '../../realtime/server';
@@ -105,8 +105,32 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       await api.close();
       for (const r of realtime) await r.close();
       await database.drop();
+      await deleteKeysWithPrefix(config.redisUrl, config.redisPrefix);
     },
   };
+}
+
+const globEscape = (s: string) => s.replace(/[*?[\]\\]/g, '\\$&');
+
+/**
+ * Deletes every Redis key under `prefix` (SCAN + UNLINK, BullMQ's `<prefix>bull:*` included), so a
+ * test file leaves nothing behind. Returns how many keys it deleted.
+ */
+export async function deleteKeysWithPrefix(redisUrl: string, prefix: string): Promise<number> {
+  if (!prefix) throw new Error('refusing to delete every key: empty prefix');
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  let deleted = 0;
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${globEscape(prefix)}*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length) deleted += await redis.unlink(...keys);
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
+  return deleted;
 }
 
 /** Starts a stack before the file's tests and closes it after them. */
