@@ -1,10 +1,17 @@
 import 'reflect-metadata';
 import knex from 'knex';
+import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { createApiKey } from '../shared/commands/apiKeys';
+import { sessionLifetimeMs } from '../shared/commands/accountSettings';
+import { createApiKey, ownerPermissionScopes } from '../shared/commands/apiKeys';
+import { hashPassword, PASSWORD_MAX, PASSWORD_MIN } from '../shared/commands/passwords';
+import { recordAuditEvent } from '../shared/commands/recordAuditEvent';
+import { createSession } from '../shared/commands/sessions';
+import { createVerifiedEmailUser, zEmail } from '../shared/commands/users';
+import { HttpError } from '../shared/errors';
 import { Config, loadConfigOrExit } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
-import { ALL_PERMISSIONS } from '../shared/permissions';
+import { ALL_PERMISSIONS, DEFAULT_ROLES } from '../shared/permissions';
 import { seed } from '../shared/seed';
 import { createRedis } from '../shared/redis';
 import { AuthInvalidation, EventBus } from '../shared/events';
@@ -12,9 +19,17 @@ import { AuthInvalidation, EventBus } from '../shared/events';
 const USAGE = `usage: npm run cli -- <command>
   migrate                                   create the database if missing, apply migrations
   seed                                      roles, permissions, platforms, system config (idempotent)
+  create-admin --email <e> [--password <p>] [--api-key]
+                                            a verified email user with the Admin role; prints a
+                                            session token (and an API key with --api-key), and the
+                                            password once when none was given
+  list-roles                                roles with their permissions
   grant-role <user> <role>                  user by id, username or email; role by name or id
   create-api-key --user <user> --name <n> [--scopes a:b,c:d] [--system]
-                                            prints the key once`;
+                                            prints the key once; without --scopes the key holds
+                                            the owner's permissions`;
+
+const ADMIN_ROLE_ID = 'role_admin';
 
 const say = (msg: string) => process.stdout.write(`${msg}\n`);
 
@@ -66,6 +81,68 @@ async function invalidateRunningInstances(config: Config, msg: AuthInvalidation)
   }
 }
 
+/**
+ * create-admin: the first administrator of a fresh installation (or another one). A verified email
+ * user as registration creates it (argon2id password, email platform account), plus the Admin role,
+ * a session (printed: it works at once, before any sign-in) and, with --api-key, a key holding the
+ * user's permissions (`*:*`). Without --password a random one is generated and printed once.
+ */
+async function createAdmin(db: ReturnType<typeof createDb>, args: string[]): Promise<void> {
+  const { values } = parseArgs({ args, options: { email: { type: 'string' }, password: { type: 'string' }, 'api-key': { type: 'boolean', default: false } } });
+  if (!values.email) throw new Error('create-admin needs --email');
+  const email = zEmail().safeParse(values.email);
+  if (!email.success) throw new Error(`--email: ${email.error.issues[0].message}`);
+  if (values.password !== undefined && (values.password.length < PASSWORD_MIN || values.password.length > PASSWORD_MAX)) {
+    throw new Error(`--password: must be ${PASSWORD_MIN} to ${PASSWORD_MAX} characters`);
+  }
+  const generated = values.password === undefined;
+  const password = values.password ?? randomBytes(18).toString('base64url');
+  const passwordHash = await hashPassword(password);
+  const created = await db
+    .transaction(async (trx) => {
+      const { user, account } = await createVerifiedEmailUser(trx, { email: email.data, passwordHash });
+      await trx('user_roles').insert({ user_id: user.id, role_id: ADMIN_ROLE_ID }).onConflict(['user_id', 'role_id']).ignore();
+      const audit = { user_id: user.id, actor_id: null, user_agent: 'cli create-admin', resource_type: 'user', resource_id: user.id };
+      await recordAuditEvent({ ...audit, event_type: 'user_created', metadata: { platform: 'email', platform_account_id: account.id, via: 'cli', roles: ['Admin'] } }, trx);
+      const expires = new Date(Date.now() + (await sessionLifetimeMs(trx)));
+      const { session, token } = await createSession(user.id, expires, { platformSlug: 'email', userAgent: 'cli create-admin' }, trx);
+      await recordAuditEvent({ ...audit, event_type: 'session_created', resource_type: 'session', resource_id: session.id, metadata: { via: 'cli', session_id: session.id } }, trx);
+      const apiKey = values['api-key']
+        ? await createApiKey({ userId: user.id, name: 'admin', description: 'created by cli create-admin', scopes: await ownerPermissionScopes(trx, user.id) }, trx)
+        : null;
+      return { user, session, token, apiKey };
+    })
+    .catch((err) => {
+      if (err instanceof HttpError && err.status === 409) throw new Error(`${email.data} already has an account: make it an administrator with: npm run cli -- grant-role ${email.data} Admin`);
+      throw err;
+    });
+  say(`created administrator ${created.user.username} (${created.user.id}) <${email.data}>: email verified, role Admin`);
+  if (generated) say(`password (generated, shown only once): ${password}`);
+  say(`session token (valid until ${created.session.expires_at.toISOString()}): ${created.token}`);
+  if (created.apiKey) say(`api key ${created.apiKey.apiKey.id} (scopes ${created.apiKey.apiKey.scopes.join(',')}, shown only once): ${created.apiKey.key}`);
+}
+
+/** list-roles: every role with its permissions and how many users hold it; default roles first. */
+async function listRoles(db: ReturnType<typeof createDb>): Promise<void> {
+  const roles: Array<{ id: string; name: string; description: string | null; is_system: boolean }> = await db('roles').select('id', 'name', 'description', 'is_system');
+  const perms: Array<{ role_id: string; perm: string }> = await db('role_permissions as rp')
+    .join('permissions as p', 'p.id', 'rp.permission_id')
+    .select('rp.role_id', db.raw("p.resource || ':' || p.action as perm"));
+  const holders: Array<{ role_id: string; n: string }> = await db('user_roles').groupBy('role_id').select('role_id', db.raw('count(*) as n'));
+  const order = (id: string) => {
+    const i = DEFAULT_ROLES.findIndex((r) => r.id === id);
+    return i < 0 ? DEFAULT_ROLES.length : i;
+  };
+  roles.sort((a, b) => order(a.id) - order(b.id) || a.name.localeCompare(b.name));
+  for (const r of roles) {
+    const users = Number(holders.find((h) => h.role_id === r.id)?.n ?? 0);
+    say(`${r.name} (id ${r.id}${r.is_system ? ', system role' : ''}, ${users} user${users === 1 ? '' : 's'}): ${r.description ?? ''}`.trimEnd());
+    const list = perms.filter((p) => p.role_id === r.id).map((p) => p.perm).sort();
+    say(`  ${list.join(' ') || '(no permissions)'}`);
+  }
+  say('grant one with: npm run cli -- grant-role <user> <role name or id>');
+}
+
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
   const config = loadConfigOrExit();
@@ -102,18 +179,29 @@ async function main(argv: string[]): Promise<void> {
       await db('user_roles').insert({ user_id: user.id, role_id: role.id }).onConflict(['user_id', 'role_id']).ignore();
       await invalidateRunningInstances(config, { userId: user.id });
       say(`granted role ${role.name} to ${user.username} (${user.id})`);
+    } else if (command === 'create-admin') {
+      await createAdmin(db, rest);
+    } else if (command === 'list-roles') {
+      await listRoles(db);
     } else if (command === 'create-api-key') {
       const { values } = parseArgs({ args: rest, options: { user: { type: 'string' }, name: { type: 'string' }, scopes: { type: 'string' }, system: { type: 'boolean', default: false } } });
       if (!values.name) throw new Error('create-api-key needs --name');
       if (!values.system && !values.user) throw new Error('create-api-key needs --user (or --system)');
-      const scopes = values.scopes ? values.scopes.split(',').map((s) => s.trim()).filter(Boolean) : [];
+      let scopes = values.scopes ? values.scopes.split(',').map((s) => s.trim()).filter(Boolean) : [];
       // A scope is a catalogue permission or `<known resource>:*`.
       const known = new Set(ALL_PERMISSIONS);
       const resources = new Set(ALL_PERMISSIONS.map((p) => p.split(':')[0]));
       const unknown = scopes.filter((s) => !known.has(s) && !(s.endsWith(':*') && resources.has(s.slice(0, -2))));
       if (unknown.length) throw new Error(`unknown scopes: ${unknown.join(', ')}`);
       const user = values.user ? await findUser(db, values.user) : null;
-      const { apiKey, key } = await createApiKey({ userId: user?.id ?? null, name: values.name, scopes: values.system ? ['*:*'] : scopes, isSystem: values.system });
+      if (values.system) scopes = ['*:*'];
+      else if (!values.scopes && user) {
+        // A key with no scopes could do nothing: without --scopes it gets what its owner holds.
+        scopes = await ownerPermissionScopes(db, user.id);
+        say(`no --scopes given: the key holds ${user.username}'s permissions: ${scopes.join(', ') || '(none)'}`);
+        if (!scopes.includes('*:*')) say('  (later grants to the owner are not added to the key; a permission the owner loses leaves the key too)');
+      }
+      const { apiKey, key } = await createApiKey({ userId: user?.id ?? null, name: values.name, scopes, isSystem: values.system });
       say(`created API key ${apiKey.id} (${apiKey.key_prefix}…)${values.system ? ' [system]' : ''}`);
       say('the key is shown only once:');
       say(key);

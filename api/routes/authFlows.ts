@@ -7,7 +7,7 @@ import { clearLoginFailures, loginCooldownSeconds, recordLoginFailure, throttleS
 import { hashPassword, PASSWORD_MAX, PASSWORD_MIN, verifyPassword } from '../../shared/commands/passwords';
 import { recordAuditEvent } from '../../shared/commands/recordAuditEvent';
 import { announceSessionsRevoked, deleteUserSessions } from '../../shared/commands/userLifecycle';
-import { createUserWithAccount, emailPlatform, findEmailAccountByAddress, findUserIdByEmail, flatUser, uniqueUsername, userAccounts, usernameTaken, zEmail, zUsername } from '../../shared/commands/users';
+import { createVerifiedEmailUser, emailPlatform, findEmailAccountByAddress, findUserIdByEmail, flatUser, userAccounts, usernameTaken, zEmail, zUsername } from '../../shared/commands/users';
 import { sha256 } from '../../shared/crypto';
 import { emailLocale } from '../../shared/emails/accountEmails';
 import { enqueueEmails, writeAccountEmail } from '../../shared/emails/outbox';
@@ -140,18 +140,10 @@ export function authFlowRoutes(router: ApiRouter): void {
       const userId = await s.db.transaction(async (trx) => {
         const token = await claimAccountToken(trx, body.token, ['registration']);
         if (!token?.email) throw badRequest(INVALID_TOKEN);
-        const email = token.email;
-        if ((await findEmailAccountByAddress(trx, email)) || (await findUserIdByEmail(trx, email, { verifiedOnly: true }))) throw conflict('email is already in use');
-        const platform = await emailPlatform(trx);
-        if (!platform.enabled) throw forbidden('registration with email is disabled');
-        const wanted = typeof token.payload.username === 'string' ? token.payload.username : null;
-        const username = wanted && !(await usernameTaken(trx, wanted)) ? wanted : await uniqueUsername(trx, email.split('@')[0]);
+        if (!(await emailPlatform(trx)).enabled) throw forbidden('registration with email is disabled');
+        const username = typeof token.payload.username === 'string' ? token.payload.username : null;
         const locale = typeof token.payload.locale === 'string' && token.payload.locale ? token.payload.locale.toLowerCase().slice(0, 10) : null;
-        const { user, account } = await createUserWithAccount(trx, {
-          username,
-          preferredLocale: locale,
-          account: { platformId: platform.id, platformUserId: email, isOauth: false, username, email, passwordHash: String(token.payload.password_hash), emailVerifiedAt: new Date() },
-        });
+        const { user, account } = await createVerifiedEmailUser(trx, { email: token.email, passwordHash: String(token.payload.password_hash), username, locale });
         await recordAuditEvent({ user_id: user.id, actor_id: user.id, ip_address: m.ipAddress, user_agent: m.userAgent, event_type: 'user_created', resource_type: 'user', resource_id: user.id, metadata: { platform: 'email', platform_account_id: account.id } }, trx);
         return user.id;
       });

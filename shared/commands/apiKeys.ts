@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { randomToken, sha256 } from '../crypto';
 import { ApiKey } from '../models/ApiKey';
+import { loadUserAccess } from './access';
 
 /** Prefix of every generated API key; the shown key_prefix is its first 12 characters. */
 export const API_KEY_PREFIX = 'sk_';
@@ -33,6 +34,17 @@ export async function createApiKey(input: NewApiKey, trx?: Knex.Transaction): Pr
     expires_at: input.expiresAt ?? null,
   });
   return { apiKey, key };
+}
+
+/**
+ * Scopes for a key that holds what its owner holds: `*:*` when the owner is a super admin (the key
+ * then follows the owner), else the owner's current permission list. A key's power is always the
+ * owner's current permissions narrowed to its scopes (docs/access-control.md), so a permission the
+ * owner loses leaves the key too; one the owner gains later is not added to a listed key.
+ */
+export async function ownerPermissionScopes(db: Knex, userId: string): Promise<string[]> {
+  const { permissions } = await loadUserAccess(db, userId);
+  return permissions.includes('*:*') ? ['*:*'] : permissions;
 }
 
 /**

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
+import { conflict } from '../errors';
 import { Ban } from '../models/Ban';
 import { Platform } from '../models/Platform';
 import { PlatformAccount } from '../models/PlatformAccount';
@@ -131,6 +132,27 @@ export async function createUserWithAccount(trx: Knex.Transaction, input: { user
   await trx('user_roles').insert({ user_id: user.id, role_id: DEFAULT_USER_ROLE_ID }).onConflict(['user_id', 'role_id']).ignore();
   user.primary_platform_account_id = account.id;
   return { user, account };
+}
+
+/**
+ * Creates a user whose email/password sign-in counts as verified, with the User role: what finishing
+ * a registration does (POST /v1/auth/register/verify) and what `cli create-admin` does. 409 when the
+ * address belongs to a live account; a missing or taken username falls back to one derived from
+ * the address. The caller checks that email sign-in is enabled when that matters to it.
+ */
+export async function createVerifiedEmailUser(
+  trx: Knex.Transaction,
+  input: { email: string; passwordHash: string; username?: string | null; locale?: string | null },
+): Promise<{ user: User; account: PlatformAccount }> {
+  const email = normaliseEmail(input.email);
+  if ((await findEmailAccountByAddress(trx, email)) || (await findUserIdByEmail(trx, email, { verifiedOnly: true }))) throw conflict('email is already in use');
+  const platform = await emailPlatform(trx);
+  const username = input.username && !(await usernameTaken(trx, input.username)) ? input.username : await uniqueUsername(trx, email.split('@')[0]);
+  return createUserWithAccount(trx, {
+    username,
+    preferredLocale: input.locale ?? null,
+    account: { platformId: platform.id, platformUserId: email, isOauth: false, username, email, passwordHash: input.passwordHash, emailVerifiedAt: new Date() },
+  });
 }
 
 /** Adds a platform account to an existing user. */

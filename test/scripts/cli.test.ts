@@ -93,3 +93,76 @@ test.serial('grant-role and seed drop cached credentials on running instances be
   t.is(seeded.code, 0, seeded.stderr);
   t.is((await s.request('GET', '/v1/gps', { token: user.token })).status, 200);
 });
+
+/** The value after the last ': ' of the first output line starting with `label`. */
+function printed(stdout: string, label: string): string {
+  const line = stdout.split('\n').find((l) => l.startsWith(label));
+  if (!line) throw new Error(`no "${label}" line in: ${stdout}`);
+  return line.slice(line.lastIndexOf(': ') + 2);
+}
+
+test('create-admin makes a verified email administrator whose printed session token and API key work', async (t) => {
+  const s = stack();
+  const r = cli('create-admin', '--email', 'First.Admin@Example.test', '--api-key');
+  t.is(r.status, 0, r.stderr);
+  t.regex(r.stdout, /created administrator \S+ \([0-9a-f-]{36}\) <first\.admin@example\.test>: email verified, role Admin/);
+  const token = printed(r.stdout, 'session token');
+  t.regex(token, /^sess_/);
+  t.is((await s.request('GET', '/v1/users', { token })).status, 200);
+  const me = await s.request('POST', '/v1/gql', { token, body: { query: '{ me { isSuperAdmin } }' } });
+  t.true(me.body.data.me.isSuperAdmin);
+
+  const key = printed(r.stdout, 'api key');
+  t.regex(key, /^sk_/);
+  t.regex(r.stdout, /api key \S+ \(scopes \*:\*, shown only once\)/);
+  t.is((await s.request('GET', '/v1/users', { token: key })).status, 200);
+
+  // The generated password was printed once and signs in: the account is a verified email account.
+  const password = printed(r.stdout, 'password (generated');
+  t.true(password.length >= 16);
+  const login = await s.request('POST', '/v1/auth/login', { body: { email: 'first.admin@example.test', password } });
+  t.is(login.status, 200, login.text);
+  const account = await s.db('platform_accounts as pa').join('platforms as p', 'p.id', 'pa.platform_id').where('pa.email', 'first.admin@example.test').first('p.slug', 'pa.email_verified_at', 'pa.password_hash');
+  t.is(account.slug, 'email');
+  t.truthy(account.email_verified_at);
+  t.regex(account.password_hash, /^\$argon2id\$/);
+
+  const again = cli('create-admin', '--email', 'first.admin@example.test');
+  t.is(again.status, 1);
+  t.regex(again.stderr, /already has an account: make it an administrator with: npm run cli -- grant-role first\.admin@example\.test Admin/);
+});
+
+test('create-admin with --password uses it and does not print it', async (t) => {
+  const s = stack();
+  const r = cli('create-admin', '--email', 'second.admin@example.test', '--password', 'correct-horse-battery');
+  t.is(r.status, 0, r.stderr);
+  t.false(r.stdout.includes('correct-horse-battery'));
+  t.false(/api key/.test(r.stdout));
+  t.is((await s.request('POST', '/v1/auth/login', { body: { email: 'second.admin@example.test', password: 'correct-horse-battery' } })).status, 200);
+  const short = cli('create-admin', '--email', 'third.admin@example.test', '--password', 'short');
+  t.is(short.status, 1);
+  t.regex(short.stderr, /--password: must be 8 to 256 characters/);
+});
+
+test('create-api-key without --scopes gives the key what its owner holds, and says so', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const r = cli('create-api-key', '--user', dev.email, '--name', 'tracker');
+  t.is(r.status, 0, r.stderr);
+  t.regex(r.stdout, /no --scopes given: the key holds \S+'s permissions: .*gps:write/);
+  const key = r.stdout.trim().split('\n').pop()!;
+  t.is((await s.request('GET', '/v1/gps', { token: key })).status, 200);
+  t.is((await s.request('POST', '/v1/devices', { token: key, body: { name: 'tracker-1' } })).status, 201);
+  // Not what the owner lacks.
+  t.is((await s.request('GET', '/v1/users', { token: key })).status, 403);
+  const row = await s.db('api_keys').where('key_prefix', key.slice(0, 12)).first('scopes');
+  t.deepEqual([...row.scopes].sort(), (await s.request('POST', '/v1/gql', { token: dev.token, body: { query: '{ me { permissions } }' } })).body.data.me.permissions.sort());
+});
+
+test('list-roles names the seven default roles with their permissions', (t) => {
+  const r = cli('list-roles');
+  t.is(r.status, 0, r.stderr);
+  for (const name of ['Admin', 'User', 'Moderator', 'Developer', 'API Read Only', 'API Full Access', 'System']) t.regex(r.stdout, new RegExp(`^${name} \\(id role_`, 'm'));
+  t.regex(r.stdout, /^Admin \(id role_admin[^\n]*\n {2}\*:\*$/m);
+  t.regex(r.stdout, /^Developer [^\n]*\n {2}[^\n]*gps:write/m);
+});
