@@ -176,3 +176,17 @@ export function noContent(ctx: AppContext): void {
   ctx.status = 204;
   ctx.body = null;
 }
+
+/**
+ * Answers an HTML page (the pages behind email links): never cached (the URL carries a one-time
+ * token), never framed or sniffed, no referrer, and the page's own Content-Security-Policy.
+ */
+export function sendHtml(ctx: AppContext, html: string, contentSecurityPolicy: string): void {
+  ctx.set('Content-Security-Policy', contentSecurityPolicy);
+  ctx.set('Cache-Control', 'no-store');
+  ctx.set('Referrer-Policy', 'no-referrer');
+  ctx.set('X-Content-Type-Options', 'nosniff');
+  ctx.set('X-Frame-Options', 'DENY');
+  ctx.type = 'text/html; charset=utf-8';
+  ctx.body = html;
+}

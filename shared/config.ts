@@ -86,7 +86,7 @@ const schema = z.object({
   ID_ASSERTION_CLOCK_SKEW_SECONDS: int(5, 0),
   SMTP_URL: optionalUrl,
   MAIL_FROM: z.string().default('Service <no-reply@localhost>'),
-  APP_URL: z.string().url().default('http://localhost:3000'),
+  APP_URL: optionalUrl,
   PEGEL_API_URL: optionalUrl,
   AIS_FEED_URL: optionalUrl,
   CHROMIUM_PATH: z.string().default('/usr/bin/chromium'),
@@ -139,7 +139,10 @@ export interface Config {
   idAssertionClockSkewSeconds: number;
   smtpUrl?: string;
   mailFrom: string;
+  /** Base of the links in emails: APP_URL, else the API's own origin (`http://localhost:PORT`). */
   appUrl: string;
+  /** Whether APP_URL was set: a web app of its own may then serve the links (api/routes/emailPages.ts). */
+  appUrlSet: boolean;
   pegelApiUrl?: string;
   aisFeedUrl?: string;
   chromiumPath: string;
@@ -190,7 +193,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     idAssertionClockSkewSeconds: e.ID_ASSERTION_CLOCK_SKEW_SECONDS,
     smtpUrl: e.SMTP_URL,
     mailFrom: e.MAIL_FROM,
-    appUrl: e.APP_URL,
+    appUrl: e.APP_URL ?? `http://localhost:${e.PORT || 3000}`,
+    appUrlSet: e.APP_URL !== undefined,
     pegelApiUrl: e.PEGEL_API_URL,
     aisFeedUrl: e.AIS_FEED_URL,
     chromiumPath: e.CHROMIUM_PATH,

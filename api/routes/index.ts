@@ -25,9 +25,10 @@ import { userSessionRoutes } from './userSessions';
 import { banRoutes } from './bans';
 import { adminUserRoutes } from './adminUsers';
 import { authFlowRoutes } from './authFlows';
+import { emailPageRoutes } from './emailPages';
 import { platformRoutes } from './platforms';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
 /** Every REST router module, in mounting order. Add a resource by adding its function here. */
-export const routeModules: Array<(router: ApiRouter) => void> = [healthRoutes, infoRoutes, openApiRoutes, sessionRoutes, wsTicketRoutes, roleRoutes, apiKeyRoutes, oauthClientRoutes, oauthProviderRoutes, internalAuditRoutes, gpsRoutes, deviceRoutes, tripRoutes, locationRoutes, geofenceRoutes, tripCategoryRoutes, tripTemplateRoutes, userRoutes, userEmailRoutes, platformAccountRoutes, userSessionRoutes, banRoutes, adminUserRoutes, authFlowRoutes, platformRoutes];
+export const routeModules: Array<(router: ApiRouter) => void> = [healthRoutes, infoRoutes, openApiRoutes, sessionRoutes, wsTicketRoutes, roleRoutes, apiKeyRoutes, oauthClientRoutes, oauthProviderRoutes, internalAuditRoutes, gpsRoutes, deviceRoutes, tripRoutes, locationRoutes, geofenceRoutes, tripCategoryRoutes, tripTemplateRoutes, userRoutes, userEmailRoutes, platformAccountRoutes, userSessionRoutes, banRoutes, adminUserRoutes, authFlowRoutes, emailPageRoutes, platformRoutes];

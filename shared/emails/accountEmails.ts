@@ -21,7 +21,10 @@ export interface AccountEmailVars {
   providers?: string[];
 }
 
-/** App paths the emailed links open; the web app posts the token to the matching API route. */
+/**
+ * App paths the emailed links open; the web app posts the token to the matching API route. Without a
+ * web app of its own (APP_URL unset or the API's origin) the API serves them (api/routes/emailPages.ts).
+ */
 export const EMAIL_LINK_PATHS: Record<AccountEmailTemplate, string> = {
   registration: '/auth/register/verify',
   email_verification: '/auth/verify-email',
@@ -166,7 +169,8 @@ const copy: Record<AccountEmailTemplate, Record<EmailLocale, (v: AccountEmailVar
   },
 };
 
-const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+/** Escapes text for HTML content and double- or single-quoted attribute values. */
+export const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
 /** Subject, text and HTML of one account email. */
 export function renderAccountEmail(template: AccountEmailTemplate, locale: EmailLocale, vars: AccountEmailVars): { subject: string; text: string; html: string } {

@@ -218,3 +218,10 @@ test('platform accounts: list, set primary, unlink with the three refusals', asy
   t.is(last.status, 409);
   t.regex(last.body.message, /last platform account/);
 });
+
+test('with APP_URL naming a web app elsewhere, the API leaves the link paths to it (404)', async (t) => {
+  const s = stack();
+  const r = await s.request('GET', '/auth/reset-password?token=abc');
+  t.is(r.status, 404);
+  t.is(r.body.error, 'NotFound');
+});
