@@ -2,8 +2,12 @@
 # Makes sure PostgreSQL and Redis answer at DATABASE_URL / REDIS_URL. When one is not reachable and
 # its URL points at this machine, it is installed from Debian's packages (if missing) and started.
 # With PROVISION_CHROMIUM=1 it also installs Debian's chromium. Safe to run again: reachable
-# services are left alone.
+# services are left alone. What it starts is recorded in $RUN_DIR/provisioned (default .run/, one
+# line per service), so `npm run services:stop` (scripts/services-stop.sh) stops exactly those.
 set -euo pipefail
+
+RUN_DIR="${RUN_DIR:-$(cd "$(dirname "$0")/.." && pwd)/.run}"
+STATE="$RUN_DIR/provisioned"
 
 DATABASE_URL="${DATABASE_URL:-postgres://postgres:postgres@127.0.0.1:5432/service}"
 REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379}"
@@ -19,6 +23,15 @@ apt_install() {
   command -v apt-get >/dev/null || { log "no apt-get: install $* yourself"; return 1; }
   if [[ $APT_UPDATED -eq 0 ]]; then as_root apt-get update -qq; APT_UPDATED=1; fi
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# record <service> <port> <details…>: one line per started service, replacing an older line for it.
+record() {
+  mkdir -p "$RUN_DIR"
+  touch "$STATE"
+  grep -v -E "^$1 $2( |\$)" "$STATE" >"$STATE.tmp" || true
+  echo "$*" >>"$STATE.tmp"
+  mv "$STATE.tmp" "$STATE"
 }
 
 wait_for() { # host port name
@@ -46,6 +59,7 @@ ensure_postgres() {
   log "starting PostgreSQL $version cluster $cluster on port $port"
   as_root pg_ctlcluster --skip-systemctl-redirect "$version" "$cluster" start || as_root pg_ctlcluster "$version" "$cluster" start
   wait_for "$host" "$port" PostgreSQL
+  record postgres "$port" "$version" "$cluster"
   # Give the URL's role its password so TCP logins with the URL work on Debian's default pg_hba.
   local role="${user:-postgres}" pw="${password:-postgres}"
   as_root su postgres -c "psql -q -p $port -c \"DO \\\$\\\$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$role') THEN CREATE ROLE \\\"$role\\\" LOGIN SUPERUSER; END IF; END \\\$\\\$; ALTER ROLE \\\"$role\\\" PASSWORD '$pw';\"" >/dev/null
@@ -58,9 +72,11 @@ ensure_redis() {
   is_local "$host" || { log "Redis at $host:$port is not reachable and is not local"; return 1; }
   command -v redis-server >/dev/null || { log "installing Redis from Debian's packages"; apt_install redis-server; }
   log "starting Redis on port $port"
-  mkdir -p /tmp/redis-data
-  redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir /tmp/redis-data --logfile /tmp/redis-data/redis.log
+  mkdir -p /tmp/redis-data "$RUN_DIR"
+  local pidfile="$RUN_DIR/redis-$port.pid"
+  redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir /tmp/redis-data --logfile /tmp/redis-data/redis.log --pidfile "$pidfile"
   wait_for "$host" "$port" Redis
+  record redis "$port" "$pidfile"
 }
 
 ensure_chromium() {
