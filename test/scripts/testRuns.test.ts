@@ -98,3 +98,7 @@ test('preparing a run drops stale databases of crashed runs but not those of a r
     await a.destroy();
   }
 });
+
+test('deleteKeysWithPrefix on a Redis that does not answer deletes nothing and does not throw', async (t) => {
+  t.is(await deleteKeysWithPrefix('redis://127.0.0.1:1', 't:none:'), 0);
+});
