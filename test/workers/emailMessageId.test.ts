@@ -4,6 +4,7 @@ import { EmailOutbox } from '../../shared/models/EmailOutbox';
 import { Mailbox, startMailbox } from '../accounts/mailbox';
 import { startStack, Stack } from '../helpers/stack';
 
+// The mailbox is shared and `failNext` refuses whichever delivery comes next: the delivery tests run serially.
 let box: Mailbox;
 let s: Stack;
 
@@ -32,7 +33,7 @@ test('the Message-ID is derived from the outbox row and the MAIL_FROM domain', (
   t.is(outboxMessageId('abc', 'Service <no-reply>'), '<outbox-abc@localhost>');
 });
 
-test('a sent mail carries the row Message-ID, and a resend of the same row carries the same one', async (t) => {
+test.serial('a sent mail carries the row Message-ID, and a resend of the same row carries the same one', async (t) => {
   const to = 'message-id@example.test';
   const row = await EmailOutbox.query().insertAndFetch({ to_address: to, subject: 'Stable id', text_body: 'hello', template: 'test' });
   await s.api.services.queues.enqueue('email', { outboxId: row.id });
@@ -50,7 +51,7 @@ test('a sent mail carries the row Message-ID, and a resend of the same row carri
   t.is((await sentRow(row.id)).attempts, 2);
 });
 
-test('a delivery refused once and retried by the queue carries the same Message-ID', async (t) => {
+test.serial('a delivery refused once and retried by the queue carries the same Message-ID', async (t) => {
   const to = 'retried@example.test';
   box.failNext = 1;
   const row = await EmailOutbox.query().insertAndFetch({ to_address: to, subject: 'Retried', text_body: 'hello again', template: 'test' });
