@@ -3,7 +3,7 @@ import { findActiveBan } from '../../shared/commands/access';
 import { claimAccountToken, issueAccountToken } from '../../shared/commands/accountTokens';
 import { announceEmailVerified, applyEmailChange, applyEmailLink, applyEmailVerification, INVALID_TOKEN, sendEmailVerification } from '../../shared/commands/emailFlows';
 import { completeLogin, runLoginGates } from '../../shared/commands/login';
-import { clearLoginFailures, loginCooldownSeconds, recordLoginFailure, throttleSubjectForEmail, Who } from '../../shared/commands/loginThrottle';
+import { clearLoginFailures, releaseAttempt, reserveLoginAttempt, throttleSubjectForEmail, Who } from '../../shared/commands/loginThrottle';
 import { hashPassword, PASSWORD_MAX, PASSWORD_MIN, verifyPassword } from '../../shared/commands/passwords';
 import { recordAuditEvent } from '../../shared/commands/recordAuditEvent';
 import { announceSessionsRevoked, deleteUserSessions } from '../../shared/commands/userLifecycle';
@@ -158,7 +158,9 @@ export function authFlowRoutes(router: ApiRouter): void {
       path: '/v1/auth/login',
       summary: 'Sign in with email and password',
       description:
-        'Answers {data: flattened user, session: {sessionToken, expires}}, or, when a second factor is required, {requires_two_factor, challenge_token, expires_at} and no session. Wrong credentials are one 401 for unknown address and wrong password alike; failures are counted per account and per IP, and past the threshold the answer is 429 with Retry-After.',
+        'Answers {data: flattened user, session: {sessionToken, expires}}, or, when a second factor is required, {requires_two_factor, challenge_token, expires_at} ' +
+        'and no session. Wrong credentials are one 401 for unknown address and wrong password alike. Every attempt is counted per account and per IP before ' +
+        'the password is checked (the right password gives its count back); past the threshold the answer is 429 with Retry-After, without a check.',
       tags: TAG,
       auth: 'public',
       body: z.object({ email: zEmail(), password: z.string().min(1, { message: 'is required' }).max(PASSWORD_MAX) }),
@@ -186,21 +188,25 @@ export function authFlowRoutes(router: ApiRouter): void {
           metadata: { platform: 'email', reason, email_sha256: sha256(body.email) },
         });
 
-      const wait = await loginCooldownSeconds(s.redis, s.config, who);
-      if (wait > 0) {
-        const known = await findEmailAccountByAddress(s.db, body.email);
-        await failure(known?.user_id ?? null, 'too_many_attempts');
-        throw tooManyAttempts(ctx, wait);
-      }
       const platform = await emailPlatform(s.db);
       if (!platform.enabled) throw forbidden('sign-in with email is disabled; use another linked sign-in method');
 
+      // The attempt is counted before the password is checked (atomically with the cool-down check),
+      // so a burst of concurrent guesses gets at most the threshold of checks; the rest answer 429.
+      const reservation = await reserveLoginAttempt(s.redis, s.config, who);
+      if (reservation.retryAfterSeconds > 0) {
+        const known = await findEmailAccountByAddress(s.db, body.email);
+        await failure(known?.user_id ?? null, 'too_many_attempts');
+        throw tooManyAttempts(ctx, reservation.retryAfterSeconds);
+      }
       const account = await findEmailAccountByAddress(s.db, body.email);
       if (!(await verifyPassword(account?.password_hash, body.password))) {
-        await recordLoginFailure(s.redis, s.config, who);
+        // The reservation stays: it is this failure's count.
         await failure(account?.user_id ?? null, account ? 'wrong_password' : 'unknown_account');
         throw unauthorized(BAD_CREDENTIALS);
       }
+      // The right password is not a failed guess, whatever is refused below (unverified, banned).
+      await releaseAttempt(s.redis, reservation);
       const userId = account!.user_id;
       if (!account!.email_verified_at) {
         if (await mailSlot(ctx, 'verify', body.email)) await sendEmailVerification(s, userId, m);

@@ -1,5 +1,6 @@
 import test from 'ava';
-import { LOGIN_THROTTLE } from '../../shared/commands/loginThrottle';
+import Redis from 'ioredis';
+import { LOGIN_THROTTLE, releaseAttempt, reserveAttempt } from '../../shared/commands/loginThrottle';
 import { tokenOf } from './mailbox';
 import { freshEmail, useAccountsStack } from './setup';
 
@@ -56,4 +57,75 @@ test.serial('per IP: many failures across addresses lock the IP; the system key 
   const session = await s.db('sessions').where('user_id', relayed.body.data.id).orderBy('created_at', 'desc').first();
   t.is(session.ip_address, '203.0.113.7');
   await s.redis.del(...(await s.redis.keys(`${s.config.redisPrefix}loginfail:*`)));
+});
+
+/** Status counts of a burst of concurrent sign-ins relayed by the system key for one client IP. */
+async function burst(bodies: Array<{ email: string; password: string }>, ip: string) {
+  const s = stack();
+  const headers = { 'x-forwarded-for': ip };
+  const login = (body: { email: string; password: string }) => s.request('POST', '/v1/auth/login', { token: s.systemKey, body, headers });
+  const results = await Promise.all(bodies.map(login));
+  const count = (status: number) => results.filter((r) => r.status === status).length;
+  return { results, ok: count(200), wrong: count(401), blocked: count(429) };
+}
+
+test.serial('per account, concurrent: a burst of guesses with the right password among them evaluates at most the threshold', async (t) => {
+  const s = stack();
+  const { email, id } = await registered('right-password');
+  const max = LOGIN_THROTTLE.account.max;
+  const bodies = Array.from({ length: 3 * max - 1 }, (_, i) => ({ email, password: `wrong-${i}` }));
+  bodies.push({ email, password: 'right-password' });
+  const r = await burst(bodies, '198.51.100.11');
+  t.true(r.ok + r.wrong <= max, `evaluated ${r.ok + r.wrong} (200: ${r.ok}, 401: ${r.wrong}) of ${bodies.length}`);
+  t.is(r.ok + r.wrong + r.blocked, bodies.length);
+  t.true(r.results.filter((x) => x.status === 429).every((x) => Number(x.headers.get('retry-after')) > 0));
+  // Every request that did not sign in wrote its login_failed event (wrong_password or too_many_attempts).
+  const failures = await s.db('audit_events').where({ user_id: id, event_type: 'login_failed' });
+  t.is(failures.length, r.wrong + r.blocked);
+  t.is(failures.filter((f) => f.metadata.reason === 'too_many_attempts').length, r.blocked);
+  await s.redis.del(...(await s.redis.keys(`${s.config.redisPrefix}loginfail:*`)));
+});
+
+test.serial('per account, concurrent: 3× the threshold of wrong guesses at once get exactly the threshold of 401s, the rest 429', async (t) => {
+  const s = stack();
+  const { email } = await registered('right-password');
+  const max = LOGIN_THROTTLE.account.max;
+  const r = await burst(Array.from({ length: 3 * max }, (_, i) => ({ email, password: `wrong-${i}` })), '198.51.100.12');
+  t.is(r.wrong, max);
+  t.is(r.blocked, 2 * max);
+  // Still locked for the right password afterwards.
+  t.is((await burst([{ email, password: 'right-password' }], '198.51.100.12')).blocked, 1);
+  await s.redis.del(...(await s.redis.keys(`${s.config.redisPrefix}loginfail:*`)));
+});
+
+test.serial('per IP, concurrent: 3× the IP threshold of guesses across addresses get exactly the threshold of 401s', async (t) => {
+  const s = stack();
+  const max = LOGIN_THROTTLE.ip.max;
+  const r = await burst(Array.from({ length: 3 * max }, (_, i) => ({ email: freshEmail(`burst${i}`), password: 'nope-nope' })), '198.51.100.13');
+  t.is(r.wrong, max);
+  t.is(r.blocked, 2 * max);
+  await s.redis.del(...(await s.redis.keys(`${s.config.redisPrefix}loginfail:*`)));
+});
+
+test('a dead Redis does not stall the counters: they count in the process with the same limits', async (t) => {
+  // Nothing listens on port 1 and commands wait in the offline queue forever: the worst case.
+  const dead = new Redis('redis://127.0.0.1:1', { maxRetriesPerRequest: null, retryStrategy: () => 1000 });
+  dead.on('error', () => undefined);
+  try {
+    const counters = [{ key: `deadtest:${Date.now()}:${Math.random()}`, limit: { max: 3, windowSeconds: 60 } }];
+    const started = Date.now();
+    const first = await reserveAttempt(dead, counters);
+    t.true(Date.now() - started < 1500, `${Date.now() - started} ms`);
+    t.is(first.store, 'local');
+    t.is(first.retryAfterSeconds, 0);
+    const burst = await Promise.all([1, 2, 3, 4].map(() => reserveAttempt(dead, counters)));
+    t.deepEqual(burst.map((r) => r.retryAfterSeconds > 0).sort(), [false, false, true, true]);
+    t.true(burst.every((r) => r.retryAfterSeconds === 0 || r.retryAfterSeconds <= 60));
+    // Giving one back (the right password) frees one attempt.
+    await releaseAttempt(dead, first);
+    t.is((await reserveAttempt(dead, counters)).retryAfterSeconds, 0);
+    t.true((await reserveAttempt(dead, counters)).retryAfterSeconds > 0);
+  } finally {
+    dead.disconnect();
+  }
 });
