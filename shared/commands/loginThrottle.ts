@@ -36,7 +36,7 @@ export interface Reservation {
 }
 
 /** How long a throttle call waits for Redis before it counts in this process instead (a dead Redis never stalls a request). */
-const REDIS_TIMEOUT_MS = 300;
+const REDIS_TIMEOUT_MS = 500;
 
 /*
  * KEYS: the counters; ARGV[i]: max of KEYS[i]; ARGV[n + i]: window (ms) of KEYS[i].
@@ -85,11 +85,15 @@ function scripts(redis: Redis): ThrottleRedis {
   return redis as ThrottleRedis;
 }
 
-/** Rejects after `ms` (the Redis command itself may still run later: counting it there too is harmless). */
+/**
+ * Rejects after `ms` (the Redis command itself may still run later: counting it there too is harmless).
+ * When the timer fires, pending I/O is read first (setImmediate runs after the poll phase): a busy
+ * event loop that ran the timer late must not mistake an answer already waiting in the socket for a dead Redis.
+ */
 function within<T>(p: Promise<T>, ms = REDIS_TIMEOUT_MS): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error('redis did not answer in time')), ms);
+    timer = setTimeout(() => setImmediate(() => reject(new Error('redis did not answer in time'))), ms);
     timer.unref();
   });
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
