@@ -12,6 +12,7 @@ export const QueueName = {
   scheduled: 'scheduled',
   geofence: 'geofence',
   realtimeRequests: 'realtimeRequests',
+  passwordResets: 'passwordResets',
 } as const;
 export type QueueName = (typeof QueueName)[keyof typeof QueueName];
 
@@ -31,6 +32,14 @@ export interface RealtimeRequestJob {
   envelope: string;
 }
 
+/** An anonymous password reset request: the address asked for and who asked (for the audit event and the mail's locale). */
+export interface PasswordResetJob {
+  email: string;
+  ipAddress: string | null;
+  userAgent: string | null;
+  acceptLanguage: string | null;
+}
+
 export interface JobPayloads {
   /** Sends one row of email_outbox. */
   email: { outboxId: string };
@@ -39,6 +48,11 @@ export interface JobPayloads {
   geofence: { gpsPointIds: string[] };
   /** A protobuf request a service client sent over /v1/ws (audit 100, chat settings 120); the reply goes to PubSub.rpcReply(instanceId). */
   realtimeRequests: RealtimeRequestJob;
+  /**
+   * A password reset request, handled off the request path so the answer takes the same time for
+   * known and unknown addresses. It carries the address because that is the request itself: no row exists yet.
+   */
+  passwordResets: PasswordResetJob;
 }
 export type JobOf<N extends QueueName> = JobPayloads[N];
 
@@ -49,6 +63,8 @@ export const queueDefaults: Record<QueueName, JobsOptions> = {
   geofence: { attempts: 3, backoff: { type: 'fixed', delay: 1000 }, removeOnComplete: true, removeOnFail: 1000 },
   // One attempt: the requester waits at most 30 s, and a replayed audit write would duplicate it.
   realtimeRequests: { attempts: 1, removeOnComplete: true, removeOnFail: 1000 },
+  // Done jobs are dropped at once: they hold an address that may have no account.
+  passwordResets: { attempts: 5, backoff: { type: 'exponential', delay: 2000 }, removeOnComplete: true, removeOnFail: 1000 },
 };
 
 /** Repeatable maintenance jobs: task name → every N milliseconds. */

@@ -7,6 +7,7 @@ import { bullPrefix, QueueName, schedules } from '../shared/queues';
 import { createRedis } from '../shared/redis';
 import { emailProcessor } from './processors/email';
 import { geofenceProcessor } from './processors/geofence';
+import { passwordResetsProcessor } from './processors/passwordResets';
 import { scheduledProcessor } from './processors/scheduled';
 import { realtimeRequestsProcessor } from './processors/realtimeRequests';
 import type { Processor } from './processors/types';
@@ -17,6 +18,7 @@ export const processors: { [N in QueueName]: Processor<N> } = {
   scheduled: scheduledProcessor,
   geofence: geofenceProcessor,
   realtimeRequests: realtimeRequestsProcessor,
+  passwordResets: passwordResetsProcessor,
 };
 
 export interface RunningWorkers {

@@ -256,7 +256,9 @@ export function authFlowRoutes(router: ApiRouter): void {
       method: 'post',
       path: '/v1/auth/reset-password/request',
       summary: 'Ask for a password reset email',
-      description: 'Always 202 with the same message, whether or not the address has an account.',
+      description:
+        'Always 202 with the same message, whether or not the address has an account, and in the same time: the lookup, the token and the mail are done ' +
+        'by a job after the answer. At most one reset mail per address per minute.',
       tags: TAG,
       auth: 'public',
       body: z.object({ email: zEmail() }),
@@ -265,22 +267,10 @@ export function authFlowRoutes(router: ApiRouter): void {
     async (ctx, { body }) => {
       const s = ctx.services;
       const m = meta(ctx);
-      const account = await findEmailAccountByAddress(s.db, body.email);
-      if (account && (await mailSlot(ctx, 'reset', body.email))) {
-        const user = await User.query(s.db).findById(account.user_id);
-        const outboxId = await s.db.transaction(async (trx) => {
-          const { token, row } = await issueAccountToken(trx, { purpose: 'password_reset', userId: account.user_id, email: body.email, payload: { platform_account_id: account.id } });
-          await recordAuditEvent({ user_id: account.user_id, actor_id: null, ip_address: m.ipAddress, user_agent: m.userAgent, event_type: 'password_reset_requested', resource_type: 'platform_account', resource_id: account.id }, trx);
-          return writeAccountEmail(trx, s.config, {
-            to: body.email,
-            userId: account.user_id,
-            template: 'password_reset',
-            locale: emailLocale(user?.preferred_locale, m.acceptLanguage),
-            token,
-            vars: { expiresAt: row.expires_at, username: user?.username },
-          });
-        });
-        await enqueueEmails(s.queues, [outboxId]);
+      // Only work that is the same for every address happens here (the mail slot and the enqueue): the account lookup,
+      // token, audit event and outbox write run in the passwordResets job, so the answer's timing says nothing about the address.
+      if (await mailSlot(ctx, 'reset', body.email)) {
+        await s.queues.enqueue('passwordResets', { email: body.email, ipAddress: m.ipAddress, userAgent: m.userAgent, acceptLanguage: m.acceptLanguage });
       }
       ctx.status = 202;
       ctx.body = { message: RESET_ACCEPTED };

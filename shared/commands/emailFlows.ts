@@ -9,7 +9,7 @@ import { User } from '../models/User';
 import { issueAccountToken } from './accountTokens';
 import { hashPassword } from './passwords';
 import { recordAuditEvent } from './recordAuditEvent';
-import { addPlatformAccount, emailInUse, emailPlatform, findEmailAccount } from './users';
+import { addPlatformAccount, emailInUse, emailPlatform, findEmailAccount, findEmailAccountByAddress } from './users';
 
 /** The one message for every unusable token (unknown, used, expired, someone else's). */
 export const INVALID_TOKEN = 'invalid or expired token';
@@ -146,6 +146,43 @@ export async function sendEmailVerification(ctx: ServiceContext, userId: string,
     });
   });
   await enqueueEmails(ctx.queues, [outboxId]);
+}
+
+/**
+ * Password reset, run by the `passwordResets` job after the anonymous request was answered: when
+ * the address has an email sign-in, issues the reset token, records `password_reset_requested` and
+ * queues the mail. An unknown address does nothing. Returns whether a mail was queued.
+ */
+export async function issuePasswordReset(ctx: ServiceContext, email: string, meta: RequestMeta): Promise<boolean> {
+  const account = await findEmailAccountByAddress(ctx.db, email);
+  if (!account) return false;
+  const user = await User.query(ctx.db).findById(account.user_id);
+  const outboxId = await ctx.db.transaction(async (trx) => {
+    const userId = account.user_id;
+    const { token, row } = await issueAccountToken(trx, { purpose: 'password_reset', userId, email, payload: { platform_account_id: account.id } });
+    await recordAuditEvent(
+      {
+        user_id: userId,
+        actor_id: null,
+        ip_address: meta.ipAddress ?? null,
+        user_agent: meta.userAgent ?? null,
+        event_type: 'password_reset_requested',
+        resource_type: 'platform_account',
+        resource_id: account.id,
+      },
+      trx,
+    );
+    return writeAccountEmail(trx, ctx.config, {
+      to: email,
+      userId: account.user_id,
+      template: 'password_reset',
+      locale: emailLocale(user?.preferred_locale, meta.acceptLanguage),
+      token,
+      vars: { expiresAt: row.expires_at, username: user?.username },
+    });
+  });
+  await enqueueEmails(ctx.queues, [outboxId]);
+  return true;
 }
 
 /** After the commit of an email change or link: the user's clients hear of it. */

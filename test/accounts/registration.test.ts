@@ -196,6 +196,59 @@ test('password reset: 202 for any address, mail with token, confirm revokes ever
   t.truthy(await s.db('audit_events').where({ user_id: userId, event_type: 'password_changed' }).first());
 });
 
+/** The median of a list of numbers. */
+function median(xs: number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+// Serial: timing is compared, so the file's other tests do not run meanwhile.
+test.serial('password reset request: known and unknown addresses get the same answer in the same time; the known one still gets the mail', async (t) => {
+  const s = stack();
+  const rounds = 20;
+  // Distinct addresses: a repeated address is answered from its per-minute mail slot, which would hide the work.
+  const known = await Promise.all(Array.from({ length: rounds }, () => createUser(s.db)));
+  const unknown = Array.from({ length: rounds }, () => freshEmail('ghost'));
+  const timed = async (email: string) => {
+    const started = process.hrtime.bigint();
+    const r = await s.request('POST', '/v1/auth/reset-password/request', { body: { email } });
+    return { r, ms: Number(process.hrtime.bigint() - started) / 1e6 };
+  };
+  // In production the workers run in their own processes; here they share the api's, so the reset jobs wait while timing.
+  const worker = s.workers!.workers.find((w) => w.name === 'passwordResets')!;
+  await worker.pause(true);
+  const knownMs: number[] = [];
+  const unknownMs: number[] = [];
+  try {
+    await timed(freshEmail('warmup'));
+    for (let i = 0; i < rounds; i++) {
+      // Alternating, and in turn which goes first, so a noisy neighbour slows both kinds alike.
+      const knownFirst = i % 2 === 0;
+      const first = await timed(knownFirst ? known[i].email : unknown[i]);
+      const second = await timed(knownFirst ? unknown[i] : known[i].email);
+      const [a, b] = knownFirst ? [first, second] : [second, first];
+      t.is(a.r.status, 202);
+      t.is(b.r.status, 202);
+      t.deepEqual(a.r.body, b.r.body);
+      knownMs.push(a.ms);
+      unknownMs.push(b.ms);
+    }
+  } finally {
+    worker.resume();
+  }
+  t.log(`median known ${median(knownMs).toFixed(2)} ms, unknown ${median(unknownMs).toFixed(2)} ms`);
+  t.true(median(knownMs) < median(unknownMs) + 5, `known ${median(knownMs).toFixed(2)} ms vs unknown ${median(unknownMs).toFixed(2)} ms`);
+  // The work was not skipped: every known address gets its reset mail, and the audit event exists.
+  for (const u of known) {
+    const mail = await mailbox().waitFor(u.email, (m) => m.subject === 'Reset your password');
+    t.truthy(tokenOf(mail));
+  }
+  const audited = await s.db('audit_events').where({ event_type: 'password_reset_requested' }).whereIn('user_id', known.map((u) => u.id)).pluck('user_id');
+  t.is(new Set(audited).size, rounds);
+  t.falsy(await s.db('email_outbox').whereIn('to_address', unknown).first());
+});
+
 test.serial('a disabled email platform refuses registration and login; other platforms keep working', async (t) => {
   const s = stack();
   const admin = await createUser(s.db, { roles: ['role_admin'] });
