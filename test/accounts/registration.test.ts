@@ -237,8 +237,11 @@ test.serial('password reset request: known and unknown addresses get the same an
   } finally {
     worker.resume();
   }
-  t.log(`median known ${median(knownMs).toFixed(2)} ms, unknown ${median(unknownMs).toFixed(2)} ms`);
-  t.true(median(knownMs) < median(unknownMs) + 5, `known ${median(knownMs).toFixed(2)} ms vs unknown ${median(unknownMs).toFixed(2)} ms`);
+  // Paired: the median of (known - unknown) within each round, so a slow second on a shared machine weighs on both sides.
+  const diff = median(knownMs.map((k, i) => k - unknownMs[i]));
+  const summary = `median known ${median(knownMs).toFixed(2)} ms, unknown ${median(unknownMs).toFixed(2)} ms, of the differences ${diff.toFixed(2)} ms`;
+  t.log(summary);
+  t.true(diff < 5, summary);
   // The work was not skipped: every known address gets its reset mail, and the audit event exists.
   for (const u of known) {
     const mail = await mailbox().waitFor(u.email, (m) => m.subject === 'Reset your password');
