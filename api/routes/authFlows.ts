@@ -7,11 +7,11 @@ import { clearLoginFailures, releaseAttempt, reserveLoginAttempt, throttleSubjec
 import { hashPassword, PASSWORD_MAX, PASSWORD_MIN, verifyPassword } from '../../shared/commands/passwords';
 import { recordAuditEvent } from '../../shared/commands/recordAuditEvent';
 import { announceSessionsRevoked, deleteUserSessions } from '../../shared/commands/userLifecycle';
-import { createVerifiedEmailUser, emailPlatform, findEmailAccountByAddress, findUserIdByEmail, flatUser, userAccounts, usernameTaken, zEmail, zUsername } from '../../shared/commands/users';
+import { createVerifiedEmailUser, emailPlatform, findEmailAccountByAddress, findUserIdByEmail, flatUser, userAccounts, zEmail, zUsername } from '../../shared/commands/users';
 import { sha256 } from '../../shared/crypto';
 import { emailLocale } from '../../shared/emails/accountEmails';
 import { enqueueEmails, writeAccountEmail } from '../../shared/emails/outbox';
-import { badRequest, conflict, forbidden, HttpError, unauthorized } from '../../shared/errors';
+import { badRequest, forbidden, HttpError, unauthorized } from '../../shared/errors';
 import { PlatformAccount } from '../../shared/models/PlatformAccount';
 import { User } from '../../shared/models/User';
 import { redisKey } from '../../shared/redis';
@@ -68,17 +68,18 @@ export function authFlowRoutes(router: ApiRouter): void {
       path: '/v1/auth/register',
       summary: 'Start an email/password registration',
       description:
-        'Always 202 with the same message: a verification mail goes to a free address, a "you already have an account" mail to the owner of a taken one. The account is created by /v1/auth/register/verify.',
+        'Always 202 with the same message: a verification mail goes to a free address, a "you already have an account" mail to the owner of a taken one. ' +
+        'The account is created by /v1/auth/register/verify. A taken username is not refused here either (that would tell anyone which names exist): ' +
+        'it is checked when the account is created, and a name taken by then is replaced by a free one close to it (alice → alice_3f9a1c).',
       tags: TAG,
       auth: 'public',
       body: z.object({ email: zEmail(), password: zPassword(), username: zUsername().optional(), locale: z.string().max(10).optional() }),
-      responses: { 202: { description: '{message}' }, 403: { description: 'Email sign-in is disabled' }, 409: { description: 'Username taken' } },
+      responses: { 202: { description: '{message}' }, 403: { description: 'Email sign-in is disabled' } },
     },
     async (ctx, { body }) => {
       const s = ctx.services;
       const platform = await emailPlatform(s.db);
       if (!platform.enabled) throw forbidden('registration with email is disabled');
-      if (body.username && (await usernameTaken(s.db, body.username))) throw conflict('username is already taken');
       // Hash in both branches so the response time does not tell taken and free addresses apart.
       const passwordHash = await hashPassword(body.password);
       const m = meta(ctx);
@@ -128,7 +129,10 @@ export function authFlowRoutes(router: ApiRouter): void {
       method: 'post',
       path: '/v1/auth/register/verify',
       summary: 'Finish a registration with the emailed token',
-      description: 'Creates the user (User role) with an email platform account whose address counts as verified.',
+      description:
+        'Creates the user (User role) with an email platform account whose address counts as verified. The username asked for at registration is used when ' +
+        'it is still free; when it is taken by now the user gets a free one close to it (alice → alice_3f9a1c), and without one a name made from the ' +
+        'address. data.username says which; the user can change it later (PATCH /v1/users/{id}).',
       tags: TAG,
       auth: 'public',
       body: z.object({ token: zToken() }),
@@ -141,6 +145,7 @@ export function authFlowRoutes(router: ApiRouter): void {
         const token = await claimAccountToken(trx, body.token, ['registration']);
         if (!token?.email) throw badRequest(INVALID_TOKEN);
         if (!(await emailPlatform(trx)).enabled) throw forbidden('registration with email is disabled');
+        // A taken name is not an error: registration did not check it (no enumeration); createVerifiedEmailUser picks a free one close to it.
         const username = typeof token.payload.username === 'string' ? token.payload.username : null;
         const locale = typeof token.payload.locale === 'string' && token.payload.locale ? token.payload.locale.toLowerCase().slice(0, 10) : null;
         const { user, account } = await createVerifiedEmailUser(trx, { email: token.email, passwordHash: String(token.payload.password_hash), username, locale });

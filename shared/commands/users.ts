@@ -45,7 +45,8 @@ export async function uniqueUsername(db: Knex, base: string): Promise<string> {
   if (name.length < 3) name = `user${name ? '_' + name : ''}`.slice(0, 24);
   if (!(await usernameTaken(db, name))) return name;
   for (let i = 0; i < 20; i++) {
-    const candidate = `${name.slice(0, 24)}_${randomBytes(3).toString('hex')}`;
+    // 23 + '_' + 6 hex = 30, the longest username allowed (24 + '_' + 6 overflowed the column: a 500).
+    const candidate = `${name.slice(0, 23)}_${randomBytes(3).toString('hex')}`;
     if (!(await usernameTaken(db, candidate))) return candidate;
   }
   throw new Error('could not find a free username');
@@ -147,7 +148,7 @@ export async function createVerifiedEmailUser(
   const email = normaliseEmail(input.email);
   if ((await findEmailAccountByAddress(trx, email)) || (await findUserIdByEmail(trx, email, { verifiedOnly: true }))) throw conflict('email is already in use');
   const platform = await emailPlatform(trx);
-  const username = input.username && !(await usernameTaken(trx, input.username)) ? input.username : await uniqueUsername(trx, email.split('@')[0]);
+  const username = input.username && !(await usernameTaken(trx, input.username)) ? input.username : await uniqueUsername(trx, input.username ?? email.split('@')[0]);
   return createUserWithAccount(trx, {
     username,
     preferredLocale: input.locale ?? null,

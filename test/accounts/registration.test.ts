@@ -89,22 +89,49 @@ test('German users get German mails; the locale of the registration is kept', as
   t.is((await mailbox().waitFor(viaHeader)).subject, 'Bestätige deine E-Mail-Adresse');
 });
 
-test('registration refusals: bad input 400, taken username 409, bad token 400', async (t) => {
+test('registration refusals: bad input 400, bad token 400', async (t) => {
   const s = stack();
-  const taken = await createUser(s.db);
   const short = await s.request('POST', '/v1/auth/register', { body: { email: freshEmail(), password: 'short' } });
   t.is(short.status, 400);
   t.regex(short.body.message, /^password/);
   const bad = await s.request('POST', '/v1/auth/register', { body: { email: 'not-an-email', password: 'longenough' } });
   t.is(bad.status, 400);
   t.regex(bad.body.message, /^email/);
-  const name = await s.request('POST', '/v1/auth/register', { body: { email: freshEmail(), password: 'longenough', username: taken.username.toUpperCase() } });
-  t.is(name.status, 409);
   const unknown = await s.request('POST', '/v1/auth/register/verify', { body: { token: 'x'.repeat(43) } });
   t.is(unknown.status, 400);
   // System key is allowed on register/verify (allowlist) but not on register.
   t.is((await s.request('POST', '/v1/auth/register/verify', { token: s.systemKey, body: { token: 'y'.repeat(43) } })).status, 400);
   t.is((await s.request('POST', '/v1/auth/register', { token: s.systemKey, body: { email: freshEmail(), password: 'longenough' } })).status, 403);
+});
+
+test('a taken username is not revealed at registration: same 202; the account gets the name with a suffix', async (t) => {
+  const s = stack();
+  // 24 characters: with the suffix the name is 30, the longest allowed.
+  const taken = await createUser(s.db, { username: `Taken_${Date.now().toString(36)}${'x'.repeat(30)}`.slice(0, 24) });
+  const takenEmail = freshEmail('tkn');
+  const freeEmail = freshEmail('fre');
+  const a = await s.request('POST', '/v1/auth/register', { body: { email: takenEmail, password: 'longenough', username: taken.username.toLowerCase() } });
+  const b = await s.request('POST', '/v1/auth/register', { body: { email: freeEmail, password: 'longenough', username: `free_${Date.now().toString(36)}` } });
+  t.is(a.status, 202, a.text);
+  t.is(b.status, 202, b.text);
+  t.deepEqual(a.body, b.body);
+
+  const v = await s.request('POST', '/v1/auth/register/verify', { body: { token: tokenOf(await mailbox().waitFor(takenEmail)) } });
+  t.is(v.status, 201, v.text);
+  t.regex(v.body.data.username, new RegExp(`^${taken.username.toLowerCase().slice(0, 23)}_[0-9a-f]{6}$`));
+  t.is(v.body.data.email, takenEmail);
+  // The owner of the name keeps it.
+  t.is((await s.db('users').where('id', taken.id).first()).username, taken.username);
+
+  // Free at registration, taken before the link is used: the same outcome.
+  const late = `late_${Date.now().toString(36)}`;
+  const lateEmail = freshEmail('late');
+  await s.request('POST', '/v1/auth/register', { body: { email: lateEmail, password: 'longenough', username: late } });
+  await createUser(s.db, { username: late });
+  const lv = await s.request('POST', '/v1/auth/register/verify', { body: { token: tokenOf(await mailbox().waitFor(lateEmail)) } });
+  t.is(lv.status, 201, lv.text);
+  t.regex(lv.body.data.username, new RegExp(`^${late}_[0-9a-f]{6}$`));
+  t.is((await s.request('POST', '/v1/auth/login', { body: { email: lateEmail, password: 'longenough' } })).status, 200);
 });
 
 test('expired registration tokens are refused', async (t) => {
