@@ -2,7 +2,8 @@ import type { ZodError } from 'zod';
 
 /**
  * The one error type of the service. Anything thrown as HttpError reaches the client as
- * `{error, message}` with its status; everything else is a logged 500.
+ * `{error, message}` with its status (and `headers`, e.g. Allow, Retry-After); what toHttpError
+ * cannot map is a logged 500.
  */
 export class HttpError extends Error {
   constructor(
@@ -10,17 +11,22 @@ export class HttpError extends Error {
     readonly error: string,
     message: string,
     readonly extra?: Record<string, unknown>,
+    readonly headers?: Record<string, string>,
   ) {
     super(message);
   }
 }
+
+/** Seconds a client is asked to wait (Retry-After) when a dependency is down. */
+export const RETRY_AFTER_SECONDS = 5;
 
 export const badRequest = (message: string, extra?: Record<string, unknown>) => new HttpError(400, 'BadRequest', message, extra);
 export const unauthorized = (message = 'authentication required') => new HttpError(401, 'Unauthorized', message);
 export const forbidden = (message = 'insufficient permissions') => new HttpError(403, 'Forbidden', message);
 export const notFound = (what = 'resource') => new HttpError(404, 'NotFound', `${what} not found`);
 export const conflict = (message: string) => new HttpError(409, 'Conflict', message);
-export const serviceUnavailable = (message: string) => new HttpError(503, 'ServiceUnavailable', message);
+export const serviceUnavailable = (message: string) =>
+  new HttpError(503, 'ServiceUnavailable', message, undefined, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
 
 /** A zod failure as a 400: the message names each field (`where` when the issue has no path), `details` lists all. */
 export function validationError(err: ZodError, where: string): HttpError {
@@ -37,15 +43,123 @@ export function errorName(status: number): string {
     403: 'Forbidden',
     404: 'NotFound',
     405: 'MethodNotAllowed',
+    408: 'RequestTimeout',
     409: 'Conflict',
     413: 'PayloadTooLarge',
     415: 'UnsupportedMediaType',
     422: 'UnprocessableEntity',
+    426: 'UpgradeRequired',
     429: 'TooManyRequests',
+    431: 'RequestHeaderFieldsTooLarge',
     500: 'InternalServerError',
     501: 'NotImplemented', // only POST /v1/auth/validate (spec §4.1)
     503: 'ServiceUnavailable',
     504: 'GatewayTimeout',
   };
   return names[status] ?? (status >= 500 ? 'InternalServerError' : 'BadRequest');
+}
+
+/** What the database layers attach to their errors (pg, knex, Objection's db-errors wrappers). */
+interface DbErrorLike {
+  code?: unknown;
+  message?: unknown;
+  name?: unknown;
+  detail?: unknown;
+  column?: unknown;
+  nativeError?: unknown;
+  cause?: unknown;
+}
+
+/**
+ * The error and what it wraps: Objection's UniqueViolationError / ForeignKeyViolationError /
+ * DBError keep the driver's error in `nativeError` (without its `code`), others chain `cause`,
+ * and a refused connection to a host with several addresses is an AggregateError.
+ */
+function* unwrap(err: unknown, depth = 0): Generator<DbErrorLike> {
+  if (!err || typeof err !== 'object' || depth > 5) return;
+  yield err as DbErrorLike;
+  const e = err as DbErrorLike;
+  yield* unwrap(e.nativeError, depth + 1);
+  yield* unwrap(e.cause, depth + 1);
+  if (err instanceof AggregateError) for (const inner of err.errors) yield* unwrap(inner, depth + 1);
+}
+
+// SQLSTATE 08xxx (connection exception), 57P01-03 (admin/crash shutdown, cannot connect now), 53300
+// (too many connections), 3D000 (database missing), and socket errors on the way to the server.
+const UNREACHABLE_CODES = /^(08...|57P0[123]|53300|3D000|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EPIPE)$/;
+// What pg, knex and tarn say when there is no usable connection (they set no code).
+const UNREACHABLE_MESSAGES = new RegExp(
+  [
+    'Connection terminated',
+    'Timeout acquiring a connection',
+    'timeout exceeded when trying to connect',
+    'Client has encountered a connection error',
+    'not currently accepting connections',
+  ].join('|'),
+  'i',
+);
+
+/** The column(s) of a constraint failure, from pg's detail `Key (lower(username::text))=(…)` or its `column`. */
+function failingField(e: DbErrorLike): string | undefined {
+  const key = typeof e.detail === 'string' ? /Key \((.+?)\)=/.exec(e.detail)?.[1] : undefined;
+  if (key) {
+    // Casts and the functions of expression indexes go: lower(username::text) → username.
+    let plain = key.replace(/::[\w ]+/g, '');
+    while (/\w+\([^()]*\)/.test(plain)) plain = plain.replace(/\w+\(([^()]*)\)/g, '$1');
+    return plain;
+  }
+  return typeof e.column === 'string' ? e.column : undefined;
+}
+
+/** A PostgreSQL error code as the client error it stands for, or undefined for server faults. */
+function fromSqlState(e: DbErrorLike): HttpError | undefined {
+  const field = failingField(e);
+  const named = (text: string) => (field ? `${field}: ${text}` : text);
+  switch (e.code) {
+    case '23505':
+      return conflict(named('already exists'));
+    case '23503': {
+      // Deleting what others still reference conflicts with the current state; inserting or
+      // updating a reference to a missing record is invalid input (like an unknown id in a body).
+      const from = typeof e.detail === 'string' ? /still referenced from table "([^"]+)"/.exec(e.detail)?.[1] : undefined;
+      return from ? conflict(`still in use by ${from}`) : badRequest(named('referenced record does not exist'));
+    }
+    case '23502':
+      return badRequest(named('is required'));
+    case '23514':
+    case '22P02':
+    case '22003':
+    case '22007':
+    case '22008':
+      return badRequest(named('invalid value'));
+    case '22001':
+      return badRequest(named('value too long'));
+    case '22021':
+    case '22P05':
+      return badRequest(named('text must not contain NUL characters'));
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * The one mapping of lower-layer failures to what clients see, whatever wraps them: the database
+ * unreachable (refused, shut down, starting, pool timeout, connection dropped) is a 503 with
+ * Retry-After; constraint and data errors are client errors (unique 23505 → 409; foreign key 23503
+ * → 400 for a reference to a missing record, 409 when deleting a record still referenced; not-null,
+ * check, invalid text representation, too long, NUL and other bad values → 400). An HttpError is
+ * returned as is; anything else is undefined (a server fault, logged as a 500 by the caller).
+ */
+export function toHttpError(err: unknown): HttpError | undefined {
+  if (err instanceof HttpError) return err;
+  for (const e of unwrap(err)) {
+    if (e instanceof HttpError) return e;
+    const code = typeof e.code === 'string' ? e.code : '';
+    if (UNREACHABLE_CODES.test(code) || e.name === 'KnexTimeoutError' || (typeof e.message === 'string' && UNREACHABLE_MESSAGES.test(e.message))) {
+      return serviceUnavailable('the database is unreachable; try again shortly');
+    }
+    const mapped = /^[0-9A-Z]{5}$/.test(code) ? fromSqlState(e) : undefined;
+    if (mapped) return mapped;
+  }
+  return undefined;
 }

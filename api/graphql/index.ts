@@ -4,7 +4,7 @@ import { GraphQLError, GraphQLSchema, printSchema } from 'graphql';
 import { createHandler } from 'graphql-http/lib/use/koa';
 import { buildSchema, MiddlewareFn, NonEmptyArray } from 'type-graphql';
 import { authorizeGraphqlRootField } from '../../shared/policies';
-import { HttpError } from '../../shared/errors';
+import { toHttpError } from '../../shared/errors';
 import type { AppState } from '../routing';
 import type { ApiServices } from '../services';
 import type { GqlContext } from './context';
@@ -35,15 +35,18 @@ export async function buildGraphqlSchema(): Promise<GraphQLSchema> {
   return buildSchema({ resolvers, validate: false, globalMiddlewares: [rootFieldGate] });
 }
 
-/** Resolver errors thrown as HttpError keep their status and name in `extensions`. */
+/**
+ * Resolver errors keep their status and name in `extensions`: HttpErrors as thrown, database
+ * failures as shared/errors maps them for REST (constraint → 4xx, unreachable → 503).
+ */
 function formatError(e: Readonly<GraphQLError | Error>): GraphQLError | Error {
   if (!(e instanceof GraphQLError)) return e as Error;
   const err = e;
-  const orig = err.originalError;
-  if (orig instanceof HttpError) {
+  const orig = err.originalError && toHttpError(err.originalError);
+  if (orig) {
     return new GraphQLError(orig.message, err.nodes, err.source, err.positions, err.path, orig, { code: orig.error, status: orig.status });
   }
-  if (orig && !(orig instanceof GraphQLError)) {
+  if (err.originalError && !(err.originalError instanceof GraphQLError)) {
     return new GraphQLError('an unexpected error occurred', err.nodes, err.source, err.positions, err.path, undefined, { code: 'InternalServerError', status: 500 });
   }
   return err;

@@ -1,38 +1,12 @@
 import type { Middleware } from 'koa';
-import { errorName, HttpError } from '../../shared/errors';
+import { errorName, HttpError, toHttpError } from '../../shared/errors';
 import type { Logger } from '../../shared/logger';
 
-interface PgError {
-  code?: string;
-  constraint?: string;
-  detail?: string;
-  column?: string;
-}
-
-/** Maps database constraint failures that reach the edge to client errors instead of 500s. */
-function fromPg(err: PgError): HttpError | undefined {
-  switch (err.code) {
-    case '23505':
-      return new HttpError(409, 'Conflict', `already exists (${err.constraint ?? 'unique constraint'})`);
-    case '23503': {
-      const field = /Key \(([^)]+)\)/.exec(err.detail ?? '')?.[1] ?? err.constraint ?? 'reference';
-      return new HttpError(400, 'BadRequest', `${field}: referenced record does not exist or is still in use`);
-    }
-    case '22P02':
-    case '22003':
-    case '22007':
-    case '22008':
-    case '23514':
-    case '23502':
-      return new HttpError(400, 'BadRequest', err.column ? `${err.column}: invalid value` : 'invalid value');
-    default:
-      return undefined;
-  }
-}
-
 /**
- * Turns every failure into `{error, message}` with the right status. Unknown routes are 404,
- * malformed JSON 400, and anything unexpected a logged 500 that reveals nothing internal.
+ * Turns every failure into `{error, message}` with the right status (and the error's headers, e.g.
+ * Allow, Retry-After). Unknown routes are 404, malformed JSON 400, database failures whatever
+ * shared/errors' toHttpError says (constraint → 4xx, unreachable → 503), and anything unexpected a
+ * logged 500 that reveals nothing internal.
  */
 export function errorHandler(logger: Logger): Middleware {
   return async (ctx, next) => {
@@ -42,25 +16,23 @@ export function errorHandler(logger: Logger): Middleware {
         throw new HttpError(404, 'NotFound', `no route for ${ctx.method} ${ctx.path}`);
       }
     } catch (raw) {
-      const err = raw as Error & { status?: number; statusCode?: number; expose?: boolean; type?: string; headers?: Record<string, string> };
-      let httpErr: HttpError;
-      if (err instanceof HttpError) httpErr = err;
-      else if (fromPg(err as PgError)) httpErr = fromPg(err as PgError)!;
-      else if ((err.status ?? err.statusCode) && (err.status ?? err.statusCode)! < 500) {
-        const status = (err.status ?? err.statusCode)!;
-        const message =
-          err.type === 'entity.parse.failed' || (status === 400 && /JSON|Unexpected|token/i.test(err.message))
-            ? 'invalid JSON body'
-            : status === 405
-              ? `method ${ctx.method} not allowed on ${ctx.path}`
-              : err.message;
-        httpErr = new HttpError(status, errorName(status), message);
-        if (err.headers) ctx.set(err.headers);
-      } else {
+      const err = raw as Error & { status?: number; statusCode?: number; type?: string; headers?: Record<string, string> };
+      const status = err.status ?? err.statusCode;
+      let httpErr = toHttpError(err);
+      if (!httpErr && status && status >= 400 && status < 500) {
+        // http-errors thrown by Koa or a library: keep the status, name it ourselves.
+        const badJson = err.type === 'entity.parse.failed' || (status === 400 && /JSON|Unexpected|token/i.test(err.message));
+        const message = badJson ? 'invalid JSON body' : err.message;
+        httpErr = new HttpError(status, errorName(status), message, undefined, err.headers);
+      }
+      if (!httpErr) {
         logger.error({ err, method: ctx.method, path: ctx.path }, 'unhandled error');
         httpErr = new HttpError(500, 'InternalServerError', 'an unexpected error occurred');
+      } else if (httpErr.status === 503 && !(err instanceof HttpError)) {
+        logger.warn({ err: err.message, method: ctx.method, path: ctx.path }, 'dependency unavailable');
       }
       ctx.status = httpErr.status;
+      if (httpErr.headers) ctx.set(httpErr.headers);
       ctx.body = { error: httpErr.error, message: httpErr.message, ...(httpErr.extra ?? {}) };
     }
   };

@@ -1,7 +1,7 @@
 import type { ServiceContext } from '../../shared/context';
 import { auditIngestBody, ingestAuditEvent } from '../../shared/commands/ingestAuditEvent';
 import { recordAuditEvent, SOURCE_SERVICES } from '../../shared/commands/recordAuditEvent';
-import { HttpError, validationError } from '../../shared/errors';
+import { toHttpError, validationError } from '../../shared/errors';
 import { PubSub } from '../../shared/events';
 import { decodeEnvelope, encodeEnvelope, PayloadCase } from '../../shared/proto';
 import type { RealtimeRequestJob } from '../../shared/queues';
@@ -89,7 +89,8 @@ async function createAuditEvent(ctx: ServiceContext, job: RealtimeRequestJob, r:
     const event = await ingestAuditEvent(ctx, { appId: null }, parsed.data, null);
     return { success: true, auditEventId: event.id };
   } catch (err) {
-    if (err instanceof HttpError) return fail(err.message);
+    const known = toHttpError(err);
+    if (known) return fail(known.message);
     throw err;
   }
 }
