@@ -14,7 +14,7 @@ import {
   requireAuthenticated,
   requireSystem,
 } from '../shared/policies';
-import { openApiRegistry, z } from '../shared/zod';
+import { openApiRegistry, z, zInput } from '../shared/zod';
 import type { ApiServices } from './services';
 
 export interface AppState {
@@ -70,8 +70,7 @@ export interface RouteInput<P extends AnyObject, Q extends AnyObject, B extends 
   body: z.infer<B>;
 }
 
-function parse<T extends ZodTypeAny>(schema: T | undefined, value: unknown, where: string): z.infer<T> {
-  if (!schema) return value as z.infer<T>;
+function parse<T extends ZodTypeAny>(schema: T, value: unknown, where: string): z.infer<T> {
   const r = schema.safeParse(value);
   if (!r.success) throw validationError(r.error, where);
   return r.data;
@@ -120,7 +119,9 @@ const toOpenApiPath = (path: string) => path.replace(/:([A-Za-z0-9_]+)/g, '{$1}'
 /**
  * Registers one route: authenticate (already done by middleware) → check access → validate
  * params, query and body → handler. Also documents the route in the OpenAPI registry, so the
- * document and the validation can never disagree.
+ * document and the validation can never disagree. Params, query and body pass the text rule of
+ * zInput (no NUL, no unpaired surrogate, anywhere) before their schemas, also when a route
+ * declares none: no route can store what PostgreSQL rejects.
  */
 export function defineRoute<
   P extends AnyObject = z.ZodObject<{}>,
@@ -129,15 +130,18 @@ export function defineRoute<
 >(router: Router<AppState, { services: ApiServices }>, def: RouteDef<P, Q, B>, handler: (ctx: AppContext, input: RouteInput<P, Q, B>) => Promise<void> | void): void {
   const selfRule = typeof def.auth === 'object' && 'permission' in def.auth && def.auth.self;
   const manages = typeof def.auth === 'object' && 'permission' in def.auth ? def.auth.manages : undefined;
+  const input = { params: zInput(def.params ?? z.unknown()), query: zInput(def.query ?? z.unknown()), body: zInput(def.body ?? z.unknown()) };
   router[def.method](def.path, (ctx) => {
     const c = ctx as unknown as AppContext;
     // Permission checks come before validation (a caller without access learns nothing about the
     // input rules), except for 'or self' rules, which need the validated path id.
     if (!selfRule) checkAccess(c, def.auth, {});
-    const params = def.params ? parse(def.params, ctx.params, 'params') : (ctx.params as z.infer<P>);
+    const params: z.infer<P> = parse(input.params, ctx.params, 'params');
     if (selfRule) checkAccess(c, def.auth, params as Record<string, unknown>);
-    const query = def.query ? parse(def.query, ctx.query, 'query') : ({} as z.infer<Q>);
-    const body = def.body ? parse(def.body, (ctx.request as { body?: unknown }).body ?? {}, 'body') : ((ctx.request as { body?: unknown }).body as z.infer<B>);
+    const rawQuery = parse(input.query, ctx.query, 'query');
+    const query = (def.query ? rawQuery : {}) as z.infer<Q>;
+    const rawBody = (ctx.request as { body?: unknown }).body;
+    const body: z.infer<B> = parse(input.body, def.body ? (rawBody ?? {}) : rawBody, 'body');
     if (manages) return checkHierarchy(c, manages, params as Record<string, unknown>).then(() => handler(c, { params, query, body }));
     return handler(c, { params, query, body });
   });

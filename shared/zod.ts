@@ -9,6 +9,73 @@ export { z };
 /** The OpenAPI registry every route adds itself to (api/routing.ts). */
 export const openApiRegistry = new OpenAPIRegistry();
 
+// A NUL character cannot be stored in PostgreSQL text or jsonb (the query fails), and a lone UTF-16
+// surrogate has no UTF-8 form (the driver silently stores U+FFFD instead).
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+/** Issues reported per input at most: enough to fix a request, not a megabyte of messages. */
+const MAX_TEXT_ISSUES = 20;
+
+/** Why `s` cannot be stored as text (NUL, unpaired surrogate), or null when it can. */
+export function textProblem(s: string): string | null {
+  if (s.includes('\u0000')) return 'must not contain NUL characters';
+  if (LONE_SURROGATE.test(s)) return 'must not contain unpaired UTF-16 surrogates';
+  return null;
+}
+
+interface Walk {
+  value: unknown;
+  key?: string | number;
+  parent?: Walk;
+}
+
+function pathOf(w: Walk): Array<string | number> {
+  const path: Array<string | number> = [];
+  for (let x: Walk | undefined = w; x && x.key !== undefined; x = x.parent) path.unshift(x.key);
+  return path;
+}
+
+/**
+ * Reports every string (values and object keys) under `value` that cannot be stored as text, at its
+ * path. Iterative, so a hostile body nested a million levels deep cannot overflow the stack.
+ */
+function refineText(value: unknown, ctx: z.RefinementCtx): void {
+  const stack: Walk[] = [{ value }];
+  let issues = 0;
+  while (stack.length && issues < MAX_TEXT_ISSUES) {
+    const w = stack.pop()!;
+    const v = w.value;
+    if (typeof v === 'string') {
+      const problem = textProblem(v);
+      if (problem) {
+        issues++;
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: problem, path: pathOf(w) });
+      }
+    } else if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i], key: i, parent: w });
+    } else if (v !== null && typeof v === 'object') {
+      const entries = Object.entries(v);
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [k, child] = entries[i];
+        const problem = textProblem(k);
+        if (problem) {
+          issues++;
+          ctx.addIssue({ code: z.ZodIssueCode.custom, message: `keys ${problem}`, path: pathOf(w) });
+        }
+        stack.push({ value: child, key: k, parent: w });
+      }
+    }
+  }
+}
+
+/**
+ * The text rule of every input, in front of its schema: any string anywhere in the value (and any
+ * object key) with a NUL character or an unpaired surrogate is a 400 naming its path, before the
+ * schema runs. defineRoute applies it to the params, query and body of every REST route, and the
+ * GraphQL gate to every field's arguments, so no route or `z.string()` can forget it; other
+ * entry points (queue payloads from clients) wrap their schema the same way.
+ */
+export const zInput = <T extends z.ZodTypeAny>(schema: T) => z.unknown().superRefine(refineText).pipe(schema);
+
 /** A UUID path or body field; malformed values are a 400 naming the field. */
 export const zUuid = () => z.string().uuid({ message: 'must be a UUID' });
 

@@ -1,6 +1,6 @@
 import { Arg, Ctx, Field, InputType, Mutation, ObjectType, Resolver } from 'type-graphql';
 import { ASSERTION_HEADER } from '../../shared/auth/assertionVerifier';
-import { auditIngestBody, auditWriter, ingestAuditEvent } from '../../shared/commands/ingestAuditEvent';
+import { auditIngestInput, auditWriter, ingestAuditEvent } from '../../shared/commands/ingestAuditEvent';
 import { badRequest, validationError } from '../../shared/errors';
 import type { AuditEvent } from '../../shared/models/AuditEvent';
 import type { GqlContext } from './context';
@@ -86,7 +86,7 @@ export class AuditResolver {
         throw badRequest('metadataJson: must be a JSON-encoded object');
       }
     }
-    const parsed = auditIngestBody.safeParse({
+    const parsed = auditIngestInput.safeParse({
       user_id: input.userId,
       event_type: input.eventType,
       resource_type: input.resourceType,

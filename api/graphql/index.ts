@@ -4,7 +4,8 @@ import { GraphQLError, GraphQLSchema, printSchema } from 'graphql';
 import { createHandler } from 'graphql-http/lib/use/koa';
 import { buildSchema, MiddlewareFn, NonEmptyArray } from 'type-graphql';
 import { authorizeGraphqlRootField } from '../../shared/policies';
-import { toHttpError } from '../../shared/errors';
+import { toHttpError, validationError } from '../../shared/errors';
+import { z, zInput } from '../../shared/zod';
 import type { AppState } from '../routing';
 import type { ApiServices } from '../services';
 import type { GqlContext } from './context';
@@ -31,8 +32,18 @@ const rootFieldGate: MiddlewareFn<GqlContext> = ({ context, info }, next) => {
   return next();
 };
 
+const anyInput = zInput(z.unknown());
+
+/** The text rule of REST input (shared/zod zInput) over every field's arguments, inline or from variables. */
+const inputGate: MiddlewareFn<GqlContext> = ({ args }, next) => {
+  if (Object.keys(args).length === 0) return next(); // most fields: skip the parse
+  const r = anyInput.safeParse(args);
+  if (!r.success) throw validationError(r.error, 'args');
+  return next();
+};
+
 export async function buildGraphqlSchema(): Promise<GraphQLSchema> {
-  return buildSchema({ resolvers, validate: false, globalMiddlewares: [rootFieldGate] });
+  return buildSchema({ resolvers, validate: false, globalMiddlewares: [rootFieldGate, inputGate] });
 }
 
 /**

@@ -5,7 +5,7 @@ import type { Config } from '../config';
 import { badRequest, forbidden, serviceUnavailable, unauthorized } from '../errors';
 import type { AuditEvent } from '../models/AuditEvent';
 import { authorize, Principal } from '../policies';
-import { z } from '../zod';
+import { z, zInput } from '../zod';
 import { AUDIT_EVENT_TYPES, recordAuditEvent, SOURCE_SERVICES } from './recordAuditEvent';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -26,6 +26,8 @@ export const auditIngestBody = z.object({
   source_service: z.enum(SOURCE_SERVICES).default('api'),
 });
 export type AuditIngestInput = z.infer<typeof auditIngestBody>;
+/** auditIngestBody behind the text rule, for callers outside defineRoute (GraphQL, realtime requests) whose metadata arrives as JSON text. */
+export const auditIngestInput = zInput(auditIngestBody);
 
 export interface AuditWriter {
   /** The internal app that authenticated with X-ID-App-Key, or null for a credential with audit:write. */

@@ -1,5 +1,5 @@
 import type { ServiceContext } from '../../shared/context';
-import { auditIngestBody, ingestAuditEvent } from '../../shared/commands/ingestAuditEvent';
+import { auditIngestInput, ingestAuditEvent } from '../../shared/commands/ingestAuditEvent';
 import { recordAuditEvent, SOURCE_SERVICES } from '../../shared/commands/recordAuditEvent';
 import { toHttpError, validationError } from '../../shared/errors';
 import { PubSub } from '../../shared/events';
@@ -70,7 +70,7 @@ async function createAuditEvent(ctx: ServiceContext, job: RealtimeRequestJob, r:
     }
     if (!metadata || typeof metadata !== 'object' || Array.isArray(metadata)) return fail('metadata_json: must encode a JSON object');
   }
-  const parsed = auditIngestBody.safeParse({
+  const parsed = auditIngestInput.safeParse({
     user_id: r.userId || undefined,
     event_type: r.eventType?.trim() || undefined,
     resource_type: r.resourceType || undefined,
