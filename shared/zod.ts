@@ -76,6 +76,22 @@ function refineText(value: unknown, ctx: z.RefinementCtx): void {
  */
 export const zInput = <T extends z.ZodTypeAny>(schema: T) => z.unknown().superRefine(refineText).pipe(schema);
 
+/**
+ * An absolute http(s) URL with a host, as clients later follow it (avatars, app links): other
+ * schemes (`javascript:`, `data:`, `ftp:`) and text that only parses after trimming are a 400.
+ */
+export const zHttpUrl = (max = 2048) =>
+  z
+    .string()
+    .max(max)
+    .url({ message: 'must be a URL' })
+    .refine((v) => {
+      if (!URL.canParse(v)) return true; // refinements run even when .url() failed; that issue is enough
+      const u = new URL(v);
+      if (!/^https?:\/\//i.test(v)) return false;
+      return (u.protocol === 'http:' || u.protocol === 'https:') && u.hostname !== '';
+    }, 'must be an http or https URL');
+
 /** A UUID path or body field; malformed values are a 400 naming the field. */
 export const zUuid = () => z.string().uuid({ message: 'must be a UUID' });
 

@@ -8,7 +8,7 @@ import { badRequest, notFound } from '../../shared/errors';
 import { OAuthClient } from '../../shared/models/OAuthClient';
 import { actingUserId, authorize, authorizeOwner } from '../../shared/policies';
 import { presentOAuthClient } from '../../shared/presenters/oauthClient';
-import { atLeastOne, z, zUuid } from '../../shared/zod';
+import { atLeastOne, z, zHttpUrl, zUuid } from '../../shared/zod';
 import { paginate, paginationQuery, resource } from '../pagination';
 import { AppContext, AppState, created, defineRoute, noContent } from '../routing';
 import type { ApiServices } from '../services';
@@ -23,20 +23,14 @@ const zRedirectUri = () =>
       const problem = redirectUriProblem(v);
       if (problem) ctx.addIssue({ code: z.ZodIssueCode.custom, message: problem });
     });
-const zWebUrl = () =>
-  z
-    .string()
-    .max(2000)
-    .url('must be a URL')
-    .refine((v) => /^https?:\/\//i.test(v), 'must be an http(s) URL');
 
 const fields = {
   name: z.string().trim().min(1).max(100),
   description: z.string().max(2000).nullish(),
-  logo_url: zWebUrl().nullish(),
-  homepage_url: zWebUrl().nullish(),
-  privacy_policy_url: zWebUrl().nullish(),
-  terms_of_service_url: zWebUrl().nullish(),
+  logo_url: zHttpUrl(2000).nullish(),
+  homepage_url: zHttpUrl(2000).nullish(),
+  privacy_policy_url: zHttpUrl(2000).nullish(),
+  terms_of_service_url: zHttpUrl(2000).nullish(),
   redirect_uris: z.array(zRedirectUri()).min(1).max(20).transform((u) => [...new Set(u)]),
   allowed_scopes: z.array(zScope()).max(200).transform((s) => [...new Set(s)]),
   client_type: z.enum(['public', 'confidential']),

@@ -12,7 +12,7 @@ import { Role } from '../../shared/models/Role';
 import { User } from '../../shared/models/User';
 import { ACCOUNT_SCOPES, actingUserId, authorizeRoleGrant, authorizeSelf, can, requireAuthenticated } from '../../shared/policies';
 import { displayAccount, presentProfile, presentUser } from '../../shared/presenters/user';
-import { atLeastOne, z, zQueryBool } from '../../shared/zod';
+import { atLeastOne, z, zHttpUrl, zQueryBool } from '../../shared/zod';
 import { paginate, paginationQuery, resource } from '../pagination';
 import { created, defineRoute, noContent, AppContext, AppState } from '../routing';
 import type { ApiServices } from '../services';
@@ -172,7 +172,7 @@ export function userRoutes(router: ApiRouter): void {
         z.object({
           username: zUsername().optional(),
           email: z.string().trim().max(320).email({ message: 'must be an email address' }).transform(normaliseEmail).optional(),
-          avatar_url: z.string().url({ message: 'must be a URL' }).max(2048).nullable().optional(),
+          avatar_url: zHttpUrl().nullable().optional(),
           privacy_mode: z.boolean().optional(),
           avatars_enabled: z.boolean().optional(),
         }),

@@ -2,7 +2,7 @@ import type { ServiceContext } from '../context';
 import { badRequest, forbidden } from '../errors';
 import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
-import { z } from '../zod';
+import { z, zHttpUrl } from '../zod';
 import { recordAuditEvent } from './recordAuditEvent';
 import { addPlatformAccount, createUserWithAccount, findPlatform, findUserIdByEmail, flatUser, normaliseEmail, uniqueUsername } from './users';
 
@@ -12,7 +12,7 @@ export const oauthSigninSchema = z.object({
   name: z.string().trim().min(1, { message: 'is required' }).max(255),
   oauthProvider: z.string().min(1).max(50),
   oauthProviderId: z.string().min(1).max(255),
-  image: z.string().url({ message: 'must be a URL' }).max(2048).nullable().optional(),
+  image: zHttpUrl().nullable().optional(),
 });
 
 export interface OauthSigninInput {
