@@ -30,6 +30,6 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): Koa<App
   app.use(rateLimit(services.config));
   app.use(rejectFailedCredentials());
   app.use(router.routes());
-  app.use(router.allowedMethods({ throw: true }));
+  app.use(router.allowedMethods());
   return app;
 }

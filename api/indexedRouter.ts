@@ -1,4 +1,5 @@
 import Router from '@koa/router';
+import { HttpError } from '../shared/errors';
 
 type Layer = Router.Layer;
 
@@ -117,5 +118,29 @@ export class IndexedRouter<StateT = unknown, ContextT = unknown> extends Router<
 
   override routes(): Router.Middleware<StateT, ContextT> {
     return this.middleware();
+  }
+
+  /**
+   * After routing, for a path some route has but not with this method: OPTIONS answers the Allow
+   * list, any other method (PUT on a read-only path, TRACE, PROPFIND…) is a 405 whose Allow header
+   * lists the path's methods. Paths no route has stay 404. (@koa/router's own version answers 501
+   * to methods it does not implement, and loses Allow when it throws.)
+   */
+  override allowedMethods(): Router.Middleware<StateT, ContextT> {
+    return async (ctx, next) => {
+      await next();
+      const matched = (ctx as unknown as DispatchContext).matched;
+      if (ctx.status !== 404 || ctx.body !== undefined || !matched?.length) return;
+      const allowed = [...new Set(matched.flatMap((layer) => layer.methods))];
+      if (!allowed.length) return;
+      const allow = allowed.join(', ');
+      if (ctx.method === 'OPTIONS') {
+        ctx.status = 200;
+        ctx.body = '';
+        ctx.set('Allow', allow);
+        return;
+      }
+      throw new HttpError(405, 'MethodNotAllowed', `method ${ctx.method} not allowed on ${ctx.path}; allowed: ${allow}`, undefined, { Allow: allow });
+    };
   }
 }
