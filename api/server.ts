@@ -5,6 +5,7 @@ import { CredentialResolver } from '../shared/auth/credentials';
 import { ensureSystemApiKey } from '../shared/commands/apiKeys';
 import { Config, loadConfigOrExit } from '../shared/config';
 import { createContext } from '../shared/context';
+import { answerMalformedRequests } from '../shared/httpEdge';
 import type { Logger } from '../shared/logger';
 import { createRedis } from '../shared/redis';
 import { SERVICE_VERSION } from '../shared/version';
@@ -72,6 +73,7 @@ export async function startApi(config: Config, opts: { port?: number } = {}): Pr
   const app = createApp(services, await buildGraphqlSchema());
   const server = http.createServer(app.callback());
   server.keepAliveTimeout = 65_000;
+  answerMalformedRequests(server);
   forwardUpgrades(server, config, ctx.logger);
   await new Promise<void>((resolve) => server.listen(opts.port ?? config.port, config.host, resolve));
   const port = (server.address() as net.AddressInfo).port;

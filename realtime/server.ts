@@ -7,6 +7,7 @@ import { CredentialResolver } from '../shared/auth/credentials';
 import { Config, loadConfigOrExit } from '../shared/config';
 import { createDb } from '../shared/db';
 import { AuthInvalidation, CHAT_BOTS_WS_CHANNEL, PubSub, WS_STATS_KEY } from '../shared/events';
+import { answerMalformedRequests } from '../shared/httpEdge';
 import { createLogger, Logger } from '../shared/logger';
 import { Queues } from '../shared/queues';
 import { createRedis, redisKey } from '../shared/redis';
@@ -85,6 +86,8 @@ export async function startRealtime(config: Config, opts: { port?: number; logge
     res.writeHead(426, { 'Content-Type': 'application/json' });
     res.end(JSON.stringify({ error: 'UpgradeRequired', message: 'connect with a WebSocket client to /v1/ws' }));
   });
+
+  answerMalformedRequests(server);
 
   server.on('upgrade', (req: UpgradeRequest, socket: net.Socket, head: Buffer) => {
     socket.on('error', () => socket.destroy());

@@ -1,0 +1,77 @@
+import http from 'node:http';
+import type { Duplex } from 'node:stream';
+import { errorName } from './errors';
+
+/** How long a refused connection keeps draining what the client still sends before it is cut. */
+const LINGER_MS = 1000;
+/** Marks a socket already answered: the parser reports an error again for every later chunk. */
+const REFUSED = Symbol('refused');
+
+/**
+ * Ends `socket` after `last`, reading and dropping what the client still sends for a moment before
+ * cutting it: closing with unread data would reset the connection, and a reset can make the client
+ * lose the bytes just written (an error answer, a WebSocket close frame).
+ */
+export function closeLingering(socket: Duplex, last?: string): void {
+  socket.on('error', () => socket.destroy());
+  socket.end(last);
+  socket.resume();
+  setTimeout(() => socket.destroy(), LINGER_MS).unref();
+}
+
+/**
+ * Answers on a raw socket (no Koa, no ServerResponse: parser errors) with the
+ * usual `{error, message}` body, then closes (lingering).
+ */
+export function refuseSocket(socket: Duplex, status: number, message: string, headers: Record<string, string> = {}): void {
+  const s = socket as Duplex & { [REFUSED]?: boolean };
+  if (s[REFUSED] || socket.destroyed) return;
+  s[REFUSED] = true;
+  const body = JSON.stringify({ error: errorName(status), message });
+  const lines = [
+    `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? 'Error'}`,
+    'Content-Type: application/json; charset=utf-8',
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    'Connection: close',
+    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+  ];
+  closeLingering(socket, `${lines.join('\r\n')}\r\n\r\n${body}`);
+}
+
+/** The status and message for an error of Node's HTTP parser (llhttp codes). */
+function parserErrorAnswer(err: NodeJS.ErrnoException): [number, string] {
+  switch (err.code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return [431, 'request headers too large (16 KB at most)'];
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return [408, 'the request was not received in time'];
+    case 'HPE_INVALID_METHOD':
+      return [400, 'unknown or malformed request method'];
+    case 'HPE_INVALID_CHUNK_SIZE':
+    case 'HPE_INVALID_TRANSFER_ENCODING':
+    case 'HPE_UNEXPECTED_CONTENT_LENGTH':
+    case 'HPE_INVALID_CONTENT_LENGTH':
+      return [400, 'malformed request body framing (Content-Length / Transfer-Encoding)'];
+    default:
+      return [400, 'malformed HTTP request'];
+  }
+}
+
+/**
+ * Requests Node rejects before any handler runs get a JSON answer like every other error: parser
+ * errors (invalid method token, oversize headers → 431, broken chunking → 400) through
+ * `clientError`, and CONNECT (which Node would otherwise drop silently) a 405.
+ */
+export function answerMalformedRequests(server: http.Server): void {
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    // Nothing to answer on a connection the client reset, or once a response has started.
+    const s = socket as Duplex & { _httpMessage?: http.ServerResponse; [REFUSED]?: boolean };
+    if (s[REFUSED]) return;
+    if (err.code === 'ECONNRESET' || !socket.writable || s._httpMessage?.headersSent) return void socket.destroy();
+    const [status, message] = parserErrorAnswer(err);
+    refuseSocket(socket, status, message);
+  });
+  server.on('connect', (_req: http.IncomingMessage, socket: Duplex) => {
+    refuseSocket(socket, 405, 'CONNECT is not supported: this is not a proxy', { Allow: '' });
+  });
+}
