@@ -1,11 +1,13 @@
 import 'reflect-metadata';
 import http from 'node:http';
 import net from 'node:net';
+import type { Duplex } from 'node:stream';
 import { CredentialResolver } from '../shared/auth/credentials';
 import { ensureSystemApiKey } from '../shared/commands/apiKeys';
 import { Config, loadConfigOrExit } from '../shared/config';
 import { createContext } from '../shared/context';
-import { answerMalformedRequests } from '../shared/httpEdge';
+import { RETRY_AFTER_SECONDS } from '../shared/errors';
+import { answerMalformedRequests, closeLingering, refuseSocket, upgradeProblem } from '../shared/httpEdge';
 import type { Logger } from '../shared/logger';
 import { createRedis } from '../shared/redis';
 import { SERVICE_VERSION } from '../shared/version';
@@ -23,15 +25,16 @@ export interface RunningApi {
 
 /**
  * Forwards WebSocket upgrades on /v1/ws to the realtime process on this machine, so clients see
- * one origin. The raw handshake is replayed and both sockets are piped.
+ * one origin. A handshake that cannot succeed is refused here with JSON; a good one is replayed
+ * upstream and both sockets are piped. Once piping, nothing but WebSocket bytes reaches the
+ * client: when either side ends or fails, the other is closed (an HTTP status written into an
+ * upgraded stream would be read as a corrupt frame).
  */
 function forwardUpgrades(server: http.Server, config: Config, logger: Logger): void {
-  server.on('upgrade', (req, socket, head) => {
-    const path = (req.url ?? '').split('?')[0];
-    if (path !== '/v1/ws') {
-      socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
-      return;
-    }
+  server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+    const problem = upgradeProblem(req);
+    if (problem) return refuseSocket(socket, problem.status, problem.message, problem.headers);
+    let piping = false;
     const upstream = net.connect(config.realtimePort, '127.0.0.1', () => {
       let head1 = `${req.method} ${req.url} HTTP/${req.httpVersion}\r\n`;
       for (let i = 0; i < req.rawHeaders.length; i += 2) {
@@ -41,13 +44,25 @@ function forwardUpgrades(server: http.Server, config: Config, logger: Logger): v
       head1 += `X-Forwarded-For: ${req.socket.remoteAddress ?? ''}\r\n\r\n`;
       upstream.write(head1);
       if (head.length) upstream.write(head);
-      socket.pipe(upstream).pipe(socket);
+      piping = true;
+      socket.pipe(upstream);
+      upstream.pipe(socket);
     });
     upstream.on('error', (err) => {
+      if (piping) return; // 'close' follows
       logger.warn({ err: err.message }, 'realtime process unreachable for /v1/ws');
-      socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\n');
+      refuseSocket(socket, 503, 'the real-time service is unavailable; try again shortly', { 'Retry-After': String(RETRY_AFTER_SECONDS) });
+    });
+    upstream.on('close', () => {
+      if (!piping) return;
+      // Realtime is done with the connection (after a close frame, e.g. 1009 for an oversize frame,
+      // or a failure) while the client may still be sending: its side is ended gently, not left
+      // waiting on a pipe that will never drain.
+      socket.unpipe(upstream);
+      closeLingering(socket);
     });
     socket.on('error', () => upstream.destroy());
+    socket.on('close', () => upstream.destroy());
   });
 }
 

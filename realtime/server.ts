@@ -5,9 +5,10 @@ import { randomUUID } from 'node:crypto';
 import { WebSocket, WebSocketServer, RawData } from 'ws';
 import { CredentialResolver } from '../shared/auth/credentials';
 import { Config, loadConfigOrExit } from '../shared/config';
+import { RETRY_AFTER_SECONDS } from '../shared/errors';
 import { createDb } from '../shared/db';
 import { AuthInvalidation, CHAT_BOTS_WS_CHANNEL, PubSub, WS_STATS_KEY } from '../shared/events';
-import { answerMalformedRequests } from '../shared/httpEdge';
+import { answerMalformedRequests, refuseSocket, upgradeProblem } from '../shared/httpEdge';
 import { createLogger, Logger } from '../shared/logger';
 import { Queues } from '../shared/queues';
 import { createRedis, redisKey } from '../shared/redis';
@@ -30,17 +31,6 @@ export interface RunningRealtime {
   server: http.Server;
   stats(): RealtimeStats;
   close(): Promise<void>;
-}
-
-const STATUS_TEXT: Record<number, string> = { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 503: 'Service Unavailable' };
-const ERROR_NAME: Record<number, string> = { 400: 'BadRequest', 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound', 503: 'ServiceUnavailable' };
-
-/** Refuses an upgrade with a plain HTTP response and the usual `{error, message}` body. */
-function refuseUpgrade(socket: net.Socket, status: number, message: string): void {
-  const body = JSON.stringify({ error: ERROR_NAME[status] ?? 'Error', message });
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-  );
 }
 
 const SUBPROTOCOL = Symbol('subprotocol');
@@ -88,20 +78,23 @@ export async function startRealtime(config: Config, opts: { port?: number; logge
   });
 
   answerMalformedRequests(server);
+  // Handshake faults upgradeProblem does not look at (Sec-WebSocket-Protocol, -Extensions syntax).
+  wss.on('wsClientError', (err: Error, socket: net.Socket) => refuseSocket(socket, 400, err.message));
 
   server.on('upgrade', (req: UpgradeRequest, socket: net.Socket, head: Buffer) => {
     socket.on('error', () => socket.destroy());
-    const path = (req.url ?? '').split('?')[0];
-    if (path !== '/v1/ws') return refuseUpgrade(socket, 404, 'unknown WebSocket path');
+    // A handshake that cannot succeed is refused before authentication costs a database read.
+    const problem = upgradeProblem(req);
+    if (problem) return refuseSocket(socket, problem.status, problem.message, problem.headers);
     void (async () => {
       const result: UpgradeAuth = await authenticateUpgrade(req, deps);
-      if (!result.ok) return refuseUpgrade(socket, result.status, result.message);
+      if (!result.ok) return refuseSocket(socket, result.status, result.message);
       if (socket.destroyed) return;
       req[SUBPROTOCOL] = result.subprotocol;
       wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, result));
     })().catch((err) => {
       logger.error({ err }, 'upgrade failed');
-      refuseUpgrade(socket, 503, 'could not authenticate the connection, try again');
+      refuseSocket(socket, 503, 'could not authenticate the connection, try again', { 'Retry-After': String(RETRY_AFTER_SECONDS) });
     });
   });
 
@@ -117,7 +110,10 @@ export async function startRealtime(config: Config, opts: { port?: number; logge
       hub.remove(client);
       rpc.onClientGone(client);
     });
-    socket.on('error', () => socket.terminate());
+    // On a protocol error (e.g. a frame over maxPayload) ws has already sent the close frame with
+    // its code (1009, 1002…) and ends the socket. Terminating at once would reset the connection
+    // and lose that frame, so only a client that does not finish closing is cut off, a moment later.
+    socket.on('error', () => setTimeout(() => socket.terminate(), 1000).unref());
   }
 
   /**

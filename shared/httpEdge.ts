@@ -2,6 +2,9 @@ import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { errorName } from './errors';
 
+/** The one WebSocket path (api forwards it, realtime serves it). */
+export const WS_PATH = '/v1/ws';
+
 /** How long a refused connection keeps draining what the client still sends before it is cut. */
 const LINGER_MS = 1000;
 /** Marks a socket already answered: the parser reports an error again for every later chunk. */
@@ -20,7 +23,7 @@ export function closeLingering(socket: Duplex, last?: string): void {
 }
 
 /**
- * Answers on a raw socket (no Koa, no ServerResponse: parser errors) with the
+ * Answers on a raw socket (no Koa, no ServerResponse: parser errors, refused upgrades) with the
  * usual `{error, message}` body, then closes (lingering).
  */
 export function refuseSocket(socket: Duplex, status: number, message: string, headers: Record<string, string> = {}): void {
@@ -74,4 +77,23 @@ export function answerMalformedRequests(server: http.Server): void {
   server.on('connect', (_req: http.IncomingMessage, socket: Duplex) => {
     refuseSocket(socket, 405, 'CONNECT is not supported: this is not a proxy', { Allow: '' });
   });
+}
+
+/**
+ * Why an upgrade request cannot become a WebSocket on WS_PATH, checked before any authentication
+ * or forwarding so a bad handshake costs nothing and gets JSON (ws's own refusals are text/html).
+ */
+export function upgradeProblem(req: http.IncomingMessage): { status: number; message: string; headers?: Record<string, string> } | null {
+  const path = (req.url ?? '').split('?')[0];
+  if (path !== WS_PATH) return { status: 404, message: `no WebSocket endpoint here; connect to ${WS_PATH}` };
+  if (req.method !== 'GET') return { status: 405, message: 'a WebSocket handshake is a GET', headers: { Allow: 'GET' } };
+  if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket') return { status: 400, message: 'Upgrade: only websocket is supported' };
+  if (!/^[+/0-9A-Za-z]{22}==$/.test(req.headers['sec-websocket-key'] ?? '')) {
+    return { status: 400, message: 'Sec-WebSocket-Key: missing or not 16 base64-encoded bytes' };
+  }
+  const version = req.headers['sec-websocket-version'];
+  if (version !== '13' && version !== '8') {
+    return { status: 400, message: 'Sec-WebSocket-Version: must be 13', headers: { 'Sec-WebSocket-Version': '13, 8' } };
+  }
+  return null;
 }
