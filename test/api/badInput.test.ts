@@ -1,0 +1,358 @@
+import test from 'ava';
+import { randomUUID } from 'node:crypto';
+import fc from 'fast-check';
+import { createUser, TestUser } from '../helpers/factories';
+import { rawRequest } from '../helpers/rawHttp';
+import { HttpResult, useStack } from '../helpers/stack';
+
+// The sweep sends a few thousand requests as one admin: lift the per-user rate limit.
+const stack = useStack(test, { env: { RATE_LIMIT_USER: '1000000', RATE_LIMIT_ANONYMOUS: '1000000' } });
+
+/** The subset of JSON Schema (OpenAPI 3.1) the route documents use. */
+interface Schema {
+  $ref?: string;
+  type?: string | string[];
+  properties?: Record<string, Schema>;
+  items?: Schema;
+  anyOf?: Schema[];
+  oneOf?: Schema[];
+  allOf?: Schema[];
+  enum?: unknown[];
+}
+
+interface Operation {
+  description?: string;
+  parameters?: Array<{ name: string; in: 'path' | 'query'; schema: Schema }>;
+  requestBody?: { content: { 'application/json': { schema: Schema } } };
+}
+
+interface Route {
+  method: string;
+  /** OpenAPI path, e.g. /v1/trips/{id}. */
+  path: string;
+  op: Operation;
+}
+
+interface OpenApiDoc {
+  paths: Record<string, Record<string, Operation>>;
+  components?: { schemas?: Record<string, Schema> };
+}
+
+let doc: OpenApiDoc;
+let routes: Route[];
+let admin: TestUser;
+
+let ready: Promise<void> | undefined;
+/** The route table (from the OpenAPI document the router registered) and a super admin; once per file. */
+function init(): Promise<void> {
+  ready ??= (async () => {
+    const s = stack();
+    doc = (await s.request('GET', '/v1/openapi.json')).body;
+    routes = Object.entries(doc.paths).flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => ({ method: method.toUpperCase(), path, op })));
+    admin = await createUser(s.db, { roles: ['role_admin'] });
+  })();
+  return ready;
+}
+
+const NUL = 'a\u0000b';
+
+function resolve(s: Schema): Schema {
+  return s.$ref ? resolve(doc.components!.schemas![s.$ref.split('/').pop()!]) : s;
+}
+
+/** The JSON types a schema accepts; empty means anything. */
+function types(raw: Schema): Set<string> {
+  const s = resolve(raw);
+  const alts = s.anyOf ?? s.oneOf;
+  if (alts) return new Set(alts.flatMap((a) => [...types(a)]));
+  if (s.allOf) return types(s.allOf[0]);
+  const out = new Set<string>(s.type === undefined ? [] : Array.isArray(s.type) ? s.type : [s.type]);
+  if (out.has('integer')) out.add('number');
+  if (s.enum) for (const v of s.enum) out.add(v === null ? 'null' : typeof v);
+  return out;
+}
+
+/** Paths (as key arrays) of every place in a body where a string may go. */
+function stringSlots(raw: Schema, at: Array<string | number> = []): Array<Array<string | number>> {
+  const s = resolve(raw);
+  const alts = s.anyOf ?? s.oneOf ?? s.allOf;
+  if (alts) return alts.flatMap((a) => stringSlots(a, at));
+  const t = types(s);
+  const out: Array<Array<string | number>> = [];
+  if (t.size === 0 || t.has('string')) out.push(at);
+  for (const [k, p] of Object.entries(s.properties ?? {})) out.push(...stringSlots(p, [...at, k]));
+  if (s.items) out.push(...stringSlots(s.items, [...at, 0]));
+  return out;
+}
+
+function setAt(path: Array<string | number>, value: unknown): unknown {
+  if (!path.length) return value;
+  const [head, ...rest] = path;
+  return typeof head === 'number' ? [setAt(rest, value)] : { [head]: setAt(rest, value) };
+}
+
+/** A value of a JSON type the schema does not accept, or undefined when it accepts anything. */
+function wrongValue(s: Schema): unknown {
+  const t = types(s);
+  if (t.size === 0) return undefined;
+  const candidates: Array<[string, unknown]> = [['number', 12345], ['string', 'wrong'], ['boolean', true], ['object', { wrong: 1 }], ['array', ['wrong']]];
+  return candidates.find(([type]) => !t.has(type))?.[1];
+}
+
+const isSystemRoute = (r: Route) => /Access: system\./.test(r.op.description ?? '');
+const tokenFor = (r: Route) => (isSystemRoute(r) ? stack().systemKey : admin.token);
+const pathParams = (r: Route) => (r.op.parameters ?? []).filter((p) => p.in === 'path');
+const queryParams = (r: Route) => (r.op.parameters ?? []).filter((p) => p.in === 'query');
+const bodySchema = (r: Route) => r.op.requestBody?.content['application/json'].schema;
+
+/** The route's path with every parameter a fresh UUID, except `override`. */
+function concretePath(r: Route, override: Record<string, string> = {}): string {
+  return r.path.replace(/\{([^}]+)\}/g, (_, name: string) => override[name] ?? randomUUID());
+}
+
+/** Why an answer is not a 4xx `{error, message}`, or null when it is. */
+function notClientError(r: { status: number; body: any }): string | null {
+  if (r.status < 400 || r.status >= 500) return `status ${r.status}`;
+  if (typeof r.body !== 'object' || typeof r.body?.error !== 'string' || typeof r.body?.message !== 'string') return `body ${JSON.stringify(r.body)}`;
+  return null;
+}
+
+/** Runs `probe` over `cases` with some concurrency and returns the failures it reports. */
+async function sweep<T>(cases: T[], probe: (c: T) => Promise<string | null>): Promise<string[]> {
+  const failures: string[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (next < cases.length) {
+        const problem = await probe(cases[next++]);
+        if (problem) failures.push(problem);
+      }
+    }),
+  );
+  return failures;
+}
+
+const describe = (r: Route, res: HttpResult) => `${r.method} ${r.path}: ${res.status} ${res.text.slice(0, 200)}`;
+
+test('the sweep covers the route table', async (t) => {
+  await init();
+  t.true(routes.length > 100, `${routes.length} routes`);
+  t.true(routes.some((r) => bodySchema(r)));
+});
+
+test('a NUL byte in any string field of any body is a 400 naming the field', async (t) => {
+  await init();
+  const s = stack();
+  const cases = routes.flatMap((r) => {
+    const schema = bodySchema(r);
+    return schema ? stringSlots(schema).filter((p) => p.length).map((slot) => ({ r, slot })) : [];
+  });
+  t.true(cases.length > 100, `${cases.length} string fields`);
+  const failures = await sweep(cases, async ({ r, slot }) => {
+    const res = await s.request(r.method, concretePath(r), { token: tokenFor(r), body: setAt(slot, NUL) });
+    const field = slot.join('.');
+    if (res.status !== 400 || !res.body?.message?.includes(`${field}: must not contain NUL`)) return `${field} → ${describe(r, res)}`;
+    return null;
+  });
+  t.deepEqual(failures, []);
+});
+
+test('a NUL byte or a lone surrogate in a path parameter is a 400 or 404, never a 500', async (t) => {
+  await init();
+  const s = stack();
+  const cases = routes.flatMap((r) => pathParams(r).flatMap((p) => ['a%00b', '%00', 'a%ED%A0%80', '%F0%9F', '%'].map((value) => ({ r, p: p.name, value }))));
+  const failures = await sweep(cases, async ({ r, p, value }) => {
+    const res = await s.request(r.method, concretePath(r, { [p]: value }), { token: tokenFor(r), ...(bodySchema(r) ? { body: {} } : {}) });
+    const problem = notClientError(res) ?? (res.status === 400 || res.status === 404 ? null : 'not 400/404');
+    return problem && `${p}=${value}: ${problem} ← ${describe(r, res)}`;
+  });
+  t.deepEqual(failures, []);
+});
+
+test('a NUL byte in a query parameter is a 400 naming the parameter', async (t) => {
+  await init();
+  const s = stack();
+  const cases = routes.flatMap((r) => queryParams(r).map((p) => ({ r, p: p.name })));
+  t.true(cases.length > 10);
+  const failures = await sweep(cases, async ({ r, p }) => {
+    const res = await s.request(r.method, `${concretePath(r)}?${p}=a%00b`, { token: tokenFor(r) });
+    return res.status === 400 && res.body?.message?.includes(`${p}: must not contain NUL`) ? null : `${p} → ${describe(r, res)}`;
+  });
+  t.deepEqual(failures, []);
+});
+
+test('a lone UTF-16 surrogate in a string field is a 400 naming the field', async (t) => {
+  await init();
+  const s = stack();
+  const cases: Array<[string, string, unknown, string]> = [
+    ['POST', '/v1/devices', { name: 'ok\uD800' }, 'name'],
+    ['POST', '/v1/trips', { name: 'trip', tags: ['\uDC00x'] }, 'tags.0'],
+    ['POST', '/v1/internal/audit', { event_type: 'login', metadata: { note: 'x\uDBFF' } }, 'metadata.note'],
+  ];
+  for (const [method, path, body, field] of cases) {
+    const res = await s.request(method, path, { token: admin.token, body });
+    t.is(res.status, 400, res.text);
+    t.true(res.body.message.includes(`${field}: must not contain unpaired UTF-16 surrogates`), res.text);
+  }
+});
+
+test('a field of the wrong JSON type is a 400 naming the field', async (t) => {
+  await init();
+  const s = stack();
+  const cases = routes.flatMap((r) => {
+    const schema = bodySchema(r);
+    if (!schema) return [];
+    return Object.entries(resolve(schema).properties ?? {})
+      .map(([field, fs]) => ({ r, field, value: wrongValue(fs) }))
+      .filter((c) => c.value !== undefined);
+  });
+  const failures = await sweep(cases, async ({ r, field, value }) => {
+    const res = await s.request(r.method, concretePath(r), { token: tokenFor(r), body: { [field]: value } });
+    const named = res.body?.details?.some((d: { field: string }) => d.field === field || d.field.startsWith(`${field}.`));
+    return res.status === 400 && named ? null : `${field}=${JSON.stringify(value)} → ${describe(r, res)}`;
+  });
+  t.deepEqual(failures, []);
+});
+
+test('bodies that are not objects are a 400 with {error, message}', async (t) => {
+  await init();
+  const s = stack();
+  const bodies = ['[]', '"text"', '42', 'null', 'true', '{"a":', '\u0000'];
+  const cases = routes.filter((r) => bodySchema(r)).flatMap((r) => bodies.map((rawBody) => ({ r, rawBody })));
+  const failures = await sweep(cases, async ({ r, rawBody }) => {
+    const res = await s.request(r.method, concretePath(r), { token: tokenFor(r), rawBody });
+    const problem = notClientError(res) ?? (res.status === 400 ? null : 'not 400');
+    return problem && `${JSON.stringify(rawBody)}: ${problem} ← ${describe(r, res)}`;
+  });
+  t.deepEqual(failures, []);
+});
+
+test('property: arbitrary JSON bodies never get a 5xx, and errors are {error, message}', async (t) => {
+  await init();
+  const s = stack();
+  const withBody = routes.filter((r) => bodySchema(r));
+  const failures: string[] = [];
+  await fc.assert(
+    fc.asyncProperty(fc.constantFrom(...withBody), fc.jsonValue({ maxDepth: 3 }), async (r, body) => {
+      const res = await s.request(r.method, concretePath(r), { token: tokenFor(r), rawBody: JSON.stringify(body) });
+      const problem = res.status >= 500 || (res.status >= 400 && notClientError(res));
+      if (problem) failures.push(`${JSON.stringify(body)} → ${describe(r, res)}`);
+      return !problem;
+    }),
+    { numRuns: 300 },
+  );
+  t.deepEqual(failures, []);
+});
+
+test('unknown methods: 405 with Allow listing the path’s methods, 404 on an unknown path', async (t) => {
+  await init();
+  const s = stack();
+  const paths = Object.keys(doc.paths);
+  const failures = await sweep(
+    paths.flatMap((path) => ['TRACE', 'PROPFIND'].map((method) => ({ path, method }))),
+    async ({ path, method }) => {
+      const target = path.replace(/\{[^}]+\}/g, () => randomUUID());
+      const res = await rawRequest(s.api.port, `${method} ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin.token}\r\nConnection: close\r\n\r\n`);
+      const allow = (res.headers.allow ?? '').split(/,\s*/);
+      const documented = Object.keys(doc.paths[path]).map((m) => m.toUpperCase());
+      if (res.status !== 405 || notClientError(res) || !documented.every((m) => allow.includes(m))) {
+        return `${method} ${path}: ${res.status} allow=${res.headers.allow} ${res.raw.slice(0, 200)}`;
+      }
+      return null;
+    },
+  );
+  t.deepEqual(failures, []);
+  const unknown = await rawRequest(s.api.port, 'TRACE /v1/nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  t.is(unknown.status, 404);
+  t.is(unknown.body.error, 'NotFound');
+  const put = await s.request('PUT', '/v1/health');
+  t.is(put.status, 405);
+  t.deepEqual(put.headers.get('allow')!.split(/,\s*/).sort(), ['GET', 'HEAD']);
+});
+
+test('parser errors get a JSON {error, message} and the connection is closed', async (t) => {
+  await init();
+  const s = stack();
+  const cases: Array<[string, string, number]> = [
+    ['invalid method token', 'FOO BAR /v1/health HTTP/1.1\r\nHost: x\r\n\r\n', 400],
+    ['unknown method token', 'FOO /v1/health HTTP/1.1\r\nHost: x\r\n\r\n', 400],
+    ['60 KB header', `GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(60_000)}\r\n\r\n`, 431],
+    ['bad chunk size', 'POST /v1/devices HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n', 400],
+    ['garbage request line', 'hello\r\n\r\n', 400],
+    ['CONNECT', 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', 405],
+  ];
+  for (const [name, request, status] of cases) {
+    const res = await rawRequest(s.api.port, request);
+    t.is(res.status, status, `${name}: ${res.raw.slice(0, 200)}`);
+    t.is(notClientError(res), null, name);
+    t.regex(res.headers['content-type'] ?? '', /application\/json/, name);
+    t.true(res.closed, `${name}: connection left open`);
+  }
+});
+
+test('a body over the body limit is a 413 with {error, message}', async (t) => {
+  await init();
+  const s = stack();
+  const res = await rawRequest(
+    s.api.port,
+    `POST /v1/devices HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin.token}\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${5 * 1024 * 1024}\r\n\r\n{"name":"`,
+  );
+  t.is(res.status, 413, res.raw.slice(0, 300));
+  t.is(res.body.error, 'PayloadTooLarge');
+  t.is(typeof res.body.message, 'string');
+});
+
+test('avatar_url must be an http(s) URL: javascript: is a 400 naming avatar_url', async (t) => {
+  await init();
+  const s = stack();
+  const user = await createUser(s.db);
+  for (const url of ['javascript:alert(1)', 'data:text/html,<b>x</b>', 'ftp://example.com/a.png', 'JAVASCRIPT://%0aalert(1)']) {
+    const res = await s.request('PATCH', `/v1/users/${user.id}`, { token: user.token, body: { avatar_url: url } });
+    t.is(res.status, 400, `${url}: ${res.text}`);
+    t.regex(res.body.message, /^avatar_url: /, url);
+  }
+  const ok = await s.request('PATCH', `/v1/users/${user.id}`, { token: user.token, body: { avatar_url: 'https://example.com/me.png' } });
+  t.is(ok.status, 200, ok.text);
+  const oauth = await s.request('POST', '/v1/users/oauth', {
+    token: s.systemKey,
+    body: { name: 'Someone', oauthProvider: 'github', oauthProviderId: randomUUID(), image: 'javascript:alert(1)' },
+  });
+  t.is(oauth.status, 400, oauth.text);
+  t.regex(oauth.body.message, /^image: /);
+  const client = await s.request('POST', '/v1/oauth/clients', {
+    token: admin.token,
+    body: { name: 'App', redirect_uris: ['https://app.example/cb'], homepage_url: 'javascript:alert(1)' },
+  });
+  t.is(client.status, 400, client.text);
+  t.regex(client.body.message, /^homepage_url: /);
+});
+
+test('a NUL byte in a device name is a 400 naming the field, and nothing is stored', async (t) => {
+  await init();
+  const s = stack();
+  const before = (await s.db('devices').count('* as c').first())!.c;
+  const res = await s.request('POST', '/v1/devices', { token: admin.token, body: { name: 'tracker\u0000one' } });
+  t.is(res.status, 400, res.text);
+  t.is(res.body.error, 'BadRequest');
+  t.regex(res.body.message, /^name: must not contain NUL/);
+  t.deepEqual(res.body.details, [{ field: 'name', message: 'must not contain NUL characters' }]);
+  t.is((await s.db('devices').count('* as c').first())!.c, before);
+});
+
+test('GraphQL arguments pass the same text rule, inline or as variables', async (t) => {
+  await init();
+  const s = stack();
+  const asVariable = await s.request('POST', '/v1/gql', {
+    token: admin.token,
+    body: { query: 'query($slug: String!) { findUserByPlatform(platformSlug: $slug, platformUserId: "x") }', variables: { slug: NUL } },
+  });
+  const inline = await s.request('POST', '/v1/gql', { token: admin.token, body: { query: '{ findUserByPlatform(platformSlug: "email", platformUserId: "a\\u0000b") }' } });
+  for (const [name, r, field] of [['variable', asVariable, 'platformSlug'], ['inline', inline, 'platformUserId']] as const) {
+    t.is(r.status, 200, r.text);
+    const err = r.body.errors?.[0];
+    t.is(err?.extensions?.code, 'BadRequest', `${name}: ${r.text}`);
+    t.is(err?.extensions?.status, 400, name);
+    t.regex(err?.message ?? '', new RegExp(`^${field}: must not contain NUL`), name);
+  }
+});
