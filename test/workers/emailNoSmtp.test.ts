@@ -32,7 +32,12 @@ test('without SMTP_URL the log names recipient, template and subject but never h
   s.workers!.ctx.logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
   const user = await createUser(s.db);
   t.is((await s.request('POST', '/v1/auth/reset-password/request', { body: { email: user.email } })).status, 202);
-  const outbox = await s.db('email_outbox').where({ to_address: user.email, template: 'password_reset' }).first();
+  // The passwordResets job writes the mail after the request was answered.
+  let outbox = await s.db('email_outbox').where({ to_address: user.email, template: 'password_reset' }).first();
+  for (let i = 0; i < 200 && !outbox; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    outbox = await s.db('email_outbox').where({ to_address: user.email, template: 'password_reset' }).first();
+  }
   const row = await settled(outbox.id);
   t.is(row.status, 'logged');
   const hashes: string[] = await s.db('account_tokens').where({ user_id: user.id, purpose: 'password_reset' }).pluck('token_hash');

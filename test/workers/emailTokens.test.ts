@@ -1,4 +1,5 @@
 import test from 'ava';
+import { issuePasswordReset } from '../../shared/commands/emailFlows';
 import { RunningWorkers, startWorkers } from '../../workers/index';
 import { Mailbox, startMailbox, tokenOf } from '../accounts/mailbox';
 import { sentOutboxRow } from '../accounts/setup';
@@ -26,7 +27,8 @@ const outboxRow = (to: string) => s.db('email_outbox').where({ to_address: to, t
 
 test.serial('a pending token mail holds no raw token; the sent mail carries a working link, the sent row no token', async (t) => {
   const user = await createUser(s.db);
-  t.is((await s.request('POST', '/v1/auth/reset-password/request', { body: { email: user.email } })).status, 202);
+  // What the passwordResets job does for the request, run here so no worker sends the mail yet.
+  t.true(await issuePasswordReset(s.api.services, user.email, {}));
   const pending = await outboxRow(user.email);
   t.is(pending.status, 'queued');
   workers = await startWorkers(s.config, { schedule: false });
@@ -45,7 +47,7 @@ test.serial('a refused delivery is retried with the token still available, and t
   workers ??= await startWorkers(s.config, { schedule: false });
   t.is((await s.request('POST', '/v1/auth/reset-password/request', { body: { email: user.email } })).status, 202);
   let failed = await outboxRow(user.email);
-  for (let i = 0; i < 100 && !failed.last_error; i++) {
+  for (let i = 0; i < 200 && !failed?.last_error; i++) {
     await new Promise((r) => setTimeout(r, 50));
     failed = await outboxRow(user.email);
   }
