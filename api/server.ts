@@ -9,7 +9,7 @@ import { createContext } from '../shared/context';
 import { RETRY_AFTER_SECONDS } from '../shared/errors';
 import { answerMalformedRequests, closeLingering, refuseSocket, upgradeProblem } from '../shared/httpEdge';
 import type { Logger } from '../shared/logger';
-import { createRedis } from '../shared/redis';
+import { createRedis, redisReady } from '../shared/redis';
 import { SERVICE_VERSION } from '../shared/version';
 import { createApp } from './app';
 import { buildGraphqlSchema } from './graphql';
@@ -69,6 +69,8 @@ function forwardUpgrades(server: http.Server, config: Config, logger: Logger): v
 /** Starts the api process: context, credentials cache, rate limiter, GraphQL schema, HTTP server. */
 export async function startApi(config: Config, opts: { port?: number } = {}): Promise<RunningApi> {
   const ctx = createContext(config, 'api');
+  // The fail-fast connection refuses commands until connected; a Redis that is down does not hold the start.
+  if (!(await redisReady(ctx.redis, 2000))) ctx.logger.warn('redis not reachable at start; serving without it');
   // Auto-pipelining sends the counters of concurrent requests in one write: one syscall, not one per request.
   const limiterRedis = createRedis(config, { enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: 1000, enableAutoPipelining: true });
   limiterRedis.on('error', () => undefined);

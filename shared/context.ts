@@ -5,7 +5,7 @@ import { createDb } from './db';
 import { EventBus } from './events';
 import { createLogger, Logger } from './logger';
 import { Queues } from './queues';
-import { createRedis } from './redis';
+import { createRedis, FAIL_FAST } from './redis';
 
 /**
  * What every process holds: config, logger, database, Redis, the typed event bus and the queue
@@ -21,11 +21,12 @@ export interface ServiceContext {
   close(): Promise<void>;
 }
 
+/** Builds the context; its Redis connection is fail-fast (see FAIL_FAST), so await `redisReady()` before using it at start. */
 export function createContext(config: Config, name: string, logger?: Logger): ServiceContext {
   const log = logger ?? createLogger(name, config.logLevel);
   const db = createDb(config);
-  // Bounded retries: with Redis down a request fails fast instead of waiting in the offline queue.
-  const redis = createRedis(config, { maxRetriesPerRequest: 3 });
+  // Fail fast: with Redis down a request falls back or gives up at once, never waits.
+  const redis = createRedis(config, FAIL_FAST);
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis connection error'));
   const bus = new EventBus(redis, config);
   const queues = new Queues(redis, config);

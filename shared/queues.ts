@@ -1,6 +1,7 @@
 import { JobsOptions, Queue, QueueEvents } from 'bullmq';
 import type Redis from 'ioredis';
 import type { Config } from './config';
+import { WAIT_FOR_REDIS } from './redis';
 
 /**
  * Queue registry: every BullMQ queue, its job payload type and its default job options.
@@ -82,7 +83,11 @@ export function bullPrefix(config: Pick<Config, 'redisPrefix'>): string {
   return `${config.redisPrefix}bull`;
 }
 
-/** Producer side of the registry: lazily opened queues with typed enqueue(). */
+/**
+ * Producer side of the registry: lazily opened queues with typed enqueue(). The connection is the
+ * process's fail-fast one (BullMQ needs maxRetriesPerRequest: null only on blocking connections:
+ * workers and QueueEvents), so an enqueue with Redis down fails at once instead of waiting.
+ */
 export class Queues {
   private readonly queues = new Map<QueueName, Queue>();
   private readonly events = new Map<QueueName, QueueEvents>();
@@ -116,7 +121,8 @@ export class Queues {
   async enqueueAndWait<N extends QueueName, R = unknown>(name: N, data: JobOf<N>, timeoutMs: number, opts: JobsOptions = {}): Promise<R> {
     let ev = this.events.get(name);
     if (!ev) {
-      const connection = this.connection.duplicate({ maxRetriesPerRequest: null });
+      // A blocking reader: it must not inherit the producer connection's fail-fast options.
+      const connection = this.connection.duplicate(WAIT_FOR_REDIS);
       // QueueEvents treats a passed-in instance as shared and never closes it: close() does.
       this.eventConnections.push(connection);
       ev = new QueueEvents(name, { connection, prefix: bullPrefix(this.config) });

@@ -13,6 +13,46 @@ export function createRedis(config: Config, opts: RedisOptions = {}): Redis {
   });
 }
 
+/** The longest a command on a fail-fast connection may take (a hung or unreachable Redis). */
+export const FAIL_FAST_COMMAND_TIMEOUT_MS = 1000;
+
+/**
+ * Options of the connection requests use (caches, tickets, publishes, queue producers): while Redis
+ * is not connected a command fails at once instead of waiting in ioredis' offline queue, and a sent
+ * command fails after FAIL_FAST_COMMAND_TIMEOUT_MS. Callers fall back (the latest-GPS cache reads
+ * the database, rate limiting lets the request through) or give up at once.
+ */
+export const FAIL_FAST: RedisOptions = { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: FAIL_FAST_COMMAND_TIMEOUT_MS };
+
+/**
+ * Options of connections that wait for Redis instead (blocking readers such as BullMQ's
+ * QueueEvents, subscribers): offline queue on, unlimited retries, no command timeout. Pass to
+ * `duplicate()` of a fail-fast connection, whose options it would otherwise inherit.
+ */
+export const WAIT_FOR_REDIS: RedisOptions = { enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined };
+
+/**
+ * Resolves true once `redis` is ready, false at its first connection error or after `timeoutMs`:
+ * a fail-fast connection refuses commands until it is ready, so a process waits for it at start,
+ * but not for a Redis that is down.
+ */
+export function redisReady(redis: Redis, timeoutMs: number): Promise<boolean> {
+  if (redis.status === 'ready') return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      redis.off('ready', onReady);
+      redis.off('error', onError);
+      resolve(ok);
+    };
+    const onReady = () => done(true);
+    const onError = () => done(false);
+    const timer = setTimeout(() => done(false), timeoutMs);
+    redis.once('ready', onReady);
+    redis.once('error', onError);
+  });
+}
+
 /** `prefix + parts.join(':')`: the only way a Redis key or channel name is built. */
 export function redisKey(config: Pick<Config, 'redisPrefix'>, ...parts: Array<string | number>): string {
   return config.redisPrefix + parts.join(':');

@@ -4,7 +4,7 @@ import type Redis from 'ioredis';
 import { Config, loadConfigOrExit } from '../shared/config';
 import { createContext, ServiceContext } from '../shared/context';
 import { bullPrefix, QueueName, schedules } from '../shared/queues';
-import { createRedis } from '../shared/redis';
+import { createRedis, redisReady } from '../shared/redis';
 import { emailProcessor } from './processors/email';
 import { geofenceProcessor } from './processors/geofence';
 import { passwordResetsProcessor } from './processors/passwordResets';
@@ -37,6 +37,11 @@ export function assertEveryQueueHasProcessor(): void {
 export async function startWorkers(config: Config, opts: { schedule?: boolean } = {}): Promise<RunningWorkers> {
   assertEveryQueueHasProcessor();
   const ctx = createContext(config, 'workers');
+  // Nothing to do without Redis (the scheduler registration below needs it): wait for it.
+  while (!(await redisReady(ctx.redis, 10_000))) {
+    ctx.logger.warn('waiting for redis');
+    await new Promise((r) => setTimeout(r, 1000));
+  }
   // BullMQ does not close connection instances it is handed; we keep them to close on shutdown.
   const connections: Redis[] = [];
   const workers = (Object.values(QueueName) as QueueName[]).map((name) => {

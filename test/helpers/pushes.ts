@@ -1,7 +1,7 @@
 import type Redis from 'ioredis';
 import type { Config } from '../../shared/config';
 import { PubSub } from '../../shared/events';
-import { redisKey } from '../../shared/redis';
+import { redisKey, WAIT_FOR_REDIS } from '../../shared/redis';
 
 export interface PushListener {
   messages: Array<Record<string, any>>;
@@ -12,7 +12,7 @@ export interface PushListener {
 
 /** Listens on the Redis pub/sub channel behind WebSocket channel `wsChannel` (what realtime fans out). */
 export async function listenPushes(redis: Redis, config: Pick<Config, 'redisPrefix'>, wsChannel: string): Promise<PushListener> {
-  const sub = redis.duplicate();
+  const sub = redis.duplicate(WAIT_FOR_REDIS);
   const channel = redisKey(config, PubSub.ws(wsChannel));
   const messages: Array<Record<string, any>> = [];
   const waiters: Array<() => void> = [];
