@@ -94,6 +94,7 @@ export async function startApi(config: Config, opts: { port?: number } = {}): Pr
   forwardUpgrades(server, config, ctx.logger);
   await new Promise<void>((resolve) => server.listen(opts.port ?? config.port, config.host, resolve));
   const port = (server.address() as net.AddressInfo).port;
+  ctx.outbox.start();
   ctx.logger.info({ port }, 'api listening');
 
   return {

@@ -4,12 +4,14 @@ import type { Config } from './config';
 import { createDb } from './db';
 import { EventBus } from './events';
 import { createLogger, Logger } from './logger';
+import { OutboxRelay } from './outbox';
 import { Queues } from './queues';
 import { createRedis, FAIL_FAST } from './redis';
 
 /**
- * What every process holds: config, logger, database, Redis, the typed event bus and the queue
- * producers. Built once per process (or once per test), passed down explicitly.
+ * What every process holds: config, logger, database, Redis, the typed event bus, the queue
+ * producers and the side-effect relay. Built once per process (or once per test), passed down
+ * explicitly. The entry point starts the relay (`outbox.start()`) once the process is ready.
  */
 export interface ServiceContext {
   config: Config;
@@ -18,6 +20,7 @@ export interface ServiceContext {
   redis: Redis;
   bus: EventBus;
   queues: Queues;
+  outbox: OutboxRelay;
   close(): Promise<void>;
 }
 
@@ -25,11 +28,12 @@ export interface ServiceContext {
 export function createContext(config: Config, name: string, logger?: Logger): ServiceContext {
   const log = logger ?? createLogger(name, config.logLevel);
   const db = createDb(config);
-  // Fail fast: with Redis down a request falls back or gives up at once, never waits.
+  // Fail fast: with Redis down a request falls back or leaves the work to the outbox, never waits.
   const redis = createRedis(config, FAIL_FAST);
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis connection error'));
   const bus = new EventBus(redis, config);
   const queues = new Queues(redis, config);
+  const outbox = new OutboxRelay({ db, redis, bus, queues, config, logger: log });
   return {
     config,
     logger: log,
@@ -37,7 +41,10 @@ export function createContext(config: Config, name: string, logger?: Logger): Se
     redis,
     bus,
     queues,
+    outbox,
     async close() {
+      // The relay's last drain still needs the queues and the connection.
+      await outbox.close();
       await queues.close().catch(() => undefined);
       bus.close();
       // QUIT lets commands already queued (publishes after a commit) finish; a dead Redis gets 1 s.

@@ -20,7 +20,7 @@ export const FAIL_FAST_COMMAND_TIMEOUT_MS = 1000;
  * Options of the connection requests use (caches, tickets, publishes, queue producers): while Redis
  * is not connected a command fails at once instead of waiting in ioredis' offline queue, and a sent
  * command fails after FAIL_FAST_COMMAND_TIMEOUT_MS. Callers fall back (the latest-GPS cache reads
- * the database, rate limiting lets the request through) or give up at once.
+ * the database) or leave the work to the side-effect outbox (shared/outbox.ts).
  */
 export const FAIL_FAST: RedisOptions = { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: FAIL_FAST_COMMAND_TIMEOUT_MS };
 

@@ -64,6 +64,7 @@ export async function startWorkers(config: Config, opts: { schedule?: boolean } 
     }
   }
   await Promise.all(workers.map((w) => w.waitUntilReady()));
+  ctx.outbox.start();
   ctx.logger.info({ queues: Object.values(QueueName) }, 'workers ready');
   return {
     ctx,

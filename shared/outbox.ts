@@ -1,0 +1,270 @@
+import type { Knex } from 'knex';
+import type Redis from 'ioredis';
+import { recordLatestGps } from './commands/gpsLatestCache';
+import type { Config } from './config';
+import type { EventBus, ServerPush } from './events';
+import type { Logger } from './logger';
+import { GPS_POINT_COLUMNS, GpsPointRow, presentGpsPoint } from './presenters/gpsPoint';
+import type { Queues } from './queues';
+
+/*
+ * Transactional outbox: side effects on Redis that must not be lost are written as rows of
+ * side_effect_outbox in the same transaction (or statement) as the data they are about, and a relay
+ * carries them out and deletes them. A request never waits for Redis to do them, and what was
+ * accepted while Redis was down happens once it is back: late, but in order.
+ *
+ * Every api and workers process runs a relay (`ServiceContext.outbox`, started by the entry point).
+ * One relay works at a time: a pass takes a transaction-scoped advisory lock, claims the oldest rows
+ * (DELETE … FOR UPDATE SKIP LOCKED … RETURNING), carries them out on Redis and commits. Passes are
+ * therefore serial and rows leave in id order, which is commit order for a client that waits for
+ * each answer; a relay that finds the lock taken retries shortly, so draining goes on while any
+ * relay process lives. The writer wakes its own relay after its commit, which runs a pass 10 ms
+ * later for everything written meanwhile (no LISTEN/NOTIFY: a NOTIFY serialises committing
+ * transactions); a slow poll picks up rows whose writer died before waking it.
+ *
+ * Delivery is at least once: the rows are deleted by the commit that follows the Redis work, so a
+ * relay that dies (or fails) between publishing and committing leaves them, and the next pass
+ * carries them out again. Receivers tolerate this: a gpsUpdate repeats a point already seen,
+ * geofence evaluation is idempotent (state per device and geofence, points applied in order), and
+ * an email job is deduplicated by its job id and skips a mail that is no longer queued.
+ */
+
+export const SIDE_EFFECT_OUTBOX = 'side_effect_outbox';
+
+/** What a row carries, by kind: ids, not rows (the relay reads what it needs). */
+export interface OutboxPayloads {
+  /** Freshly inserted GPS points, in acceptance order: gpsUpdate pushes, latest-point cache, geofence evaluation. */
+  gpsPoints: { ids: string[] };
+  /** One row of email_outbox, for the `email` queue. */
+  email: { outboxId: string };
+}
+export type OutboxKind = keyof OutboxPayloads;
+
+/** Kinds this version carries out; a relay of an older version leaves newer kinds to newer relays. */
+const KINDS: OutboxKind[] = ['gpsPoints', 'email'];
+/** KINDS as one Postgres array literal (knex would expand a JS array into a list of parameters). */
+const KINDS_ARRAY = `{${KINDS.join(',')}}`;
+
+/** Advisory lock key held by the relay that is working (an arbitrary constant, per database). */
+export const OUTBOX_RELAY_LOCK = 4_735_120_871;
+
+/** Rows one pass claims; a batch row may carry up to 1,000 points. */
+const CLAIM_ROWS = 200;
+/** Pushes per PUBLISH script call, and point ids per geofence job. */
+const PUBLISH_CHUNK = 1000;
+const GEOFENCE_JOB_MAX_IDS = 1000;
+/**
+ * Delay between a wake and its pass: under load, the rows of many requests share one pass (one
+ * PUBLISH script, one geofence job) instead of a transaction and a BullMQ job per request.
+ */
+const COALESCE_MS = 10;
+/** Retry delay when another relay holds the lock (it is draining our rows too, most likely). */
+const BUSY_RETRY_MS = 25;
+/** Backoff after a failed pass (Redis down), doubling up to the maximum. */
+const BACKOFF_MIN_MS = 250;
+const BACKOFF_MAX_MS = 2000;
+/** Safety poll for rows no relay was woken for (their writer died between commit and wake). */
+const POLL_MS = 500;
+/**
+ * Bound on a pass's Redis work. Commands fail fast on their own; this covers BullMQ, which waits
+ * for a queue's first connection without a timeout. A pass cut short rolls back: at least once.
+ */
+const PASS_REDIS_BUDGET_MS = 5000;
+
+/**
+ * Writes one side effect inside the caller's transaction: it happens iff the transaction commits.
+ * Call `outbox.wake()` of the process's relay after the commit.
+ */
+export async function writeOutbox<K extends OutboxKind>(trx: Knex.Transaction, kind: K, payload: OutboxPayloads[K]): Promise<void> {
+  await trx(SIDE_EFFECT_OUTBOX).insert({ kind, payload: JSON.stringify(payload) });
+}
+
+/** What a relay needs from its process. */
+export interface RelayDeps {
+  db: Knex;
+  redis: Redis;
+  bus: Pick<EventBus, 'publishMany'>;
+  queues: Pick<Queues, 'enqueue'>;
+  config: Pick<Config, 'redisPrefix'>;
+  logger: Logger;
+}
+
+interface OutboxRow {
+  id: string;
+  kind: OutboxKind;
+  payload: OutboxPayloads[OutboxKind];
+}
+
+type PassResult = 'empty' | 'more' | 'busy';
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Moves outbox rows to Redis/BullMQ (see the comment at the top of this file). */
+export class OutboxRelay {
+  private running?: Promise<void>;
+  /** The next run (coalescing, busy or backoff): wakes meanwhile wait for it rather than run early. */
+  private timer?: NodeJS.Timeout;
+  private poller?: NodeJS.Timeout;
+  private again = false;
+  private failures = 0;
+  private closed = false;
+
+  constructor(private readonly deps: RelayDeps) {}
+
+  /** Starts the safety poll and drains what earlier runs left. */
+  start(): void {
+    if (this.closed || this.poller) return;
+    this.poller = setInterval(() => void this.poll(), POLL_MS);
+    this.poller.unref();
+    this.runNow();
+  }
+
+  /** Drains soon; called after a commit that wrote rows. Cheap: wakes within COALESCE_MS share one pass. */
+  wake(): void {
+    if (this.closed || this.timer) return;
+    if (this.running) this.again = true;
+    else this.schedule(COALESCE_MS);
+  }
+
+  /**
+   * Runs passes until the outbox is empty, waiting while another relay holds the lock; rejects
+   * when a pass fails (the rows stay). For shutdown and tests.
+   */
+  async drain(): Promise<void> {
+    for (;;) {
+      const r = await this.pass();
+      if (r === 'empty') return;
+      if (r === 'busy') await new Promise((res) => setTimeout(res, BUSY_RETRY_MS));
+    }
+  }
+
+  /**
+   * Stops the relay after a last drain of what this process wrote just before (best effort: what
+   * fails stays for another relay or the next start; a relay holding the lock will take it anyway).
+   */
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.poller);
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.running;
+    try {
+      let r: PassResult;
+      do r = await this.pass();
+      while (r === 'more');
+    } catch (err) {
+      this.deps.logger.warn({ err: (err as Error).message }, 'side effects left in the outbox at shutdown');
+    }
+  }
+
+  private schedule(ms: number): void {
+    this.again = false;
+    if (this.closed) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.runNow();
+    }, ms);
+    this.timer.unref();
+  }
+
+  private runNow(): void {
+    if (this.closed || this.running) return;
+    this.running = this.run().finally(() => {
+      this.running = undefined;
+      if (this.again && !this.timer) this.schedule(COALESCE_MS);
+    });
+  }
+
+  private async run(): Promise<void> {
+    this.again = false;
+    let r: PassResult;
+    try {
+      do r = await this.pass();
+      while (r === 'more' && !this.closed);
+    } catch (err) {
+      this.failures++;
+      const log = { err: (err as Error).message, attempt: this.failures };
+      if (this.failures === 1) this.deps.logger.warn(log, 'could not relay side effects; retrying');
+      else this.deps.logger.debug(log, 'could not relay side effects; retrying');
+      this.schedule(Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** (this.failures - 1)));
+      return;
+    }
+    if (this.failures) {
+      this.deps.logger.info({ failedAttempts: this.failures }, 'side effects relayed again');
+      this.failures = 0;
+    }
+    if (r === 'busy') this.schedule(BUSY_RETRY_MS);
+  }
+
+  /** Wakes the relay when rows wait and nothing else will handle them soon. */
+  private async poll(): Promise<void> {
+    if (this.closed || this.running || this.timer) return;
+    try {
+      const { rows } = await this.deps.db.raw(`SELECT EXISTS (SELECT 1 FROM ${SIDE_EFFECT_OUTBOX} WHERE kind = ANY(?::text[])) AS pending`, [KINDS_ARRAY]);
+      if (rows[0].pending) this.wake();
+    } catch {
+      // Database unreachable: the next poll tries again.
+    }
+  }
+
+  /** One transaction: lock, claim the oldest rows, carry them out, commit (which deletes them). */
+  private pass(): Promise<PassResult> {
+    return this.deps.db.transaction(async (trx) => {
+      const { rows: lock } = await trx.raw('SELECT pg_try_advisory_xact_lock(?) AS ok', [OUTBOX_RELAY_LOCK]);
+      if (!lock[0].ok) return 'busy';
+      const { rows } = await trx.raw<{ rows: OutboxRow[] }>(
+        `DELETE FROM ${SIDE_EFFECT_OUTBOX} WHERE id IN (
+           SELECT id FROM ${SIDE_EFFECT_OUTBOX} WHERE kind = ANY(?::text[]) ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED)
+         RETURNING id, kind, payload`,
+        [KINDS_ARRAY, CLAIM_ROWS],
+      );
+      if (rows.length === 0) return 'empty';
+      // RETURNING has no order; ids are int8 strings without leading zeros.
+      rows.sort((a, b) => a.id.length - b.id.length || (a.id < b.id ? -1 : 1));
+      await withTimeout(this.carryOut(trx, rows), PASS_REDIS_BUDGET_MS, 'relaying side effects');
+      return rows.length === CLAIM_ROWS ? 'more' : 'empty';
+    });
+  }
+
+  private async carryOut(trx: Knex.Transaction, rows: OutboxRow[]): Promise<void> {
+    const pointIds = rows.flatMap((r) => (r.kind === 'gpsPoints' ? (r.payload as OutboxPayloads['gpsPoints']).ids : []));
+    if (pointIds.length) await this.relayGpsPoints(trx, pointIds);
+    for (const r of rows) {
+      if (r.kind !== 'email') continue;
+      const { outboxId } = r.payload as OutboxPayloads['email'];
+      // The job id makes a replayed row (at least once) a no-op while the first job exists.
+      await this.deps.queues.enqueue('email', { outboxId }, { jobId: `email-${outboxId}` });
+    }
+  }
+
+  /**
+   * gpsUpdate on `gps` and `gps:<device_id>` for each point still stored, in acceptance order; the
+   * latest-point cache raised (the request did it too, unless Redis was down then); geofence jobs.
+   */
+  private async relayGpsPoints(trx: Knex.Transaction, ids: string[]): Promise<void> {
+    const cols = GPS_POINT_COLUMNS.map((c) => `"${c}"`).join(', ');
+    // One array parameter, whatever the number of ids (uuids need no quoting in an array literal).
+    const { rows } = await trx.raw<{ rows: GpsPointRow[] }>(`SELECT ${cols} FROM gps_points WHERE id = ANY(?::uuid[])`, [`{${ids.join(',')}}`]);
+    const byId = new Map(rows.map((p) => [p.id, p]));
+    const points = ids.map((id) => byId.get(id)).filter((p): p is GpsPointRow => p !== undefined);
+    if (points.length === 0) return;
+    const pushes: Array<{ channel: string; message: ServerPush }> = [];
+    for (const p of points) {
+      const message: ServerPush = { type: 'gpsUpdate', data: presentGpsPoint(p) };
+      pushes.push({ channel: 'gps', message });
+      if (p.device_id) pushes.push({ channel: `gps:${p.device_id}`, message });
+    }
+    for (let i = 0; i < pushes.length; i += PUBLISH_CHUNK) await this.deps.bus.publishMany(pushes.slice(i, i + PUBLISH_CHUNK));
+    await recordLatestGps(this.deps.db, this.deps.redis, this.deps.config, points);
+    for (let i = 0; i < points.length; i += GEOFENCE_JOB_MAX_IDS) {
+      await this.deps.queues.enqueue('geofence', { gpsPointIds: points.slice(i, i + GEOFENCE_JOB_MAX_IDS).map((p) => p.id) });
+    }
+  }
+}
