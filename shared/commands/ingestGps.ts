@@ -3,11 +3,11 @@ import type { Knex } from 'knex';
 import type Redis from 'ioredis';
 import type { Config } from '../config';
 import { badRequest } from '../errors';
-import type { EventBus, GpsPushData, ServerPush } from '../events';
+import type { GpsPushData } from '../events';
 import type { Logger } from '../logger';
 import type { Principal } from '../policies';
 import { GpsPointRow, presentGpsPoint } from '../presenters/gpsPoint';
-import type { Queues } from '../queues';
+import { OutboxRelay, SIDE_EFFECT_OUTBOX } from '../outbox';
 import { z, zFinite, zUuid } from '../zod';
 import { forgetLatestGps, recordLatestGps } from './gpsLatestCache';
 import { TrackerLink, trackerLinkFor } from './trackerLinks';
@@ -43,14 +43,13 @@ export type GpsPointInput = z.infer<typeof gpsPointInput>;
 /** Batch ingest limit of POST /v1/gps/batch. */
 export const GPS_BATCH_MAX = 1000;
 
-/** What ingestion needs from a process: database, cache, pub/sub, queues. */
+/** What ingestion needs from a process: database, cache, and the side-effect relay to wake. */
 export interface IngestDeps {
   db: Knex;
   redis: Redis;
-  bus: EventBus;
-  queues: Queues;
   config: Pick<Config, 'redisPrefix'>;
   logger: Logger;
+  outbox: Pick<OutboxRelay, 'wake'>;
 }
 
 type NewGpsRow = Omit<GpsPointRow, 'id' | 'created_at'>;
@@ -83,13 +82,14 @@ async function existingTrips(db: Knex, ids: string[]): Promise<Set<string>> {
 }
 
 /**
- * After the insert has committed: raise the latest-point cache (awaited, so `current` is never
- * staler than the answer), then publish one gpsUpdate per point on `gps` (and `gps:<device_id>`)
- * and queue geofence evaluation (coalesced over a few milliseconds), neither awaited: the HTTP
- * answer does not wait for them.
+ * After the insert has committed: wake the side-effect relay (the statement also wrote the points'
+ * outbox row: gpsUpdate pushes and geofence evaluation happen from there, also after a Redis
+ * outage), and raise the latest-point cache, awaited so `current` is never staler than the answer.
+ * A cache that cannot be raised is dropped; with Redis down neither works and `current` reads the
+ * database until the relay raises the cache once Redis is back.
  */
-export async function afterGpsInsert(deps: IngestDeps, rows: GpsPointRow[]): Promise<GpsPushData[]> {
-  const presented = rows.map(presentGpsPoint);
+async function afterGpsInsert(deps: IngestDeps, rows: GpsPointRow[]): Promise<GpsPushData[]> {
+  deps.outbox.wake();
   try {
     await recordLatestGps(deps.db, deps.redis, deps.config, rows);
   } catch (err) {
@@ -97,69 +97,7 @@ export async function afterGpsInsert(deps: IngestDeps, rows: GpsPointRow[]): Pro
     deps.logger.warn({ err: (err as Error).message }, 'could not update the latest GPS cache');
     await forgetLatestGps(deps.redis, deps.config, rows.map((r) => r.device_id)).catch(() => undefined);
   }
-  const pushes: Array<{ channel: string; message: ServerPush }> = [];
-  for (const data of presented) {
-    const message: ServerPush = { type: 'gpsUpdate', data };
-    pushes.push({ channel: 'gps', message });
-    if (data.device_id) pushes.push({ channel: `gps:${data.device_id}`, message });
-  }
-  deps.bus.publishMany(pushes).catch((err) => deps.logger.warn({ err: (err as Error).message, points: presented.length }, 'could not publish gpsUpdate'));
-  geofenceBatcher(deps).add(rows.map((r) => r.id));
-  return presented;
-}
-
-/** How long points wait to share one geofence job, and the most ids a job carries. */
-const GEOFENCE_FLUSH_MS = 20;
-const GEOFENCE_JOB_MAX_IDS = 1000;
-
-/**
- * Coalesces the points of concurrent requests into one `geofence` job per few milliseconds: a
- * BullMQ job per single-point POST would cost more Redis work than the point itself. Evaluation
- * order does not depend on job boundaries (the evaluator applies points in timestamp order).
- */
-class GeofenceBatcher {
-  private ids: string[] = [];
-  private timer?: NodeJS.Timeout;
-  /** Enqueues sent and not yet answered: shutdown waits for them too. */
-  private readonly inflight = new Set<Promise<unknown>>();
-
-  constructor(private readonly deps: Pick<IngestDeps, 'queues' | 'logger'>) {
-    // Points accepted just before shutdown still get their geofence evaluation.
-    deps.queues.beforeClose(() => this.flush());
-  }
-
-  add(ids: string[]): void {
-    this.ids.push(...ids);
-    if (this.ids.length >= GEOFENCE_JOB_MAX_IDS) void this.flush();
-    else if (!this.timer) {
-      this.timer = setTimeout(() => void this.flush(), GEOFENCE_FLUSH_MS);
-      this.timer.unref();
-    }
-  }
-
-  flush(): Promise<void> {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    while (this.ids.length) {
-      const gpsPointIds = this.ids.splice(0, GEOFENCE_JOB_MAX_IDS);
-      const p: Promise<unknown> = this.deps.queues
-        .enqueue('geofence', { gpsPointIds })
-        .catch((err) => this.deps.logger.warn({ err: (err as Error).message, points: gpsPointIds.length }, 'could not enqueue geofence evaluation'))
-        .finally(() => this.inflight.delete(p));
-      this.inflight.add(p);
-    }
-    return Promise.all([...this.inflight]).then(() => undefined);
-  }
-}
-
-const batchers = new WeakMap<Queues, GeofenceBatcher>();
-function geofenceBatcher(deps: Pick<IngestDeps, 'queues' | 'logger'>): GeofenceBatcher {
-  let b = batchers.get(deps.queues);
-  if (!b) {
-    b = new GeofenceBatcher(deps);
-    batchers.set(deps.queues, b);
-  }
-  return b;
+  return rows.map(presentGpsPoint);
 }
 
 /** Columns written by ingestion and their Postgres array types for unnest(). */
@@ -181,15 +119,28 @@ const INSERT_COLUMNS: Array<[keyof NewGpsRow | 'id', string]> = [
   ['vdop', 'float8'],
 ];
 const INSERT_COLUMN_LIST = INSERT_COLUMNS.map(([c]) => `"${c}"`).join(', ');
+/**
+ * The points' side effects go to the outbox in the same statement (a data-modifying CTE runs
+ * whether or not it is referenced): one row per request, carrying the new ids in request order.
+ */
+const OUTBOX_ONE = `INSERT INTO ${SIDE_EFFECT_OUTBOX} (kind, payload) VALUES ('gpsPoints', jsonb_build_object('ids', jsonb_build_array($1::uuid)))`;
+const OUTBOX_MANY = `INSERT INTO ${SIDE_EFFECT_OUTBOX} (kind, payload) VALUES ('gpsPoints', jsonb_build_object('ids', to_jsonb($1::uuid[])))`;
 /** One row: a plain VALUES insert. Both statements are named, so each connection parses and plans them once. */
 const INSERT_ONE = {
-  name: 'gps_points_insert_one_v1',
-  text: `INSERT INTO gps_points (${INSERT_COLUMN_LIST}) VALUES (${INSERT_COLUMNS.map(([, type], i) => `$${i + 1}::${type}`).join(', ')}) RETURNING id, created_at`,
+  name: 'gps_points_insert_one_v2',
+  text: `WITH ins AS (
+    INSERT INTO gps_points (${INSERT_COLUMN_LIST}) VALUES (${INSERT_COLUMNS.map(([, type], i) => `$${i + 1}::${type}`).join(', ')}) RETURNING id, created_at
+  ), fx AS (${OUTBOX_ONE})
+  SELECT id, created_at FROM ins`,
 };
 /** Many rows: one array per column (unnest), so the statement has 15 parameters whatever the batch size. */
 const INSERT_MANY = {
-  name: 'gps_points_insert_many_v1',
-  text: `INSERT INTO gps_points (${INSERT_COLUMN_LIST}) SELECT * FROM unnest(${INSERT_COLUMNS.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')}) RETURNING id, created_at`,
+  name: 'gps_points_insert_many_v2',
+  text: `WITH ins AS (
+    INSERT INTO gps_points (${INSERT_COLUMN_LIST})
+    SELECT * FROM unnest(${INSERT_COLUMNS.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')}) RETURNING id, created_at
+  ), fx AS (${OUTBOX_MANY})
+  SELECT id, created_at FROM ins`,
 };
 
 /** The pg client API this module uses on a connection borrowed from knex's pool. */
@@ -198,10 +149,10 @@ interface PgConnection {
 }
 
 /**
- * Inserts all rows with one INSERT statement, as a named (prepared) statement on a connection of
- * knex's pool: the hot path skips query building and the server skips parsing and planning. Ids
- * are made here (v4, like gen_random_uuid()), so the stored rows are known without reading them
- * back: only created_at, the database's clock, is returned.
+ * Inserts all rows and their outbox row with one statement, as a named (prepared) statement on a
+ * connection of knex's pool: the hot path skips query building and the server skips parsing and
+ * planning. Ids are made here (v4, like gen_random_uuid()), so the stored rows are known without
+ * reading them back: only created_at, the database's clock, is returned.
  */
 async function insertRows(db: Knex, rows: NewGpsRow[]): Promise<GpsPointRow[]> {
   const withIds = rows.map((r) => ({ ...r, id: randomUUID() }));
