@@ -10,7 +10,7 @@ import { announceSessionsRevoked, deleteUserSessions } from '../../shared/comman
 import { createVerifiedEmailUser, emailPlatform, findEmailAccountByAddress, findUserIdByEmail, flatUser, userAccounts, zEmail, zUsername } from '../../shared/commands/users';
 import { sha256 } from '../../shared/crypto';
 import { emailLocale } from '../../shared/emails/accountEmails';
-import { enqueueEmails, writeAccountEmail } from '../../shared/emails/outbox';
+import { writeAccountEmail } from '../../shared/emails/outbox';
 import { badRequest, forbidden, HttpError, unauthorized } from '../../shared/errors';
 import { PlatformAccount } from '../../shared/models/PlatformAccount';
 import { User } from '../../shared/models/User';
@@ -90,7 +90,7 @@ export function authFlowRoutes(router: ApiRouter): void {
         ctx.body = { message: REGISTER_ACCEPTED };
         return;
       }
-      const outboxId = await s.db.transaction(async (trx) => {
+      await s.db.transaction(async (trx) => {
         if (ownerId) {
           const owner = await User.query(trx).findById(ownerId);
           const providers = [...new Set((await userAccounts(trx, ownerId)).map((a) => a.platform?.name ?? ''))].filter(Boolean);
@@ -117,7 +117,7 @@ export function authFlowRoutes(router: ApiRouter): void {
           vars: { expiresAt: row.expires_at, email: body.email },
         });
       });
-      await enqueueEmails(s.queues, [outboxId]);
+      s.outbox.wake();
       ctx.status = 202;
       ctx.body = { message: REGISTER_ACCEPTED };
     },

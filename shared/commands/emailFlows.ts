@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { ServiceContext } from '../context';
 import { emailLocale } from '../emails/accountEmails';
-import { enqueueEmails, writeAccountEmail } from '../emails/outbox';
+import { writeAccountEmail } from '../emails/outbox';
 import { badRequest, conflict, notFound } from '../errors';
 import type { AccountToken } from '../models/AccountToken';
 import { PlatformAccount } from '../models/PlatformAccount';
@@ -37,9 +37,9 @@ export async function requestEmailChange(ctx: ServiceContext, userId: string, ne
   if (!account) throw badRequest('this account has no email sign-in; link an email address with /email-link/request instead');
   if (account.email?.toLowerCase() === newEmail) throw badRequest('email: this is already the address of the account');
   if (await emailInUse(ctx.db, newEmail, userId)) throw conflict('email is already in use');
-  const { outboxId, expiresAt } = await ctx.db.transaction(async (trx) => {
+  const expiresAt = await ctx.db.transaction(async (trx) => {
     const { token, row } = await issueAccountToken(trx, { purpose: 'email_change', userId, email: newEmail, payload: { new_email: newEmail, platform_account_id: account.id } });
-    const outboxId = await writeAccountEmail(trx, ctx.config, {
+    await writeAccountEmail(trx, ctx.config, {
       to: newEmail,
       userId,
       template: 'email_change',
@@ -47,9 +47,9 @@ export async function requestEmailChange(ctx: ServiceContext, userId: string, ne
       token,
       vars: { expiresAt: row.expires_at, username: user.username, email: newEmail },
     });
-    return { outboxId, expiresAt: row.expires_at };
+    return row.expires_at;
   });
-  await enqueueEmails(ctx.queues, [outboxId]);
+  ctx.outbox.wake();
   return { expiresAt };
 }
 
@@ -78,9 +78,9 @@ export async function requestEmailLink(ctx: ServiceContext, userId: string, emai
   if (await findEmailAccount(ctx.db, userId)) throw badRequest('this account already has an email sign-in; change its address with /email/request-change');
   if (await emailInUse(ctx.db, email, userId)) throw conflict('email is already in use');
   const passwordHash = await hashPassword(password);
-  const { outboxId, expiresAt } = await ctx.db.transaction(async (trx) => {
+  const expiresAt = await ctx.db.transaction(async (trx) => {
     const { token, row } = await issueAccountToken(trx, { purpose: 'email_link', userId, email, payload: { email, password_hash: passwordHash } });
-    const outboxId = await writeAccountEmail(trx, ctx.config, {
+    await writeAccountEmail(trx, ctx.config, {
       to: email,
       userId,
       template: 'email_link',
@@ -88,9 +88,9 @@ export async function requestEmailLink(ctx: ServiceContext, userId: string, emai
       token,
       vars: { expiresAt: row.expires_at, username: user.username, email },
     });
-    return { outboxId, expiresAt: row.expires_at };
+    return row.expires_at;
   });
-  await enqueueEmails(ctx.queues, [outboxId]);
+  ctx.outbox.wake();
   return { expiresAt };
 }
 
@@ -134,7 +134,7 @@ export async function sendEmailVerification(ctx: ServiceContext, userId: string,
   const account = await findEmailAccount(ctx.db, userId);
   if (!account?.email) return;
   const email = account.email.toLowerCase();
-  const outboxId = await ctx.db.transaction(async (trx) => {
+  await ctx.db.transaction(async (trx) => {
     const { token, row } = await issueAccountToken(trx, { purpose: 'email_verification', userId, email });
     return writeAccountEmail(trx, ctx.config, {
       to: email,
@@ -145,7 +145,7 @@ export async function sendEmailVerification(ctx: ServiceContext, userId: string,
       vars: { expiresAt: row.expires_at, username: user.username, email },
     });
   });
-  await enqueueEmails(ctx.queues, [outboxId]);
+  ctx.outbox.wake();
 }
 
 /**
@@ -157,7 +157,7 @@ export async function issuePasswordReset(ctx: ServiceContext, email: string, met
   const account = await findEmailAccountByAddress(ctx.db, email);
   if (!account) return false;
   const user = await User.query(ctx.db).findById(account.user_id);
-  const outboxId = await ctx.db.transaction(async (trx) => {
+  await ctx.db.transaction(async (trx) => {
     const userId = account.user_id;
     const { token, row } = await issueAccountToken(trx, { purpose: 'password_reset', userId, email, payload: { platform_account_id: account.id } });
     await recordAuditEvent(
@@ -181,7 +181,7 @@ export async function issuePasswordReset(ctx: ServiceContext, email: string, met
       vars: { expiresAt: row.expires_at, username: user?.username },
     });
   });
-  await enqueueEmails(ctx.queues, [outboxId]);
+  ctx.outbox.wake();
   return true;
 }
 

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { Config } from '../config';
 import { decryptSecret, encryptSecret } from '../crypto';
 import { EmailOutbox } from '../models/EmailOutbox';
-import type { Queues } from '../queues';
+import { writeOutbox } from '../outbox';
 import { AccountEmailTemplate, AccountEmailVars, emailLink, EmailLocale, renderAccountEmail } from './accountEmails';
 
 export interface AccountEmail {
@@ -24,10 +24,11 @@ export interface AccountEmail {
 export const TOKEN_PLACEHOLDER = 'REDACTED';
 
 /**
- * Writes an account email to the outbox (inside the caller's transaction, so the mail exists iff
- * the change commits). Returns the outbox id to hand to `enqueueEmails` after the commit.
+ * Writes an account email to email_outbox and its `email` job to the side-effect outbox, inside the
+ * caller's transaction: the mail exists and gets sent iff the change commits, whatever Redis does
+ * meanwhile. Call `outbox.wake()` after the commit. Returns the email_outbox id.
  */
-export async function writeAccountEmail(trx: Knex | Knex.Transaction, config: Pick<Config, 'appUrl' | 'secretsKey'>, mail: AccountEmail): Promise<string> {
+export async function writeAccountEmail(trx: Knex.Transaction, config: Pick<Config, 'appUrl' | 'secretsKey'>, mail: AccountEmail): Promise<string> {
   const link = emailLink(config.appUrl, mail.template, mail.token ? TOKEN_PLACEHOLDER : undefined);
   const { subject, text, html } = renderAccountEmail(mail.template, mail.locale, { ...mail.vars, link });
   const row = await EmailOutbox.query(trx).insertAndFetch({
@@ -40,12 +41,8 @@ export async function writeAccountEmail(trx: Knex | Knex.Transaction, config: Pi
     token_sealed: mail.token ? encryptSecret(mail.token, config.secretsKey) : null,
     status: 'queued',
   });
+  await writeOutbox(trx, 'email', { outboxId: row.id });
   return row.id;
-}
-
-/** Hands outbox rows to the `email` queue (after the commit); the worker sends them with retries. */
-export async function enqueueEmails(queues: Queues, outboxIds: string[]): Promise<void> {
-  for (const outboxId of outboxIds) await queues.enqueue('email', { outboxId });
 }
 
 /** The bodies to send: the stored ones with the sealed token unsealed into the link (throws on a wrong key). */

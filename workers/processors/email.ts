@@ -24,7 +24,8 @@ function transporter(url: string): Transporter {
  */
 export const emailProcessor: Processor<'email'> = async (job, ctx: ServiceContext) => {
   const mail = await EmailOutbox.query().findById(job.data.outboxId);
-  if (!mail || mail.status === 'sent') return { skipped: true };
+  // Done with already (sent, logged or finally failed): a replayed job (the outbox relays at least once) sends nothing.
+  if (!mail || mail.status !== 'queued') return { skipped: true };
   if (!ctx.config.smtpUrl) {
     ctx.logger.info({ outboxId: mail.id, to: mail.to_address, template: mail.template, subject: mail.subject }, 'email not sent (no SMTP_URL configured)');
     await EmailOutbox.query().patchAndFetchById(mail.id, { ...finishedOutboxFields(mail), status: 'logged', attempts: mail.attempts + 1 });
