@@ -12,6 +12,7 @@ import type { Logger } from '../shared/logger';
 import { createRedis, redisReady } from '../shared/redis';
 import { SERVICE_VERSION } from '../shared/version';
 import { createApp } from './app';
+import { DRAIN_IDLE_GRACE_MS, trackConnections } from './drain';
 import { buildGraphqlSchema } from './graphql';
 import { RateLimiter } from './middleware/rateLimit';
 import type { ApiServices } from './services';
@@ -66,8 +67,11 @@ function forwardUpgrades(server: http.Server, config: Config, logger: Logger): v
   });
 }
 
-/** Starts the api process: context, credentials cache, rate limiter, GraphQL schema, HTTP server. */
-export async function startApi(config: Config, opts: { port?: number } = {}): Promise<RunningApi> {
+/**
+ * Starts the api process: context, credentials cache, rate limiter, GraphQL schema, HTTP server.
+ * `drainIdleGraceMs` shortens the quiet time idle keep-alive sockets get in close() (tests).
+ */
+export async function startApi(config: Config, opts: { port?: number; drainIdleGraceMs?: number } = {}): Promise<RunningApi> {
   const ctx = createContext(config, 'api');
   // The fail-fast connection refuses commands until connected; a Redis that is down does not hold the start.
   if (!(await redisReady(ctx.redis, 2000))) ctx.logger.warn('redis not reachable at start; serving without it');
@@ -91,6 +95,7 @@ export async function startApi(config: Config, opts: { port?: number } = {}): Pr
   const server = http.createServer(app.callback());
   server.keepAliveTimeout = 65_000;
   answerMalformedRequests(server);
+  const connections = trackConnections(server, ctx.logger, { idleGraceMs: opts.drainIdleGraceMs ?? DRAIN_IDLE_GRACE_MS });
   forwardUpgrades(server, config, ctx.logger);
   await new Promise<void>((resolve) => server.listen(opts.port ?? config.port, config.host, resolve));
   const port = (server.address() as net.AddressInfo).port;
@@ -102,11 +107,9 @@ export async function startApi(config: Config, opts: { port?: number } = {}): Pr
     services,
     port,
     async close() {
-      // Stop accepting, let in-flight requests finish, then release connections.
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeIdleConnections();
-      });
+      // Stop accepting, answer what is in flight with Connection: close, then release Postgres and Redis.
+      const drained = await connections.drain(config.drainTimeoutMs);
+      ctx.logger.info(drained, 'api drained');
       await credentials.stop();
       await services.rateLimiter.close();
       limiterRedis.disconnect();
@@ -120,14 +123,20 @@ if (require.main === module) {
   startApi(config)
     .then((api) => {
       const shutdown = (signal: string) => {
-        api.services.logger.info({ signal }, 'api draining');
+        api.services.logger.info({ signal, deadlineMs: config.drainTimeoutMs }, 'api draining');
         api.close().then(
           () => process.exit(0),
-          () => process.exit(1),
+          (err) => {
+            api.services.logger.error({ err }, 'api drain failed');
+            process.exit(1);
+          },
         );
       };
+      // PM2 stops and reloads with SIGINT, systemd and docker with SIGTERM.
       process.once('SIGTERM', () => shutdown('SIGTERM'));
       process.once('SIGINT', () => shutdown('SIGINT'));
+      // With wait_ready (ecosystem.config.js), `pm2 reload` stops an old instance only after this.
+      process.send?.('ready');
     })
     .catch((err) => {
       process.stderr.write(`api failed to start: ${err?.stack ?? err}\n`);

@@ -93,6 +93,7 @@ const schema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   SUPPORTED_LOCALES: z.string().default('en,de'),
   WORKER_CONCURRENCY: int(4, 1),
+  DRAIN_TIMEOUT_MS: int(10000, 0),
   API_INSTANCES: z.string().default('max'),
   REALTIME_INSTANCES: int(1, 1),
   WORKER_INSTANCES: int(1, 1),
@@ -149,6 +150,8 @@ export interface Config {
   logLevel: string;
   supportedLocales: string[];
   workerConcurrency: number;
+  /** api: how long a SIGTERM drain waits for requests in flight before cutting them (below PM2's kill_timeout). */
+  drainTimeoutMs: number;
   instances: { api: string; realtime: number; workers: number };
   ws: {
     heartbeatIntervalMs: number;
@@ -201,6 +204,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logLevel: e.LOG_LEVEL,
     supportedLocales: e.SUPPORTED_LOCALES.split(',').map((s) => s.trim()).filter(Boolean),
     workerConcurrency: e.WORKER_CONCURRENCY,
+    drainTimeoutMs: e.DRAIN_TIMEOUT_MS,
     instances: { api: e.API_INSTANCES, realtime: e.REALTIME_INSTANCES, workers: e.WORKER_INSTANCES },
     ws: {
       heartbeatIntervalMs: e.WS_HEARTBEAT_INTERVAL_MS,

@@ -8,7 +8,7 @@ import type { Stack } from './stack';
  * so tests using it should be serial.
  */
 export async function startSecondApi(s: Stack): Promise<{ url: string; close(): Promise<void> }> {
-  const api = await startApi(s.config, { port: 0 });
+  const api = await startApi(s.config, { port: 0, drainIdleGraceMs: 0 });
   Model.knex(s.db);
   return {
     url: `http://127.0.0.1:${api.port}`,

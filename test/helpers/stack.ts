@@ -25,6 +25,8 @@ export interface RequestOptions {
 
 export interface Stack {
   config: Config;
+  /** The environment the stack's config was loaded from: start a service process with it to join the stack. */
+  env: Record<string, string>;
   api: RunningApi;
   url: string;
   db: Knex;
@@ -64,10 +66,16 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     ...opts.env,
   };
   const realtime: RunningRealtime[] = [];
-  let config = loadConfig(baseEnv);
+  let env = baseEnv;
+  let config = loadConfig(env);
   for (let i = 0; i < (opts.realtime ?? 0); i++) realtime.push(await startRealtime(config, { port: 0 }));
-  if (realtime.length) config = loadConfig({ ...baseEnv, REALTIME_PORT: String(realtime[0].port) });
-  const api = await startApi(config, { port: 0 });
+  if (realtime.length) {
+    env = { ...baseEnv, REALTIME_PORT: String(realtime[0].port) };
+    config = loadConfig(env);
+  }
+  // Closing a test stack need not wait for requests a client may have on the wire (the production
+  // grace is tested in test/api/drain.test.ts): idle keep-alive sockets are closed at once.
+  const api = await startApi(config, { port: 0, drainIdleGraceMs: 0 });
   const workers = opts.workers ? await startWorkers(config, { schedule: false }) : undefined;
   const url = `http://127.0.0.1:${api.port}`;
 
@@ -92,6 +100,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
 
   return {
     config,
+    env,
     api,
     url,
     db: api.services.db,
