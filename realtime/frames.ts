@@ -90,7 +90,8 @@ export const CloseCode = {
   policyViolation: 1008,
   /** RFC 6455 "try again later": the client did not read fast enough and its send buffer overflowed. */
   slowConsumer: 1013,
-  serverShutdown: 1001,
+  /** RFC 6455 "service restart": the instance is draining (deploy, reload); reconnect, to another instance or this one restarted. */
+  serviceRestart: 1012,
   /** Credentials revoked, expired or no longer valid. */
   credentialsRevoked: 4001,
   accountDeleted: 4002,

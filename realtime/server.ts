@@ -29,6 +29,7 @@ export interface RunningRealtime {
   instanceId: string;
   port: number;
   server: http.Server;
+  logger: Logger;
   stats(): RealtimeStats;
   close(): Promise<void>;
 }
@@ -81,8 +82,13 @@ export async function startRealtime(config: Config, opts: { port?: number; logge
   // Handshake faults upgradeProblem does not look at (Sec-WebSocket-Protocol, -Extensions syntax).
   wss.on('wsClientError', (err: Error, socket: net.Socket) => refuseSocket(socket, 400, err.message));
 
+  // Set by close(): upgrades still authenticating are refused, not opened after every client was told to go.
+  let draining = false;
+  const RESTARTING = 'the server is restarting, reconnect';
+
   server.on('upgrade', (req: UpgradeRequest, socket: net.Socket, head: Buffer) => {
     socket.on('error', () => socket.destroy());
+    if (draining) return refuseSocket(socket, 503, RESTARTING);
     // A handshake that cannot succeed is refused before authentication costs a database read.
     const problem = upgradeProblem(req);
     if (problem) return refuseSocket(socket, problem.status, problem.message, problem.headers);
@@ -90,6 +96,7 @@ export async function startRealtime(config: Config, opts: { port?: number; logge
       const result: UpgradeAuth = await authenticateUpgrade(req, deps);
       if (!result.ok) return refuseSocket(socket, result.status, result.message);
       if (socket.destroyed) return;
+      if (draining) return refuseSocket(socket, 503, RESTARTING);
       req[SUBPROTOCOL] = result.subprotocol;
       wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, result));
     })().catch((err) => {
@@ -195,22 +202,29 @@ export async function startRealtime(config: Config, opts: { port?: number; logge
     instanceId,
     port,
     server,
+    logger,
     stats: () => hub.stats(),
     async close() {
+      const started = Date.now();
+      draining = true;
       clearInterval(heartbeat);
       clearInterval(reporter);
       if (reportTimer) clearTimeout(reportTimer);
       hub.setOnChange(() => undefined);
       rpc.close();
-      for (const c of hub.clients) hub.close(c, CloseCode.serverShutdown, 'server shutting down');
+      const clients = hub.clients.size;
+      // 1012 rather than 1001 (going away): the service stays up, clients reconnect at once.
+      for (const c of hub.clients) hub.close(c, CloseCode.serviceRestart, 'service restart');
       await redis.hdel(statsKey, instanceId).catch(() => undefined);
       await new Promise<void>((resolve) => {
         wss.close();
         server.close(() => resolve());
+        // A client that does not answer the close frame within a second is dropped.
         setTimeout(() => {
           for (const c of hub.clients) c.socket.terminate();
         }, 1000).unref();
       });
+      logger.info({ clients, ms: Date.now() - started }, 'realtime drained');
       await credentials.stop();
       await queues.close().catch(() => undefined);
       subscriber.disconnect();
@@ -224,9 +238,21 @@ if (require.main === module) {
   const config = loadConfigOrExit();
   startRealtime(config)
     .then((rt) => {
-      const shutdown = () => rt.close().then(() => process.exit(0), () => process.exit(1));
-      process.once('SIGTERM', shutdown);
-      process.once('SIGINT', shutdown);
+      const shutdown = (signal: string) => {
+        rt.logger.info({ signal }, 'realtime draining');
+        rt.close().then(
+          () => process.exit(0),
+          (err) => {
+            rt.logger.error({ err }, 'realtime drain failed');
+            process.exit(1);
+          },
+        );
+      };
+      // PM2 stops and reloads with SIGINT, systemd and docker with SIGTERM.
+      process.once('SIGTERM', () => shutdown('SIGTERM'));
+      process.once('SIGINT', () => shutdown('SIGINT'));
+      // With wait_ready (ecosystem.config.js), `pm2 reload` stops an old instance only after this.
+      process.send?.('ready');
       // `--ipc-probe` (bench/wsFanout.ts, started with an IPC channel): answers memory probes,
       // after a GC when the process runs with --expose-gc.
       if (process.send && process.argv.includes('--ipc-probe')) {
