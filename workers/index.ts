@@ -70,8 +70,11 @@ export async function startWorkers(config: Config, opts: { schedule?: boolean } 
     ctx,
     workers,
     async close() {
-      // Worker.close() waits for in-flight jobs to finish before resolving.
+      const started = Date.now();
+      // Worker.close() stops taking jobs and waits for the running ones to finish. A job still running
+      // at PM2's kill_timeout dies with the process and is retried as stalled by another worker.
       await Promise.all(workers.map((w) => w.close()));
+      ctx.logger.info({ ms: Date.now() - started }, 'workers drained');
       for (const c of connections) c.disconnect();
       await ctx.close();
     },
@@ -86,7 +89,10 @@ if (require.main === module) {
         running.ctx.logger.info({ signal }, 'workers draining');
         running.close().then(
           () => process.exit(0),
-          () => process.exit(1),
+          (err) => {
+            running.ctx.logger.error({ err }, 'workers drain failed');
+            process.exit(1);
+          },
         );
       };
       process.once('SIGTERM', () => shutdown('SIGTERM'));
