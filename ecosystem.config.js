@@ -6,6 +6,13 @@ const common = { node_args: '--enable-source-maps', merge_logs: true, time: fals
 // young generation (V8's default semi-space is 16 MB) lets most of them die young instead of being
 // copied and promoted. bench:foundation runs its targets with these same flags.
 const apiNodeArgs = `${common.node_args} --max-semi-space-size=64`;
+// Stopping and `pm2 reload` send SIGINT; every process then drains (README "Production under PM2").
+// The api answers requests in flight for up to DRAIN_TIMEOUT_MS (default 10 s, shared/config.ts), then
+// closes Postgres and Redis (≤ 2 s): kill_timeout leaves a margin above both before PM2's SIGKILL.
+const apiDrainMs = Number(env.DRAIN_TIMEOUT_MS || 10000);
+// wait_ready: a reload stops an old instance once its replacement sent 'ready' (after listen), or
+// after listen_timeout, whichever comes first: generous, so a slow start never costs capacity.
+const ready = { wait_ready: true, listen_timeout: 30000 };
 
 module.exports = {
   apps: [
@@ -16,8 +23,8 @@ module.exports = {
       node_args: apiNodeArgs,
       exec_mode: 'cluster',
       instances: env.API_INSTANCES || 'max',
-      kill_timeout: 15000,
-      listen_timeout: 20000,
+      ...ready,
+      kill_timeout: apiDrainMs + 5000,
     },
     {
       ...common,
@@ -25,6 +32,7 @@ module.exports = {
       script: 'dist/workers/index.js',
       exec_mode: 'fork',
       instances: Number(env.WORKER_INSTANCES || 1),
+      // Running jobs finish first; one still running at the kill is retried as stalled elsewhere.
       kill_timeout: 60000,
     },
     {
@@ -33,6 +41,8 @@ module.exports = {
       script: 'dist/realtime/server.js',
       exec_mode: 'cluster',
       instances: Number(env.REALTIME_INSTANCES || 1),
+      ...ready,
+      // Clients get close code 1012 and have 1 s to answer it; the rest is Redis and Postgres.
       kill_timeout: 10000,
     },
   ],
