@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import type { ParameterizedContext } from 'koa';
 import type { ZodTypeAny } from 'zod';
 import { validationError } from '../shared/errors';
-import { userPermissionSet } from '../shared/commands/access';
+import { userPermissionSet } from '../shared/queries/access';
 import {
   AccountScope,
   actingUserId,

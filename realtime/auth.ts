@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import type Redis from 'ioredis';
 import type { CredentialResolver } from '../shared/auth/credentials';
 import type { Config } from '../shared/config';
-import { SOURCE_SERVICES } from '../shared/commands/recordAuditEvent';
+import { SOURCE_SERVICES } from '../shared/audit';
 import { ANONYMOUS, Principal } from '../shared/policies';
 import { mayBeChatBot } from './channels';
 import type { ConnectionAuth } from './hub';

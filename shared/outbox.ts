@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type Redis from 'ioredis';
-import { recordLatestGps } from './commands/gpsLatestCache';
+import { recordLatestGps } from './caches/gpsLatest';
 import type { Config } from './config';
 import type { EventBus, ServerPush } from './events';
 import type { Logger } from './logger';

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { Arg, Ctx, Field, Int, Mutation, ObjectType, Resolver } from 'type-graphql';
-import { forgetLatestGps } from '../../shared/commands/gpsLatestCache';
+import { forgetLatestGps } from '../../shared/caches/gpsLatest';
 import { badRequest } from '../../shared/errors';
 import { authorize } from '../../shared/policies';
 import type { GqlContext } from './context';

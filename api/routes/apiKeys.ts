@@ -1,8 +1,8 @@
 import Router from '@koa/router';
 import { invalidateCredentials } from '../../shared/commands/accessChanges';
-import { rolePermissionSet } from '../../shared/commands/access';
+import { rolePermissionSet } from '../../shared/queries/access';
 import { createApiKey, regenerateApiKey } from '../../shared/commands/apiKeys';
-import { recordAuditEvent } from '../../shared/commands/recordAuditEvent';
+import { recordAuditEvent } from '../../shared/audit';
 import { conflict, forbidden, notFound } from '../../shared/errors';
 import { ApiKey } from '../../shared/models/ApiKey';
 import { Role } from '../../shared/models/Role';

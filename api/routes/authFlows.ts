@@ -1,11 +1,11 @@
 import Router from '@koa/router';
-import { findActiveBan } from '../../shared/commands/access';
+import { findActiveBan } from '../../shared/queries/access';
 import { claimAccountToken, issueAccountToken } from '../../shared/commands/accountTokens';
 import { announceEmailVerified, applyEmailChange, applyEmailLink, applyEmailVerification, INVALID_TOKEN, sendEmailVerification } from '../../shared/commands/emailFlows';
 import { completeLogin, runLoginGates } from '../../shared/commands/login';
-import { clearLoginFailures, releaseAttempt, reserveLoginAttempt, throttleSubjectForEmail, Who } from '../../shared/commands/loginThrottle';
-import { hashPassword, PASSWORD_MAX, PASSWORD_MIN, verifyPassword } from '../../shared/commands/passwords';
-import { recordAuditEvent } from '../../shared/commands/recordAuditEvent';
+import { clearLoginFailures, releaseAttempt, reserveLoginAttempt, throttleSubjectForEmail, Who } from '../../shared/caches/loginThrottle';
+import { hashPassword, PASSWORD_MAX, PASSWORD_MIN, verifyPassword } from '../../shared/domain/passwords';
+import { recordAuditEvent } from '../../shared/audit';
 import { announceSessionsRevoked, deleteUserSessions } from '../../shared/commands/userLifecycle';
 import { createVerifiedEmailUser, emailPlatform, findEmailAccountByAddress, findUserIdByEmail, flatUser, userAccounts, zEmail, zUsername } from '../../shared/commands/users';
 import { sha256 } from '../../shared/crypto';

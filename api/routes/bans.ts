@@ -1,5 +1,5 @@
 import Router from '@koa/router';
-import { findActiveBan, loadUserAccess } from '../../shared/commands/access';
+import { findActiveBan, loadUserAccess } from '../../shared/queries/access';
 import { banUser, unbanUser } from '../../shared/commands/userLifecycle';
 import { banHistory } from '../../shared/commands/users';
 import { badRequest, forbidden } from '../../shared/errors';

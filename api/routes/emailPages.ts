@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import { createHash } from 'node:crypto';
 import { AccountEmailTemplate, EMAIL_LINK_PATHS, escapeHtml } from '../../shared/emails/accountEmails';
 import { notFound } from '../../shared/errors';
-import { PASSWORD_MAX, PASSWORD_MIN } from '../../shared/commands/passwords';
+import { PASSWORD_MAX, PASSWORD_MIN } from '../../shared/domain/passwords';
 import { z } from '../../shared/zod';
 import { AppContext, AppState, defineRoute, sendHtml } from '../routing';
 import type { ApiServices } from '../services';

@@ -1,5 +1,5 @@
 import Router from '@koa/router';
-import { forgetLatestGps, latestGps } from '../../shared/commands/gpsLatestCache';
+import { forgetLatestGps, latestGps } from '../../shared/caches/gpsLatest';
 import { GPS_BATCH_MAX, gpsPointInput, ingestGpsBatch, ingestGpsPoint } from '../../shared/commands/ingestGps';
 import { badRequest, conflict, notFound } from '../../shared/errors';
 import { GpsPoint } from '../../shared/models/GpsPoint';

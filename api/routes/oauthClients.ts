@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import { invalidateCredentials } from '../../shared/commands/accessChanges';
 import { clientTokenInvalidation, redirectUriProblem } from '../../shared/commands/oauthProvider';
-import { recordAuditEvent } from '../../shared/commands/recordAuditEvent';
+import { recordAuditEvent } from '../../shared/audit';
 import { OAUTH_CLIENT_SECRET_PREFIX } from '../../shared/auth/oauthTokens';
 import { randomToken, sha256 } from '../../shared/crypto';
 import { badRequest, notFound } from '../../shared/errors';

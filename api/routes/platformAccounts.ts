@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import { ACCOUNT_SCOPES } from '../../shared/policies';
-import { recordAuditEvent } from '../../shared/commands/recordAuditEvent';
+import { recordAuditEvent } from '../../shared/audit';
 import { userAccounts } from '../../shared/commands/users';
 import { badRequest, conflict, notFound } from '../../shared/errors';
 import { PlatformAccount } from '../../shared/models/PlatformAccount';

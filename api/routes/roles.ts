@@ -6,7 +6,7 @@ import { conflict, forbidden, notFound } from '../../shared/errors';
 import { Permission } from '../../shared/models/Permission';
 import { Role } from '../../shared/models/Role';
 import { authorizeRoleGrant, authorizeRolePermissionChange } from '../../shared/policies';
-import { rolePermissionSet } from '../../shared/commands/access';
+import { rolePermissionSet } from '../../shared/queries/access';
 import { rowById } from '../../shared/rowLoader';
 import { presentPermission, presentRole } from '../../shared/presenters/role';
 import { atLeastOne, z, zUuid } from '../../shared/zod';

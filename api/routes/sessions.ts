@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import { createSession, findSessionByToken } from '../../shared/commands/sessions';
-import { recordAuditEvent } from '../../shared/commands/recordAuditEvent';
+import { recordAuditEvent } from '../../shared/audit';
 import { badRequest, notFound } from '../../shared/errors';
 import { Session } from '../../shared/models/Session';
 import { User } from '../../shared/models/User';

@@ -1,5 +1,5 @@
 import Router from '@koa/router';
-import { assertReferencesExist } from '../../shared/commands/references';
+import { assertReferencesExist } from '../../shared/queries/references';
 import { createTripFromTemplate } from '../../shared/commands/trips';
 import { notFound } from '../../shared/errors';
 import { TripTemplate } from '../../shared/models/TripTemplate';

@@ -1,9 +1,9 @@
 import Router from '@koa/router';
-import { buildTripGpx, GPX_CONTENT_TYPE } from '../../shared/commands/gpx';
-import { forgetLatestGps } from '../../shared/commands/gpsLatestCache';
+import { buildTripGpx, GPX_CONTENT_TYPE } from '../../shared/domain/gpx';
+import { forgetLatestGps } from '../../shared/caches/gpsLatest';
 import { invalidateTrackerLinks } from '../../shared/commands/trackerLinks';
 import { createTrip, deleteTrip, tripStats, updateTrip } from '../../shared/commands/trips';
-import { TRIP_STATUSES } from '../../shared/commands/tripStatusMachine';
+import { TRIP_STATUSES } from '../../shared/domain/tripStatus';
 import { notFound } from '../../shared/errors';
 import { GpsPoint } from '../../shared/models/GpsPoint';
 import { Trip } from '../../shared/models/Trip';

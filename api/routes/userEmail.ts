@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import { cancelAccountTokens, claimAccountToken, peekAccountToken, pendingAccountToken } from '../../shared/commands/accountTokens';
 import { announceEmailVerified, applyEmailChange, applyEmailLink, INVALID_TOKEN, requestEmailChange, requestEmailLink } from '../../shared/commands/emailFlows';
-import { PASSWORD_MAX, PASSWORD_MIN } from '../../shared/commands/passwords';
+import { PASSWORD_MAX, PASSWORD_MIN } from '../../shared/domain/passwords';
 import { zEmail } from '../../shared/commands/users';
 import type { AccountTokenPurpose } from '../../shared/models/AccountToken';
 import { badRequest, notFound } from '../../shared/errors';

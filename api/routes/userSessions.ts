@@ -1,5 +1,5 @@
 import Router from '@koa/router';
-import { recordAuditEvent } from '../../shared/commands/recordAuditEvent';
+import { recordAuditEvent } from '../../shared/audit';
 import { announceSessionsRevoked, deleteUserSessions } from '../../shared/commands/userLifecycle';
 import { badRequest, forbidden, notFound } from '../../shared/errors';
 import { Platform } from '../../shared/models/Platform';

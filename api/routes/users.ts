@@ -1,8 +1,8 @@
 import Router from '@koa/router';
-import { loadUserAccess, rolePermissionSet } from '../../shared/commands/access';
-import { supportedLocales } from '../../shared/commands/accountSettings';
+import { loadUserAccess, rolePermissionSet } from '../../shared/queries/access';
+import { supportedLocales } from '../../shared/queries/accountSettings';
 import { oauthSignin, oauthSigninSchema } from '../../shared/commands/oauthSignin';
-import { recordAuditEvent } from '../../shared/commands/recordAuditEvent';
+import { recordAuditEvent } from '../../shared/audit';
 import { cancelDeletion, scheduleDeletion, softDeleteUser } from '../../shared/commands/userLifecycle';
 import { announceUserAccessChanged, userRoles } from '../../shared/commands/userRoles';
 import { emailInUse, findUserIdByEmail, flatUser, normaliseEmail, userAccounts, usernameTaken, zUsername } from '../../shared/commands/users';

@@ -4,7 +4,7 @@ import { LRUCache } from 'lru-cache';
 import type { Config } from '../config';
 import { sha256 } from '../crypto';
 import { AuthInvalidation, AuthInvalidationMessage, PubSub } from '../events';
-import { findActiveBan, loadApiKeyRoleAccess, loadUserAccess } from '../commands/access';
+import { findActiveBan, loadApiKeyRoleAccess, loadUserAccess } from '../queries/access';
 import type { Logger } from '../logger';
 import { effectivePermissions, PermissionSet, Principal } from '../policies';
 import { redisKey } from '../redis';

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { randomToken, sha256 } from '../crypto';
 import { ApiKey } from '../models/ApiKey';
-import { loadUserAccess } from './access';
+import { loadUserAccess } from '../queries/access';
 
 /** Prefix of every generated API key; the shown key_prefix is its first 12 characters. */
 export const API_KEY_PREFIX = 'sk_';

@@ -7,8 +7,8 @@ import type { AccountToken } from '../models/AccountToken';
 import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
 import { issueAccountToken } from './accountTokens';
-import { hashPassword } from './passwords';
-import { recordAuditEvent } from './recordAuditEvent';
+import { hashPassword } from '../domain/passwords';
+import { recordAuditEvent } from '../audit';
 import { addPlatformAccount, emailInUse, emailPlatform, findEmailAccount, findEmailAccountByAddress } from './users';
 
 /** The one message for every unusable token (unknown, used, expired, someone else's). */

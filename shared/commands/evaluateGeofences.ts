@@ -5,7 +5,7 @@ import type { EventBus, ServerPush } from '../events';
 import { haversineKm } from '../geo';
 import type { Logger } from '../logger';
 import { redisKey } from '../redis';
-import { gpsSortKey } from './gpsLatestCache';
+import { gpsSortKey } from '../caches/gpsLatest';
 
 export type GeofenceEventData = Extract<ServerPush, { type: 'geofenceEvent' }>['data'];
 

@@ -6,7 +6,7 @@ import { badRequest, forbidden, serviceUnavailable, unauthorized } from '../erro
 import type { AuditEvent } from '../models/AuditEvent';
 import { authorize, Principal } from '../policies';
 import { z, zInput } from '../zod';
-import { AUDIT_EVENT_TYPES, recordAuditEvent, SOURCE_SERVICES } from './recordAuditEvent';
+import { AUDIT_EVENT_TYPES, recordAuditEvent, SOURCE_SERVICES } from '../audit';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

@@ -9,7 +9,7 @@ import type { Principal } from '../policies';
 import { GpsPointRow, presentGpsPoint } from '../presenters/gpsPoint';
 import { OutboxRelay, SIDE_EFFECT_OUTBOX } from '../outbox';
 import { z, zFinite, zUuid } from '../zod';
-import { forgetLatestGps, recordLatestGps } from './gpsLatestCache';
+import { forgetLatestGps, recordLatestGps } from '../caches/gpsLatest';
 import { TrackerLink, trackerLinkFor } from './trackerLinks';
 
 /** Latest accepted Unix second (9999-12-31): larger values are almost always milliseconds by mistake. */

@@ -1,7 +1,7 @@
 import type { ServiceContext } from '../context';
 import { User } from '../models/User';
-import { sessionLifetimeMs } from './accountSettings';
-import { recordAuditEvent } from './recordAuditEvent';
+import { sessionLifetimeMs } from '../queries/accountSettings';
+import { recordAuditEvent } from '../audit';
 import { createSession } from './sessions';
 import { flatUser } from './users';
 

@@ -13,8 +13,8 @@ import { HttpError } from '../errors';
 import type { AuthInvalidation } from '../events';
 import { OAuthClient } from '../models/OAuthClient';
 import { PermissionSet } from '../policies';
-import { findActiveBan } from './access';
-import { recordAuditEvent } from './recordAuditEvent';
+import { findActiveBan } from '../queries/access';
+import { recordAuditEvent } from '../audit';
 
 /**
  * The OAuth 2.0 provider (decisions.md): authorization codes with PKCE S256 handed out through the

@@ -3,7 +3,7 @@ import { badRequest, forbidden } from '../errors';
 import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
 import { z, zHttpUrl } from '../zod';
-import { recordAuditEvent } from './recordAuditEvent';
+import { recordAuditEvent } from '../audit';
 import { addPlatformAccount, createUserWithAccount, findPlatform, findUserIdByEmail, flatUser, normaliseEmail, uniqueUsername } from './users';
 
 /** Body of a provider sign-in (camelCase per spec §4.11), shared by REST and GraphQL. */

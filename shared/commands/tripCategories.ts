@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { badRequest, notFound } from '../errors';
 import { TripCategory } from '../models/TripCategory';
-import { assertReferencesExist } from './references';
+import { assertReferencesExist } from '../queries/references';
 
 export interface TripCategoryInput {
   parent_id?: string | null;

@@ -6,10 +6,10 @@ import { Trip, TripStatus } from '../models/Trip';
 import { TripStatusHistory } from '../models/TripStatusHistory';
 import { TripTemplate } from '../models/TripTemplate';
 import type { TripStats } from '../presenters/trip';
-import { assertReferencesExist } from './references';
+import { assertReferencesExist } from '../queries/references';
 import { readTrackingConfig } from './trackingConfig';
 import { trackerKeysOfDevices } from './trackerLinks';
-import { canDeleteTrip, transitionPatch } from './tripStatusMachine';
+import { canDeleteTrip, transitionPatch } from '../domain/tripStatus';
 
 /** The partial unique index of the tracking migration: one active GPS-logging trip per device. */
 export const ACTIVE_GPS_TRIP_INDEX = 'trips_one_active_gps_logging_per_device';

@@ -4,9 +4,9 @@ import { conflict, notFound } from '../errors';
 import { Ban } from '../models/Ban';
 import { Session } from '../models/Session';
 import { User } from '../models/User';
-import { findActiveBan } from './access';
-import { deletionGraceMs } from './accountSettings';
-import { AuditInput, recordAuditEvent } from './recordAuditEvent';
+import { findActiveBan } from '../queries/access';
+import { deletionGraceMs } from '../queries/accountSettings';
+import { AuditInput, recordAuditEvent } from '../audit';
 
 /** Who did something and from where, for audit events. */
 export interface Actor {

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { ServiceContext } from '../context';
 import { Role } from '../models/Role';
-import { loadUserAccess } from './access';
+import { loadUserAccess } from '../queries/access';
 
 /** A user's roles, by name. */
 export async function userRoles(db: Knex, userId: string): Promise<Role[]> {

@@ -8,7 +8,7 @@ import { User } from '../models/User';
 import { DEFAULT_USER_ROLE_ID } from '../permissions';
 import { presentFlatUser } from '../presenters/user';
 import { z } from '../zod';
-import { findActiveBan } from './access';
+import { findActiveBan } from '../queries/access';
 
 /** Spec §8: 3-30 characters, letters, digits, underscore. */
 export const USERNAME_PATTERN = /^[A-Za-z0-9_]{3,30}$/;

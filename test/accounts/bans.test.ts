@@ -1,5 +1,5 @@
 import test from 'ava';
-import { hashPassword } from '../../shared/commands/passwords';
+import { hashPassword } from '../../shared/domain/passwords';
 import { createKey, createUser, TestUser } from '../helpers/factories';
 import { listenPushes } from '../helpers/pushes';
 import { useStack } from '../helpers/stack';

@@ -1,6 +1,6 @@
 import test from 'ava';
 import Redis from 'ioredis';
-import { LOGIN_THROTTLE, releaseAttempt, reserveAttempt } from '../../shared/commands/loginThrottle';
+import { LOGIN_THROTTLE, releaseAttempt, reserveAttempt } from '../../shared/caches/loginThrottle';
 import { tokenOf } from './mailbox';
 import { freshEmail, useAccountsStack } from './setup';
 

@@ -1,6 +1,6 @@
 import type { ServiceContext } from '../../shared/context';
 import { auditIngestInput, ingestAuditEvent } from '../../shared/commands/ingestAuditEvent';
-import { recordAuditEvent, SOURCE_SERVICES } from '../../shared/commands/recordAuditEvent';
+import { recordAuditEvent, SOURCE_SERVICES } from '../../shared/audit';
 import { toHttpError, validationError } from '../../shared/errors';
 import { PubSub } from '../../shared/events';
 import { decodeEnvelope, encodeEnvelope, PayloadCase } from '../../shared/proto';

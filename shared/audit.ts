@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { AuditEvent } from '../models/AuditEvent';
+import { AuditEvent } from './models/AuditEvent';
 
 export const AUDIT_EVENT_TYPES = [
   'login', 'login_failed', 'logout', 'session_created', 'session_revoked', '2fa_enabled', '2fa_disabled',
