@@ -45,8 +45,3 @@ export async function paginate<M extends Model, T>(
   const { results, total } = await query.page(page.page - 1, page.limit);
   return paginatedBody(ctx, results.map(present), total, page);
 }
-
-/** `{data, _links: {self}}`: the single-resource body. */
-export function resource<T>(ctx: Context, data: T, self?: string): { data: T; _links: { self: string } } {
-  return { data, _links: { self: self ?? ctx.path } };
-}

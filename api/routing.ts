@@ -1,12 +1,14 @@
 import type Router from '@koa/router';
 import type { ParameterizedContext } from 'koa';
 import type { ZodTypeAny } from 'zod';
+import type { Attribution } from '../shared/audit';
 import { validationError } from '../shared/errors';
 import { userPermissionSet } from '../shared/queries/access';
 import {
   AccountScope,
   actingUserId,
-  authorize,
+  actorIdOf,
+  authorizePermission,
   authorizeManageUser,
   authorizeSelf,
   Principal,
@@ -92,7 +94,7 @@ function checkAccess(ctx: AppContext, auth: AuthRule, params: Record<string, unk
     authorizeSelf(p);
     return requireAccountScope(p, auth.account);
   }
-  authorize(p, auth.permission, { selfId: auth.self ? pathUserId(p, params[auth.self]) : undefined, scope: auth.scope });
+  authorizePermission(p, auth.permission, { selfId: auth.self ? pathUserId(p, params[auth.self]) : undefined, scope: auth.scope });
 }
 
 /** Hierarchy (`manages`): the target's permissions, then the policy decides. */
@@ -169,28 +171,7 @@ export function defineRoute<
   });
 }
 
-/** 201 with a body. */
-export function created(ctx: AppContext, body: unknown): void {
-  ctx.status = 201;
-  ctx.body = body;
-}
-
-/** 204 with an empty body. */
-export function noContent(ctx: AppContext): void {
-  ctx.status = 204;
-  ctx.body = null;
-}
-
-/**
- * Answers an HTML page (the pages behind email links): never cached (the URL carries a one-time
- * token), never framed or sniffed, no referrer, and the page's own Content-Security-Policy.
- */
-export function sendHtml(ctx: AppContext, html: string, contentSecurityPolicy: string): void {
-  ctx.set('Content-Security-Policy', contentSecurityPolicy);
-  ctx.set('Cache-Control', 'no-store');
-  ctx.set('Referrer-Policy', 'no-referrer');
-  ctx.set('X-Content-Type-Options', 'nosniff');
-  ctx.set('X-Frame-Options', 'DENY');
-  ctx.type = 'text/html; charset=utf-8';
-  ctx.body = html;
+/** The request's audit attribution: the acting user (or key), the client's IP and user agent. */
+export function requestAttribution(ctx: AppContext): Attribution {
+  return { actorId: actorIdOf(ctx.state.principal), ipAddress: ctx.ip, userAgent: ctx.get('user-agent') || null };
 }

@@ -8,6 +8,7 @@ import { ANONYMOUS, Principal } from '../shared/policies';
 import { mayBeChatBot } from './channels';
 import type { ConnectionAuth } from './hub';
 import { consumeWsTicket, principalForUser, TICKET_SUBPROTOCOL } from '../shared/auth/wsTickets';
+import { isUuid } from '../shared/zod';
 
 export type UpgradeAuth =
   | { ok: true; principal: Principal; auth: ConnectionAuth; sourceService: string | null; chatBot: boolean; subprotocol: string | null }
@@ -20,7 +21,6 @@ export interface AuthDeps {
   credentials: CredentialResolver;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The offered subprotocols, in order. */
 export function offeredProtocols(req: http.IncomingMessage): string[] {
@@ -66,7 +66,7 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: AuthD
     auth = { kind: 'bearer', token: m[1] };
     const relayUser = new URL(req.url ?? '/', 'http://x').searchParams.get('userId');
     if (relayUser !== null && principal.kind === 'system') {
-      if (!UUID.test(relayUser)) return { ok: false, status: 400, message: 'userId: must be a UUID' };
+      if (!isUuid(relayUser)) return { ok: false, status: 400, message: 'userId: must be a UUID' };
       const r = await principalForUser(deps.db, { userId: relayUser.toLowerCase(), sessionId: null, via: 'session' });
       if (!r.ok) return r.status === 401 ? { ok: false, status: 400, message: 'userId: no such user' } : r;
       principal = r.principal;

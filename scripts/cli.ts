@@ -15,6 +15,7 @@ import { ALL_PERMISSIONS, DEFAULT_ROLES } from '../shared/permissions';
 import { seed } from '../shared/seed';
 import { createRedis } from '../shared/redis';
 import { AuthInvalidation, EventBus } from '../shared/events';
+import { isUuid } from '../shared/zod';
 
 const USAGE = `usage: npm run cli -- <command>
   migrate                                   create the database if missing, apply migrations
@@ -51,11 +52,10 @@ async function ensureDatabase(config: Config): Promise<void> {
 }
 
 async function findUser(db: ReturnType<typeof createDb>, ref: string): Promise<{ id: string; username: string }> {
-  const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(ref);
   const user = await db('users as u')
     .leftJoin('platform_accounts as pa', 'pa.user_id', 'u.id')
     .where((q) => {
-      if (uuid) q.orWhere('u.id', ref);
+      if (isUuid(ref)) q.orWhere('u.id', ref);
       q.orWhereRaw('lower(u.username) = lower(?)', [ref]).orWhereRaw('lower(pa.email) = lower(?)', [ref]);
     })
     .first('u.id', 'u.username');

@@ -28,6 +28,26 @@ export interface AuditInput {
   source_service?: string;
 }
 
+/**
+ * Who did something and from where: the one shape of audit attribution. The API builds it from the
+ * request (`requestAttribution` in api/routing.ts), GraphQL from its context, the realtime process
+ * and workers from the message; commands take it and write it with `attributed()`.
+ */
+export interface Attribution {
+  /** The acting user, else the acting API key's id; null for the system itself. */
+  actorId: string | null;
+  ipAddress?: string | null;
+  userAgent?: string | null;
+}
+
+/** The system acting on its own (scheduled jobs): no actor, no address. */
+export const SYSTEM_ATTRIBUTION: Attribution = { actorId: null, ipAddress: null, userAgent: null };
+
+/** An audit input with the attribution's actor, IP and user agent filled in. */
+export function attributed(by: Attribution, input: AuditInput): AuditInput {
+  return { actor_id: by.actorId, ip_address: by.ipAddress ?? null, user_agent: by.userAgent ?? null, ...input };
+}
+
 /** Writes one audit event (inside `trx` when given, so it commits with the change it records). */
 export async function recordAuditEvent(input: AuditInput, trx?: Knex.Transaction): Promise<AuditEvent> {
   return AuditEvent.query(trx).insertAndFetch({

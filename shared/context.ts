@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type Redis from 'ioredis';
 import type { Config } from './config';
-import { createDb } from './db';
+import { createDb, onAfterCommitFailure } from './db';
 import { EventBus } from './events';
 import { createLogger, Logger } from './logger';
 import { OutboxRelay } from './outbox';
@@ -28,6 +28,7 @@ export interface ServiceContext {
 export function createContext(config: Config, name: string, logger?: Logger): ServiceContext {
   const log = logger ?? createLogger(name, config.logLevel);
   const db = createDb(config);
+  onAfterCommitFailure((err) => log.error({ err }, 'after-commit side effect failed'));
   // Fail fast: with Redis down a request falls back or leaves the work to the outbox, never waits.
   const redis = createRedis(config, FAIL_FAST);
   redis.on('error', (err) => log.warn({ err: err.message }, 'redis connection error'));

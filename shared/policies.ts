@@ -1,4 +1,4 @@
-import { forbidden, unauthorized } from './errors';
+import { badRequest, forbidden, HttpError, unauthorized } from './errors';
 
 /**
  * The one authorisation module. REST routes, GraphQL resolvers and the realtime process all ask
@@ -136,8 +136,17 @@ export function actingUserId(p: Principal): string | null {
   return null;
 }
 
+/**
+ * The id an audit event names as actor: the acting user, else the acting API key (ownerless and
+ * system keys); null for anonymous callers.
+ */
+export function actorIdOf(p: Principal): string | null {
+  if (p.kind === 'anonymous') return null;
+  return actingUserId(p) ?? (p.kind === 'apiKey' || p.kind === 'system' ? p.apiKeyId : null);
+}
+
 /** Does the principal hold the permission (effective, owner ∩ grant)? Anonymous holds nothing. */
-export function can(p: Principal, permission: string): boolean {
+function holds(p: Principal, permission: string): boolean {
   return p.kind !== 'anonymous' && p.permissions.has(permission);
 }
 
@@ -188,7 +197,7 @@ export function requireAccountScope(p: Principal, scope: AccountScope): void {
  * scopes. With `scope`, the operation is account-security and a narrowed credential must also name
  * that scope explicitly, whoever the target is.
  */
-export function authorize(p: Principal, permission: string, opts: { selfId?: string | null; scope?: AccountScope } = {}): void {
+export function authorizePermission(p: Principal, permission: string, opts: { selfId?: string | null; scope?: AccountScope } = {}): void {
   requireAuthenticated(p);
   if (opts.scope) requireAccountScope(p, opts.scope);
   if (opts.selfId && actingUserId(p) === opts.selfId && grantAllowsSelf(p, permission)) return;
@@ -319,3 +328,215 @@ export function requireSuperAdmin(p: Principal, message = 'super admin required'
   requireAuthenticated(p);
   if (!p.permissions.isSuperAdmin) throw forbidden(message);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Object-level rules, Outline-style: `authorize(principal, action, subject)` throws 401/403 (or
+// the rule's own error), `can(principal, action, subject)` answers a boolean, e.g. to filter a
+// list. Subjects are tagged records (`{ type: 'apiKey', ... }`, built by `subjects.*` below from
+// rows), so REST routes, GraphQL resolvers and the realtime process pass the same thing and get
+// the same answer. Each rule answers `true` or the error to throw.
+// ---------------------------------------------------------------------------------------------
+
+type Authenticated = Exclude<Principal, { kind: 'anonymous' }>;
+type Verdict = true | HttpError;
+
+export interface SubjectTypes {
+  /** An API key (spec §4.20): its owner, whether it is the system key, whether an admin switched it off. */
+  apiKey: { userId: string | null; isSystem: boolean; locked: boolean };
+  /** An OAuth client: its owner. */
+  oauthClient: { userId: string | null };
+  /** A role with the permissions it grants. */
+  role: { id: string; isSystem: boolean; permissions: PermissionSet };
+  /** One permission of a role, added or removed. */
+  rolePermission: { name: string };
+  /** Another user, with every permission they hold (hierarchy). */
+  user: { id: string; permissions: PermissionSet };
+  /** A user account's data reached by a lookup (by email, by platform account). */
+  userLookup: { userId: string | null };
+  /** A one-time token mailed to a user (email change or link confirmation). */
+  accountToken: { userId: string };
+  /** The caller's sessions (list, revoke): session credentials only. */
+  ownSessions: { userId?: undefined };
+  /** A realtime channel (spec §4.26). */
+  channel: { name: string };
+  /** A request sent over the WebSocket (audit, chat settings and sync, moderation). */
+  wsRequest: { payload: string; action?: string; scope?: string };
+}
+
+export type SubjectType = keyof SubjectTypes;
+export type Subject<T extends SubjectType = SubjectType> = { [K in T]: { type: K } & SubjectTypes[K] }[T];
+
+type Rule<T extends SubjectType> = (p: Authenticated, s: SubjectTypes[T]) => Verdict;
+
+const needs = (p: Authenticated, permission: string): Verdict => p.permissions.has(permission) || forbidden(`missing permission ${permission}`);
+const isOwner = (p: Authenticated, ownerId: string | null) => ownerId !== null && actingUserId(p) === ownerId;
+
+/** Owner of the key, or a super admin; the system key belongs to super admins only. */
+const ownKey: Rule<'apiKey'> = (p, k) => {
+  if (k.isSystem) return p.permissions.isSuperAdmin || forbidden('system keys are managed by super admins only');
+  if (p.permissions.isSuperAdmin || isOwner(p, k.userId)) return true;
+  return forbidden('not the owner of this resource');
+};
+
+/** Owner of the client, or the oauth_clients permission of the action. */
+const ownClient =
+  (permission: string): Rule<'oauthClient'> =>
+  (p, c) =>
+    isOwner(p, c.userId) || p.permissions.has(permission) || forbidden('not the owner of this resource');
+
+/** Holding every permission a role grants (giving, taking or deleting it moves all of them). */
+const holdsRole: Rule<'role'> = (p, r) => {
+  const missing = r.permissions.list().filter((perm) => !p.permissions.has(perm));
+  return missing.length === 0 || forbidden(`cannot manage a role granting permissions you do not hold (${missing.slice(0, 5).join(', ')})`);
+};
+
+/** Channel rules of spec §4.26. */
+function channelRule(p: Authenticated, name: string): Verdict {
+  const denied = forbidden(`access denied to channel ${name}`);
+  if (name.startsWith('user:')) return (p.kind === 'user' && name === `user:${p.userId}`) || denied;
+  if (name.startsWith('admin:')) return p.permissions.has('admin:read') || denied;
+  if (name === 'gps' || name.startsWith('gps:')) return p.permissions.has('gps:read') || denied;
+  if (name === 'geofence' || name.startsWith('geofence:')) return p.permissions.has('geofences:read') || denied;
+  return forbidden(`unknown channel ${name}`);
+}
+
+/** The permission each WebSocket request needs: that of the matching REST endpoint. */
+function wsRequestPermission(r: SubjectTypes['wsRequest']): string | null {
+  switch (r.payload) {
+    case 'createAuditEvent':
+      return 'audit:write';
+    case 'chatSettingsRequest':
+      return (r.action ?? 'CHAT_SETTINGS_GET') === 'CHAT_SETTINGS_GET' ? 'chat:read' : 'chat:edit';
+    case 'chatSyncRequest':
+      return r.scope === 'CHAT_SYNC_SCOPE_MEMBERS' ? 'chat:guild.sync' : 'chat:sync';
+    case 'moderationRequest':
+      return 'chat:edit';
+    default:
+      return null;
+  }
+}
+
+const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
+  apiKey: {
+    read: ownKey,
+    update: ownKey,
+    regenerate: ownKey,
+    delete: (p, k) => (k.isSystem ? forbidden('system keys cannot be deleted') : ownKey(p, k)),
+    /** Switching a key back on: an administrator's switch-off (or the account's deletion) sticks for the owner. */
+    reactivate: (p, k) =>
+      !(k.locked && isOwner(p, k.userId)) ||
+      forbidden('is_active: this key was switched off by an administrator or by the deletion of the account; only an administrator can switch it back on'),
+  },
+  oauthClient: {
+    read: ownClient('oauth_clients:read'),
+    update: ownClient('oauth_clients:write'),
+    delete: ownClient('oauth_clients:delete'),
+    /** Marking a client first-party (consent skipped) is an administrator's decision. */
+    markFirstParty: (p) => needs(p, 'oauth_clients:write'),
+  },
+  role: {
+    /** Giving it to a user or taking it away. */
+    grant: holdsRole,
+    /** Putting it on an API key: only roles the owner holds, and all they grant. */
+    assignToKey: (p, r) => {
+      if (!p.permissions.isSuperAdmin && !(p.kind === 'system' ? [] : p.roleIds).includes(r.id)) return forbidden('you may only assign roles you hold yourself');
+      return holdsRole(p, r);
+    },
+    rename: (_p, r) => !r.isSystem || forbidden('system roles cannot be renamed'),
+    /** Deleting takes it from every holder: not a system role, and holding all it grants. */
+    delete: (p, r) => (r.isSystem ? forbidden('system roles cannot be deleted') : holdsRole(p, r)),
+  },
+  rolePermission: {
+    add: (p, x) => p.permissions.has(x.name) || forbidden(`you may only add permissions you hold yourself (${x.name})`),
+    remove: (p, x) => p.permissions.has(x.name) || forbidden(`you may only remove permissions you hold yourself (${x.name})`),
+  },
+  user: {
+    /** Hierarchy: manage another user only holding every permission they hold; oneself always. */
+    manage: (p, u) => {
+      if (actingUserId(p) === u.id) return true;
+      const missing = u.permissions.list().filter((perm) => !p.permissions.has(perm));
+      return missing.length === 0 || forbidden(`you may only manage users whose every permission you hold (missing ${missing.slice(0, 5).join(', ')})`);
+    },
+  },
+  userLookup: {
+    /** The system key and holders of users:read find anyone; others only themselves. */
+    read: (p, u) => p.kind === 'system' || p.permissions.has('users:read') || (u.userId !== null && u.userId === actingUserId(p)) || forbidden('missing permission users:read'),
+  },
+  accountToken: {
+    /** Someone else's token is reported like an unknown one (the system key relays link clicks). */
+    use: (p, t) => p.kind === 'system' || t.userId === actingUserId(p) || p.permissions.has('users:write') || badRequest('invalid or expired token'),
+  },
+  ownSessions: {
+    manage: (p) => (p.kind === 'user' && p.via === 'session' && !!p.sessionId) || forbidden('this endpoint needs a session token'),
+  },
+  channel: {
+    subscribe: (p, c) => channelRule(p, c.name),
+    /** The internal chat bot channel: the system key, or an API key with chat:sync. */
+    actAsChatBot: (p) => p.kind === 'system' || (p.kind === 'apiKey' && p.permissions.has('chat:sync')) || forbidden('access denied to chat bot channel'),
+  },
+  wsRequest: {
+    send: (p, r) => {
+      const permission = wsRequestPermission(r);
+      if (!permission) return badRequest('not a request');
+      return needs(p, permission);
+    },
+  },
+};
+
+/** Actions defined for each subject type. */
+export type Action<T extends SubjectType> = keyof (typeof rules)[T] & string;
+
+function verdict<T extends SubjectType>(p: Principal, action: Action<T>, subject: Subject<T>): Verdict {
+  if (p.kind === 'anonymous') return unauthorized();
+  const rule = (rules[subject.type] as Record<string, Rule<T>>)[action];
+  if (!rule) throw new Error(`no policy for ${action} on ${subject.type}`);
+  return rule(p, subject as unknown as SubjectTypes[T]);
+}
+
+/** Throws 401 for anonymous callers, else the rule's 403 (or its own error) unless it allows. */
+export function authorize<T extends SubjectType>(p: Principal, action: Action<T>, subject: Subject<T>): asserts p is Authenticated {
+  const v = verdict(p, action, subject);
+  if (v !== true) throw v;
+}
+
+/**
+ * Without a subject: does the principal hold the permission (effective: owner ∩ grant)? With one:
+ * would `authorize(p, action, subject)` allow? For filtering lists and for answers that are not
+ * errors (realtime refusals, GraphQL nulls).
+ */
+export function can(p: Principal, permission: string): boolean;
+export function can<T extends SubjectType>(p: Principal, action: Action<T>, subject: Subject<T>): boolean;
+export function can<T extends SubjectType>(p: Principal, action: string, subject?: Subject<T>): boolean {
+  if (!subject) return holds(p, action);
+  return verdict(p, action as Action<T>, subject) === true;
+}
+
+/** Why `authorize` would refuse, as a message; null when it allows (realtime refusals). */
+export function refusal<T extends SubjectType>(p: Principal, action: Action<T>, subject: Subject<T>): string | null {
+  const v = verdict(p, action, subject);
+  return v === true ? null : v.message;
+}
+
+/**
+ * Which API keys a list shows: every key to a super admin, a user's own (not system) keys to
+ * anyone acting for that user, none to an ownerless key.
+ */
+export function apiKeyListScope(p: Principal): { all: true } | { userId: string } | null {
+  if (isSuperAdmin(p)) return { all: true };
+  const uid = actingUserId(p);
+  return uid ? { userId: uid } : null;
+}
+
+/** Builds subjects from rows, so every caller describes a thing the same way. */
+export const subjects = {
+  apiKey: (k: { user_id: string | null; is_system: boolean; locked?: boolean | null }): Subject<'apiKey'> => ({ type: 'apiKey', userId: k.user_id, isSystem: k.is_system, locked: !!k.locked }),
+  oauthClient: (c: { user_id: string | null }): Subject<'oauthClient'> => ({ type: 'oauthClient', userId: c.user_id }),
+  role: (r: { id: string; is_system: boolean }, permissions: PermissionSet): Subject<'role'> => ({ type: 'role', id: r.id, isSystem: r.is_system, permissions }),
+  rolePermission: (name: string): Subject<'rolePermission'> => ({ type: 'rolePermission', name }),
+  user: (id: string, permissions: PermissionSet): Subject<'user'> => ({ type: 'user', id, permissions }),
+  userLookup: (userId: string | null): Subject<'userLookup'> => ({ type: 'userLookup', userId }),
+  accountToken: (t: { user_id: string }): Subject<'accountToken'> => ({ type: 'accountToken', userId: t.user_id }),
+  ownSessions: (): Subject<'ownSessions'> => ({ type: 'ownSessions' }),
+  channel: (name: string): Subject<'channel'> => ({ type: 'channel', name }),
+  wsRequest: (payload: string, detail: { action?: string; scope?: string } = {}): Subject<'wsRequest'> => ({ type: 'wsRequest', payload, ...detail }),
+};

@@ -1,9 +1,10 @@
 import DataLoader from 'dataloader';
 import type { Model } from 'objection';
+import { notFound } from './errors';
+import { isUuid } from './zod';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Postgres compares uuids case-insensitively; text ids stay exact. */
-const keyOf = (id: string) => (UUID.test(id) ? id.toLowerCase() : id);
+const keyOf = (id: string) => (isUuid(id) ? id.toLowerCase() : id);
 
 /** Postgres: a prepared statement's result shape no longer matches its table. */
 const STALE_PLAN = '0A000';
@@ -87,4 +88,20 @@ export function rowById<M extends Model>(model: typeof Model & (new () => M)): R
   let loader = loaders.get(model);
   if (!loader) loaders.set(model, (loader = new RowLoader(model) as unknown as RowLoader<Model>));
   return loader as unknown as RowLoader<M>;
+}
+
+/** `trip_categories` → `trip category`: the default name of a model's rows in a 404 message. */
+function rowLabel(model: typeof Model): string {
+  return model.tableName.replace(/ies$/, 'y').replace(/s$/, '').replace(/_/g, ' ');
+}
+
+/**
+ * The one way to read a row by id: batched and prepared through `rowById`, 404 (`<what> not found`)
+ * when there is no such row. Reads inside a transaction, with `FOR UPDATE` or with extra conditions
+ * (soft deletion, ownership in the WHERE) stay on the model's query builder.
+ */
+export async function findOr404<M extends Model>(model: typeof Model & (new () => M), id: string, what = rowLabel(model)): Promise<M> {
+  const row = await rowById(model).load(id);
+  if (!row) throw notFound(what);
+  return row;
 }

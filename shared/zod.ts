@@ -92,6 +92,11 @@ export const zHttpUrl = (max = 2048) =>
       return (u.protocol === 'http:' || u.protocol === 'https:') && u.hostname !== '';
     }, 'must be an http or https URL');
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Is `v` a UUID (any case)? The one test outside zod schemas: ids in paths, tickets, CLI arguments. */
+export const isUuid = (v: unknown): v is string => typeof v === 'string' && UUID.test(v);
+
 /** A UUID path or body field; malformed values are a 400 naming the field. */
 export const zUuid = () => z.string().uuid({ message: 'must be a UUID' });
 

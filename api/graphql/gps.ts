@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { Arg, Ctx, Field, Int, Mutation, ObjectType, Resolver } from 'type-graphql';
 import { forgetLatestGps } from '../../shared/caches/gpsLatest';
 import { badRequest } from '../../shared/errors';
-import { authorize } from '../../shared/policies';
+import { authorizePermission } from '../../shared/policies';
 import type { GqlContext } from './context';
 
 @ObjectType({ description: 'Outcome of deleteGpsData' })
@@ -26,7 +26,7 @@ export class GpsResolver {
     @Arg('deviceId', () => String, { nullable: true }) deviceId?: string | null,
     @Arg('before', () => String, { nullable: true, description: 'ISO 8601; points with an earlier timestamp' }) before?: string | null,
   ): Promise<DeleteGpsDataResult> {
-    authorize(ctx.principal, 'gps:delete');
+    authorizePermission(ctx.principal, 'gps:delete');
     if (!deviceId && !before) throw badRequest('deviceId or before is required (refusing to delete every GPS point)');
     const cutoff = before ? new Date(before) : null;
     if (before && (!/^\d{4}-\d{2}-\d{2}T/.test(before) || Number.isNaN(cutoff!.getTime()))) throw badRequest('before: must be an ISO 8601 date-time');

@@ -3,9 +3,9 @@ import { cancelDeletion, purgeUser } from '../../shared/commands/userLifecycle';
 import { badRequest, notFound } from '../../shared/errors';
 import { actingUserId } from '../../shared/policies';
 import { z } from '../../shared/zod';
-import { defineRoute, AppState } from '../routing';
+import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
-import { actorOf, loadUser, resolveUserRef, userIdParam } from './userParams';
+import { loadUser, resolveUserRef, userIdParam } from '../params';
 import { iso } from '../../shared/presenters/iso';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
@@ -45,7 +45,7 @@ export function adminUserRoutes(router: ApiRouter): void {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id, { includeDeleted: true });
       if (id === actingUserId(ctx.state.principal)) throw badRequest('use DELETE /v1/users/me to delete your own account');
-      if (!(await purgeUser(ctx.services, id, { ...actorOf(ctx), reason: body.reason ?? 'deleted by an administrator' }))) throw notFound('user');
+      if (!(await purgeUser(ctx.services, id, { ...requestAttribution(ctx), reason: body.reason ?? 'deleted by an administrator' }))) throw notFound('user');
       ctx.body = { success: true, message: 'the user and their personal data were permanently deleted' };
     },
   );
@@ -55,7 +55,7 @@ export function adminUserRoutes(router: ApiRouter): void {
     { method: 'post', path: '/v1/admin/users/:id/cancel-deletion', summary: 'Cancel a scheduled deletion (and restore a soft-deleted user)', tags: TAG, auth: { permission: 'users:write', manages: 'id' }, params: userIdParam, responses: { 200: { description: '{success, message}' }, 404: { description: 'No such user' }, 409: { description: 'No deletion scheduled' } } },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
-      const { wasDeleted } = await cancelDeletion(ctx.services, id, actorOf(ctx));
+      const { wasDeleted } = await cancelDeletion(ctx.services, id, requestAttribution(ctx));
       ctx.body = { success: true, message: wasDeleted ? 'deletion cancelled; the account is restored (its API keys stay deactivated)' : 'the scheduled deletion was cancelled' };
     },
   );

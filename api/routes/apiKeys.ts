@@ -10,10 +10,10 @@ import { actingUserId, authorizeGrant, authorizeOwner, authorizeRoleGrant, isSup
 import { presentApiKey, presentIssuedApiKey } from '../../shared/presenters/apiKey';
 import { presentRole } from '../../shared/presenters/role';
 import { atLeastOne, z, zUuid } from '../../shared/zod';
-import { resource } from '../pagination';
-import { AppContext, AppState, created, defineRoute, noContent } from '../routing';
+import { AppContext, AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
 import { rowById } from '../../shared/rowLoader';
+import { created, noContent, resource } from '../responses';
 
 /** A permission string as a scope: `resource:action`, either side may be the wildcard `*`. */
 export const zScope = () => z.string().regex(/^([a-z][a-z0-9_]*|\*):([a-z][a-z0-9_.]*|\*)$/, 'must be resource:action');

@@ -16,8 +16,9 @@ import { PlatformAccount } from '../../shared/models/PlatformAccount';
 import { User } from '../../shared/models/User';
 import { redisKey } from '../../shared/redis';
 import { z } from '../../shared/zod';
-import { created, defineRoute, AppContext, AppState } from '../routing';
+import { defineRoute, AppContext, AppState } from '../routing';
 import type { ApiServices } from '../services';
+import { created } from '../responses';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 

@@ -7,9 +7,10 @@ import { Ban } from '../../shared/models/Ban';
 import { actingUserId, isSuperAdmin, PermissionSet } from '../../shared/policies';
 import { presentBan } from '../../shared/presenters/ban';
 import { z } from '../../shared/zod';
-import { created, defineRoute, AppState } from '../routing';
+import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
-import { actorOf, loadUser, resolveUserRef, userIdParam } from './userParams';
+import { loadUser, resolveUserRef, userIdParam } from '../params';
+import { created } from '../responses';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -51,7 +52,7 @@ export function banRoutes(router: ApiRouter): void {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(db, id);
       if (id === actingUserId(ctx.state.principal)) throw badRequest('you cannot ban yourself');
-      const ban = await banUser(ctx.services, { userId: id, reason: body.reason ?? null, durationSeconds: body.duration_seconds ?? null }, actorOf(ctx));
+      const ban = await banUser(ctx.services, { userId: id, reason: body.reason ?? null, durationSeconds: body.duration_seconds ?? null }, requestAttribution(ctx));
       created(ctx, { data: presentBan(ban), _links: { self: `/v1/users/${id}/ban` } });
     },
   );
@@ -62,7 +63,7 @@ export function banRoutes(router: ApiRouter): void {
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id, { includeDeleted: true });
-      await unbanUser(ctx.services, id, actorOf(ctx));
+      await unbanUser(ctx.services, id, requestAttribution(ctx));
       ctx.body = { success: true, message: 'user unbanned' };
     },
   );

@@ -5,11 +5,12 @@ import { notFound } from '../../shared/errors';
 import { Device } from '../../shared/models/Device';
 import { presentDevice } from '../../shared/presenters/device';
 import { atLeastOne, z, zUuid } from '../../shared/zod';
-import { paginate, paginationQuery, resource } from '../pagination';
-import { AppState, created, defineRoute, noContent } from '../routing';
+import { paginate, paginationQuery } from '../pagination';
+import { AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
 import { deviceSchema, errors, paged, single, zName, zText } from './trackingSchemas';
 import { rowById } from '../../shared/rowLoader';
+import { created, noContent, resource } from '../responses';
 
 const idParam = z.object({ id: zUuid() });
 const deviceFields = {

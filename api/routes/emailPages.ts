@@ -4,8 +4,9 @@ import { AccountEmailTemplate, EMAIL_LINK_PATHS, escapeHtml } from '../../shared
 import { notFound } from '../../shared/errors';
 import { PASSWORD_MAX, PASSWORD_MIN } from '../../shared/domain/passwords';
 import { z } from '../../shared/zod';
-import { AppContext, AppState, defineRoute, sendHtml } from '../routing';
+import { AppContext, AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
+import { sendHtml } from '../responses';
 
 /**
  * Minimal pages behind the links in account mails (`APP_URL + path?token=…`), for installations

@@ -3,8 +3,9 @@ import { ASSERTION_HEADER } from '../../shared/auth/assertionVerifier';
 import { auditIngestBody, auditWriter, AuditWriter, ingestAuditEvent } from '../../shared/commands/ingestAuditEvent';
 import { presentAuditEvent } from '../../shared/presenters/auditEvent';
 import { z } from '../../shared/zod';
-import { AppState, created, defineRoute } from '../routing';
+import { AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
+import { created } from '../responses';
 
 export const APP_KEY_HEADER = 'x-id-app-key';
 

@@ -6,14 +6,15 @@ import { OAUTH_CLIENT_SECRET_PREFIX } from '../../shared/auth/oauthTokens';
 import { randomToken, sha256 } from '../../shared/crypto';
 import { badRequest, notFound } from '../../shared/errors';
 import { OAuthClient } from '../../shared/models/OAuthClient';
-import { actingUserId, authorize, authorizeOwner } from '../../shared/policies';
+import { actingUserId, subjects, authorize, authorizeOwner } from '../../shared/policies';
 import { presentOAuthClient } from '../../shared/presenters/oauthClient';
 import { atLeastOne, z, zHttpUrl, zUuid } from '../../shared/zod';
-import { paginate, paginationQuery, resource } from '../pagination';
-import { AppContext, AppState, created, defineRoute, noContent } from '../routing';
+import { paginate, paginationQuery } from '../pagination';
+import { AppContext, AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
 import { zScope } from './apiKeys';
 import { rowById } from '../../shared/rowLoader';
+import { created, noContent, resource } from '../responses';
 
 const zRedirectUri = () =>
   z
@@ -144,7 +145,7 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
     },
     async (ctx, { body }) => {
       const p = ctx.state.principal;
-      if (body.is_first_party) authorize(p, 'oauth_clients:write');
+      if (body.is_first_party) authorize(p, 'markFirstParty', subjects.oauthClient({ user_id: actingUserId(p) }));
       const secret = body.client_type === 'confidential' ? randomToken(OAUTH_CLIENT_SECRET_PREFIX, 32) : null;
       const client = await ctx.services.db.transaction(async (trx) => {
         const c = await OAuthClient.query(trx).insertAndFetch({
@@ -199,7 +200,7 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
     },
     async (ctx, { params, body }) => {
       const client = await loadClient(ctx, params.id, 'oauth_clients:write');
-      if (body.is_first_party !== undefined && body.is_first_party !== client.is_first_party) authorize(ctx.state.principal, 'oauth_clients:write');
+      if (body.is_first_party !== undefined && body.is_first_party !== client.is_first_party) authorize(ctx.state.principal, 'markFirstParty', subjects.oauthClient(client));
       if (body.client_type === 'confidential' && client.client_type === 'public') {
         throw badRequest('client_type: a public client cannot become confidential; register a new client');
       }

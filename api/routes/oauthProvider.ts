@@ -17,9 +17,9 @@ import { OAuthConsent } from '../../shared/models/OAuthConsent';
 import { ACCOUNT_SCOPES, actingUserId, requireUser } from '../../shared/policies';
 import { presentConsent } from '../../shared/presenters/oauthClient';
 import { z, zUuid } from '../../shared/zod';
-import { resource } from '../pagination';
-import { AppContext, AppState, defineRoute, noContent } from '../routing';
+import { AppContext, AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
+import { noContent, resource } from '../responses';
 
 const authorizeParams = z.object({
   client_id: zUuid(),

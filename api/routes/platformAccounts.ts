@@ -7,9 +7,10 @@ import { PlatformAccount } from '../../shared/models/PlatformAccount';
 import { User } from '../../shared/models/User';
 import { presentPlatformAccount } from '../../shared/presenters/platformAccount';
 import { z, zUuid } from '../../shared/zod';
-import { defineRoute, noContent, AppState } from '../routing';
+import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
-import { actorOf, loadUser, resolveUserRef, userIdParam, zUserRef } from './userParams';
+import { loadUser, resolveUserRef, userIdParam, zUserRef } from '../params';
+import { noContent } from '../responses';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -70,7 +71,7 @@ export function platformAccountRoutes(router: ApiRouter): void {
     async (ctx, { params }) => {
       const db = ctx.services.db;
       const id = resolveUserRef(ctx, params.id);
-      const actor = actorOf(ctx);
+      const actor = requestAttribution(ctx);
       await db.transaction(async (trx) => {
         const user = await loadUser(trx, id, { forUpdate: true });
         const accounts = await userAccounts(trx, id);

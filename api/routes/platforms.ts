@@ -4,9 +4,8 @@ import { notFound } from '../../shared/errors';
 import { Platform } from '../../shared/models/Platform';
 import { presentPlatform } from '../../shared/presenters/platform';
 import { z } from '../../shared/zod';
-import { defineRoute, AppState } from '../routing';
+import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
-import { actorOf } from './userParams';
 
 const idOrSlug = z.object({ id_or_slug: z.string().min(1).max(100) });
 
@@ -46,7 +45,7 @@ export function platformRoutes(router: Router<AppState, { services: ApiServices 
       const p = await findPlatform(db, params.id_or_slug);
       if (!p) throw notFound('platform');
       const updated = await Platform.query(db).patchAndFetchById(p.id, { enabled: body.enabled });
-      ctx.services.logger.info({ platform: p.slug, enabled: body.enabled, by: actorOf(ctx).actorId }, 'platform sign-in toggled');
+      ctx.services.logger.info({ platform: p.slug, enabled: body.enabled, by: requestAttribution(ctx).actorId }, 'platform sign-in toggled');
       ctx.body = { data: { id: updated.id, name: updated.name, slug: updated.slug, enabled: updated.enabled }, _links: { self: `/v1/platforms/${updated.slug}` } };
     },
   );

@@ -10,9 +10,9 @@ import { rolePermissionSet } from '../../shared/queries/access';
 import { rowById } from '../../shared/rowLoader';
 import { presentPermission, presentRole } from '../../shared/presenters/role';
 import { atLeastOne, z, zUuid } from '../../shared/zod';
-import { resource } from '../pagination';
-import { AppContext, AppState, created, defineRoute, noContent } from '../routing';
+import { AppContext, AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
+import { created, noContent, resource } from '../responses';
 
 const roleIdParam = z.object({ id: z.string().min(1).max(64) });
 const roleName = z.string().trim().min(1).max(100);

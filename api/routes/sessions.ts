@@ -7,8 +7,9 @@ import { User } from '../../shared/models/User';
 import { presentInternalSession } from '../../shared/presenters/session';
 import { sha256 } from '../../shared/crypto';
 import { z, zUuid } from '../../shared/zod';
-import { created, defineRoute, noContent, AppState } from '../routing';
+import { defineRoute, AppState } from '../routing';
 import type { ApiServices } from '../services';
+import { created, noContent } from '../responses';
 
 export const LOGOUT_REASONS = ['user_initiated', 'token_deleted', 'session_expired', 'revoked', 'no_access'] as const;
 

@@ -4,11 +4,11 @@ import { notFound } from '../../shared/errors';
 import { TripCategory } from '../../shared/models/TripCategory';
 import { presentTripCategory } from '../../shared/presenters/tripCategory';
 import { atLeastOne, z, zUuid } from '../../shared/zod';
-import { resource } from '../pagination';
-import { AppState, created, defineRoute, noContent } from '../routing';
+import { AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
 import { errors, single, tripCategorySchema, zName, zText } from './trackingSchemas';
 import { rowById } from '../../shared/rowLoader';
+import { created, noContent, resource } from '../responses';
 
 const idParam = z.object({ id: zUuid() });
 const categoryFields = {

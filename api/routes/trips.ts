@@ -12,11 +12,12 @@ import { actingUserId } from '../../shared/policies';
 import { GPS_POINT_COLUMNS, GpsPointRow, presentGpsPoint } from '../../shared/presenters/gpsPoint';
 import { presentTrip, presentTripHistory } from '../../shared/presenters/trip';
 import { z, zUuid } from '../../shared/zod';
-import { paginate, paginationQuery, resource } from '../pagination';
-import { AppState, created, defineRoute, noContent } from '../routing';
+import { paginate, paginationQuery } from '../pagination';
+import { AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
 import { errors, gpsPointSchema, paged, single, tripHistorySchema, tripSchema, zLatitude, zLongitude, zName, zTags, zText, zWeight } from './trackingSchemas';
 import { rowById } from '../../shared/rowLoader';
+import { created, noContent, resource } from '../responses';
 
 const idParam = z.object({ id: zUuid() });
 const zStatus = () => z.enum(TRIP_STATUSES, { errorMap: () => ({ message: `must be one of ${TRIP_STATUSES.join(', ')}` }) });

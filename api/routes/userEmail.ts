@@ -7,9 +7,9 @@ import type { AccountTokenPurpose } from '../../shared/models/AccountToken';
 import { badRequest, notFound } from '../../shared/errors';
 import { ACCOUNT_SCOPES, actingUserId, can } from '../../shared/policies';
 import { z } from '../../shared/zod';
-import { defineRoute, AppContext, AppState } from '../routing';
+import { defineRoute, AppContext, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
-import { actorOf, loadUser, resolveUserRef, userIdParam } from './userParams';
+import { loadUser, resolveUserRef, userIdParam } from '../params';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -19,7 +19,7 @@ const self = (permission: string) => ({ permission, self: 'id' });
 const securing = (permission: string) => ({ permission, self: 'id', scope: ACCOUNT_SCOPES.email, manages: 'id' });
 const tokenBody = z.object({ token: z.string().min(16, { message: 'is not a valid token' }).max(200) });
 
-const requestMeta = (ctx: AppContext) => ({ ...actorOf(ctx), acceptLanguage: ctx.get('accept-language') || null });
+const requestMeta = (ctx: AppContext) => ({ ...requestAttribution(ctx), acceptLanguage: ctx.get('accept-language') || null });
 
 /**
  * Uses an emailed token on an authenticated route: the token must belong to the caller (the system

@@ -13,11 +13,12 @@ import { User } from '../../shared/models/User';
 import { ACCOUNT_SCOPES, actingUserId, authorizeRoleGrant, authorizeSelf, can, requireAuthenticated } from '../../shared/policies';
 import { displayAccount, presentProfile, presentUser } from '../../shared/presenters/user';
 import { atLeastOne, z, zHttpUrl, zQueryBool } from '../../shared/zod';
-import { paginate, paginationQuery, resource } from '../pagination';
-import { created, defineRoute, noContent, AppContext, AppState } from '../routing';
+import { paginate, paginationQuery } from '../pagination';
+import { defineRoute, AppContext, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
-import { actorOf, loadUser, requireActingUser, resolveUserRef, userIdParam, zUserRef } from './userParams';
+import { loadUser, requireActingUser, resolveUserRef, userIdParam, zUserRef } from '../params';
 import { rowById } from '../../shared/rowLoader';
+import { created, noContent, resource } from '../responses';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -57,7 +58,7 @@ export function userRoutes(router: ApiRouter): void {
     },
     async (ctx) => {
       const id = requireActingUser(ctx.state.principal);
-      const at = await scheduleDeletion(ctx.services, id, actorOf(ctx));
+      const at = await scheduleDeletion(ctx.services, id, requestAttribution(ctx));
       ctx.body = { success: true, message: `your account will be deleted on ${at.toISOString()}`, scheduled_deletion_at: at.toISOString() };
     },
   );
@@ -67,7 +68,7 @@ export function userRoutes(router: ApiRouter): void {
     { method: 'post', path: '/v1/users/me/cancel-deletion', summary: 'Cancel the scheduled deletion of the own account', tags: TAG, auth: { account: ACCOUNT_SCOPES.delete }, responses: { 200: { description: '{success, message}' }, 409: { description: 'No deletion scheduled' } } },
     async (ctx) => {
       const id = requireActingUser(ctx.state.principal);
-      await cancelDeletion(ctx.services, id, actorOf(ctx));
+      await cancelDeletion(ctx.services, id, requestAttribution(ctx));
       ctx.body = { success: true, message: 'the scheduled deletion of your account was cancelled' };
     },
   );
@@ -182,7 +183,7 @@ export function userRoutes(router: ApiRouter): void {
     async (ctx, { params, body }) => {
       const db = ctx.services.db;
       const id = resolveUserRef(ctx, params.id);
-      const actor = actorOf(ctx);
+      const actor = requestAttribution(ctx);
       const user = await db.transaction(async (trx) => {
         const user = await loadUser(trx, id, { forUpdate: true });
         const changes: Partial<User> = {};
@@ -265,7 +266,7 @@ export function userRoutes(router: ApiRouter): void {
     async (ctx, { params, body }) => {
       const db = ctx.services.db;
       const id = resolveUserRef(ctx, params.id);
-      const actor = actorOf(ctx);
+      const actor = requestAttribution(ctx);
       const user = await db.transaction(async (trx) => {
         const current = await loadUser(trx, id);
         if (await usernameTaken(trx, body.username, id)) throw conflict('username is already taken');
@@ -291,7 +292,7 @@ export function userRoutes(router: ApiRouter): void {
     },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
-      await softDeleteUser(ctx.services, id, { ...actorOf(ctx), reason: 'deleted by an administrator' });
+      await softDeleteUser(ctx.services, id, { ...requestAttribution(ctx), reason: 'deleted by an administrator' });
       noContent(ctx);
     },
   );
@@ -333,7 +334,7 @@ export function userRoutes(router: ApiRouter): void {
       const role = await rowById(Role).load(body.role_id);
       if (!role) throw notFound('role');
       await assertMayManageRole(ctx, role.id);
-      const actor = actorOf(ctx);
+      const actor = requestAttribution(ctx);
       await db.transaction(async (trx) => {
         const inserted = await trx('user_roles').insert({ user_id: id, role_id: role.id }).onConflict(['user_id', 'role_id']).ignore().returning('role_id');
         if (!inserted.length) throw conflict('the user already has this role');
@@ -362,7 +363,7 @@ export function userRoutes(router: ApiRouter): void {
       const assigned = await db('user_roles').where({ user_id: id, role_id: params.role_id }).first('role_id');
       if (!assigned) throw notFound('role assignment');
       await assertMayManageRole(ctx, params.role_id);
-      const actor = actorOf(ctx);
+      const actor = requestAttribution(ctx);
       await db.transaction(async (trx) => {
         await trx('user_roles').where({ user_id: id, role_id: params.role_id }).delete();
         await recordAuditEvent({ user_id: id, event_type: 'user_updated', resource_type: 'user', resource_id: id, actor_id: actor.actorId, ip_address: actor.ipAddress, user_agent: actor.userAgent, metadata: { action: 'role_removed', role_id: params.role_id } }, trx);

@@ -1,8 +1,9 @@
 import type Router from '@koa/router';
 import { mintWsTicket } from '../../shared/auth/wsTickets';
 import { z } from '../../shared/zod';
-import { created, defineRoute, AppState } from '../routing';
+import { defineRoute, AppState } from '../routing';
 import type { ApiServices } from '../services';
+import { created } from '../responses';
 
 const ticketBody = z.object({
   ticket: z.string().openapi({ description: "Open the socket with subprotocols ['service-ticket', ticket]" }),

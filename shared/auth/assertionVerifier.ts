@@ -2,6 +2,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import type Redis from 'ioredis';
 import { safeEqual } from '../crypto';
 import { redisKey } from '../redis';
+import { isUuid } from '../zod';
 
 /**
  * X-ID-App-Assertion (spec §5.8): how a first-party internal app (the ID app) acts for a signed-in
@@ -13,8 +14,6 @@ import { redisKey } from '../redis';
 export const ASSERTION_HEADER = 'x-id-app-assertion';
 export const ASSERTION_NONCE_PREFIX = 'idaa_';
 
-/** Canonical rendering only: lowercase, hyphenated. `ABC…` or a hyphen-less UUID is malformed. */
-const CANONICAL_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const UNIX_SECONDS = /^(0|[1-9][0-9]{0,11})$/;
 const NONCE = /^idaa_[A-Za-z0-9_-]{8,128}$/;
 /** HMAC-SHA256 is 32 bytes: 43 base64url characters without padding. */
@@ -55,7 +54,7 @@ export async function verifyAppAssertion(config: AssertionConfig, redis: Redis, 
   const secret = config.idApps.get(appId);
   if (secret === undefined) return fail('unknown_app', 'unknown app_id');
   // (b) canonical lowercase hyphenated UUID subject; the other fields well-formed
-  if (!CANONICAL_UUID.test(subject)) return fail('malformed', 'subject must be a canonical lowercase hyphenated UUID');
+  if (!(isUuid(subject) && subject === subject.toLowerCase())) return fail('malformed', 'subject must be a canonical lowercase hyphenated UUID');
   if (!UNIX_SECONDS.test(issuedAtRaw)) return fail('malformed', 'issued_at must be Unix seconds');
   if (!NONCE.test(nonce)) return fail('malformed', `nonce must start with ${ASSERTION_NONCE_PREFIX}`);
   if (!SIGNATURE.test(mac)) return fail('malformed', 'signature must be unpadded base64url HMAC-SHA256');

@@ -4,11 +4,10 @@ import { appForKey, verifyAppAssertion } from '../auth/assertionVerifier';
 import type { Config } from '../config';
 import { badRequest, forbidden, serviceUnavailable, unauthorized } from '../errors';
 import type { AuditEvent } from '../models/AuditEvent';
-import { authorize, Principal } from '../policies';
-import { z, zInput } from '../zod';
+import { authorizePermission, Principal } from '../policies';
+import { z, zInput, isUuid } from '../zod';
 import { AUDIT_EVENT_TYPES, recordAuditEvent, SOURCE_SERVICES } from '../audit';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The audit event an internal app or service may write (POST /v1/internal/audit, GraphQL logAuditEvent). */
 export const auditIngestBody = z.object({
@@ -44,17 +43,17 @@ export function auditWriter(config: Pick<Config, 'idApps'>, principal: Principal
     if (!appId) throw unauthorized('invalid X-ID-App-Key');
     return { appId };
   }
-  authorize(principal, 'audit:write');
+  authorizePermission(principal, 'audit:write');
   return { appId: null };
 }
 
 async function userExists(db: Knex, id: string): Promise<boolean> {
-  if (!UUID.test(id)) return false;
+  if (!isUuid(id)) return false;
   return !!(await db('users').where('id', id.toLowerCase()).first('id'));
 }
 
 /** A UUID as stored (lowercase); external ids as sent. */
-const storedId = (id: string) => (UUID.test(id) ? id.toLowerCase() : id);
+const storedId = (id: string) => (isUuid(id) ? id.toLowerCase() : id);
 
 /**
  * Spec §5.8 for an app writing with X-ID-App-Key: every field naming an end user (user_id,

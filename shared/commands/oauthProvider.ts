@@ -15,6 +15,7 @@ import { OAuthClient } from '../models/OAuthClient';
 import { PermissionSet } from '../policies';
 import { findActiveBan } from '../queries/access';
 import { recordAuditEvent } from '../audit';
+import { isUuid } from '../zod';
 
 /**
  * The OAuth 2.0 provider (decisions.md): authorization codes with PKCE S256 handed out through the
@@ -128,8 +129,7 @@ export type Invalidate = (msg: AuthInvalidation) => Promise<void>;
 
 /** Client authentication at the token endpoint: confidential clients must present their secret. */
 export async function authenticateClient(db: Knex, clientId: string | undefined, clientSecret: string | undefined): Promise<OAuthClient> {
-  const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-  if (!clientId || !uuid.test(clientId)) throw oauthError(401, 'invalid_client', 'client authentication failed');
+  if (!clientId || !isUuid(clientId)) throw oauthError(401, 'invalid_client', 'client authentication failed');
   const client = await OAuthClient.query(db).findById(clientId.toLowerCase());
   if (!client || !client.is_active) throw oauthError(401, 'invalid_client', 'client authentication failed');
   if (client.client_type === 'confidential') {

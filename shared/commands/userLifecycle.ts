@@ -6,20 +6,11 @@ import { Session } from '../models/Session';
 import { User } from '../models/User';
 import { findActiveBan } from '../queries/access';
 import { deletionGraceMs } from '../queries/accountSettings';
-import { AuditInput, recordAuditEvent } from '../audit';
+import { attributed, Attribution, recordAuditEvent } from '../audit';
 
-/** Who did something and from where, for audit events. */
-export interface Actor {
-  actorId: string | null;
-  ipAddress?: string | null;
-  userAgent?: string | null;
-}
 
 const now = () => new Date().toISOString();
 
-function audit(actor: Actor, input: AuditInput): AuditInput {
-  return { actor_id: actor.actorId, ip_address: actor.ipAddress ?? null, user_agent: actor.userAgent ?? null, ...input };
-}
 
 /** Deletes a user's sessions (all, or all but one) inside `trx`; returns the deleted ids. */
 export async function deleteUserSessions(trx: Knex | Knex.Transaction, userId: string, exceptSessionId?: string | null): Promise<string[]> {
@@ -47,7 +38,7 @@ async function announceForcedLogout(ctx: ServiceContext, userId: string, reason:
  * Bans a user (permanent without a duration). Their sessions end and cached credentials are
  * dropped at once on every instance; accountBanned and forceLogout go to the user's channel.
  */
-export async function banUser(ctx: ServiceContext, input: { userId: string; reason: string | null; durationSeconds: number | null }, actor: Actor): Promise<Ban> {
+export async function banUser(ctx: ServiceContext, input: { userId: string; reason: string | null; durationSeconds: number | null }, actor: Attribution): Promise<Ban> {
   const { ban, sessionIds } = await ctx.db.transaction(async (trx) => {
     // Serialises concurrent bans of the same user, so only one active ban can exist.
     await trx('users').where('id', input.userId).forUpdate().first('id');
@@ -63,7 +54,7 @@ export async function banUser(ctx: ServiceContext, input: { userId: string; reas
     });
     const sessionIds = await deleteUserSessions(trx, input.userId);
     await recordAuditEvent(
-      audit(actor, {
+      attributed(actor, {
         user_id: input.userId,
         event_type: 'user_updated',
         resource_type: 'ban',
@@ -90,12 +81,12 @@ export async function banUser(ctx: ServiceContext, input: { userId: string; reas
 }
 
 /** Ends the active ban (history keeps unbanned_at / unbanned_by); 404 when there is none. */
-export async function unbanUser(ctx: ServiceContext, userId: string, actor: Actor): Promise<Ban> {
+export async function unbanUser(ctx: ServiceContext, userId: string, actor: Attribution): Promise<Ban> {
   const ban = await ctx.db.transaction(async (trx) => {
     const active = await findActiveBan(trx, userId);
     if (!active) throw notFound('active ban');
     const ban = await Ban.query(trx).patchAndFetchById(active.id, { unbanned_at: new Date(), unbanned_by: actor.actorId });
-    await recordAuditEvent(audit(actor, { user_id: userId, event_type: 'user_updated', resource_type: 'ban', resource_id: ban.id, description: 'user unbanned', metadata: { action: 'unbanned' } }), trx);
+    await recordAuditEvent(attributed(actor, { user_id: userId, event_type: 'user_updated', resource_type: 'ban', resource_id: ban.id, description: 'user unbanned', metadata: { action: 'unbanned' } }), trx);
     return ban;
   });
   await ctx.bus.invalidateAuth({ userId });
@@ -123,14 +114,14 @@ export async function expireBans(ctx: ServiceContext): Promise<{ ended: number }
  * Self-service deletion: the account is scheduled for deletion after the grace period (7 days by
  * default) and stays usable until then; an administrator can cancel or force it.
  */
-export async function scheduleDeletion(ctx: ServiceContext, userId: string, actor: Actor): Promise<Date> {
+export async function scheduleDeletion(ctx: ServiceContext, userId: string, actor: Attribution): Promise<Date> {
   const at = new Date(Date.now() + (await deletionGraceMs(ctx.db)));
   return ctx.db.transaction(async (trx) => {
     const user = await User.query(trx).findById(userId).forUpdate();
     if (!user) throw notFound('user');
     if (user.scheduled_deletion_at) return user.scheduled_deletion_at;
     await User.query(trx).patch({ scheduled_deletion_at: at }).where('id', userId);
-    await recordAuditEvent(audit(actor, { user_id: userId, event_type: 'user_updated', resource_type: 'user', resource_id: userId, description: 'account deletion scheduled', metadata: { action: 'deletion_scheduled', scheduled_deletion_at: at.toISOString() } }), trx);
+    await recordAuditEvent(attributed(actor, { user_id: userId, event_type: 'user_updated', resource_type: 'user', resource_id: userId, description: 'account deletion scheduled', metadata: { action: 'deletion_scheduled', scheduled_deletion_at: at.toISOString() } }), trx);
     return at;
   });
 }
@@ -139,7 +130,7 @@ export async function scheduleDeletion(ctx: ServiceContext, userId: string, acto
  * Soft delete (spec §3): deleted_at set, every session deleted and every API key deactivated at
  * once, and the account scheduled for the purge after the grace period (cancel-deletion restores it).
  */
-export async function softDeleteUser(ctx: ServiceContext, userId: string, actor: Actor & { reason?: string }): Promise<void> {
+export async function softDeleteUser(ctx: ServiceContext, userId: string, actor: Attribution & { reason?: string }): Promise<void> {
   const grace = await deletionGraceMs(ctx.db);
   const { sessionIds, keyIds } = await ctx.db.transaction(async (trx) => {
     const user = await User.query(trx).findById(userId).forUpdate();
@@ -151,7 +142,7 @@ export async function softDeleteUser(ctx: ServiceContext, userId: string, actor:
     const sessionIds = await deleteUserSessions(trx, userId);
     const keys: Array<{ id: string }> = await trx('api_keys').where({ user_id: userId, is_active: true }).update({ is_active: false, locked: true, updated_at: trx.fn.now() }).returning('id');
     await recordAuditEvent(
-      audit(actor, {
+      attributed(actor, {
         user_id: userId,
         event_type: 'user_deleted',
         resource_type: 'user',
@@ -170,13 +161,13 @@ export async function softDeleteUser(ctx: ServiceContext, userId: string, actor:
 }
 
 /** Clears a scheduled deletion and a soft delete; 409 when neither is set. */
-export async function cancelDeletion(ctx: ServiceContext, userId: string, actor: Actor): Promise<{ wasDeleted: boolean }> {
+export async function cancelDeletion(ctx: ServiceContext, userId: string, actor: Attribution): Promise<{ wasDeleted: boolean }> {
   const wasDeleted = await ctx.db.transaction(async (trx) => {
     const user = await User.query(trx).findById(userId).forUpdate();
     if (!user) throw notFound('user');
     if (!user.scheduled_deletion_at && !user.deleted_at) throw conflict('no deletion is scheduled for this user');
     await User.query(trx).patch({ scheduled_deletion_at: null, deleted_at: null }).where('id', userId);
-    await recordAuditEvent(audit(actor, { user_id: userId, event_type: 'user_updated', resource_type: 'user', resource_id: userId, description: 'account deletion cancelled', metadata: { action: 'deletion_cancelled', was_deleted: !!user.deleted_at } }), trx);
+    await recordAuditEvent(attributed(actor, { user_id: userId, event_type: 'user_updated', resource_type: 'user', resource_id: userId, description: 'account deletion cancelled', metadata: { action: 'deletion_cancelled', was_deleted: !!user.deleted_at } }), trx);
     return !!user.deleted_at;
   });
   await ctx.bus.invalidateAuth({ userId });
@@ -189,7 +180,7 @@ export async function cancelDeletion(ctx: ServiceContext, userId: string, actor:
  * is not personal (who/where fields and metadata are cleared). One `user_deleted` event remains,
  * naming only the former id.
  */
-export async function purgeUser(ctx: ServiceContext, userId: string, actor: Actor & { reason: string }): Promise<boolean> {
+export async function purgeUser(ctx: ServiceContext, userId: string, actor: Attribution & { reason: string }): Promise<boolean> {
   const purged = await ctx.db.transaction(async (trx) => {
     const user = await trx('users').where('id', userId).forUpdate().first('id');
     if (!user) return false;

@@ -7,7 +7,7 @@ import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
 import { DEFAULT_USER_ROLE_ID } from '../permissions';
 import { presentFlatUser } from '../presenters/user';
-import { z } from '../zod';
+import { z, isUuid } from '../zod';
 import { findActiveBan } from '../queries/access';
 
 /** Spec §8: 3-30 characters, letters, digits, underscore. */
@@ -54,8 +54,7 @@ export async function uniqueUsername(db: Knex, base: string): Promise<string> {
 
 /** The platform by id or slug. */
 export async function findPlatform(db: Knex, idOrSlug: string): Promise<Platform | undefined> {
-  const isUuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(idOrSlug);
-  return Platform.query(db).where((q) => (isUuid ? q.where('id', idOrSlug).orWhere('slug', idOrSlug) : q.where('slug', idOrSlug))).first();
+  return Platform.query(db).where((q) => (isUuid(idOrSlug) ? q.where('id', idOrSlug).orWhere('slug', idOrSlug) : q.where('slug', idOrSlug))).first();
 }
 
 /** The email/password platform (slug `email`). */

@@ -4,7 +4,7 @@ import { apiKeySource } from '../../shared/auth/credentials';
 import { loadOAuthTokenEntry } from '../../shared/auth/oauthTokens';
 import { sha256 } from '../../shared/crypto';
 import { ALL_PERMISSIONS, DEFAULT_ROLES } from '../../shared/permissions';
-import { authorize, authorizeGrant, authorizeManageUser, effectivePermissions, PermissionSet, Principal } from '../../shared/policies';
+import { authorizePermission, authorizeGrant, authorizeManageUser, effectivePermissions, PermissionSet, Principal } from '../../shared/policies';
 import { createKey, createOAuthToken, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 
@@ -68,7 +68,7 @@ test('pure: a narrowed credential acts on itself and hands out scopes only withi
           return false;
         }
       };
-      if (passes(() => authorize(key, permission, { selfId: 'me' })) && !grant.has(permission)) return false;
+      if (passes(() => authorizePermission(key, permission, { selfId: 'me' })) && !grant.has(permission)) return false;
       if (passes(() => authorizeGrant(key, [permission])) && !(key.permissions.has(permission) || grant.names(permission))) return false;
       return true;
     }),

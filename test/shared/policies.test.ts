@@ -1,5 +1,5 @@
 import test from 'ava';
-import { authorize, authorizeOwner, can, PermissionSet, Principal, systemKeyAllowed } from '../../shared/policies';
+import { authorizePermission, authorizeOwner, can, PermissionSet, Principal, systemKeyAllowed } from '../../shared/policies';
 import { HttpError } from '../../shared/errors';
 import { ALL_PERMISSIONS, DEFAULT_ROLES } from '../../shared/permissions';
 
@@ -25,14 +25,14 @@ test('narrow keeps only what the owner holds and expands wildcard requests', (t)
 });
 
 test('authorize: 401 anonymous, 403 missing, self passes within the grant', (t) => {
-  const e401 = t.throws(() => authorize({ kind: 'anonymous' }, 'gps:read')) as HttpError;
+  const e401 = t.throws(() => authorizePermission({ kind: 'anonymous' }, 'gps:read')) as HttpError;
   t.is(e401.status, 401);
-  const e403 = t.throws(() => authorize(user([]), 'users:read')) as HttpError;
+  const e403 = t.throws(() => authorizePermission(user([]), 'users:read')) as HttpError;
   t.is(e403.status, 403);
-  t.notThrows(() => authorize(user([], 'me'), 'users:read', { selfId: 'me' }));
+  t.notThrows(() => authorizePermission(user([], 'me'), 'users:read', { selfId: 'me' }));
   const key = (scopes: string[]): Principal => ({ kind: 'apiKey', apiKeyId: 'k', userId: 'me', permissions: new PermissionSet([]), grant: new PermissionSet(scopes), roleIds: [], keyRoleIds: [] });
-  t.throws(() => authorize(key(['gps:read']), 'users:read', { selfId: 'me' }));
-  t.notThrows(() => authorize(key(['users:read']), 'users:read', { selfId: 'me' }));
+  t.throws(() => authorizePermission(key(['gps:read']), 'users:read', { selfId: 'me' }));
+  t.notThrows(() => authorizePermission(key(['users:read']), 'users:read', { selfId: 'me' }));
   t.true(can(user(['gps:read']), 'gps:read'));
   t.false(can({ kind: 'anonymous' }, 'gps:read'));
 });

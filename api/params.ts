@@ -1,18 +1,16 @@
 import type { Knex } from 'knex';
-import { forbidden, notFound } from '../../shared/errors';
-import { User } from '../../shared/models/User';
-import { actingUserId, Principal } from '../../shared/policies';
-import type { Actor } from '../../shared/commands/userLifecycle';
-import { z } from '../../shared/zod';
-import type { AppContext } from '../routing';
+import { forbidden, notFound } from '../shared/errors';
+import { User } from '../shared/models/User';
+import { actingUserId, Principal } from '../shared/policies';
+import { z, isUuid } from '../shared/zod';
+import type { AppContext } from './routing';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** A user id in a path: a UUID, or `me` for the caller's own user. */
 export const zUserRef = () =>
   z
     .string()
-    .refine((v) => v === 'me' || UUID.test(v), { message: 'must be a UUID or me' })
+    .refine((v) => v === 'me' || isUuid(v), { message: 'must be a UUID or me' })
     .openapi({ description: 'User id (UUID) or `me`' });
 
 export const userIdParam = z.object({ id: zUserRef() });
@@ -37,11 +35,4 @@ export async function loadUser(db: Knex, id: string, opts: { includeDeleted?: bo
   const user = await q;
   if (!user) throw notFound('user');
   return user;
-}
-
-/** Audit attribution of the request: acting user (or key), IP and user agent. */
-export function actorOf(ctx: AppContext): Actor {
-  const p = ctx.state.principal;
-  const actorId = actingUserId(p) ?? (p.kind === 'apiKey' || p.kind === 'system' ? p.apiKeyId : null);
-  return { actorId, ipAddress: ctx.ip, userAgent: ctx.get('user-agent') || null };
 }

@@ -1,0 +1,70 @@
+import type { Context } from 'koa';
+import type { ZodTypeAny } from 'zod';
+import { z } from '../shared/zod';
+
+/**
+ * The response envelopes, built in one place: `{data, _links}` for a resource or a bare list,
+ * `{data, pagination, _links}` for a page (api/pagination.ts builds the page's links). Routes hand
+ * a presenter's output to these and declare the matching schema from the same file, so the
+ * OpenAPI document and the JSON cannot drift.
+ */
+
+export interface Envelope<T> {
+  data: T;
+  _links: { self: string };
+}
+
+/** `{data, _links: {self}}`: a single resource, or a bare list of them. */
+export function resource<T>(ctx: Pick<Context, 'path'>, data: T, self?: string): Envelope<T> {
+  return { data, _links: { self: self ?? ctx.path } };
+}
+
+const selfLinks = z.object({ self: z.string() });
+const pageLinks = z.object({
+  self: z.string(),
+  first: z.string(),
+  last: z.string(),
+  prev: z.string().optional(),
+  next: z.string().optional(),
+});
+
+/** Schema of `resource(ctx, data)` for a presenter's schema. */
+export const resourceSchema = <T extends ZodTypeAny>(data: T) => z.object({ data, _links: selfLinks });
+
+/** Schema of `resource(ctx, list)`: a bare (unpaginated) list. */
+export const listSchema = <T extends ZodTypeAny>(item: T) => z.object({ data: z.array(item), _links: selfLinks });
+
+/** Schema of a `paginate()` body. */
+export const pageSchema = <T extends ZodTypeAny>(item: T) =>
+  z.object({
+    data: z.array(item),
+    pagination: z.object({ page: z.number().int(), limit: z.number().int(), total: z.number().int(), total_pages: z.number().int() }),
+    _links: pageLinks,
+  });
+
+/** 201 with a body (and a Location header when given). */
+export function created(ctx: Context, body: unknown, location?: string): void {
+  if (location) ctx.set('Location', location);
+  ctx.status = 201;
+  ctx.body = body;
+}
+
+/** 204 with an empty body. */
+export function noContent(ctx: Context): void {
+  ctx.status = 204;
+  ctx.body = null;
+}
+
+/**
+ * Answers an HTML page (the pages behind email links): never cached (the URL carries a one-time
+ * token), never framed or sniffed, no referrer, and the page's own Content-Security-Policy.
+ */
+export function sendHtml(ctx: Context, html: string, contentSecurityPolicy: string): void {
+  ctx.set('Content-Security-Policy', contentSecurityPolicy);
+  ctx.set('Cache-Control', 'no-store');
+  ctx.set('Referrer-Policy', 'no-referrer');
+  ctx.set('X-Content-Type-Options', 'nosniff');
+  ctx.set('X-Frame-Options', 'DENY');
+  ctx.type = 'text/html; charset=utf-8';
+  ctx.body = html;
+}
