@@ -390,8 +390,12 @@ const holdsRole: Rule<'role'> = (p, r) => {
   return missing.length === 0 || forbidden(`cannot manage a role granting permissions you do not hold (${missing.slice(0, 5).join(', ')})`);
 };
 
+/** Channels anyone may join, anonymous callers included. */
+const isPublicChannel = (name: string) => name === 'vessels' || name === 'public' || name.startsWith('public:');
+
 /** Channel rules of spec §4.26. */
 function channelRule(p: Authenticated, name: string): Verdict {
+  if (isPublicChannel(name)) return true;
   const denied = forbidden(`access denied to channel ${name}`);
   if (name.startsWith('user:')) return (p.kind === 'user' && name === `user:${p.userId}`) || denied;
   if (name.startsWith('admin:')) return p.permissions.has('admin:read') || denied;
@@ -487,7 +491,10 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
 export type Action<T extends SubjectType> = keyof (typeof rules)[T] & string;
 
 function verdict<T extends SubjectType>(p: Principal, action: Action<T>, subject: Subject<T>): Verdict {
-  if (p.kind === 'anonymous') return unauthorized();
+  if (p.kind === 'anonymous') {
+    if (subject.type === 'channel' && action === 'subscribe' && isPublicChannel(subject.name)) return true;
+    return unauthorized();
+  }
   const rule = (rules[subject.type] as Record<string, Rule<T>>)[action];
   if (!rule) throw new Error(`no policy for ${action} on ${subject.type}`);
   return rule(p, subject as unknown as SubjectTypes[T]);
