@@ -492,7 +492,8 @@ export type Action<T extends SubjectType> = keyof (typeof rules)[T] & string;
 
 function verdict<T extends SubjectType>(p: Principal, action: Action<T>, subject: Subject<T>): Verdict {
   if (p.kind === 'anonymous') {
-    if (subject.type === 'channel' && action === 'subscribe' && isPublicChannel(subject.name)) return true;
+    const s = subject as Subject;
+    if (s.type === 'channel' && action === 'subscribe' && isPublicChannel(s.name)) return true;
     return unauthorized();
   }
   const rule = (rules[subject.type] as Record<string, Rule<T>>)[action];
