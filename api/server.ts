@@ -14,7 +14,7 @@ import { SERVICE_VERSION } from '../shared/version';
 import { createApp } from './app';
 import { DRAIN_IDLE_GRACE_MS, trackConnections } from './drain';
 import { buildGraphqlSchema } from './graphql';
-import { RateLimiter } from './middleware/rateLimit';
+import { RateLimiter } from '../shared/caches/rateLimiter';
 import type { ApiServices } from './services';
 
 export interface RunningApi {

@@ -1,6 +1,6 @@
 import type { CredentialResolver } from '../shared/auth/credentials';
 import type { ServiceContext } from '../shared/context';
-import type { RateLimiter } from './middleware/rateLimit';
+import type { RateLimiter } from '../shared/caches/rateLimiter';
 
 /** What route handlers reach through `ctx.services`. */
 export interface ApiServices extends ServiceContext {

@@ -1,11 +1,9 @@
-import type Redis from 'ioredis';
 import type { Context, Middleware, Next } from 'koa';
-import { apiInstanceCount, type Config, type RateTier } from '../../shared/config';
+import type { Config, RateTier } from '../../shared/config';
 import { safeEqual } from '../../shared/crypto';
 import { HttpError } from '../../shared/errors';
-import type { Logger } from '../../shared/logger';
-import { redisKey } from '../../shared/redis';
-import type { AppContext } from '../routing';
+import type { RateDecision, RateLimiter } from '../../shared/caches/rateLimiter';
+import type { Principal } from '../../shared/policies';
 
 /** Paths never counted and never given rate-limit headers (spec §8). */
 export function isRateLimitExempt(path: string): boolean {
@@ -22,283 +20,6 @@ export function isRateLimitExempt(path: string): boolean {
 
 /** Route-specific limits counted on top of the caller's tier. */
 const ROUTE_TIERS: Array<{ method: string; path: string; tier: 'gpsPost' }> = [{ method: 'POST', path: '/v1/gps', tier: 'gpsPost' }];
-
-// Add each increment to its counter and start the counter's expiry on first use; returns the
-// global counts. One round trip for any number of counters; atomic, so a count returned to one
-// request is never returned to another.
-const SCRIPT = `
-local n = #KEYS
-local out = {}
-for i, k in ipairs(KEYS) do
-  local c = redis.call('INCRBY', k, ARGV[n + i])
-  if redis.call('PTTL', k) < 0 then redis.call('PEXPIRE', k, ARGV[i]) end
-  out[i] = c
-end
-return out`;
-
-/** How often locally counted requests are added to the shared counters. */
-const FLUSH_MS = 10;
-/** A window not heard from Redis for longer than this is decided in Redis (sparse traffic). */
-const STALE_MS = 50;
-/** After an outage, how often the store is tried again. */
-const RETRY_MS = 1000;
-/** Share of a limit that may be let through beyond it when every instance counts locally at once. */
-const MAX_OVERSHOOT = 0.01;
-
-interface Counter {
-  key: string;
-  tier: RateTier;
-  resetMs: number;
-  /** Most requests this instance may have counted here that Redis has not answered for (0: none). */
-  budget: number;
-  /** What all instances together may have counted unseen: `instances × budget`. */
-  reserve: number;
-}
-
-/** One fixed window of one identity as this instance sees it. */
-interface WindowState {
-  /** Global count at the last answer from Redis (all instances, our flushed requests included). */
-  synced: number;
-  /** Counted here, sent to Redis, not yet answered. */
-  inflight: number;
-  /** Counted here, not yet sent. */
-  pending: number;
-  ttlMs: number;
-  resetMs: number;
-  /** When the global count was last read from Redis (0: never). */
-  syncedAt: number;
-  /** Growth of the global count per millisecond between two answers (Infinity: not measured yet). */
-  rate: number;
-  /** Count and time the next growth measurement starts from (time 0: none yet). */
-  rateFrom: number;
-  rateAt: number;
-}
-
-export interface RateDecision {
-  allowed: boolean;
-  limit: number;
-  remaining: number;
-  resetSeconds: number;
-  retryAfterSeconds: number;
-}
-
-type HitFn = (n: number, ...a: Array<string | number>) => Promise<number[]>;
-
-/**
- * Fixed-window counters in Redis, keyed by identity. Far from the limit a request is counted here
- * and decided synchronously, and the counts are added to Redis in one script call every few
- * milliseconds; near the limit (and whenever this instance has not heard the global count lately)
- * each request is counted in Redis by one atomic INCRBY and allowed only if the count it gets back
- * is within the limit, so the limit holds exactly across instances. See `decidesLocally` for where
- * "near" starts. Fail-open: while Redis cannot answer, requests pass and get no headers.
- */
-export class RateLimiter {
-  private readonly windows = new Map<string, WindowState>();
-  /** Current counter per tier name and identity, so the hot path builds no key (pruned by flush). */
-  private readonly counters = new Map<string, Map<string, Counter>>();
-  /** Api processes sharing the counters (at least two: a PM2 reload briefly runs old and new). */
-  private readonly instances: number;
-  private pruneAt = 0;
-  private flushTimer?: NodeJS.Timeout;
-  private downUntil = 0;
-
-  constructor(
-    private readonly redis: Redis,
-    private readonly config: Pick<Config, 'redisPrefix' | 'rateLimit' | 'instances'>,
-    private readonly logger: Logger,
-  ) {
-    redis.defineCommand('rlHit', { lua: SCRIPT });
-    this.instances = Math.max(2, apiInstanceCount(config));
-  }
-
-  private get script(): HitFn {
-    return (this.redis as unknown as { rlHit: HitFn }).rlHit.bind(this.redis);
-  }
-
-  /** The counter of a tier and identity in the window containing `now` (reused while it lasts). */
-  private counter(name: string, identity: string, tier: RateTier, now: number): Counter {
-    let byIdentity = this.counters.get(name);
-    if (!byIdentity) this.counters.set(name, (byIdentity = new Map()));
-    const last = byIdentity.get(identity);
-    if (last && last.tier === tier && now < last.resetMs && now >= last.resetMs - tier.windowSeconds * 1000) return last;
-    const windowMs = tier.windowSeconds * 1000;
-    const index = Math.floor(now / windowMs);
-    // Every instance holding its whole budget unseen lets at most instances × budget ≤ 1% of the
-    // limit through beyond it, however the requests are timed; small limits get no budget at all.
-    const budget = Math.floor((tier.limit * MAX_OVERSHOOT) / this.instances);
-    const key = redisKey(this.config, 'rl', name, identity, index);
-    const c: Counter = { key, tier, resetMs: (index + 1) * windowMs, budget, reserve: budget * this.instances };
-    byIdentity.set(identity, c);
-    return c;
-  }
-
-  private markDown(err: unknown): void {
-    this.logger.debug({ err: (err as Error).message }, 'rate limit store unreachable; allowing requests');
-    this.downUntil = Date.now() + RETRY_MS;
-    // Local counts may have been lost with the store; start over from Redis when it is back.
-    this.windows.clear();
-  }
-
-  private window(c: Counter): WindowState {
-    let w = this.windows.get(c.key);
-    if (!w) {
-      const ttlMs = c.tier.windowSeconds * 1000 + 1000;
-      w = { synced: 0, inflight: 0, pending: 0, ttlMs, resetMs: c.resetMs, syncedAt: 0, rate: Infinity, rateFrom: 0, rateAt: 0 };
-      this.windows.set(c.key, w);
-    }
-    return w;
-  }
-
-  /**
-   * Whether the next request may be counted here without asking Redis, i.e. whether the window is
-   * still more than a margin below its limit. The margin is what the global count may have become
-   * since we last heard it, unknown to us: what the instances hold unseen (at most `reserve`) plus
-   * its growth until our count reaches Redis (it grew at `rate`; we heard it `age` ms ago; our
-   * count is sent within FLUSH_MS and lands within about as long again, Redis' latency included).
-   * Within the margin a local decision could let through a request that Redis would refuse, so
-   * each request is decided in Redis; so too with no budget left or no recent answer. The budget
-   * bounds the error when the growth estimate is wrong (a sudden burst): see `counter`.
-   */
-  private decidesLocally(c: Counter, w: WindowState | undefined, now: number): boolean {
-    if (!w) return false;
-    const age = now - w.syncedAt;
-    const unseen = w.inflight + w.pending + 1;
-    return age <= STALE_MS && unseen <= c.budget && w.synced + unseen + c.reserve + w.rate * (age + 2 * FLUSH_MS) <= c.tier.limit;
-  }
-
-  /** Takes in a global count answered by Redis, and measures how fast it grows. */
-  private heard(w: WindowState, count: number, at: number): void {
-    w.synced = Math.max(w.synced, count);
-    w.syncedAt = at;
-    const since = at - w.rateAt;
-    if (since < FLUSH_MS) return;
-    // Answers further apart than STALE_MS say nothing about the current pace: measure afresh.
-    w.rate = w.rateAt > 0 && since <= STALE_MS ? (w.synced - w.rateFrom) / since : Infinity;
-    w.rateFrom = w.synced;
-    w.rateAt = at;
-  }
-
-  private scheduleFlush(): void {
-    if (this.flushTimer) return;
-    this.flushTimer = setTimeout(() => {
-      this.flushTimer = undefined;
-      void this.flush();
-    }, FLUSH_MS);
-    this.flushTimer.unref();
-  }
-
-  /** Sends every window's pending count to Redis in one call and takes back the global counts. */
-  async flush(): Promise<void> {
-    const now = Date.now();
-    const batch: Array<[string, WindowState, number]> = [];
-    for (const [key, w] of this.windows) {
-      if (w.pending > 0) {
-        batch.push([key, w, w.pending]);
-        w.inflight += w.pending;
-        w.pending = 0;
-      } else if (w.resetMs < now && w.inflight === 0) this.windows.delete(key);
-    }
-    if (now >= this.pruneAt) {
-      this.pruneAt = now + 1000;
-      for (const byIdentity of this.counters.values()) {
-        for (const [identity, c] of byIdentity) if (c.resetMs < now) byIdentity.delete(identity);
-      }
-    }
-    if (!batch.length) return;
-    try {
-      const counts = await this.script(batch.length, ...batch.map((b) => b[0]), ...batch.map((b) => b[1].ttlMs), ...batch.map((b) => b[2]));
-      const at = Date.now();
-      batch.forEach(([, w, sent], i) => {
-        w.inflight -= sent;
-        this.heard(w, counts[i], at);
-      });
-    } catch (err) {
-      this.markDown(err);
-    }
-  }
-
-  /**
-   * Counts one request for each counter; returns the most restrictive decision, or null on outage.
-   * Far from every limit, and once a limit is known to be reached, the answer is synchronous: no
-   * promise, no I/O on the hot path. Otherwise the request is counted and decided in Redis.
-   */
-  hit(counters: Array<{ name: string; identity: string; tier: RateTier }>): RateDecision | null | Promise<RateDecision | null> {
-    const now = Date.now();
-    if (now < this.downUntil) return null;
-    const cs = counters.map((c) => this.counter(c.name, c.identity, c.tier, now));
-    let local = true;
-    for (const c of cs) {
-      const w = this.windows.get(c.key);
-      // Counts only grow within a window: once Redis said the limit is reached, every later request is refused.
-      if (w && w.synced >= c.tier.limit) return this.decideLocally(cs, now);
-      if (local && !this.decidesLocally(c, w, now)) local = false;
-    }
-    return local ? this.decideLocally(cs, now) : this.decideInRedis(cs, now);
-  }
-
-  /** Counts the request here; decides by the global count last heard plus what is counted here. */
-  private decideLocally(cs: Counter[], now: number): RateDecision {
-    let worst: RateDecision | null = null;
-    for (const c of cs) {
-      const w = this.window(c);
-      w.pending++;
-      worst = mostRestrictive(worst, decision(c, w.synced + w.inflight + w.pending, now));
-    }
-    this.scheduleFlush();
-    return worst!;
-  }
-
-  /** Adds this request, and whatever was counted here and not yet sent, to Redis; decides by the counts returned. */
-  private async decideInRedis(cs: Counter[], now: number): Promise<RateDecision | null> {
-    const ws = cs.map((c) => this.window(c));
-    const sent = ws.map((w) => {
-      const n = w.pending + 1;
-      w.pending = 0;
-      w.inflight += n;
-      return n;
-    });
-    let counts: number[];
-    try {
-      counts = await this.script(cs.length, ...cs.map((c) => c.key), ...ws.map((w) => w.ttlMs), ...sent);
-    } catch (err) {
-      this.markDown(err);
-      return null;
-    }
-    const at = Date.now();
-    let worst: RateDecision | null = null;
-    cs.forEach((c, i) => {
-      ws[i].inflight -= sent[i];
-      this.heard(ws[i], counts[i], at);
-      worst = mostRestrictive(worst, decision(c, counts[i], now));
-    });
-    // The flush also forgets windows that have ended.
-    this.scheduleFlush();
-    return worst!;
-  }
-
-  /** Flushes what is still counted locally (shutdown). */
-  async close(): Promise<void> {
-    if (this.flushTimer) clearTimeout(this.flushTimer);
-    this.flushTimer = undefined;
-    await this.flush();
-  }
-}
-
-/** The decision for a request that is the `count`th of its counter's window. */
-function decision(c: Counter, count: number, now: number): RateDecision {
-  const remaining = c.tier.limit - count;
-  return {
-    allowed: remaining >= 0,
-    limit: c.tier.limit,
-    remaining: Math.max(0, remaining),
-    resetSeconds: Math.ceil(c.resetMs / 1000),
-    retryAfterSeconds: Math.max(1, Math.ceil((c.resetMs - now) / 1000)),
-  };
-}
-
-function mostRestrictive(a: RateDecision | null, b: RateDecision): RateDecision {
-  return !a || (!b.allowed && a.allowed) || (b.allowed === a.allowed && b.remaining < a.remaining) ? b : a;
-}
 
 /** Sets the rate-limit headers (and refuses the request when over the limit), then continues. */
 function answer(ctx: Context, decision: RateDecision | null, next: Next): Promise<unknown> {
@@ -324,8 +45,7 @@ function answer(ctx: Context, decision: RateDecision | null, next: Next): Promis
  */
 export function rateLimit(config: Pick<Config, 'rateLimit' | 'internalToken'>): Middleware {
   return (ctx, next) => {
-    const c = ctx as unknown as AppContext;
-    const p = c.state.principal;
+    const p = (ctx.state as { principal: Principal }).principal;
     if (p.kind === 'system') return next();
     const path = ctx.path;
     if (isRateLimitExempt(path)) return next();
@@ -348,7 +68,7 @@ export function rateLimit(config: Pick<Config, 'rateLimit' | 'internalToken'>): 
     }
     if (counters.length === 0) return next();
 
-    const hit = c.services.rateLimiter.hit(counters);
+    const hit = (ctx as unknown as { services: { rateLimiter: RateLimiter } }).services.rateLimiter.hit(counters);
     return hit instanceof Promise ? hit.then((d) => answer(ctx, d, next)) : answer(ctx, hit, next);
   };
 }

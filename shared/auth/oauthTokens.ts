@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { buildUserCredentialEntry, CredentialEntry, CredentialSource } from './credentials';
+import { buildUserCredentialEntry, CredentialEntry, CredentialSource } from './credentialSources';
 import { PermissionSet } from '../policies';
 
 /** Prefixes make the kind of a token visible and let the resolver pick its source without a query. */

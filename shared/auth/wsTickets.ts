@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type Redis from 'ioredis';
-import { buildUserCredentialEntry } from './credentials';
+import { buildUserCredentialEntry } from './credentialSources';
 import type { Config } from '../config';
 import { randomToken, sha256 } from '../crypto';
 import { forbidden } from '../errors';

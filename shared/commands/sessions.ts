@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { randomToken, sha256 } from '../crypto';
 import { Session } from '../models/Session';
-import { SESSION_PREFIX } from '../auth/credentials';
+import { SESSION_PREFIX } from '../auth/credentialSources';
 
 export interface SessionMeta {
   ipAddress?: string | null;

@@ -1,6 +1,6 @@
 import test from 'ava';
 import fc from 'fast-check';
-import { apiKeySource } from '../../shared/auth/credentials';
+import { apiKeySource } from '../../shared/auth/credentialSources';
 import { loadOAuthTokenEntry } from '../../shared/auth/oauthTokens';
 import { sha256 } from '../../shared/crypto';
 import { ALL_PERMISSIONS, DEFAULT_ROLES } from '../../shared/permissions';

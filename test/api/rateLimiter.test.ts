@@ -1,6 +1,6 @@
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
-import { RateLimiter, type RateDecision } from '../../api/middleware/rateLimit';
+import { RateLimiter, type RateDecision } from '../../shared/caches/rateLimiter';
 import { loadConfig } from '../../shared/config';
 import { createLogger } from '../../shared/logger';
 import { createRedis, redisKey } from '../../shared/redis';

@@ -1,0 +1,119 @@
+import type { Knex } from 'knex';
+import { findActiveBan, loadApiKeyRoleAccess, loadUserAccess } from '../queries/access';
+import { effectivePermissions, PermissionSet, Principal } from '../policies';
+
+/*
+ * The kinds of Bearer credential and how each loads its entry (sessions and API keys here, OAuth
+ * access tokens in oauthTokens.ts); CredentialResolver (credentials.ts) caches what they load.
+ */
+
+/** What a credential resolved to, cached per token hash. */
+export interface CredentialEntry {
+  principal: Exclude<Principal, { kind: 'anonymous' }>;
+  /** Epoch ms after which the credential is dead (Infinity: never). */
+  expiresAt: number;
+  /** Epoch ms until which the user is banned (0: not banned, Infinity: permanently). */
+  bannedUntil: number;
+  /** Ids this entry depends on, for targeted invalidation. */
+  userId: string | null;
+  apiKeyId: string | null;
+}
+
+export type CredentialResult =
+  | { ok: true; principal: Exclude<Principal, { kind: 'anonymous' }>; entry: CredentialEntry }
+  | { ok: false; status: 401 | 403; message: string };
+
+/** A kind of Bearer credential: session token, API key, OAuth access token… */
+export interface CredentialSource {
+  name: string;
+  /** Cheap test on the raw token (its prefix) to pick the source without a query. */
+  matches(token: string): boolean;
+  /** Loads the entry for a token hash, or null when unknown / revoked / inactive. */
+  load(db: Knex, tokenHash: string): Promise<CredentialEntry | null>;
+}
+
+export const SESSION_PREFIX = 'sess_';
+
+export async function buildUserCredentialEntry(
+  db: Knex,
+  userId: string,
+  base: { sessionId: string | null; via: 'session' | 'oauth'; oauthClientId?: string; oauthTokenId?: string; scopes?: string[] | null; expiresAt: number },
+): Promise<CredentialEntry> {
+  const [access, ban] = await Promise.all([loadUserAccess(db, userId), findActiveBan(db, userId)]);
+  const grant = base.scopes ? new PermissionSet(base.scopes) : 'all';
+  return {
+    principal: {
+      kind: 'user',
+      userId,
+      sessionId: base.sessionId,
+      via: base.via,
+      ...(base.oauthClientId ? { oauthClientId: base.oauthClientId } : {}),
+      ...(base.oauthTokenId ? { oauthTokenId: base.oauthTokenId } : {}),
+      permissions: effectivePermissions(new PermissionSet(access.permissions), grant),
+      grant,
+      roleIds: access.roleIds,
+    },
+    expiresAt: base.expiresAt,
+    bannedUntil: ban ? (ban.expires_at ? ban.expires_at.getTime() : Infinity) : 0,
+    userId,
+    apiKeyId: null,
+  };
+}
+
+/** Session tokens issued by POST /v1/sessions (and the login flows). */
+export const sessionSource: CredentialSource = {
+  name: 'session',
+  matches: (t) => t.startsWith(SESSION_PREFIX),
+  async load(db, hash) {
+    const row = await db('sessions as s')
+      .join('users as u', 'u.id', 's.user_id')
+      .where('s.token_hash', hash)
+      .whereNull('u.deleted_at')
+      .first('s.id', 's.user_id', 's.expires_at');
+    if (!row) return null;
+    return buildUserCredentialEntry(db, row.user_id, { sessionId: row.id, via: 'session', expiresAt: new Date(row.expires_at).getTime() });
+  },
+};
+
+/** API keys (user keys and system keys). Also the fallback for tokens without a known prefix. */
+export const apiKeySource: CredentialSource = {
+  name: 'apiKey',
+  matches: () => true,
+  async load(db, hash) {
+    const key = await db('api_keys as k')
+      .leftJoin('users as u', 'u.id', 'k.user_id')
+      .where('k.key_hash', hash)
+      .where('k.is_active', true)
+      .first('k.id', 'k.user_id', 'k.scopes', 'k.is_system', 'k.expires_at', 'u.deleted_at', 'u.id as owner_id');
+    if (!key) return null;
+    if (key.user_id && (!key.owner_id || key.deleted_at)) return null;
+    const expiresAt = key.expires_at ? new Date(key.expires_at).getTime() : Infinity;
+    if (key.is_system) {
+      return { principal: { kind: 'system', apiKeyId: key.id, permissions: new PermissionSet(['*:*']) }, expiresAt, bannedUntil: 0, userId: null, apiKeyId: key.id };
+    }
+    const [roleAccess, owner, ban] = await Promise.all([
+      loadApiKeyRoleAccess(db, key.id),
+      key.user_id ? loadUserAccess(db, key.user_id) : Promise.resolve({ permissions: [] as string[], roleIds: [] as string[] }),
+      key.user_id ? findActiveBan(db, key.user_id) : Promise.resolve(undefined),
+    ]);
+    // The key's roles widen its grant, never its owner: a demoted owner's key loses what the role gave.
+    // An ownerless key (service key made by an operator) is bounded by its roles alone.
+    const grant = new PermissionSet([...(key.scopes as string[]), ...roleAccess.permissions]);
+    const bound = key.user_id ? owner.permissions : roleAccess.permissions;
+    return {
+      principal: {
+        kind: 'apiKey',
+        apiKeyId: key.id,
+        userId: key.user_id,
+        permissions: effectivePermissions(new PermissionSet(bound), grant),
+        grant,
+        roleIds: owner.roleIds,
+        keyRoleIds: roleAccess.roleIds,
+      },
+      expiresAt,
+      bannedUntil: ban ? (ban.expires_at ? ban.expires_at.getTime() : Infinity) : 0,
+      userId: key.user_id,
+      apiKeyId: key.id,
+    };
+  },
+};
