@@ -1,0 +1,85 @@
+// Lint: typescript-eslint's recommended rules, the project's layer rules and the "one way to do each
+// thing" rules of docs/conventions.md. Formatting is prettier's job (`npm run format`).
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+import prettier from 'eslint-config-prettier';
+import importX from 'eslint-plugin-import-x';
+
+const PERMISSION = '/^(\\*|admin|api_keys|audit|chat|devices|geofences|gps|integrations|locations|oauth_clients|pegel|permissions|roles|settings|trip_categories|trips|two_factor|users):[a-z_.*]+$/';
+
+/** Access is decided in shared/policies.ts; routes, resolvers and realtime only declare or ask. */
+const accessRules = [
+  { selector: "CallExpression[callee.name='forbidden']", message: 'Access is decided in shared/policies.ts: use authorize(principal, action, subject).' },
+  { selector: "MemberExpression[property.name='permissions'] > .object", message: 'No ad-hoc permission checks: ask shared/policies.ts (can/authorize).' },
+  {
+    selector: `Literal[value=${PERMISSION}]:not(Property[key.name=/^(permission|own|account|scope)$/] > Literal)`,
+    message: 'Permission names appear only in route access declarations (auth: {...}) and in shared/policies.ts.',
+  },
+];
+
+/** Routes and resolvers are authenticate → validate → load → authorise → command → present. */
+const routeRules = [
+  { selector: "CallExpression[callee.property.name='transaction']", message: 'Transactions belong in a command (shared/commands), not in a route.' },
+  {
+    selector: "CallExpression[callee.property.name=/^(insert|insertAndFetch|insertGraph|upsertGraph|patch|patchAndFetch|patchAndFetchById|update|updateAndFetchById|delete|deleteById|del|relate|unrelate|increment|decrement)$/]",
+    message: 'Writes belong in a command (shared/commands), not in a route.',
+  },
+  { selector: "CallExpression[callee.name='recordAuditEvent']", message: 'Audit rows are written by the command that makes the change.' },
+  { selector: "CallExpression[callee.property.name=/^(publish|publishToUser|publishToChannel|invalidateAuth)$/]", message: 'Pushes and invalidations are after-commit effects of a command.' },
+];
+
+const oneWay = [
+  { selector: "CallExpression[callee.property.name='query'][arguments.length=0][callee.object.name=/^[A-Z]/]", message: 'Pass the database handle: Model.query(db) or Model.query(trx).' },
+  { selector: "CallExpression[callee.property.name='invalidateAuth']", message: 'Invalidate credentials one way: invalidateCredentials() from shared/commands/accessChanges.ts.' },
+  { selector: "Literal[regex.pattern=/0-9a-f\\]\\{8\\}/]", message: 'Use isUuid() / zUuid() from shared/zod.ts.' },
+];
+
+const layer = (self, others) => ({
+  files: [`${self}/**/*.ts`],
+  rules: {
+    'no-restricted-imports': [
+      'error',
+      { patterns: others.map((o) => ({ group: [`**/${o}/*`, `**/${o}`], message: `${self} must not import ${o}: processes talk through queues and pub/sub, shared code lives in shared/.` })) },
+    ],
+  },
+});
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', '.data/**', '.run/**', 'bench/results/**', 'migrations/**/*.js'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  prettier,
+  {
+    files: ['**/*.ts'],
+    plugins: { 'import-x': importX },
+    settings: {
+      'import-x/resolver': { node: { extensions: ['.ts', '.js'] } },
+      'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
+      'import-x/extensions': ['.ts', '.js'],
+    },
+    rules: {
+      '@typescript-eslint/no-explicit-any': 'off',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/no-empty-object-type': 'off',
+      'import-x/no-cycle': ['error', { ignoreExternal: true }],
+      'no-restricted-syntax': ['error', ...oneWay],
+    },
+  },
+  layer('api', ['realtime', 'workers']),
+  layer('realtime', ['api', 'workers']),
+  layer('workers', ['api', 'realtime']),
+  layer('shared', ['api', 'realtime', 'workers']),
+  {
+    files: ['api/routes/**/*.ts', 'api/graphql/**/*.ts'],
+    rules: { 'no-restricted-syntax': ['error', ...oneWay, ...accessRules, ...routeRules] },
+  },
+  {
+    files: ['realtime/**/*.ts'],
+    rules: { 'no-restricted-syntax': ['error', ...oneWay, ...accessRules] },
+  },
+  {
+    // The one place credentials are invalidated, and the tests and tools that drive it.
+    files: ['shared/commands/accessChanges.ts', 'test/**/*.ts', 'bench/**/*.ts'],
+    rules: { 'no-restricted-syntax': 'off' },
+  },
+);
