@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type Redis from 'ioredis';
 import type { Config } from './config';
-import { redisKey } from './redis';
+import { redisKey, RedisKeys } from './redis';
 
 /**
  * Pub/sub registry: every message that crosses a process boundary by Redis pub/sub is named here.
@@ -22,8 +22,8 @@ export const PubSub = {
   botRequest: (instanceId: string) => `rpc:bot:${instanceId}`,
 } as const;
 
-/** Redis hash where realtime instances report their connection and subscription counts. */
-export const WS_STATS_KEY = 'ws:stats';
+/** @deprecated use RedisKeys.wsStats (shared/redis.ts); kept until realtime and rpc move over. */
+export const WS_STATS_KEY = RedisKeys.wsStats;
 
 /**
  * Internal WebSocket channel of chat bot connections: publish chatUserLinked, chatUserUnlinked and

@@ -1,7 +1,7 @@
 import { JobsOptions, Queue, QueueEvents } from 'bullmq';
 import type Redis from 'ioredis';
 import type { Config } from './config';
-import { WAIT_FOR_REDIS } from './redis';
+import { redisKey, RedisKeys, WAIT_FOR_REDIS } from './redis';
 
 /**
  * Queue registry: every BullMQ queue, its job payload type and its default job options.
@@ -80,7 +80,7 @@ export const schedules: Record<ScheduledTask, number> = {
 
 /** The BullMQ prefix for this deployment, so tests (and tenants) never share queues. */
 export function bullPrefix(config: Pick<Config, 'redisPrefix'>): string {
-  return `${config.redisPrefix}bull`;
+  return redisKey(config, RedisKeys.bull);
 }
 
 /**

@@ -53,6 +53,35 @@ export function redisReady(redis: Redis, timeoutMs: number): Promise<boolean> {
   });
 }
 
+/**
+ * Registry of Redis key families, beside the pub/sub channel registry (`PubSub` in shared/events.ts):
+ * every key a process reads or writes is named here, so two features can never pick the same family
+ * and an operator can see what lives in Redis. Pass the result to `redisKey()` for the deployment's
+ * prefix. Never rename a family in use: running instances of the old version would lose their state.
+ */
+export const RedisKeys = {
+  /** Hash: connection and subscription counts each realtime instance reports. */
+  wsStats: 'ws:stats',
+  /** String: a WebSocket ticket's principal, by the ticket's SHA-256 (single use, short TTL). */
+  wsTicket: (ticketHash: string) => `ws:ticket:${ticketHash}`,
+  /** String: a used ID-app assertion nonce, so an assertion replays never. */
+  assertionNonce: (nonce: string) => `idaa:${nonce}`,
+  /** String: one mail of a kind per address per interval (registration, reset), by the address hash. */
+  mailSlot: (kind: string, emailHash: string) => `mailslot:${kind}:${emailHash}`,
+  /** Counter: requests of one identity in one rate-limit window. */
+  rateLimit: (tier: string, identity: string, window: number) => `rl:${tier}:${identity}:${window}`,
+  /** Counters: failed logins per account subject and per IP. */
+  loginFailAccount: (subject: string) => `loginfail:acct:${subject}`,
+  loginFailIp: (ip: string) => `loginfail:ip:${ip}`,
+  /** Hash/strings: the newest GPS point overall and per device. */
+  gpsLatest: 'gps:latest',
+  gpsLatestDevice: (deviceId: string) => `gps:latest:device:${deviceId}`,
+  /** String: whether a device is inside a geofence (for enter/exit events). */
+  geofenceState: (deviceId: string, geofenceId: string) => `geofence:state:${deviceId}:${geofenceId}`,
+  /** BullMQ's own keys live under this prefix (see bullPrefix in shared/queues.ts). */
+  bull: 'bull',
+} as const;
+
 /** `prefix + parts.join(':')`: the only way a Redis key or channel name is built. */
 export function redisKey(config: Pick<Config, 'redisPrefix'>, ...parts: Array<string | number>): string {
   return config.redisPrefix + parts.join(':');

@@ -1,6 +1,5 @@
 import Router from '@koa/router';
-import { WS_STATS_KEY } from '../../shared/events';
-import { redisKey } from '../../shared/redis';
+import { redisKey, RedisKeys } from '../../shared/redis';
 import { defineRoute, AppState } from '../routing';
 import type { ApiServices } from '../services';
 
@@ -21,7 +20,7 @@ async function timed<T>(probe: () => Promise<T>, timeoutMs = 2000): Promise<{ st
 export async function websocketStats(s: ApiServices): Promise<{ status: 'ok' | 'down'; connections: number; subscriptions: number; instances: number }> {
   try {
     const all = await Promise.race([
-      s.redis.hgetall(redisKey(s.config, WS_STATS_KEY)),
+      s.redis.hgetall(redisKey(s.config, RedisKeys.wsStats)),
       new Promise<never>((_, rej) => setTimeout(() => rej(new Error('timeout')), 2000).unref()),
     ]);
     let connections = 0;

@@ -1,7 +1,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import type Redis from 'ioredis';
 import { safeEqual } from '../crypto';
-import { redisKey } from '../redis';
+import { redisKey, RedisKeys } from '../redis';
 import { isUuid } from '../zod';
 
 /**
@@ -72,7 +72,7 @@ export async function verifyAppAssertion(config: AssertionConfig, redis: Redis, 
   const ttl = config.idAssertionMaxAgeSeconds + config.idAssertionClockSkewSeconds + 1;
   let claimed: string | null;
   try {
-    claimed = await redis.set(redisKey(config, 'idaa', nonce), `${appId}:${subject}`, 'EX', ttl, 'NX');
+    claimed = await redis.set(redisKey(config, RedisKeys.assertionNonce(nonce)), `${appId}:${subject}`, 'EX', ttl, 'NX');
   } catch {
     return fail('unavailable', 'assertion replay check unavailable');
   }

@@ -6,7 +6,7 @@ import { randomToken, sha256 } from '../crypto';
 import { forbidden } from '../errors';
 import { ACCOUNT_SCOPES, Principal, requireAccountScope, requireAuthenticated } from '../policies';
 import { loadOAuthTokenEntry } from './oauthTokens';
-import { redisKey } from '../redis';
+import { redisKey, RedisKeys } from '../redis';
 
 /**
  * WebSocket tickets (spec §4.26, §5.9): a browser cannot set an Authorization header on a
@@ -30,7 +30,7 @@ export interface TicketData {
   mintedAt: number;
 }
 
-const ticketKey = (config: Pick<Config, 'redisPrefix'>, ticket: string) => redisKey(config, 'ws', 'ticket', sha256(ticket));
+const ticketKey = (config: Pick<Config, 'redisPrefix'>, ticket: string) => redisKey(config, RedisKeys.wsTicket(sha256(ticket)));
 
 /**
  * Mints a ticket for a user credential. API-key-only and system callers have no user context and

@@ -1,7 +1,7 @@
 import type Redis from 'ioredis';
 import { apiInstanceCount, type Config, type RateTier } from '../config';
 import type { Logger } from '../logger';
-import { redisKey } from '../redis';
+import { redisKey, RedisKeys } from '../redis';
 
 // Add each increment to its counter and start the counter's expiry on first use; returns the
 // global counts. One round trip for any number of counters; atomic, so a count returned to one
@@ -106,7 +106,7 @@ export class RateLimiter {
     // Every instance holding its whole budget unseen lets at most instances × budget ≤ 1% of the
     // limit through beyond it, however the requests are timed; small limits get no budget at all.
     const budget = Math.floor((tier.limit * MAX_OVERSHOOT) / this.instances);
-    const key = redisKey(this.config, 'rl', name, identity, index);
+    const key = redisKey(this.config, RedisKeys.rateLimit(name, identity, index));
     const c: Counter = { key, tier, resetMs: (index + 1) * windowMs, budget, reserve: budget * this.instances };
     byIdentity.set(identity, c);
     return c;
