@@ -61,9 +61,15 @@ export default tseslint.config(
       '@typescript-eslint/no-explicit-any': 'off',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
       '@typescript-eslint/no-empty-object-type': 'off',
+      // package.json and the PM2 file are read at run time, relative to dist/.
+      '@typescript-eslint/no-require-imports': ['error', { allow: ['package\\.json$', 'ecosystem\\.config\\.js$'] }],
       'import-x/no-cycle': ['error', { ignoreExternal: true }],
       'no-restricted-syntax': ['error', ...oneWay],
     },
+  },
+  {
+    files: ['**/*.js', '**/*.cjs'],
+    languageOptions: { sourceType: 'commonjs', globals: { process: 'readonly', module: 'writable', require: 'readonly', __dirname: 'readonly' } },
   },
   layer('api', ['realtime', 'workers']),
   layer('realtime', ['api', 'workers']),

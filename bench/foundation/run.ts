@@ -18,6 +18,7 @@ const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const TARGETS = path.resolve(__dirname, 'targets.js');
 /** Node flags of the api in production (ecosystem.config.js), given to every target alike. */
 const NODE_ARGS: string[] = (
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the PM2 file is CommonJS, found at run time
   (require(path.resolve(__dirname, '..', '..', '..', 'ecosystem.config.js')) as { apps: Array<{ name: string; node_args?: string }> }).apps.find((a) => a.name === 'api')?.node_args ?? ''
 )
   .split(/\s+/)
