@@ -6,7 +6,7 @@ import { z } from '../../shared/zod';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 import { loadUser, resolveUserRef, userIdParam } from '../params';
-import { iso } from '../../shared/presenters/iso';
+import { deletionStatusSchema, presentDeletionStatus } from '../../shared/presenters/deletionStatus';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -16,15 +16,10 @@ const TAG = ['admin'];
 export function adminUserRoutes(router: ApiRouter): void {
   defineRoute(
     router,
-    { method: 'get', path: '/v1/admin/users/:id/deletion-status', summary: "A user's deletion state", tags: TAG, auth: { permission: 'users:read' }, params: userIdParam, responses: { 200: { description: '{is_scheduled_for_deletion, scheduled_deletion_at, is_deleted, deleted_at}' } } },
+    { method: 'get', path: '/v1/admin/users/:id/deletion-status', summary: "A user's deletion state", tags: TAG, auth: { permission: 'users:read' }, params: userIdParam, responses: { 200: { description: 'Deletion state', schema: deletionStatusSchema } } },
     async (ctx, { params }) => {
       const user = await loadUser(ctx.services.db, resolveUserRef(ctx, params.id), { includeDeleted: true });
-      ctx.body = {
-        is_scheduled_for_deletion: !!user.scheduled_deletion_at,
-        scheduled_deletion_at: iso(user.scheduled_deletion_at),
-        is_deleted: !!user.deleted_at,
-        deleted_at: iso(user.deleted_at),
-      };
+      ctx.body = presentDeletionStatus(user);
     },
   );
 
