@@ -1,25 +1,17 @@
 import Router from '@koa/router';
 import { ASSERTION_HEADER, verifyAppAssertion } from '../../shared/auth/assertionVerifier';
-import { invalidateCredentials } from '../../shared/commands/accessChanges';
-import {
-  authenticateClient,
-  authorizeClient,
-  exchangeAuthorizationCode,
-  oauthError,
-  parseScopeParam,
-  refreshAccessToken,
-  revokeConsent,
-  TokenResponse,
-} from '../../shared/commands/oauthProvider';
-import { HttpError, notFound, serviceUnavailable, unauthorized } from '../../shared/errors';
+import { authenticateClient, authorizeClient, revokeConsent } from '../../shared/commands/oauthProvider';
+import { exchangeAuthorizationCode, refreshAccessToken } from '../../shared/commands/oauthTokenGrants';
+import { oauthError, parseScopeParam, TokenResponse } from '../../shared/domain/oauth';
+import { HttpError, serviceUnavailable, unauthorized } from '../../shared/errors';
 import type { OAuthClient } from '../../shared/models/OAuthClient';
-import { OAuthConsent } from '../../shared/models/OAuthConsent';
-import { ACCOUNT_SCOPES, actingUserId, requireUser } from '../../shared/policies';
-import { presentConsent } from '../../shared/presenters/oauthClient';
+import { ACCOUNT_SCOPES, requireUser } from '../../shared/policies';
+import { consentSchema, presentConsent } from '../../shared/presenters/oauthClient';
+import { activeConsents } from '../../shared/queries/oauth';
 import { z, zUuid } from '../../shared/zod';
-import { AppContext, AppState, defineRoute } from '../routing';
+import { AppContext, AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
-import { noContent, resource } from '../responses';
+import { listSchema, noContent, resource } from '../responses';
 
 const authorizeParams = z.object({
   client_id: zUuid(),
@@ -63,7 +55,7 @@ async function assertedUser(ctx: AppContext): Promise<{ userId: string; appId: s
 
 async function handleAuthorize(ctx: AppContext, params: AuthorizeParams): Promise<void> {
   const { userId, appId } = await assertedUser(ctx);
-  const { redirectTo } = await authorizeClient(ctx.services.db, {
+  const input = {
     userId,
     appId,
     clientId: params.client_id,
@@ -71,9 +63,9 @@ async function handleAuthorize(ctx: AppContext, params: AuthorizeParams): Promis
     scopes: parseScopeParam(params.scope),
     state: params.state,
     codeChallenge: params.code_challenge,
-    ip: ctx.ip,
-    userAgent: ctx.get('user-agent') || null,
-  });
+  };
+  // The asserted user grants the consent, whoever relays the handoff.
+  const { redirectTo } = await authorizeClient(ctx.services.db, input, { ...requestAttribution(ctx), actorId: userId });
   ctx.set('Cache-Control', 'no-store');
   ctx.body = { redirect_to: redirectTo };
 }
@@ -111,22 +103,21 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
     },
     async (ctx, { body }) => {
       const s = ctx.services;
-      const invalidate = (msg: Parameters<typeof s.bus.invalidateAuth>[0]) => invalidateCredentials(s, msg);
       if (body.grant_type !== 'authorization_code' && body.grant_type !== 'refresh_token') {
         throw oauthError(400, 'unsupported_grant_type', 'grant_type: must be authorization_code or refresh_token');
       }
       let client: OAuthClient;
       try {
-        client = await authenticateClient(s.db, body.client_id, body.client_secret);
+        client = await authenticateClient(body.client_id, body.client_secret);
       } catch (err) {
         if (err instanceof HttpError) ctx.set('WWW-Authenticate', 'Basic realm="oauth"');
         throw err;
       }
       let tokens: TokenResponse;
       if (body.grant_type === 'authorization_code') {
-        tokens = await exchangeAuthorizationCode(s.db, invalidate, { client, code: body.code, redirectUri: body.redirect_uri, codeVerifier: body.code_verifier });
+        tokens = await exchangeAuthorizationCode(s, { client, code: body.code, redirectUri: body.redirect_uri, codeVerifier: body.code_verifier });
       } else {
-        tokens = await refreshAccessToken(s.db, invalidate, { client, refreshToken: body.refresh_token, scopes: parseScopeParam(body.scope) });
+        tokens = await refreshAccessToken(s, { client, refreshToken: body.refresh_token, scopes: parseScopeParam(body.scope) });
       }
       ctx.set('Cache-Control', 'no-store');
       ctx.set('Pragma', 'no-cache');
@@ -134,27 +125,13 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
     },
   );
 
-  const consentSchema = z.object({
-    id: z.string().uuid(),
-    client_id: z.string().uuid(),
-    client_name: z.string(),
-    client_description: z.string().nullable(),
-    logo_url: z.string().nullable(),
-    homepage_url: z.string().nullable(),
-    is_first_party: z.boolean(),
-    scopes: z.array(z.string()),
-    granted_at: z.string(),
-    updated_at: z.string(),
-  });
-
   defineRoute(
     router,
-    { method: 'get', path: '/v1/users/me/consents', summary: 'Apps you have granted access to', tags: ['oauth'], auth: { account: ACCOUNT_SCOPES.consents }, responses: { 200: { description: 'Active consents', schema: z.object({ data: z.array(consentSchema), _links: z.object({ self: z.string() }) }) } } },
+    { method: 'get', path: '/v1/users/me/consents', summary: 'Apps you have granted access to', tags: ['oauth'], auth: { account: ACCOUNT_SCOPES.consents }, responses: { 200: { description: 'Active consents', schema: listSchema(consentSchema) } } },
     async (ctx) => {
       const p = ctx.state.principal;
       requireUser(p);
-      const consents = await OAuthConsent.query().where('oauth_consents.user_id', p.userId).whereNull('oauth_consents.revoked_at').withGraphJoined('client').orderBy('oauth_consents.granted_at', 'desc');
-      ctx.body = resource(ctx, consents.map((c) => presentConsent(c as OAuthConsent & { client: OAuthClient })));
+      ctx.body = resource(ctx, (await activeConsents(ctx.services.db, p.userId)).map(presentConsent));
     },
   );
 
@@ -172,15 +149,7 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
     async (ctx, { params }) => {
       const p = ctx.state.principal;
       requireUser(p);
-      const s = ctx.services;
-      const revoked = await revokeConsent(s.db, { userId: p.userId, clientId: params.client_id, actorId: actingUserId(p), ip: ctx.ip, userAgent: ctx.get('user-agent') || null });
-      if (!revoked) throw notFound('consent');
-      await invalidateCredentials(s, { userId: p.userId });
-      try {
-        await s.bus.publishToUser(p.userId, { type: 'oauthConsentRevoked', userId: p.userId, clientId: params.client_id, timestamp: new Date().toISOString() });
-      } catch (err) {
-        s.logger.warn({ err: (err as Error).message }, 'could not publish oauthConsentRevoked');
-      }
+      await revokeConsent(ctx.services, { userId: p.userId, clientId: params.client_id }, requestAttribution(ctx));
       noContent(ctx);
     },
   );
