@@ -10,7 +10,16 @@ import {
 } from '../../shared/commands/apiKeys';
 import { ApiKey } from '../../shared/models/ApiKey';
 import { Role } from '../../shared/models/Role';
-import { Action, actingUserId, apiKeyListScope, authorize, authorizeGrant, can, Principal, subjects } from '../../shared/policies';
+import {
+  Action,
+  actingUserId,
+  apiKeyListScope,
+  authorize,
+  authorizeGrant,
+  can,
+  Principal,
+  subjects,
+} from '../../shared/policies';
 import { apiKeyRoles, rolePermissionSet } from '../../shared/queries/access';
 import { apiKeySchema, issuedApiKeySchema, presentApiKey, presentIssuedApiKey } from '../../shared/presenters/apiKey';
 import { presentRole, roleSchema } from '../../shared/presenters/role';
@@ -22,7 +31,11 @@ import type { ApiServices } from '../services';
 
 /** A permission string as a scope: `resource:action`, either side may be the wildcard `*`. */
 export const zScope = () => z.string().regex(/^([a-z][a-z0-9_]*|\*):([a-z][a-z0-9_.]*|\*)$/, 'must be resource:action');
-const zScopes = () => z.array(zScope()).max(200).transform((s) => [...new Set(s)]);
+const zScopes = () =>
+  z
+    .array(zScope())
+    .max(200)
+    .transform((s) => [...new Set(s)]);
 const zFutureDate = () =>
   z
     .string()
@@ -73,7 +86,11 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       tags: ['api-keys'],
       auth: { permission: 'api_keys:read' },
       params: idParam,
-      responses: { 200: { description: 'Key', schema: resourceSchema(apiKeySchema) }, 403: { description: 'Not your key' }, 404: { description: 'No such key' } },
+      responses: {
+        200: { description: 'Key', schema: resourceSchema(apiKeySchema) },
+        403: { description: 'Not your key' },
+        404: { description: 'No such key' },
+      },
     },
     async (ctx, { params }) => {
       ctx.body = resource(ctx, presentApiKey(await loadKey(ctx.state.principal, params.id, 'read')));
@@ -95,12 +112,21 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
         scopes: zScopes().default([]),
         expires_at: zFutureDate().nullish(),
       }),
-      responses: { 201: { description: 'Created key with the full key value', schema: issuedApiKeySchema }, 403: { description: 'Scope escalation' } },
+      responses: {
+        201: { description: 'Created key with the full key value', schema: issuedApiKeySchema },
+        403: { description: 'Scope escalation' },
+      },
     },
     async (ctx, { body }) => {
       const p = ctx.state.principal;
       authorizeGrant(p, body.scopes);
-      const input = { userId: actingUserId(p), name: body.name, description: body.description ?? null, scopes: body.scopes, expiresAt: toDate(body.expires_at) };
+      const input = {
+        userId: actingUserId(p),
+        name: body.name,
+        description: body.description ?? null,
+        scopes: body.scopes,
+        expiresAt: toDate(body.expires_at),
+      };
       const { apiKey, key } = await issueApiKey(ctx.services.db, input, requestAttribution(ctx));
       created(ctx, presentIssuedApiKey(apiKey, key), `/v1/api-keys/${apiKey.id}`);
     },
@@ -112,7 +138,8 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       method: 'patch',
       path: '/v1/api-keys/:id',
       summary: 'Update an API key',
-      description: 'Body {name?, description?, scopes?, is_active?, expires_at?}; new scopes must be a subset of your own permissions.',
+      description:
+        'Body {name?, description?, scopes?, is_active?, expires_at?}; new scopes must be a subset of your own permissions.',
       tags: ['api-keys'],
       auth: { permission: 'api_keys:write' },
       params: idParam,
@@ -138,7 +165,11 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       if (body.scopes) authorizeGrant(p, body.scopes);
       if (body.is_active === true && !key.is_active) authorize(p, 'reactivate', subjects.apiKey(key));
       // Whoever may switch a locked key back on locks it by switching it off (an administrator).
-      const locking = can(p, 'reactivate', subjects.apiKey({ user_id: key.user_id, is_system: key.is_system, locked: true }));
+      const locking = can(
+        p,
+        'reactivate',
+        subjects.apiKey({ user_id: key.user_id, is_system: key.is_system, locked: true }),
+      );
       const changes: ApiKeyChanges = {
         name: body.name,
         description: body.description,
@@ -161,7 +192,11 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       tags: ['api-keys'],
       auth: { permission: 'api_keys:write' },
       params: idParam,
-      responses: { 200: { description: 'The new key, shown once', schema: issuedApiKeySchema }, 403: { description: 'Not your key' }, 404: { description: 'No such key' } },
+      responses: {
+        200: { description: 'The new key, shown once', schema: issuedApiKeySchema },
+        403: { description: 'Not your key' },
+        404: { description: 'No such key' },
+      },
     },
     async (ctx, { params }) => {
       const old = await loadKey(ctx.state.principal, params.id, 'regenerate');
@@ -179,7 +214,11 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       tags: ['api-keys'],
       auth: { permission: 'api_keys:delete' },
       params: idParam,
-      responses: { 204: { description: 'Deleted' }, 403: { description: 'System key, or not your key' }, 404: { description: 'No such key' } },
+      responses: {
+        204: { description: 'Deleted' },
+        403: { description: 'System key, or not your key' },
+        404: { description: 'No such key' },
+      },
     },
     async (ctx, { params }) => {
       const key = await loadKey(ctx.state.principal, params.id, 'delete');
@@ -211,7 +250,8 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       method: 'post',
       path: '/v1/api-keys/:id/roles',
       summary: 'Assign a role to an API key',
-      description: "You may assign only roles you hold yourself (super admins any). Answers with the key's roles after the change.",
+      description:
+        "You may assign only roles you hold yourself (super admins any). Answers with the key's roles after the change.",
       tags: ['api-keys'],
       auth: { permission: 'api_keys:write' },
       params: idParam,

@@ -1,5 +1,10 @@
 import Router from '@koa/router';
-import { deleteOAuthClient, regenerateClientSecret, registerOAuthClient, updateOAuthClient } from '../../shared/commands/oauthClients';
+import {
+  deleteOAuthClient,
+  regenerateClientSecret,
+  registerOAuthClient,
+  updateOAuthClient,
+} from '../../shared/commands/oauthClients';
 import { redirectUriProblem } from '../../shared/domain/oauth';
 import { OAuthClient } from '../../shared/models/OAuthClient';
 import { Action, actingUserId, authorize, Principal, subjects } from '../../shared/policies';
@@ -35,8 +40,15 @@ const fields = {
   homepage_url: zHttpUrl(2000).nullish(),
   privacy_policy_url: zHttpUrl(2000).nullish(),
   terms_of_service_url: zHttpUrl(2000).nullish(),
-  redirect_uris: z.array(zRedirectUri()).min(1).max(20).transform((u) => [...new Set(u)]),
-  allowed_scopes: z.array(zScope()).max(200).transform((s) => [...new Set(s)]),
+  redirect_uris: z
+    .array(zRedirectUri())
+    .min(1)
+    .max(20)
+    .transform((u) => [...new Set(u)]),
+  allowed_scopes: z
+    .array(zScope())
+    .max(200)
+    .transform((s) => [...new Set(s)]),
   client_type: z.enum(['public', 'confidential']),
   is_first_party: z.boolean(),
 };
@@ -64,7 +76,9 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
     },
     async (ctx) => {
       const uid = actingUserId(ctx.state.principal);
-      const clients = uid ? await OAuthClient.query(ctx.services.db).where('user_id', uid).orderBy('created_at', 'desc') : [];
+      const clients = uid
+        ? await OAuthClient.query(ctx.services.db).where('user_id', uid).orderBy('created_at', 'desc')
+        : [];
       ctx.body = resource(ctx, clients.map(presentOAuthClient));
     },
   );
@@ -82,7 +96,12 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
       responses: { 200: { description: 'Paginated clients', schema: pageSchema(oauthClientSchema) } },
     },
     async (ctx, { query }) => {
-      ctx.body = await paginate(ctx, OAuthClient.query(ctx.services.db).orderBy('created_at', 'desc').orderBy('id'), query, presentOAuthClient);
+      ctx.body = await paginate(
+        ctx,
+        OAuthClient.query(ctx.services.db).orderBy('created_at', 'desc').orderBy('id'),
+        query,
+        presentOAuthClient,
+      );
     },
   );
 
@@ -155,7 +174,8 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
       method: 'patch',
       path: '/v1/oauth/clients/:id',
       summary: 'Update an OAuth client (owner or admin)',
-      description: 'The create fields, all optional, plus is_active. Deactivating a client or narrowing its scopes takes effect on its live tokens at once.',
+      description:
+        'The create fields, all optional, plus is_active. Deactivating a client or narrowing its scopes takes effect on its live tokens at once.',
       tags: ['oauth'],
       auth: { own: 'oauth_clients:write' },
       params: idParam,
@@ -183,7 +203,8 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
     async (ctx, { params, body }) => {
       const p = ctx.state.principal;
       const client = await loadClient(p, params.id, 'update');
-      if (body.is_first_party !== undefined && body.is_first_party !== client.is_first_party) authorize(p, 'markFirstParty', subjects.oauthClient(client));
+      if (body.is_first_party !== undefined && body.is_first_party !== client.is_first_party)
+        authorize(p, 'markFirstParty', subjects.oauthClient(client));
       const updated = await updateOAuthClient(ctx.services, client, body, requestAttribution(ctx));
       ctx.body = resource(ctx, presentOAuthClient(updated));
     },
@@ -207,7 +228,10 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
     },
     async (ctx, { params }) => {
       const client = await loadClient(ctx.state.principal, params.id, 'update');
-      ctx.body = presentOAuthClientSecret(client, await regenerateClientSecret(ctx.services.db, client, requestAttribution(ctx)));
+      ctx.body = presentOAuthClientSecret(
+        client,
+        await regenerateClientSecret(ctx.services.db, client, requestAttribution(ctx)),
+      );
     },
   );
 
@@ -220,7 +244,11 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
       tags: ['oauth'],
       auth: { own: 'oauth_clients:delete' },
       params: idParam,
-      responses: { 204: { description: 'Deleted' }, 403: { description: 'Not the owner' }, 404: { description: 'No such client' } },
+      responses: {
+        204: { description: 'Deleted' },
+        403: { description: 'Not the owner' },
+        404: { description: 'No such client' },
+      },
     },
     async (ctx, { params }) => {
       const client = await loadClient(ctx.state.principal, params.id, 'delete');

@@ -19,7 +19,9 @@ const authorizeParams = z.object({
   response_type: z.literal('code', { errorMap: () => ({ message: 'must be code' }) }),
   scope: z.string().max(4000).optional(),
   state: z.string().max(2000).optional(),
-  code_challenge: z.string().regex(/^[A-Za-z0-9_-]{43}$/, 'must be the unpadded base64url SHA-256 of the code verifier (43 characters)'),
+  code_challenge: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{43}$/, 'must be the unpadded base64url SHA-256 of the code verifier (43 characters)'),
   code_challenge_method: z.literal('S256', { errorMap: () => ({ message: 'must be S256' }) }),
 });
 type AuthorizeParams = z.infer<typeof authorizeParams>;
@@ -76,7 +78,7 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
     path: '/v1/oauth/authorize',
     summary: 'Authorization-code handoff from the ID app (X-ID-App-Assertion required)',
     description:
-      'Server-side handoff: the ID app sends X-ID-App-Assertion for the signed-in user with client_id, redirect_uri (registered exactly), response_type=code, scope (space separated; default: the client\'s allowed scopes), state, code_challenge and code_challenge_method=S256. The consent is recorded and the answer is {redirect_to} carrying code (single use, valid 60 s) and state.',
+      "Server-side handoff: the ID app sends X-ID-App-Assertion for the signed-in user with client_id, redirect_uri (registered exactly), response_type=code, scope (space separated; default: the client's allowed scopes), state, code_challenge and code_challenge_method=S256. The consent is recorded and the answer is {redirect_to} carrying code (single use, valid 60 s) and state.",
     tags: ['oauth'],
     auth: 'public' as const,
     responses: {
@@ -85,8 +87,12 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
       401: { description: 'Missing or invalid assertion' },
     },
   };
-  defineRoute(router, { ...authorizeDoc, method: 'get', query: authorizeParams }, (ctx, { query }) => handleAuthorize(ctx, query));
-  defineRoute(router, { ...authorizeDoc, method: 'post', body: authorizeParams }, (ctx, { body }) => handleAuthorize(ctx, body));
+  defineRoute(router, { ...authorizeDoc, method: 'get', query: authorizeParams }, (ctx, { query }) =>
+    handleAuthorize(ctx, query),
+  );
+  defineRoute(router, { ...authorizeDoc, method: 'post', body: authorizeParams }, (ctx, { body }) =>
+    handleAuthorize(ctx, body),
+  );
 
   defineRoute(
     router,
@@ -99,7 +105,11 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
       tags: ['oauth'],
       auth: 'public',
       body: tokenBody,
-      responses: { 200: { description: 'Tokens', schema: tokenResponse }, 400: { description: 'invalid_request, invalid_grant, invalid_scope, unsupported_grant_type' }, 401: { description: 'invalid_client' } },
+      responses: {
+        200: { description: 'Tokens', schema: tokenResponse },
+        400: { description: 'invalid_request, invalid_grant, invalid_scope, unsupported_grant_type' },
+        401: { description: 'invalid_client' },
+      },
     },
     async (ctx, { body }) => {
       const s = ctx.services;
@@ -115,9 +125,18 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
       }
       let tokens: TokenResponse;
       if (body.grant_type === 'authorization_code') {
-        tokens = await exchangeAuthorizationCode(s, { client, code: body.code, redirectUri: body.redirect_uri, codeVerifier: body.code_verifier });
+        tokens = await exchangeAuthorizationCode(s, {
+          client,
+          code: body.code,
+          redirectUri: body.redirect_uri,
+          codeVerifier: body.code_verifier,
+        });
       } else {
-        tokens = await refreshAccessToken(s, { client, refreshToken: body.refresh_token, scopes: parseScopeParam(body.scope) });
+        tokens = await refreshAccessToken(s, {
+          client,
+          refreshToken: body.refresh_token,
+          scopes: parseScopeParam(body.scope),
+        });
       }
       ctx.set('Cache-Control', 'no-store');
       ctx.set('Pragma', 'no-cache');
@@ -127,7 +146,14 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
 
   defineRoute(
     router,
-    { method: 'get', path: '/v1/users/me/consents', summary: 'Apps you have granted access to', tags: ['oauth'], auth: { account: ACCOUNT_SCOPES.consents }, responses: { 200: { description: 'Active consents', schema: listSchema(consentSchema) } } },
+    {
+      method: 'get',
+      path: '/v1/users/me/consents',
+      summary: 'Apps you have granted access to',
+      tags: ['oauth'],
+      auth: { account: ACCOUNT_SCOPES.consents },
+      responses: { 200: { description: 'Active consents', schema: listSchema(consentSchema) } },
+    },
     async (ctx) => {
       const p = ctx.state.principal;
       requireUser(p);

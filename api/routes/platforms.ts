@@ -3,7 +3,12 @@ import { setPlatformEnabled } from '../../shared/commands/platforms';
 import { findPlatform } from '../../shared/commands/users';
 import { notFound } from '../../shared/errors';
 import { Platform } from '../../shared/models/Platform';
-import { platformSchema, platformSwitchSchema, presentPlatform, presentPlatformSwitch } from '../../shared/presenters/platform';
+import {
+  platformSchema,
+  platformSwitchSchema,
+  presentPlatform,
+  presentPlatformSwitch,
+} from '../../shared/presenters/platform';
 import { z } from '../../shared/zod';
 import { listSchema, resource, resourceSchema } from '../responses';
 import { defineRoute, AppState, requestAttribution } from '../routing';
@@ -14,15 +19,33 @@ const platformList = { 200: { description: 'Platforms', schema: listSchema(platf
 
 /** Sign-in platforms (spec §4.17): public lists and lookup, enable/disable with settings:write. */
 export function platformRoutes(router: Router<AppState, { services: ApiServices }>): void {
-  defineRoute(router, { method: 'get', path: '/v1/platforms', summary: 'List sign-in platforms', tags: ['platforms'], auth: 'public', responses: platformList }, async (ctx) => {
-    const rows = await Platform.query(ctx.services.db).orderBy('name');
-    ctx.body = resource(ctx, rows.map(presentPlatform));
-  });
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/platforms',
+      summary: 'List sign-in platforms',
+      tags: ['platforms'],
+      auth: 'public',
+      responses: platformList,
+    },
+    async (ctx) => {
+      const rows = await Platform.query(ctx.services.db).orderBy('name');
+      ctx.body = resource(ctx, rows.map(presentPlatform));
+    },
+  );
 
   // Registered before /:id_or_slug, so `enabled` is never read as a slug.
   defineRoute(
     router,
-    { method: 'get', path: '/v1/platforms/enabled', summary: 'List enabled sign-in platforms', tags: ['platforms'], auth: 'public', responses: platformList },
+    {
+      method: 'get',
+      path: '/v1/platforms/enabled',
+      summary: 'List enabled sign-in platforms',
+      tags: ['platforms'],
+      auth: 'public',
+      responses: platformList,
+    },
     async (ctx) => {
       const rows = await Platform.query(ctx.services.db).where('enabled', true).orderBy('name');
       ctx.body = resource(ctx, rows.map(presentPlatform));
@@ -38,7 +61,10 @@ export function platformRoutes(router: Router<AppState, { services: ApiServices 
       tags: ['platforms'],
       auth: 'public',
       params: idOrSlug,
-      responses: { 200: { description: 'Platform', schema: resourceSchema(platformSchema) }, 404: { description: 'No such platform' } },
+      responses: {
+        200: { description: 'Platform', schema: resourceSchema(platformSchema) },
+        404: { description: 'No such platform' },
+      },
     },
     async (ctx, { params }) => {
       const p = await findPlatform(ctx.services.db, params.id_or_slug);
@@ -53,12 +79,18 @@ export function platformRoutes(router: Router<AppState, { services: ApiServices 
       method: 'patch',
       path: '/v1/platforms/:id_or_slug/enabled',
       summary: 'Enable or disable sign-in through a platform',
-      description: 'A disabled platform refuses new sign-ins and registrations through it; users keep access through their other linked platforms.',
+      description:
+        'A disabled platform refuses new sign-ins and registrations through it; users keep access through their other linked platforms.',
       tags: ['platforms'],
       auth: { permission: 'settings:write' },
       params: idOrSlug,
-      body: z.object({ enabled: z.boolean({ required_error: 'is required', invalid_type_error: 'must be a boolean' }) }),
-      responses: { 200: { description: 'The platform', schema: resourceSchema(platformSwitchSchema) }, 404: { description: 'No such platform' } },
+      body: z.object({
+        enabled: z.boolean({ required_error: 'is required', invalid_type_error: 'must be a boolean' }),
+      }),
+      responses: {
+        200: { description: 'The platform', schema: resourceSchema(platformSwitchSchema) },
+        404: { description: 'No such platform' },
+      },
     },
     async (ctx, { params, body }) => {
       const p = await findPlatform(ctx.services.db, params.id_or_slug);

@@ -1,5 +1,12 @@
 import Router from '@koa/router';
-import { addRolePermission, createPermission, createRole, deleteRole, removeRolePermission, updateRole } from '../../shared/commands/roles';
+import {
+  addRolePermission,
+  createPermission,
+  createRole,
+  deleteRole,
+  removeRolePermission,
+  updateRole,
+} from '../../shared/commands/roles';
 import { notFound } from '../../shared/errors';
 import { Permission } from '../../shared/models/Permission';
 import { Role } from '../../shared/models/Role';
@@ -20,7 +27,14 @@ const loadRole = (id: string) => findOr404(Role, id, 'role');
 export function roleRoutes(router: Router<AppState, { services: ApiServices }>): void {
   defineRoute(
     router,
-    { method: 'get', path: '/v1/roles', summary: 'List roles', tags: ['roles'], auth: { permission: 'roles:read' }, responses: { 200: { description: 'Roles', schema: listSchema(roleSchema) } } },
+    {
+      method: 'get',
+      path: '/v1/roles',
+      summary: 'List roles',
+      tags: ['roles'],
+      auth: { permission: 'roles:read' },
+      responses: { 200: { description: 'Roles', schema: listSchema(roleSchema) } },
+    },
     async (ctx) => {
       const roles = await Role.query(ctx.services.db).orderBy('name');
       ctx.body = resource(ctx, roles.map(presentRole));
@@ -36,7 +50,10 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       tags: ['roles'],
       auth: { permission: 'roles:read' },
       params: roleIdParam,
-      responses: { 200: { description: 'Role', schema: resourceSchema(roleSchema) }, 404: { description: 'No such role' } },
+      responses: {
+        200: { description: 'Role', schema: resourceSchema(roleSchema) },
+        404: { description: 'No such role' },
+      },
     },
     async (ctx, { params }) => {
       ctx.body = resource(ctx, presentRole(await loadRole(params.id)));
@@ -51,11 +68,22 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       summary: 'Create a role',
       tags: ['roles'],
       auth: { permission: 'roles:write' },
-      body: z.object({ name: roleName, description: z.string().max(2000).nullish(), requires_two_factor: z.boolean().default(false) }),
-      responses: { 201: { description: 'Created role', schema: resourceSchema(roleSchema) }, 409: { description: 'Name taken' } },
+      body: z.object({
+        name: roleName,
+        description: z.string().max(2000).nullish(),
+        requires_two_factor: z.boolean().default(false),
+      }),
+      responses: {
+        201: { description: 'Created role', schema: resourceSchema(roleSchema) },
+        409: { description: 'Name taken' },
+      },
     },
     async (ctx, { body }) => {
-      const role = await createRole(ctx.services.db, { name: body.name, description: body.description ?? null, requires_two_factor: body.requires_two_factor });
+      const role = await createRole(ctx.services.db, {
+        name: body.name,
+        description: body.description ?? null,
+        requires_two_factor: body.requires_two_factor,
+      });
       created(ctx, resource(ctx, presentRole(role), `/v1/roles/${role.id}`));
     },
   );
@@ -69,7 +97,13 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       tags: ['roles'],
       auth: { permission: 'roles:write' },
       params: roleIdParam,
-      body: atLeastOne(z.object({ name: roleName.optional(), description: z.string().max(2000).nullish(), requires_two_factor: z.boolean().optional() })),
+      body: atLeastOne(
+        z.object({
+          name: roleName.optional(),
+          description: z.string().max(2000).nullish(),
+          requires_two_factor: z.boolean().optional(),
+        }),
+      ),
       responses: {
         200: { description: 'Updated role', schema: resourceSchema(roleSchema) },
         403: { description: 'Renaming a system role' },
@@ -80,7 +114,11 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
     async (ctx, { params, body }) => {
       const role = await loadRole(params.id);
       if (body.name !== undefined && body.name !== role.name) {
-        authorize(ctx.state.principal, 'rename', subjects.role(role, await rolePermissionSet(ctx.services.db, role.id)));
+        authorize(
+          ctx.state.principal,
+          'rename',
+          subjects.role(role, await rolePermissionSet(ctx.services.db, role.id)),
+        );
       }
       const patch: Parameters<typeof updateRole>[2] = {};
       if (body.name !== undefined) patch.name = body.name;
@@ -99,7 +137,11 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       tags: ['roles'],
       auth: { permission: 'roles:delete' },
       params: roleIdParam,
-      responses: { 204: { description: 'Deleted' }, 403: { description: 'System role' }, 404: { description: 'No such role' } },
+      responses: {
+        204: { description: 'Deleted' },
+        403: { description: 'System role' },
+        404: { description: 'No such role' },
+      },
     },
     async (ctx, { params }) => {
       const role = await loadRole(params.id);
@@ -118,7 +160,10 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       tags: ['roles'],
       auth: { permission: 'roles:read' },
       params: roleIdParam,
-      responses: { 200: { description: 'Permissions', schema: listSchema(permissionSchema) }, 404: { description: 'No such role' } },
+      responses: {
+        200: { description: 'Permissions', schema: listSchema(permissionSchema) },
+        404: { description: 'No such role' },
+      },
     },
     async (ctx, { params }) => {
       const role = await loadRole(params.id);
@@ -163,13 +208,22 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       tags: ['roles'],
       auth: { permission: 'roles:write' },
       params: z.object({ id: z.string().min(1).max(64), permission_id: zUuid() }),
-      responses: { 204: { description: 'Removed' }, 403: { description: 'You do not hold the permission' }, 404: { description: 'No such role, or the permission is not assigned' } },
+      responses: {
+        204: { description: 'Removed' },
+        403: { description: 'You do not hold the permission' },
+        404: { description: 'No such role, or the permission is not assigned' },
+      },
     },
     async (ctx, { params }) => {
       const role = await loadRole(params.id);
       if (!(await roleHasPermission(ctx.services.db, role.id, params.permission_id))) throw notFound('role permission');
       const permission = await rowById(Permission).load(params.permission_id);
-      if (permission) authorize(ctx.state.principal, 'remove', subjects.rolePermission(`${permission.resource}:${permission.action}`));
+      if (permission)
+        authorize(
+          ctx.state.principal,
+          'remove',
+          subjects.rolePermission(`${permission.resource}:${permission.action}`),
+        );
       await removeRolePermission(ctx.services, role, params.permission_id);
       noContent(ctx);
     },
@@ -200,7 +254,10 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       tags: ['permissions'],
       auth: { permission: 'permissions:read' },
       params: z.object({ id: zUuid() }),
-      responses: { 200: { description: 'Permission', schema: resourceSchema(permissionSchema) }, 404: { description: 'No such permission' } },
+      responses: {
+        200: { description: 'Permission', schema: resourceSchema(permissionSchema) },
+        404: { description: 'No such permission' },
+      },
     },
     async (ctx, { params }) => {
       ctx.body = resource(ctx, presentPermission(await findOr404(Permission, params.id, 'permission')));
@@ -220,10 +277,17 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
         action: z.string().regex(/^[a-z][a-z0-9_.]{0,63}$/, 'must be lowercase letters, digits, underscores and dots'),
         description: z.string().max(2000).nullish(),
       }),
-      responses: { 201: { description: 'Created permission', schema: resourceSchema(permissionSchema) }, 409: { description: 'Exists' } },
+      responses: {
+        201: { description: 'Created permission', schema: resourceSchema(permissionSchema) },
+        409: { description: 'Exists' },
+      },
     },
     async (ctx, { body }) => {
-      const p = await createPermission(ctx.services.db, { resource: body.resource, action: body.action, description: body.description ?? null });
+      const p = await createPermission(ctx.services.db, {
+        resource: body.resource,
+        action: body.action,
+        description: body.description ?? null,
+      });
       created(ctx, resource(ctx, presentPermission(p), `/v1/permissions/${p.id}`));
     },
   );

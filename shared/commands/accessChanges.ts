@@ -33,8 +33,13 @@ export async function publishAccessChanges(
     const a = after.get(userId) ?? NOTHING;
     const b = opts.before?.get(userId);
     const { roleChange } = opts;
-    if (roleChange) pushes.push([userId, { type: 'rolePermissionsChanged', roleId: roleChange.roleId, roleName: roleChange.roleName, timestamp }]);
-    if (!b || !same(a.permissions, b.permissions)) pushes.push([userId, { type: 'permissionsUpdated', userId, permissions: a.permissions, timestamp }]);
+    if (roleChange) {
+      const { roleId, roleName } = roleChange;
+      pushes.push([userId, { type: 'rolePermissionsChanged', roleId, roleName, timestamp }]);
+    }
+    if (!b || !same(a.permissions, b.permissions)) {
+      pushes.push([userId, { type: 'permissionsUpdated', userId, permissions: a.permissions, timestamp }]);
+    }
     if (!b || !same(a.roleIds, b.roleIds) || !same(a.roles, b.roles)) {
       pushes.push([userId, { type: 'rolesUpdated', userId, roles: a.roles, roleIds: a.roleIds, timestamp }]);
     }

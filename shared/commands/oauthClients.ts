@@ -30,7 +30,12 @@ export interface OAuthClientFields {
 }
 
 /** A client audit event, for its owner (or, for an ownerless client, whoever acted). */
-function clientEvent(by: Attribution, client: OAuthClient, eventType: string, metadata: Record<string, unknown> = {}): AuditInput {
+function clientEvent(
+  by: Attribution,
+  client: OAuthClient,
+  eventType: string,
+  metadata: Record<string, unknown> = {},
+): AuditInput {
   return attributed(by, {
     user_id: client.user_id ?? by.actorId,
     event_type: eventType,
@@ -49,10 +54,20 @@ async function invalidateAll(services: AccessServices, msgs: AuthInvalidation[])
  * Registers a client owned by `ownerId`; a confidential client gets a secret, returned here only
  * (null for a public client).
  */
-export async function registerOAuthClient(db: Knex, ownerId: string | null, fields: OAuthClientFields, by: Attribution): Promise<{ client: OAuthClient; secret: string | null }> {
+export async function registerOAuthClient(
+  db: Knex,
+  ownerId: string | null,
+  fields: OAuthClientFields,
+  by: Attribution,
+): Promise<{ client: OAuthClient; secret: string | null }> {
   const secret = fields.client_type === 'confidential' ? randomToken(OAUTH_CLIENT_SECRET_PREFIX, 32) : null;
   const client = await transaction(db, async (trx) => {
-    const c = await OAuthClient.query(trx).insertAndFetch({ user_id: ownerId, ...fields, is_active: true, client_secret_hash: secret ? sha256(secret) : null });
+    const c = await OAuthClient.query(trx).insertAndFetch({
+      user_id: ownerId,
+      ...fields,
+      is_active: true,
+      client_secret_hash: secret ? sha256(secret) : null,
+    });
     const { client_type, redirect_uris, allowed_scopes } = c;
     await recordAuditEvent(clientEvent(by, c, 'client_created', { client_type, redirect_uris, allowed_scopes }), trx);
     return c;

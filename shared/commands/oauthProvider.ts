@@ -35,26 +35,41 @@ export interface AuthorizeInput {
  * scopes, records the consent (consent_granted, attributed to `by`) and returns where to send the
  * browser, with a short-lived single-use code and the state.
  */
-export async function authorizeClient(db: Knex, input: AuthorizeInput, by: Attribution): Promise<{ redirectTo: string; scopes: string[] }> {
-  if (!(await userActive(db, input.userId))) throw new HttpError(401, 'Unauthorized', 'the asserted user does not exist');
+export async function authorizeClient(
+  db: Knex,
+  input: AuthorizeInput,
+  by: Attribution,
+): Promise<{ redirectTo: string; scopes: string[] }> {
+  if (!(await userActive(db, input.userId)))
+    throw new HttpError(401, 'Unauthorized', 'the asserted user does not exist');
   if (await findActiveBan(db, input.userId)) throw new HttpError(403, 'Forbidden', 'account is banned');
   const client = await rowById(OAuthClient).load(input.clientId);
   if (!client || !client.is_active) throw oauthError(400, 'invalid_client', 'client_id: unknown or inactive client');
-  if (!client.redirect_uris.includes(input.redirectUri)) throw oauthError(400, 'invalid_request', 'redirect_uri: not registered for this client');
+  if (!client.redirect_uris.includes(input.redirectUri))
+    throw oauthError(400, 'invalid_request', 'redirect_uri: not registered for this client');
   const allowed = new PermissionSet(client.allowed_scopes);
   const scopes = input.scopes ?? client.allowed_scopes;
   const refused = scopes.filter((s) => !allowed.has(s));
-  if (refused.length) throw oauthError(400, 'invalid_scope', `scope: not allowed for this client: ${refused.join(' ')}`);
+  if (refused.length)
+    throw oauthError(400, 'invalid_scope', `scope: not allowed for this client: ${refused.join(' ')}`);
 
   const code = randomToken(OAUTH_CODE_PREFIX, 32);
   await transaction(db, async (trx) => {
     const key = { user_id: input.userId, client_id: client.id };
-    await trx('oauth_consents').insert({ ...key, scopes: JSON.stringify(scopes) }).onConflict(['user_id', 'client_id']).ignore();
+    await trx('oauth_consents')
+      .insert({ ...key, scopes: JSON.stringify(scopes) })
+      .onConflict(['user_id', 'client_id'])
+      .ignore();
     const consent = await trx('oauth_consents').where(key).forUpdate().first();
     const merged = consent.revoked_at ? scopes : [...new Set([...(consent.scopes as string[]), ...scopes])].sort();
     await trx('oauth_consents')
       .where('id', consent.id)
-      .update({ scopes: JSON.stringify(merged), revoked_at: null, updated_at: trx.fn.now(), ...(consent.revoked_at ? { granted_at: trx.fn.now() } : {}) });
+      .update({
+        scopes: JSON.stringify(merged),
+        revoked_at: null,
+        updated_at: trx.fn.now(),
+        ...(consent.revoked_at ? { granted_at: trx.fn.now() } : {}),
+      });
     await trx('oauth_authorization_codes').insert({
       code_hash: sha256(code),
       client_id: client.id,
@@ -66,7 +81,16 @@ export async function authorizeClient(db: Knex, input: AuthorizeInput, by: Attri
       expires_at: new Date(Date.now() + OAUTH_CODE_TTL_SECONDS * 1000),
     });
     const metadata = { client_name: client.name, scopes, app_id: input.appId };
-    await recordAuditEvent(attributed(by, { user_id: input.userId, event_type: 'consent_granted', resource_type: 'oauth_client', resource_id: client.id, metadata }), trx);
+    await recordAuditEvent(
+      attributed(by, {
+        user_id: input.userId,
+        event_type: 'consent_granted',
+        resource_type: 'oauth_client',
+        resource_id: client.id,
+        metadata,
+      }),
+      trx,
+    );
   });
   const target = new URL(input.redirectUri);
   target.searchParams.set('code', code);
@@ -75,13 +99,17 @@ export async function authorizeClient(db: Knex, input: AuthorizeInput, by: Attri
 }
 
 /** Client authentication at the token endpoint: confidential clients must present their secret. */
-export async function authenticateClient(clientId: string | undefined, clientSecret: string | undefined): Promise<OAuthClient> {
+export async function authenticateClient(
+  clientId: string | undefined,
+  clientSecret: string | undefined,
+): Promise<OAuthClient> {
   if (!clientId || !isUuid(clientId)) throw oauthError(401, 'invalid_client', 'client authentication failed');
   const client = await rowById(OAuthClient).load(clientId);
   if (!client || !client.is_active) throw oauthError(401, 'invalid_client', 'client authentication failed');
   if (client.client_type === 'confidential') {
     // Hash first, so the comparison is constant-time whatever the presented length.
-    const ok = !!clientSecret && !!client.client_secret_hash && safeEqual(sha256(clientSecret), client.client_secret_hash);
+    const ok =
+      !!clientSecret && !!client.client_secret_hash && safeEqual(sha256(clientSecret), client.client_secret_hash);
     if (!ok) throw oauthError(401, 'invalid_client', 'client authentication failed');
   }
   return client;
@@ -92,20 +120,40 @@ export async function authenticateClient(clientId: string | undefined, clientSec
  * records consent_revoked; 404 when there was no active consent. After the commit the user's
  * cached credentials are dropped and their clients get oauthConsentRevoked.
  */
-export async function revokeConsent(services: AccessServices, input: { userId: string; clientId: string }, by: Attribution): Promise<void> {
+export async function revokeConsent(
+  services: AccessServices,
+  input: { userId: string; clientId: string },
+  by: Attribution,
+): Promise<void> {
   const { userId, clientId } = input;
   await transaction(services.db, async (trx) => {
     const scope = { user_id: userId, client_id: clientId };
-    const n = await trx('oauth_consents').where(scope).whereNull('revoked_at').update({ revoked_at: trx.fn.now(), updated_at: trx.fn.now() });
+    const n = await trx('oauth_consents')
+      .where(scope)
+      .whereNull('revoked_at')
+      .update({ revoked_at: trx.fn.now(), updated_at: trx.fn.now() });
     if (!n) throw notFound('consent');
     await trx('oauth_access_tokens').where(scope).whereNull('revoked_at').update({ revoked_at: trx.fn.now() });
     await trx('oauth_refresh_tokens').where(scope).whereNull('revoked_at').update({ revoked_at: trx.fn.now() });
     await trx('oauth_authorization_codes').where(scope).whereNull('used_at').update({ used_at: trx.fn.now() });
-    await recordAuditEvent(attributed(by, { user_id: userId, event_type: 'consent_revoked', resource_type: 'oauth_client', resource_id: clientId }), trx);
+    await recordAuditEvent(
+      attributed(by, {
+        user_id: userId,
+        event_type: 'consent_revoked',
+        resource_type: 'oauth_client',
+        resource_id: clientId,
+      }),
+      trx,
+    );
     afterCommit(trx, () => invalidateCredentials(services, { userId }));
     afterCommit(trx, async () => {
       try {
-        await services.bus.publishToUser(userId, { type: 'oauthConsentRevoked', userId, clientId, timestamp: new Date().toISOString() });
+        await services.bus.publishToUser(userId, {
+          type: 'oauthConsentRevoked',
+          userId,
+          clientId,
+          timestamp: new Date().toISOString(),
+        });
       } catch (err) {
         services.logger.warn({ err: (err as Error).message }, 'could not publish oauthConsentRevoked');
       }
@@ -117,7 +165,9 @@ export async function revokeConsent(services: AccessServices, input: { userId: s
  * Scheduled cleanup: codes, access tokens and refresh tokens a day past expiry can never be used
  * again (a presented expired token is refused whether or not its row exists), so they go.
  */
-export async function cleanupOAuthArtifacts(db: Knex): Promise<{ codes: number; accessTokens: number; refreshTokens: number }> {
+export async function cleanupOAuthArtifacts(
+  db: Knex,
+): Promise<{ codes: number; accessTokens: number; refreshTokens: number }> {
   const cutoff = db.raw("now() - interval '1 day'");
   const codes = await db('oauth_authorization_codes').where('expires_at', '<', cutoff).delete();
   const accessTokens = await db('oauth_access_tokens').where('expires_at', '<', cutoff).delete();

@@ -6,7 +6,15 @@ import { z, zHttpUrl } from '../zod';
 import type { Knex } from 'knex';
 import { attributed, Attribution, AuditInput, recordAuditEvent } from '../audit';
 import { transaction } from '../db';
-import { addPlatformAccount, createUserWithAccount, findPlatform, findUserIdByEmail, flatUser, normaliseEmail, uniqueUsername } from './users';
+import {
+  addPlatformAccount,
+  createUserWithAccount,
+  findPlatform,
+  findUserIdByEmail,
+  flatUser,
+  normaliseEmail,
+  uniqueUsername,
+} from './users';
 
 /** Body of a provider sign-in (camelCase per spec §4.11), shared by REST and GraphQL. */
 export const oauthSigninSchema = z.object({
@@ -45,8 +53,10 @@ export async function oauthSignin(
 ): Promise<OauthSigninResult> {
   const platform = await findPlatform(ctx.db, input.oauthProvider);
   if (!platform) throw badRequest(`oauthProvider: unknown platform '${input.oauthProvider}'`);
-  if (!platform.is_oauth) throw badRequest(`oauthProvider: '${platform.slug}' is not an OAuth provider; use email sign-in`);
-  if (!platform.enabled) throw forbidden(`sign-in with ${platform.name} is disabled; use another linked sign-in method`);
+  if (!platform.is_oauth)
+    throw badRequest(`oauthProvider: '${platform.slug}' is not an OAuth provider; use email sign-in`);
+  if (!platform.enabled)
+    throw forbidden(`sign-in with ${platform.name} is disabled; use another linked sign-in method`);
   const email = input.email ? normaliseEmail(input.email) : null;
   // The signing-in user acts: every event is theirs, from the relayed request's address.
   const record = (trx: Knex.Transaction, userId: string, event: Omit<AuditInput, 'user_id'>) =>
@@ -59,12 +69,20 @@ export async function oauthSignin(
   });
 
   const result = await transaction(ctx.db, async (trx) => {
-    const existing = await PlatformAccount.query(trx).findOne({ platform_id: platform.id, platform_user_id: input.oauthProviderId });
+    const existing = await PlatformAccount.query(trx).findOne({
+      platform_id: platform.id,
+      platform_user_id: input.oauthProviderId,
+    });
     if (existing) {
       const user = await User.query(trx).findById(existing.user_id).forUpdate();
       if (!user || user.deleted_at) throw forbidden('this account has been deleted');
       await PlatformAccount.query(trx)
-        .patch({ username: input.name, email, email_verified_at: email ? new Date() : null, avatar_url: user.avatars_enabled ? input.image : null })
+        .patch({
+          username: input.name,
+          email,
+          email_verified_at: email ? new Date() : null,
+          avatar_url: user.avatars_enabled ? input.image : null,
+        })
         .where('id', existing.id);
       await User.query(trx).patch({ last_login_at: new Date() }).where('id', user.id);
       await record(trx, user.id, login(existing.id));
@@ -84,7 +102,11 @@ export async function oauthSignin(
         avatarUrl: owner!.avatars_enabled ? input.image : null,
       });
       await User.query(trx).patch({ last_login_at: new Date() }).where('id', ownerId);
-      await record(trx, ownerId, { ...login(account.id), event_type: 'account_linked', metadata: { platform: platform.slug, via: 'email_match' } });
+      await record(trx, ownerId, {
+        ...login(account.id),
+        event_type: 'account_linked',
+        metadata: { platform: platform.slug, via: 'email_match' },
+      });
       await record(trx, ownerId, login(account.id));
       return { userId: ownerId, created: false, linked: true };
     }
@@ -92,9 +114,22 @@ export async function oauthSignin(
     const { user, account } = await createUserWithAccount(trx, {
       username: await uniqueUsername(trx, input.name || (email ? email.split('@')[0] : 'user')),
       lastLoginAt: new Date(),
-      account: { platformId: platform.id, platformUserId: input.oauthProviderId, isOauth: true, username: input.name, email, avatarUrl: input.image, emailVerifiedAt: email ? new Date() : null },
+      account: {
+        platformId: platform.id,
+        platformUserId: input.oauthProviderId,
+        isOauth: true,
+        username: input.name,
+        email,
+        avatarUrl: input.image,
+        emailVerifiedAt: email ? new Date() : null,
+      },
     });
-    await record(trx, user.id, { event_type: 'user_created', resource_type: 'user', resource_id: user.id, metadata: { platform: platform.slug } });
+    await record(trx, user.id, {
+      event_type: 'user_created',
+      resource_type: 'user',
+      resource_id: user.id,
+      metadata: { platform: platform.slug },
+    });
     await record(trx, user.id, login(account.id));
     return { userId: user.id, created: true, linked: false };
   });

@@ -50,7 +50,13 @@ async function issueTokens(
   });
   return {
     refreshId: r.id,
-    response: { access_token: access, token_type: 'Bearer', expires_in: OAUTH_ACCESS_TOKEN_TTL_SECONDS, refresh_token: refresh, scope: t.scopes.join(' ') },
+    response: {
+      access_token: access,
+      token_type: 'Bearer',
+      expires_in: OAUTH_ACCESS_TOKEN_TTL_SECONDS,
+      refresh_token: refresh,
+      scope: t.scopes.join(' '),
+    },
   };
 }
 
@@ -61,8 +67,14 @@ async function issueTokens(
 async function revokeFamilies(services: AccessServices, familyIds: string[], userId: string): Promise<void> {
   if (!familyIds.length) return;
   await transaction(services.db, async (trx) => {
-    await trx('oauth_refresh_tokens').whereIn('family_id', familyIds).whereNull('revoked_at').update({ revoked_at: trx.fn.now() });
-    await trx('oauth_access_tokens').whereIn('family_id', familyIds).whereNull('revoked_at').update({ revoked_at: trx.fn.now() });
+    await trx('oauth_refresh_tokens')
+      .whereIn('family_id', familyIds)
+      .whereNull('revoked_at')
+      .update({ revoked_at: trx.fn.now() });
+    await trx('oauth_access_tokens')
+      .whereIn('family_id', familyIds)
+      .whereNull('revoked_at')
+      .update({ revoked_at: trx.fn.now() });
     afterCommit(trx, () => invalidateCredentials(services, { userId }));
   });
 }
@@ -88,23 +100,45 @@ export async function exchangeAuthorizationCode(
     throw oauthError(400, 'invalid_request', 'code_verifier: must be 43-128 characters of [A-Za-z0-9-._~]');
   }
   const hash = sha256(input.code);
-  const [code] = await db('oauth_authorization_codes').where('code_hash', hash).whereNull('used_at').update({ used_at: db.fn.now() }).returning('*');
+  const [code] = await db('oauth_authorization_codes')
+    .where('code_hash', hash)
+    .whereNull('used_at')
+    .update({ used_at: db.fn.now() })
+    .returning('*');
   if (!code) {
     const used = await db('oauth_authorization_codes').where('code_hash', hash).first('id', 'user_id', 'client_id');
     if (used && used.client_id === input.client.id) {
-      const families: Array<{ family_id: string }> = await db('oauth_refresh_tokens').where('authorization_code_id', used.id).distinct('family_id');
-      await revokeFamilies(services, families.map((f) => f.family_id), used.user_id);
+      const families: Array<{ family_id: string }> = await db('oauth_refresh_tokens')
+        .where('authorization_code_id', used.id)
+        .distinct('family_id');
+      await revokeFamilies(
+        services,
+        families.map((f) => f.family_id),
+        used.user_id,
+      );
     }
     throw oauthError(400, 'invalid_grant', 'authorization code is invalid or was already used');
   }
-  if (code.client_id !== input.client.id) throw oauthError(400, 'invalid_grant', 'authorization code was issued to another client');
-  if (new Date(code.expires_at).getTime() <= Date.now()) throw oauthError(400, 'invalid_grant', 'authorization code expired');
-  if (code.redirect_uri !== input.redirectUri) throw oauthError(400, 'invalid_grant', 'redirect_uri does not match the authorization request');
-  if (!safeEqual(pkceChallenge(input.codeVerifier), code.code_challenge)) throw oauthError(400, 'invalid_grant', 'code_verifier does not match the code challenge');
-  if (!(await userMaySignIn(db, code.user_id))) throw oauthError(400, 'invalid_grant', 'the user of this code can no longer sign in');
-  if (!(await consentActive(db, code.user_id, code.client_id))) throw oauthError(400, 'invalid_grant', 'consent was revoked');
+  if (code.client_id !== input.client.id)
+    throw oauthError(400, 'invalid_grant', 'authorization code was issued to another client');
+  if (new Date(code.expires_at).getTime() <= Date.now())
+    throw oauthError(400, 'invalid_grant', 'authorization code expired');
+  if (code.redirect_uri !== input.redirectUri)
+    throw oauthError(400, 'invalid_grant', 'redirect_uri does not match the authorization request');
+  if (!safeEqual(pkceChallenge(input.codeVerifier), code.code_challenge))
+    throw oauthError(400, 'invalid_grant', 'code_verifier does not match the code challenge');
+  if (!(await userMaySignIn(db, code.user_id)))
+    throw oauthError(400, 'invalid_grant', 'the user of this code can no longer sign in');
+  if (!(await consentActive(db, code.user_id, code.client_id)))
+    throw oauthError(400, 'invalid_grant', 'consent was revoked');
   return transaction(db, async (trx) => {
-    const { response } = await issueTokens(trx, { clientId: code.client_id, userId: code.user_id, scopes: code.scopes, familyId: randomUUID(), codeId: code.id });
+    const { response } = await issueTokens(trx, {
+      clientId: code.client_id,
+      userId: code.user_id,
+      scopes: code.scopes,
+      familyId: randomUUID(),
+      codeId: code.id,
+    });
     return response;
   });
 }
@@ -119,7 +153,8 @@ export async function refreshAccessToken(
   input: { client: OAuthClient; refreshToken?: string; scopes: string[] | null },
 ): Promise<TokenResponse> {
   const db = services.db;
-  const reused = () => oauthError(400, 'invalid_grant', 'refresh token was already used; every token of this grant is revoked');
+  const reused = () =>
+    oauthError(400, 'invalid_grant', 'refresh token was already used; every token of this grant is revoked');
   if (!input.refreshToken) throw oauthError(400, 'invalid_request', 'refresh_token: required');
   const row = await db('oauth_refresh_tokens').where('token_hash', sha256(input.refreshToken)).first();
   if (!row || row.client_id !== input.client.id) throw oauthError(400, 'invalid_grant', 'refresh token is invalid');
@@ -133,14 +168,26 @@ export async function refreshAccessToken(
   const scopes = input.scopes ?? (row.scopes as string[]);
   const widened = scopes.filter((s) => !granted.has(s));
   if (widened.length) throw oauthError(400, 'invalid_scope', `scope: exceeds the original grant: ${widened.join(' ')}`);
-  if (!(await userMaySignIn(db, row.user_id))) throw oauthError(400, 'invalid_grant', 'the user of this grant can no longer sign in');
-  if (!(await consentActive(db, row.user_id, row.client_id))) throw oauthError(400, 'invalid_grant', 'consent was revoked');
+  if (!(await userMaySignIn(db, row.user_id)))
+    throw oauthError(400, 'invalid_grant', 'the user of this grant can no longer sign in');
+  if (!(await consentActive(db, row.user_id, row.client_id)))
+    throw oauthError(400, 'invalid_grant', 'consent was revoked');
 
   const result = await transaction(db, async (trx) => {
     // Claim the token: of two concurrent refreshes exactly one wins; the other is a reuse.
-    const claimed = await trx('oauth_refresh_tokens').where('id', row.id).whereNull('rotated_at').whereNull('revoked_at').update({ rotated_at: trx.fn.now() });
+    const claimed = await trx('oauth_refresh_tokens')
+      .where('id', row.id)
+      .whereNull('rotated_at')
+      .whereNull('revoked_at')
+      .update({ rotated_at: trx.fn.now() });
     if (!claimed) return null;
-    const issued = await issueTokens(trx, { clientId: row.client_id, userId: row.user_id, scopes, familyId: row.family_id, parentId: row.id });
+    const issued = await issueTokens(trx, {
+      clientId: row.client_id,
+      userId: row.user_id,
+      scopes,
+      familyId: row.family_id,
+      parentId: row.id,
+    });
     await trx('oauth_refresh_tokens').where('id', row.id).update({ replaced_by_id: issued.refreshId });
     return issued.response;
   });

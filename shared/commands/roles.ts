@@ -64,18 +64,26 @@ export async function updateRole(services: AccessServices, role: Role, patch: Pa
   if (renamed && (await nameTaken(services.db, patch.name!, role.id))) throw conflict('a role with this name exists');
   if (!renamed) return Role.query(services.db).patchAndFetchById(role.id, patch);
   let updated!: Role;
-  await changeRoleAccess(services, role, async (trx) => void (updated = await Role.query(trx).patchAndFetchById(role.id, patch)), { rolePermissionsChanged: false });
+  await changeRoleAccess(
+    services,
+    role,
+    async (trx) => void (updated = await Role.query(trx).patchAndFetchById(role.id, patch)),
+    { rolePermissionsChanged: false },
+  );
   return updated;
 }
 
 /** Deletes a role: every holder loses it. */
 export async function deleteRole(services: AccessServices, role: Role): Promise<void> {
-  await changeRoleAccess(services, role, async (trx) => void (await Role.query(trx).deleteById(role.id)), { rolePermissionsChanged: true });
+  await changeRoleAccess(services, role, async (trx) => void (await Role.query(trx).deleteById(role.id)), {
+    rolePermissionsChanged: true,
+  });
 }
 
 /** Adds a permission to a role; 409 when the role grants it already. */
 export async function addRolePermission(services: AccessServices, role: Role, permission: Permission): Promise<void> {
-  if (await roleHasPermission(services.db, role.id, permission.id)) throw conflict('permission already assigned to this role');
+  if (await roleHasPermission(services.db, role.id, permission.id))
+    throw conflict('permission already assigned to this role');
   await changeRoleAccess(
     services,
     role,
@@ -89,13 +97,18 @@ export async function removeRolePermission(services: AccessServices, role: Role,
   await changeRoleAccess(
     services,
     role,
-    async (trx) => void (await trx('role_permissions').where({ role_id: role.id, permission_id: permissionId }).delete()),
+    async (trx) =>
+      void (await trx('role_permissions').where({ role_id: role.id, permission_id: permissionId }).delete()),
     { rolePermissionsChanged: true },
   );
 }
 
 /** Creates a permission; 409 when it exists. */
-export async function createPermission(db: Knex, input: { resource: string; action: string; description: string | null }): Promise<Permission> {
-  if (await Permission.query(db).findOne({ resource: input.resource, action: input.action })) throw conflict('this permission exists');
+export async function createPermission(
+  db: Knex,
+  input: { resource: string; action: string; description: string | null },
+): Promise<Permission> {
+  if (await Permission.query(db).findOne({ resource: input.resource, action: input.action }))
+    throw conflict('this permission exists');
   return Permission.query(db).insertAndFetch(input);
 }

@@ -5,7 +5,11 @@ import { AccessServices, invalidateCredentials, publishAccessChanges } from './a
 
 /** A user's roles, by name. */
 export async function userRoles(db: Knex, userId: string): Promise<Role[]> {
-  return Role.query(db).join('user_roles as ur', 'ur.role_id', 'roles.id').where('ur.user_id', userId).orderBy('roles.name').select('roles.*');
+  return Role.query(db)
+    .join('user_roles as ur', 'ur.role_id', 'roles.id')
+    .where('ur.user_id', userId)
+    .orderBy('roles.name')
+    .select('roles.*');
 }
 
 /**

@@ -14,7 +14,10 @@ export const banSchema = z.object({
 });
 
 /** A ban in a user's history (GET /v1/users/{id}/bans): with who lifted it and when. */
-export const banHistoryEntrySchema = banSchema.extend({ unbanned_at: z.string().nullable(), unbanned_by: z.string().uuid().nullable() });
+export const banHistoryEntrySchema = banSchema.extend({
+  unbanned_at: z.string().nullable(),
+  unbanned_by: z.string().uuid().nullable(),
+});
 
 /** Whether a user is banned now, with the active ban. */
 export const banStatusSchema = z.object({ is_banned: z.boolean(), active_ban: banSchema.nullable() });

@@ -29,7 +29,11 @@ export const registeredOAuthClientSchema = z.object({
 });
 
 /** A regenerated client secret, shown only here. */
-export const oauthClientSecretSchema = z.object({ client_id: z.string().uuid(), client_secret: z.string(), message: z.string() });
+export const oauthClientSecretSchema = z.object({
+  client_id: z.string().uuid(),
+  client_secret: z.string(),
+  message: z.string(),
+});
 
 /** A consent as its user sees it: which app holds which scopes since when. */
 export const consentSchema = z.object({
@@ -67,8 +71,14 @@ export function presentOAuthClient(c: OAuthClient): z.infer<typeof oauthClientSc
 }
 
 /** A newly registered client with its secret (null for a public client). */
-export function presentRegisteredOAuthClient(c: OAuthClient, secret: string | null): z.infer<typeof registeredOAuthClientSchema> {
-  return { client: { id: c.id, name: c.name, client_type: c.client_type, is_active: c.is_active }, client_secret: secret };
+export function presentRegisteredOAuthClient(
+  c: OAuthClient,
+  secret: string | null,
+): z.infer<typeof registeredOAuthClientSchema> {
+  return {
+    client: { id: c.id, name: c.name, client_type: c.client_type, is_active: c.is_active },
+    client_secret: secret,
+  };
 }
 
 /** A client's new secret. */

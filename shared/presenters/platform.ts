@@ -16,7 +16,12 @@ export const platformSchema = z.object({
 });
 
 /** The answer to enabling or disabling sign-in through a platform. */
-export const platformSwitchSchema = z.object({ id: z.string().uuid(), name: z.string(), slug: z.string(), enabled: z.boolean() });
+export const platformSwitchSchema = z.object({
+  id: z.string().uuid(),
+  name: z.string(),
+  slug: z.string(),
+  enabled: z.boolean(),
+});
 
 /** A platform as the public lists and lookups show it. */
 export function presentPlatform(p: Platform): z.infer<typeof platformSchema> {

@@ -17,7 +17,10 @@ export async function loadUserAccess(db: Knex, userId: string): Promise<{ permis
 }
 
 /** Grants and role ids given to an API key through api_key_roles. */
-export async function loadApiKeyRoleAccess(db: Knex, apiKeyId: string): Promise<{ permissions: string[]; roleIds: string[] }> {
+export async function loadApiKeyRoleAccess(
+  db: Knex,
+  apiKeyId: string,
+): Promise<{ permissions: string[]; roleIds: string[] }> {
   const rows: Array<{ role_id: string; perm: string | null }> = await db('api_key_roles as kr')
     .leftJoin('role_permissions as rp', 'rp.role_id', 'kr.role_id')
     .leftJoin('permissions as p', 'p.id', 'rp.permission_id')
@@ -30,7 +33,10 @@ export async function loadApiKeyRoleAccess(db: Knex, apiKeyId: string): Promise<
 }
 
 /** The active ban of a user, if any (permanent, or timed and not yet expired). */
-export async function findActiveBan(db: Knex, userId: string): Promise<{ id: string; expires_at: Date | null; is_permanent: boolean; reason: string | null } | undefined> {
+export async function findActiveBan(
+  db: Knex,
+  userId: string,
+): Promise<{ id: string; expires_at: Date | null; is_permanent: boolean; reason: string | null } | undefined> {
   return db('bans')
     .where('user_id', userId)
     .whereNull('unbanned_at')
@@ -65,10 +71,15 @@ export interface UserAccessSnapshot {
  * holder of the role). Users without any role are present with empty sets. Roles come in name
  * order (as GET /v1/users/{id}/roles lists them), `roleIds` in the same order.
  */
-export async function snapshotUserAccess(db: Knex | Knex.Transaction, userIds: string[]): Promise<Map<string, UserAccessSnapshot>> {
+export async function snapshotUserAccess(
+  db: Knex | Knex.Transaction,
+  userIds: string[],
+): Promise<Map<string, UserAccessSnapshot>> {
   const out = new Map<string, UserAccessSnapshot>();
   if (!userIds.length) return out;
-  const rows: Array<{ user_id: string; role_id: string; role_name: string; perm: string | null }> = await db('user_roles as ur')
+  const rows: Array<{ user_id: string; role_id: string; role_name: string; perm: string | null }> = await db(
+    'user_roles as ur',
+  )
     .join('roles as r', 'r.id', 'ur.role_id')
     .leftJoin('role_permissions as rp', 'rp.role_id', 'ur.role_id')
     .leftJoin('permissions as p', 'p.id', 'rp.permission_id')
@@ -83,7 +94,8 @@ export async function snapshotUserAccess(db: Knex | Knex.Transaction, userIds: s
     if (r.perm) a.perms.add(r.perm);
   }
   // Rows come in role name order and a Map keeps the order of first insertion.
-  for (const [id, a] of acc) out.set(id, { permissions: [...a.perms].sort(), roleIds: [...a.roles.keys()], roles: [...a.roles.values()] });
+  for (const [id, a] of acc)
+    out.set(id, { permissions: [...a.perms].sort(), roleIds: [...a.roles.keys()], roles: [...a.roles.values()] });
   return out;
 }
 
@@ -103,7 +115,11 @@ export async function rolePermissions(db: Knex, roleId: string): Promise<Permiss
 }
 
 /** Whether a role grants a permission (by permission id). */
-export async function roleHasPermission(db: Knex | Knex.Transaction, roleId: string, permissionId: string): Promise<boolean> {
+export async function roleHasPermission(
+  db: Knex | Knex.Transaction,
+  roleId: string,
+  permissionId: string,
+): Promise<boolean> {
   return !!(await db('role_permissions').where({ role_id: roleId, permission_id: permissionId }).first('role_id'));
 }
 

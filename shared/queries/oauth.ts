@@ -5,7 +5,10 @@ import { OAuthConsent } from '../models/OAuthConsent';
 
 /** Whether the user's consent for the client stands (not revoked). */
 export async function consentActive(db: Knex | Knex.Transaction, userId: string, clientId: string): Promise<boolean> {
-  return !!(await db('oauth_consents').where({ user_id: userId, client_id: clientId }).whereNull('revoked_at').first('id'));
+  return !!(await db('oauth_consents')
+    .where({ user_id: userId, client_id: clientId })
+    .whereNull('revoked_at')
+    .first('id'));
 }
 
 /** Whether the user exists and is not deleted. */
@@ -27,7 +30,10 @@ export async function activeConsents(db: Knex, userId: string): Promise<Array<OA
  * Users holding live tokens of a client: whose cached credentials must go when the client is
  * deleted, deactivated or has its scopes narrowed. Past a few hundred users, drop everything.
  */
-export async function clientTokenInvalidation(db: Knex | Knex.Transaction, clientId: string): Promise<AuthInvalidation[]> {
+export async function clientTokenInvalidation(
+  db: Knex | Knex.Transaction,
+  clientId: string,
+): Promise<AuthInvalidation[]> {
   const rows: Array<{ user_id: string }> = await db('oauth_access_tokens')
     .where('client_id', clientId)
     .whereNull('revoked_at')
