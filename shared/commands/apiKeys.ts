@@ -9,10 +9,10 @@ import { loadUserAccess } from '../queries/access';
 import { AccessServices, invalidateCredentials } from './accessChanges';
 
 /** Prefix of every generated API key; the shown key_prefix is its first 12 characters. */
-export const API_KEY_PREFIX = 'sk_';
+const API_KEY_PREFIX = 'sk_';
 
 /** The part of a key shown again after its creation. */
-export function keyPrefixOf(key: string): string {
+function keyPrefixOf(key: string): string {
   return key.slice(0, 12);
 }
 
