@@ -6,7 +6,7 @@ import { z } from '../../shared/zod';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 import { loadUser, resolveUserRef, userIdParam } from '../params';
-import { iso } from '../../shared/presenters/iso';
+import { deletionStatusSchema, presentDeletionStatus } from '../../shared/presenters/deletionStatus';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -16,15 +16,18 @@ const TAG = ['admin'];
 export function adminUserRoutes(router: ApiRouter): void {
   defineRoute(
     router,
-    { method: 'get', path: '/v1/admin/users/:id/deletion-status', summary: "A user's deletion state", tags: TAG, auth: { permission: 'users:read' }, params: userIdParam, responses: { 200: { description: '{is_scheduled_for_deletion, scheduled_deletion_at, is_deleted, deleted_at}' } } },
+    {
+      method: 'get',
+      path: '/v1/admin/users/:id/deletion-status',
+      summary: "A user's deletion state",
+      tags: TAG,
+      auth: { permission: 'users:read' },
+      params: userIdParam,
+      responses: { 200: { description: 'Deletion state', schema: deletionStatusSchema } },
+    },
     async (ctx, { params }) => {
       const user = await loadUser(ctx.services.db, resolveUserRef(ctx, params.id), { includeDeleted: true });
-      ctx.body = {
-        is_scheduled_for_deletion: !!user.scheduled_deletion_at,
-        scheduled_deletion_at: iso(user.scheduled_deletion_at),
-        is_deleted: !!user.deleted_at,
-        deleted_at: iso(user.deleted_at),
-      };
+      ctx.body = presentDeletionStatus(user);
     },
   );
 
@@ -34,29 +37,58 @@ export function adminUserRoutes(router: ApiRouter): void {
       method: 'post',
       path: '/v1/admin/users/:id/force-delete',
       summary: 'Delete a user now, skipping the grace period (irreversible)',
-      description: "The user row and everything hanging off it are removed, mails to the user leave the outbox and the user's audit events lose their personal fields.",
+      description:
+        "The user row and everything hanging off it are removed, mails to the user leave the outbox and the user's audit events lose their personal fields.",
       tags: TAG,
       auth: { permission: 'users:delete', manages: 'id' },
       params: userIdParam,
       body: z.object({ reason: z.string().trim().min(1).max(1000).optional() }),
-      responses: { 200: { description: '{success, message}' }, 400: { description: 'Deleting oneself' }, 404: { description: 'No such user' } },
+      responses: {
+        200: { description: '{success, message}' },
+        400: { description: 'Deleting oneself' },
+        404: { description: 'No such user' },
+      },
     },
     async (ctx, { params, body }) => {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id, { includeDeleted: true });
-      if (id === actingUserId(ctx.state.principal)) throw badRequest('use DELETE /v1/users/me to delete your own account');
-      if (!(await purgeUser(ctx.services, id, { ...requestAttribution(ctx), reason: body.reason ?? 'deleted by an administrator' }))) throw notFound('user');
+      if (id === actingUserId(ctx.state.principal))
+        throw badRequest('use DELETE /v1/users/me to delete your own account');
+      if (
+        !(await purgeUser(ctx.services, id, {
+          ...requestAttribution(ctx),
+          reason: body.reason ?? 'deleted by an administrator',
+        }))
+      )
+        throw notFound('user');
       ctx.body = { success: true, message: 'the user and their personal data were permanently deleted' };
     },
   );
 
   defineRoute(
     router,
-    { method: 'post', path: '/v1/admin/users/:id/cancel-deletion', summary: 'Cancel a scheduled deletion (and restore a soft-deleted user)', tags: TAG, auth: { permission: 'users:write', manages: 'id' }, params: userIdParam, responses: { 200: { description: '{success, message}' }, 404: { description: 'No such user' }, 409: { description: 'No deletion scheduled' } } },
+    {
+      method: 'post',
+      path: '/v1/admin/users/:id/cancel-deletion',
+      summary: 'Cancel a scheduled deletion (and restore a soft-deleted user)',
+      tags: TAG,
+      auth: { permission: 'users:write', manages: 'id' },
+      params: userIdParam,
+      responses: {
+        200: { description: '{success, message}' },
+        404: { description: 'No such user' },
+        409: { description: 'No deletion scheduled' },
+      },
+    },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
       const { wasDeleted } = await cancelDeletion(ctx.services, id, requestAttribution(ctx));
-      ctx.body = { success: true, message: wasDeleted ? 'deletion cancelled; the account is restored (its API keys stay deactivated)' : 'the scheduled deletion was cancelled' };
+      ctx.body = {
+        success: true,
+        message: wasDeleted
+          ? 'deletion cancelled; the account is restored (its API keys stay deactivated)'
+          : 'the scheduled deletion was cancelled',
+      };
     },
   );
 }

@@ -1,23 +1,41 @@
 import Router from '@koa/router';
-import { invalidateCredentials } from '../../shared/commands/accessChanges';
-import { rolePermissionSet } from '../../shared/queries/access';
-import { createApiKey, regenerateApiKey } from '../../shared/commands/apiKeys';
-import { recordAuditEvent } from '../../shared/audit';
-import { conflict, forbidden, notFound } from '../../shared/errors';
+import {
+  ApiKeyChanges,
+  assignApiKeyRole,
+  deleteApiKey,
+  issueApiKey,
+  regenerateApiKey,
+  removeApiKeyRole,
+  updateApiKey,
+} from '../../shared/commands/apiKeys';
 import { ApiKey } from '../../shared/models/ApiKey';
 import { Role } from '../../shared/models/Role';
-import { actingUserId, authorizeGrant, authorizeOwner, authorizeRoleGrant, isSuperAdmin, Principal, requireSuperAdmin } from '../../shared/policies';
-import { presentApiKey, presentIssuedApiKey } from '../../shared/presenters/apiKey';
-import { presentRole } from '../../shared/presenters/role';
+import {
+  Action,
+  actingUserId,
+  apiKeyListScope,
+  authorize,
+  authorizeGrant,
+  can,
+  Principal,
+  subjects,
+} from '../../shared/policies';
+import { apiKeyRoles, rolePermissionSet } from '../../shared/queries/access';
+import { apiKeySchema, issuedApiKeySchema, presentApiKey, presentIssuedApiKey } from '../../shared/presenters/apiKey';
+import { presentRole, roleSchema } from '../../shared/presenters/role';
+import { findOr404 } from '../../shared/rowLoader';
 import { atLeastOne, z, zUuid } from '../../shared/zod';
-import { AppContext, AppState, defineRoute } from '../routing';
+import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
+import { AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
-import { rowById } from '../../shared/rowLoader';
-import { created, noContent, resource } from '../responses';
 
 /** A permission string as a scope: `resource:action`, either side may be the wildcard `*`. */
 export const zScope = () => z.string().regex(/^([a-z][a-z0-9_]*|\*):([a-z][a-z0-9_.]*|\*)$/, 'must be resource:action');
-const zScopes = () => z.array(zScope()).max(200).transform((s) => [...new Set(s)]);
+const zScopes = () =>
+  z
+    .array(zScope())
+    .max(200)
+    .transform((s) => [...new Set(s)]);
 const zFutureDate = () =>
   z
     .string()
@@ -25,61 +43,14 @@ const zFutureDate = () =>
     .refine((v) => new Date(v).getTime() > Date.now(), 'must be in the future');
 
 const idParam = z.object({ id: zUuid() });
-const keySchema = z.object({
-  id: z.string().uuid(),
-  user_id: z.string().uuid().nullable(),
-  key_prefix: z.string(),
-  name: z.string(),
-  description: z.string().nullable(),
-  scopes: z.array(z.string()),
-  is_active: z.boolean(),
-  is_system: z.boolean(),
-  expires_at: z.string().nullable(),
-  last_used_at: z.string().nullable(),
-  created_at: z.string(),
-  updated_at: z.string(),
-});
-const issuedSchema = z.object({
-  id: z.string().uuid(),
-  key: z.string().describe('the full key; shown only in this response'),
-  key_prefix: z.string(),
-  name: z.string(),
-  description: z.string().nullable(),
-  scopes: z.array(z.string()),
-  is_active: z.boolean(),
-  expires_at: z.string().nullable(),
-  created_at: z.string(),
-});
-const links = z.object({ self: z.string() });
+const keyRolesBody = listSchema(roleSchema);
+const toDate = (v: string | null | undefined) => (v ? new Date(v) : null);
 
-/** Owner of the key, or a super admin; system keys belong to super admins only. */
-function authorizeKey(p: Principal, key: ApiKey): void {
-  if (key.is_system) return requireSuperAdmin(p, 'system keys are managed by super admins only');
-  if (isSuperAdmin(p)) return;
-  authorizeOwner(p, key.user_id, '*:*');
-}
-
-async function loadKey(ctx: AppContext, id: string): Promise<ApiKey> {
-  const key = await rowById(ApiKey).load(id);
-  if (!key) throw notFound('api key');
-  authorizeKey(ctx.state.principal, key);
+/** The key with this id (404), if the caller may do `action` on it (403). */
+async function loadKey(p: Principal, id: string, action: Action<'apiKey'>): Promise<ApiKey> {
+  const key = await findOr404(ApiKey, id, 'api key');
+  authorize(p, action, subjects.apiKey(key));
   return key;
-}
-
-async function keyRoles(keyId: string): Promise<Role[]> {
-  return Role.query().join('api_key_roles as kr', 'kr.role_id', 'roles.id').where('kr.api_key_id', keyId).orderBy('roles.name').select('roles.*');
-}
-
-function auditBase(ctx: AppContext, key: ApiKey) {
-  const actor = actingUserId(ctx.state.principal);
-  return {
-    user_id: key.user_id ?? actor,
-    actor_id: actor,
-    resource_type: 'api_key',
-    resource_id: key.id,
-    ip_address: ctx.ip,
-    user_agent: ctx.get('user-agent') || null,
-  };
 }
 
 /** API keys (spec §4.20): key shown once, stored as a hash, no scope or role escalation. */
@@ -92,28 +63,37 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       summary: "List API keys (the caller's own; super admins see all)",
       tags: ['api-keys'],
       auth: { permission: 'api_keys:read' },
-      responses: { 200: { description: 'Keys without key material', schema: z.object({ data: z.array(keySchema), _links: links }) } },
+      responses: { 200: { description: 'Keys without key material', schema: listSchema(apiKeySchema) } },
     },
     async (ctx) => {
-      const p = ctx.state.principal;
-      const q = ApiKey.query().orderBy('created_at', 'desc');
-      if (!isSuperAdmin(p)) {
-        const uid = actingUserId(p);
-        if (!uid) {
-          ctx.body = resource(ctx, []);
-          return;
-        }
-        q.where('user_id', uid).where('is_system', false);
+      const scope = apiKeyListScope(ctx.state.principal);
+      if (!scope) {
+        ctx.body = resource(ctx, []);
+        return;
       }
+      const q = ApiKey.query(ctx.services.db).orderBy('created_at', 'desc');
+      if ('userId' in scope) q.where('user_id', scope.userId).where('is_system', false);
       ctx.body = resource(ctx, (await q).map(presentApiKey));
     },
   );
 
   defineRoute(
     router,
-    { method: 'get', path: '/v1/api-keys/:id', summary: 'Get an API key', tags: ['api-keys'], auth: { permission: 'api_keys:read' }, params: idParam, responses: { 200: { description: 'Key', schema: z.object({ data: keySchema, _links: links }) }, 403: { description: 'Not your key' }, 404: { description: 'No such key' } } },
+    {
+      method: 'get',
+      path: '/v1/api-keys/:id',
+      summary: 'Get an API key',
+      tags: ['api-keys'],
+      auth: { permission: 'api_keys:read' },
+      params: idParam,
+      responses: {
+        200: { description: 'Key', schema: resourceSchema(apiKeySchema) },
+        403: { description: 'Not your key' },
+        404: { description: 'No such key' },
+      },
+    },
     async (ctx, { params }) => {
-      ctx.body = resource(ctx, presentApiKey(await loadKey(ctx, params.id)));
+      ctx.body = resource(ctx, presentApiKey(await loadKey(ctx.state.principal, params.id, 'read')));
     },
   );
 
@@ -132,18 +112,23 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
         scopes: zScopes().default([]),
         expires_at: zFutureDate().nullish(),
       }),
-      responses: { 201: { description: 'Created key with the full key value', schema: issuedSchema }, 403: { description: 'Scope escalation' } },
+      responses: {
+        201: { description: 'Created key with the full key value', schema: issuedApiKeySchema },
+        403: { description: 'Scope escalation' },
+      },
     },
     async (ctx, { body }) => {
       const p = ctx.state.principal;
       authorizeGrant(p, body.scopes);
-      const { apiKey, key } = await ctx.services.db.transaction(async (trx) => {
-        const made = await createApiKey({ userId: actingUserId(p), name: body.name, description: body.description ?? null, scopes: body.scopes, expiresAt: body.expires_at ? new Date(body.expires_at) : null }, trx);
-        await recordAuditEvent({ ...auditBase(ctx, made.apiKey), event_type: 'api_key_created', metadata: { name: made.apiKey.name, key_prefix: made.apiKey.key_prefix, scopes: made.apiKey.scopes } }, trx);
-        return made;
-      });
-      ctx.set('Location', `/v1/api-keys/${apiKey.id}`);
-      created(ctx, presentIssuedApiKey(apiKey, key));
+      const input = {
+        userId: actingUserId(p),
+        name: body.name,
+        description: body.description ?? null,
+        scopes: body.scopes,
+        expiresAt: toDate(body.expires_at),
+      };
+      const { apiKey, key } = await issueApiKey(ctx.services.db, input, requestAttribution(ctx));
+      created(ctx, presentIssuedApiKey(apiKey, key), `/v1/api-keys/${apiKey.id}`);
     },
   );
 
@@ -153,7 +138,8 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       method: 'patch',
       path: '/v1/api-keys/:id',
       summary: 'Update an API key',
-      description: 'Body {name?, description?, scopes?, is_active?, expires_at?}; new scopes must be a subset of your own permissions.',
+      description:
+        'Body {name?, description?, scopes?, is_active?, expires_at?}; new scopes must be a subset of your own permissions.',
       tags: ['api-keys'],
       auth: { permission: 'api_keys:write' },
       params: idParam,
@@ -167,42 +153,31 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
         }),
       ),
       responses: {
-        200: { description: 'Updated key', schema: z.object({ data: keySchema, _links: links }) },
+        200: { description: 'Updated key', schema: resourceSchema(apiKeySchema) },
         403: { description: 'Not your key, scope escalation, or reactivating a key an administrator switched off' },
         404: { description: 'No such key' },
         409: { description: 'Extending an expired key' },
       },
     },
     async (ctx, { params, body }) => {
-      const key = await loadKey(ctx, params.id);
       const p = ctx.state.principal;
+      const key = await loadKey(p, params.id, 'update');
       if (body.scopes) authorizeGrant(p, body.scopes);
-      const byOwner = key.user_id !== null && actingUserId(p) === key.user_id;
-      // An administrator's switch-off (or the account's deletion) sticks: the owner cannot undo it.
-      if (body.is_active === true && !key.is_active && key.locked && byOwner) {
-        throw forbidden('is_active: this key was switched off by an administrator or by the deletion of the account; only an administrator can switch it back on');
-      }
-      // An expired key stays dead; moving its expiry would revive a credential that may have leaked.
-      if (body.expires_at !== undefined && key.expires_at && key.expires_at.getTime() <= Date.now()) {
-        throw conflict('expires_at: this key has expired and cannot be extended; create a new key');
-      }
-      const patch: Partial<ApiKey> = {};
-      if (body.name !== undefined) patch.name = body.name;
-      if (body.description !== undefined) patch.description = body.description;
-      if (body.scopes !== undefined) patch.scopes = body.scopes;
-      if (body.is_active !== undefined) {
-        patch.is_active = body.is_active;
-        if (!byOwner) patch.locked = !body.is_active;
-      }
-      if (body.expires_at !== undefined) patch.expires_at = body.expires_at ? new Date(body.expires_at) : null;
-      const updated = await ctx.services.db.transaction(async (trx) => {
-        const row = await ApiKey.query(trx).patchAndFetchById(key.id, patch);
-        if (key.is_active && body.is_active === false) {
-          await recordAuditEvent({ ...auditBase(ctx, key), event_type: 'api_key_revoked', metadata: { key_prefix: key.key_prefix, reason: 'deactivated' } }, trx);
-        }
-        return row;
-      });
-      await invalidateCredentials(ctx.services, { apiKeyId: key.id });
+      if (body.is_active === true && !key.is_active) authorize(p, 'reactivate', subjects.apiKey(key));
+      // Whoever may switch a locked key back on locks it by switching it off (an administrator).
+      const locking = can(
+        p,
+        'reactivate',
+        subjects.apiKey({ user_id: key.user_id, is_system: key.is_system, locked: true }),
+      );
+      const changes: ApiKeyChanges = {
+        name: body.name,
+        description: body.description,
+        scopes: body.scopes,
+        is_active: body.is_active,
+        expires_at: body.expires_at === undefined ? undefined : toDate(body.expires_at),
+      };
+      const updated = await updateApiKey(ctx.services, key, changes, { locking }, requestAttribution(ctx));
       ctx.body = resource(ctx, presentApiKey(updated));
     },
   );
@@ -217,17 +192,15 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       tags: ['api-keys'],
       auth: { permission: 'api_keys:write' },
       params: idParam,
-      responses: { 200: { description: 'The new key, shown once', schema: issuedSchema }, 403: { description: 'Not your key' }, 404: { description: 'No such key' } },
+      responses: {
+        200: { description: 'The new key, shown once', schema: issuedApiKeySchema },
+        403: { description: 'Not your key' },
+        404: { description: 'No such key' },
+      },
     },
     async (ctx, { params }) => {
-      const old = await loadKey(ctx, params.id);
-      const { apiKey, key } = await ctx.services.db.transaction(async (trx) => {
-        const made = await regenerateApiKey(old.id, trx);
-        await recordAuditEvent({ ...auditBase(ctx, old), event_type: 'api_key_revoked', metadata: { key_prefix: old.key_prefix, reason: 'regenerated' } }, trx);
-        await recordAuditEvent({ ...auditBase(ctx, old), event_type: 'api_key_created', metadata: { key_prefix: made.apiKey.key_prefix, regenerated: true, scopes: made.apiKey.scopes } }, trx);
-        return made;
-      });
-      await invalidateCredentials(ctx.services, { apiKeyId: old.id });
+      const old = await loadKey(ctx.state.principal, params.id, 'regenerate');
+      const { apiKey, key } = await regenerateApiKey(ctx.services, old, requestAttribution(ctx));
       ctx.body = presentIssuedApiKey(apiKey, key);
     },
   );
@@ -241,30 +214,33 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       tags: ['api-keys'],
       auth: { permission: 'api_keys:delete' },
       params: idParam,
-      responses: { 204: { description: 'Deleted' }, 403: { description: 'System key, or not your key' }, 404: { description: 'No such key' } },
+      responses: {
+        204: { description: 'Deleted' },
+        403: { description: 'System key, or not your key' },
+        404: { description: 'No such key' },
+      },
     },
     async (ctx, { params }) => {
-      const found = await rowById(ApiKey).load(params.id);
-      if (!found) throw notFound('api key');
-      if (found.is_system) throw forbidden('system keys cannot be deleted');
-      const key = await loadKey(ctx, params.id);
-      await ctx.services.db.transaction(async (trx) => {
-        await ApiKey.query(trx).deleteById(key.id);
-        await recordAuditEvent({ ...auditBase(ctx, key), event_type: 'api_key_revoked', metadata: { key_prefix: key.key_prefix, name: key.name, reason: 'deleted' } }, trx);
-      });
-      await invalidateCredentials(ctx.services, { apiKeyId: key.id });
+      const key = await loadKey(ctx.state.principal, params.id, 'delete');
+      await deleteApiKey(ctx.services, key, requestAttribution(ctx));
       noContent(ctx);
     },
   );
 
-  const rolesBody = z.object({ data: z.array(z.object({ id: z.string(), name: z.string(), description: z.string().nullable(), is_system: z.boolean(), requires_two_factor: z.boolean(), created_at: z.string(), updated_at: z.string() })), _links: links });
-
   defineRoute(
     router,
-    { method: 'get', path: '/v1/api-keys/:id/roles', summary: "List an API key's roles", tags: ['api-keys'], auth: { permission: 'api_keys:read' }, params: idParam, responses: { 200: { description: 'Roles', schema: rolesBody }, 404: { description: 'No such key' } } },
+    {
+      method: 'get',
+      path: '/v1/api-keys/:id/roles',
+      summary: "List an API key's roles",
+      tags: ['api-keys'],
+      auth: { permission: 'api_keys:read' },
+      params: idParam,
+      responses: { 200: { description: 'Roles', schema: keyRolesBody }, 404: { description: 'No such key' } },
+    },
     async (ctx, { params }) => {
-      const key = await loadKey(ctx, params.id);
-      ctx.body = resource(ctx, (await keyRoles(key.id)).map(presentRole));
+      const key = await loadKey(ctx.state.principal, params.id, 'read');
+      ctx.body = resource(ctx, (await apiKeyRoles(ctx.services.db, key.id)).map(presentRole));
     },
   );
 
@@ -274,22 +250,26 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       method: 'post',
       path: '/v1/api-keys/:id/roles',
       summary: 'Assign a role to an API key',
-      description: 'You may assign only roles you hold yourself (super admins any). Answers with the key\'s roles after the change.',
+      description:
+        "You may assign only roles you hold yourself (super admins any). Answers with the key's roles after the change.",
       tags: ['api-keys'],
       auth: { permission: 'api_keys:write' },
       params: idParam,
       body: z.object({ role_id: z.string().min(1).max(64) }),
-      responses: { 201: { description: 'Current roles of the key', schema: rolesBody }, 403: { description: 'Role escalation' }, 404: { description: 'No such key or role' }, 409: { description: 'Already assigned' } },
+      responses: {
+        201: { description: 'Current roles of the key', schema: keyRolesBody },
+        403: { description: 'Role escalation' },
+        404: { description: 'No such key or role' },
+        409: { description: 'Already assigned' },
+      },
     },
     async (ctx, { params, body }) => {
-      const key = await loadKey(ctx, params.id);
-      const role = await rowById(Role).load(body.role_id);
-      if (!role) throw notFound('role');
-      authorizeRoleGrant(ctx.state.principal, { id: role.id, permissions: await rolePermissionSet(ctx.services.db, role.id) }, { mustHoldRole: true });
-      if (await ctx.services.db('api_key_roles').where({ api_key_id: key.id, role_id: role.id }).first()) throw conflict('role already assigned to this key');
-      await ctx.services.db('api_key_roles').insert({ api_key_id: key.id, role_id: role.id });
-      await invalidateCredentials(ctx.services, { apiKeyId: key.id });
-      created(ctx, resource(ctx, (await keyRoles(key.id)).map(presentRole)));
+      const p = ctx.state.principal;
+      const key = await loadKey(p, params.id, 'update');
+      const role = await findOr404(Role, body.role_id, 'role');
+      authorize(p, 'assignToKey', subjects.role(role, await rolePermissionSet(ctx.services.db, role.id)));
+      await assignApiKeyRole(ctx.services, key, role);
+      created(ctx, resource(ctx, (await apiKeyRoles(ctx.services.db, key.id)).map(presentRole)));
     },
   );
 
@@ -305,10 +285,8 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       responses: { 204: { description: 'Removed' }, 404: { description: 'No such key, or the role is not assigned' } },
     },
     async (ctx, { params }) => {
-      const key = await loadKey(ctx, params.id);
-      const n = await ctx.services.db('api_key_roles').where({ api_key_id: key.id, role_id: params.role_id }).delete();
-      if (!n) throw notFound('api key role');
-      await invalidateCredentials(ctx.services, { apiKeyId: key.id });
+      const key = await loadKey(ctx.state.principal, params.id, 'update');
+      await removeApiKeyRole(ctx.services, key, params.role_id);
       noContent(ctx);
     },
   );

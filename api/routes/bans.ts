@@ -1,16 +1,24 @@
 import Router from '@koa/router';
-import { findActiveBan, loadUserAccess } from '../../shared/queries/access';
+import { findActiveBan } from '../../shared/queries/access';
 import { banUser, unbanUser } from '../../shared/commands/userLifecycle';
 import { banHistory } from '../../shared/commands/users';
-import { badRequest, forbidden } from '../../shared/errors';
+import { badRequest } from '../../shared/errors';
 import { Ban } from '../../shared/models/Ban';
-import { actingUserId, isSuperAdmin, PermissionSet } from '../../shared/policies';
-import { presentBan } from '../../shared/presenters/ban';
+import { rowById } from '../../shared/rowLoader';
+import { actingUserId } from '../../shared/policies';
+import {
+  banHistoryEntrySchema,
+  banSchema,
+  banStatusSchema,
+  presentBan,
+  presentBanHistoryEntry,
+  presentBanStatus,
+} from '../../shared/presenters/ban';
 import { z } from '../../shared/zod';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 import { loadUser, resolveUserRef, userIdParam } from '../params';
-import { created } from '../responses';
+import { created, listSchema, resource, resourceSchema } from '../responses';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -20,14 +28,22 @@ const TAG = ['bans'];
 export function banRoutes(router: ApiRouter): void {
   defineRoute(
     router,
-    { method: 'get', path: '/v1/users/:id/ban', summary: "A user's active ban", tags: TAG, auth: { permission: 'users:read', self: 'id' }, params: userIdParam, responses: { 200: { description: '{is_banned, active_ban}' } } },
+    {
+      method: 'get',
+      path: '/v1/users/:id/ban',
+      summary: "A user's active ban",
+      tags: TAG,
+      auth: { permission: 'users:read', self: 'id' },
+      params: userIdParam,
+      responses: { 200: { description: '{is_banned, active_ban}', schema: banStatusSchema } },
+    },
     async (ctx, { params }) => {
       const db = ctx.services.db;
       const id = resolveUserRef(ctx, params.id);
       await loadUser(db, id, { includeDeleted: true });
       const active = await findActiveBan(db, id);
-      const ban = active ? await Ban.query(db).findById(active.id) : undefined;
-      ctx.body = { is_banned: !!ban, active_ban: ban ? presentBan(ban) : null };
+      const ban = active ? await rowById(Ban).load(active.id) : undefined;
+      ctx.body = presentBanStatus(ban);
     },
   );
 
@@ -37,29 +53,54 @@ export function banRoutes(router: ApiRouter): void {
       method: 'post',
       path: '/v1/users/:id/ban',
       summary: 'Ban a user',
-      description: 'Permanent when duration_seconds is null or absent. The user is signed out everywhere at once (accountBanned and forceLogout pushes); a timed ban ends by itself at expires_at.',
+      description:
+        'Permanent when duration_seconds is null or absent. The user is signed out everywhere at once (accountBanned and forceLogout pushes); a timed ban ends by itself at expires_at.',
       tags: TAG,
       auth: { permission: 'users:ban', manages: 'id' },
       params: userIdParam,
       body: z.object({
         reason: z.string().trim().max(1000).nullable().optional(),
-        duration_seconds: z.number({ invalid_type_error: 'must be an integer' }).int('must be an integer').min(1).max(100 * 365 * 86400).nullable().optional(),
+        duration_seconds: z
+          .number({ invalid_type_error: 'must be an integer' })
+          .int('must be an integer')
+          .min(1)
+          .max(100 * 365 * 86400)
+          .nullable()
+          .optional(),
       }),
-      responses: { 201: { description: '{data: Ban}' }, 400: { description: 'Banning oneself' }, 403: { description: 'Target holds more power' }, 404: { description: 'No such user' }, 409: { description: 'Already banned' } },
+      responses: {
+        201: { description: '{data: Ban}', schema: resourceSchema(banSchema) },
+        400: { description: 'Banning oneself' },
+        403: { description: 'Target holds more power' },
+        404: { description: 'No such user' },
+        409: { description: 'Already banned' },
+      },
     },
     async (ctx, { params, body }) => {
       const db = ctx.services.db;
       const id = resolveUserRef(ctx, params.id);
       await loadUser(db, id);
       if (id === actingUserId(ctx.state.principal)) throw badRequest('you cannot ban yourself');
-      const ban = await banUser(ctx.services, { userId: id, reason: body.reason ?? null, durationSeconds: body.duration_seconds ?? null }, requestAttribution(ctx));
-      created(ctx, { data: presentBan(ban), _links: { self: `/v1/users/${id}/ban` } });
+      const ban = await banUser(
+        ctx.services,
+        { userId: id, reason: body.reason ?? null, durationSeconds: body.duration_seconds ?? null },
+        requestAttribution(ctx),
+      );
+      created(ctx, resource(ctx, presentBan(ban), `/v1/users/${id}/ban`));
     },
   );
 
   defineRoute(
     router,
-    { method: 'delete', path: '/v1/users/:id/ban', summary: 'Lift the active ban', tags: TAG, auth: { permission: 'users:ban', manages: 'id' }, params: userIdParam, responses: { 200: { description: '{success, message}' }, 404: { description: 'Not banned' } } },
+    {
+      method: 'delete',
+      path: '/v1/users/:id/ban',
+      summary: 'Lift the active ban',
+      tags: TAG,
+      auth: { permission: 'users:ban', manages: 'id' },
+      params: userIdParam,
+      responses: { 200: { description: '{success, message}' }, 404: { description: 'Not banned' } },
+    },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id, { includeDeleted: true });
@@ -70,11 +111,21 @@ export function banRoutes(router: ApiRouter): void {
 
   defineRoute(
     router,
-    { method: 'get', path: '/v1/users/:id/bans', summary: "A user's ban history", tags: TAG, auth: { permission: 'users:read' }, params: userIdParam, responses: { 200: { description: '{data: [Ban with unbanned_at, unbanned_by]}' } } },
+    {
+      method: 'get',
+      path: '/v1/users/:id/bans',
+      summary: "A user's ban history",
+      tags: TAG,
+      auth: { permission: 'users:read' },
+      params: userIdParam,
+      responses: {
+        200: { description: '{data: [Ban with unbanned_at, unbanned_by]}', schema: listSchema(banHistoryEntrySchema) },
+      },
+    },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id, { includeDeleted: true });
-      ctx.body = { data: (await banHistory(ctx.services.db, id)).map((b) => presentBan(b, { history: true })), _links: { self: ctx.path } };
+      ctx.body = resource(ctx, (await banHistory(ctx.services.db, id)).map(presentBanHistoryEntry));
     },
   );
 }

@@ -1,25 +1,17 @@
 import Router from '@koa/router';
 import { ASSERTION_HEADER, verifyAppAssertion } from '../../shared/auth/assertionVerifier';
-import { invalidateCredentials } from '../../shared/commands/accessChanges';
-import {
-  authenticateClient,
-  authorizeClient,
-  exchangeAuthorizationCode,
-  oauthError,
-  parseScopeParam,
-  refreshAccessToken,
-  revokeConsent,
-  TokenResponse,
-} from '../../shared/commands/oauthProvider';
-import { HttpError, notFound, serviceUnavailable, unauthorized } from '../../shared/errors';
+import { authenticateClient, authorizeClient, revokeConsent } from '../../shared/commands/oauthProvider';
+import { exchangeAuthorizationCode, refreshAccessToken } from '../../shared/commands/oauthTokenGrants';
+import { oauthError, parseScopeParam, TokenResponse } from '../../shared/domain/oauth';
+import { HttpError, serviceUnavailable, unauthorized } from '../../shared/errors';
 import type { OAuthClient } from '../../shared/models/OAuthClient';
-import { OAuthConsent } from '../../shared/models/OAuthConsent';
-import { ACCOUNT_SCOPES, actingUserId, requireUser } from '../../shared/policies';
-import { presentConsent } from '../../shared/presenters/oauthClient';
+import { ACCOUNT_SCOPES, requireUser } from '../../shared/policies';
+import { consentSchema, presentConsent } from '../../shared/presenters/oauthClient';
+import { activeConsents } from '../../shared/queries/oauth';
 import { z, zUuid } from '../../shared/zod';
-import { AppContext, AppState, defineRoute } from '../routing';
+import { AppContext, AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
-import { noContent, resource } from '../responses';
+import { listSchema, noContent, resource } from '../responses';
 
 const authorizeParams = z.object({
   client_id: zUuid(),
@@ -27,7 +19,9 @@ const authorizeParams = z.object({
   response_type: z.literal('code', { errorMap: () => ({ message: 'must be code' }) }),
   scope: z.string().max(4000).optional(),
   state: z.string().max(2000).optional(),
-  code_challenge: z.string().regex(/^[A-Za-z0-9_-]{43}$/, 'must be the unpadded base64url SHA-256 of the code verifier (43 characters)'),
+  code_challenge: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{43}$/, 'must be the unpadded base64url SHA-256 of the code verifier (43 characters)'),
   code_challenge_method: z.literal('S256', { errorMap: () => ({ message: 'must be S256' }) }),
 });
 type AuthorizeParams = z.infer<typeof authorizeParams>;
@@ -63,7 +57,7 @@ async function assertedUser(ctx: AppContext): Promise<{ userId: string; appId: s
 
 async function handleAuthorize(ctx: AppContext, params: AuthorizeParams): Promise<void> {
   const { userId, appId } = await assertedUser(ctx);
-  const { redirectTo } = await authorizeClient(ctx.services.db, {
+  const input = {
     userId,
     appId,
     clientId: params.client_id,
@@ -71,9 +65,9 @@ async function handleAuthorize(ctx: AppContext, params: AuthorizeParams): Promis
     scopes: parseScopeParam(params.scope),
     state: params.state,
     codeChallenge: params.code_challenge,
-    ip: ctx.ip,
-    userAgent: ctx.get('user-agent') || null,
-  });
+  };
+  // The asserted user grants the consent, whoever relays the handoff.
+  const { redirectTo } = await authorizeClient(ctx.services.db, input, { ...requestAttribution(ctx), actorId: userId });
   ctx.set('Cache-Control', 'no-store');
   ctx.body = { redirect_to: redirectTo };
 }
@@ -84,7 +78,7 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
     path: '/v1/oauth/authorize',
     summary: 'Authorization-code handoff from the ID app (X-ID-App-Assertion required)',
     description:
-      'Server-side handoff: the ID app sends X-ID-App-Assertion for the signed-in user with client_id, redirect_uri (registered exactly), response_type=code, scope (space separated; default: the client\'s allowed scopes), state, code_challenge and code_challenge_method=S256. The consent is recorded and the answer is {redirect_to} carrying code (single use, valid 60 s) and state.',
+      "Server-side handoff: the ID app sends X-ID-App-Assertion for the signed-in user with client_id, redirect_uri (registered exactly), response_type=code, scope (space separated; default: the client's allowed scopes), state, code_challenge and code_challenge_method=S256. The consent is recorded and the answer is {redirect_to} carrying code (single use, valid 60 s) and state.",
     tags: ['oauth'],
     auth: 'public' as const,
     responses: {
@@ -93,8 +87,12 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
       401: { description: 'Missing or invalid assertion' },
     },
   };
-  defineRoute(router, { ...authorizeDoc, method: 'get', query: authorizeParams }, (ctx, { query }) => handleAuthorize(ctx, query));
-  defineRoute(router, { ...authorizeDoc, method: 'post', body: authorizeParams }, (ctx, { body }) => handleAuthorize(ctx, body));
+  defineRoute(router, { ...authorizeDoc, method: 'get', query: authorizeParams }, (ctx, { query }) =>
+    handleAuthorize(ctx, query),
+  );
+  defineRoute(router, { ...authorizeDoc, method: 'post', body: authorizeParams }, (ctx, { body }) =>
+    handleAuthorize(ctx, body),
+  );
 
   defineRoute(
     router,
@@ -107,26 +105,38 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
       tags: ['oauth'],
       auth: 'public',
       body: tokenBody,
-      responses: { 200: { description: 'Tokens', schema: tokenResponse }, 400: { description: 'invalid_request, invalid_grant, invalid_scope, unsupported_grant_type' }, 401: { description: 'invalid_client' } },
+      responses: {
+        200: { description: 'Tokens', schema: tokenResponse },
+        400: { description: 'invalid_request, invalid_grant, invalid_scope, unsupported_grant_type' },
+        401: { description: 'invalid_client' },
+      },
     },
     async (ctx, { body }) => {
       const s = ctx.services;
-      const invalidate = (msg: Parameters<typeof s.bus.invalidateAuth>[0]) => invalidateCredentials(s, msg);
       if (body.grant_type !== 'authorization_code' && body.grant_type !== 'refresh_token') {
         throw oauthError(400, 'unsupported_grant_type', 'grant_type: must be authorization_code or refresh_token');
       }
       let client: OAuthClient;
       try {
-        client = await authenticateClient(s.db, body.client_id, body.client_secret);
+        client = await authenticateClient(body.client_id, body.client_secret);
       } catch (err) {
         if (err instanceof HttpError) ctx.set('WWW-Authenticate', 'Basic realm="oauth"');
         throw err;
       }
       let tokens: TokenResponse;
       if (body.grant_type === 'authorization_code') {
-        tokens = await exchangeAuthorizationCode(s.db, invalidate, { client, code: body.code, redirectUri: body.redirect_uri, codeVerifier: body.code_verifier });
+        tokens = await exchangeAuthorizationCode(s, {
+          client,
+          code: body.code,
+          redirectUri: body.redirect_uri,
+          codeVerifier: body.code_verifier,
+        });
       } else {
-        tokens = await refreshAccessToken(s.db, invalidate, { client, refreshToken: body.refresh_token, scopes: parseScopeParam(body.scope) });
+        tokens = await refreshAccessToken(s, {
+          client,
+          refreshToken: body.refresh_token,
+          scopes: parseScopeParam(body.scope),
+        });
       }
       ctx.set('Cache-Control', 'no-store');
       ctx.set('Pragma', 'no-cache');
@@ -134,27 +144,20 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
     },
   );
 
-  const consentSchema = z.object({
-    id: z.string().uuid(),
-    client_id: z.string().uuid(),
-    client_name: z.string(),
-    client_description: z.string().nullable(),
-    logo_url: z.string().nullable(),
-    homepage_url: z.string().nullable(),
-    is_first_party: z.boolean(),
-    scopes: z.array(z.string()),
-    granted_at: z.string(),
-    updated_at: z.string(),
-  });
-
   defineRoute(
     router,
-    { method: 'get', path: '/v1/users/me/consents', summary: 'Apps you have granted access to', tags: ['oauth'], auth: { account: ACCOUNT_SCOPES.consents }, responses: { 200: { description: 'Active consents', schema: z.object({ data: z.array(consentSchema), _links: z.object({ self: z.string() }) }) } } },
+    {
+      method: 'get',
+      path: '/v1/users/me/consents',
+      summary: 'Apps you have granted access to',
+      tags: ['oauth'],
+      auth: { account: ACCOUNT_SCOPES.consents },
+      responses: { 200: { description: 'Active consents', schema: listSchema(consentSchema) } },
+    },
     async (ctx) => {
       const p = ctx.state.principal;
       requireUser(p);
-      const consents = await OAuthConsent.query().where('oauth_consents.user_id', p.userId).whereNull('oauth_consents.revoked_at').withGraphJoined('client').orderBy('oauth_consents.granted_at', 'desc');
-      ctx.body = resource(ctx, consents.map((c) => presentConsent(c as OAuthConsent & { client: OAuthClient })));
+      ctx.body = resource(ctx, (await activeConsents(ctx.services.db, p.userId)).map(presentConsent));
     },
   );
 
@@ -172,15 +175,7 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
     async (ctx, { params }) => {
       const p = ctx.state.principal;
       requireUser(p);
-      const s = ctx.services;
-      const revoked = await revokeConsent(s.db, { userId: p.userId, clientId: params.client_id, actorId: actingUserId(p), ip: ctx.ip, userAgent: ctx.get('user-agent') || null });
-      if (!revoked) throw notFound('consent');
-      await invalidateCredentials(s, { userId: p.userId });
-      try {
-        await s.bus.publishToUser(p.userId, { type: 'oauthConsentRevoked', userId: p.userId, clientId: params.client_id, timestamp: new Date().toISOString() });
-      } catch (err) {
-        s.logger.warn({ err: (err as Error).message }, 'could not publish oauthConsentRevoked');
-      }
+      await revokeConsent(ctx.services, { userId: p.userId, clientId: params.client_id }, requestAttribution(ctx));
       noContent(ctx);
     },
   );

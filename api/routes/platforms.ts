@@ -1,32 +1,77 @@
 import Router from '@koa/router';
+import { setPlatformEnabled } from '../../shared/commands/platforms';
 import { findPlatform } from '../../shared/commands/users';
 import { notFound } from '../../shared/errors';
 import { Platform } from '../../shared/models/Platform';
-import { presentPlatform } from '../../shared/presenters/platform';
+import {
+  platformSchema,
+  platformSwitchSchema,
+  presentPlatform,
+  presentPlatformSwitch,
+} from '../../shared/presenters/platform';
 import { z } from '../../shared/zod';
+import { listSchema, resource, resourceSchema } from '../responses';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 
 const idOrSlug = z.object({ id_or_slug: z.string().min(1).max(100) });
+const platformList = { 200: { description: 'Platforms', schema: listSchema(platformSchema) } };
 
 /** Sign-in platforms (spec §4.17): public lists and lookup, enable/disable with settings:write. */
 export function platformRoutes(router: Router<AppState, { services: ApiServices }>): void {
-  defineRoute(router, { method: 'get', path: '/v1/platforms', summary: 'List sign-in platforms', tags: ['platforms'], auth: 'public' }, async (ctx) => {
-    const rows = await Platform.query(ctx.services.db).orderBy('name');
-    ctx.body = { data: rows.map(presentPlatform), _links: { self: ctx.path } };
-  });
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/platforms',
+      summary: 'List sign-in platforms',
+      tags: ['platforms'],
+      auth: 'public',
+      responses: platformList,
+    },
+    async (ctx) => {
+      const rows = await Platform.query(ctx.services.db).orderBy('name');
+      ctx.body = resource(ctx, rows.map(presentPlatform));
+    },
+  );
 
   // Registered before /:id_or_slug, so `enabled` is never read as a slug.
-  defineRoute(router, { method: 'get', path: '/v1/platforms/enabled', summary: 'List enabled sign-in platforms', tags: ['platforms'], auth: 'public' }, async (ctx) => {
-    const rows = await Platform.query(ctx.services.db).where('enabled', true).orderBy('name');
-    ctx.body = { data: rows.map(presentPlatform), _links: { self: ctx.path } };
-  });
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/platforms/enabled',
+      summary: 'List enabled sign-in platforms',
+      tags: ['platforms'],
+      auth: 'public',
+      responses: platformList,
+    },
+    async (ctx) => {
+      const rows = await Platform.query(ctx.services.db).where('enabled', true).orderBy('name');
+      ctx.body = resource(ctx, rows.map(presentPlatform));
+    },
+  );
 
-  defineRoute(router, { method: 'get', path: '/v1/platforms/:id_or_slug', summary: 'Get a platform by id or slug', tags: ['platforms'], auth: 'public', params: idOrSlug }, async (ctx, { params }) => {
-    const p = await findPlatform(ctx.services.db, params.id_or_slug);
-    if (!p) throw notFound('platform');
-    ctx.body = { data: presentPlatform(p), _links: { self: `/v1/platforms/${p.slug}` } };
-  });
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/platforms/:id_or_slug',
+      summary: 'Get a platform by id or slug',
+      tags: ['platforms'],
+      auth: 'public',
+      params: idOrSlug,
+      responses: {
+        200: { description: 'Platform', schema: resourceSchema(platformSchema) },
+        404: { description: 'No such platform' },
+      },
+    },
+    async (ctx, { params }) => {
+      const p = await findPlatform(ctx.services.db, params.id_or_slug);
+      if (!p) throw notFound('platform');
+      ctx.body = resource(ctx, presentPlatform(p), `/v1/platforms/${p.slug}`);
+    },
+  );
 
   defineRoute(
     router,
@@ -34,19 +79,24 @@ export function platformRoutes(router: Router<AppState, { services: ApiServices 
       method: 'patch',
       path: '/v1/platforms/:id_or_slug/enabled',
       summary: 'Enable or disable sign-in through a platform',
-      description: 'A disabled platform refuses new sign-ins and registrations through it; users keep access through their other linked platforms.',
+      description:
+        'A disabled platform refuses new sign-ins and registrations through it; users keep access through their other linked platforms.',
       tags: ['platforms'],
       auth: { permission: 'settings:write' },
       params: idOrSlug,
-      body: z.object({ enabled: z.boolean({ required_error: 'is required', invalid_type_error: 'must be a boolean' }) }),
+      body: z.object({
+        enabled: z.boolean({ required_error: 'is required', invalid_type_error: 'must be a boolean' }),
+      }),
+      responses: {
+        200: { description: 'The platform', schema: resourceSchema(platformSwitchSchema) },
+        404: { description: 'No such platform' },
+      },
     },
     async (ctx, { params, body }) => {
-      const db = ctx.services.db;
-      const p = await findPlatform(db, params.id_or_slug);
+      const p = await findPlatform(ctx.services.db, params.id_or_slug);
       if (!p) throw notFound('platform');
-      const updated = await Platform.query(db).patchAndFetchById(p.id, { enabled: body.enabled });
-      ctx.services.logger.info({ platform: p.slug, enabled: body.enabled, by: requestAttribution(ctx).actorId }, 'platform sign-in toggled');
-      ctx.body = { data: { id: updated.id, name: updated.name, slug: updated.slug, enabled: updated.enabled }, _links: { self: `/v1/platforms/${updated.slug}` } };
+      const updated = await setPlatformEnabled(ctx.services, p, body.enabled, requestAttribution(ctx));
+      ctx.body = resource(ctx, presentPlatformSwitch(updated), `/v1/platforms/${updated.slug}`);
     },
   );
 }

@@ -1,81 +1,61 @@
 import type { Knex } from 'knex';
-import type { AuthInvalidation, EventBus } from '../events';
+import type { AuthInvalidation, EventBus, ServerPush } from '../events';
 import type { Logger } from '../logger';
+import type { UserAccessSnapshot } from '../queries/access';
 
-/** What a user holds through their roles, as pushed to clients (spec §6). */
-export interface UserAccessSnapshot {
-  permissions: string[];
-  roleIds: string[];
-  roles: string[];
-}
-
-/**
- * Effective permissions and roles of many users in one query (role-wide changes touch every
- * holder of the role). Users without any role are present with empty sets.
- */
-export async function snapshotUserAccess(db: Knex | Knex.Transaction, userIds: string[]): Promise<Map<string, UserAccessSnapshot>> {
-  const out = new Map<string, UserAccessSnapshot>();
-  if (!userIds.length) return out;
-  const rows: Array<{ user_id: string; role_id: string; role_name: string; perm: string | null }> = await db('user_roles as ur')
-    .join('roles as r', 'r.id', 'ur.role_id')
-    .leftJoin('role_permissions as rp', 'rp.role_id', 'ur.role_id')
-    .leftJoin('permissions as p', 'p.id', 'rp.permission_id')
-    .whereIn('ur.user_id', userIds)
-    .select('ur.user_id', 'ur.role_id', 'r.name as role_name', db.raw("p.resource || ':' || p.action as perm"));
-  const acc = new Map<string, { perms: Set<string>; roles: Map<string, string> }>();
-  for (const id of userIds) acc.set(id, { perms: new Set(), roles: new Map() });
-  for (const r of rows) {
-    const a = acc.get(r.user_id)!;
-    a.roles.set(r.role_id, r.role_name);
-    if (r.perm) a.perms.add(r.perm);
-  }
-  for (const [id, a] of acc) {
-    const roleIds = [...a.roles.keys()].sort();
-    out.set(id, { permissions: [...a.perms].sort(), roleIds, roles: roleIds.map((r) => a.roles.get(r)!) });
-  }
-  return out;
-}
-
-/** Users holding a role (before a change, so a deleted role still knows its holders). */
-export async function roleHolders(db: Knex | Knex.Transaction, roleId: string): Promise<string[]> {
-  const rows: Array<{ user_id: string }> = await db('user_roles').where('role_id', roleId).select('user_id');
-  return rows.map((r) => r.user_id);
+/** What credential invalidation and access pushes need: the bus, a logger, this instance's cache. */
+export interface AccessServices {
+  db: Knex;
+  bus: EventBus;
+  logger: Logger;
+  /** This instance's credential cache (the API has one; workers do not). */
+  credentials?: { invalidate(msg: AuthInvalidation): void };
 }
 
 const same = (a: string[], b: string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+const NOTHING: UserAccessSnapshot = { permissions: [], roleIds: [], roles: [] };
 
 /**
- * After the commit: tells each affected user what changed. permissionsUpdated goes only where the
- * effective set differs, rolesUpdated only where the role list (ids or names) differs, and
- * `rolePermissionsChanged` (when given) to every holder of the role so clients refresh.
+ * After the commit: tells each user of `after` what they now hold. With `before`, permissionsUpdated
+ * goes only where the effective set differs and rolesUpdated only where the role list (ids or names)
+ * differs; without it both go to everyone. `roleChange` adds rolePermissionsChanged for every user
+ * of `before` (the holders of the changed role) so clients refresh. A push that cannot go out is
+ * logged: the change is committed and must not turn into a failed request.
  */
 export async function publishAccessChanges(
-  bus: EventBus,
-  logger: Logger,
-  before: Map<string, UserAccessSnapshot>,
+  services: Pick<AccessServices, 'bus' | 'logger'>,
   after: Map<string, UserAccessSnapshot>,
-  roleChange?: { roleId: string; roleName: string },
+  opts: { before?: Map<string, UserAccessSnapshot>; roleChange?: { roleId: string; roleName: string } } = {},
 ): Promise<void> {
   const timestamp = new Date().toISOString();
-  const pushes: Array<Promise<void>> = [];
-  for (const [userId, b] of before) {
-    const a = after.get(userId) ?? { permissions: [], roleIds: [], roles: [] };
-    if (roleChange) pushes.push(bus.publishToUser(userId, { type: 'rolePermissionsChanged', roleId: roleChange.roleId, roleName: roleChange.roleName, timestamp }));
-    if (!same(a.permissions, b.permissions)) pushes.push(bus.publishToUser(userId, { type: 'permissionsUpdated', userId, permissions: a.permissions, timestamp }));
-    if (!same(a.roleIds, b.roleIds) || !same(a.roles, b.roles)) pushes.push(bus.publishToUser(userId, { type: 'rolesUpdated', userId, roles: a.roles, roleIds: a.roleIds, timestamp }));
+  const pushes: Array<[string, ServerPush]> = [];
+  for (const userId of opts.before?.keys() ?? after.keys()) {
+    const a = after.get(userId) ?? NOTHING;
+    const b = opts.before?.get(userId);
+    const { roleChange } = opts;
+    if (roleChange) {
+      const { roleId, roleName } = roleChange;
+      pushes.push([userId, { type: 'rolePermissionsChanged', roleId, roleName, timestamp }]);
+    }
+    if (!b || !same(a.permissions, b.permissions)) {
+      pushes.push([userId, { type: 'permissionsUpdated', userId, permissions: a.permissions, timestamp }]);
+    }
+    if (!b || !same(a.roleIds, b.roleIds) || !same(a.roles, b.roles)) {
+      pushes.push([userId, { type: 'rolesUpdated', userId, roles: a.roles, roleIds: a.roleIds, timestamp }]);
+    }
   }
-  // The change is committed; a push that cannot go out is logged, not turned into a failed request.
-  const results = await Promise.allSettled(pushes);
+  const results = await Promise.allSettled(pushes.map(([userId, push]) => services.bus.publishToUser(userId, push)));
   const failed = results.filter((r) => r.status === 'rejected').length;
-  if (failed) logger.warn({ failed }, 'could not publish access change pushes');
+  if (failed) services.logger.warn({ failed }, 'could not publish access change pushes');
 }
 
 /**
- * Drops cached credentials after a committed change: at once on this instance (so the caller's
- * very next request sees it) and on every other api/realtime instance through Redis pub/sub.
+ * The one way to drop cached credentials after a committed change: at once on this instance (so
+ * the caller's very next request sees it) and on every other api/realtime instance through Redis
+ * pub/sub. Commands call it from `afterCommit`.
  */
 export async function invalidateCredentials(
-  services: { bus: EventBus; logger: Logger; credentials?: { invalidate(msg: AuthInvalidation): void } },
+  services: Pick<AccessServices, 'bus' | 'logger' | 'credentials'>,
   msg: AuthInvalidation,
 ): Promise<void> {
   services.credentials?.invalidate(msg);

@@ -1,12 +1,18 @@
 import type { Knex } from 'knex';
+import { attributed, Attribution, AuditInput, recordAuditEvent } from '../audit';
 import { randomToken, sha256 } from '../crypto';
+import { afterCommit, transaction } from '../db';
+import { conflict, notFound } from '../errors';
 import { ApiKey } from '../models/ApiKey';
+import type { Role } from '../models/Role';
 import { loadUserAccess } from '../queries/access';
+import { AccessServices, invalidateCredentials } from './accessChanges';
 
 /** Prefix of every generated API key; the shown key_prefix is its first 12 characters. */
-export const API_KEY_PREFIX = 'sk_';
+const API_KEY_PREFIX = 'sk_';
 
-export function keyPrefixOf(key: string): string {
+/** The part of a key shown again after its creation. */
+function keyPrefixOf(key: string): string {
   return key.slice(0, 12);
 }
 
@@ -69,12 +75,144 @@ export async function ensureSystemApiKey(db: Knex, key: string): Promise<string>
   return rows[0].id as string;
 }
 
+/** An api_key audit event about `key`, for its owner (or, for an ownerless key, whoever acted). */
+function keyEvent(by: Attribution, key: ApiKey, event: Pick<AuditInput, 'event_type' | 'metadata'>): AuditInput {
+  return attributed(by, {
+    user_id: key.user_id ?? by.actorId,
+    resource_type: 'api_key',
+    resource_id: key.id,
+    ...event,
+  });
+}
+
+/** Creates a key for the caller (POST /v1/api-keys) and records api_key_created. */
+export async function issueApiKey(
+  db: Knex,
+  input: NewApiKey,
+  by: Attribution,
+): Promise<{ apiKey: ApiKey; key: string }> {
+  return transaction(db, async (trx) => {
+    const made = await createApiKey(input, trx);
+    const { id, user_id, name, key_prefix, scopes } = made.apiKey;
+    // The owner is the caller: an ownerless caller's key names no user.
+    const event = {
+      user_id,
+      resource_type: 'api_key',
+      resource_id: id,
+      event_type: 'api_key_created',
+      metadata: { name, key_prefix, scopes },
+    };
+    await recordAuditEvent(attributed(by, event), trx);
+    return made;
+  });
+}
+
+export interface ApiKeyChanges {
+  name?: string;
+  description?: string | null;
+  scopes?: string[];
+  is_active?: boolean;
+  expires_at?: Date | null;
+}
+
 /**
- * Replaces a key's secret: the old value stops matching at once (the caller must also invalidate
- * cached credentials for the key id); returns the row and the new full key, shown only once.
+ * Updates a key; its cached credentials are dropped after the commit. An expired key cannot be
+ * extended (409): moving its expiry would revive a credential that may have leaked. `locking`:
+ * the caller is one whose switch the owner cannot undo (an administrator), so switching the key
+ * off locks it and switching it on unlocks it.
  */
-export async function regenerateApiKey(apiKeyId: string, trx?: Knex.Transaction): Promise<{ apiKey: ApiKey; key: string }> {
+export async function updateApiKey(
+  services: AccessServices,
+  key: ApiKey,
+  changes: ApiKeyChanges,
+  opts: { locking: boolean },
+  by: Attribution,
+): Promise<ApiKey> {
+  if (changes.expires_at !== undefined && key.expires_at && key.expires_at.getTime() <= Date.now()) {
+    throw conflict('expires_at: this key has expired and cannot be extended; create a new key');
+  }
+  const patch: Partial<ApiKey> = Object.fromEntries(Object.entries(changes).filter(([, v]) => v !== undefined));
+  if (changes.is_active !== undefined && opts.locking) patch.locked = !changes.is_active;
+  return transaction(services.db, async (trx) => {
+    const row = await ApiKey.query(trx).patchAndFetchById(key.id, patch);
+    if (key.is_active && changes.is_active === false) {
+      await recordAuditEvent(
+        keyEvent(by, key, {
+          event_type: 'api_key_revoked',
+          metadata: { key_prefix: key.key_prefix, reason: 'deactivated' },
+        }),
+        trx,
+      );
+    }
+    afterCommit(trx, () => invalidateCredentials(services, { apiKeyId: key.id }));
+    return row;
+  });
+}
+
+/**
+ * Replaces a key's secret: the old value stops working at once (cached credentials are dropped
+ * after the commit). Returns the row and the new full key, shown only once.
+ */
+export async function regenerateApiKey(
+  services: AccessServices,
+  old: ApiKey,
+  by: Attribution,
+): Promise<{ apiKey: ApiKey; key: string }> {
   const key = randomToken(API_KEY_PREFIX, 32);
-  const apiKey = await ApiKey.query(trx).patchAndFetchById(apiKeyId, { key_hash: sha256(key), key_prefix: keyPrefixOf(key) });
-  return { apiKey, key };
+  return transaction(services.db, async (trx) => {
+    const apiKey = await ApiKey.query(trx).patchAndFetchById(old.id, {
+      key_hash: sha256(key),
+      key_prefix: keyPrefixOf(key),
+    });
+    await recordAuditEvent(
+      keyEvent(by, old, {
+        event_type: 'api_key_revoked',
+        metadata: { key_prefix: old.key_prefix, reason: 'regenerated' },
+      }),
+      trx,
+    );
+    await recordAuditEvent(
+      keyEvent(by, old, {
+        event_type: 'api_key_created',
+        metadata: { key_prefix: apiKey.key_prefix, regenerated: true, scopes: apiKey.scopes },
+      }),
+      trx,
+    );
+    afterCommit(trx, () => invalidateCredentials(services, { apiKeyId: old.id }));
+    return { apiKey, key };
+  });
+}
+
+/** Deletes a key and records api_key_revoked; its cached credentials are dropped after the commit. */
+export async function deleteApiKey(services: AccessServices, key: ApiKey, by: Attribution): Promise<void> {
+  await transaction(services.db, async (trx) => {
+    await ApiKey.query(trx).deleteById(key.id);
+    await recordAuditEvent(
+      keyEvent(by, key, {
+        event_type: 'api_key_revoked',
+        metadata: { key_prefix: key.key_prefix, name: key.name, reason: 'deleted' },
+      }),
+      trx,
+    );
+    afterCommit(trx, () => invalidateCredentials(services, { apiKeyId: key.id }));
+  });
+}
+
+/** Puts a role on a key (409 when it is there already); the key's cached credential is dropped. */
+export async function assignApiKeyRole(services: AccessServices, key: ApiKey, role: Role): Promise<void> {
+  await transaction(services.db, async (trx) => {
+    if (await trx('api_key_roles').where({ api_key_id: key.id, role_id: role.id }).first())
+      throw conflict('role already assigned to this key');
+    await trx('api_key_roles').insert({ api_key_id: key.id, role_id: role.id });
+    afterCommit(trx, () => invalidateCredentials(services, { apiKeyId: key.id }));
+  });
+}
+
+/** Takes a role off a key (404 when it is not there); the key's cached credential is dropped. */
+export async function removeApiKeyRole(services: AccessServices, key: ApiKey, roleId: string): Promise<void> {
+  await transaction(services.db, async (trx) => {
+    if (!(await trx('api_key_roles').where({ api_key_id: key.id, role_id: roleId }).delete()))
+      throw notFound('api key role');
+    afterCommit(trx, () => invalidateCredentials(services, { apiKeyId: key.id }));
+  });
 }

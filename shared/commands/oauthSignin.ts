@@ -3,8 +3,18 @@ import { badRequest, forbidden } from '../errors';
 import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
 import { z, zHttpUrl } from '../zod';
-import { recordAuditEvent } from '../audit';
-import { addPlatformAccount, createUserWithAccount, findPlatform, findUserIdByEmail, flatUser, normaliseEmail, uniqueUsername } from './users';
+import type { Knex } from 'knex';
+import { attributed, Attribution, AuditInput, recordAuditEvent } from '../audit';
+import { transaction } from '../db';
+import {
+  addPlatformAccount,
+  createUserWithAccount,
+  findPlatform,
+  findUserIdByEmail,
+  flatUser,
+  normaliseEmail,
+  uniqueUsername,
+} from './users';
 
 /** Body of a provider sign-in (camelCase per spec §4.11), shared by REST and GraphQL. */
 export const oauthSigninSchema = z.object({
@@ -36,24 +46,46 @@ export interface OauthSigninResult {
  * User role). Provider-supplied addresses count as verified. A disabled platform refuses new
  * sign-ins; avatars stay empty for users who turned avatars off.
  */
-export async function oauthSignin(ctx: ServiceContext, input: OauthSigninInput, meta: { ipAddress?: string | null; userAgent?: string | null } = {}): Promise<OauthSigninResult> {
+export async function oauthSignin(
+  ctx: ServiceContext,
+  input: OauthSigninInput,
+  meta: Omit<Attribution, 'actorId'> = {},
+): Promise<OauthSigninResult> {
   const platform = await findPlatform(ctx.db, input.oauthProvider);
   if (!platform) throw badRequest(`oauthProvider: unknown platform '${input.oauthProvider}'`);
-  if (!platform.is_oauth) throw badRequest(`oauthProvider: '${platform.slug}' is not an OAuth provider; use email sign-in`);
-  if (!platform.enabled) throw forbidden(`sign-in with ${platform.name} is disabled; use another linked sign-in method`);
+  if (!platform.is_oauth)
+    throw badRequest(`oauthProvider: '${platform.slug}' is not an OAuth provider; use email sign-in`);
+  if (!platform.enabled)
+    throw forbidden(`sign-in with ${platform.name} is disabled; use another linked sign-in method`);
   const email = input.email ? normaliseEmail(input.email) : null;
-  const auditBase = { ip_address: meta.ipAddress ?? null, user_agent: meta.userAgent ?? null };
+  // The signing-in user acts: every event is theirs, from the relayed request's address.
+  const record = (trx: Knex.Transaction, userId: string, event: Omit<AuditInput, 'user_id'>) =>
+    recordAuditEvent(attributed({ ...meta, actorId: userId }, { user_id: userId, ...event }), trx);
+  const login = (accountId: string) => ({
+    event_type: 'login',
+    resource_type: 'platform_account',
+    resource_id: accountId,
+    metadata: { platform: platform.slug },
+  });
 
-  const result = await ctx.db.transaction(async (trx) => {
-    const existing = await PlatformAccount.query(trx).findOne({ platform_id: platform.id, platform_user_id: input.oauthProviderId });
+  const result = await transaction(ctx.db, async (trx) => {
+    const existing = await PlatformAccount.query(trx).findOne({
+      platform_id: platform.id,
+      platform_user_id: input.oauthProviderId,
+    });
     if (existing) {
       const user = await User.query(trx).findById(existing.user_id).forUpdate();
       if (!user || user.deleted_at) throw forbidden('this account has been deleted');
       await PlatformAccount.query(trx)
-        .patch({ username: input.name, email, email_verified_at: email ? new Date() : null, avatar_url: user.avatars_enabled ? input.image : null })
+        .patch({
+          username: input.name,
+          email,
+          email_verified_at: email ? new Date() : null,
+          avatar_url: user.avatars_enabled ? input.image : null,
+        })
         .where('id', existing.id);
       await User.query(trx).patch({ last_login_at: new Date() }).where('id', user.id);
-      await recordAuditEvent({ ...auditBase, user_id: user.id, actor_id: user.id, event_type: 'login', resource_type: 'platform_account', resource_id: existing.id, metadata: { platform: platform.slug } }, trx);
+      await record(trx, user.id, login(existing.id));
       return { userId: user.id, created: false, linked: false };
     }
 
@@ -70,18 +102,35 @@ export async function oauthSignin(ctx: ServiceContext, input: OauthSigninInput, 
         avatarUrl: owner!.avatars_enabled ? input.image : null,
       });
       await User.query(trx).patch({ last_login_at: new Date() }).where('id', ownerId);
-      await recordAuditEvent({ ...auditBase, user_id: ownerId, actor_id: ownerId, event_type: 'account_linked', resource_type: 'platform_account', resource_id: account.id, metadata: { platform: platform.slug, via: 'email_match' } }, trx);
-      await recordAuditEvent({ ...auditBase, user_id: ownerId, actor_id: ownerId, event_type: 'login', resource_type: 'platform_account', resource_id: account.id, metadata: { platform: platform.slug } }, trx);
+      await record(trx, ownerId, {
+        ...login(account.id),
+        event_type: 'account_linked',
+        metadata: { platform: platform.slug, via: 'email_match' },
+      });
+      await record(trx, ownerId, login(account.id));
       return { userId: ownerId, created: false, linked: true };
     }
 
     const { user, account } = await createUserWithAccount(trx, {
       username: await uniqueUsername(trx, input.name || (email ? email.split('@')[0] : 'user')),
       lastLoginAt: new Date(),
-      account: { platformId: platform.id, platformUserId: input.oauthProviderId, isOauth: true, username: input.name, email, avatarUrl: input.image, emailVerifiedAt: email ? new Date() : null },
+      account: {
+        platformId: platform.id,
+        platformUserId: input.oauthProviderId,
+        isOauth: true,
+        username: input.name,
+        email,
+        avatarUrl: input.image,
+        emailVerifiedAt: email ? new Date() : null,
+      },
     });
-    await recordAuditEvent({ ...auditBase, user_id: user.id, actor_id: user.id, event_type: 'user_created', resource_type: 'user', resource_id: user.id, metadata: { platform: platform.slug } }, trx);
-    await recordAuditEvent({ ...auditBase, user_id: user.id, actor_id: user.id, event_type: 'login', resource_type: 'platform_account', resource_id: account.id, metadata: { platform: platform.slug } }, trx);
+    await record(trx, user.id, {
+      event_type: 'user_created',
+      resource_type: 'user',
+      resource_id: user.id,
+      metadata: { platform: platform.slug },
+    });
+    await record(trx, user.id, login(account.id));
     return { userId: user.id, created: true, linked: false };
   });
   return { user: await flatUser(ctx.db, result.userId), created: result.created, linked: result.linked };

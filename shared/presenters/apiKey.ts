@@ -1,8 +1,38 @@
 import type { ApiKey } from '../models/ApiKey';
+import { z } from '../zod';
 import { iso } from './iso';
 
 /** API key (spec §2) without any key material: only the truncated prefix is ever shown again. */
-export function presentApiKey(k: ApiKey) {
+export const apiKeySchema = z.object({
+  id: z.string().uuid(),
+  user_id: z.string().uuid().nullable(),
+  key_prefix: z.string(),
+  name: z.string(),
+  description: z.string().nullable(),
+  scopes: z.array(z.string()),
+  is_active: z.boolean(),
+  is_system: z.boolean(),
+  expires_at: z.string().nullable(),
+  last_used_at: z.string().nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+
+/** The create/regenerate answer: the only time the full key is shown. */
+export const issuedApiKeySchema = z.object({
+  id: z.string().uuid(),
+  key: z.string().describe('the full key; shown only in this response'),
+  key_prefix: z.string(),
+  name: z.string(),
+  description: z.string().nullable(),
+  scopes: z.array(z.string()),
+  is_active: z.boolean(),
+  expires_at: z.string().nullable(),
+  created_at: z.string(),
+});
+
+/** An API key as every listing and read shows it. */
+export function presentApiKey(k: ApiKey): z.infer<typeof apiKeySchema> {
   return {
     id: k.id,
     user_id: k.user_id,
@@ -19,8 +49,8 @@ export function presentApiKey(k: ApiKey) {
   };
 }
 
-/** The create/regenerate answer: the only time the full key is shown. */
-export function presentIssuedApiKey(k: ApiKey, key: string) {
+/** A freshly issued key with its full value (create, regenerate). */
+export function presentIssuedApiKey(k: ApiKey, key: string): z.infer<typeof issuedApiKeySchema> {
   return {
     id: k.id,
     key,

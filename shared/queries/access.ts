@@ -1,4 +1,6 @@
 import type { Knex } from 'knex';
+import { Permission } from '../models/Permission';
+import { Role } from '../models/Role';
 import { PermissionSet } from '../policies';
 
 /** Effective grants of a user: the union of their roles' permissions, and the role ids. */
@@ -15,7 +17,10 @@ export async function loadUserAccess(db: Knex, userId: string): Promise<{ permis
 }
 
 /** Grants and role ids given to an API key through api_key_roles. */
-export async function loadApiKeyRoleAccess(db: Knex, apiKeyId: string): Promise<{ permissions: string[]; roleIds: string[] }> {
+export async function loadApiKeyRoleAccess(
+  db: Knex,
+  apiKeyId: string,
+): Promise<{ permissions: string[]; roleIds: string[] }> {
   const rows: Array<{ role_id: string; perm: string | null }> = await db('api_key_roles as kr')
     .leftJoin('role_permissions as rp', 'rp.role_id', 'kr.role_id')
     .leftJoin('permissions as p', 'p.id', 'rp.permission_id')
@@ -28,7 +33,10 @@ export async function loadApiKeyRoleAccess(db: Knex, apiKeyId: string): Promise<
 }
 
 /** The active ban of a user, if any (permanent, or timed and not yet expired). */
-export async function findActiveBan(db: Knex, userId: string): Promise<{ id: string; expires_at: Date | null; is_permanent: boolean; reason: string | null } | undefined> {
+export async function findActiveBan(
+  db: Knex,
+  userId: string,
+): Promise<{ id: string; expires_at: Date | null; is_permanent: boolean; reason: string | null } | undefined> {
   return db('bans')
     .where('user_id', userId)
     .whereNull('unbanned_at')
@@ -49,4 +57,77 @@ export async function rolePermissionSet(db: Knex, roleId: string): Promise<Permi
     .where('rp.role_id', roleId)
     .select(db.raw("p.resource || ':' || p.action as perm"));
   return new PermissionSet(rows.map((r) => r.perm));
+}
+
+/** What a user holds through their roles, as pushed to clients (spec §6); roles in name order. */
+export interface UserAccessSnapshot {
+  permissions: string[];
+  roleIds: string[];
+  roles: string[];
+}
+
+/**
+ * Effective permissions and roles of many users in one query (role-wide changes touch every
+ * holder of the role). Users without any role are present with empty sets. Roles come in name
+ * order (as GET /v1/users/{id}/roles lists them), `roleIds` in the same order.
+ */
+export async function snapshotUserAccess(
+  db: Knex | Knex.Transaction,
+  userIds: string[],
+): Promise<Map<string, UserAccessSnapshot>> {
+  const out = new Map<string, UserAccessSnapshot>();
+  if (!userIds.length) return out;
+  const rows: Array<{ user_id: string; role_id: string; role_name: string; perm: string | null }> = await db(
+    'user_roles as ur',
+  )
+    .join('roles as r', 'r.id', 'ur.role_id')
+    .leftJoin('role_permissions as rp', 'rp.role_id', 'ur.role_id')
+    .leftJoin('permissions as p', 'p.id', 'rp.permission_id')
+    .whereIn('ur.user_id', userIds)
+    .orderBy(['r.name', 'r.id'])
+    .select('ur.user_id', 'ur.role_id', 'r.name as role_name', db.raw("p.resource || ':' || p.action as perm"));
+  const acc = new Map<string, { perms: Set<string>; roles: Map<string, string> }>();
+  for (const id of userIds) acc.set(id, { perms: new Set(), roles: new Map() });
+  for (const r of rows) {
+    const a = acc.get(r.user_id)!;
+    a.roles.set(r.role_id, r.role_name);
+    if (r.perm) a.perms.add(r.perm);
+  }
+  // Rows come in role name order and a Map keeps the order of first insertion.
+  for (const [id, a] of acc)
+    out.set(id, { permissions: [...a.perms].sort(), roleIds: [...a.roles.keys()], roles: [...a.roles.values()] });
+  return out;
+}
+
+/** Users holding a role (read before a change, so a deleted role still knows its holders). */
+export async function roleHolders(db: Knex | Knex.Transaction, roleId: string): Promise<string[]> {
+  const rows: Array<{ user_id: string }> = await db('user_roles').where('role_id', roleId).select('user_id');
+  return rows.map((r) => r.user_id);
+}
+
+/** A role's permissions, by resource and action. */
+export async function rolePermissions(db: Knex, roleId: string): Promise<Permission[]> {
+  return Permission.query(db)
+    .join('role_permissions as rp', 'rp.permission_id', 'permissions.id')
+    .where('rp.role_id', roleId)
+    .orderBy(['permissions.resource', 'permissions.action'])
+    .select('permissions.*');
+}
+
+/** Whether a role grants a permission (by permission id). */
+export async function roleHasPermission(
+  db: Knex | Knex.Transaction,
+  roleId: string,
+  permissionId: string,
+): Promise<boolean> {
+  return !!(await db('role_permissions').where({ role_id: roleId, permission_id: permissionId }).first('role_id'));
+}
+
+/** The roles put on an API key, by name. */
+export async function apiKeyRoles(db: Knex, apiKeyId: string): Promise<Role[]> {
+  return Role.query(db)
+    .join('api_key_roles as kr', 'kr.role_id', 'roles.id')
+    .where('kr.api_key_id', apiKeyId)
+    .orderBy('roles.name')
+    .select('roles.*');
 }

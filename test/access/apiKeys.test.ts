@@ -132,7 +132,11 @@ test('regenerate: the old key is dead at once, the new one works; system keys on
   t.is((await me(made.key)).status, 200); // cached now
   const r = await s.request('POST', `/v1/api-keys/${made.id}/regenerate`, { token: user.token });
   t.is(r.status, 200, r.text);
-  t.deepEqual(Object.keys(r.body).filter((k) => ['id', 'key', 'key_prefix', 'name', 'scopes', 'is_active', 'expires_at'].includes(k)).sort(), ['expires_at', 'id', 'is_active', 'key', 'key_prefix', 'name', 'scopes']);
+  // Exactly the issued-key fields: nothing else of the row (no key_hash) leaves with the secret.
+  t.deepEqual(Object.keys(r.body).sort(), ['created_at', 'description', 'expires_at', 'id', 'is_active', 'key', 'key_prefix', 'name', 'scopes']);
+  const stored = await s.db('api_keys').where('id', made.id).first('key_hash');
+  t.false(JSON.stringify(r.body).includes(stored.key_hash));
+  t.false(/hash/i.test(r.text));
   t.is(r.body.id, made.id);
   t.not(r.body.key, made.key);
   t.is(r.body.key_prefix, r.body.key.slice(0, 12));

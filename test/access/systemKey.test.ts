@@ -15,15 +15,68 @@ test('each of the 11 allowlisted routes lets the system key through (exact and p
     SYSTEM_KEY_ALLOWLIST.map((e) => e.path).sort(),
     ['/v1/auth/2fa/check', '/v1/auth/login', '/v1/auth/register/verify', '/v1/auth/reset-password', '/v1/auth/verify-email', '/v1/gql', '/v1/internal/audit', '/v1/sessions', '/v1/users/email', '/v1/users/oauth', '/v1/ws'].sort(),
   );
+  // What each probe answers past the allowlist: the route's own validation (400), its method
+  // rule (405), or no HTTP route at all (404); never the refusal, never a server error.
+  const expected: Record<string, number> = {
+    'GET /v1/users/oauth': 400, // read as /v1/users/:id
+    'POST /v1/users/oauth': 400,
+    'GET /v1/users/oauth/': 400,
+    'POST /v1/users/oauth/': 400,
+    'GET /v1/users/email': 400, // read as /v1/users/:id
+    'POST /v1/users/email': 405,
+    'GET /v1/users/email/probe': 400,
+    'POST /v1/users/email/probe': 405,
+    'GET /v1/sessions': 405,
+    'POST /v1/sessions': 400,
+    'GET /v1/sessions/probe': 400,
+    'POST /v1/sessions/probe': 405,
+    'GET /v1/auth/login': 405,
+    'POST /v1/auth/login': 400,
+    'GET /v1/auth/login/': 405,
+    'POST /v1/auth/login/': 400,
+    'GET /v1/auth/2fa/check': 404,
+    'POST /v1/auth/2fa/check': 404,
+    'GET /v1/auth/2fa/check/': 404,
+    'POST /v1/auth/2fa/check/': 404,
+    'GET /v1/auth/verify-email': 405,
+    'POST /v1/auth/verify-email': 400,
+    'GET /v1/auth/verify-email/': 405,
+    'POST /v1/auth/verify-email/': 400,
+    'GET /v1/auth/reset-password': 404,
+    'POST /v1/auth/reset-password': 404,
+    'GET /v1/auth/reset-password/probe': 404,
+    'POST /v1/auth/reset-password/probe': 404,
+    'GET /v1/auth/register/verify': 405,
+    'POST /v1/auth/register/verify': 400,
+    'GET /v1/auth/register/verify/': 405,
+    'POST /v1/auth/register/verify/': 400,
+    'GET /v1/internal/audit': 405,
+    'POST /v1/internal/audit': 400,
+    'GET /v1/internal/audit/': 405,
+    'POST /v1/internal/audit/': 400,
+    'GET /v1/gql': 400, // no query
+    'POST /v1/gql': 400,
+    'GET /v1/gql/': 400,
+    'POST /v1/gql/': 400,
+    'GET /v1/ws': 404, // WebSocket upgrades only
+    'POST /v1/ws': 404,
+    'GET /v1/ws/': 404,
+    'POST /v1/ws/': 404,
+  };
+  const probed: string[] = [];
   for (const { path, match } of SYSTEM_KEY_ALLOWLIST) {
     const probes = match === 'prefix' ? [path, `${path}/probe`] : [path, `${path}/`];
     for (const p of probes) {
       for (const method of ['GET', 'POST']) {
+        const probe = `${method} ${p}`;
+        probed.push(probe);
         const r = await s.request(method, p, { token: s.systemKey, body: method === 'POST' ? {} : undefined });
-        t.false(refused(r), `${method} ${p} was refused`);
+        t.is(r.status, expected[probe], `${probe}: ${r.text}`);
+        t.false(refused(r), `${probe} was refused`);
       }
     }
   }
+  t.deepEqual(probed.sort(), Object.keys(expected).sort());
 });
 
 test('the system key does real work on allowlisted routes: GraphQL, internal sessions, audit ingestion', async (t) => {

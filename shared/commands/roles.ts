@@ -1,0 +1,114 @@
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import { afterCommit, transaction } from '../db';
+import { conflict } from '../errors';
+import { Permission } from '../models/Permission';
+import { Role } from '../models/Role';
+import { roleHasPermission, roleHolders, snapshotUserAccess } from '../queries/access';
+import { AccessServices, invalidateCredentials, publishAccessChanges } from './accessChanges';
+
+/**
+ * Roles and permissions (spec §4.21). Who may do what is decided by the caller through
+ * shared/policies (subjects.role, subjects.rolePermission); these commands make the change and
+ * tell everyone it touches.
+ */
+
+async function nameTaken(db: Knex, name: string, exceptId?: string): Promise<boolean> {
+  const q = Role.query(db).whereRaw('lower(name) = lower(?)', [name]);
+  if (exceptId) q.whereNot('id', exceptId);
+  return !!(await q.first());
+}
+
+/**
+ * Runs a change to what a role grants or who holds it, then (after the commit) drops every cached
+ * credential that could carry the old grants and tells each holder what changed.
+ */
+async function changeRoleAccess(
+  services: AccessServices,
+  role: Role,
+  change: (trx: Knex.Transaction) => Promise<void>,
+  push: { rolePermissionsChanged: boolean },
+): Promise<void> {
+  await transaction(services.db, async (trx) => {
+    const holders = await roleHolders(trx, role.id);
+    const before = await snapshotUserAccess(trx, holders);
+    await change(trx);
+    afterCommit(trx, async () => {
+      // API keys holding the role through api_key_roles are affected too: drop everything.
+      await invalidateCredentials(services, { all: true });
+      const after = await snapshotUserAccess(services.db, holders);
+      const roleChange = push.rolePermissionsChanged ? { roleId: role.id, roleName: role.name } : undefined;
+      await publishAccessChanges(services, after, { before, roleChange });
+    });
+  });
+}
+
+export interface RoleFields {
+  name: string;
+  description: string | null;
+  requires_two_factor: boolean;
+}
+
+/** Creates a (non-system) role; 409 when the name is taken, whatever its case. */
+export async function createRole(db: Knex, input: RoleFields): Promise<Role> {
+  if (await nameTaken(db, input.name)) throw conflict('a role with this name exists');
+  return Role.query(db).insertAndFetch({ id: randomUUID(), ...input, is_system: false });
+}
+
+/**
+ * Updates a role; 409 when the new name is taken. A rename reaches the holders (rolesUpdated
+ * carries role names); other fields change nothing they hold.
+ */
+export async function updateRole(services: AccessServices, role: Role, patch: Partial<RoleFields>): Promise<Role> {
+  const renamed = patch.name !== undefined && patch.name !== role.name;
+  if (renamed && (await nameTaken(services.db, patch.name!, role.id))) throw conflict('a role with this name exists');
+  if (!renamed) return Role.query(services.db).patchAndFetchById(role.id, patch);
+  let updated!: Role;
+  await changeRoleAccess(
+    services,
+    role,
+    async (trx) => void (updated = await Role.query(trx).patchAndFetchById(role.id, patch)),
+    { rolePermissionsChanged: false },
+  );
+  return updated;
+}
+
+/** Deletes a role: every holder loses it. */
+export async function deleteRole(services: AccessServices, role: Role): Promise<void> {
+  await changeRoleAccess(services, role, async (trx) => void (await Role.query(trx).deleteById(role.id)), {
+    rolePermissionsChanged: true,
+  });
+}
+
+/** Adds a permission to a role; 409 when the role grants it already. */
+export async function addRolePermission(services: AccessServices, role: Role, permission: Permission): Promise<void> {
+  if (await roleHasPermission(services.db, role.id, permission.id))
+    throw conflict('permission already assigned to this role');
+  await changeRoleAccess(
+    services,
+    role,
+    async (trx) => void (await trx('role_permissions').insert({ role_id: role.id, permission_id: permission.id })),
+    { rolePermissionsChanged: true },
+  );
+}
+
+/** Takes a permission from a role. */
+export async function removeRolePermission(services: AccessServices, role: Role, permissionId: string): Promise<void> {
+  await changeRoleAccess(
+    services,
+    role,
+    async (trx) =>
+      void (await trx('role_permissions').where({ role_id: role.id, permission_id: permissionId }).delete()),
+    { rolePermissionsChanged: true },
+  );
+}
+
+/** Creates a permission; 409 when it exists. */
+export async function createPermission(
+  db: Knex,
+  input: { resource: string; action: string; description: string | null },
+): Promise<Permission> {
+  if (await Permission.query(db).findOne({ resource: input.resource, action: input.action }))
+    throw conflict('this permission exists');
+  return Permission.query(db).insertAndFetch(input);
+}

@@ -1,0 +1,47 @@
+import { createHash } from 'node:crypto';
+import { HttpError } from '../errors';
+
+/** Pure OAuth 2.0 rules and formats of the provider (decisions.md): errors, redirect URIs, scopes, PKCE. */
+
+/** RFC 6749 §5.2 error: the `error` field carries the OAuth error code, `message` the reason. */
+export function oauthError(status: 400 | 401, code: string, message: string): HttpError {
+  return new HttpError(status, code, message, { error_description: message });
+}
+
+/** Why a redirect URI is not acceptable, or null: absolute https, or http on localhost only. */
+export function redirectUriProblem(uri: string): string | null {
+  let u: URL;
+  try {
+    u = new URL(uri);
+  } catch {
+    return 'must be an absolute URL';
+  }
+  if (uri.includes('#')) return 'must not contain a fragment';
+  if (u.username || u.password) return 'must not contain credentials';
+  if (u.protocol === 'https:' && u.hostname) return null;
+  if (u.protocol === 'http:' && (u.hostname === 'localhost' || u.hostname === '127.0.0.1')) return null;
+  return 'must use https (http only on localhost or 127.0.0.1)';
+}
+
+/** `scope` parameter → distinct scopes (space separated, RFC 6749 §3.3). */
+export function parseScopeParam(scope: string | undefined): string[] | null {
+  if (scope === undefined) return null;
+  return [...new Set(scope.split(/\s+/).filter(Boolean))];
+}
+
+/** RFC 7636 §4.1: a code verifier is 43-128 characters of the unreserved set. */
+export const PKCE_VERIFIER = /^[A-Za-z0-9\-._~]{43,128}$/;
+
+/** RFC 7636 S256: BASE64URL(SHA256(ASCII(code_verifier))). */
+export function pkceChallenge(verifier: string): string {
+  return createHash('sha256').update(verifier, 'ascii').digest('base64url');
+}
+
+/** The token endpoint's answer (RFC 6749 §5.1). */
+export interface TokenResponse {
+  access_token: string;
+  token_type: 'Bearer';
+  expires_in: number;
+  refresh_token: string;
+  scope: string;
+}
