@@ -7,7 +7,9 @@ import { clearLoginFailures, releaseAttempt, reserveLoginAttempt, throttleSubjec
 import { hashPassword, PASSWORD_MAX, PASSWORD_MIN, verifyPassword } from '../../shared/domain/passwords';
 import { recordAuditEvent } from '../../shared/audit';
 import { announceSessionsRevoked, deleteUserSessions } from '../../shared/commands/userLifecycle';
-import { createVerifiedEmailUser, emailPlatform, findEmailAccountByAddress, findUserIdByEmail, flatUser, userAccounts, zEmail, zUsername } from '../../shared/commands/users';
+import { createVerifiedEmailUser } from '../../shared/commands/users';
+import { zEmail, zUsername } from '../../shared/domain/accounts';
+import { emailPlatform, findEmailAccountByAddress, findUserIdByEmail, flatUser, userAccounts } from '../../shared/queries/users';
 import { sha256 } from '../../shared/crypto';
 import { emailLocale } from '../../shared/emails/accountEmails';
 import { writeAccountEmail } from '../../shared/emails/outbox';

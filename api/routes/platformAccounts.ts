@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import { ACCOUNT_SCOPES } from '../../shared/policies';
 import { recordAuditEvent } from '../../shared/audit';
-import { userAccounts } from '../../shared/commands/users';
+import { userAccounts } from '../../shared/queries/users';
 import { badRequest, conflict, notFound } from '../../shared/errors';
 import { PlatformAccount } from '../../shared/models/PlatformAccount';
 import { User } from '../../shared/models/User';

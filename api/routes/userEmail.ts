@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import { cancelAccountTokens, claimAccountToken, peekAccountToken, pendingAccountToken } from '../../shared/commands/accountTokens';
 import { announceEmailVerified, applyEmailChange, applyEmailLink, INVALID_TOKEN, requestEmailChange, requestEmailLink } from '../../shared/commands/emailFlows';
 import { PASSWORD_MAX, PASSWORD_MIN } from '../../shared/domain/passwords';
-import { zEmail } from '../../shared/commands/users';
+import { zEmail } from '../../shared/domain/accounts';
 import type { AccountTokenPurpose } from '../../shared/models/AccountToken';
 import { badRequest, notFound } from '../../shared/errors';
 import { ACCOUNT_SCOPES, actingUserId, can } from '../../shared/policies';

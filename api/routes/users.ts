@@ -5,7 +5,8 @@ import { oauthSignin, oauthSigninSchema } from '../../shared/commands/oauthSigni
 import { recordAuditEvent } from '../../shared/audit';
 import { cancelDeletion, scheduleDeletion, softDeleteUser } from '../../shared/commands/userLifecycle';
 import { announceUserAccessChanged, userRoles } from '../../shared/commands/userRoles';
-import { emailInUse, findUserIdByEmail, flatUser, normaliseEmail, userAccounts, usernameTaken, zUsername } from '../../shared/commands/users';
+import { normaliseEmail, zUsername } from '../../shared/domain/accounts';
+import { emailInUse, findUserIdByEmail, flatUser, userAccounts, usernameTaken } from '../../shared/queries/users';
 import { badRequest, conflict, forbidden, notFound } from '../../shared/errors';
 import { PlatformAccount } from '../../shared/models/PlatformAccount';
 import { Role } from '../../shared/models/Role';

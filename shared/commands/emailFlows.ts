@@ -9,7 +9,8 @@ import { User } from '../models/User';
 import { issueAccountToken } from './accountTokens';
 import { hashPassword } from '../domain/passwords';
 import { recordAuditEvent } from '../audit';
-import { addPlatformAccount, emailInUse, emailPlatform, findEmailAccount, findEmailAccountByAddress } from './users';
+import { addPlatformAccount } from './users';
+import { emailInUse, emailPlatform, findEmailAccount, findEmailAccountByAddress } from '../queries/users';
 
 /** The one message for every unusable token (unknown, used, expired, someone else's). */
 export const INVALID_TOKEN = 'invalid or expired token';

@@ -3,7 +3,7 @@ import { User } from '../models/User';
 import { sessionLifetimeMs } from '../queries/accountSettings';
 import { recordAuditEvent } from '../audit';
 import { createSession } from './sessions';
-import { flatUser } from './users';
+import { flatUser } from '../queries/users';
 
 /** Who is signing in and from where. */
 export interface LoginAttempt {
