@@ -6,7 +6,7 @@ import { completeLogin, runLoginGates } from '../../shared/commands/login';
 import { clearLoginFailures, releaseAttempt, reserveLoginAttempt, throttleSubjectForEmail, Who } from '../../shared/caches/loginThrottle';
 import { hashPassword, PASSWORD_MAX, PASSWORD_MIN, verifyPassword } from '../../shared/domain/passwords';
 import { recordAuditEvent } from '../../shared/audit';
-import { announceSessionsRevoked, deleteUserSessions } from '../../shared/commands/userLifecycle';
+import { announceSessionsRevoked, deleteUserSessions } from '../../shared/commands/sessions';
 import { createVerifiedEmailUser } from '../../shared/commands/users';
 import { zEmail, zUsername } from '../../shared/domain/accounts';
 import { emailPlatform, findEmailAccountByAddress, findUserIdByEmail, flatUser, userAccounts } from '../../shared/queries/users';
