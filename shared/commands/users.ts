@@ -1,11 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
+import { attributed, Attribution, recordAuditEvent } from '../audit';
+import type { ServiceContext } from '../context';
+import { transaction } from '../db';
 import { normaliseEmail } from '../domain/accounts';
-import { conflict } from '../errors';
+import { badRequest, conflict, notFound } from '../errors';
 import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
 import { DEFAULT_USER_ROLE_ID } from '../permissions';
-import { emailPlatform, findEmailAccountByAddress, findUserIdByEmail, usernameTaken } from '../queries/users';
+import { displayAccount } from '../presenters/user';
+import { supportedLocales } from '../queries/accountSettings';
+import { emailInUse, emailPlatform, findEmailAccountByAddress, findUserIdByEmail, userAccounts, usernameTaken } from '../queries/users';
 
 // Kept for importers outside the accounts area (shared/commands/oauthSignin.ts, api/routes/platforms.ts,
 // api/routes/bans.ts, scripts/cli.ts); new code imports from shared/queries/users and shared/domain/accounts.
@@ -87,4 +92,89 @@ export async function addPlatformAccount(trx: Knex.Transaction, userId: string, 
     password_hash: a.passwordHash ?? null,
     email_verified_at: a.emailVerifiedAt ?? null,
   });
+}
+
+/** The fields of PATCH /v1/users/{id}; email and avatar_url live on the primary platform account. */
+export interface UserChanges {
+  username?: string;
+  email?: string;
+  avatar_url?: string | null;
+  privacy_mode?: boolean;
+  avatars_enabled?: boolean;
+}
+
+/**
+ * Updates a user (409 for a taken username or address). The sign-in address of an email account
+ * changes only through the email change flow; avatars_enabled=false clears every avatar URL.
+ */
+export async function updateUser(ctx: ServiceContext, userId: string, body: UserChanges, by: Attribution): Promise<User> {
+  return transaction(ctx.db, async (trx) => {
+    const user = await User.query(trx).findById(userId).whereNull('deleted_at').forUpdate();
+    if (!user) throw notFound('user');
+    const changes: Partial<User> = {};
+    if (body.username !== undefined && body.username !== user.username) {
+      if (await usernameTaken(trx, body.username, userId)) throw conflict('username is already taken');
+      changes.username = body.username;
+    }
+    if (body.privacy_mode !== undefined) changes.privacy_mode = body.privacy_mode;
+    if (body.avatars_enabled !== undefined) changes.avatars_enabled = body.avatars_enabled;
+    const avatarsOn = changes.avatars_enabled ?? user.avatars_enabled;
+
+    if (body.email !== undefined || body.avatar_url !== undefined) {
+      const primary = displayAccount(await userAccounts(trx, userId), user.primary_platform_account_id);
+      if (!primary) throw badRequest('the user has no platform account to update');
+      const accountChanges: Partial<PlatformAccount> = {};
+      if (body.email !== undefined && body.email !== primary.email) {
+        if (primary.platform?.slug === 'email') {
+          throw badRequest('email: the sign-in address of an email account changes through POST /v1/users/{id}/email/request-change');
+        }
+        if (await emailInUse(trx, body.email, userId)) throw conflict('email is already in use');
+        // Typed in, not proven: it never becomes a basis for linking by email until a provider confirms it.
+        Object.assign(accountChanges, { email: body.email, email_verified_at: null });
+      }
+      if (body.avatar_url !== undefined) {
+        if (body.avatar_url !== null && !avatarsOn) throw badRequest('avatar_url: avatars are disabled for this user');
+        accountChanges.avatar_url = body.avatar_url;
+      }
+      if (Object.keys(accountChanges).length) await PlatformAccount.query(trx).patch(accountChanges).where('id', primary.id);
+    }
+    if (changes.avatars_enabled === false) await PlatformAccount.query(trx).patch({ avatar_url: null }).where('user_id', userId);
+    // Always patched (even with account-only changes) so updated_at moves.
+    const updated = await User.query(trx).patchAndFetchById(userId, changes);
+    const fields = Object.keys(body).filter((k) => (body as Record<string, unknown>)[k] !== undefined);
+    await recordAuditEvent(attributed(by, { user_id: userId, event_type: 'user_updated', resource_type: 'user', resource_id: userId, metadata: { fields } }), trx);
+    return updated;
+  });
+}
+
+/** Changes a user's username (409 when taken case-insensitively by someone else). */
+export async function changeUsername(ctx: ServiceContext, userId: string, username: string, by: Attribution): Promise<User> {
+  return transaction(ctx.db, async (trx) => {
+    const current = await User.query(trx).findById(userId).whereNull('deleted_at');
+    if (!current) throw notFound('user');
+    if (await usernameTaken(trx, username, userId)) throw conflict('username is already taken');
+    const updated = await User.query(trx).patchAndFetchById(userId, { username });
+    await recordAuditEvent(
+      attributed(by, {
+        user_id: userId,
+        event_type: 'user_updated',
+        resource_type: 'user',
+        resource_id: userId,
+        metadata: { fields: ['username'], previous_username: current.username },
+      }),
+      trx,
+    );
+    return updated;
+  });
+}
+
+/** Sets or clears (null) a live user's preferred locale: one of supportedLocales(), else 400. */
+export async function setPreferredLocale(ctx: ServiceContext, userId: string, locale: string | null): Promise<User> {
+  const user = await User.query(ctx.db).findById(userId).whereNull('deleted_at');
+  if (!user) throw notFound('user');
+  if (locale !== null) {
+    const allowed = (await supportedLocales(ctx.db, ctx.config)).map((l) => l.toLowerCase());
+    if (!allowed.includes(locale)) throw badRequest(`locale: must be one of ${allowed.join(', ')} or null`);
+  }
+  return User.query(ctx.db).patchAndFetchById(userId, { preferred_locale: locale });
 }

@@ -107,3 +107,8 @@ export async function flatUser(db: Knex, userId: string): Promise<FlatUser> {
 export async function banHistory(db: Knex, userId: string): Promise<Ban[]> {
   return Ban.query(db).where('user_id', userId).orderBy('banned_at', 'desc').orderBy('id');
 }
+
+/** Whether the user holds the role (a direct assignment). */
+export async function hasRole(db: Knex, userId: string, roleId: string): Promise<boolean> {
+  return !!(await db('user_roles').where({ user_id: userId, role_id: roleId }).first('role_id'));
+}
