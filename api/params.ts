@@ -26,7 +26,11 @@ export function resolveUserRef(ctx: AppContext, ref: string): string {
 }
 
 /** Loads a user or answers 404; soft-deleted users are found only with `includeDeleted`. */
-export async function loadUser(db: Knex, id: string, opts: { includeDeleted?: boolean; forUpdate?: boolean } = {}): Promise<User> {
+export async function loadUser(
+  db: Knex,
+  id: string,
+  opts: { includeDeleted?: boolean; forUpdate?: boolean } = {},
+): Promise<User> {
   const q = User.query(db).findById(id);
   if (!opts.includeDeleted) q.whereNull('deleted_at');
   if (opts.forUpdate) q.forUpdate();

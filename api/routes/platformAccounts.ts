@@ -32,7 +32,11 @@ export function platformAccountRoutes(router: ApiRouter): void {
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id, { includeDeleted: true });
-      ctx.body = resource(ctx, (await userAccounts(ctx.services.db, id)).map(presentPlatformAccount), `/v1/users/${id}/accounts`);
+      ctx.body = resource(
+        ctx,
+        (await userAccounts(ctx.services.db, id)).map(presentPlatformAccount),
+        `/v1/users/${id}/accounts`,
+      );
     },
   );
 

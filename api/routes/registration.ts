@@ -36,7 +36,12 @@ export function registrationRoutes(router: ApiRouter): void {
         'it is checked when the account is created, and a name taken by then is replaced by a free one close to it (alice → alice_3f9a1c).',
       tags: TAG,
       auth: 'public',
-      body: z.object({ email: zEmail(), password: zNewPassword(), username: zUsername().optional(), locale: z.string().max(10).optional() }),
+      body: z.object({
+        email: zEmail(),
+        password: zNewPassword(),
+        username: zUsername().optional(),
+        locale: z.string().max(10).optional(),
+      }),
       responses: { 202: { description: '{message}' }, 403: { description: 'Email sign-in is disabled' } },
     },
     async (ctx, { body }) => {
@@ -77,11 +82,16 @@ export function registrationRoutes(router: ApiRouter): void {
       method: 'post',
       path: '/v1/auth/verify-email',
       summary: 'Confirm an emailed verification token',
-      description: 'Accepts the tokens of address verification, email change and email link mails, so a link works without being signed in.',
+      description:
+        'Accepts the tokens of address verification, email change and email link mails, so a link works without being signed in.',
       tags: TAG,
       auth: 'public',
       body: z.object({ token: zEmailedToken() }),
-      responses: { 200: { description: '{success, message}' }, 400: { description: 'Invalid or expired token' }, 409: { description: 'Address taken meanwhile' } },
+      responses: {
+        200: { description: '{success, message}' },
+        400: { description: 'Invalid or expired token' },
+        409: { description: 'Address taken meanwhile' },
+      },
     },
     async (ctx, { body }) => {
       const purposes = ['email_verification', 'email_change', 'email_link'] as const;

@@ -22,8 +22,13 @@ export function sessionRoutes(router: Router<AppState, { services: ApiServices }
       summary: 'Create an internal session for a user',
       tags: ['sessions'],
       auth: 'system',
-      body: z.object({ userId: zUuid(), expires: z.string().datetime({ offset: true, message: 'must be an ISO 8601 date-time' }) }),
-      responses: { 201: { description: 'Created session with its sessionToken', schema: resourceSchema(internalSessionSchema) } },
+      body: z.object({
+        userId: zUuid(),
+        expires: z.string().datetime({ offset: true, message: 'must be an ISO 8601 date-time' }),
+      }),
+      responses: {
+        201: { description: 'Created session with its sessionToken', schema: resourceSchema(internalSessionSchema) },
+      },
     },
     async (ctx, { body }) => {
       const by = requestAttribution(ctx);

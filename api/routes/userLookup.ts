@@ -36,7 +36,8 @@ export function userLookupRoutes(router: ApiRouter): void {
       method: 'post',
       path: '/v1/users/oauth',
       summary: 'Create or update a user from a provider sign-in (system key only)',
-      description: 'Links the provider account to an existing user with the same (verified) email. Any other caller gets 401.',
+      description:
+        'Links the provider account to an existing user with the same (verified) email. Any other caller gets 401.',
       tags: TAG,
       auth: 'system',
       body: oauthSigninSchema,
@@ -48,7 +49,13 @@ export function userLookupRoutes(router: ApiRouter): void {
       },
     },
     async (ctx, { body }) => {
-      const input = { email: body.email ?? null, name: body.name, oauthProvider: body.oauthProvider, oauthProviderId: body.oauthProviderId, image: body.image ?? null };
+      const input = {
+        email: body.email ?? null,
+        name: body.name,
+        oauthProvider: body.oauthProvider,
+        oauthProviderId: body.oauthProviderId,
+        image: body.image ?? null,
+      };
       const r = await oauthSignin(ctx.services, input, requestAttribution(ctx));
       ctx.body = resource(ctx, r.user, userPath(r.user.id));
     },
@@ -60,7 +67,8 @@ export function userLookupRoutes(router: ApiRouter): void {
       method: 'get',
       path: '/v1/users/email/:email',
       summary: 'Find a user by email',
-      description: 'The system key (and holders of users:read) may look up any address; other callers only their own (403 otherwise).',
+      description:
+        'The system key (and holders of users:read) may look up any address; other callers only their own (403 otherwise).',
       tags: TAG,
       auth: 'authenticated',
       params: z.object({ email: zEmail() }),

@@ -75,7 +75,8 @@ export function userRoleRoutes(router: ApiRouter): void {
       method: 'post',
       path: '/v1/users/:id/roles',
       summary: 'Assign a role to a user',
-      description: 'Answers 201 with the current list. A caller who is not a super admin may only assign roles whose permissions they hold.',
+      description:
+        'Answers 201 with the current list. A caller who is not a super admin may only assign roles whose permissions they hold.',
       tags: TAG,
       auth: { permission: 'users:write', manages: 'id' },
       params: userIdParam,

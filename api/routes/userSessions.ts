@@ -48,7 +48,11 @@ export function userSessionRoutes(router: ApiRouter): void {
       tags: TAG,
       auth: { account: ACCOUNT_SCOPES.sessions },
       params: z.object({ session_id: zUuid() }),
-      responses: { 200: { description: '{success, message}' }, 400: { description: '{success: false, message}: the current session' }, 404: { description: 'No such session' } },
+      responses: {
+        200: { description: '{success, message}' },
+        400: { description: '{success: false, message}: the current session' },
+        404: { description: 'No such session' },
+      },
     },
     async (ctx, { params }) => {
       const { userId, sessionId } = sessionCaller(ctx.state.principal);
@@ -70,7 +74,11 @@ export function userSessionRoutes(router: ApiRouter): void {
     async (ctx) => {
       const { userId, sessionId } = sessionCaller(ctx.state.principal);
       const ids = await revokeOtherSessions(ctx.services, userId, sessionId, requestAttribution(ctx));
-      ctx.body = { success: true, revoked_count: ids.length, message: ids.length ? `revoked ${ids.length} other session(s)` : 'no other sessions' };
+      ctx.body = {
+        success: true,
+        revoked_count: ids.length,
+        message: ids.length ? `revoked ${ids.length} other session(s)` : 'no other sessions',
+      };
     },
   );
 }

@@ -7,7 +7,14 @@ import { redisKey } from '../redis';
 const MAIL_INTERVAL_SECONDS = 60;
 
 /** Claims the per-address mail slot of a kind; true when a mail may go out (fail-open without Redis). */
-export async function claimMailSlot(redis: Redis, config: Pick<Config, 'redisPrefix'>, kind: string, email: string): Promise<boolean> {
-  const r = await redis.set(redisKey(config, 'mailslot', kind, sha256(email)), '1', 'EX', MAIL_INTERVAL_SECONDS, 'NX').catch(() => 'OK');
+export async function claimMailSlot(
+  redis: Redis,
+  config: Pick<Config, 'redisPrefix'>,
+  kind: string,
+  email: string,
+): Promise<boolean> {
+  const r = await redis
+    .set(redisKey(config, 'mailslot', kind, sha256(email)), '1', 'EX', MAIL_INTERVAL_SECONDS, 'NX')
+    .catch(() => 'OK');
   return r === 'OK';
 }

@@ -19,7 +19,11 @@ const roleEvent = (userId: string, action: 'role_assigned' | 'role_removed', rol
  */
 export async function assignRole(ctx: ServiceContext, userId: string, roleId: string, by: Attribution): Promise<void> {
   await transaction(ctx.db, async (trx) => {
-    const inserted = await trx('user_roles').insert({ user_id: userId, role_id: roleId }).onConflict(['user_id', 'role_id']).ignore().returning('role_id');
+    const inserted = await trx('user_roles')
+      .insert({ user_id: userId, role_id: roleId })
+      .onConflict(['user_id', 'role_id'])
+      .ignore()
+      .returning('role_id');
     if (!inserted.length) throw conflict('the user already has this role');
     await recordAuditEvent(attributed(by, roleEvent(userId, 'role_assigned', roleId)), trx);
     afterCommit(trx, () => announceUserAccessChanged(ctx, userId));

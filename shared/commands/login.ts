@@ -1,5 +1,11 @@
 import { attributed, Attribution, recordAuditEvent } from '../audit';
-import { clearLoginFailures, releaseAttempt, reserveLoginAttempt, throttleSubjectForEmail, Who } from '../caches/loginThrottle';
+import {
+  clearLoginFailures,
+  releaseAttempt,
+  reserveLoginAttempt,
+  throttleSubjectForEmail,
+  Who,
+} from '../caches/loginThrottle';
 import { claimMailSlot } from '../caches/mailSlots';
 import type { ServiceContext } from '../context';
 import { sha256 } from '../crypto';
@@ -71,11 +77,20 @@ export async function completeLogin(ctx: ServiceContext, attempt: LoginAttempt) 
     );
     return created;
   });
-  return { data: await flatUser(ctx.db, attempt.userId), session: { sessionToken: token, expires: session.expires_at.toISOString() } };
+  return {
+    data: await flatUser(ctx.db, attempt.userId),
+    session: { sessionToken: token, expires: session.expires_at.toISOString() },
+  };
 }
 
 function tooManyAttempts(seconds: number): HttpError {
-  return new HttpError(429, 'TooManyRequests', `too many failed sign-in attempts; try again in ${seconds} seconds`, undefined, { 'Retry-After': String(seconds) });
+  return new HttpError(
+    429,
+    'TooManyRequests',
+    `too many failed sign-in attempts; try again in ${seconds} seconds`,
+    undefined,
+    { 'Retry-After': String(seconds) },
+  );
 }
 
 /**
@@ -84,7 +99,12 @@ function tooManyAttempts(seconds: number): HttpError {
  * an unknown address are the same 401; an unverified address (a new verification mail goes out)
  * and a banned account are refused. Answers the session, or the challenge of a sign-in gate.
  */
-export async function passwordLogin(ctx: ServiceContext, input: { email: string; password: string }, clientIp: string | null, meta: EmailRequest) {
+export async function passwordLogin(
+  ctx: ServiceContext,
+  input: { email: string; password: string },
+  clientIp: string | null,
+  meta: EmailRequest,
+) {
   const who: Who = { subject: throttleSubjectForEmail(input.email), ip: clientIp };
   const failure = (userId: string | null, reason: string) =>
     recordAuditEvent(
@@ -101,7 +121,8 @@ export async function passwordLogin(ctx: ServiceContext, input: { email: string;
       ),
     );
 
-  if (!(await emailPlatform(ctx.db)).enabled) throw forbidden('sign-in with email is disabled; use another linked sign-in method');
+  if (!(await emailPlatform(ctx.db)).enabled)
+    throw forbidden('sign-in with email is disabled; use another linked sign-in method');
 
   // The attempt is counted before the password is checked (atomically with the cool-down check),
   // so a burst of concurrent guesses gets at most the threshold of checks; the rest answer 429.
@@ -123,14 +144,24 @@ export async function passwordLogin(ctx: ServiceContext, input: { email: string;
   await releaseAttempt(ctx.redis, reservation);
   const userId = account.user_id;
   if (!account.email_verified_at) {
-    if (await claimMailSlot(ctx.redis, ctx.config, 'verify', input.email)) await sendEmailVerification(ctx, userId, meta);
+    if (await claimMailSlot(ctx.redis, ctx.config, 'verify', input.email))
+      await sendEmailVerification(ctx, userId, meta);
     throw forbidden('email address not verified: we sent a new verification email');
   }
   const ban = await findActiveBan(ctx.db, userId);
-  if (ban) throw forbidden(ban.expires_at ? `account is banned until ${new Date(ban.expires_at).toISOString()}` : 'account is banned');
+  if (ban)
+    throw forbidden(
+      ban.expires_at ? `account is banned until ${new Date(ban.expires_at).toISOString()}` : 'account is banned',
+    );
   await clearLoginFailures(ctx.redis, ctx.config, who.subject);
 
-  const attempt: LoginAttempt = { actorId: userId, ipAddress: meta.ipAddress ?? null, userAgent: meta.userAgent ?? null, userId, platformSlug: 'email' };
+  const attempt: LoginAttempt = {
+    actorId: userId,
+    ipAddress: meta.ipAddress ?? null,
+    userAgent: meta.userAgent ?? null,
+    userId,
+    platformSlug: 'email',
+  };
   // Second factor and any other gate: a challenge instead of a session.
   return (await runLoginGates(ctx, attempt)) ?? (await completeLogin(ctx, attempt));
 }

@@ -30,27 +30,47 @@ export async function requestPasswordReset(ctx: ServiceContext, email: string, m
  * proves the mailbox), every session of the user ends, and after the commit the sign-in counter
  * is cleared, credentials are dropped everywhere and clients get sessionRevoked and forceLogout.
  */
-export async function resetPassword(ctx: ServiceContext, token: string, password: string, meta: EmailRequest): Promise<void> {
+export async function resetPassword(
+  ctx: ServiceContext,
+  token: string,
+  password: string,
+  meta: EmailRequest,
+): Promise<void> {
   const passwordHash = await hashPassword(password);
   await transaction(ctx.db, async (trx) => {
     const row = await claimAccountToken(trx, token, ['password_reset']);
     if (!row?.user_id) throw badRequest(INVALID_TOKEN);
     const userId = row.user_id;
-    const account = await PlatformAccount.query(trx).findById(String(row.payload.platform_account_id)).where('user_id', userId);
+    const account = await PlatformAccount.query(trx)
+      .findById(String(row.payload.platform_account_id))
+      .where('user_id', userId);
     if (!account) throw badRequest(INVALID_TOKEN);
-    await PlatformAccount.query(trx).patch({ password_hash: passwordHash, email_verified_at: account.email_verified_at ?? new Date() }).where('id', account.id);
+    await PlatformAccount.query(trx)
+      .patch({ password_hash: passwordHash, email_verified_at: account.email_verified_at ?? new Date() })
+      .where('id', account.id);
     const sessionIds = await deleteUserSessions(trx, userId);
     await recordAuditEvent(
       attributed(
         { ...meta, actorId: userId },
-        { user_id: userId, event_type: 'password_changed', resource_type: 'platform_account', resource_id: account.id, metadata: { via: 'reset', revoked_sessions: sessionIds.length } },
+        {
+          user_id: userId,
+          event_type: 'password_changed',
+          resource_type: 'platform_account',
+          resource_id: account.id,
+          metadata: { via: 'reset', revoked_sessions: sessionIds.length },
+        },
       ),
       trx,
     );
     afterCommit(trx, async () => {
       await clearLoginFailures(ctx.redis, ctx.config, throttleSubjectForEmail(account.email ?? ''));
       await announceSessionsRevoked(ctx, userId, sessionIds, 'password_reset');
-      await ctx.bus.publishToUser(userId, { type: 'forceLogout', userId, reason: 'password_reset', timestamp: new Date().toISOString() });
+      await ctx.bus.publishToUser(userId, {
+        type: 'forceLogout',
+        userId,
+        reason: 'password_reset',
+        timestamp: new Date().toISOString(),
+      });
     });
   });
 }

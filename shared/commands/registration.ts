@@ -33,14 +33,18 @@ export async function startRegistration(
   // Hash in both branches so the response time does not tell taken and free addresses apart.
   const passwordHash = await hashPassword(input.password);
   const { email } = input;
-  const ownerId = (await findEmailAccountByAddress(ctx.db, email))?.user_id ?? (await findUserIdByEmail(ctx.db, email, { verifiedOnly: true }));
+  const ownerId =
+    (await findEmailAccountByAddress(ctx.db, email))?.user_id ??
+    (await findUserIdByEmail(ctx.db, email, { verifiedOnly: true }));
   // A mail went to this address within the minute: same answer, no second mail.
   if (!(await claimMailSlot(ctx.redis, ctx.config, 'register', email))) return;
   await transaction(ctx.db, async (trx) => {
     afterCommit(trx, () => ctx.outbox.wake());
     if (ownerId) {
       const owner = await User.query(trx).findById(ownerId);
-      const providers = [...new Set((await userAccounts(trx, ownerId)).map((a) => a.platform?.name ?? ''))].filter(Boolean);
+      const providers = [...new Set((await userAccounts(trx, ownerId)).map((a) => a.platform?.name ?? ''))].filter(
+        Boolean,
+      );
       return writeAccountEmail(trx, ctx.config, {
         to: email,
         userId: ownerId,
@@ -77,13 +81,22 @@ export async function completeRegistration(ctx: ServiceContext, token: string, m
     await assertRegistrationEnabled(trx);
     // A taken name is not an error: registration did not check it (no enumeration); createVerifiedEmailUser picks a free one close to it.
     const username = typeof row.payload.username === 'string' ? row.payload.username : null;
-    const locale = typeof row.payload.locale === 'string' && row.payload.locale ? row.payload.locale.toLowerCase().slice(0, 10) : null;
+    const locale =
+      typeof row.payload.locale === 'string' && row.payload.locale
+        ? row.payload.locale.toLowerCase().slice(0, 10)
+        : null;
     const passwordHash = String(row.payload.password_hash);
     const { user, account } = await createVerifiedEmailUser(trx, { email: row.email, passwordHash, username, locale });
     await recordAuditEvent(
       attributed(
         { ...meta, actorId: user.id },
-        { user_id: user.id, event_type: 'user_created', resource_type: 'user', resource_id: user.id, metadata: { platform: 'email', platform_account_id: account.id } },
+        {
+          user_id: user.id,
+          event_type: 'user_created',
+          resource_type: 'user',
+          resource_id: user.id,
+          metadata: { platform: 'email', platform_account_id: account.id },
+        },
       ),
       trx,
     );

@@ -19,7 +19,12 @@ export interface SessionMeta extends Partial<Attribution> {
 const REVOKED_BY_USER = 'revoked_by_user';
 
 /** Creates a session; returns the row and the token (only its hash is stored). */
-export async function createSession(userId: string, expires: Date, meta: SessionMeta = {}, trx?: Knex.Transaction): Promise<{ session: Session; token: string }> {
+export async function createSession(
+  userId: string,
+  expires: Date,
+  meta: SessionMeta = {},
+  trx?: Knex.Transaction,
+): Promise<{ session: Session; token: string }> {
   const token = randomToken(SESSION_PREFIX, 32);
   const session = await Session.query(trx).insertAndFetch({
     token_hash: sha256(token),
@@ -33,7 +38,12 @@ export async function createSession(userId: string, expires: Date, meta: Session
 }
 
 /** An internal session for the first-party web app (POST /v1/sessions): a live user, a future expiry. */
-export async function createInternalSession(ctx: ServiceContext, userId: string, expires: Date, by: Attribution): Promise<{ session: Session; token: string }> {
+export async function createInternalSession(
+  ctx: ServiceContext,
+  userId: string,
+  expires: Date,
+  by: Attribution,
+): Promise<{ session: Session; token: string }> {
   if (expires.getTime() <= Date.now()) throw badRequest('expires: must be in the future');
   const user = await User.query(ctx.db).findById(userId).whereNull('deleted_at');
   if (!user) throw badRequest('userId: no such user');
@@ -41,7 +51,11 @@ export async function createInternalSession(ctx: ServiceContext, userId: string,
 }
 
 /** Deletes a user's sessions (all, or all but one) inside `trx`; returns the deleted ids. */
-export async function deleteUserSessions(trx: Knex | Knex.Transaction, userId: string, exceptSessionId?: string | null): Promise<string[]> {
+export async function deleteUserSessions(
+  trx: Knex | Knex.Transaction,
+  userId: string,
+  exceptSessionId?: string | null,
+): Promise<string[]> {
   const q = Session.query(trx).where('user_id', userId);
   if (exceptSessionId) q.whereNot('id', exceptSessionId);
   const rows = (await q.delete().returning('id')) as unknown as Array<{ id: string }>;
@@ -49,7 +63,12 @@ export async function deleteUserSessions(trx: Knex | Knex.Transaction, userId: s
 }
 
 /** After the commit: drop cached credentials everywhere and tell clients each session ended. */
-export async function announceSessionsRevoked(ctx: ServiceContext, userId: string, sessionIds: string[], reason: string): Promise<void> {
+export async function announceSessionsRevoked(
+  ctx: ServiceContext,
+  userId: string,
+  sessionIds: string[],
+  reason: string,
+): Promise<void> {
   await invalidateCredentials(ctx, { userId });
   const timestamp = new Date().toISOString();
   for (const sessionId of sessionIds) {
@@ -72,8 +91,15 @@ function recordRevocation(trx: Knex.Transaction, userId: string, sessionIds: str
 }
 
 /** A user revokes one of their other sessions (never the current one: they sign out instead). */
-export async function revokeOwnSession(ctx: ServiceContext, userId: string, currentSessionId: string, sessionId: string, by: Attribution): Promise<void> {
-  if (sessionId === currentSessionId) throw badRequest('cannot revoke the current session; sign out instead', { success: false });
+export async function revokeOwnSession(
+  ctx: ServiceContext,
+  userId: string,
+  currentSessionId: string,
+  sessionId: string,
+  by: Attribution,
+): Promise<void> {
+  if (sessionId === currentSessionId)
+    throw badRequest('cannot revoke the current session; sign out instead', { success: false });
   await transaction(ctx.db, async (trx) => {
     const deleted = await Session.query(trx).where({ id: sessionId, user_id: userId }).delete();
     if (!deleted) throw notFound('session');
@@ -83,7 +109,12 @@ export async function revokeOwnSession(ctx: ServiceContext, userId: string, curr
 }
 
 /** A user revokes every session but the current one; returns the revoked ids. */
-export async function revokeOtherSessions(ctx: ServiceContext, userId: string, currentSessionId: string, by: Attribution): Promise<string[]> {
+export async function revokeOtherSessions(
+  ctx: ServiceContext,
+  userId: string,
+  currentSessionId: string,
+  by: Attribution,
+): Promise<string[]> {
   return transaction(ctx.db, async (trx) => {
     const ids = await deleteUserSessions(trx, userId, currentSessionId);
     if (ids.length) {
@@ -99,7 +130,12 @@ export async function revokeOtherSessions(ctx: ServiceContext, userId: string, c
  * session's user as actor (the web app relays their sign-out); after the commit every instance
  * drops the cached credential and the user's clients hear of it.
  */
-export async function endSession(ctx: ServiceContext, token: string, input: { reason: string; app: string | null }, by: Attribution): Promise<void> {
+export async function endSession(
+  ctx: ServiceContext,
+  token: string,
+  input: { reason: string; app: string | null },
+  by: Attribution,
+): Promise<void> {
   const session = await findAnySessionByToken(ctx.db, token);
   if (!session) throw notFound('session');
   const userId = session.user_id;
@@ -121,7 +157,13 @@ export async function endSession(ctx: ServiceContext, token: string, input: { re
     );
     afterCommit(trx, async () => {
       await invalidateCredentials(ctx, { userId });
-      await ctx.bus.publishToUser(userId, { type: 'sessionRevoked', userId, sessionId: session.id, reason: input.reason, timestamp: new Date().toISOString() });
+      await ctx.bus.publishToUser(userId, {
+        type: 'sessionRevoked',
+        userId,
+        sessionId: session.id,
+        reason: input.reason,
+        timestamp: new Date().toISOString(),
+      });
     });
   });
 }

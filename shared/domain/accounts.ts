@@ -21,7 +21,11 @@ export const zEmail = () =>
     .transform(normaliseEmail);
 
 /** A new password (registration, email link, reset): the length bounds of shared/domain/passwords. */
-export const zNewPassword = () => z.string().min(PASSWORD_MIN, { message: `must be at least ${PASSWORD_MIN} characters` }).max(PASSWORD_MAX);
+export const zNewPassword = () =>
+  z
+    .string()
+    .min(PASSWORD_MIN, { message: `must be at least ${PASSWORD_MIN} characters` })
+    .max(PASSWORD_MAX);
 
 /** A token from an account mail (registration, verification, email change or link, reset). */
 export const zEmailedToken = () => z.string().min(16, { message: 'is not a valid token' }).max(200);

@@ -64,7 +64,10 @@ export function presentUser(u: User): z.infer<typeof userSchema> {
 
 /** The account a user is shown by: the primary one, else the oldest. */
 export function displayAccount(accounts: PlatformAccount[], primaryId: string | null): PlatformAccount | undefined {
-  return accounts.find((a) => a.id === primaryId) ?? [...accounts].sort((a, b) => +new Date(a.created_at) - +new Date(b.created_at))[0];
+  return (
+    accounts.find((a) => a.id === primaryId) ??
+    [...accounts].sort((a, b) => +new Date(a.created_at) - +new Date(b.created_at))[0]
+  );
 }
 
 /**
@@ -92,7 +95,11 @@ export function presentFlatUser(u: User, accounts: PlatformAccount[], isBanned: 
  * User profile (spec §2): `name` is the username, `display_name` the name on the primary account,
  * `provider` the platform of the most recent sign-in, `primary_provider` the primary account's.
  */
-export function presentProfile(u: User, accounts: PlatformAccount[], lastProvider: string | null): z.infer<typeof profileSchema> {
+export function presentProfile(
+  u: User,
+  accounts: PlatformAccount[],
+  lastProvider: string | null,
+): z.infer<typeof profileSchema> {
   const main = displayAccount(accounts, u.primary_platform_account_id);
   return {
     name: u.username,

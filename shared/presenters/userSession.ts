@@ -27,7 +27,11 @@ export const userSessionListSchema = z.object({
 });
 
 /** One session of the caller's list; `platformNames` maps platform slugs to display names. */
-export function presentUserSession(s: Session, currentSessionId: string | null, platformNames: Map<string, string>): z.infer<typeof userSessionSchema> {
+export function presentUserSession(
+  s: Session,
+  currentSessionId: string | null,
+  platformNames: Map<string, string>,
+): z.infer<typeof userSessionSchema> {
   const ua = parseUserAgent(s.user_agent);
   return {
     id: s.id,
@@ -52,5 +56,9 @@ export function presentUserSessions(
   platformNames: Map<string, string>,
   self: string,
 ): z.infer<typeof userSessionListSchema> {
-  return { sessions: sessions.map((s) => presentUserSession(s, currentSessionId, platformNames)), current_session_id: currentSessionId, _links: { self } };
+  return {
+    sessions: sessions.map((s) => presentUserSession(s, currentSessionId, platformNames)),
+    current_session_id: currentSessionId,
+    _links: { self },
+  };
 }

@@ -5,7 +5,9 @@ import { Session } from '../models/Session';
 
 /** A live session by its raw token. */
 export async function findSessionByToken(db: Knex, token: string): Promise<Session | undefined> {
-  return Session.query(db).findOne({ token_hash: sha256(token) }).where('expires_at', '>', new Date());
+  return Session.query(db)
+    .findOne({ token_hash: sha256(token) })
+    .where('expires_at', '>', new Date());
 }
 
 /** A session by its raw token, expired or not (logout of a session that ran out still works). */
@@ -15,7 +17,11 @@ export async function findAnySessionByToken(db: Knex, token: string): Promise<Se
 
 /** A user's unexpired sessions, most recently active first. */
 export async function liveUserSessions(db: Knex, userId: string): Promise<Session[]> {
-  return Session.query(db).where('user_id', userId).where('expires_at', '>', new Date()).orderBy('last_activity_at', 'desc').orderBy('id');
+  return Session.query(db)
+    .where('user_id', userId)
+    .where('expires_at', '>', new Date())
+    .orderBy('last_activity_at', 'desc')
+    .orderBy('id');
 }
 
 /** Display names of the platforms by slug (a session names the platform it signed in with). */

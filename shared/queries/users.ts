@@ -67,7 +67,9 @@ export async function findUserIdByEmail(
     .join('platforms as p', 'p.id', 'pa.platform_id')
     .whereRaw('lower(pa.email) = ?', [normaliseEmail(email)])
     .whereNull('u.deleted_at')
-    .orderByRaw("(p.slug = 'email') desc, (pa.email_verified_at is not null) desc, pa.is_primary desc, pa.created_at asc")
+    .orderByRaw(
+      "(p.slug = 'email') desc, (pa.email_verified_at is not null) desc, pa.is_primary desc, pa.created_at asc",
+    )
     .first('pa.user_id');
   if (opts.exceptUserId) q.whereNot('pa.user_id', opts.exceptUserId);
   if (opts.verifiedOnly) q.whereNotNull('pa.email_verified_at');
@@ -86,12 +88,20 @@ export async function ownsEmail(db: Knex, userId: string, email: string): Promis
 
 /** A user's platform accounts with their platforms, oldest first. */
 export async function userAccounts(db: Knex, userId: string): Promise<PlatformAccount[]> {
-  return PlatformAccount.query(db).where('user_id', userId).withGraphFetched('platform').orderBy('created_at', 'asc').orderBy('id');
+  return PlatformAccount.query(db)
+    .where('user_id', userId)
+    .withGraphFetched('platform')
+    .orderBy('created_at', 'asc')
+    .orderBy('id');
 }
 
 /** The platform of the user's most recent sign-in that named one (profile `provider`). */
 export async function lastSignInPlatform(db: Knex, userId: string): Promise<string | null> {
-  const last = await db('sessions').where('user_id', userId).whereNotNull('platform_slug').orderBy('created_at', 'desc').first('platform_slug');
+  const last = await db('sessions')
+    .where('user_id', userId)
+    .whereNotNull('platform_slug')
+    .orderBy('created_at', 'desc')
+    .first('platform_slug');
   return last?.platform_slug ?? null;
 }
 
