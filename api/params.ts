@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import type { EmailRequest } from '../shared/commands/emailFlows';
 import { notFound } from '../shared/errors';
 import { User } from '../shared/models/User';
+import { findOr404 } from '../shared/rowLoader';
 import { authorizeSelf, Principal } from '../shared/policies';
 import { z, isUuid } from '../shared/zod';
 import type { AppContext } from './routing';
@@ -25,12 +26,16 @@ export function resolveUserRef(ctx: AppContext, ref: string): string {
   return ref === 'me' ? requireActingUser(ctx.state.principal) : ref;
 }
 
-/** Loads a user or answers 404; soft-deleted users are found only with `includeDeleted`. */
+/**
+ * Loads a user or answers 404; soft-deleted users are found only with `includeDeleted`. A plain
+ * read by id goes through findOr404; live-only reads and `forUpdate` keep the query builder.
+ */
 export async function loadUser(
   db: Knex,
   id: string,
   opts: { includeDeleted?: boolean; forUpdate?: boolean } = {},
 ): Promise<User> {
+  if (opts.includeDeleted && !opts.forUpdate && !(db as Knex.Transaction).isTransaction) return findOr404(User, id, 'user');
   const q = User.query(db).findById(id);
   if (!opts.includeDeleted) q.whereNull('deleted_at');
   if (opts.forUpdate) q.forUpdate();

@@ -3,7 +3,7 @@ import { randomToken, sha256 } from '../crypto';
 import { AccountToken, AccountTokenPurpose } from '../models/AccountToken';
 
 /** How long each kind of emailed token stays valid. */
-export const TOKEN_TTL_MS: Record<AccountTokenPurpose, number> = {
+const TOKEN_TTL_MS: Record<AccountTokenPurpose, number> = {
   registration: 24 * 3600_000,
   email_verification: 24 * 3600_000,
   email_change: 24 * 3600_000, // spec §8: 24 hours

@@ -2,7 +2,7 @@ import { z } from '../zod';
 import { PASSWORD_MAX, PASSWORD_MIN } from './passwords';
 
 /** Spec §8: 3-30 characters, letters, digits, underscore. */
-export const USERNAME_PATTERN = /^[A-Za-z0-9_]{3,30}$/;
+const USERNAME_PATTERN = /^[A-Za-z0-9_]{3,30}$/;
 
 /** A username field (400 naming the field when invalid). */
 export const zUsername = () =>

@@ -27,7 +27,7 @@ export const userSessionListSchema = z.object({
 });
 
 /** One session of the caller's list; `platformNames` maps platform slugs to display names. */
-export function presentUserSession(
+function presentUserSession(
   s: Session,
   currentSessionId: string | null,
   platformNames: Map<string, string>,
