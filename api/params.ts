@@ -1,10 +1,11 @@
 import type { Knex } from 'knex';
-import { forbidden, notFound } from '../shared/errors';
+import type { EmailRequest } from '../shared/commands/emailFlows';
+import { notFound } from '../shared/errors';
 import { User } from '../shared/models/User';
-import { actingUserId, Principal } from '../shared/policies';
+import { findOr404 } from '../shared/rowLoader';
+import { authorizeSelf, Principal } from '../shared/policies';
 import { z, isUuid } from '../shared/zod';
 import type { AppContext } from './routing';
-
 
 /** A user id in a path: a UUID, or `me` for the caller's own user. */
 export const zUserRef = () =>
@@ -17,9 +18,7 @@ export const userIdParam = z.object({ id: zUserRef() });
 
 /** The user a principal acts for, or 403 for credentials without one (system key, ownerless keys). */
 export function requireActingUser(p: Principal): string {
-  const id = actingUserId(p);
-  if (!id) throw forbidden('this credential does not act for a user');
-  return id;
+  return authorizeSelf(p);
 }
 
 /** Turns a path user ref into a user id (`me` → the caller's user). */
@@ -27,8 +26,16 @@ export function resolveUserRef(ctx: AppContext, ref: string): string {
   return ref === 'me' ? requireActingUser(ctx.state.principal) : ref;
 }
 
-/** Loads a user or answers 404; soft-deleted users are found only with `includeDeleted`. */
-export async function loadUser(db: Knex, id: string, opts: { includeDeleted?: boolean; forUpdate?: boolean } = {}): Promise<User> {
+/**
+ * Loads a user or answers 404; soft-deleted users are found only with `includeDeleted`. A plain
+ * read by id goes through findOr404; live-only reads and `forUpdate` keep the query builder.
+ */
+export async function loadUser(
+  db: Knex,
+  id: string,
+  opts: { includeDeleted?: boolean; forUpdate?: boolean } = {},
+): Promise<User> {
+  if (opts.includeDeleted && !opts.forUpdate && !(db as Knex.Transaction).isTransaction) return findOr404(User, id, 'user');
   const q = User.query(db).findById(id);
   if (!opts.includeDeleted) q.whereNull('deleted_at');
   if (opts.forUpdate) q.forUpdate();
@@ -36,3 +43,24 @@ export async function loadUser(db: Knex, id: string, opts: { includeDeleted?: bo
   if (!user) throw notFound('user');
   return user;
 }
+
+/**
+ * The client's address for throttling. The system key is the first-party web app relaying a user's
+ * request: its own IP says nothing about the user, so the forwarded address is used, and without
+ * one only the per-account counter applies.
+ */
+export function clientIp(ctx: AppContext): string | null {
+  if (ctx.state.principal.kind === 'system') return ctx.get('x-forwarded-for').split(',')[0]?.trim() || null;
+  return ctx.ip;
+}
+
+/**
+ * Where an anonymous account request (sign-in, registration, reset, mailed links) comes from: the
+ * client's address, user agent and preferred language. No actor: the account's user is named by
+ * the command (a relaying system key is not the one acting).
+ */
+export const authRequestMeta = (ctx: AppContext): EmailRequest => ({
+  ipAddress: clientIp(ctx) ?? ctx.ip,
+  userAgent: ctx.get('user-agent') || null,
+  acceptLanguage: ctx.get('accept-language') || null,
+});

@@ -1,11 +1,12 @@
 import Router from '@koa/router';
-import { cancelAccountTokens, claimAccountToken, peekAccountToken, pendingAccountToken } from '../../shared/commands/accountTokens';
-import { announceEmailVerified, applyEmailChange, applyEmailLink, INVALID_TOKEN, requestEmailChange, requestEmailLink } from '../../shared/commands/emailFlows';
-import { PASSWORD_MAX, PASSWORD_MIN } from '../../shared/domain/passwords';
-import { zEmail } from '../../shared/commands/users';
+import { cancelAccountTokens } from '../../shared/commands/accountTokens';
+import { EmailRequest, INVALID_TOKEN, requestEmailChange, requestEmailLink, useEmailToken } from '../../shared/commands/emailFlows';
+import { zEmail, zEmailedToken, zNewPassword } from '../../shared/domain/accounts';
 import type { AccountTokenPurpose } from '../../shared/models/AccountToken';
 import { badRequest, notFound } from '../../shared/errors';
-import { ACCOUNT_SCOPES, actingUserId, can } from '../../shared/policies';
+import { ACCOUNT_SCOPES, authorize, subjects } from '../../shared/policies';
+import { pendingEmailChangeSchema, pendingEmailLinkSchema, presentPendingEmailChange, presentPendingEmailLink } from '../../shared/presenters/pendingEmail';
+import { peekAccountToken, pendingAccountToken } from '../../shared/queries/accountTokens';
 import { z } from '../../shared/zod';
 import { defineRoute, AppContext, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
@@ -17,26 +18,19 @@ const TAG = ['users'];
 const self = (permission: string) => ({ permission, self: 'id' });
 /** Email changes and links are account security: narrowed credentials need account:email, and a manager must outrank the user. */
 const securing = (permission: string) => ({ permission, self: 'id', scope: ACCOUNT_SCOPES.email, manages: 'id' });
-const tokenBody = z.object({ token: z.string().min(16, { message: 'is not a valid token' }).max(200) });
+const tokenBody = z.object({ token: zEmailedToken() });
 
-const requestMeta = (ctx: AppContext) => ({ ...requestAttribution(ctx), acceptLanguage: ctx.get('accept-language') || null });
+const requestMeta = (ctx: AppContext): EmailRequest => ({ ...requestAttribution(ctx), acceptLanguage: ctx.get('accept-language') || null });
 
 /**
- * Uses an emailed token on an authenticated route: the token must belong to the caller (the system
- * key, relaying a link click, and holders of users:write may use anyone's). Someone else's token
- * is reported like an unknown one.
+ * Uses an emailed token on an authenticated route: the policy decides whose token the caller may
+ * use (someone else's is reported like an unknown one), then the command claims and applies it.
  */
-async function useToken<T extends { userId: string }>(ctx: AppContext, token: string, purpose: AccountTokenPurpose, apply: (trx: import('knex').Knex.Transaction, row: NonNullable<Awaited<ReturnType<typeof claimAccountToken>>>) => Promise<T>): Promise<T> {
-  const s = ctx.services;
-  const p = ctx.state.principal;
-  const peeked = await peekAccountToken(s.db, token, [purpose]);
-  if (!peeked) throw badRequest(INVALID_TOKEN);
-  if (p.kind !== 'system' && peeked.user_id !== actingUserId(p) && !can(p, 'users:write')) throw badRequest(INVALID_TOKEN);
-  return s.db.transaction(async (trx) => {
-    const row = await claimAccountToken(trx, token, [purpose]);
-    if (!row) throw badRequest(INVALID_TOKEN);
-    return apply(trx, row);
-  });
+async function useOwnToken(ctx: AppContext, token: string, purpose: AccountTokenPurpose) {
+  const peeked = await peekAccountToken(ctx.services.db, token, [purpose]);
+  if (!peeked?.user_id) throw badRequest(INVALID_TOKEN);
+  authorize(ctx.state.principal, 'use', subjects.accountToken({ user_id: peeked.user_id }));
+  return useEmailToken(ctx.services, token, [purpose], requestMeta(ctx));
 }
 
 /** Email change (spec §4.11) and email linking (spec §4.12). */
@@ -74,20 +68,26 @@ export function userEmailRoutes(router: ApiRouter): void {
       responses: { 200: { description: '{success, message}' }, 400: { description: 'Invalid or expired token' }, 409: { description: 'Email in use' } },
     },
     async (ctx, { body }) => {
-      const result = await useToken(ctx, body.token, 'email_change', (trx, row) => applyEmailChange(trx, row, requestMeta(ctx)));
-      await announceEmailVerified(ctx.services, result);
+      const result = await useOwnToken(ctx, body.token, 'email_change');
       ctx.body = { success: true, message: `your email address is now ${result.email}` };
     },
   );
 
   defineRoute(
     router,
-    { method: 'get', path: '/v1/users/:id/email/pending', summary: 'The pending email change', tags: TAG, auth: self('users:read'), params: userIdParam, responses: { 200: { description: '{pending, new_email, expires_at}' } } },
+    {
+      method: 'get',
+      path: '/v1/users/:id/email/pending',
+      summary: 'The pending email change',
+      tags: TAG,
+      auth: self('users:read'),
+      params: userIdParam,
+      responses: { 200: { description: '{pending, new_email, expires_at}', schema: pendingEmailChangeSchema } },
+    },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id);
-      const t = await pendingAccountToken(ctx.services.db, id, 'email_change');
-      ctx.body = { pending: !!t, new_email: t ? String(t.payload.new_email) : null, expires_at: t ? t.expires_at.toISOString() : null };
+      ctx.body = presentPendingEmailChange(await pendingAccountToken(ctx.services.db, id, 'email_change'));
     },
   );
 
@@ -113,7 +113,7 @@ export function userEmailRoutes(router: ApiRouter): void {
       tags: TAG,
       auth: securing('users:write'),
       params: userIdParam,
-      body: z.object({ email: zEmail(), password: z.string().min(PASSWORD_MIN, { message: `must be at least ${PASSWORD_MIN} characters` }).max(PASSWORD_MAX) }),
+      body: z.object({ email: zEmail(), password: zNewPassword() }),
       responses: { 200: { description: '{message, expires_at}' }, 400: { description: 'Invalid input or already linked' }, 404: { description: 'No such user' }, 409: { description: 'Email in use' } },
     },
     async (ctx, { params, body }) => {
@@ -135,20 +135,26 @@ export function userEmailRoutes(router: ApiRouter): void {
       responses: { 200: { description: '{message, platform_account_id}' }, 400: { description: 'Invalid or expired token' }, 409: { description: 'Email in use' } },
     },
     async (ctx, { body }) => {
-      const result = await useToken(ctx, body.token, 'email_link', (trx, row) => applyEmailLink(trx, row, requestMeta(ctx)));
-      await announceEmailVerified(ctx.services, result);
+      const result = await useOwnToken(ctx, body.token, 'email_link');
       ctx.body = { message: 'email sign-in was added to your account', platform_account_id: result.platformAccountId };
     },
   );
 
   defineRoute(
     router,
-    { method: 'get', path: '/v1/users/:id/email-link/pending', summary: 'The pending email link', tags: TAG, auth: self('users:read'), params: userIdParam, responses: { 200: { description: '{pending, email, expires_at}' } } },
+    {
+      method: 'get',
+      path: '/v1/users/:id/email-link/pending',
+      summary: 'The pending email link',
+      tags: TAG,
+      auth: self('users:read'),
+      params: userIdParam,
+      responses: { 200: { description: '{pending, email, expires_at}', schema: pendingEmailLinkSchema } },
+    },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id);
-      const t = await pendingAccountToken(ctx.services.db, id, 'email_link');
-      ctx.body = { pending: !!t, email: t ? String(t.payload.email) : null, expires_at: t ? t.expires_at.toISOString() : null };
+      ctx.body = presentPendingEmailLink(await pendingAccountToken(ctx.services.db, id, 'email_link'));
     },
   );
 

@@ -3,7 +3,7 @@ import { randomToken, sha256 } from '../crypto';
 import { AccountToken, AccountTokenPurpose } from '../models/AccountToken';
 
 /** How long each kind of emailed token stays valid. */
-export const TOKEN_TTL_MS: Record<AccountTokenPurpose, number> = {
+const TOKEN_TTL_MS: Record<AccountTokenPurpose, number> = {
   registration: 24 * 3600_000,
   email_verification: 24 * 3600_000,
   email_change: 24 * 3600_000, // spec §8: 24 hours
@@ -52,26 +52,6 @@ export async function claimAccountToken(trx: Knex.Transaction, token: string, pu
     .where('expires_at', '>', new Date())
     .returning('*');
   return (rows as unknown as AccountToken[])[0];
-}
-
-/** Reads a usable token without claiming it (to check who it belongs to before acting). */
-export async function peekAccountToken(db: Knex, token: string, purposes: AccountTokenPurpose[]): Promise<AccountToken | undefined> {
-  return AccountToken.query(db)
-    .where('token_hash', sha256(token))
-    .whereIn('purpose', purposes)
-    .whereNull('used_at')
-    .where('expires_at', '>', new Date())
-    .first();
-}
-
-/** The newest open token of a purpose for a user (the "pending" state of email change / link). */
-export async function pendingAccountToken(db: Knex, userId: string, purpose: AccountTokenPurpose): Promise<AccountToken | undefined> {
-  return AccountToken.query(db)
-    .where({ user_id: userId, purpose })
-    .whereNull('used_at')
-    .where('expires_at', '>', new Date())
-    .orderBy('created_at', 'desc')
-    .first();
 }
 
 /** Drops every open token of a purpose for a user; returns how many were pending. */

@@ -6,20 +6,27 @@ import { badRequest, conflict, notFound } from '../errors';
 import type { AccountToken } from '../models/AccountToken';
 import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
-import { issueAccountToken } from './accountTokens';
+import { claimAccountToken, issueAccountToken } from './accountTokens';
 import { hashPassword } from '../domain/passwords';
-import { recordAuditEvent } from '../audit';
-import { addPlatformAccount, emailInUse, emailPlatform, findEmailAccount, findEmailAccountByAddress } from './users';
+import { attributed, Attribution, recordAuditEvent } from '../audit';
+import { afterCommit, transaction } from '../db';
+import type { AccountTokenPurpose } from '../models/AccountToken';
+import { addPlatformAccount } from './users';
+import { emailInUse, emailPlatform, findEmailAccount, findEmailAccountByAddress } from '../queries/users';
 
 /** The one message for every unusable token (unknown, used, expired, someone else's). */
 export const INVALID_TOKEN = 'invalid or expired token';
 
-interface RequestMeta {
+/**
+ * Who asks and from where, with the language their client prefers (the mail's locale when the
+ * user chose none). The actor may be unknown (anonymous requests, jobs): the token's user then.
+ */
+export interface EmailRequest extends Partial<Attribution> {
   acceptLanguage?: string | null;
-  ipAddress?: string | null;
-  userAgent?: string | null;
-  actorId?: string | null;
 }
+
+/** The attribution of an event on `userId`'s account: the caller when known, else the user. */
+const actingOn = (meta: EmailRequest, userId: string): Attribution => ({ ...meta, actorId: meta.actorId ?? userId });
 
 async function liveUser(db: Knex, userId: string): Promise<User> {
   const user = await User.query(db).findById(userId).whereNull('deleted_at');
@@ -31,13 +38,14 @@ async function liveUser(db: Knex, userId: string): Promise<User> {
  * Email change (spec §4.11, accounts with an email sign-in only): a 24-hour token goes to the new
  * address; nothing changes until it is used. A new request replaces the pending one.
  */
-export async function requestEmailChange(ctx: ServiceContext, userId: string, newEmail: string, meta: RequestMeta): Promise<{ expiresAt: Date }> {
+export async function requestEmailChange(ctx: ServiceContext, userId: string, newEmail: string, meta: EmailRequest): Promise<{ expiresAt: Date }> {
   const user = await liveUser(ctx.db, userId);
   const account = await findEmailAccount(ctx.db, userId);
   if (!account) throw badRequest('this account has no email sign-in; link an email address with /email-link/request instead');
   if (account.email?.toLowerCase() === newEmail) throw badRequest('email: this is already the address of the account');
   if (await emailInUse(ctx.db, newEmail, userId)) throw conflict('email is already in use');
-  const expiresAt = await ctx.db.transaction(async (trx) => {
+  const expiresAt = await transaction(ctx.db, async (trx) => {
+    afterCommit(trx, () => ctx.outbox.wake());
     const { token, row } = await issueAccountToken(trx, { purpose: 'email_change', userId, email: newEmail, payload: { new_email: newEmail, platform_account_id: account.id } });
     await writeAccountEmail(trx, ctx.config, {
       to: newEmail,
@@ -49,12 +57,11 @@ export async function requestEmailChange(ctx: ServiceContext, userId: string, ne
     });
     return row.expires_at;
   });
-  ctx.outbox.wake();
   return { expiresAt };
 }
 
 /** Applies a claimed email_change token inside `trx`; 409 when the address was taken meanwhile. */
-export async function applyEmailChange(trx: Knex.Transaction, token: AccountToken, meta: RequestMeta): Promise<{ userId: string; email: string }> {
+async function applyEmailChange(trx: Knex.Transaction, token: AccountToken, meta: EmailRequest): Promise<{ userId: string; email: string }> {
   const userId = token.user_id!;
   const email = String(token.payload.new_email);
   await liveUser(trx, userId);
@@ -63,7 +70,13 @@ export async function applyEmailChange(trx: Knex.Transaction, token: AccountToke
   if (!account) throw badRequest(INVALID_TOKEN);
   await PlatformAccount.query(trx).patch({ email, platform_user_id: email, email_verified_at: new Date() }).where('id', account.id);
   await recordAuditEvent(
-    { user_id: userId, actor_id: meta.actorId ?? userId, ip_address: meta.ipAddress ?? null, user_agent: meta.userAgent ?? null, event_type: 'user_updated', resource_type: 'platform_account', resource_id: account.id, metadata: { action: 'email_changed', previous_email: account.email, email } },
+    attributed(actingOn(meta, userId), {
+      user_id: userId,
+      event_type: 'user_updated',
+      resource_type: 'platform_account',
+      resource_id: account.id,
+      metadata: { action: 'email_changed', previous_email: account.email, email },
+    }),
     trx,
   );
   return { userId, email };
@@ -73,12 +86,13 @@ export async function applyEmailChange(trx: Knex.Transaction, token: AccountToke
  * Email link (spec §4.12): adds an email/password sign-in to an account that has none. The
  * password is hashed (argon2id) now; the account appears only when the 24-hour token is used.
  */
-export async function requestEmailLink(ctx: ServiceContext, userId: string, email: string, password: string, meta: RequestMeta): Promise<{ expiresAt: Date }> {
+export async function requestEmailLink(ctx: ServiceContext, userId: string, email: string, password: string, meta: EmailRequest): Promise<{ expiresAt: Date }> {
   const user = await liveUser(ctx.db, userId);
   if (await findEmailAccount(ctx.db, userId)) throw badRequest('this account already has an email sign-in; change its address with /email/request-change');
   if (await emailInUse(ctx.db, email, userId)) throw conflict('email is already in use');
   const passwordHash = await hashPassword(password);
-  const expiresAt = await ctx.db.transaction(async (trx) => {
+  const expiresAt = await transaction(ctx.db, async (trx) => {
+    afterCommit(trx, () => ctx.outbox.wake());
     const { token, row } = await issueAccountToken(trx, { purpose: 'email_link', userId, email, payload: { email, password_hash: passwordHash } });
     await writeAccountEmail(trx, ctx.config, {
       to: email,
@@ -90,12 +104,11 @@ export async function requestEmailLink(ctx: ServiceContext, userId: string, emai
     });
     return row.expires_at;
   });
-  ctx.outbox.wake();
   return { expiresAt };
 }
 
 /** Applies a claimed email_link token inside `trx`: creates the email platform account. */
-export async function applyEmailLink(trx: Knex.Transaction, token: AccountToken, meta: RequestMeta): Promise<{ userId: string; platformAccountId: string }> {
+async function applyEmailLink(trx: Knex.Transaction, token: AccountToken, meta: EmailRequest): Promise<{ userId: string; platformAccountId: string }> {
   const userId = token.user_id!;
   const email = String(token.payload.email);
   await liveUser(trx, userId);
@@ -112,14 +125,14 @@ export async function applyEmailLink(trx: Knex.Transaction, token: AccountToken,
     emailVerifiedAt: new Date(),
   });
   await recordAuditEvent(
-    { user_id: userId, actor_id: meta.actorId ?? userId, ip_address: meta.ipAddress ?? null, user_agent: meta.userAgent ?? null, event_type: 'account_linked', resource_type: 'platform_account', resource_id: account.id, metadata: { platform: 'email' } },
+    attributed(actingOn(meta, userId), { user_id: userId, event_type: 'account_linked', resource_type: 'platform_account', resource_id: account.id, metadata: { platform: 'email' } }),
     trx,
   );
   return { userId, platformAccountId: account.id };
 }
 
 /** Applies a claimed email_verification token: the email sign-in's address counts as proven. */
-export async function applyEmailVerification(trx: Knex.Transaction, token: AccountToken): Promise<{ userId: string }> {
+async function applyEmailVerification(trx: Knex.Transaction, token: AccountToken): Promise<{ userId: string }> {
   const userId = token.user_id!;
   const account = await findEmailAccount(trx, userId);
   // The address may have changed since the mail went out: only the address it was sent to is proven.
@@ -129,12 +142,13 @@ export async function applyEmailVerification(trx: Knex.Transaction, token: Accou
 }
 
 /** Sends a fresh email_verification token to the address of the user's email sign-in. */
-export async function sendEmailVerification(ctx: ServiceContext, userId: string, meta: RequestMeta): Promise<void> {
+export async function sendEmailVerification(ctx: ServiceContext, userId: string, meta: EmailRequest): Promise<void> {
   const user = await liveUser(ctx.db, userId);
   const account = await findEmailAccount(ctx.db, userId);
   if (!account?.email) return;
   const email = account.email.toLowerCase();
-  await ctx.db.transaction(async (trx) => {
+  await transaction(ctx.db, async (trx) => {
+    afterCommit(trx, () => ctx.outbox.wake());
     const { token, row } = await issueAccountToken(trx, { purpose: 'email_verification', userId, email });
     return writeAccountEmail(trx, ctx.config, {
       to: email,
@@ -145,7 +159,6 @@ export async function sendEmailVerification(ctx: ServiceContext, userId: string,
       vars: { expiresAt: row.expires_at, username: user.username, email },
     });
   });
-  ctx.outbox.wake();
 }
 
 /**
@@ -153,23 +166,16 @@ export async function sendEmailVerification(ctx: ServiceContext, userId: string,
  * the address has an email sign-in, issues the reset token, records `password_reset_requested` and
  * queues the mail. An unknown address does nothing. Returns whether a mail was queued.
  */
-export async function issuePasswordReset(ctx: ServiceContext, email: string, meta: RequestMeta): Promise<boolean> {
+export async function issuePasswordReset(ctx: ServiceContext, email: string, meta: EmailRequest): Promise<boolean> {
   const account = await findEmailAccountByAddress(ctx.db, email);
   if (!account) return false;
   const user = await User.query(ctx.db).findById(account.user_id);
-  await ctx.db.transaction(async (trx) => {
+  await transaction(ctx.db, async (trx) => {
+    afterCommit(trx, () => ctx.outbox.wake());
     const userId = account.user_id;
     const { token, row } = await issueAccountToken(trx, { purpose: 'password_reset', userId, email, payload: { platform_account_id: account.id } });
     await recordAuditEvent(
-      {
-        user_id: userId,
-        actor_id: null,
-        ip_address: meta.ipAddress ?? null,
-        user_agent: meta.userAgent ?? null,
-        event_type: 'password_reset_requested',
-        resource_type: 'platform_account',
-        resource_id: account.id,
-      },
+      attributed({ ...meta, actorId: null }, { user_id: userId, event_type: 'password_reset_requested', resource_type: 'platform_account', resource_id: account.id }),
       trx,
     );
     return writeAccountEmail(trx, ctx.config, {
@@ -181,13 +187,38 @@ export async function issuePasswordReset(ctx: ServiceContext, email: string, met
       vars: { expiresAt: row.expires_at, username: user?.username },
     });
   });
-  ctx.outbox.wake();
   return true;
 }
 
 /** After the commit of an email change or link: the user's clients hear of it. */
-export async function announceEmailVerified(ctx: ServiceContext, result: { userId: string; email?: string; platformAccountId?: string }): Promise<void> {
+async function announceEmailVerified(ctx: ServiceContext, result: { userId: string; email?: string; platformAccountId?: string }): Promise<void> {
   const timestamp = new Date().toISOString();
   if (result.platformAccountId) await ctx.bus.publishToUser(result.userId, { type: 'emailLinkVerified', userId: result.userId, platformAccountId: result.platformAccountId, timestamp });
   else if (result.email) await ctx.bus.publishToUser(result.userId, { type: 'emailChangeVerified', userId: result.userId, email: result.email, timestamp });
+}
+
+/** What using an emailed token did: which kind it was, whose account, the new address or account. */
+export interface UsedEmailToken {
+  purpose: AccountTokenPurpose;
+  userId: string;
+  email?: string;
+  platformAccountId?: string;
+}
+
+/**
+ * Uses an emailed token of one of `purposes` (address verification, email change, email link):
+ * claims it, applies it and, after the commit, tells the user's clients. 400 for an unusable
+ * token, 409 when the address was taken meanwhile. Whether the caller may use it is decided before.
+ */
+export async function useEmailToken(ctx: ServiceContext, token: string, purposes: AccountTokenPurpose[], meta: EmailRequest): Promise<UsedEmailToken> {
+  return transaction(ctx.db, async (trx) => {
+    const row = await claimAccountToken(trx, token, purposes);
+    if (!row) throw badRequest(INVALID_TOKEN);
+    let result: { userId: string; email?: string; platformAccountId?: string };
+    if (row.purpose === 'email_change') result = await applyEmailChange(trx, row, meta);
+    else if (row.purpose === 'email_link') result = await applyEmailLink(trx, row, meta);
+    else result = await applyEmailVerification(trx, row);
+    afterCommit(trx, () => announceEmailVerified(ctx, result));
+    return { purpose: row.purpose, ...result };
+  });
 }

@@ -1,17 +1,32 @@
+import { attributed, Attribution, recordAuditEvent } from '../audit';
+import {
+  clearLoginFailures,
+  releaseAttempt,
+  reserveLoginAttempt,
+  throttleSubjectForEmail,
+  Who,
+} from '../caches/loginThrottle';
+import { claimMailSlot } from '../caches/mailSlots';
 import type { ServiceContext } from '../context';
+import { sha256 } from '../crypto';
+import { transaction } from '../db';
+import { verifyPassword } from '../domain/passwords';
+import { forbidden, HttpError, unauthorized } from '../errors';
 import { User } from '../models/User';
+import { findActiveBan } from '../queries/access';
 import { sessionLifetimeMs } from '../queries/accountSettings';
-import { recordAuditEvent } from '../audit';
+import { emailPlatform, findEmailAccountByAddress, flatUser } from '../queries/users';
+import { EmailRequest, sendEmailVerification } from './emailFlows';
 import { createSession } from './sessions';
-import { flatUser } from './users';
 
-/** Who is signing in and from where. */
-export interface LoginAttempt {
+/** One message for unknown address and wrong password alike (no account enumeration). */
+const BAD_CREDENTIALS = 'invalid email or password';
+
+/** Who is signing in (the actor) and from where, with the platform of the credential that was checked. */
+export interface LoginAttempt extends Attribution {
   userId: string;
   /** Platform of the credential that was checked (`email` for password sign-in). */
   platformSlug: string;
-  ipAddress: string | null;
-  userAgent: string | null;
 }
 
 /** What a gate answers instead of a session: the 2FA challenge of decisions.md. */
@@ -47,23 +62,106 @@ export async function runLoginGates(ctx: ServiceContext, attempt: LoginAttempt):
  */
 export async function completeLogin(ctx: ServiceContext, attempt: LoginAttempt) {
   const expires = new Date(Date.now() + (await sessionLifetimeMs(ctx.db)));
-  const { session, token } = await ctx.db.transaction(async (trx) => {
-    const created = await createSession(attempt.userId, expires, { ipAddress: attempt.ipAddress, userAgent: attempt.userAgent, platformSlug: attempt.platformSlug }, trx);
+  const { session, token } = await transaction(ctx.db, async (trx) => {
+    const created = await createSession(attempt.userId, expires, attempt, trx);
     await User.query(trx).patch({ last_login_at: new Date() }).where('id', attempt.userId);
     await recordAuditEvent(
-      {
+      attributed(attempt, {
         user_id: attempt.userId,
         event_type: 'login',
         resource_type: 'session',
         resource_id: created.session.id,
-        actor_id: attempt.userId,
-        ip_address: attempt.ipAddress,
-        user_agent: attempt.userAgent,
         metadata: { platform: attempt.platformSlug, session_id: created.session.id },
-      },
+      }),
       trx,
     );
     return created;
   });
-  return { data: await flatUser(ctx.db, attempt.userId), session: { sessionToken: token, expires: session.expires_at.toISOString() } };
+  return {
+    data: await flatUser(ctx.db, attempt.userId),
+    session: { sessionToken: token, expires: session.expires_at.toISOString() },
+  };
+}
+
+function tooManyAttempts(seconds: number): HttpError {
+  return new HttpError(
+    429,
+    'TooManyRequests',
+    `too many failed sign-in attempts; try again in ${seconds} seconds`,
+    undefined,
+    { 'Retry-After': String(seconds) },
+  );
+}
+
+/**
+ * Email/password sign-in. Every attempt is counted (per account and per client address) before the
+ * password is checked; past the threshold the answer is 429 without a check. A wrong password and
+ * an unknown address are the same 401; an unverified address (a new verification mail goes out)
+ * and a banned account are refused. Answers the session, or the challenge of a sign-in gate.
+ */
+export async function passwordLogin(
+  ctx: ServiceContext,
+  input: { email: string; password: string },
+  clientIp: string | null,
+  meta: EmailRequest,
+) {
+  const who: Who = { subject: throttleSubjectForEmail(input.email), ip: clientIp };
+  const failure = (userId: string | null, reason: string) =>
+    recordAuditEvent(
+      attributed(
+        { ...meta, actorId: userId },
+        {
+          user_id: userId,
+          event_type: 'login_failed',
+          status: 'failure',
+          error_message: reason,
+          // The address itself is not stored for unknown accounts: only a hash to correlate attempts.
+          metadata: { platform: 'email', reason, email_sha256: sha256(input.email) },
+        },
+      ),
+    );
+
+  if (!(await emailPlatform(ctx.db)).enabled)
+    throw forbidden('sign-in with email is disabled; use another linked sign-in method');
+
+  // The attempt is counted before the password is checked (atomically with the cool-down check),
+  // so a burst of concurrent guesses gets at most the threshold of checks; the rest answer 429.
+  const reservation = await reserveLoginAttempt(ctx.redis, ctx.config, who);
+  if (reservation.retryAfterSeconds > 0) {
+    const known = await findEmailAccountByAddress(ctx.db, input.email);
+    await failure(known?.user_id ?? null, 'too_many_attempts');
+    throw tooManyAttempts(reservation.retryAfterSeconds);
+  }
+  const account = await findEmailAccountByAddress(ctx.db, input.email);
+  // Checked for unknown addresses too (against a dummy hash), so the timing tells nothing.
+  const passwordOk = await verifyPassword(account?.password_hash, input.password);
+  if (!account || !passwordOk) {
+    // The reservation stays: it is this failure's count.
+    await failure(account?.user_id ?? null, account ? 'wrong_password' : 'unknown_account');
+    throw unauthorized(BAD_CREDENTIALS);
+  }
+  // The right password is not a failed guess, whatever is refused below (unverified, banned).
+  await releaseAttempt(ctx.redis, reservation);
+  const userId = account.user_id;
+  if (!account.email_verified_at) {
+    if (await claimMailSlot(ctx.redis, ctx.config, 'verify', input.email))
+      await sendEmailVerification(ctx, userId, meta);
+    throw forbidden('email address not verified: we sent a new verification email');
+  }
+  const ban = await findActiveBan(ctx.db, userId);
+  if (ban)
+    throw forbidden(
+      ban.expires_at ? `account is banned until ${new Date(ban.expires_at).toISOString()}` : 'account is banned',
+    );
+  await clearLoginFailures(ctx.redis, ctx.config, who.subject);
+
+  const attempt: LoginAttempt = {
+    actorId: userId,
+    ipAddress: meta.ipAddress ?? null,
+    userAgent: meta.userAgent ?? null,
+    userId,
+    platformSlug: 'email',
+  };
+  // Second factor and any other gate: a challenge instead of a session.
+  return (await runLoginGates(ctx, attempt)) ?? (await completeLogin(ctx, attempt));
 }

@@ -1,16 +1,30 @@
 import type { Knex } from 'knex';
-import { randomToken, sha256 } from '../crypto';
-import { Session } from '../models/Session';
+import { attributed, Attribution, recordAuditEvent } from '../audit';
 import { SESSION_PREFIX } from '../auth/credentialSources';
+import type { ServiceContext } from '../context';
+import { randomToken, sha256 } from '../crypto';
+import { afterCommit, transaction } from '../db';
+import { badRequest, notFound } from '../errors';
+import { Session } from '../models/Session';
+import { User } from '../models/User';
+import { findAnySessionByToken } from '../queries/sessions';
+import { invalidateCredentials } from './accessChanges';
 
-export interface SessionMeta {
-  ipAddress?: string | null;
-  userAgent?: string | null;
+/** Where a session is opened from: the request's attribution and the platform signed in with. */
+export interface SessionMeta extends Partial<Attribution> {
   platformSlug?: string | null;
 }
 
+/** Why a session of the user's own list ends when they revoke it. */
+const REVOKED_BY_USER = 'revoked_by_user';
+
 /** Creates a session; returns the row and the token (only its hash is stored). */
-export async function createSession(userId: string, expires: Date, meta: SessionMeta = {}, trx?: Knex.Transaction): Promise<{ session: Session; token: string }> {
+export async function createSession(
+  userId: string,
+  expires: Date,
+  meta: SessionMeta = {},
+  trx?: Knex.Transaction,
+): Promise<{ session: Session; token: string }> {
   const token = randomToken(SESSION_PREFIX, 32);
   const session = await Session.query(trx).insertAndFetch({
     token_hash: sha256(token),
@@ -23,7 +37,133 @@ export async function createSession(userId: string, expires: Date, meta: Session
   return { session, token };
 }
 
-/** Finds a live session by its raw token. */
-export async function findSessionByToken(token: string): Promise<Session | undefined> {
-  return Session.query().findOne({ token_hash: sha256(token) }).where('expires_at', '>', new Date());
+/** An internal session for the first-party web app (POST /v1/sessions): a live user, a future expiry. */
+export async function createInternalSession(
+  ctx: ServiceContext,
+  userId: string,
+  expires: Date,
+  by: Attribution,
+): Promise<{ session: Session; token: string }> {
+  if (expires.getTime() <= Date.now()) throw badRequest('expires: must be in the future');
+  const user = await User.query(ctx.db).findById(userId).whereNull('deleted_at');
+  if (!user) throw badRequest('userId: no such user');
+  return createSession(user.id, expires, by);
+}
+
+/** Deletes a user's sessions (all, or all but one) inside `trx`; returns the deleted ids. */
+export async function deleteUserSessions(
+  trx: Knex | Knex.Transaction,
+  userId: string,
+  exceptSessionId?: string | null,
+): Promise<string[]> {
+  const q = Session.query(trx).where('user_id', userId);
+  if (exceptSessionId) q.whereNot('id', exceptSessionId);
+  const rows = (await q.delete().returning('id')) as unknown as Array<{ id: string }>;
+  return rows.map((r) => r.id);
+}
+
+/** After the commit: drop cached credentials everywhere and tell clients each session ended. */
+export async function announceSessionsRevoked(
+  ctx: ServiceContext,
+  userId: string,
+  sessionIds: string[],
+  reason: string,
+): Promise<void> {
+  await invalidateCredentials(ctx, { userId });
+  const timestamp = new Date().toISOString();
+  for (const sessionId of sessionIds) {
+    await ctx.bus.publishToUser(userId, { type: 'sessionRevoked', userId, sessionId, reason, timestamp });
+  }
+}
+
+/** The `session_revoked` audit event of a user ending their own sessions. */
+function recordRevocation(trx: Knex.Transaction, userId: string, sessionIds: string[], by: Attribution) {
+  return recordAuditEvent(
+    attributed(by, {
+      user_id: userId,
+      event_type: 'session_revoked',
+      resource_type: 'session',
+      resource_id: sessionIds.length === 1 ? sessionIds[0] : null,
+      metadata: { reason: REVOKED_BY_USER, session_ids: sessionIds },
+    }),
+    trx,
+  );
+}
+
+/** A user revokes one of their other sessions (never the current one: they sign out instead). */
+export async function revokeOwnSession(
+  ctx: ServiceContext,
+  userId: string,
+  currentSessionId: string,
+  sessionId: string,
+  by: Attribution,
+): Promise<void> {
+  if (sessionId === currentSessionId)
+    throw badRequest('cannot revoke the current session; sign out instead', { success: false });
+  await transaction(ctx.db, async (trx) => {
+    const deleted = await Session.query(trx).where({ id: sessionId, user_id: userId }).delete();
+    if (!deleted) throw notFound('session');
+    await recordRevocation(trx, userId, [sessionId], by);
+    afterCommit(trx, () => announceSessionsRevoked(ctx, userId, [sessionId], REVOKED_BY_USER));
+  });
+}
+
+/** A user revokes every session but the current one; returns the revoked ids. */
+export async function revokeOtherSessions(
+  ctx: ServiceContext,
+  userId: string,
+  currentSessionId: string,
+  by: Attribution,
+): Promise<string[]> {
+  return transaction(ctx.db, async (trx) => {
+    const ids = await deleteUserSessions(trx, userId, currentSessionId);
+    if (ids.length) {
+      await recordRevocation(trx, userId, ids, by);
+      afterCommit(trx, () => announceSessionsRevoked(ctx, userId, ids, REVOKED_BY_USER));
+    }
+    return ids;
+  });
+}
+
+/**
+ * Logout of an internal session (DELETE /v1/sessions/{token}): the `logout` event names the
+ * session's user as actor (the web app relays their sign-out); after the commit every instance
+ * drops the cached credential and the user's clients hear of it.
+ */
+export async function endSession(
+  ctx: ServiceContext,
+  token: string,
+  input: { reason: string; app: string | null },
+  by: Attribution,
+): Promise<void> {
+  const session = await findAnySessionByToken(ctx.db, token);
+  if (!session) throw notFound('session');
+  const userId = session.user_id;
+  await transaction(ctx.db, async (trx) => {
+    await Session.query(trx).deleteById(session.id);
+    await recordAuditEvent(
+      attributed(
+        { ...by, actorId: userId },
+        {
+          user_id: userId,
+          event_type: 'logout',
+          resource_type: 'session',
+          resource_id: session.id,
+          metadata: { reason: input.reason, session_id: session.id, app: input.app },
+          source_service: 'api',
+        },
+      ),
+      trx,
+    );
+    afterCommit(trx, async () => {
+      await invalidateCredentials(ctx, { userId });
+      await ctx.bus.publishToUser(userId, {
+        type: 'sessionRevoked',
+        userId,
+        sessionId: session.id,
+        reason: input.reason,
+        timestamp: new Date().toISOString(),
+      });
+    });
+  });
 }

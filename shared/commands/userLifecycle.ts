@@ -1,36 +1,19 @@
-import type { Knex } from 'knex';
 import type { ServiceContext } from '../context';
 import { conflict, notFound } from '../errors';
 import { Ban } from '../models/Ban';
-import { Session } from '../models/Session';
 import { User } from '../models/User';
 import { findActiveBan } from '../queries/access';
 import { deletionGraceMs } from '../queries/accountSettings';
 import { attributed, Attribution, recordAuditEvent } from '../audit';
-
+import { afterCommit, transaction } from '../db';
+import { invalidateCredentials } from './accessChanges';
+import { announceSessionsRevoked, deleteUserSessions } from './sessions';
 
 const now = () => new Date().toISOString();
 
-
-/** Deletes a user's sessions (all, or all but one) inside `trx`; returns the deleted ids. */
-export async function deleteUserSessions(trx: Knex | Knex.Transaction, userId: string, exceptSessionId?: string | null): Promise<string[]> {
-  const q = Session.query(trx).where('user_id', userId);
-  if (exceptSessionId) q.whereNot('id', exceptSessionId);
-  const rows = (await q.delete().returning('id')) as unknown as Array<{ id: string }>;
-  return rows.map((r) => r.id);
-}
-
-/** After the commit: drop cached credentials everywhere and tell clients each session ended. */
-export async function announceSessionsRevoked(ctx: ServiceContext, userId: string, sessionIds: string[], reason: string): Promise<void> {
-  await ctx.bus.invalidateAuth({ userId });
-  for (const sessionId of sessionIds) {
-    await ctx.bus.publishToUser(userId, { type: 'sessionRevoked', userId, sessionId, reason, timestamp: now() });
-  }
-}
-
 /** After the commit: every credential of the user is dropped and every client must sign out. */
 async function announceForcedLogout(ctx: ServiceContext, userId: string, reason: string): Promise<void> {
-  await ctx.bus.invalidateAuth({ userId });
+  await invalidateCredentials(ctx, { userId });
   await ctx.bus.publishToUser(userId, { type: 'forceLogout', userId, reason, timestamp: now() });
 }
 
@@ -39,7 +22,7 @@ async function announceForcedLogout(ctx: ServiceContext, userId: string, reason:
  * dropped at once on every instance; accountBanned and forceLogout go to the user's channel.
  */
 export async function banUser(ctx: ServiceContext, input: { userId: string; reason: string | null; durationSeconds: number | null }, actor: Attribution): Promise<Ban> {
-  const { ban, sessionIds } = await ctx.db.transaction(async (trx) => {
+  const { ban, sessionIds } = await transaction(ctx.db, async (trx) => {
     // Serialises concurrent bans of the same user, so only one active ban can exist.
     await trx('users').where('id', input.userId).forUpdate().first('id');
     if (await findActiveBan(trx, input.userId)) throw conflict('user is already banned; unban first to change the ban');
@@ -64,33 +47,37 @@ export async function banUser(ctx: ServiceContext, input: { userId: string; reas
       }),
       trx,
     );
+    afterCommit(trx, async () => {
+      await invalidateCredentials(ctx, { userId: input.userId });
+      await ctx.bus.publishToUser(input.userId, {
+        type: 'accountBanned',
+        userId: input.userId,
+        reason: ban.reason,
+        expiresAt: ban.expires_at ? ban.expires_at.toISOString() : null,
+        isPermanent: ban.is_permanent,
+        timestamp: now(),
+      });
+      await announceForcedLogout(ctx, input.userId, 'account_banned');
+    });
     return { ban, sessionIds };
   });
-  await ctx.bus.invalidateAuth({ userId: input.userId });
-  await ctx.bus.publishToUser(input.userId, {
-    type: 'accountBanned',
-    userId: input.userId,
-    reason: ban.reason,
-    expiresAt: ban.expires_at ? ban.expires_at.toISOString() : null,
-    isPermanent: ban.is_permanent,
-    timestamp: now(),
-  });
-  await announceForcedLogout(ctx, input.userId, 'account_banned');
   ctx.logger.info({ userId: input.userId, banId: ban.id, sessions: sessionIds.length }, 'user banned');
   return ban;
 }
 
 /** Ends the active ban (history keeps unbanned_at / unbanned_by); 404 when there is none. */
 export async function unbanUser(ctx: ServiceContext, userId: string, actor: Attribution): Promise<Ban> {
-  const ban = await ctx.db.transaction(async (trx) => {
+  return transaction(ctx.db, async (trx) => {
     const active = await findActiveBan(trx, userId);
     if (!active) throw notFound('active ban');
     const ban = await Ban.query(trx).patchAndFetchById(active.id, { unbanned_at: new Date(), unbanned_by: actor.actorId });
-    await recordAuditEvent(attributed(actor, { user_id: userId, event_type: 'user_updated', resource_type: 'ban', resource_id: ban.id, description: 'user unbanned', metadata: { action: 'unbanned' } }), trx);
+    await recordAuditEvent(
+      attributed(actor, { user_id: userId, event_type: 'user_updated', resource_type: 'ban', resource_id: ban.id, description: 'user unbanned', metadata: { action: 'unbanned' } }),
+      trx,
+    );
+    afterCommit(trx, () => invalidateCredentials(ctx, { userId }));
     return ban;
   });
-  await ctx.bus.invalidateAuth({ userId });
-  return ban;
 }
 
 /**
@@ -99,13 +86,18 @@ export async function unbanUser(ctx: ServiceContext, userId: string, actor: Attr
  * the time); this keeps the history and the "active ban" view exact.
  */
 export async function expireBans(ctx: ServiceContext): Promise<{ ended: number }> {
-  const rows: Array<{ id: string; user_id: string }> = await ctx.db('bans')
-    .whereNull('unbanned_at')
-    .whereNotNull('expires_at')
-    .where('expires_at', '<=', ctx.db.fn.now())
-    .update({ unbanned_at: ctx.db.ref('expires_at') })
-    .returning(['id', 'user_id']);
-  for (const userId of new Set(rows.map((r) => r.user_id))) await ctx.bus.invalidateAuth({ userId });
+  const rows = await transaction(ctx.db, async (trx) => {
+    const rows: Array<{ id: string; user_id: string }> = await trx('bans')
+      .whereNull('unbanned_at')
+      .whereNotNull('expires_at')
+      .where('expires_at', '<=', trx.fn.now())
+      .update({ unbanned_at: trx.ref('expires_at') })
+      .returning(['id', 'user_id']);
+    afterCommit(trx, async () => {
+      for (const userId of new Set(rows.map((r) => r.user_id))) await invalidateCredentials(ctx, { userId });
+    });
+    return rows;
+  });
   if (rows.length) ctx.logger.info({ bans: rows.map((r) => r.id) }, 'timed bans ended');
   return { ended: rows.length };
 }
@@ -116,7 +108,7 @@ export async function expireBans(ctx: ServiceContext): Promise<{ ended: number }
  */
 export async function scheduleDeletion(ctx: ServiceContext, userId: string, actor: Attribution): Promise<Date> {
   const at = new Date(Date.now() + (await deletionGraceMs(ctx.db)));
-  return ctx.db.transaction(async (trx) => {
+  return transaction(ctx.db, async (trx) => {
     const user = await User.query(trx).findById(userId).forUpdate();
     if (!user) throw notFound('user');
     if (user.scheduled_deletion_at) return user.scheduled_deletion_at;
@@ -132,7 +124,7 @@ export async function scheduleDeletion(ctx: ServiceContext, userId: string, acto
  */
 export async function softDeleteUser(ctx: ServiceContext, userId: string, actor: Attribution & { reason?: string }): Promise<void> {
   const grace = await deletionGraceMs(ctx.db);
-  const { sessionIds, keyIds } = await ctx.db.transaction(async (trx) => {
+  await transaction(ctx.db, async (trx) => {
     const user = await User.query(trx).findById(userId).forUpdate();
     if (!user) throw notFound('user');
     if (user.deleted_at) throw conflict('user is already deleted');
@@ -152,25 +144,26 @@ export async function softDeleteUser(ctx: ServiceContext, userId: string, actor:
       }),
       trx,
     );
-    return { sessionIds, keyIds: keys.map((k) => k.id) };
+    afterCommit(trx, async () => {
+      for (const k of keys) await invalidateCredentials(ctx, { apiKeyId: k.id });
+      await ctx.bus.publishToUser(userId, { type: 'accountDeleted', userId, reason: actor.reason ?? 'account deleted', timestamp: now() });
+      await announceSessionsRevoked(ctx, userId, sessionIds, 'account_deleted');
+      await announceForcedLogout(ctx, userId, 'account_deleted');
+    });
   });
-  for (const apiKeyId of keyIds) await ctx.bus.invalidateAuth({ apiKeyId });
-  await ctx.bus.publishToUser(userId, { type: 'accountDeleted', userId, reason: actor.reason ?? 'account deleted', timestamp: now() });
-  await announceSessionsRevoked(ctx, userId, sessionIds, 'account_deleted');
-  await announceForcedLogout(ctx, userId, 'account_deleted');
 }
 
 /** Clears a scheduled deletion and a soft delete; 409 when neither is set. */
 export async function cancelDeletion(ctx: ServiceContext, userId: string, actor: Attribution): Promise<{ wasDeleted: boolean }> {
-  const wasDeleted = await ctx.db.transaction(async (trx) => {
+  const wasDeleted = await transaction(ctx.db, async (trx) => {
     const user = await User.query(trx).findById(userId).forUpdate();
     if (!user) throw notFound('user');
     if (!user.scheduled_deletion_at && !user.deleted_at) throw conflict('no deletion is scheduled for this user');
     await User.query(trx).patch({ scheduled_deletion_at: null, deleted_at: null }).where('id', userId);
     await recordAuditEvent(attributed(actor, { user_id: userId, event_type: 'user_updated', resource_type: 'user', resource_id: userId, description: 'account deletion cancelled', metadata: { action: 'deletion_cancelled', was_deleted: !!user.deleted_at } }), trx);
+    afterCommit(trx, () => invalidateCredentials(ctx, { userId }));
     return !!user.deleted_at;
   });
-  await ctx.bus.invalidateAuth({ userId });
   return { wasDeleted };
 }
 
@@ -181,7 +174,7 @@ export async function cancelDeletion(ctx: ServiceContext, userId: string, actor:
  * naming only the former id.
  */
 export async function purgeUser(ctx: ServiceContext, userId: string, actor: Attribution & { reason: string }): Promise<boolean> {
-  const purged = await ctx.db.transaction(async (trx) => {
+  return transaction(ctx.db, async (trx) => {
     const user = await trx('users').where('id', userId).forUpdate().first('id');
     if (!user) return false;
     const emails: string[] = (await trx('platform_accounts').where('user_id', userId).whereNotNull('email').pluck('email')).map((e: string) => e.toLowerCase());
@@ -207,26 +200,22 @@ export async function purgeUser(ctx: ServiceContext, userId: string, actor: Attr
     if (emails.length) await trx('account_tokens').whereIn('email', emails).delete();
     await trx('users').where('id', userId).delete();
     await recordAuditEvent(
-      {
+      attributed(actor, {
         user_id: null,
         event_type: 'user_deleted',
         resource_type: 'user',
         resource_id: userId,
-        actor_id: actor.actorId,
-        ip_address: actor.ipAddress ?? null,
-        user_agent: actor.userAgent ?? null,
         description: 'account and personal data permanently deleted',
         metadata: { stage: 'purged', reason: actor.reason },
-      },
+      }),
       trx,
     );
+    afterCommit(trx, async () => {
+      await ctx.bus.publishToUser(userId, { type: 'accountDeleted', userId, reason: actor.reason, timestamp: now() });
+      await announceForcedLogout(ctx, userId, 'account_deleted');
+    });
     return true;
   });
-  if (purged) {
-    await ctx.bus.publishToUser(userId, { type: 'accountDeleted', userId, reason: actor.reason, timestamp: now() });
-    await announceForcedLogout(ctx, userId, 'account_deleted');
-  }
-  return purged;
 }
 
 /**

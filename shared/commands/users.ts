@@ -1,40 +1,21 @@
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
-import { conflict } from '../errors';
-import { Ban } from '../models/Ban';
-import { Platform } from '../models/Platform';
+import { attributed, Attribution, recordAuditEvent } from '../audit';
+import type { ServiceContext } from '../context';
+import { transaction } from '../db';
+import { normaliseEmail } from '../domain/accounts';
+import { badRequest, conflict, notFound } from '../errors';
 import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
 import { DEFAULT_USER_ROLE_ID } from '../permissions';
-import { presentFlatUser } from '../presenters/user';
-import { z, isUuid } from '../zod';
-import { findActiveBan } from '../queries/access';
+import { displayAccount } from '../presenters/user';
+import { supportedLocales } from '../queries/accountSettings';
+import { emailInUse, emailPlatform, findEmailAccountByAddress, findUserIdByEmail, userAccounts, usernameTaken } from '../queries/users';
 
-/** Spec §8: 3-30 characters, letters, digits, underscore. */
-export const USERNAME_PATTERN = /^[A-Za-z0-9_]{3,30}$/;
-
-/** A username field (400 naming the field when invalid). */
-export const zUsername = () =>
-  z.string().regex(USERNAME_PATTERN, { message: 'must be 3-30 characters of letters, digits and underscore' });
-
-/** Email addresses are compared and stored lowercased. */
-export const normaliseEmail = (email: string) => email.trim().toLowerCase();
-
-/** An email field, trimmed and lowercased. */
-export const zEmail = () =>
-  z
-    .string()
-    .trim()
-    .max(320, { message: 'must be at most 320 characters' })
-    .email({ message: 'must be an email address' })
-    .transform(normaliseEmail);
-
-/** Whether a username is taken (case-insensitively), optionally ignoring one user. */
-export async function usernameTaken(db: Knex, username: string, exceptUserId?: string): Promise<boolean> {
-  const q = db('users').whereRaw('lower(username) = lower(?)', [username]);
-  if (exceptUserId) q.whereNot('id', exceptUserId);
-  return !!(await q.first('id'));
-}
+// Kept for importers outside the accounts area (shared/commands/oauthSignin.ts, api/routes/platforms.ts,
+// api/routes/bans.ts, scripts/cli.ts); new code imports from shared/queries/users and shared/domain/accounts.
+export { banHistory, findPlatform, findUserIdByEmail, flatUser } from '../queries/users';
+export { normaliseEmail, zEmail } from '../domain/accounts';
 
 /**
  * A free username derived from a display name or email local part: invalid characters become
@@ -50,64 +31,6 @@ export async function uniqueUsername(db: Knex, base: string): Promise<string> {
     if (!(await usernameTaken(db, candidate))) return candidate;
   }
   throw new Error('could not find a free username');
-}
-
-/** The platform by id or slug. */
-export async function findPlatform(db: Knex, idOrSlug: string): Promise<Platform | undefined> {
-  return Platform.query(db).where((q) => (isUuid(idOrSlug) ? q.where('id', idOrSlug).orWhere('slug', idOrSlug) : q.where('slug', idOrSlug))).first();
-}
-
-/** The email/password platform (slug `email`). */
-export async function emailPlatform(db: Knex): Promise<Platform> {
-  const p = await Platform.query(db).findOne({ slug: 'email' });
-  if (!p) throw new Error('the email platform is missing: run the seed');
-  return p;
-}
-
-/** The user's email/password account, if they have one. */
-export async function findEmailAccount(db: Knex, userId: string): Promise<PlatformAccount | undefined> {
-  return PlatformAccount.query(db)
-    .joinRelated('platform')
-    .where('platform.slug', 'email')
-    .where('platform_accounts.user_id', userId)
-    .select('platform_accounts.*')
-    .first();
-}
-
-/** The email/password account with this address (live users only), for sign-in. */
-export async function findEmailAccountByAddress(db: Knex, email: string): Promise<PlatformAccount | undefined> {
-  return PlatformAccount.query(db)
-    .joinRelated('platform')
-    .join('users', 'users.id', 'platform_accounts.user_id')
-    .where('platform.slug', 'email')
-    .whereRaw('lower(platform_accounts.email) = ?', [normaliseEmail(email)])
-    .whereNull('users.deleted_at')
-    .select('platform_accounts.*')
-    .first();
-}
-
-/**
- * The live user an address belongs to: the owner of an email/password account with it first,
- * then verified, primary and older accounts. With `verifiedOnly` only addresses proven by a
- * verification mail or supplied by a sign-in provider count: what linking by email relies on, so
- * an address a user merely typed into a profile never pulls someone else's sign-in into their account.
- */
-export async function findUserIdByEmail(db: Knex, email: string, opts: { exceptUserId?: string; verifiedOnly?: boolean } = {}): Promise<string | undefined> {
-  const q = db('platform_accounts as pa')
-    .join('users as u', 'u.id', 'pa.user_id')
-    .join('platforms as p', 'p.id', 'pa.platform_id')
-    .whereRaw('lower(pa.email) = ?', [normaliseEmail(email)])
-    .whereNull('u.deleted_at')
-    .orderByRaw("(p.slug = 'email') desc, (pa.email_verified_at is not null) desc, pa.is_primary desc, pa.created_at asc")
-    .first('pa.user_id');
-  if (opts.exceptUserId) q.whereNot('pa.user_id', opts.exceptUserId);
-  if (opts.verifiedOnly) q.whereNotNull('pa.email_verified_at');
-  return (await q)?.user_id;
-}
-
-/** Whether an address is used by any platform account of another live user (verified or not). */
-export async function emailInUse(db: Knex, email: string, exceptUserId?: string): Promise<boolean> {
-  return !!(await findUserIdByEmail(db, email, { exceptUserId }));
 }
 
 export interface NewAccount {
@@ -171,20 +94,87 @@ export async function addPlatformAccount(trx: Knex.Transaction, userId: string, 
   });
 }
 
-/** A user's platform accounts with their platforms, oldest first. */
-export async function userAccounts(db: Knex, userId: string): Promise<PlatformAccount[]> {
-  return PlatformAccount.query(db).where('user_id', userId).withGraphFetched('platform').orderBy('created_at', 'asc').orderBy('id');
+/** The fields of PATCH /v1/users/{id}; email and avatar_url live on the primary platform account. */
+export interface UserChanges {
+  username?: string;
+  email?: string;
+  avatar_url?: string | null;
+  privacy_mode?: boolean;
+  avatars_enabled?: boolean;
 }
 
-/** The flattened user (spec §2) of a user id. */
-export async function flatUser(db: Knex, userId: string) {
-  const user = await User.query(db).findById(userId);
-  if (!user) throw new Error(`user ${userId} vanished`);
-  const [accounts, ban] = await Promise.all([userAccounts(db, userId), findActiveBan(db, userId)]);
-  return presentFlatUser(user, accounts, !!ban);
+/**
+ * Updates a user (409 for a taken username or address). The sign-in address of an email account
+ * changes only through the email change flow; avatars_enabled=false clears every avatar URL.
+ */
+export async function updateUser(ctx: ServiceContext, userId: string, body: UserChanges, by: Attribution): Promise<User> {
+  return transaction(ctx.db, async (trx) => {
+    const user = await User.query(trx).findById(userId).whereNull('deleted_at').forUpdate();
+    if (!user) throw notFound('user');
+    const changes: Partial<User> = {};
+    if (body.username !== undefined && body.username !== user.username) {
+      if (await usernameTaken(trx, body.username, userId)) throw conflict('username is already taken');
+      changes.username = body.username;
+    }
+    if (body.privacy_mode !== undefined) changes.privacy_mode = body.privacy_mode;
+    if (body.avatars_enabled !== undefined) changes.avatars_enabled = body.avatars_enabled;
+    const avatarsOn = changes.avatars_enabled ?? user.avatars_enabled;
+
+    if (body.email !== undefined || body.avatar_url !== undefined) {
+      const primary = displayAccount(await userAccounts(trx, userId), user.primary_platform_account_id);
+      if (!primary) throw badRequest('the user has no platform account to update');
+      const accountChanges: Partial<PlatformAccount> = {};
+      if (body.email !== undefined && body.email !== primary.email) {
+        if (primary.platform?.slug === 'email') {
+          throw badRequest('email: the sign-in address of an email account changes through POST /v1/users/{id}/email/request-change');
+        }
+        if (await emailInUse(trx, body.email, userId)) throw conflict('email is already in use');
+        // Typed in, not proven: it never becomes a basis for linking by email until a provider confirms it.
+        Object.assign(accountChanges, { email: body.email, email_verified_at: null });
+      }
+      if (body.avatar_url !== undefined) {
+        if (body.avatar_url !== null && !avatarsOn) throw badRequest('avatar_url: avatars are disabled for this user');
+        accountChanges.avatar_url = body.avatar_url;
+      }
+      if (Object.keys(accountChanges).length) await PlatformAccount.query(trx).patch(accountChanges).where('id', primary.id);
+    }
+    if (changes.avatars_enabled === false) await PlatformAccount.query(trx).patch({ avatar_url: null }).where('user_id', userId);
+    // Always patched (even with account-only changes) so updated_at moves.
+    const updated = await User.query(trx).patchAndFetchById(userId, changes);
+    const fields = Object.keys(body).filter((k) => (body as Record<string, unknown>)[k] !== undefined);
+    await recordAuditEvent(attributed(by, { user_id: userId, event_type: 'user_updated', resource_type: 'user', resource_id: userId, metadata: { fields } }), trx);
+    return updated;
+  });
 }
 
-/** Every ban of a user, newest first. */
-export async function banHistory(db: Knex, userId: string): Promise<Ban[]> {
-  return Ban.query(db).where('user_id', userId).orderBy('banned_at', 'desc').orderBy('id');
+/** Changes a user's username (409 when taken case-insensitively by someone else). */
+export async function changeUsername(ctx: ServiceContext, userId: string, username: string, by: Attribution): Promise<User> {
+  return transaction(ctx.db, async (trx) => {
+    const current = await User.query(trx).findById(userId).whereNull('deleted_at');
+    if (!current) throw notFound('user');
+    if (await usernameTaken(trx, username, userId)) throw conflict('username is already taken');
+    const updated = await User.query(trx).patchAndFetchById(userId, { username });
+    await recordAuditEvent(
+      attributed(by, {
+        user_id: userId,
+        event_type: 'user_updated',
+        resource_type: 'user',
+        resource_id: userId,
+        metadata: { fields: ['username'], previous_username: current.username },
+      }),
+      trx,
+    );
+    return updated;
+  });
+}
+
+/** Sets or clears (null) a live user's preferred locale: one of supportedLocales(), else 400. */
+export async function setPreferredLocale(ctx: ServiceContext, userId: string, locale: string | null): Promise<User> {
+  const user = await User.query(ctx.db).findById(userId).whereNull('deleted_at');
+  if (!user) throw notFound('user');
+  if (locale !== null) {
+    const allowed = (await supportedLocales(ctx.db, ctx.config)).map((l) => l.toLowerCase());
+    if (!allowed.includes(locale)) throw badRequest(`locale: must be one of ${allowed.join(', ')} or null`);
+  }
+  return User.query(ctx.db).patchAndFetchById(userId, { preferred_locale: locale });
 }

@@ -1,8 +1,25 @@
 import type { PlatformAccount } from '../models/PlatformAccount';
+import { z } from '../zod';
 import { iso } from './iso';
 
+/** Platform account (spec §2). */
+export const platformAccountSchema = z.object({
+  id: z.string(),
+  platform_id: z.string(),
+  platform_name: z.string().nullable(),
+  platform_slug: z.string().nullable(),
+  platform_user_id: z.string(),
+  is_oauth: z.boolean(),
+  is_primary: z.boolean(),
+  username: z.string().nullable(),
+  email: z.string().nullable(),
+  avatar_url: z.string().nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+
 /** Platform account (spec §2); `platform` must be loaded. Never shows the password hash. */
-export function presentPlatformAccount(a: PlatformAccount) {
+export function presentPlatformAccount(a: PlatformAccount): z.infer<typeof platformAccountSchema> {
   return {
     id: a.id,
     platform_id: a.platform_id,

@@ -1,9 +1,53 @@
 import type { PlatformAccount } from '../models/PlatformAccount';
 import type { User } from '../models/User';
+import { z } from '../zod';
 import { iso } from './iso';
 
 /** User (spec §2). */
-export function presentUser(u: User) {
+export const userSchema = z.object({
+  id: z.string(),
+  username: z.string(),
+  primary_platform_account_id: z.string().nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+  last_login_at: z.string().nullable(),
+  deleted_at: z.string().nullable(),
+  privacy_mode: z.boolean(),
+  preferred_locale: z.string().nullable(),
+  avatars_enabled: z.boolean(),
+});
+
+/** Flattened user (spec §2): email, avatar and platform of the primary platform account. */
+export const flatUserSchema = z.object({
+  id: z.string(),
+  primary_platform_account_id: z.string().nullable(),
+  username: z.string(),
+  email: z.string().nullable(),
+  avatar_url: z.string().nullable(),
+  platform: z.string().nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+  last_login_at: z.string().nullable(),
+  privacy_mode: z.boolean(),
+  is_banned: z.boolean(),
+});
+export type FlatUser = z.infer<typeof flatUserSchema>;
+
+/** User profile (spec §2), answered unwrapped. */
+export const profileSchema = z.object({
+  name: z.string(),
+  display_name: z.string(),
+  picture: z.string().nullable(),
+  provider: z.string().nullable(),
+  primary_provider: z.string().nullable(),
+  last_login_at: z.string().nullable(),
+  created_at: z.string(),
+  privacy_mode: z.boolean(),
+  avatars_enabled: z.boolean(),
+});
+
+/** User (spec §2). */
+export function presentUser(u: User): z.infer<typeof userSchema> {
   return {
     id: u.id,
     username: u.username,
@@ -20,14 +64,17 @@ export function presentUser(u: User) {
 
 /** The account a user is shown by: the primary one, else the oldest. */
 export function displayAccount(accounts: PlatformAccount[], primaryId: string | null): PlatformAccount | undefined {
-  return accounts.find((a) => a.id === primaryId) ?? [...accounts].sort((a, b) => +new Date(a.created_at) - +new Date(b.created_at))[0];
+  return (
+    accounts.find((a) => a.id === primaryId) ??
+    [...accounts].sort((a, b) => +new Date(a.created_at) - +new Date(b.created_at))[0]
+  );
 }
 
 /**
  * Flattened user of the user-by-email and provider-login responses (spec §2): email, avatar and
  * platform come from the primary platform account. `accounts` must have `platform` loaded.
  */
-export function presentFlatUser(u: User, accounts: PlatformAccount[], isBanned: boolean) {
+export function presentFlatUser(u: User, accounts: PlatformAccount[], isBanned: boolean): FlatUser {
   const main = displayAccount(accounts, u.primary_platform_account_id);
   return {
     id: u.id,
@@ -48,7 +95,11 @@ export function presentFlatUser(u: User, accounts: PlatformAccount[], isBanned: 
  * User profile (spec §2): `name` is the username, `display_name` the name on the primary account,
  * `provider` the platform of the most recent sign-in, `primary_provider` the primary account's.
  */
-export function presentProfile(u: User, accounts: PlatformAccount[], lastProvider: string | null) {
+export function presentProfile(
+  u: User,
+  accounts: PlatformAccount[],
+  lastProvider: string | null,
+): z.infer<typeof profileSchema> {
   const main = displayAccount(accounts, u.primary_platform_account_id);
   return {
     name: u.username,

@@ -1,0 +1,76 @@
+import { attributed, recordAuditEvent } from '../audit';
+import { clearLoginFailures, throttleSubjectForEmail } from '../caches/loginThrottle';
+import { claimMailSlot } from '../caches/mailSlots';
+import type { ServiceContext } from '../context';
+import { afterCommit, transaction } from '../db';
+import { hashPassword } from '../domain/passwords';
+import { badRequest } from '../errors';
+import { PlatformAccount } from '../models/PlatformAccount';
+import { claimAccountToken } from './accountTokens';
+import { EmailRequest, INVALID_TOKEN } from './emailFlows';
+import { announceSessionsRevoked, deleteUserSessions } from './sessions';
+
+/**
+ * Asks for a password reset mail. Only work that is the same for every address happens here (the
+ * mail slot and the enqueue): the account lookup, token, audit event and outbox write run in the
+ * passwordResets job, so the answer's timing says nothing about the address.
+ */
+export async function requestPasswordReset(ctx: ServiceContext, email: string, meta: EmailRequest): Promise<void> {
+  if (!(await claimMailSlot(ctx.redis, ctx.config, 'reset', email))) return;
+  await ctx.queues.enqueue('passwordResets', {
+    email,
+    ipAddress: meta.ipAddress ?? null,
+    userAgent: meta.userAgent ?? null,
+    acceptLanguage: meta.acceptLanguage ?? null,
+  });
+}
+
+/**
+ * Sets a new password with an emailed reset token: the address counts as verified (the link
+ * proves the mailbox), every session of the user ends, and after the commit the sign-in counter
+ * is cleared, credentials are dropped everywhere and clients get sessionRevoked and forceLogout.
+ */
+export async function resetPassword(
+  ctx: ServiceContext,
+  token: string,
+  password: string,
+  meta: EmailRequest,
+): Promise<void> {
+  const passwordHash = await hashPassword(password);
+  await transaction(ctx.db, async (trx) => {
+    const row = await claimAccountToken(trx, token, ['password_reset']);
+    if (!row?.user_id) throw badRequest(INVALID_TOKEN);
+    const userId = row.user_id;
+    const account = await PlatformAccount.query(trx)
+      .findById(String(row.payload.platform_account_id))
+      .where('user_id', userId);
+    if (!account) throw badRequest(INVALID_TOKEN);
+    await PlatformAccount.query(trx)
+      .patch({ password_hash: passwordHash, email_verified_at: account.email_verified_at ?? new Date() })
+      .where('id', account.id);
+    const sessionIds = await deleteUserSessions(trx, userId);
+    await recordAuditEvent(
+      attributed(
+        { ...meta, actorId: userId },
+        {
+          user_id: userId,
+          event_type: 'password_changed',
+          resource_type: 'platform_account',
+          resource_id: account.id,
+          metadata: { via: 'reset', revoked_sessions: sessionIds.length },
+        },
+      ),
+      trx,
+    );
+    afterCommit(trx, async () => {
+      await clearLoginFailures(ctx.redis, ctx.config, throttleSubjectForEmail(account.email ?? ''));
+      await announceSessionsRevoked(ctx, userId, sessionIds, 'password_reset');
+      await ctx.bus.publishToUser(userId, {
+        type: 'forceLogout',
+        userId,
+        reason: 'password_reset',
+        timestamp: new Date().toISOString(),
+      });
+    });
+  });
+}

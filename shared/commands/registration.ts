@@ -1,0 +1,105 @@
+import { attributed, recordAuditEvent } from '../audit';
+import { claimMailSlot } from '../caches/mailSlots';
+import type { ServiceContext } from '../context';
+import { afterCommit, transaction } from '../db';
+import { hashPassword } from '../domain/passwords';
+import { emailLocale } from '../emails/accountEmails';
+import { writeAccountEmail } from '../emails/outbox';
+import { badRequest, forbidden } from '../errors';
+import { User } from '../models/User';
+import { emailPlatform, findEmailAccountByAddress, findUserIdByEmail, userAccounts } from '../queries/users';
+import { claimAccountToken, issueAccountToken } from './accountTokens';
+import { EmailRequest, INVALID_TOKEN } from './emailFlows';
+import { createVerifiedEmailUser } from './users';
+
+const REGISTRATION_DISABLED = 'registration with email is disabled';
+
+/** Email/password registration is possible only while the email platform is enabled. */
+async function assertRegistrationEnabled(db: ServiceContext['db']): Promise<void> {
+  if (!(await emailPlatform(db)).enabled) throw forbidden(REGISTRATION_DISABLED);
+}
+
+/**
+ * Starts an email/password registration: a verification mail (registration token) to a free
+ * address, an "account exists" mail to the owner of a taken one, nothing when a mail of that kind
+ * went to the address within the minute. The caller answers the same in every case.
+ */
+export async function startRegistration(
+  ctx: ServiceContext,
+  input: { email: string; password: string; username?: string; locale?: string },
+  meta: EmailRequest,
+): Promise<void> {
+  await assertRegistrationEnabled(ctx.db);
+  // Hash in both branches so the response time does not tell taken and free addresses apart.
+  const passwordHash = await hashPassword(input.password);
+  const { email } = input;
+  const ownerId =
+    (await findEmailAccountByAddress(ctx.db, email))?.user_id ??
+    (await findUserIdByEmail(ctx.db, email, { verifiedOnly: true }));
+  // A mail went to this address within the minute: same answer, no second mail.
+  if (!(await claimMailSlot(ctx.redis, ctx.config, 'register', email))) return;
+  await transaction(ctx.db, async (trx) => {
+    afterCommit(trx, () => ctx.outbox.wake());
+    if (ownerId) {
+      const owner = await User.query(trx).findById(ownerId);
+      const providers = [...new Set((await userAccounts(trx, ownerId)).map((a) => a.platform?.name ?? ''))].filter(
+        Boolean,
+      );
+      return writeAccountEmail(trx, ctx.config, {
+        to: email,
+        userId: ownerId,
+        template: 'account_exists',
+        locale: emailLocale(owner?.preferred_locale, input.locale ?? meta.acceptLanguage),
+        vars: { email, providers },
+      });
+    }
+    const { token, row } = await issueAccountToken(trx, {
+      purpose: 'registration',
+      userId: null,
+      email,
+      payload: { password_hash: passwordHash, username: input.username ?? null, locale: input.locale ?? null },
+    });
+    return writeAccountEmail(trx, ctx.config, {
+      to: email,
+      userId: null,
+      template: 'registration',
+      locale: emailLocale(input.locale, meta.acceptLanguage),
+      token,
+      vars: { expiresAt: row.expires_at, email },
+    });
+  });
+}
+
+/**
+ * Finishes a registration with its emailed token: creates the user (User role) with a verified
+ * email sign-in and records `user_created`. Returns the new user's id.
+ */
+export async function completeRegistration(ctx: ServiceContext, token: string, meta: EmailRequest): Promise<string> {
+  return transaction(ctx.db, async (trx) => {
+    const row = await claimAccountToken(trx, token, ['registration']);
+    if (!row?.email) throw badRequest(INVALID_TOKEN);
+    await assertRegistrationEnabled(trx);
+    // A taken name is not an error: registration did not check it (no enumeration); createVerifiedEmailUser picks a free one close to it.
+    const username = typeof row.payload.username === 'string' ? row.payload.username : null;
+    const locale =
+      typeof row.payload.locale === 'string' && row.payload.locale
+        ? row.payload.locale.toLowerCase().slice(0, 10)
+        : null;
+    const passwordHash = String(row.payload.password_hash);
+    const { user, account } = await createVerifiedEmailUser(trx, { email: row.email, passwordHash, username, locale });
+    await recordAuditEvent(
+      attributed(
+        { ...meta, actorId: user.id },
+        {
+          user_id: user.id,
+          event_type: 'user_created',
+          resource_type: 'user',
+          resource_id: user.id,
+          metadata: { platform: 'email', platform_account_id: account.id },
+        },
+      ),
+      trx,
+    );
+    return user.id;
+  });
+}
