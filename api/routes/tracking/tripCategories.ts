@@ -1,14 +1,14 @@
 import Router from '@koa/router';
-import { saveTripCategory } from '../../shared/commands/tripCategories';
-import { notFound } from '../../shared/errors';
-import { TripCategory } from '../../shared/models/TripCategory';
-import { presentTripCategory } from '../../shared/presenters/tripCategory';
-import { atLeastOne, z, zUuid } from '../../shared/zod';
-import { AppState, defineRoute } from '../routing';
-import type { ApiServices } from '../services';
-import { errors, single, tripCategorySchema, zName, zText } from './trackingSchemas';
-import { rowById } from '../../shared/rowLoader';
-import { created, noContent, resource } from '../responses';
+import { saveTripCategory } from '../../../shared/commands/tripCategories';
+import { notFound } from '../../../shared/errors';
+import { TripCategory } from '../../../shared/models/TripCategory';
+import { presentTripCategory } from '../../../shared/presenters/tripCategory';
+import { atLeastOne, z, zUuid } from '../../../shared/zod';
+import { AppState, defineRoute } from '../../routing';
+import type { ApiServices } from '../../services';
+import { errors, single, tripCategorySchema, zName, zText } from './schemas';
+import { rowById } from '../../../shared/rowLoader';
+import { created, noContent, resource } from '../../responses';
 
 const idParam = z.object({ id: zUuid() });
 const categoryFields = {

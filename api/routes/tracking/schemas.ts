@@ -1,5 +1,5 @@
 import type { ZodTypeAny } from 'zod';
-import { z, zFinite } from '../../shared/zod';
+import { z, zFinite } from '../../../shared/zod';
 
 /**
  * Request field builders and response schemas shared by the tracking routers (GPS, devices, trips,

@@ -1,16 +1,16 @@
 import Router from '@koa/router';
-import { assertReferencesExist } from '../../shared/queries/references';
-import { createTripFromTemplate } from '../../shared/commands/trips';
-import { notFound } from '../../shared/errors';
-import { TripTemplate } from '../../shared/models/TripTemplate';
-import { presentTrip } from '../../shared/presenters/trip';
-import { presentTripTemplate } from '../../shared/presenters/tripTemplate';
-import { z, zUuid } from '../../shared/zod';
-import { AppState, defineRoute } from '../routing';
-import type { ApiServices } from '../services';
-import { errors, single, tripSchema, tripTemplateSchema, zName, zTags, zText, zWeight } from './trackingSchemas';
-import { rowById } from '../../shared/rowLoader';
-import { created, noContent, resource } from '../responses';
+import { assertReferencesExist } from '../../../shared/queries/references';
+import { createTripFromTemplate } from '../../../shared/commands/trips';
+import { notFound } from '../../../shared/errors';
+import { TripTemplate } from '../../../shared/models/TripTemplate';
+import { presentTrip } from '../../../shared/presenters/trip';
+import { presentTripTemplate } from '../../../shared/presenters/tripTemplate';
+import { z, zUuid } from '../../../shared/zod';
+import { AppState, defineRoute } from '../../routing';
+import type { ApiServices } from '../../services';
+import { errors, single, tripSchema, tripTemplateSchema, zName, zTags, zText, zWeight } from './schemas';
+import { rowById } from '../../../shared/rowLoader';
+import { created, noContent, resource } from '../../responses';
 
 const idParam = z.object({ id: zUuid() });
 // Leaves room for the " (from template)" suffix within a trip name's 255 characters.

@@ -1,16 +1,16 @@
 import Router from '@koa/router';
-import { deleteDevice, saveDevice } from '../../shared/commands/devices';
-import { invalidateTrackerLinks } from '../../shared/commands/trackerLinks';
-import { notFound } from '../../shared/errors';
-import { Device } from '../../shared/models/Device';
-import { presentDevice } from '../../shared/presenters/device';
-import { atLeastOne, z, zUuid } from '../../shared/zod';
-import { paginate, paginationQuery } from '../pagination';
-import { AppState, defineRoute } from '../routing';
-import type { ApiServices } from '../services';
-import { deviceSchema, errors, paged, single, zName, zText } from './trackingSchemas';
-import { rowById } from '../../shared/rowLoader';
-import { created, noContent, resource } from '../responses';
+import { deleteDevice, saveDevice } from '../../../shared/commands/devices';
+import { invalidateTrackerLinks } from '../../../shared/commands/trackerLinks';
+import { notFound } from '../../../shared/errors';
+import { Device } from '../../../shared/models/Device';
+import { presentDevice } from '../../../shared/presenters/device';
+import { atLeastOne, z, zUuid } from '../../../shared/zod';
+import { paginate, paginationQuery } from '../../pagination';
+import { AppState, defineRoute } from '../../routing';
+import type { ApiServices } from '../../services';
+import { deviceSchema, errors, paged, single, zName, zText } from './schemas';
+import { rowById } from '../../../shared/rowLoader';
+import { created, noContent, resource } from '../../responses';
 
 const idParam = z.object({ id: zUuid() });
 const deviceFields = {

@@ -1,14 +1,14 @@
 import Router from '@koa/router';
-import { notFound } from '../../shared/errors';
-import { Geofence } from '../../shared/models/Geofence';
-import { presentGeofence } from '../../shared/presenters/geofence';
-import { atLeastOne, z, zFinite, zUuid } from '../../shared/zod';
-import { paginate, paginationQuery } from '../pagination';
-import { AppState, defineRoute } from '../routing';
-import type { ApiServices } from '../services';
-import { errors, geofenceSchema, paged, single, zLatitude, zLongitude, zName, zText } from './trackingSchemas';
-import { rowById } from '../../shared/rowLoader';
-import { created, noContent, resource } from '../responses';
+import { notFound } from '../../../shared/errors';
+import { Geofence } from '../../../shared/models/Geofence';
+import { presentGeofence } from '../../../shared/presenters/geofence';
+import { atLeastOne, z, zFinite, zUuid } from '../../../shared/zod';
+import { paginate, paginationQuery } from '../../pagination';
+import { AppState, defineRoute } from '../../routing';
+import type { ApiServices } from '../../services';
+import { errors, geofenceSchema, paged, single, zLatitude, zLongitude, zName, zText } from './schemas';
+import { rowById } from '../../../shared/rowLoader';
+import { created, noContent, resource } from '../../responses';
 
 const idParam = z.object({ id: zUuid() });
 const geofenceFields = {

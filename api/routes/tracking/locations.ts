@@ -1,16 +1,16 @@
 import Router from '@koa/router';
 import type { Knex } from 'knex';
-import { notFound } from '../../shared/errors';
-import { Location } from '../../shared/models/Location';
-import { LocationContact } from '../../shared/models/LocationContact';
-import { presentLocation, presentLocationContact } from '../../shared/presenters/location';
-import { atLeastOne, z, zUuid } from '../../shared/zod';
-import { paginate, paginationQuery } from '../pagination';
-import { AppState, defineRoute } from '../routing';
-import type { ApiServices } from '../services';
-import { errors, locationContactSchema, locationSchema, paged, single, zLatitude, zLongitude, zName, zText } from './trackingSchemas';
-import { rowById } from '../../shared/rowLoader';
-import { created, noContent, resource } from '../responses';
+import { notFound } from '../../../shared/errors';
+import { Location } from '../../../shared/models/Location';
+import { LocationContact } from '../../../shared/models/LocationContact';
+import { presentLocation, presentLocationContact } from '../../../shared/presenters/location';
+import { atLeastOne, z, zUuid } from '../../../shared/zod';
+import { paginate, paginationQuery } from '../../pagination';
+import { AppState, defineRoute } from '../../routing';
+import type { ApiServices } from '../../services';
+import { errors, locationContactSchema, locationSchema, paged, single, zLatitude, zLongitude, zName, zText } from './schemas';
+import { rowById } from '../../../shared/rowLoader';
+import { created, noContent, resource } from '../../responses';
 
 const idParam = z.object({ id: zUuid() });
 const contactParams = z.object({ id: zUuid(), cid: zUuid() });

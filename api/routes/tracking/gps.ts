@@ -1,16 +1,16 @@
 import Router from '@koa/router';
-import { forgetLatestGps, latestGps } from '../../shared/caches/gpsLatest';
-import { GPS_BATCH_MAX, gpsPointInput, ingestGpsBatch, ingestGpsPoint } from '../../shared/commands/ingestGps';
-import { badRequest, conflict, notFound } from '../../shared/errors';
-import { GpsPoint } from '../../shared/models/GpsPoint';
-import { GPS_POINT_COLUMNS, GpsPointRow, presentGpsPoint } from '../../shared/presenters/gpsPoint';
-import { z, zUuid } from '../../shared/zod';
-import { paginate, paginationQuery } from '../pagination';
-import { AppState, defineRoute } from '../routing';
-import type { ApiServices } from '../services';
-import { errors, gpsPointSchema, paged, single } from './trackingSchemas';
-import { rowById } from '../../shared/rowLoader';
-import { created, noContent, resource } from '../responses';
+import { forgetLatestGps, latestGps } from '../../../shared/caches/gpsLatest';
+import { GPS_BATCH_MAX, gpsPointInput, ingestGpsBatch, ingestGpsPoint } from '../../../shared/commands/ingestGps';
+import { badRequest, conflict, notFound } from '../../../shared/errors';
+import { GpsPoint } from '../../../shared/models/GpsPoint';
+import { GPS_POINT_COLUMNS, GpsPointRow, presentGpsPoint } from '../../../shared/presenters/gpsPoint';
+import { z, zUuid } from '../../../shared/zod';
+import { paginate, paginationQuery } from '../../pagination';
+import { AppState, defineRoute } from '../../routing';
+import type { ApiServices } from '../../services';
+import { errors, gpsPointSchema, paged, single } from './schemas';
+import { rowById } from '../../../shared/rowLoader';
+import { created, noContent, resource } from '../../responses';
 
 const idParam = z.object({ id: zUuid() });
 const zDeviceIdQuery = () => z.string().trim().min(1).max(100);
