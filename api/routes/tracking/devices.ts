@@ -3,14 +3,14 @@ import { deleteDevice, saveDevice } from '../../../shared/commands/devices';
 import { invalidateTrackerLinks } from '../../../shared/commands/trackerLinks';
 import { notFound } from '../../../shared/errors';
 import { Device } from '../../../shared/models/Device';
-import { presentDevice } from '../../../shared/presenters/device';
+import { deviceSchema, presentDevice } from '../../../shared/presenters/device';
 import { atLeastOne, z, zUuid } from '../../../shared/zod';
 import { paginate, paginationQuery } from '../../pagination';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
-import { deviceSchema, errors, paged, single, zName, zText } from './schemas';
+import { errors, zName, zText } from './schemas';
 import { rowById } from '../../../shared/rowLoader';
-import { created, noContent, resource } from '../../responses';
+import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
 
 const idParam = z.object({ id: zUuid() });
 const deviceFields = {
@@ -34,7 +34,7 @@ export function deviceRoutes(router: Router<AppState, { services: ApiServices }>
       tags: ['devices'],
       auth: { permission: 'devices:read' },
       query: paginationQuery(10),
-      responses: { 200: { description: 'Devices', schema: paged(deviceSchema) }, ...errors },
+      responses: { 200: { description: 'Devices', schema: pageSchema(deviceSchema) }, ...errors },
     },
     async (ctx, { query }) => {
       ctx.body = await paginate(ctx, Device.query().orderByRaw('lower(name), name, id'), query, presentDevice);
@@ -43,7 +43,7 @@ export function deviceRoutes(router: Router<AppState, { services: ApiServices }>
 
   defineRoute(
     router,
-    { method: 'get', path: '/v1/devices/:id', summary: 'Get a device', tags: ['devices'], auth: { permission: 'devices:read' }, params: idParam, responses: { 200: { description: 'Device', schema: single(deviceSchema) }, ...errors } },
+    { method: 'get', path: '/v1/devices/:id', summary: 'Get a device', tags: ['devices'], auth: { permission: 'devices:read' }, params: idParam, responses: { 200: { description: 'Device', schema: resourceSchema(deviceSchema) }, ...errors } },
     async (ctx, { params }) => {
       const device = await rowById(Device).load(params.id);
       if (!device) throw notFound('device');
@@ -60,7 +60,7 @@ export function deviceRoutes(router: Router<AppState, { services: ApiServices }>
       tags: ['devices'],
       auth: { permission: 'devices:write' },
       body: createBody,
-      responses: { 201: { description: 'Created device', schema: single(deviceSchema) }, ...linkErrors },
+      responses: { 201: { description: 'Created device', schema: resourceSchema(deviceSchema) }, ...linkErrors },
     },
     async (ctx, { body }) => {
       const { device, trackerKeys } = await saveDevice(ctx.services.db, ctx.state.principal, null, body);
@@ -79,7 +79,7 @@ export function deviceRoutes(router: Router<AppState, { services: ApiServices }>
       auth: { permission: 'devices:write' },
       params: idParam,
       body: patchBody,
-      responses: { 200: { description: 'Updated device', schema: single(deviceSchema) }, ...linkErrors },
+      responses: { 200: { description: 'Updated device', schema: resourceSchema(deviceSchema) }, ...linkErrors },
     },
     async (ctx, { params, body }) => {
       const { device, trackerKeys } = await saveDevice(ctx.services.db, ctx.state.principal, params.id, body);

@@ -1,14 +1,14 @@
 import Router from '@koa/router';
 import { notFound } from '../../../shared/errors';
 import { Geofence } from '../../../shared/models/Geofence';
-import { presentGeofence } from '../../../shared/presenters/geofence';
+import { geofenceSchema, presentGeofence } from '../../../shared/presenters/geofence';
 import { atLeastOne, z, zFinite, zUuid } from '../../../shared/zod';
 import { paginate, paginationQuery } from '../../pagination';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
-import { errors, geofenceSchema, paged, single, zLatitude, zLongitude, zName, zText } from './schemas';
+import { errors, zLatitude, zLongitude, zName, zText } from './schemas';
 import { rowById } from '../../../shared/rowLoader';
-import { created, noContent, resource } from '../../responses';
+import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
 
 const idParam = z.object({ id: zUuid() });
 const geofenceFields = {
@@ -47,7 +47,7 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
       tags: ['geofences'],
       auth: { permission: 'geofences:read' },
       query: paginationQuery(10),
-      responses: { 200: { description: 'Geofences', schema: paged(geofenceSchema) }, ...errors },
+      responses: { 200: { description: 'Geofences', schema: pageSchema(geofenceSchema) }, ...errors },
     },
     async (ctx, { query }) => {
       ctx.body = await paginate(ctx, Geofence.query().orderByRaw('lower(name), name, id'), query, presentGeofence);
@@ -56,7 +56,7 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
 
   defineRoute(
     router,
-    { method: 'get', path: '/v1/geofences/:id', summary: 'Get a geofence', tags: ['geofences'], auth: { permission: 'geofences:read' }, params: idParam, responses: { 200: { description: 'Geofence', schema: single(geofenceSchema) }, ...errors } },
+    { method: 'get', path: '/v1/geofences/:id', summary: 'Get a geofence', tags: ['geofences'], auth: { permission: 'geofences:read' }, params: idParam, responses: { 200: { description: 'Geofence', schema: resourceSchema(geofenceSchema) }, ...errors } },
     async (ctx, { params }) => {
       const g = await rowById(Geofence).load(params.id);
       if (!g) throw notFound('geofence');
@@ -73,7 +73,7 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
       tags: ['geofences'],
       auth: { permission: 'geofences:write' },
       body: createBody,
-      responses: { 201: { description: 'Created geofence', schema: single(geofenceSchema) }, ...errors },
+      responses: { 201: { description: 'Created geofence', schema: resourceSchema(geofenceSchema) }, ...errors },
     },
     async (ctx, { body }) => {
       const g = await Geofence.query().insertAndFetch(body);
@@ -91,7 +91,7 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
       auth: { permission: 'geofences:write' },
       params: idParam,
       body: patchBody,
-      responses: { 200: { description: 'Updated geofence', schema: single(geofenceSchema) }, ...errors },
+      responses: { 200: { description: 'Updated geofence', schema: resourceSchema(geofenceSchema) }, ...errors },
     },
     async (ctx, { params, body }) => {
       const g = await rowById(Geofence).load(params.id);

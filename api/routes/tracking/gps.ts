@@ -3,14 +3,14 @@ import { forgetLatestGps, latestGps } from '../../../shared/caches/gpsLatest';
 import { GPS_BATCH_MAX, gpsPointInput, ingestGpsBatch, ingestGpsPoint } from '../../../shared/commands/ingestGps';
 import { badRequest, conflict, notFound } from '../../../shared/errors';
 import { GpsPoint } from '../../../shared/models/GpsPoint';
-import { GPS_POINT_COLUMNS, GpsPointRow, presentGpsPoint } from '../../../shared/presenters/gpsPoint';
+import { GPS_POINT_COLUMNS, GpsPointRow, gpsPointSchema, presentGpsPoint } from '../../../shared/presenters/gpsPoint';
 import { z, zUuid } from '../../../shared/zod';
 import { paginate, paginationQuery } from '../../pagination';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
-import { errors, gpsPointSchema, paged, single } from './schemas';
+import { errors } from './schemas';
 import { rowById } from '../../../shared/rowLoader';
-import { created, noContent, resource } from '../../responses';
+import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
 
 const idParam = z.object({ id: zUuid() });
 const zDeviceIdQuery = () => z.string().trim().min(1).max(100);
@@ -39,7 +39,7 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       tags: ['gps'],
       auth: { permission: 'gps:read' },
       query: paginationQuery(10).extend({ device_id: zDeviceIdQuery().optional(), trip_id: zUuid().optional() }),
-      responses: { 200: { description: 'GPS points', schema: paged(gpsPointSchema) }, ...errors },
+      responses: { 200: { description: 'GPS points', schema: pageSchema(gpsPointSchema) }, ...errors },
     },
     async (ctx, { query }) => {
       const q = GpsPoint.query().orderBy([
@@ -62,7 +62,7 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       tags: ['gps'],
       auth: { permission: 'gps:read' },
       query: z.object({ device_id: zDeviceIdQuery().optional() }),
-      responses: { 200: { description: 'Latest point', schema: single(gpsPointSchema) }, ...errors },
+      responses: { 200: { description: 'Latest point', schema: resourceSchema(gpsPointSchema) }, ...errors },
     },
     async (ctx, { query }) => {
       const s = ctx.services;
@@ -136,7 +136,7 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       tags: ['gps'],
       auth: { permission: 'gps:read' },
       params: idParam,
-      responses: { 200: { description: 'GPS point', schema: single(gpsPointSchema) }, ...errors },
+      responses: { 200: { description: 'GPS point', schema: resourceSchema(gpsPointSchema) }, ...errors },
     },
     async (ctx, { params }) => {
       const point = await rowById(GpsPoint).load(params.id);
@@ -156,7 +156,7 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       tags: ['gps'],
       auth: { permission: 'gps:write' },
       body: gpsPointInput.openapi('GpsPointInput'),
-      responses: { 201: { description: 'Stored point', schema: single(gpsPointSchema) }, ...errors, 429: { description: 'Rate limit exceeded' } },
+      responses: { 201: { description: 'Stored point', schema: resourceSchema(gpsPointSchema) }, ...errors, 429: { description: 'Rate limit exceeded' } },
     },
     async (ctx, { body }) => {
       const point = await ingestGpsPoint(ctx.services, ctx.state.principal, body);

@@ -3,14 +3,14 @@ import type { Knex } from 'knex';
 import { notFound } from '../../../shared/errors';
 import { Location } from '../../../shared/models/Location';
 import { LocationContact } from '../../../shared/models/LocationContact';
-import { presentLocation, presentLocationContact } from '../../../shared/presenters/location';
+import { locationContactSchema, locationSchema, presentLocation, presentLocationContact } from '../../../shared/presenters/location';
 import { atLeastOne, z, zUuid } from '../../../shared/zod';
 import { paginate, paginationQuery } from '../../pagination';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
-import { errors, locationContactSchema, locationSchema, paged, single, zLatitude, zLongitude, zName, zText } from './schemas';
+import { errors, zLatitude, zLongitude, zName, zText } from './schemas';
 import { rowById } from '../../../shared/rowLoader';
-import { created, noContent, resource } from '../../responses';
+import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
 
 const idParam = z.object({ id: zUuid() });
 const contactParams = z.object({ id: zUuid(), cid: zUuid() });
@@ -65,7 +65,7 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
       tags: ['locations'],
       auth: { permission: 'locations:read' },
       query: paginationQuery(10),
-      responses: { 200: { description: 'Locations (without contacts)', schema: paged(locationSchema) }, ...errors },
+      responses: { 200: { description: 'Locations (without contacts)', schema: pageSchema(locationSchema) }, ...errors },
     },
     async (ctx, { query }) => {
       ctx.body = await paginate(ctx, Location.query().orderByRaw('lower(name), name, id'), query, (l) => presentLocation(l));
@@ -74,7 +74,7 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
 
   defineRoute(
     router,
-    { method: 'get', path: '/v1/locations/:id', summary: 'Get a location with its contacts', tags: ['locations'], auth: { permission: 'locations:read' }, params: idParam, responses: { 200: { description: 'Location', schema: single(locationSchema) }, ...errors } },
+    { method: 'get', path: '/v1/locations/:id', summary: 'Get a location with its contacts', tags: ['locations'], auth: { permission: 'locations:read' }, params: idParam, responses: { 200: { description: 'Location', schema: resourceSchema(locationSchema) }, ...errors } },
     async (ctx, { params }) => {
       const location = await loadLocation(params.id);
       ctx.body = resource(ctx, presentLocation(location, await contactsOf(location.id)));
@@ -90,7 +90,7 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
       tags: ['locations'],
       auth: { permission: 'locations:write' },
       body: createBody,
-      responses: { 201: { description: 'Created location with contacts', schema: single(locationSchema) }, ...errors },
+      responses: { 201: { description: 'Created location with contacts', schema: resourceSchema(locationSchema) }, ...errors },
     },
     async (ctx, { body }) => {
       const { contacts = [], ...fields } = body;
@@ -113,7 +113,7 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
       auth: { permission: 'locations:write' },
       params: idParam,
       body: patchBody,
-      responses: { 200: { description: 'Updated location with contacts', schema: single(locationSchema) }, ...errors },
+      responses: { 200: { description: 'Updated location with contacts', schema: resourceSchema(locationSchema) }, ...errors },
     },
     async (ctx, { params, body }) => {
       const location = await loadLocation(params.id);
@@ -142,7 +142,7 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
       auth: { permission: 'locations:write' },
       params: idParam,
       body: contactBody,
-      responses: { 201: { description: 'Created contact', schema: single(locationContactSchema) }, ...errors },
+      responses: { 201: { description: 'Created contact', schema: resourceSchema(locationContactSchema) }, ...errors },
     },
     async (ctx, { params, body }) => {
       const location = await loadLocation(params.id);
@@ -161,7 +161,7 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
       auth: { permission: 'locations:write' },
       params: contactParams,
       body: contactPatch,
-      responses: { 200: { description: 'Updated contact', schema: single(locationContactSchema) }, ...errors },
+      responses: { 200: { description: 'Updated contact', schema: resourceSchema(locationContactSchema) }, ...errors },
     },
     async (ctx, { params, body }) => {
       const contact = await LocationContact.query().findOne({ id: params.cid, location_id: params.id });

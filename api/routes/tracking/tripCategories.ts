@@ -2,13 +2,13 @@ import Router from '@koa/router';
 import { saveTripCategory } from '../../../shared/commands/tripCategories';
 import { notFound } from '../../../shared/errors';
 import { TripCategory } from '../../../shared/models/TripCategory';
-import { presentTripCategory } from '../../../shared/presenters/tripCategory';
+import { presentTripCategory, tripCategorySchema } from '../../../shared/presenters/tripCategory';
 import { atLeastOne, z, zUuid } from '../../../shared/zod';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
-import { errors, single, tripCategorySchema, zName, zText } from './schemas';
+import { errors, zName, zText } from './schemas';
 import { rowById } from '../../../shared/rowLoader';
-import { created, noContent, resource } from '../../responses';
+import { created, noContent, resource, resourceSchema } from '../../responses';
 
 const idParam = z.object({ id: zUuid() });
 const categoryFields = {
@@ -59,7 +59,7 @@ export function tripCategoryRoutes(router: Router<AppState, { services: ApiServi
       tags: ['trip-categories'],
       auth: { permission: 'trip_categories:read' },
       params: idParam,
-      responses: { 200: { description: 'Category', schema: single(tripCategorySchema) }, ...errors },
+      responses: { 200: { description: 'Category', schema: resourceSchema(tripCategorySchema) }, ...errors },
     },
     async (ctx, { params }) => {
       const c = await rowById(TripCategory).load(params.id);
@@ -77,7 +77,7 @@ export function tripCategoryRoutes(router: Router<AppState, { services: ApiServi
       tags: ['trip-categories'],
       auth: { permission: 'trip_categories:write' },
       body: createBody,
-      responses: { 201: { description: 'Created category', schema: single(tripCategorySchema) }, ...errors },
+      responses: { 201: { description: 'Created category', schema: resourceSchema(tripCategorySchema) }, ...errors },
     },
     async (ctx, { body }) => {
       const c = await saveTripCategory(ctx.services.db, null, body);
@@ -95,7 +95,7 @@ export function tripCategoryRoutes(router: Router<AppState, { services: ApiServi
       auth: { permission: 'trip_categories:write' },
       params: idParam,
       body: patchBody,
-      responses: { 200: { description: 'Updated category', schema: single(tripCategorySchema) }, ...errors },
+      responses: { 200: { description: 'Updated category', schema: resourceSchema(tripCategorySchema) }, ...errors },
     },
     async (ctx, { params, body }) => {
       ctx.body = resource(ctx, presentTripCategory(await saveTripCategory(ctx.services.db, params.id, body)));

@@ -3,14 +3,14 @@ import { assertReferencesExist } from '../../../shared/queries/references';
 import { createTripFromTemplate } from '../../../shared/commands/trips';
 import { notFound } from '../../../shared/errors';
 import { TripTemplate } from '../../../shared/models/TripTemplate';
-import { presentTrip } from '../../../shared/presenters/trip';
-import { presentTripTemplate } from '../../../shared/presenters/tripTemplate';
+import { presentTrip, tripSchema } from '../../../shared/presenters/trip';
+import { presentTripTemplate, tripTemplateSchema } from '../../../shared/presenters/tripTemplate';
 import { z, zUuid } from '../../../shared/zod';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
-import { errors, single, tripSchema, tripTemplateSchema, zName, zTags, zText, zWeight } from './schemas';
+import { errors, zName, zTags, zText, zWeight } from './schemas';
 import { rowById } from '../../../shared/rowLoader';
-import { created, noContent, resource } from '../../responses';
+import { created, noContent, resource, resourceSchema } from '../../responses';
 
 const idParam = z.object({ id: zUuid() });
 // Leaves room for the " (from template)" suffix within a trip name's 255 characters.
@@ -63,7 +63,7 @@ export function tripTemplateRoutes(router: Router<AppState, { services: ApiServi
       tags: ['trip-templates'],
       auth: { permission: 'trips:read' },
       params: idParam,
-      responses: { 200: { description: 'Template', schema: single(tripTemplateSchema) }, ...errors },
+      responses: { 200: { description: 'Template', schema: resourceSchema(tripTemplateSchema) }, ...errors },
     },
     async (ctx, { params }) => {
       ctx.body = resource(ctx, presentTripTemplate(await loadTemplate(params.id)));
@@ -79,7 +79,7 @@ export function tripTemplateRoutes(router: Router<AppState, { services: ApiServi
       tags: ['trip-templates'],
       auth: { permission: 'trips:write' },
       body: createBody,
-      responses: { 201: { description: 'Created template', schema: single(tripTemplateSchema) }, ...errors },
+      responses: { 201: { description: 'Created template', schema: resourceSchema(tripTemplateSchema) }, ...errors },
     },
     async (ctx, { body }) => {
       await assertReferencesExist(ctx.services.db, body);
@@ -98,7 +98,7 @@ export function tripTemplateRoutes(router: Router<AppState, { services: ApiServi
       auth: { permission: 'trips:write' },
       params: idParam,
       body: patchBody,
-      responses: { 200: { description: 'Updated template', schema: single(tripTemplateSchema) }, ...errors },
+      responses: { 200: { description: 'Updated template', schema: resourceSchema(tripTemplateSchema) }, ...errors },
     },
     async (ctx, { params, body }) => {
       const t = await loadTemplate(params.id);
@@ -137,7 +137,7 @@ export function tripTemplateRoutes(router: Router<AppState, { services: ApiServi
       auth: { permission: 'trips:write' },
       params: idParam,
       body: createTripBody,
-      responses: { 201: { description: 'Created trip', schema: single(tripSchema) }, ...errors },
+      responses: { 201: { description: 'Created trip', schema: resourceSchema(tripSchema) }, ...errors },
     },
     async (ctx, { params, body }) => {
       const trip = await createTripFromTemplate(ctx.services.db, params.id, body.weight_kg);

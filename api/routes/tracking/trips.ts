@@ -9,15 +9,15 @@ import { GpsPoint } from '../../../shared/models/GpsPoint';
 import { Trip } from '../../../shared/models/Trip';
 import { TripStatusHistory } from '../../../shared/models/TripStatusHistory';
 import { actingUserId } from '../../../shared/policies';
-import { GPS_POINT_COLUMNS, GpsPointRow, presentGpsPoint } from '../../../shared/presenters/gpsPoint';
-import { presentTrip, presentTripHistory } from '../../../shared/presenters/trip';
+import { GPS_POINT_COLUMNS, GpsPointRow, gpsPointSchema, presentGpsPoint } from '../../../shared/presenters/gpsPoint';
+import { presentTrip, presentTripHistory, tripHistorySchema, tripSchema } from '../../../shared/presenters/trip';
 import { z, zUuid } from '../../../shared/zod';
 import { paginate, paginationQuery } from '../../pagination';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
-import { errors, gpsPointSchema, paged, single, tripHistorySchema, tripSchema, zLatitude, zLongitude, zName, zTags, zText, zWeight } from './schemas';
+import { errors, zLatitude, zLongitude, zName, zTags, zText, zWeight } from './schemas';
 import { rowById } from '../../../shared/rowLoader';
-import { created, noContent, resource } from '../../responses';
+import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
 
 const idParam = z.object({ id: zUuid() });
 const zStatus = () => z.enum(TRIP_STATUSES, { errorMap: () => ({ message: `must be one of ${TRIP_STATUSES.join(', ')}` }) });
@@ -63,7 +63,7 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       tags: ['trips'],
       auth: { permission: 'trips:read' },
       query: paginationQuery(20).extend({ status: zStatus().optional() }),
-      responses: { 200: { description: 'Trips', schema: paged(tripSchema) }, ...errors },
+      responses: { 200: { description: 'Trips', schema: pageSchema(tripSchema) }, ...errors },
     },
     async (ctx, { query }) => {
       const q = Trip.query().orderBy([
@@ -84,7 +84,7 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       tags: ['trips'],
       auth: { permission: 'trips:read' },
       params: idParam,
-      responses: { 200: { description: 'Trip with distance_km and duration_seconds', schema: single(tripSchema) }, ...errors },
+      responses: { 200: { description: 'Trip with distance_km and duration_seconds', schema: resourceSchema(tripSchema) }, ...errors },
     },
     async (ctx, { params }) => {
       const trip = await loadTrip(params.id);
@@ -101,7 +101,7 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       tags: ['trips'],
       auth: { permission: 'trips:write' },
       body: createBody,
-      responses: { 201: { description: 'Created trip', schema: single(tripSchema) }, ...errors },
+      responses: { 201: { description: 'Created trip', schema: resourceSchema(tripSchema) }, ...errors },
     },
     async (ctx, { body }) => {
       const trip = await createTrip(ctx.services.db, body);
@@ -122,7 +122,7 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       params: idParam,
       body: patchBody,
       responses: {
-        200: { description: 'Updated trip', schema: single(tripSchema) },
+        200: { description: 'Updated trip', schema: resourceSchema(tripSchema) },
         ...errors,
         409: { description: 'Another active GPS-logging trip runs on the same device' },
       },
@@ -165,7 +165,7 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       auth: { permission: 'trips:read' },
       params: idParam,
       query: paginationQuery(10),
-      responses: { 200: { description: 'GPS points', schema: paged(gpsPointSchema) }, ...errors },
+      responses: { 200: { description: 'GPS points', schema: pageSchema(gpsPointSchema) }, ...errors },
     },
     async (ctx, { params, query }) => {
       const trip = await loadTrip(params.id);
