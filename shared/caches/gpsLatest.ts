@@ -4,7 +4,7 @@ import type { Config } from '../config';
 import type { GpsPushData } from '../events';
 import { GPS_POINT_COLUMNS, GpsPointRow, presentGpsPoint } from '../presenters/gpsPoint';
 import { redisKey } from '../redis';
-import { trackingConfig } from '../commands/trackingConfig';
+import { trackingConfig } from './trackingConfig';
 
 /** Spec §8: the latest GPS point is cached for 5 minutes (system config gps.latest_cache_seconds). */
 export const GPS_LATEST_TTL_SECONDS = 300;

@@ -7,7 +7,7 @@ import { TripStatusHistory } from '../models/TripStatusHistory';
 import { TripTemplate } from '../models/TripTemplate';
 import type { TripStats } from '../presenters/trip';
 import { assertReferencesExist } from '../queries/references';
-import { readTrackingConfig } from './trackingConfig';
+import { readTrackingConfig } from '../caches/trackingConfig';
 import { trackerKeysOfDevices } from './trackerLinks';
 import { canDeleteTrip, transitionPatch } from '../domain/tripStatus';
 
