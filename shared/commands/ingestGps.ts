@@ -10,7 +10,7 @@ import { GpsPointRow, presentGpsPoint } from '../presenters/gpsPoint';
 import { OutboxRelay, SIDE_EFFECT_OUTBOX } from '../outbox';
 import { z, zFinite, zUuid } from '../zod';
 import { forgetLatestGps, recordLatestGps } from '../caches/gpsLatest';
-import { TrackerLink, trackerLinkFor } from './trackerLinks';
+import { TrackerLink, trackerLinkFor } from '../caches/trackerLinks';
 
 /** Latest accepted Unix second (9999-12-31): larger values are almost always milliseconds by mistake. */
 const MAX_UNIX_SECONDS = 253_402_300_799;

@@ -8,7 +8,9 @@ import { TripTemplate } from '../models/TripTemplate';
 import type { TripStats } from '../presenters/trip';
 import { assertReferencesExist } from '../queries/references';
 import { readTrackingConfig } from '../caches/trackingConfig';
-import { trackerKeysOfDevices } from './trackerLinks';
+import { trackerKeysOfDevices } from '../queries/trackerKeys';
+import { invalidateTrackerLinks, TrackerLinkServices } from './trackerLinks';
+import { afterCommit, transaction } from '../db';
 import { canDeleteTrip, transitionPatch } from '../domain/tripStatus';
 
 /** The partial unique index of the tracking migration: one active GPS-logging trip per device. */
@@ -63,11 +65,11 @@ export async function createTrip(db: Knex, input: TripInput): Promise<Trip> {
  * Applies a PATCH in one transaction with the trip row locked: references, the status machine
  * (started_at/ended_at, a history entry with the acting user and position) and the one-active-
  * GPS-logging-trip-per-device rule, which the database enforces so that concurrent activations
- * cannot both win (the loser gets 409). Returns the trip and the tracker keys whose cached
- * device/trip link the change made stale.
+ * cannot both win (the loser gets 409). A status, device or logging change moves where the
+ * device's tracker points go: the tracker links it made stale are dropped after the commit.
  */
-export async function updateTrip(db: Knex, id: string, patch: TripPatch, actorUserId: string | null): Promise<{ trip: Trip; trackerKeys: string[] }> {
-  return db.transaction(async (trx) => {
+export async function updateTrip(services: TrackerLinkServices, id: string, patch: TripPatch, actorUserId: string | null): Promise<Trip> {
+  return transaction(services.db, async (trx) => {
     const trip = await Trip.query(trx).findById(id).forUpdate();
     if (!trip) throw notFound('trip');
     await assertReferencesExist(trx, { device_id: patch.device_id, category_id: patch.category_id, origin_id: patch.origin_id, destination_id: patch.destination_id });
@@ -90,7 +92,7 @@ export async function updateTrip(db: Knex, id: string, patch: TripPatch, actorUs
         changed_at: clock,
       };
     }
-    if (Object.keys(changes).length === 0) return { trip, trackerKeys: [] };
+    if (Object.keys(changes).length === 0) return trip;
 
     let updated: Trip;
     try {
@@ -104,8 +106,11 @@ export async function updateTrip(db: Knex, id: string, patch: TripPatch, actorUs
     if (history) await TripStatusHistory.query(trx).insert(history);
 
     const linkChanged = status !== undefined || changes.device_id !== undefined || changes.gps_logging_enabled !== undefined;
-    const trackerKeys = linkChanged ? await trackerKeysOfDevices(trx, [trip.device_id, updated.device_id]) : [];
-    return { trip: updated, trackerKeys };
+    if (linkChanged) {
+      const trackerKeys = await trackerKeysOfDevices(trx, [trip.device_id, updated.device_id]);
+      afterCommit(trx, () => invalidateTrackerLinks(services, trackerKeys));
+    }
+    return updated;
   });
 }
 

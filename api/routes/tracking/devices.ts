@@ -1,6 +1,5 @@
 import Router from '@koa/router';
 import { deleteDevice, saveDevice } from '../../../shared/commands/devices';
-import { invalidateTrackerLinks } from '../../../shared/commands/trackerLinks';
 import { notFound } from '../../../shared/errors';
 import { Device } from '../../../shared/models/Device';
 import { deviceSchema, presentDevice } from '../../../shared/presenters/device';
@@ -63,8 +62,7 @@ export function deviceRoutes(router: Router<AppState, { services: ApiServices }>
       responses: { 201: { description: 'Created device', schema: resourceSchema(deviceSchema) }, ...linkErrors },
     },
     async (ctx, { body }) => {
-      const { device, trackerKeys } = await saveDevice(ctx.services.db, ctx.state.principal, null, body);
-      await invalidateTrackerLinks(ctx.services, trackerKeys);
+      const device = await saveDevice(ctx.services, ctx.state.principal, null, body);
       created(ctx, resource(ctx, presentDevice(device), `/v1/devices/${device.id}`));
     },
   );
@@ -82,8 +80,7 @@ export function deviceRoutes(router: Router<AppState, { services: ApiServices }>
       responses: { 200: { description: 'Updated device', schema: resourceSchema(deviceSchema) }, ...linkErrors },
     },
     async (ctx, { params, body }) => {
-      const { device, trackerKeys } = await saveDevice(ctx.services.db, ctx.state.principal, params.id, body);
-      await invalidateTrackerLinks(ctx.services, trackerKeys);
+      const device = await saveDevice(ctx.services, ctx.state.principal, params.id, body);
       ctx.body = resource(ctx, presentDevice(device));
     },
   );
@@ -92,8 +89,7 @@ export function deviceRoutes(router: Router<AppState, { services: ApiServices }>
     router,
     { method: 'delete', path: '/v1/devices/:id', summary: 'Delete a device', tags: ['devices'], auth: { permission: 'devices:delete' }, params: idParam, responses: { 204: { description: 'Deleted' }, ...errors } },
     async (ctx, { params }) => {
-      const { trackerKeys } = await deleteDevice(ctx.services.db, params.id);
-      await invalidateTrackerLinks(ctx.services, trackerKeys);
+      await deleteDevice(ctx.services, params.id);
       noContent(ctx);
     },
   );

@@ -1,7 +1,6 @@
 import Router from '@koa/router';
 import { buildTripGpx, GPX_CONTENT_TYPE } from '../../../shared/domain/gpx';
 import { forgetLatestGps } from '../../../shared/caches/gpsLatest';
-import { invalidateTrackerLinks } from '../../../shared/commands/trackerLinks';
 import { createTrip, deleteTrip, tripStats, updateTrip } from '../../../shared/commands/trips';
 import { TRIP_STATUSES } from '../../../shared/domain/tripStatus';
 import { notFound } from '../../../shared/errors';
@@ -128,9 +127,7 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       },
     },
     async (ctx, { params, body }) => {
-      const { trip, trackerKeys } = await updateTrip(ctx.services.db, params.id, body, actingUserId(ctx.state.principal));
-      // A status, device or logging change moves where the device's tracker points go.
-      await invalidateTrackerLinks(ctx.services, trackerKeys);
+      const trip = await updateTrip(ctx.services, params.id, body, actingUserId(ctx.state.principal));
       ctx.body = resource(ctx, presentTrip(trip));
     },
   );
