@@ -72,3 +72,18 @@ export function presentGpsPoint(p: GpsPointRow): GpsPoint {
     created_at: iso(p.created_at),
   };
 }
+
+/** A point of a batch that was not stored: its index in the request and why. */
+export const gpsBatchRejectionSchema = z.object({
+  index: z.number().int(),
+  errors: z.array(z.object({ field: z.string(), message: z.string() })),
+});
+
+/** Outcome of POST /v1/gps/batch: the stored points (index in the request, new id) and the rejected ones. */
+export const gpsBatchResultSchema = z.object({
+  accepted: z.array(z.object({ index: z.number().int(), id: z.string().uuid() })),
+  rejected: z.array(gpsBatchRejectionSchema),
+});
+
+export type GpsBatchRejection = z.infer<typeof gpsBatchRejectionSchema>;
+export type GpsBatchResult = z.infer<typeof gpsBatchResultSchema>;
