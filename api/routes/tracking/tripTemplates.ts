@@ -9,7 +9,7 @@ import { z, zUuid } from '../../../shared/zod';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
 import { errors, zName, zTags, zText, zWeight } from './schemas';
-import { rowById } from '../../../shared/rowLoader';
+import { findOr404, rowById } from '../../../shared/rowLoader';
 import { created, noContent, resource, resourceSchema } from '../../responses';
 
 const idParam = z.object({ id: zUuid() });
@@ -140,7 +140,8 @@ export function tripTemplateRoutes(router: Router<AppState, { services: ApiServi
       responses: { 201: { description: 'Created trip', schema: resourceSchema(tripSchema) }, ...errors },
     },
     async (ctx, { params, body }) => {
-      const trip = await createTripFromTemplate(ctx.services.db, params.id, body.weight_kg);
+      const template = await findOr404(TripTemplate, params.id, 'trip template');
+      const trip = await createTripFromTemplate(ctx.services.db, template, body.weight_kg);
       created(ctx, resource(ctx, presentTrip(trip), `/v1/trips/${trip.id}`));
     },
   );
