@@ -1,17 +1,15 @@
 import Router from '@koa/router';
 import { deleteDevice, saveDevice } from '../../../shared/commands/devices';
-import { notFound } from '../../../shared/errors';
 import { Device } from '../../../shared/models/Device';
 import { deviceSchema, presentDevice } from '../../../shared/presenters/device';
+import { findOr404 } from '../../../shared/rowLoader';
 import { atLeastOne, z, zUuid } from '../../../shared/zod';
 import { paginate, paginationQuery } from '../../pagination';
+import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
-import { errors, zName, zText } from './schemas';
-import { rowById } from '../../../shared/rowLoader';
-import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
+import { errors, idParam, zName, zText } from './schemas';
 
-const idParam = z.object({ id: zUuid() });
 const deviceFields = {
   name: zName(),
   description: zText(),
@@ -36,7 +34,7 @@ export function deviceRoutes(router: Router<AppState, { services: ApiServices }>
       responses: { 200: { description: 'Devices', schema: pageSchema(deviceSchema) }, ...errors },
     },
     async (ctx, { query }) => {
-      ctx.body = await paginate(ctx, Device.query().orderByRaw('lower(name), name, id'), query, presentDevice);
+      ctx.body = await paginate(ctx, Device.query(ctx.services.db).orderByRaw('lower(name), name, id'), query, presentDevice);
     },
   );
 
@@ -44,9 +42,7 @@ export function deviceRoutes(router: Router<AppState, { services: ApiServices }>
     router,
     { method: 'get', path: '/v1/devices/:id', summary: 'Get a device', tags: ['devices'], auth: { permission: 'devices:read' }, params: idParam, responses: { 200: { description: 'Device', schema: resourceSchema(deviceSchema) }, ...errors } },
     async (ctx, { params }) => {
-      const device = await rowById(Device).load(params.id);
-      if (!device) throw notFound('device');
-      ctx.body = resource(ctx, presentDevice(device));
+      ctx.body = resource(ctx, presentDevice(await findOr404(Device, params.id, 'device')));
     },
   );
 
