@@ -36,7 +36,12 @@ async function takeKey(trx: Knex, principal: Principal, apiKeyId: string, device
  * Creates (id null) or patches a device, linking its API key when asked. The tracker keys whose
  * cached device/trip link changed are invalidated after the commit.
  */
-export async function saveDevice(services: TrackerLinkServices, principal: Principal, id: string | null, input: DeviceInput): Promise<Device> {
+export async function saveDevice(
+  services: TrackerLinkServices,
+  principal: Principal,
+  id: string | null,
+  input: DeviceInput,
+): Promise<Device> {
   return transaction(services.db, async (trx) => {
     const before = id ? await Device.query(trx).findById(id).forUpdate() : undefined;
     if (id && !before) throw notFound('device');

@@ -14,7 +14,10 @@ export interface GeofenceInput {
 }
 
 /** Creates a circular geofence; the geofence worker evaluates it from the next GPS point on. */
-export async function createGeofence(db: Knex, input: GeofenceInput & Pick<Geofence, 'name' | 'latitude' | 'longitude' | 'radius_km'>): Promise<Geofence> {
+export async function createGeofence(
+  db: Knex,
+  input: GeofenceInput & Pick<Geofence, 'name' | 'latitude' | 'longitude' | 'radius_km'>,
+): Promise<Geofence> {
   return Geofence.query(db).insertAndFetch(input);
 }
 

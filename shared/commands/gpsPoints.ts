@@ -17,12 +17,19 @@ export interface GpsDeleteDeps {
 
 /** Drops cached latest points that a delete may have removed or changed; a failure is only logged. */
 export async function forgetDeletedGps(deps: GpsDeleteDeps, deviceIds: Array<string | null>): Promise<void> {
-  await forgetLatestGps(deps.redis, deps.config, deviceIds).catch((err) => deps.logger.warn({ err: err.message }, 'could not drop the latest GPS cache'));
+  await forgetLatestGps(deps.redis, deps.config, deviceIds).catch((err) =>
+    deps.logger.warn({ err: err.message }, 'could not drop the latest GPS cache'),
+  );
 }
 
 /** Deletes a GPS point that belongs to no trip: 404 when there is none, 409 when it is on a trip. */
 export async function deleteGpsPoint(deps: GpsDeleteDeps, id: string): Promise<void> {
-  const [deleted] = await deps.db('gps_points').where('id', id).whereNull('trip_id').delete().returning(['id', 'device_id']);
+  const [deleted] = await deps
+    .db('gps_points')
+    .where('id', id)
+    .whereNull('trip_id')
+    .delete()
+    .returning(['id', 'device_id']);
   if (!deleted) {
     const point = await findOr404(GpsPoint, id, 'GPS point');
     throw conflict(`GPS point is linked to trip ${point.trip_id}`);

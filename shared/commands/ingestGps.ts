@@ -42,7 +42,9 @@ async function afterGpsInsert(deps: IngestDeps, rows: GpsPointRow[]): Promise<vo
 export async function ingestGpsPoint(deps: IngestDeps, principal: Principal, input: GpsPointInput): Promise<GpsPoint> {
   const link = await trackerLinkFor(deps.db, principal);
   const row = toGpsRow(input, link);
-  if (row.trip_id && !link && !(await existingTripIds(deps.db, [row.trip_id])).has(row.trip_id)) throw badRequest('trip_id: no such trip');
+  if (row.trip_id && !link && !(await existingTripIds(deps.db, [row.trip_id])).has(row.trip_id)) {
+    throw badRequest('trip_id: no such trip');
+  }
   const [inserted] = await insertGpsRows(deps.db, [row]);
   await afterGpsInsert(deps, [inserted]);
   return presentGpsPoint(inserted);
@@ -58,12 +60,20 @@ export interface GpsBatchInput {
  * Ingests the valid points of a batch in one multi-row INSERT (POST /v1/gps/batch). Points naming
  * an unknown trip join the rejected ones (by index); the others are stored.
  */
-export async function ingestGpsBatch(deps: IngestDeps, principal: Principal, batch: GpsBatchInput): Promise<GpsBatchResult> {
+export async function ingestGpsBatch(
+  deps: IngestDeps,
+  principal: Principal,
+  batch: GpsBatchInput,
+): Promise<GpsBatchResult> {
   const link = await trackerLinkFor(deps.db, principal);
   const rejected = [...batch.rejected];
-  const valid: Array<{ index: number; row: NewGpsRow }> = batch.valid.map((v) => ({ index: v.index, row: toGpsRow(v.point, link) }));
+  const valid: Array<{ index: number; row: NewGpsRow }> = batch.valid.map((v) => ({
+    index: v.index,
+    row: toGpsRow(v.point, link),
+  }));
   if (!link) {
-    const known = await existingTripIds(deps.db, [...new Set(valid.map((v) => v.row.trip_id).filter((t): t is string => !!t))]);
+    const tripIds = new Set(valid.map((v) => v.row.trip_id).filter((t): t is string => !!t));
+    const known = await existingTripIds(deps.db, [...tripIds]);
     for (let i = valid.length - 1; i >= 0; i--) {
       const tripId = valid[i].row.trip_id;
       if (tripId && !known.has(tripId)) {

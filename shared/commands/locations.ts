@@ -34,7 +34,9 @@ export async function createLocation(
   const { contacts = [], ...fields } = input;
   return transaction(db, async (trx) => {
     const location = await Location.query(trx).insertAndFetch(fields);
-    if (contacts.length) await LocationContact.query(trx).insert(contacts.map((c) => ({ ...c, location_id: location.id })));
+    if (contacts.length) {
+      await LocationContact.query(trx).insert(contacts.map((c) => ({ ...c, location_id: location.id })));
+    }
     return { location, contacts: await contactsOf(trx, location.id) };
   });
 }
@@ -51,12 +53,21 @@ export async function deleteLocation(db: Knex, id: string): Promise<void> {
 }
 
 /** Adds a contact to a location the caller loaded. */
-export async function addLocationContact(db: Knex, location: Location, input: LocationContactInput & { name: string }): Promise<LocationContact> {
+export async function addLocationContact(
+  db: Knex,
+  location: Location,
+  input: LocationContactInput & { name: string },
+): Promise<LocationContact> {
   return LocationContact.query(db).insertAndFetch({ ...input, location_id: location.id });
 }
 
 /** Patches a contact of a location (404 when the location has no such contact). */
-export async function updateLocationContact(db: Knex, locationId: string, contactId: string, input: LocationContactInput): Promise<LocationContact> {
+export async function updateLocationContact(
+  db: Knex,
+  locationId: string,
+  contactId: string,
+  input: LocationContactInput,
+): Promise<LocationContact> {
   const contact = await LocationContact.query(db).findOne({ id: contactId, location_id: locationId });
   if (!contact) throw notFound('location contact');
   return contact.$query(db).patchAndFetch(input);

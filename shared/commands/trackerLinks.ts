@@ -17,7 +17,10 @@ export interface TrackerLinkServices {
  * shared/caches/trackerLinks.ts): at once in this process and on every other api instance. Run
  * after the commit.
  */
-export async function invalidateTrackerLinks(services: Omit<TrackerLinkServices, 'db'>, apiKeyIds: Array<string | null | undefined>): Promise<void> {
+export async function invalidateTrackerLinks(
+  services: Omit<TrackerLinkServices, 'db'>,
+  apiKeyIds: Array<string | null | undefined>,
+): Promise<void> {
   const ids = [...new Set(apiKeyIds.filter((k): k is string => typeof k === 'string'))];
   for (const apiKeyId of ids) await invalidateCredentials(services, { apiKeyId });
 }

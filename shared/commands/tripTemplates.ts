@@ -24,7 +24,11 @@ export async function createTripTemplate(db: Knex, input: TripTemplateInput & { 
 }
 
 /** Patches a template the caller loaded; only provided fields change (an empty body changes nothing). */
-export async function updateTripTemplate(db: Knex, template: TripTemplate, input: TripTemplateInput): Promise<TripTemplate> {
+export async function updateTripTemplate(
+  db: Knex,
+  template: TripTemplate,
+  input: TripTemplateInput,
+): Promise<TripTemplate> {
   await assertReferencesExist(db, input);
   const changed = Object.values(input).some((v) => v !== undefined);
   return changed ? template.$query(db).patchAndFetch(input) : template;

@@ -48,5 +48,8 @@ export async function tripStats(db: Knex, tripId: string): Promise<TripStats> {
     [EARTH_RADIUS_KM, tripId],
   );
   const r = rows[0];
-  return { distance_km: Math.round(Number(r.distance_km ?? 0) * 1000) / 1000, duration_seconds: Math.round(Number(r.duration_seconds ?? 0)) };
+  return {
+    distance_km: Math.round(Number(r.distance_km ?? 0) * 1000) / 1000,
+    duration_seconds: Math.round(Number(r.duration_seconds ?? 0)),
+  };
 }

@@ -68,7 +68,10 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       summary: 'The latest GPS point of every device (bare array, newest first)',
       tags: ['gps'],
       auth: { permission: 'gps:read' },
-      responses: { 200: { description: 'One point per device identifier', schema: z.array(gpsPointSchema) }, ...errors },
+      responses: {
+        200: { description: 'One point per device identifier', schema: z.array(gpsPointSchema) },
+        ...errors,
+      },
     },
     async (ctx) => {
       ctx.body = (await latestPointPerDevice(ctx.services.db)).map(presentGpsPoint);
@@ -82,13 +85,16 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       path: '/v1/gps/batch',
       summary: `Store up to ${GPS_BATCH_MAX} GPS points in one request (buffered trackers)`,
       description:
-        'Each point has the shape of POST /v1/gps and is validated on its own. Valid points are stored with one INSERT, ' +
-        'published and queued for geofence evaluation; the answer lists the accepted points (index in the request and ' +
-        'new id) and the rejected ones (index and errors). 400 when no point is valid.',
+        'Each point has the shape of POST /v1/gps and is validated on its own. Valid points are stored with one ' +
+        'INSERT, published and queued for geofence evaluation; the answer lists the accepted points (index in the ' +
+        'request and new id) and the rejected ones (index and errors). 400 when no point is valid.',
       tags: ['gps'],
       auth: { permission: 'gps:write' },
       body: gpsBatchBody,
-      responses: { 201: { description: 'At least one point stored', schema: resourceSchema(gpsBatchResultSchema) }, ...errors },
+      responses: {
+        201: { description: 'At least one point stored', schema: resourceSchema(gpsBatchResultSchema) },
+        ...errors,
+      },
     },
     async (ctx, { body }) => {
       const result = await ingestGpsBatch(ctx.services, ctx.state.principal, gpsBatchPoints(body.points));

@@ -7,10 +7,12 @@ import { z, zFinite, zUuid } from '../../../shared/zod';
  * schemas live with their presenters (shared/presenters).
  */
 
-export const zName = (max = 255) => z.string({ invalid_type_error: 'must be a string' }).trim().min(1, 'must not be empty').max(max);
-export const zText = (max = 10_000) => z.string({ invalid_type_error: 'must be a string' }).max(max).nullable().optional();
+const zString = () => z.string({ invalid_type_error: 'must be a string' });
+export const zName = (max = 255) => zString().trim().min(1, 'must not be empty').max(max);
+export const zText = (max = 10_000) => zString().max(max).nullable().optional();
 export const zLatitude = () => zFinite().min(-90, 'must be between -90 and 90').max(90, 'must be between -90 and 90');
-export const zLongitude = () => zFinite().min(-180, 'must be between -180 and 180').max(180, 'must be between -180 and 180');
+export const zLongitude = () =>
+  zFinite().min(-180, 'must be between -180 and 180').max(180, 'must be between -180 and 180');
 export const zTags = () => z.array(z.string().trim().min(1).max(100)).max(100).transform((t) => [...new Set(t)]);
 export const zWeight = () => zFinite().min(0, 'must be >= 0');
 
@@ -49,7 +51,10 @@ export const gpsPointInput = z
       .nullable()
       .optional()
       .openapi({ description: 'Device identifier; ignored when the caller is a tracker key linked to a device' }),
-    trip_id: zUuid().nullable().optional().openapi({ description: 'Trip; ignored when the caller is a tracker key linked to a device' }),
+    trip_id: zUuid()
+      .nullable()
+      .optional()
+      .openapi({ description: 'Trip; ignored when the caller is a tracker key linked to a device' }),
   })
   .openapi('GpsPointInput');
 
@@ -71,7 +76,10 @@ export function gpsBatchPoints(points: unknown[]): GpsBatchInput {
   points.forEach((raw, index) => {
     const r = gpsPointInput.safeParse(raw);
     if (r.success) batch.valid.push({ index, point: r.data });
-    else batch.rejected.push({ index, errors: r.error.issues.map((i) => ({ field: i.path.length ? i.path.join('.') : 'point', message: i.message })) });
+    else {
+      const errors = r.error.issues.map((i) => ({ field: i.path.length ? i.path.join('.') : 'point', message: i.message }));
+      batch.rejected.push({ index, errors });
+    }
   });
   return batch;
 }
