@@ -37,3 +37,22 @@ export async function deleteGpsPoint(deps: GpsDeleteDeps, id: string): Promise<v
   // The deleted point may be the cached latest one.
   await forgetDeletedGps(deps, [deleted.device_id]);
 }
+
+/**
+ * Deletes the GPS points of a device and/or older than `before` that belong to no trip (GraphQL
+ * deleteGpsData); the matching points on trips are kept and counted. Needs at least one filter.
+ */
+export async function deleteGpsData(
+  deps: GpsDeleteDeps,
+  filter: { deviceId?: string | null; before?: Date | null },
+): Promise<{ deleted: number; keptOnTrips: number }> {
+  const match = (q: Knex.QueryBuilder) => {
+    if (filter.deviceId) q.where('device_id', filter.deviceId);
+    if (filter.before) q.where('timestamp', '<', filter.before);
+    return q;
+  };
+  const deleted = await match(deps.db('gps_points').whereNull('trip_id')).delete();
+  const [{ n }] = (await match(deps.db('gps_points').whereNotNull('trip_id')).count({ n: '*' })) as Array<{ n: number | string }>;
+  await forgetDeletedGps(deps, [filter.deviceId ?? null]);
+  return { deleted, keptOnTrips: Number(n) };
+}

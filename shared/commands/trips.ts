@@ -13,7 +13,7 @@ import { forgetDeletedGps, GpsDeleteDeps } from './gpsPoints';
 import { canDeleteTrip, transitionPatch } from '../domain/tripStatus';
 
 /** The partial unique index of the tracking migration: one active GPS-logging trip per device. */
-export const ACTIVE_GPS_TRIP_INDEX = 'trips_one_active_gps_logging_per_device';
+const ACTIVE_GPS_TRIP_INDEX = 'trips_one_active_gps_logging_per_device';
 
 /** Fields a trip is created with (spec §4.4 POST). */
 export interface TripInput {

@@ -74,7 +74,7 @@ export function presentGpsPoint(p: GpsPointRow): GpsPoint {
 }
 
 /** A point of a batch that was not stored: its index in the request and why. */
-export const gpsBatchRejectionSchema = z.object({
+const gpsBatchRejectionSchema = z.object({
   index: z.number().int(),
   errors: z.array(z.object({ field: z.string(), message: z.string() })),
 });
