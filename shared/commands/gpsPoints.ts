@@ -52,7 +52,8 @@ export async function deleteGpsData(
     return q;
   };
   const deleted = await match(deps.db('gps_points').whereNull('trip_id')).delete();
-  const [{ n }] = (await match(deps.db('gps_points').whereNotNull('trip_id')).count({ n: '*' })) as Array<{ n: number | string }>;
+  const kept = match(deps.db('gps_points').whereNotNull('trip_id')).count({ n: '*' });
+  const [{ n }] = (await kept) as Array<{ n: number | string }>;
   await forgetDeletedGps(deps, [filter.deviceId ?? null]);
   return { deleted, keptOnTrips: Number(n) };
 }
