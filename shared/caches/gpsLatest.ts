@@ -4,10 +4,10 @@ import type { Config } from '../config';
 import type { GpsPushData } from '../events';
 import { GPS_POINT_COLUMNS, GpsPointRow, presentGpsPoint } from '../presenters/gpsPoint';
 import { redisKey } from '../redis';
-import { trackingConfig } from '../commands/trackingConfig';
+import { trackingConfig } from './trackingConfig';
 
 /** Spec §8: the latest GPS point is cached for 5 minutes (system config gps.latest_cache_seconds). */
-export const GPS_LATEST_TTL_SECONDS = 300;
+const GPS_LATEST_TTL_SECONDS = 300;
 
 /** The configured cache lifetime; the spec default when the configuration cannot be read. */
 async function ttlSeconds(db: Knex): Promise<number> {
@@ -80,7 +80,7 @@ export function gpsSortKey(p: Pick<GpsPointRow, 'timestamp' | 'created_at' | 'id
   return pad(p.timestamp.getTime()) + pad(p.created_at.getTime()) + p.id;
 }
 
-export function latestKey(config: Pick<Config, 'redisPrefix'>, deviceId?: string | null): string {
+function latestKey(config: Pick<Config, 'redisPrefix'>, deviceId?: string | null): string {
   return deviceId ? redisKey(config, 'gps', 'latest', 'device', deviceId) : redisKey(config, 'gps', 'latest');
 }
 

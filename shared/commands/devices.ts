@@ -1,7 +1,9 @@
 import type { Knex } from 'knex';
+import { afterCommit, transaction } from '../db';
 import { badRequest, forbidden, notFound } from '../errors';
 import { Device } from '../models/Device';
-import { actingUserId, isSuperAdmin, Principal } from '../policies';
+import { can, Principal, subjects } from '../policies';
+import { invalidateTrackerLinks, TrackerLinkServices } from './trackerLinks';
 
 /** Device fields of POST/PATCH /v1/devices. */
 export interface DeviceInput {
@@ -18,10 +20,10 @@ export interface DeviceInput {
  * admin. The key is then taken away from any device it was linked to before.
  */
 async function takeKey(trx: Knex, principal: Principal, apiKeyId: string, deviceId: string | null): Promise<string[]> {
-  const key = await trx('api_keys').where('id', apiKeyId).forUpdate().first('id', 'user_id');
+  const key = await trx('api_keys').where('id', apiKeyId).forUpdate().first('id', 'user_id', 'is_system');
   if (!key) throw badRequest('api_key_id: no such API key');
-  const owner = key.user_id as string | null;
-  if (!(owner && actingUserId(principal) === owner) && !isSuperAdmin(principal)) {
+  // The key's owner or a super admin (the system key included), as for changing the key itself.
+  if (!can(principal, 'update', subjects.apiKey(key))) {
     throw forbidden("api_key_id: only the key's owner or a system key may link it to a device");
   }
   const q = trx('devices').where('api_key_id', apiKeyId);
@@ -31,11 +33,16 @@ async function takeKey(trx: Knex, principal: Principal, apiKeyId: string, device
 }
 
 /**
- * Creates (id null) or patches a device, linking its API key when asked. Returns the device and the
- * tracker keys whose cached device/trip link changed (drop them after the commit).
+ * Creates (id null) or patches a device, linking its API key when asked. The tracker keys whose
+ * cached device/trip link changed are invalidated after the commit.
  */
-export async function saveDevice(db: Knex, principal: Principal, id: string | null, input: DeviceInput): Promise<{ device: Device; trackerKeys: string[] }> {
-  return db.transaction(async (trx) => {
+export async function saveDevice(
+  services: TrackerLinkServices,
+  principal: Principal,
+  id: string | null,
+  input: DeviceInput,
+): Promise<Device> {
+  return transaction(services.db, async (trx) => {
     const before = id ? await Device.query(trx).findById(id).forUpdate() : undefined;
     if (id && !before) throw notFound('device');
     const trackerKeys: string[] = [];
@@ -45,13 +52,16 @@ export async function saveDevice(db: Knex, principal: Principal, id: string | nu
     if (before?.api_key_id && input.api_key_id !== undefined && input.api_key_id !== before.api_key_id) trackerKeys.push(before.api_key_id);
     const fields = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) as Partial<Device>;
     const device = before ? await before.$query(trx).patchAndFetch(fields) : await Device.query(trx).insertAndFetch(fields);
-    return { device, trackerKeys };
+    afterCommit(trx, () => invalidateTrackerLinks(services, trackerKeys));
+    return device;
   });
 }
 
-/** Deletes a device; its trips and templates keep existing without it. Returns its tracker key, if any. */
-export async function deleteDevice(db: Knex, id: string): Promise<{ trackerKeys: string[] }> {
-  const [row] = await db('devices').where('id', id).delete().returning('api_key_id');
-  if (!row) throw notFound('device');
-  return { trackerKeys: row.api_key_id ? [row.api_key_id] : [] };
+/** Deletes a device; its trips and templates keep existing without it. Its tracker key's link is dropped. */
+export async function deleteDevice(services: TrackerLinkServices, id: string): Promise<void> {
+  await transaction(services.db, async (trx) => {
+    const [row] = await trx('devices').where('id', id).delete().returning('api_key_id');
+    if (!row) throw notFound('device');
+    afterCommit(trx, () => invalidateTrackerLinks(services, [row.api_key_id]));
+  });
 }

@@ -2,61 +2,25 @@ import type { Knex } from 'knex';
 import type { CredentialResolver } from '../auth/credentials';
 import type { EventBus } from '../events';
 import type { Logger } from '../logger';
-import type { Principal } from '../policies';
+import { invalidateCredentials } from './accessChanges';
 
-/** What a tracker's API key is linked to: its device and that device's active GPS-logging trip. */
-export interface TrackerLink {
-  deviceId: string;
-  tripId: string | null;
-}
-
-/** Upper bound on how long a link is trusted without an invalidation (the credential cache's TTL is 60 s). */
-const LINK_TTL_MS = 30_000;
-
-/**
- * Links are cached per resolved credential object. The credential cache hands out the same
- * principal object until the key's entry is invalidated (`bus.invalidateAuth({apiKeyId})`, which
- * reaches every api instance), so dropping the credential also drops its link: no extra pub/sub
- * channel, and no query per GPS point on the hot path.
- */
-const links = new WeakMap<object, { link: TrackerLink | null; at: number }>();
-
-/** The tracker link of an API-key caller (null for every other caller and for unlinked keys). */
-export async function trackerLinkFor(db: Knex, principal: Principal): Promise<TrackerLink | null> {
-  if (principal.kind !== 'apiKey') return null;
-  const cached = links.get(principal);
-  const now = Date.now();
-  if (cached && now - cached.at < LINK_TTL_MS) return cached.link;
-  const row = await db('devices as d')
-    .leftJoin('trips as t', function joinActiveTrip() {
-      this.on('t.device_id', 'd.id').andOn('t.gps_logging_enabled', db.raw('true')).andOn('t.status', db.raw("'active'"));
-    })
-    .where('d.api_key_id', principal.apiKeyId)
-    .first('d.id as device_id', 't.id as trip_id');
-  const link = row ? { deviceId: row.device_id as string, tripId: (row.trip_id as string | null) ?? null } : null;
-  links.set(principal, { link, at: now });
-  return link;
-}
-
-/** The API keys linked to the given devices (whose tracker links a change must drop). */
-export async function trackerKeysOfDevices(db: Knex, deviceIds: Array<string | null | undefined>): Promise<string[]> {
-  const ids = [...new Set(deviceIds.filter((d): d is string => typeof d === 'string'))];
-  if (ids.length === 0) return [];
-  const rows = await db('devices').whereIn('id', ids).whereNotNull('api_key_id').select('api_key_id');
-  return rows.map((r) => r.api_key_id as string);
+/** What a command that moves tracker links needs: the database and the credential invalidation path. */
+export interface TrackerLinkServices {
+  db: Knex;
+  bus: EventBus;
+  logger: Logger;
+  credentials?: CredentialResolver;
 }
 
 /**
- * Drops the cached links (and credentials) of these keys: at once in this process, and on every
- * other api instance through the auth invalidation channel. Call after the commit.
+ * Drops the cached links of these keys with their credentials (a link is cached per credential,
+ * shared/caches/trackerLinks.ts): at once in this process and on every other api instance. Run
+ * after the commit.
  */
 export async function invalidateTrackerLinks(
-  services: { bus: EventBus; logger: Logger; credentials?: CredentialResolver },
+  services: Omit<TrackerLinkServices, 'db'>,
   apiKeyIds: Array<string | null | undefined>,
 ): Promise<void> {
   const ids = [...new Set(apiKeyIds.filter((k): k is string => typeof k === 'string'))];
-  for (const apiKeyId of ids) {
-    services.credentials?.invalidate({ apiKeyId });
-    await services.bus.invalidateAuth({ apiKeyId }).catch((err) => services.logger.warn({ err: (err as Error).message, apiKeyId }, 'could not publish tracker link invalidation'));
-  }
+  for (const apiKeyId of ids) await invalidateCredentials(services, { apiKeyId });
 }

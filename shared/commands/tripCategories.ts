@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { transaction } from '../db';
 import { badRequest, notFound } from '../errors';
 import { TripCategory } from '../models/TripCategory';
 import { assertReferencesExist } from '../queries/references';
@@ -32,7 +33,7 @@ async function wouldCycle(trx: Knex, id: string, candidateParent: string): Promi
  * transaction-scoped advisory lock, so two concurrent moves cannot build a cycle together.
  */
 export async function saveTripCategory(db: Knex, id: string | null, input: TripCategoryInput): Promise<TripCategory> {
-  return db.transaction(async (trx) => {
+  return transaction(db, async (trx) => {
     if (input.parent_id) {
       await trx.raw('SELECT pg_advisory_xact_lock(hashtext(?))', ['trip_categories.hierarchy']);
       await assertReferencesExist(trx, { parent_id: input.parent_id });
@@ -45,4 +46,10 @@ export async function saveTripCategory(db: Knex, id: string | null, input: TripC
     const fields = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) as Partial<TripCategory>;
     return before ? before.$query(trx).patchAndFetch(fields) : TripCategory.query(trx).insertAndFetch(fields);
   });
+}
+
+/** Deletes a trip category; its children move to the top level by the foreign key (404 when there is none). */
+export async function deleteTripCategory(db: Knex, id: string): Promise<void> {
+  const n = await TripCategory.query(db).deleteById(id);
+  if (!n) throw notFound('trip category');
 }

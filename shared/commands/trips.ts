@@ -1,18 +1,19 @@
 import type { Knex } from 'knex';
 import type { PartialModelObject } from 'objection';
 import { conflict, notFound } from '../errors';
-import { EARTH_RADIUS_KM, haversineSql } from '../geo';
 import { Trip, TripStatus } from '../models/Trip';
 import { TripStatusHistory } from '../models/TripStatusHistory';
-import { TripTemplate } from '../models/TripTemplate';
-import type { TripStats } from '../presenters/trip';
+import type { TripTemplate } from '../models/TripTemplate';
 import { assertReferencesExist } from '../queries/references';
-import { readTrackingConfig } from './trackingConfig';
-import { trackerKeysOfDevices } from './trackerLinks';
+import { readTrackingConfig } from '../caches/trackingConfig';
+import { trackerKeysOfDevices } from '../queries/trackerKeys';
+import { invalidateTrackerLinks, TrackerLinkServices } from './trackerLinks';
+import { afterCommit, transaction } from '../db';
+import { forgetDeletedGps, GpsDeleteDeps } from './gpsPoints';
 import { canDeleteTrip, transitionPatch } from '../domain/tripStatus';
 
 /** The partial unique index of the tracking migration: one active GPS-logging trip per device. */
-export const ACTIVE_GPS_TRIP_INDEX = 'trips_one_active_gps_logging_per_device';
+const ACTIVE_GPS_TRIP_INDEX = 'trips_one_active_gps_logging_per_device';
 
 /** Fields a trip is created with (spec §4.4 POST). */
 export interface TripInput {
@@ -63,11 +64,11 @@ export async function createTrip(db: Knex, input: TripInput): Promise<Trip> {
  * Applies a PATCH in one transaction with the trip row locked: references, the status machine
  * (started_at/ended_at, a history entry with the acting user and position) and the one-active-
  * GPS-logging-trip-per-device rule, which the database enforces so that concurrent activations
- * cannot both win (the loser gets 409). Returns the trip and the tracker keys whose cached
- * device/trip link the change made stale.
+ * cannot both win (the loser gets 409). A status, device or logging change moves where the
+ * device's tracker points go: the tracker links it made stale are dropped after the commit.
  */
-export async function updateTrip(db: Knex, id: string, patch: TripPatch, actorUserId: string | null): Promise<{ trip: Trip; trackerKeys: string[] }> {
-  return db.transaction(async (trx) => {
+export async function updateTrip(services: TrackerLinkServices, id: string, patch: TripPatch, actorUserId: string | null): Promise<Trip> {
+  return transaction(services.db, async (trx) => {
     const trip = await Trip.query(trx).findById(id).forUpdate();
     if (!trip) throw notFound('trip');
     await assertReferencesExist(trx, { device_id: patch.device_id, category_id: patch.category_id, origin_id: patch.origin_id, destination_id: patch.destination_id });
@@ -90,7 +91,7 @@ export async function updateTrip(db: Knex, id: string, patch: TripPatch, actorUs
         changed_at: clock,
       };
     }
-    if (Object.keys(changes).length === 0) return { trip, trackerKeys: [] };
+    if (Object.keys(changes).length === 0) return trip;
 
     let updated: Trip;
     try {
@@ -104,49 +105,33 @@ export async function updateTrip(db: Knex, id: string, patch: TripPatch, actorUs
     if (history) await TripStatusHistory.query(trx).insert(history);
 
     const linkChanged = status !== undefined || changes.device_id !== undefined || changes.gps_logging_enabled !== undefined;
-    const trackerKeys = linkChanged ? await trackerKeysOfDevices(trx, [trip.device_id, updated.device_id]) : [];
-    return { trip: updated, trackerKeys };
+    if (linkChanged) {
+      const trackerKeys = await trackerKeysOfDevices(trx, [trip.device_id, updated.device_id]);
+      afterCommit(trx, () => invalidateTrackerLinks(services, trackerKeys));
+    }
+    return updated;
   });
 }
 
 /**
  * Deletes a draft or completed trip (409 while active or paused). Its GPS points stay, with trip_id
- * set to null by the foreign key. Returns the device identifiers of those points, whose cached
- * latest point may carry the old trip_id.
+ * set to null by the foreign key; the cached latest points of their devices, which may carry the
+ * old trip_id, are dropped after the commit.
  */
-export async function deleteTrip(db: Knex, id: string): Promise<{ pointDeviceIds: Array<string | null> }> {
-  return db.transaction(async (trx) => {
+export async function deleteTrip(deps: GpsDeleteDeps, id: string): Promise<void> {
+  await transaction(deps.db, async (trx) => {
     const trip = await Trip.query(trx).findById(id).forUpdate();
     if (!trip) throw notFound('trip');
     if (!canDeleteTrip(trip.status)) throw conflict(`trip is ${trip.status}: only draft or completed trips can be deleted`);
     const devices = await trx('gps_points').where('trip_id', id).distinct('device_id');
     await Trip.query(trx).deleteById(id);
-    return { pointDeviceIds: devices.map((d) => d.device_id as string | null) };
+    const pointDeviceIds = devices.map((d) => d.device_id as string | null);
+    if (pointDeviceIds.length) afterCommit(trx, () => forgetDeletedGps(deps, pointDeviceIds));
   });
 }
 
-/**
- * Distance (sum of haversine legs between consecutive points, in km) and duration (first to last
- * point, in seconds) of a trip's track, computed in SQL.
- */
-export async function tripStats(db: Knex, tripId: string): Promise<TripStats> {
-  const { rows } = await db.raw<{ rows: Array<{ distance_km: number | null; duration_seconds: number | null }> }>(
-    `SELECT COALESCE(SUM(${haversineSql('plat', 'plon', 'latitude', 'longitude')}), 0) AS distance_km,
-            COALESCE(EXTRACT(EPOCH FROM MAX(ts) - MIN(ts)), 0) AS duration_seconds
-       FROM (SELECT latitude, longitude, "timestamp" AS ts,
-                    lag(latitude) OVER w AS plat, lag(longitude) OVER w AS plon
-               FROM gps_points WHERE trip_id = ?
-             WINDOW w AS (ORDER BY "timestamp", created_at, id)) legs`,
-    [EARTH_RADIUS_KM, tripId],
-  );
-  const r = rows[0];
-  return { distance_km: Math.round(Number(r.distance_km ?? 0) * 1000) / 1000, duration_seconds: Math.round(Number(r.duration_seconds ?? 0)) };
-}
-
 /** POST /v1/trip-templates/{id}/create-trip: a draft trip with the template's values and the given weight. */
-export async function createTripFromTemplate(db: Knex, templateId: string, weightKg: number): Promise<Trip> {
-  const tpl = await TripTemplate.query(db).findById(templateId);
-  if (!tpl) throw notFound('trip template');
+export async function createTripFromTemplate(db: Knex, tpl: TripTemplate, weightKg: number): Promise<Trip> {
   return createTrip(db, {
     name: `${tpl.name} (from template)`,
     description: tpl.description,

@@ -4,7 +4,7 @@ import type { Trip, TripStatus } from '../models/Trip';
 export const TRIP_STATUSES = ['draft', 'active', 'paused', 'completed'] as const satisfies readonly TripStatus[];
 
 /** Spec §3: the only five transitions. Everything else (the same status included) is a 400. */
-export const TRIP_TRANSITIONS: Readonly<Record<TripStatus, readonly TripStatus[]>> = {
+const TRIP_TRANSITIONS: Readonly<Record<TripStatus, readonly TripStatus[]>> = {
   draft: ['active'],
   active: ['paused', 'completed'],
   paused: ['active', 'completed'],
@@ -12,7 +12,7 @@ export const TRIP_TRANSITIONS: Readonly<Record<TripStatus, readonly TripStatus[]
 };
 
 /** Whether `from → to` is one of the allowed transitions. */
-export function canTransition(from: TripStatus, to: TripStatus): boolean {
+function canTransition(from: TripStatus, to: TripStatus): boolean {
   return TRIP_TRANSITIONS[from].includes(to);
 }
 

@@ -1,10 +1,35 @@
-import type { GpsPushData } from '../events';
+import { z } from '../zod';
+import { iso } from './iso';
+
+/** GPS point (spec §2): the same shape in REST responses and in the gpsUpdate push (spec §6). */
+export const gpsPointSchema = z
+  .object({
+    id: z.string().uuid(),
+    device_id: z.string().nullable(),
+    trip_id: z.string().uuid().nullable(),
+    latitude: z.number(),
+    longitude: z.number(),
+    altitude: z.number().nullable(),
+    heading: z.number().nullable(),
+    timestamp: z.string().describe('ISO 8601'),
+    speed_kmh: z.number(),
+    speed_mps: z.number(),
+    speed_mph: z.number(),
+    speed_knots: z.number(),
+    pdop: z.number().nullable(),
+    hdop: z.number().nullable(),
+    vdop: z.number().nullable(),
+    created_at: z.string().describe('ISO 8601'),
+  })
+  .openapi('GpsPoint');
+
+export type GpsPoint = z.infer<typeof gpsPointSchema>;
 
 /**
  * The columns of a gps_points row the presenter reads (a model instance or a plain knex row): the
- * pushed shape, with the timestamps still Dates.
+ * presented shape, with the timestamps still Dates.
  */
-export type GpsPointRow = Omit<GpsPushData, 'timestamp' | 'created_at'> & { timestamp: Date; created_at: Date };
+export type GpsPointRow = Omit<GpsPoint, 'timestamp' | 'created_at'> & { timestamp: Date; created_at: Date };
 
 /** Column list matching GpsPointRow, for RETURNING and SELECT on the hot path. */
 export const GPS_POINT_COLUMNS = [
@@ -26,8 +51,8 @@ export const GPS_POINT_COLUMNS = [
   'created_at',
 ] as const;
 
-/** GPS point (spec §2): the same shape in REST responses and in the gpsUpdate push (spec §6). */
-export function presentGpsPoint(p: GpsPointRow): GpsPushData {
+/** A GPS point as the API and the gpsUpdate push show it. */
+export function presentGpsPoint(p: GpsPointRow): GpsPoint {
   return {
     id: p.id,
     device_id: p.device_id,
@@ -36,7 +61,7 @@ export function presentGpsPoint(p: GpsPointRow): GpsPushData {
     longitude: p.longitude,
     altitude: p.altitude,
     heading: p.heading,
-    timestamp: p.timestamp.toISOString(),
+    timestamp: iso(p.timestamp),
     speed_kmh: p.speed_kmh,
     speed_mps: p.speed_mps,
     speed_mph: p.speed_mph,
@@ -44,6 +69,21 @@ export function presentGpsPoint(p: GpsPointRow): GpsPushData {
     pdop: p.pdop,
     hdop: p.hdop,
     vdop: p.vdop,
-    created_at: p.created_at.toISOString(),
+    created_at: iso(p.created_at),
   };
 }
+
+/** A point of a batch that was not stored: its index in the request and why. */
+const gpsBatchRejectionSchema = z.object({
+  index: z.number().int(),
+  errors: z.array(z.object({ field: z.string(), message: z.string() })),
+});
+
+/** Outcome of POST /v1/gps/batch: the stored points (index in the request, new id) and the rejected ones. */
+export const gpsBatchResultSchema = z.object({
+  accepted: z.array(z.object({ index: z.number().int(), id: z.string().uuid() })),
+  rejected: z.array(gpsBatchRejectionSchema),
+});
+
+export type GpsBatchRejection = z.infer<typeof gpsBatchRejectionSchema>;
+export type GpsBatchResult = z.infer<typeof gpsBatchResultSchema>;

@@ -1,5 +1,7 @@
+import { TRIP_STATUSES } from '../domain/tripStatus';
 import type { Trip } from '../models/Trip';
 import type { TripStatusHistory } from '../models/TripStatusHistory';
+import { z } from '../zod';
 import { iso } from './iso';
 
 /** Figures computed from a trip's GPS points (single GET and GPX only). */
@@ -8,8 +10,50 @@ export interface TripStats {
   duration_seconds: number;
 }
 
-/** Trip (spec §2); with `stats`, also distance_km and duration_seconds. */
-export function presentTrip(t: Trip, stats?: TripStats) {
+/** Trip (spec §2); distance_km and duration_seconds only on the single GET. */
+export const tripSchema = z
+  .object({
+    id: z.string().uuid(),
+    name: z.string(),
+    description: z.string().nullable(),
+    status: z.enum(TRIP_STATUSES),
+    gps_logging_enabled: z.boolean(),
+    device_id: z.string().uuid().nullable(),
+    category_id: z.string().uuid().nullable(),
+    origin_id: z.string().uuid().nullable(),
+    destination_id: z.string().uuid().nullable(),
+    weight_kg: z.number().nullable(),
+    notes: z.string().nullable(),
+    tags: z.array(z.string()),
+    start_latitude: z.number().nullable(),
+    start_longitude: z.number().nullable(),
+    end_latitude: z.number().nullable(),
+    end_longitude: z.number().nullable(),
+    started_at: z.string().describe('ISO 8601').nullable(),
+    ended_at: z.string().describe('ISO 8601').nullable(),
+    created_at: z.string().describe('ISO 8601'),
+    updated_at: z.string().describe('ISO 8601'),
+    distance_km: z.number().optional().describe('single GET only: sum of the distances between consecutive points'),
+    duration_seconds: z.number().optional().describe('single GET only: first to last point'),
+  })
+  .openapi('Trip');
+
+/** Trip status history entry (spec §2). */
+export const tripHistorySchema = z
+  .object({
+    id: z.string().uuid(),
+    trip_id: z.string().uuid(),
+    old_status: z.string(),
+    new_status: z.string(),
+    changed_by: z.string().uuid().nullable(),
+    latitude: z.number().nullable(),
+    longitude: z.number().nullable(),
+    changed_at: z.string().describe('ISO 8601'),
+  })
+  .openapi('TripStatusHistoryEntry');
+
+/** A trip as the API shows it; with `stats`, also distance_km and duration_seconds. */
+export function presentTrip(t: Trip, stats?: TripStats): z.infer<typeof tripSchema> {
   return {
     id: t.id,
     name: t.name,
@@ -29,14 +73,14 @@ export function presentTrip(t: Trip, stats?: TripStats) {
     end_longitude: t.end_longitude,
     started_at: iso(t.started_at),
     ended_at: iso(t.ended_at),
-    created_at: t.created_at.toISOString(),
-    updated_at: t.updated_at.toISOString(),
+    created_at: iso(t.created_at),
+    updated_at: iso(t.updated_at),
     ...(stats ? { distance_km: stats.distance_km, duration_seconds: stats.duration_seconds } : {}),
   };
 }
 
-/** Trip status history entry (spec §2). */
-export function presentTripHistory(h: TripStatusHistory) {
+/** A status history entry as the API shows it. */
+export function presentTripHistory(h: TripStatusHistory): z.infer<typeof tripHistorySchema> {
   return {
     id: h.id,
     trip_id: h.trip_id,
@@ -45,6 +89,6 @@ export function presentTripHistory(h: TripStatusHistory) {
     changed_by: h.changed_by,
     latitude: h.latitude,
     longitude: h.longitude,
-    changed_at: h.changed_at.toISOString(),
+    changed_at: iso(h.changed_at),
   };
 }

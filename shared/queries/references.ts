@@ -31,3 +31,10 @@ export async function assertReferencesExist(db: Knex, refs: Partial<Record<Refer
   const missing = entries.find(([field]) => !found.has(field));
   if (missing) throw badRequest(`${missing[0]}: no such ${REFERENCE_TABLES[missing[0]][1]}`);
 }
+
+/** The subset of these trip ids that exist (one query). */
+export async function existingTripIds(db: Knex, ids: string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await db('trips').whereIn('id', ids).select('id');
+  return new Set(rows.map((r) => r.id as string));
+}

@@ -1,16 +1,15 @@
 import Router from '@koa/router';
-import { notFound } from '../../shared/errors';
-import { Geofence } from '../../shared/models/Geofence';
-import { presentGeofence } from '../../shared/presenters/geofence';
-import { atLeastOne, z, zFinite, zUuid } from '../../shared/zod';
-import { paginate, paginationQuery } from '../pagination';
-import { AppState, defineRoute } from '../routing';
-import type { ApiServices } from '../services';
-import { errors, geofenceSchema, paged, single, zLatitude, zLongitude, zName, zText } from './trackingSchemas';
-import { rowById } from '../../shared/rowLoader';
-import { created, noContent, resource } from '../responses';
+import { createGeofence, deleteGeofence, updateGeofence } from '../../../shared/commands/geofences';
+import { Geofence } from '../../../shared/models/Geofence';
+import { geofenceSchema, presentGeofence } from '../../../shared/presenters/geofence';
+import { findOr404 } from '../../../shared/rowLoader';
+import { atLeastOne, z, zFinite } from '../../../shared/zod';
+import { paginate, paginationQuery } from '../../pagination';
+import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
+import { AppState, defineRoute } from '../../routing';
+import type { ApiServices } from '../../services';
+import { errors, idParam, zLatitude, zLongitude, zName, zText } from './schemas';
 
-const idParam = z.object({ id: zUuid() });
 const geofenceFields = {
   name: zName(),
   description: zText(),
@@ -47,20 +46,18 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
       tags: ['geofences'],
       auth: { permission: 'geofences:read' },
       query: paginationQuery(10),
-      responses: { 200: { description: 'Geofences', schema: paged(geofenceSchema) }, ...errors },
+      responses: { 200: { description: 'Geofences', schema: pageSchema(geofenceSchema) }, ...errors },
     },
     async (ctx, { query }) => {
-      ctx.body = await paginate(ctx, Geofence.query().orderByRaw('lower(name), name, id'), query, presentGeofence);
+      ctx.body = await paginate(ctx, Geofence.query(ctx.services.db).orderByRaw('lower(name), name, id'), query, presentGeofence);
     },
   );
 
   defineRoute(
     router,
-    { method: 'get', path: '/v1/geofences/:id', summary: 'Get a geofence', tags: ['geofences'], auth: { permission: 'geofences:read' }, params: idParam, responses: { 200: { description: 'Geofence', schema: single(geofenceSchema) }, ...errors } },
+    { method: 'get', path: '/v1/geofences/:id', summary: 'Get a geofence', tags: ['geofences'], auth: { permission: 'geofences:read' }, params: idParam, responses: { 200: { description: 'Geofence', schema: resourceSchema(geofenceSchema) }, ...errors } },
     async (ctx, { params }) => {
-      const g = await rowById(Geofence).load(params.id);
-      if (!g) throw notFound('geofence');
-      ctx.body = resource(ctx, presentGeofence(g));
+      ctx.body = resource(ctx, presentGeofence(await findOr404(Geofence, params.id, 'geofence')));
     },
   );
 
@@ -73,10 +70,10 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
       tags: ['geofences'],
       auth: { permission: 'geofences:write' },
       body: createBody,
-      responses: { 201: { description: 'Created geofence', schema: single(geofenceSchema) }, ...errors },
+      responses: { 201: { description: 'Created geofence', schema: resourceSchema(geofenceSchema) }, ...errors },
     },
     async (ctx, { body }) => {
-      const g = await Geofence.query().insertAndFetch(body);
+      const g = await createGeofence(ctx.services.db, body);
       created(ctx, resource(ctx, presentGeofence(g), `/v1/geofences/${g.id}`));
     },
   );
@@ -91,12 +88,11 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
       auth: { permission: 'geofences:write' },
       params: idParam,
       body: patchBody,
-      responses: { 200: { description: 'Updated geofence', schema: single(geofenceSchema) }, ...errors },
+      responses: { 200: { description: 'Updated geofence', schema: resourceSchema(geofenceSchema) }, ...errors },
     },
     async (ctx, { params, body }) => {
-      const g = await rowById(Geofence).load(params.id);
-      if (!g) throw notFound('geofence');
-      ctx.body = resource(ctx, presentGeofence(await g.$query().patchAndFetch(body)));
+      const g = await findOr404(Geofence, params.id, 'geofence');
+      ctx.body = resource(ctx, presentGeofence(await updateGeofence(ctx.services.db, g, body)));
     },
   );
 
@@ -104,8 +100,7 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
     router,
     { method: 'delete', path: '/v1/geofences/:id', summary: 'Delete a geofence', tags: ['geofences'], auth: { permission: 'geofences:delete' }, params: idParam, responses: { 204: { description: 'Deleted' }, ...errors } },
     async (ctx, { params }) => {
-      const n = await Geofence.query().deleteById(params.id);
-      if (!n) throw notFound('geofence');
+      await deleteGeofence(ctx.services.db, params.id);
       noContent(ctx);
     },
   );

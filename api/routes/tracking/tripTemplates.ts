@@ -1,18 +1,16 @@
 import Router from '@koa/router';
-import { assertReferencesExist } from '../../shared/queries/references';
-import { createTripFromTemplate } from '../../shared/commands/trips';
-import { notFound } from '../../shared/errors';
-import { TripTemplate } from '../../shared/models/TripTemplate';
-import { presentTrip } from '../../shared/presenters/trip';
-import { presentTripTemplate } from '../../shared/presenters/tripTemplate';
-import { z, zUuid } from '../../shared/zod';
-import { AppState, defineRoute } from '../routing';
-import type { ApiServices } from '../services';
-import { errors, single, tripSchema, tripTemplateSchema, zName, zTags, zText, zWeight } from './trackingSchemas';
-import { rowById } from '../../shared/rowLoader';
-import { created, noContent, resource } from '../responses';
+import { createTripFromTemplate } from '../../../shared/commands/trips';
+import { createTripTemplate, deleteTripTemplate, updateTripTemplate } from '../../../shared/commands/tripTemplates';
+import { TripTemplate } from '../../../shared/models/TripTemplate';
+import { presentTrip, tripSchema } from '../../../shared/presenters/trip';
+import { presentTripTemplate, tripTemplateSchema } from '../../../shared/presenters/tripTemplate';
+import { findOr404 } from '../../../shared/rowLoader';
+import { z, zUuid } from '../../../shared/zod';
+import { created, noContent, resource, resourceSchema } from '../../responses';
+import { AppState, defineRoute } from '../../routing';
+import type { ApiServices } from '../../services';
+import { errors, idParam, zName, zTags, zText, zWeight } from './schemas';
 
-const idParam = z.object({ id: zUuid() });
 // Leaves room for the " (from template)" suffix within a trip name's 255 characters.
 const templateFields = {
   name: zName(200),
@@ -30,12 +28,6 @@ const createBody = z.object(templateFields);
 const patchBody = z.object({ ...templateFields, name: zName(200).optional() });
 const createTripBody = z.object({ weight_kg: zWeight() });
 
-async function loadTemplate(id: string): Promise<TripTemplate> {
-  const t = await rowById(TripTemplate).load(id);
-  if (!t) throw notFound('trip template');
-  return t;
-}
-
 /** Spec §4.8: trip templates (permissions of trips). */
 export function tripTemplateRoutes(router: Router<AppState, { services: ApiServices }>): void {
   defineRoute(
@@ -49,7 +41,7 @@ export function tripTemplateRoutes(router: Router<AppState, { services: ApiServi
       responses: { 200: { description: 'Templates', schema: z.array(tripTemplateSchema) }, ...errors },
     },
     async (ctx) => {
-      const rows = await TripTemplate.query().orderByRaw('lower(name), name, id');
+      const rows = await TripTemplate.query(ctx.services.db).orderByRaw('lower(name), name, id');
       ctx.body = rows.map(presentTripTemplate);
     },
   );
@@ -63,10 +55,10 @@ export function tripTemplateRoutes(router: Router<AppState, { services: ApiServi
       tags: ['trip-templates'],
       auth: { permission: 'trips:read' },
       params: idParam,
-      responses: { 200: { description: 'Template', schema: single(tripTemplateSchema) }, ...errors },
+      responses: { 200: { description: 'Template', schema: resourceSchema(tripTemplateSchema) }, ...errors },
     },
     async (ctx, { params }) => {
-      ctx.body = resource(ctx, presentTripTemplate(await loadTemplate(params.id)));
+      ctx.body = resource(ctx, presentTripTemplate(await findOr404(TripTemplate, params.id, 'trip template')));
     },
   );
 
@@ -79,11 +71,10 @@ export function tripTemplateRoutes(router: Router<AppState, { services: ApiServi
       tags: ['trip-templates'],
       auth: { permission: 'trips:write' },
       body: createBody,
-      responses: { 201: { description: 'Created template', schema: single(tripTemplateSchema) }, ...errors },
+      responses: { 201: { description: 'Created template', schema: resourceSchema(tripTemplateSchema) }, ...errors },
     },
     async (ctx, { body }) => {
-      await assertReferencesExist(ctx.services.db, body);
-      const t = await TripTemplate.query().insertAndFetch(body);
+      const t = await createTripTemplate(ctx.services.db, body);
       created(ctx, resource(ctx, presentTripTemplate(t), `/v1/trip-templates/${t.id}`));
     },
   );
@@ -98,13 +89,11 @@ export function tripTemplateRoutes(router: Router<AppState, { services: ApiServi
       auth: { permission: 'trips:write' },
       params: idParam,
       body: patchBody,
-      responses: { 200: { description: 'Updated template', schema: single(tripTemplateSchema) }, ...errors },
+      responses: { 200: { description: 'Updated template', schema: resourceSchema(tripTemplateSchema) }, ...errors },
     },
     async (ctx, { params, body }) => {
-      const t = await loadTemplate(params.id);
-      await assertReferencesExist(ctx.services.db, body);
-      const changed = Object.values(body).some((v) => v !== undefined);
-      ctx.body = resource(ctx, presentTripTemplate(changed ? await t.$query().patchAndFetch(body) : t));
+      const t = await findOr404(TripTemplate, params.id, 'trip template');
+      ctx.body = resource(ctx, presentTripTemplate(await updateTripTemplate(ctx.services.db, t, body)));
     },
   );
 
@@ -120,8 +109,7 @@ export function tripTemplateRoutes(router: Router<AppState, { services: ApiServi
       responses: { 204: { description: 'Deleted' }, ...errors },
     },
     async (ctx, { params }) => {
-      const n = await TripTemplate.query().deleteById(params.id);
-      if (!n) throw notFound('trip template');
+      await deleteTripTemplate(ctx.services.db, params.id);
       noContent(ctx);
     },
   );
@@ -137,10 +125,11 @@ export function tripTemplateRoutes(router: Router<AppState, { services: ApiServi
       auth: { permission: 'trips:write' },
       params: idParam,
       body: createTripBody,
-      responses: { 201: { description: 'Created trip', schema: single(tripSchema) }, ...errors },
+      responses: { 201: { description: 'Created trip', schema: resourceSchema(tripSchema) }, ...errors },
     },
     async (ctx, { params, body }) => {
-      const trip = await createTripFromTemplate(ctx.services.db, params.id, body.weight_kg);
+      const template = await findOr404(TripTemplate, params.id, 'trip template');
+      const trip = await createTripFromTemplate(ctx.services.db, template, body.weight_kg);
       created(ctx, resource(ctx, presentTrip(trip), `/v1/trips/${trip.id}`));
     },
   );

@@ -1,25 +1,22 @@
 import Router from '@koa/router';
-import { buildTripGpx, GPX_CONTENT_TYPE } from '../../shared/domain/gpx';
-import { forgetLatestGps } from '../../shared/caches/gpsLatest';
-import { invalidateTrackerLinks } from '../../shared/commands/trackerLinks';
-import { createTrip, deleteTrip, tripStats, updateTrip } from '../../shared/commands/trips';
-import { TRIP_STATUSES } from '../../shared/domain/tripStatus';
-import { notFound } from '../../shared/errors';
-import { GpsPoint } from '../../shared/models/GpsPoint';
-import { Trip } from '../../shared/models/Trip';
-import { TripStatusHistory } from '../../shared/models/TripStatusHistory';
-import { actingUserId } from '../../shared/policies';
-import { GPS_POINT_COLUMNS, GpsPointRow, presentGpsPoint } from '../../shared/presenters/gpsPoint';
-import { presentTrip, presentTripHistory } from '../../shared/presenters/trip';
-import { z, zUuid } from '../../shared/zod';
-import { paginate, paginationQuery } from '../pagination';
-import { AppState, defineRoute } from '../routing';
-import type { ApiServices } from '../services';
-import { errors, gpsPointSchema, paged, single, tripHistorySchema, tripSchema, zLatitude, zLongitude, zName, zTags, zText, zWeight } from './trackingSchemas';
-import { rowById } from '../../shared/rowLoader';
-import { created, noContent, resource } from '../responses';
+import { buildTripGpx, GPX_CONTENT_TYPE } from '../../../shared/domain/gpx';
+import { createTrip, deleteTrip, updateTrip } from '../../../shared/commands/trips';
+import { TRIP_STATUSES } from '../../../shared/domain/tripStatus';
+import { GpsPoint } from '../../../shared/models/GpsPoint';
+import { Trip } from '../../../shared/models/Trip';
+import { TripStatusHistory } from '../../../shared/models/TripStatusHistory';
+import { actingUserId } from '../../../shared/policies';
+import { gpsPointSchema, presentGpsPoint } from '../../../shared/presenters/gpsPoint';
+import { presentTrip, presentTripHistory, tripHistorySchema, tripSchema } from '../../../shared/presenters/trip';
+import { tripStats, tripTrack } from '../../../shared/queries/gpsPoints';
+import { findOr404 } from '../../../shared/rowLoader';
+import { z, zUuid } from '../../../shared/zod';
+import { paginate, paginationQuery } from '../../pagination';
+import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
+import { AppState, defineRoute } from '../../routing';
+import type { ApiServices } from '../../services';
+import { errors, idParam, zLatitude, zLongitude, zName, zTags, zText, zWeight } from './schemas';
 
-const idParam = z.object({ id: zUuid() });
 const zStatus = () => z.enum(TRIP_STATUSES, { errorMap: () => ({ message: `must be one of ${TRIP_STATUSES.join(', ')}` }) });
 const tripFields = {
   name: zName(),
@@ -46,12 +43,6 @@ const patchBody = z.object({
   longitude: zLongitude().nullable().optional().openapi({ description: 'See latitude' }),
 });
 
-async function loadTrip(id: string): Promise<Trip> {
-  const trip = await rowById(Trip).load(id);
-  if (!trip) throw notFound('trip');
-  return trip;
-}
-
 /** Spec §4.4 and §3, plus GPX export. */
 export function tripRoutes(router: Router<AppState, { services: ApiServices }>): void {
   defineRoute(
@@ -63,10 +54,10 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       tags: ['trips'],
       auth: { permission: 'trips:read' },
       query: paginationQuery(20).extend({ status: zStatus().optional() }),
-      responses: { 200: { description: 'Trips', schema: paged(tripSchema) }, ...errors },
+      responses: { 200: { description: 'Trips', schema: pageSchema(tripSchema) }, ...errors },
     },
     async (ctx, { query }) => {
-      const q = Trip.query().orderBy([
+      const q = Trip.query(ctx.services.db).orderBy([
         { column: 'created_at', order: 'desc' },
         { column: 'id', order: 'desc' },
       ]);
@@ -84,10 +75,10 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       tags: ['trips'],
       auth: { permission: 'trips:read' },
       params: idParam,
-      responses: { 200: { description: 'Trip with distance_km and duration_seconds', schema: single(tripSchema) }, ...errors },
+      responses: { 200: { description: 'Trip with distance_km and duration_seconds', schema: resourceSchema(tripSchema) }, ...errors },
     },
     async (ctx, { params }) => {
-      const trip = await loadTrip(params.id);
+      const trip = await findOr404(Trip, params.id, 'trip');
       ctx.body = resource(ctx, presentTrip(trip, await tripStats(ctx.services.db, trip.id)));
     },
   );
@@ -101,7 +92,7 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       tags: ['trips'],
       auth: { permission: 'trips:write' },
       body: createBody,
-      responses: { 201: { description: 'Created trip', schema: single(tripSchema) }, ...errors },
+      responses: { 201: { description: 'Created trip', schema: resourceSchema(tripSchema) }, ...errors },
     },
     async (ctx, { body }) => {
       const trip = await createTrip(ctx.services.db, body);
@@ -122,15 +113,13 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       params: idParam,
       body: patchBody,
       responses: {
-        200: { description: 'Updated trip', schema: single(tripSchema) },
+        200: { description: 'Updated trip', schema: resourceSchema(tripSchema) },
         ...errors,
         409: { description: 'Another active GPS-logging trip runs on the same device' },
       },
     },
     async (ctx, { params, body }) => {
-      const { trip, trackerKeys } = await updateTrip(ctx.services.db, params.id, body, actingUserId(ctx.state.principal));
-      // A status, device or logging change moves where the device's tracker points go.
-      await invalidateTrackerLinks(ctx.services, trackerKeys);
+      const trip = await updateTrip(ctx.services, params.id, body, actingUserId(ctx.state.principal));
       ctx.body = resource(ctx, presentTrip(trip));
     },
   );
@@ -147,10 +136,7 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       responses: { 204: { description: 'Deleted' }, ...errors, 409: { description: 'Trip is active or paused' } },
     },
     async (ctx, { params }) => {
-      const s = ctx.services;
-      const { pointDeviceIds } = await deleteTrip(s.db, params.id);
-      // Cached latest points may still carry the deleted trip's id.
-      if (pointDeviceIds.length) await forgetLatestGps(s.redis, s.config, pointDeviceIds).catch((err) => s.logger.warn({ err: err.message }, 'could not drop the latest GPS cache'));
+      await deleteTrip(ctx.services, params.id);
       noContent(ctx);
     },
   );
@@ -165,11 +151,13 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       auth: { permission: 'trips:read' },
       params: idParam,
       query: paginationQuery(10),
-      responses: { 200: { description: 'GPS points', schema: paged(gpsPointSchema) }, ...errors },
+      responses: { 200: { description: 'GPS points', schema: pageSchema(gpsPointSchema) }, ...errors },
     },
     async (ctx, { params, query }) => {
-      const trip = await loadTrip(params.id);
-      const q = GpsPoint.query().where('trip_id', trip.id).orderBy([{ column: 'timestamp' }, { column: 'created_at' }, { column: 'id' }]);
+      const trip = await findOr404(Trip, params.id, 'trip');
+      const q = GpsPoint.query(ctx.services.db)
+        .where('trip_id', trip.id)
+        .orderBy([{ column: 'timestamp' }, { column: 'created_at' }, { column: 'id' }]);
       ctx.body = await paginate(ctx, q, query, presentGpsPoint);
     },
   );
@@ -186,8 +174,10 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       responses: { 200: { description: 'History entries', schema: z.array(tripHistorySchema) }, ...errors },
     },
     async (ctx, { params }) => {
-      const trip = await loadTrip(params.id);
-      const rows = await TripStatusHistory.query().where('trip_id', trip.id).orderBy([{ column: 'changed_at' }, { column: 'id' }]);
+      const trip = await findOr404(Trip, params.id, 'trip');
+      const rows = await TripStatusHistory.query(ctx.services.db)
+        .where('trip_id', trip.id)
+        .orderBy([{ column: 'changed_at' }, { column: 'id' }]);
       ctx.body = rows.map(presentTripHistory);
     },
   );
@@ -205,14 +195,8 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       responses: { 200: { description: 'GPX 1.1 document', schema: z.string(), contentType: GPX_CONTENT_TYPE }, ...errors },
     },
     async (ctx, { params }) => {
-      const trip = await loadTrip(params.id);
-      const [points, stats] = await Promise.all([
-        ctx.services.db('gps_points')
-          .where('trip_id', trip.id)
-          .orderBy([{ column: 'timestamp' }, { column: 'created_at' }, { column: 'id' }])
-          .select(...GPS_POINT_COLUMNS) as Promise<GpsPointRow[]>,
-        tripStats(ctx.services.db, trip.id),
-      ]);
+      const trip = await findOr404(Trip, params.id, 'trip');
+      const [points, stats] = await Promise.all([tripTrack(ctx.services.db, trip.id), tripStats(ctx.services.db, trip.id)]);
       ctx.type = GPX_CONTENT_TYPE;
       ctx.set('Content-Disposition', `attachment; filename="trip-${trip.id}.gpx"`);
       ctx.body = buildTripGpx(trip, points, stats);

@@ -1,18 +1,23 @@
 import Router from '@koa/router';
-import type { Knex } from 'knex';
-import { notFound } from '../../shared/errors';
-import { Location } from '../../shared/models/Location';
-import { LocationContact } from '../../shared/models/LocationContact';
-import { presentLocation, presentLocationContact } from '../../shared/presenters/location';
-import { atLeastOne, z, zUuid } from '../../shared/zod';
-import { paginate, paginationQuery } from '../pagination';
-import { AppState, defineRoute } from '../routing';
-import type { ApiServices } from '../services';
-import { errors, locationContactSchema, locationSchema, paged, single, zLatitude, zLongitude, zName, zText } from './trackingSchemas';
-import { rowById } from '../../shared/rowLoader';
-import { created, noContent, resource } from '../responses';
+import {
+  addLocationContact,
+  createLocation,
+  deleteLocation,
+  deleteLocationContact,
+  updateLocation,
+  updateLocationContact,
+} from '../../../shared/commands/locations';
+import { Location } from '../../../shared/models/Location';
+import { locationContactSchema, locationSchema, presentLocation, presentLocationContact } from '../../../shared/presenters/location';
+import { contactsOf } from '../../../shared/queries/locationContacts';
+import { findOr404 } from '../../../shared/rowLoader';
+import { atLeastOne, z, zUuid } from '../../../shared/zod';
+import { paginate, paginationQuery } from '../../pagination';
+import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
+import { AppState, defineRoute } from '../../routing';
+import type { ApiServices } from '../../services';
+import { errors, idParam, zLatitude, zLongitude, zName, zText } from './schemas';
 
-const idParam = z.object({ id: zUuid() });
 const contactParams = z.object({ id: zUuid(), cid: zUuid() });
 const zShort = (max: number) => z.string({ invalid_type_error: 'must be a string' }).trim().max(max).nullable().optional();
 
@@ -44,16 +49,6 @@ const locationFields = {
 const createBody = z.object({ ...locationFields, contacts: z.array(contactBody).max(100).optional() });
 const patchBody = atLeastOne(z.object({ ...locationFields, name: zName().optional(), is_active: z.boolean().optional() }));
 
-async function loadLocation(id: string): Promise<Location> {
-  const location = await rowById(Location).load(id);
-  if (!location) throw notFound('location');
-  return location;
-}
-
-async function contactsOf(locationId: string, trx?: Knex): Promise<LocationContact[]> {
-  return LocationContact.query(trx).where('location_id', locationId).orderByRaw('lower(name), name, created_at');
-}
-
 /** Spec §4.5. */
 export function locationRoutes(router: Router<AppState, { services: ApiServices }>): void {
   defineRoute(
@@ -65,19 +60,19 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
       tags: ['locations'],
       auth: { permission: 'locations:read' },
       query: paginationQuery(10),
-      responses: { 200: { description: 'Locations (without contacts)', schema: paged(locationSchema) }, ...errors },
+      responses: { 200: { description: 'Locations (without contacts)', schema: pageSchema(locationSchema) }, ...errors },
     },
     async (ctx, { query }) => {
-      ctx.body = await paginate(ctx, Location.query().orderByRaw('lower(name), name, id'), query, (l) => presentLocation(l));
+      ctx.body = await paginate(ctx, Location.query(ctx.services.db).orderByRaw('lower(name), name, id'), query, (l) => presentLocation(l));
     },
   );
 
   defineRoute(
     router,
-    { method: 'get', path: '/v1/locations/:id', summary: 'Get a location with its contacts', tags: ['locations'], auth: { permission: 'locations:read' }, params: idParam, responses: { 200: { description: 'Location', schema: single(locationSchema) }, ...errors } },
+    { method: 'get', path: '/v1/locations/:id', summary: 'Get a location with its contacts', tags: ['locations'], auth: { permission: 'locations:read' }, params: idParam, responses: { 200: { description: 'Location', schema: resourceSchema(locationSchema) }, ...errors } },
     async (ctx, { params }) => {
-      const location = await loadLocation(params.id);
-      ctx.body = resource(ctx, presentLocation(location, await contactsOf(location.id)));
+      const location = await findOr404(Location, params.id, 'location');
+      ctx.body = resource(ctx, presentLocation(location, await contactsOf(ctx.services.db, location.id)));
     },
   );
 
@@ -90,16 +85,11 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
       tags: ['locations'],
       auth: { permission: 'locations:write' },
       body: createBody,
-      responses: { 201: { description: 'Created location with contacts', schema: single(locationSchema) }, ...errors },
+      responses: { 201: { description: 'Created location with contacts', schema: resourceSchema(locationSchema) }, ...errors },
     },
     async (ctx, { body }) => {
-      const { contacts = [], ...fields } = body;
-      const { location, saved } = await ctx.services.db.transaction(async (trx) => {
-        const location = await Location.query(trx).insertAndFetch(fields);
-        if (contacts.length) await LocationContact.query(trx).insert(contacts.map((c) => ({ ...c, location_id: location.id })));
-        return { location, saved: await contactsOf(location.id, trx) };
-      });
-      created(ctx, resource(ctx, presentLocation(location, saved), `/v1/locations/${location.id}`));
+      const { location, contacts } = await createLocation(ctx.services.db, body);
+      created(ctx, resource(ctx, presentLocation(location, contacts), `/v1/locations/${location.id}`));
     },
   );
 
@@ -113,12 +103,12 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
       auth: { permission: 'locations:write' },
       params: idParam,
       body: patchBody,
-      responses: { 200: { description: 'Updated location with contacts', schema: single(locationSchema) }, ...errors },
+      responses: { 200: { description: 'Updated location with contacts', schema: resourceSchema(locationSchema) }, ...errors },
     },
     async (ctx, { params, body }) => {
-      const location = await loadLocation(params.id);
-      const updated = await location.$query().patchAndFetch(body);
-      ctx.body = resource(ctx, presentLocation(updated, await contactsOf(location.id)));
+      const location = await findOr404(Location, params.id, 'location');
+      const updated = await updateLocation(ctx.services.db, location, body);
+      ctx.body = resource(ctx, presentLocation(updated, await contactsOf(ctx.services.db, location.id)));
     },
   );
 
@@ -126,8 +116,7 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
     router,
     { method: 'delete', path: '/v1/locations/:id', summary: 'Delete a location and its contacts', tags: ['locations'], auth: { permission: 'locations:delete' }, params: idParam, responses: { 204: { description: 'Deleted' }, ...errors } },
     async (ctx, { params }) => {
-      const n = await Location.query().deleteById(params.id);
-      if (!n) throw notFound('location');
+      await deleteLocation(ctx.services.db, params.id);
       noContent(ctx);
     },
   );
@@ -142,11 +131,11 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
       auth: { permission: 'locations:write' },
       params: idParam,
       body: contactBody,
-      responses: { 201: { description: 'Created contact', schema: single(locationContactSchema) }, ...errors },
+      responses: { 201: { description: 'Created contact', schema: resourceSchema(locationContactSchema) }, ...errors },
     },
     async (ctx, { params, body }) => {
-      const location = await loadLocation(params.id);
-      const contact = await LocationContact.query().insertAndFetch({ ...body, location_id: location.id });
+      const location = await findOr404(Location, params.id, 'location');
+      const contact = await addLocationContact(ctx.services.db, location, body);
       created(ctx, resource(ctx, presentLocationContact(contact), `/v1/locations/${location.id}/contacts/${contact.id}`));
     },
   );
@@ -161,12 +150,11 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
       auth: { permission: 'locations:write' },
       params: contactParams,
       body: contactPatch,
-      responses: { 200: { description: 'Updated contact', schema: single(locationContactSchema) }, ...errors },
+      responses: { 200: { description: 'Updated contact', schema: resourceSchema(locationContactSchema) }, ...errors },
     },
     async (ctx, { params, body }) => {
-      const contact = await LocationContact.query().findOne({ id: params.cid, location_id: params.id });
-      if (!contact) throw notFound('location contact');
-      ctx.body = resource(ctx, presentLocationContact(await contact.$query().patchAndFetch(body)));
+      const contact = await updateLocationContact(ctx.services.db, params.id, params.cid, body);
+      ctx.body = resource(ctx, presentLocationContact(contact));
     },
   );
 
@@ -182,8 +170,7 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
       responses: { 204: { description: 'Deleted' }, ...errors },
     },
     async (ctx, { params }) => {
-      const n = await LocationContact.query().delete().where({ id: params.cid, location_id: params.id });
-      if (!n) throw notFound('location contact');
+      await deleteLocationContact(ctx.services.db, params.id, params.cid);
       noContent(ctx);
     },
   );

@@ -1,16 +1,14 @@
 import Router from '@koa/router';
-import { saveTripCategory } from '../../shared/commands/tripCategories';
-import { notFound } from '../../shared/errors';
-import { TripCategory } from '../../shared/models/TripCategory';
-import { presentTripCategory } from '../../shared/presenters/tripCategory';
-import { atLeastOne, z, zUuid } from '../../shared/zod';
-import { AppState, defineRoute } from '../routing';
-import type { ApiServices } from '../services';
-import { errors, single, tripCategorySchema, zName, zText } from './trackingSchemas';
-import { rowById } from '../../shared/rowLoader';
-import { created, noContent, resource } from '../responses';
+import { deleteTripCategory, saveTripCategory } from '../../../shared/commands/tripCategories';
+import { TripCategory } from '../../../shared/models/TripCategory';
+import { presentTripCategory, tripCategorySchema } from '../../../shared/presenters/tripCategory';
+import { findOr404 } from '../../../shared/rowLoader';
+import { atLeastOne, z, zUuid } from '../../../shared/zod';
+import { created, noContent, resource, resourceSchema } from '../../responses';
+import { AppState, defineRoute } from '../../routing';
+import type { ApiServices } from '../../services';
+import { errors, idParam, zName, zText } from './schemas';
 
-const idParam = z.object({ id: zUuid() });
 const categoryFields = {
   parent_id: zUuid().nullable().optional(),
   name: zName(),
@@ -45,7 +43,7 @@ export function tripCategoryRoutes(router: Router<AppState, { services: ApiServi
       responses: { 200: { description: 'Categories', schema: z.array(tripCategorySchema) }, ...errors },
     },
     async (ctx) => {
-      const rows = await TripCategory.query().orderByRaw('sort_order, lower(name), name, id');
+      const rows = await TripCategory.query(ctx.services.db).orderByRaw('sort_order, lower(name), name, id');
       ctx.body = rows.map(presentTripCategory);
     },
   );
@@ -59,12 +57,10 @@ export function tripCategoryRoutes(router: Router<AppState, { services: ApiServi
       tags: ['trip-categories'],
       auth: { permission: 'trip_categories:read' },
       params: idParam,
-      responses: { 200: { description: 'Category', schema: single(tripCategorySchema) }, ...errors },
+      responses: { 200: { description: 'Category', schema: resourceSchema(tripCategorySchema) }, ...errors },
     },
     async (ctx, { params }) => {
-      const c = await rowById(TripCategory).load(params.id);
-      if (!c) throw notFound('trip category');
-      ctx.body = resource(ctx, presentTripCategory(c));
+      ctx.body = resource(ctx, presentTripCategory(await findOr404(TripCategory, params.id, 'trip category')));
     },
   );
 
@@ -77,7 +73,7 @@ export function tripCategoryRoutes(router: Router<AppState, { services: ApiServi
       tags: ['trip-categories'],
       auth: { permission: 'trip_categories:write' },
       body: createBody,
-      responses: { 201: { description: 'Created category', schema: single(tripCategorySchema) }, ...errors },
+      responses: { 201: { description: 'Created category', schema: resourceSchema(tripCategorySchema) }, ...errors },
     },
     async (ctx, { body }) => {
       const c = await saveTripCategory(ctx.services.db, null, body);
@@ -95,7 +91,7 @@ export function tripCategoryRoutes(router: Router<AppState, { services: ApiServi
       auth: { permission: 'trip_categories:write' },
       params: idParam,
       body: patchBody,
-      responses: { 200: { description: 'Updated category', schema: single(tripCategorySchema) }, ...errors },
+      responses: { 200: { description: 'Updated category', schema: resourceSchema(tripCategorySchema) }, ...errors },
     },
     async (ctx, { params, body }) => {
       ctx.body = resource(ctx, presentTripCategory(await saveTripCategory(ctx.services.db, params.id, body)));
@@ -114,8 +110,7 @@ export function tripCategoryRoutes(router: Router<AppState, { services: ApiServi
       responses: { 204: { description: 'Deleted' }, ...errors },
     },
     async (ctx, { params }) => {
-      const n = await TripCategory.query().deleteById(params.id);
-      if (!n) throw notFound('trip category');
+      await deleteTripCategory(ctx.services.db, params.id);
       noContent(ctx);
     },
   );

@@ -1,18 +1,15 @@
 import Router from '@koa/router';
-import { deleteDevice, saveDevice } from '../../shared/commands/devices';
-import { invalidateTrackerLinks } from '../../shared/commands/trackerLinks';
-import { notFound } from '../../shared/errors';
-import { Device } from '../../shared/models/Device';
-import { presentDevice } from '../../shared/presenters/device';
-import { atLeastOne, z, zUuid } from '../../shared/zod';
-import { paginate, paginationQuery } from '../pagination';
-import { AppState, defineRoute } from '../routing';
-import type { ApiServices } from '../services';
-import { deviceSchema, errors, paged, single, zName, zText } from './trackingSchemas';
-import { rowById } from '../../shared/rowLoader';
-import { created, noContent, resource } from '../responses';
+import { deleteDevice, saveDevice } from '../../../shared/commands/devices';
+import { Device } from '../../../shared/models/Device';
+import { deviceSchema, presentDevice } from '../../../shared/presenters/device';
+import { findOr404 } from '../../../shared/rowLoader';
+import { atLeastOne, z, zUuid } from '../../../shared/zod';
+import { paginate, paginationQuery } from '../../pagination';
+import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
+import { AppState, defineRoute } from '../../routing';
+import type { ApiServices } from '../../services';
+import { errors, idParam, zName, zText } from './schemas';
 
-const idParam = z.object({ id: zUuid() });
 const deviceFields = {
   name: zName(),
   description: zText(),
@@ -34,20 +31,18 @@ export function deviceRoutes(router: Router<AppState, { services: ApiServices }>
       tags: ['devices'],
       auth: { permission: 'devices:read' },
       query: paginationQuery(10),
-      responses: { 200: { description: 'Devices', schema: paged(deviceSchema) }, ...errors },
+      responses: { 200: { description: 'Devices', schema: pageSchema(deviceSchema) }, ...errors },
     },
     async (ctx, { query }) => {
-      ctx.body = await paginate(ctx, Device.query().orderByRaw('lower(name), name, id'), query, presentDevice);
+      ctx.body = await paginate(ctx, Device.query(ctx.services.db).orderByRaw('lower(name), name, id'), query, presentDevice);
     },
   );
 
   defineRoute(
     router,
-    { method: 'get', path: '/v1/devices/:id', summary: 'Get a device', tags: ['devices'], auth: { permission: 'devices:read' }, params: idParam, responses: { 200: { description: 'Device', schema: single(deviceSchema) }, ...errors } },
+    { method: 'get', path: '/v1/devices/:id', summary: 'Get a device', tags: ['devices'], auth: { permission: 'devices:read' }, params: idParam, responses: { 200: { description: 'Device', schema: resourceSchema(deviceSchema) }, ...errors } },
     async (ctx, { params }) => {
-      const device = await rowById(Device).load(params.id);
-      if (!device) throw notFound('device');
-      ctx.body = resource(ctx, presentDevice(device));
+      ctx.body = resource(ctx, presentDevice(await findOr404(Device, params.id, 'device')));
     },
   );
 
@@ -60,11 +55,10 @@ export function deviceRoutes(router: Router<AppState, { services: ApiServices }>
       tags: ['devices'],
       auth: { permission: 'devices:write' },
       body: createBody,
-      responses: { 201: { description: 'Created device', schema: single(deviceSchema) }, ...linkErrors },
+      responses: { 201: { description: 'Created device', schema: resourceSchema(deviceSchema) }, ...linkErrors },
     },
     async (ctx, { body }) => {
-      const { device, trackerKeys } = await saveDevice(ctx.services.db, ctx.state.principal, null, body);
-      await invalidateTrackerLinks(ctx.services, trackerKeys);
+      const device = await saveDevice(ctx.services, ctx.state.principal, null, body);
       created(ctx, resource(ctx, presentDevice(device), `/v1/devices/${device.id}`));
     },
   );
@@ -79,11 +73,10 @@ export function deviceRoutes(router: Router<AppState, { services: ApiServices }>
       auth: { permission: 'devices:write' },
       params: idParam,
       body: patchBody,
-      responses: { 200: { description: 'Updated device', schema: single(deviceSchema) }, ...linkErrors },
+      responses: { 200: { description: 'Updated device', schema: resourceSchema(deviceSchema) }, ...linkErrors },
     },
     async (ctx, { params, body }) => {
-      const { device, trackerKeys } = await saveDevice(ctx.services.db, ctx.state.principal, params.id, body);
-      await invalidateTrackerLinks(ctx.services, trackerKeys);
+      const device = await saveDevice(ctx.services, ctx.state.principal, params.id, body);
       ctx.body = resource(ctx, presentDevice(device));
     },
   );
@@ -92,8 +85,7 @@ export function deviceRoutes(router: Router<AppState, { services: ApiServices }>
     router,
     { method: 'delete', path: '/v1/devices/:id', summary: 'Delete a device', tags: ['devices'], auth: { permission: 'devices:delete' }, params: idParam, responses: { 204: { description: 'Deleted' }, ...errors } },
     async (ctx, { params }) => {
-      const { trackerKeys } = await deleteDevice(ctx.services.db, params.id);
-      await invalidateTrackerLinks(ctx.services, trackerKeys);
+      await deleteDevice(ctx.services, params.id);
       noContent(ctx);
     },
   );

@@ -1,0 +1,93 @@
+import type { GpsBatchInput } from '../../../shared/commands/ingestGps';
+import { z, zFinite, zUuid } from '../../../shared/zod';
+
+/**
+ * Request field builders shared by the tracking routers (GPS, devices, trips, locations, geofences,
+ * trip categories, trip templates), so each field is validated the same way everywhere. Response
+ * schemas live with their presenters (shared/presenters).
+ */
+
+const zString = () => z.string({ invalid_type_error: 'must be a string' });
+export const zName = (max = 255) => zString().trim().min(1, 'must not be empty').max(max);
+export const zText = (max = 10_000) => zString().max(max).nullable().optional();
+export const zLatitude = () => zFinite().min(-90, 'must be between -90 and 90').max(90, 'must be between -90 and 90');
+export const zLongitude = () =>
+  zFinite().min(-180, 'must be between -180 and 180').max(180, 'must be between -180 and 180');
+export const zTags = () => z.array(z.string().trim().min(1).max(100)).max(100).transform((t) => [...new Set(t)]);
+export const zWeight = () => zFinite().min(0, 'must be >= 0');
+
+/** `:id` of a tracking resource. */
+export const idParam = z.object({ id: zUuid() });
+
+/** Latest accepted Unix second (9999-12-31): larger values are almost always milliseconds by mistake. */
+const MAX_UNIX_SECONDS = 253_402_300_799;
+
+const nonNegative = () => zFinite().min(0, 'must be >= 0');
+
+/** One GPS point as posted (spec §4.2): timestamp in integer Unix seconds, all four speeds required. */
+export const gpsPointInput = z
+  .object({
+    latitude: zLatitude(),
+    longitude: zLongitude(),
+    altitude: zFinite().nullable().optional(),
+    heading: zFinite().min(0, 'must be between 0 and 360').max(360, 'must be between 0 and 360').nullable().optional(),
+    timestamp: z
+      .number({ required_error: 'Required', invalid_type_error: 'must be an integer (Unix seconds)' })
+      .int('must be an integer (Unix seconds)')
+      .min(0, 'must be >= 0 (Unix seconds)')
+      .max(MAX_UNIX_SECONDS, 'must be Unix seconds, not milliseconds'),
+    speed_kmh: nonNegative(),
+    speed_mps: nonNegative(),
+    speed_mph: nonNegative(),
+    speed_knots: nonNegative(),
+    pdop: nonNegative().nullable().optional(),
+    hdop: nonNegative().nullable().optional(),
+    vdop: nonNegative().nullable().optional(),
+    device_id: z
+      .string()
+      .trim()
+      .min(1)
+      .max(100)
+      .nullable()
+      .optional()
+      .openapi({ description: 'Device identifier; ignored when the caller is a tracker key linked to a device' }),
+    trip_id: zUuid()
+      .nullable()
+      .optional()
+      .openapi({ description: 'Trip; ignored when the caller is a tracker key linked to a device' }),
+  })
+  .openapi('GpsPointInput');
+
+/** Batch ingest limit of POST /v1/gps/batch. */
+export const GPS_BATCH_MAX = 1000;
+
+/** POST /v1/gps/batch: the points stay unknown here, each is validated on its own (gpsBatchPoints). */
+export const gpsBatchBody = z.object({
+  points: z
+    .array(z.unknown(), { required_error: 'Required', invalid_type_error: 'must be an array of GPS points' })
+    .min(1, 'must contain at least one point')
+    .max(GPS_BATCH_MAX, `must contain at most ${GPS_BATCH_MAX} points`)
+    .describe('GPS points, each shaped like the body of POST /v1/gps (GpsPointInput)'),
+});
+
+/** Validates each point of a batch on its own: the valid ones by index, the others with their errors. */
+export function gpsBatchPoints(points: unknown[]): GpsBatchInput {
+  const batch: GpsBatchInput = { valid: [], rejected: [] };
+  points.forEach((raw, index) => {
+    const r = gpsPointInput.safeParse(raw);
+    if (r.success) batch.valid.push({ index, point: r.data });
+    else {
+      const errors = r.error.issues.map((i) => ({ field: i.path.length ? i.path.join('.') : 'point', message: i.message }));
+      batch.rejected.push({ index, errors });
+    }
+  });
+  return batch;
+}
+
+/** Standard error documentation for the tracking routes. */
+export const errors = {
+  400: { description: 'Invalid input; the message names the field' },
+  401: { description: 'Missing or invalid credentials' },
+  403: { description: 'Missing permission' },
+  404: { description: 'Not found' },
+};

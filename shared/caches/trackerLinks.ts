@@ -1,0 +1,36 @@
+import type { Knex } from 'knex';
+import type { Principal } from '../policies';
+
+/** What a tracker's API key is linked to: its device and that device's active GPS-logging trip. */
+export interface TrackerLink {
+  deviceId: string;
+  tripId: string | null;
+}
+
+/** Upper bound on how long a link is trusted without an invalidation (the credential cache's TTL is 60 s). */
+const LINK_TTL_MS = 30_000;
+
+/**
+ * Links are cached per resolved credential object. The credential cache hands out the same
+ * principal object until the key's entry is invalidated (`invalidateCredentials({apiKeyId})`, which
+ * reaches every api instance), so dropping the credential also drops its link: no extra pub/sub
+ * channel, and no query per GPS point on the hot path.
+ */
+const links = new WeakMap<object, { link: TrackerLink | null; at: number }>();
+
+/** The tracker link of an API-key caller (null for every other caller and for unlinked keys). */
+export async function trackerLinkFor(db: Knex, principal: Principal): Promise<TrackerLink | null> {
+  if (principal.kind !== 'apiKey') return null;
+  const cached = links.get(principal);
+  const now = Date.now();
+  if (cached && now - cached.at < LINK_TTL_MS) return cached.link;
+  const row = await db('devices as d')
+    .leftJoin('trips as t', function joinActiveTrip() {
+      this.on('t.device_id', 'd.id').andOn('t.gps_logging_enabled', db.raw('true')).andOn('t.status', db.raw("'active'"));
+    })
+    .where('d.api_key_id', principal.apiKeyId)
+    .first('d.id as device_id', 't.id as trip_id');
+  const link = row ? { deviceId: row.device_id as string, tripId: (row.trip_id as string | null) ?? null } : null;
+  links.set(principal, { link, at: now });
+  return link;
+}

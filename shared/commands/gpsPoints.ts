@@ -1,0 +1,59 @@
+import type { Knex } from 'knex';
+import type Redis from 'ioredis';
+import { forgetLatestGps } from '../caches/gpsLatest';
+import type { Config } from '../config';
+import { conflict } from '../errors';
+import type { Logger } from '../logger';
+import { GpsPoint } from '../models/GpsPoint';
+import { findOr404 } from '../rowLoader';
+
+/** What deleting GPS points needs: the database and the latest-point cache to drop. */
+export interface GpsDeleteDeps {
+  db: Knex;
+  redis: Redis;
+  config: Pick<Config, 'redisPrefix'>;
+  logger: Logger;
+}
+
+/** Drops cached latest points that a delete may have removed or changed; a failure is only logged. */
+export async function forgetDeletedGps(deps: GpsDeleteDeps, deviceIds: Array<string | null>): Promise<void> {
+  await forgetLatestGps(deps.redis, deps.config, deviceIds).catch((err) =>
+    deps.logger.warn({ err: err.message }, 'could not drop the latest GPS cache'),
+  );
+}
+
+/** Deletes a GPS point that belongs to no trip: 404 when there is none, 409 when it is on a trip. */
+export async function deleteGpsPoint(deps: GpsDeleteDeps, id: string): Promise<void> {
+  const [deleted] = await deps
+    .db('gps_points')
+    .where('id', id)
+    .whereNull('trip_id')
+    .delete()
+    .returning(['id', 'device_id']);
+  if (!deleted) {
+    const point = await findOr404(GpsPoint, id, 'GPS point');
+    throw conflict(`GPS point is linked to trip ${point.trip_id}`);
+  }
+  // The deleted point may be the cached latest one.
+  await forgetDeletedGps(deps, [deleted.device_id]);
+}
+
+/**
+ * Deletes the GPS points of a device and/or older than `before` that belong to no trip (GraphQL
+ * deleteGpsData); the matching points on trips are kept and counted. Needs at least one filter.
+ */
+export async function deleteGpsData(
+  deps: GpsDeleteDeps,
+  filter: { deviceId?: string | null; before?: Date | null },
+): Promise<{ deleted: number; keptOnTrips: number }> {
+  const match = (q: Knex.QueryBuilder) => {
+    if (filter.deviceId) q.where('device_id', filter.deviceId);
+    if (filter.before) q.where('timestamp', '<', filter.before);
+    return q;
+  };
+  const deleted = await match(deps.db('gps_points').whereNull('trip_id')).delete();
+  const kept = match(deps.db('gps_points').whereNotNull('trip_id')).count({ n: '*' });
+  const [{ n }] = (await kept) as Array<{ n: number | string }>;
+  await forgetDeletedGps(deps, [filter.deviceId ?? null]);
+  return { deleted, keptOnTrips: Number(n) };
+}

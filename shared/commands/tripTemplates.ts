@@ -1,0 +1,41 @@
+import type { Knex } from 'knex';
+import { notFound } from '../errors';
+import { TripTemplate } from '../models/TripTemplate';
+import { assertReferencesExist } from '../queries/references';
+
+/** Fields of POST/PATCH /v1/trip-templates. */
+export interface TripTemplateInput {
+  name?: string;
+  description?: string | null;
+  category_id?: string | null;
+  origin_id?: string | null;
+  destination_id?: string | null;
+  device_id?: string | null;
+  gps_logging_enabled?: boolean;
+  default_weight_kg?: number | null;
+  notes?: string | null;
+  tags?: string[];
+}
+
+/** Creates a trip template; unknown references are a 400 naming the field. */
+export async function createTripTemplate(db: Knex, input: TripTemplateInput & { name: string }): Promise<TripTemplate> {
+  await assertReferencesExist(db, input);
+  return TripTemplate.query(db).insertAndFetch(input);
+}
+
+/** Patches a template the caller loaded; only provided fields change (an empty body changes nothing). */
+export async function updateTripTemplate(
+  db: Knex,
+  template: TripTemplate,
+  input: TripTemplateInput,
+): Promise<TripTemplate> {
+  await assertReferencesExist(db, input);
+  const changed = Object.values(input).some((v) => v !== undefined);
+  return changed ? template.$query(db).patchAndFetch(input) : template;
+}
+
+/** Deletes a trip template (404 when there is none). */
+export async function deleteTripTemplate(db: Knex, id: string): Promise<void> {
+  const n = await TripTemplate.query(db).deleteById(id);
+  if (!n) throw notFound('trip template');
+}
