@@ -1,6 +1,6 @@
 import type { RawData } from 'ws';
 import { decodeEnvelope, encodeEnvelope, Envelope, PayloadCase } from '../shared/proto';
-import { isInternalChannel, subscriptionRefusal } from './channels';
+import { isInternalChannel, subscriptionRefusal } from './access';
 import { CloseCode } from './frames';
 import type { Client, Hub } from './hub';
 import type { RpcBroker } from './rpc';
