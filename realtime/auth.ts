@@ -23,7 +23,7 @@ export interface AuthDeps {
 
 
 /** The offered subprotocols, in order. */
-export function offeredProtocols(req: http.IncomingMessage): string[] {
+function offeredProtocols(req: http.IncomingMessage): string[] {
   const raw = req.headers['sec-websocket-protocol'];
   if (!raw) return [];
   return (Array.isArray(raw) ? raw.join(',') : raw)

@@ -19,7 +19,7 @@ import { handleClientMessage, MessageDeps } from './messages';
 import { RpcBroker } from './rpc';
 import { AcceptedUpgrade, acceptUpgrades } from './upgrade';
 
-export interface RealtimeStats {
+interface RealtimeStats {
   connections: number;
   subscriptions: number;
   chatBots: number;

@@ -29,7 +29,7 @@ export const auditIngestBody = z.object({
   error_message: z.string().max(4000).nullish(),
   source_service: z.enum(SOURCE_SERVICES).default('api'),
 });
-export type AuditIngestInput = z.infer<typeof auditIngestBody>;
+type AuditIngestInput = z.infer<typeof auditIngestBody>;
 /** auditIngestBody behind the text rule, for callers outside defineRoute (GraphQL, realtime requests). */
 export const auditIngestInput = zInput(auditIngestBody);
 
