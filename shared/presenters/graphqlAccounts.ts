@@ -1,4 +1,5 @@
 import type { Platform } from '../models/Platform';
+import { actingUserId, Principal } from '../policies';
 import { z } from '../zod';
 
 /** A sign-in platform as GraphQL's Platform type shows it. */
@@ -69,5 +70,29 @@ export function presentGqlFlatUser(u: FlatUser): GqlFlatUserShape {
     lastLoginAt: u.last_login_at,
     privacyMode: u.privacy_mode,
     isBanned: u.is_banned,
+  };
+}
+
+type Authenticated = Exclude<Principal, { kind: 'anonymous' }>;
+
+/** The caller as GraphQL's Me type shows it. */
+export const gqlMeSchema = z.object({
+  userId: z.string().nullable(),
+  apiKeyId: z.string().nullable(),
+  roles: z.array(z.string()),
+  permissions: z.array(z.string()),
+  isSuperAdmin: z.boolean(),
+});
+
+export type GqlMeShape = z.infer<typeof gqlMeSchema>;
+
+/** `roleNames`: the names of the roles the caller holds, sorted (the system key shows as the role System). */
+export function presentGqlMe(p: Authenticated, roleNames: string[]): GqlMeShape {
+  return {
+    userId: actingUserId(p),
+    apiKeyId: p.kind === 'user' ? null : p.apiKeyId,
+    roles: p.kind === 'system' ? ['System'] : roleNames,
+    permissions: p.permissions.list(),
+    isSuperAdmin: p.permissions.isSuperAdmin,
   };
 }
