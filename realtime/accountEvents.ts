@@ -2,7 +2,7 @@ import { AuthInvalidation, CHAT_BOTS_WS_CHANNEL } from '../shared/events';
 import type { Logger } from '../shared/logger';
 import { encodeEnvelope } from '../shared/proto';
 import { AuthDeps, reresolve } from './auth';
-import { retainRefusal } from './channels';
+import { mayRetain } from './access';
 import { CloseCode } from './frames';
 import type { Client, Hub } from './hub';
 
@@ -166,7 +166,7 @@ export class AccountEvents {
           }
           this.hub.setPrincipal(c, r.principal);
           for (const ch of [...c.channels]) {
-            if (!retainRefusal(r.principal, ch)) continue;
+            if (mayRetain(r.principal, ch)) continue;
             this.hub.unsubscribe(c, ch);
             if (c.chatBot && ch === CHAT_BOTS_WS_CHANNEL) this.hub.demoteChatBot(c);
             const message = `access to channel ${ch} revoked`;

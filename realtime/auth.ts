@@ -5,7 +5,7 @@ import type { CredentialResolver } from '../shared/auth/credentials';
 import type { Config } from '../shared/config';
 import { SOURCE_SERVICES } from '../shared/audit';
 import { ANONYMOUS, Principal } from '../shared/policies';
-import { mayBeChatBot } from './channels';
+import { mayBeChatBot } from './access';
 import type { ConnectionAuth } from './hub';
 import { consumeWsTicket, principalForUser, TICKET_SUBPROTOCOL } from '../shared/auth/wsTickets';
 import { isUuid } from '../shared/zod';
@@ -23,7 +23,7 @@ export interface AuthDeps {
 
 
 /** The offered subprotocols, in order. */
-export function offeredProtocols(req: http.IncomingMessage): string[] {
+function offeredProtocols(req: http.IncomingMessage): string[] {
   const raw = req.headers['sec-websocket-protocol'];
   if (!raw) return [];
   return (Array.isArray(raw) ? raw.join(',') : raw)

@@ -1,6 +1,6 @@
 import type { RawData } from 'ws';
 import { decodeEnvelope, encodeEnvelope, Envelope, PayloadCase } from '../shared/proto';
-import { isInternalChannel, subscriptionRefusal } from './channels';
+import { isInternalChannel, subscriptionRefusal } from './access';
 import { CloseCode } from './frames';
 import type { Client, Hub } from './hub';
 import type { RpcBroker } from './rpc';
@@ -13,7 +13,7 @@ export interface MessageDeps {
 
 const WINDOW_MS = 10_000;
 /** Channels one connection may hold: channel names are open-ended (gps:*, public:*…). */
-export const MAX_CHANNELS_PER_CLIENT = 200;
+const MAX_CHANNELS_PER_CLIENT = 200;
 
 /**
  * One frame from a client. The format is detected per frame (text = JSON, binary = protobuf) and

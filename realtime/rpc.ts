@@ -3,11 +3,12 @@ import type Redis from 'ioredis';
 import type { Config } from '../shared/config';
 import { PubSub } from '../shared/events';
 import type { Logger } from '../shared/logger';
-import { can, Principal } from '../shared/policies';
+import { actorIdOf } from '../shared/policies';
 import { decodeEnvelope, encodeEnvelope, Envelope, PayloadCase } from '../shared/proto';
 import { botRequestProblem, BotRequestMessage, failureReply, pickChatBotInstance, requestTimeoutMs, RpcReplyMessage } from '../shared/proto/rpc';
 import type { Queues } from '../shared/queues';
 import { redisKey } from '../shared/redis';
+import { requestRefusal } from './access';
 import type { Client, Hub } from './hub';
 
 /**
@@ -15,30 +16,6 @@ import type { Client, Hub } from './hub';
  * clients (queued or relayed to a chat bot) awaiting replies, and requests this instance handed to
  * one of its chat bots. Replies reach the client with its own request_id.
  */
-
-/**
- * The permission a request needs, or null when the principal may send it. Audit needs audit:write
- * (the system key has it); chat requests need the chat permission of the matching REST endpoint.
- */
-export function requestRefusal(p: Principal, env: Envelope): string | null {
-  const need = (perm: string) => (can(p, perm) ? null : `missing permission ${perm}`);
-  switch (env.payload) {
-    case 'createAuditEvent':
-      return need('audit:write');
-    case 'chatSettingsRequest': {
-      const action = (env.chatSettingsRequest as { action?: string } | undefined)?.action ?? 'CHAT_SETTINGS_GET';
-      return need(action === 'CHAT_SETTINGS_GET' ? 'chat:read' : 'chat:edit');
-    }
-    case 'chatSyncRequest': {
-      const scope = (env.chatSyncRequest as { scope?: string } | undefined)?.scope;
-      return need(scope === 'CHAT_SYNC_SCOPE_MEMBERS' ? 'chat:guild.sync' : 'chat:sync');
-    }
-    case 'moderationRequest':
-      return need('chat:edit');
-    default:
-      return 'not a request';
-  }
-}
 
 interface PendingClient {
   client: Client;
@@ -121,8 +98,7 @@ export class RpcBroker {
         let body = original;
         if (payload === 'moderationRequest') {
           // The actor is who asked, never what the client claims.
-          const p = c.principal;
-          body = { ...original, actorId: p.kind === 'user' ? p.userId : p.kind === 'apiKey' ? (p.userId ?? p.apiKeyId) : p.kind === 'system' ? p.apiKeyId : '' };
+          body = { ...original, actorId: actorIdOf(c.principal) ?? '' };
         }
         const target = await pickChatBotInstance(this.redis, this.config);
         if (!target) {

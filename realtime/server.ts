@@ -1,25 +1,25 @@
 import 'reflect-metadata';
-import http from 'node:http';
+import type http from 'node:http';
 import type net from 'node:net';
 import { randomUUID } from 'node:crypto';
-import { WebSocket, WebSocketServer, RawData } from 'ws';
+import { WebSocket, RawData } from 'ws';
 import { CredentialResolver } from '../shared/auth/credentials';
 import { Config, loadConfigOrExit } from '../shared/config';
-import { RETRY_AFTER_SECONDS } from '../shared/errors';
 import { createDb } from '../shared/db';
-import { AuthInvalidation, CHAT_BOTS_WS_CHANNEL, PubSub, WS_STATS_KEY } from '../shared/events';
-import { answerMalformedRequests, refuseSocket, upgradeProblem } from '../shared/httpEdge';
+import { CHAT_BOTS_WS_CHANNEL, PubSub, WS_STATS_KEY } from '../shared/events';
 import { createLogger, Logger } from '../shared/logger';
 import { Queues } from '../shared/queues';
 import { createRedis, redisKey } from '../shared/redis';
-import { ACCOUNT_EVENT_TYPES, AccountEvents } from './accountEvents';
-import { AuthDeps, authenticateUpgrade, UpgradeAuth } from './auth';
-import { CloseCode, hasProtobufTwin, parseType, peekType, PROTOBUF_ONLY_TYPES, protobufTwin } from './frames';
-import { Client, Hub } from './hub';
+import { AccountEvents } from './accountEvents';
+import type { AuthDeps } from './auth';
+import { fanOut } from './fanout';
+import { CloseCode } from './frames';
+import { Hub } from './hub';
 import { handleClientMessage, MessageDeps } from './messages';
 import { RpcBroker } from './rpc';
+import { AcceptedUpgrade, acceptUpgrades } from './upgrade';
 
-export interface RealtimeStats {
+interface RealtimeStats {
   connections: number;
   subscriptions: number;
   chatBots: number;
@@ -33,9 +33,6 @@ export interface RunningRealtime {
   stats(): RealtimeStats;
   close(): Promise<void>;
 }
-
-const SUBPROTOCOL = Symbol('subprotocol');
-type UpgradeRequest = http.IncomingMessage & { [SUBPROTOCOL]?: string | null };
 
 /**
  * The realtime process (spec §4.26): authenticates WebSocket upgrades on /v1/ws, keeps channel
@@ -66,46 +63,11 @@ export async function startRealtime(config: Config, opts: { port?: number; logge
   // sockets, right after the resolver dropped its cache and before the change is acknowledged.
   credentials.onInvalidation((msg) => accountEvents.onInvalidation(msg));
 
-  const wss = new WebSocketServer({
-    noServer: true,
-    maxPayload: 64 * 1024,
-    clientTracking: false,
-    perMessageDeflate: false,
-    handleProtocols: (_protocols, req) => (req as UpgradeRequest)[SUBPROTOCOL] ?? false,
-  });
-  const server = http.createServer((_req, res) => {
-    res.writeHead(426, { 'Content-Type': 'application/json' });
-    res.end(JSON.stringify({ error: 'UpgradeRequired', message: 'connect with a WebSocket client to /v1/ws' }));
-  });
-
-  answerMalformedRequests(server);
-  // Handshake faults upgradeProblem does not look at (Sec-WebSocket-Protocol, -Extensions syntax).
-  wss.on('wsClientError', (err: Error, socket: net.Socket) => refuseSocket(socket, 400, err.message));
-
   // Set by close(): upgrades still authenticating are refused, not opened after every client was told to go.
   let draining = false;
-  const RESTARTING = 'the server is restarting, reconnect';
+  const { server, wss } = acceptUpgrades({ ...deps, logger }, () => draining, onConnection);
 
-  server.on('upgrade', (req: UpgradeRequest, socket: net.Socket, head: Buffer) => {
-    socket.on('error', () => socket.destroy());
-    if (draining) return refuseSocket(socket, 503, RESTARTING);
-    // A handshake that cannot succeed is refused before authentication costs a database read.
-    const problem = upgradeProblem(req);
-    if (problem) return refuseSocket(socket, problem.status, problem.message, problem.headers);
-    void (async () => {
-      const result: UpgradeAuth = await authenticateUpgrade(req, deps);
-      if (!result.ok) return refuseSocket(socket, result.status, result.message);
-      if (socket.destroyed) return;
-      if (draining) return refuseSocket(socket, 503, RESTARTING);
-      req[SUBPROTOCOL] = result.subprotocol;
-      wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, result));
-    })().catch((err) => {
-      logger.error({ err }, 'upgrade failed');
-      refuseSocket(socket, 503, 'could not authenticate the connection, try again', { 'Retry-After': String(RETRY_AFTER_SECONDS) });
-    });
-  });
-
-  function onConnection(socket: WebSocket, auth: Extract<UpgradeAuth, { ok: true }>): void {
+  function onConnection(socket: WebSocket, auth: AcceptedUpgrade): void {
     const client = hub.create(socket, auth.principal, auth.auth, auth.sourceService, auth.chatBot);
     if (auth.principal.kind === 'user') hub.subscribe(client, `user:${auth.principal.userId}`);
     if (auth.chatBot) hub.subscribe(client, CHAT_BOTS_WS_CHANNEL);
@@ -123,37 +85,7 @@ export async function startRealtime(config: Config, opts: { port?: number; logge
     socket.on('error', () => setTimeout(() => socket.terminate(), 1000).unref());
   }
 
-  /**
-   * Fan-out of one published message. The JSON text frame arrives serialised by the publisher and
-   * is sent as-is (one Buffer shared by every socket); the protobuf twin of an account or bot event
-   * is encoded at most once, and only if a receiver needs it. Data broadcasts (gpsUpdate,
-   * vesselsUpdate, geofenceEvent) have no twin and always go out as JSON text.
-   */
-  function deliver(channel: string, payload: Buffer): void {
-    let type = peekType(payload);
-    // Account and bot events are rare: parse them fully when the cheap peek cannot tell.
-    if (type === null && (channel.startsWith('user:') || channel === CHAT_BOTS_WS_CHANNEL)) type = parseType(payload);
-    const set = hub.channels.get(channel);
-    if (set && set.size) {
-      const twin = hasProtobufTwin(type);
-      const protoOnly = twin && PROTOBUF_ONLY_TYPES.has(type!);
-      let binary: Uint8Array | null | undefined;
-      for (const c of set) {
-        if (twin && (protoOnly || c.format === 'protobuf')) {
-          if (binary === undefined) binary = protobufTwin(payload);
-          if (binary) {
-            hub.sendBinary(c, binary);
-            continue;
-          }
-          if (protoOnly) continue;
-        }
-        hub.sendText(c, payload);
-      }
-    }
-    // Effects come after delivery, so a closed socket has received the event first.
-    if (type && ACCOUNT_EVENT_TYPES.has(type)) accountEvents.handle(type, payload);
-  }
-
+  const deliver = fanOut(hub, accountEvents);
   const wsPrefix = redisKey(config, PubSub.ws(''));
   const rpcChannels = rpc.channels();
   subscriber.on('pmessageBuffer', (_pattern: Buffer, channel: Buffer, payload: Buffer) => {

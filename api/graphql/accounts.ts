@@ -1,12 +1,18 @@
 import { Arg, Ctx, Field, InputType, Mutation, ObjectType, Query, Resolver } from 'type-graphql';
 import { oauthSignin, oauthSigninSchema } from '../../shared/commands/oauthSignin';
-import { forbidden, validationError } from '../../shared/errors';
+import { validationError } from '../../shared/errors';
 import { Platform } from '../../shared/models/Platform';
-import { can, requireAuthenticated, requireSystem } from '../../shared/policies';
-import type { GqlContext } from './context';
+import { authorize, requireSystem, subjects } from '../../shared/policies';
+import {
+  GqlFlatUserShape,
+  GqlPlatformShape,
+  presentGqlFlatUser,
+  presentGqlPlatform,
+} from '../../shared/presenters/graphqlAccounts';
+import { GqlContext, gqlAttribution } from './context';
 
 @ObjectType('Platform', { description: 'A sign-in platform' })
-export class GqlPlatform {
+export class GqlPlatform implements GqlPlatformShape {
   @Field(() => String)
   id!: string;
 
@@ -45,7 +51,7 @@ export class OauthSigninInput {
 }
 
 @ObjectType('FlatUser', { description: 'The flattened user of provider sign-in and user-by-email' })
-export class GqlFlatUser {
+export class GqlFlatUser implements GqlFlatUserShape {
   @Field(() => String)
   id!: string;
 
@@ -86,39 +92,41 @@ export class AccountsResolver {
   @Query(() => [GqlPlatform], { description: 'Sign-in platforms (no authentication needed)' })
   async platforms(@Ctx() ctx: GqlContext): Promise<GqlPlatform[]> {
     const rows = await Platform.query(ctx.services.db).orderBy('name');
-    return rows.map((p) => ({ id: p.id, name: p.name, slug: p.slug, enabled: p.enabled, twoFactorSupported: p.two_factor_supported, twoFactorRequired: p.two_factor_required }));
+    return rows.map(presentGqlPlatform);
   }
 
   /** System key only, like POST /v1/users/oauth. */
   @Mutation(() => GqlFlatUser)
-  async oauthSignin(@Arg('input', () => OauthSigninInput) input: OauthSigninInput, @Ctx() ctx: GqlContext): Promise<GqlFlatUser> {
+  async oauthSignin(
+    @Arg('input', () => OauthSigninInput) input: OauthSigninInput,
+    @Ctx() ctx: GqlContext,
+  ): Promise<GqlFlatUser> {
     requireSystem(ctx.principal, 'only the system key may call oauthSignin');
     const parsed = oauthSigninSchema.safeParse({ ...input });
     if (!parsed.success) throw validationError(parsed.error, 'input');
     const b = parsed.data;
-    const { user: u } = await oauthSignin(ctx.services, { email: b.email ?? null, name: b.name, oauthProvider: b.oauthProvider, oauthProviderId: b.oauthProviderId, image: b.image ?? null }, { ipAddress: ctx.ip, userAgent: ctx.userAgent });
-    return {
-      id: u.id,
-      primaryPlatformAccountId: u.primary_platform_account_id,
-      username: u.username,
-      email: u.email,
-      avatarUrl: u.avatar_url,
-      platform: u.platform,
-      createdAt: u.created_at,
-      updatedAt: u.updated_at,
-      lastLoginAt: u.last_login_at,
-      privacyMode: u.privacy_mode,
-      isBanned: u.is_banned,
+    const signin = {
+      email: b.email ?? null,
+      name: b.name,
+      oauthProvider: b.oauthProvider,
+      oauthProviderId: b.oauthProviderId,
+      image: b.image ?? null,
     };
+    const { user } = await oauthSignin(ctx.services, signin, gqlAttribution(ctx));
+    return presentGqlFlatUser(user);
   }
 
   /** The id of the user a platform account belongs to (system key or users:read), null when unlinked. */
   @Query(() => String, { nullable: true })
-  async findUserByPlatform(@Arg('platformSlug', () => String) platformSlug: string, @Arg('platformUserId', () => String) platformUserId: string, @Ctx() ctx: GqlContext): Promise<string | null> {
-    const p = ctx.principal;
-    requireAuthenticated(p);
-    if (p.kind !== 'system' && !can(p, 'users:read')) throw forbidden('missing permission users:read');
-    const row = await ctx.services.db('platform_accounts as pa')
+  async findUserByPlatform(
+    @Arg('platformSlug', () => String) platformSlug: string,
+    @Arg('platformUserId', () => String) platformUserId: string,
+    @Ctx() ctx: GqlContext,
+  ): Promise<string | null> {
+    // Decided before the lookup: whose account it is must not leak to a caller who may not look.
+    authorize(ctx.principal, 'read', subjects.userLookup(null));
+    const row = await ctx.services
+      .db('platform_accounts as pa')
       .join('platforms as p', 'p.id', 'pa.platform_id')
       .join('users as u', 'u.id', 'pa.user_id')
       .where({ 'p.slug': platformSlug, 'pa.platform_user_id': platformUserId })

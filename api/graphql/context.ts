@@ -1,4 +1,5 @@
-import type { Principal } from '../../shared/policies';
+import type { Attribution } from '../../shared/audit';
+import { actorIdOf, Principal } from '../../shared/policies';
 import type { ApiServices } from '../services';
 
 /** Per-request GraphQL context: the same principal and services REST handlers get. */
@@ -10,4 +11,9 @@ export interface GqlContext {
   userAgent: string | null;
   /** A request header (lower-case name), e.g. X-ID-App-Key or X-ID-App-Assertion. */
   header(name: string): string | null;
+}
+
+/** Who asked and from where, for the commands' audit rows (the twin of requestAttribution in api/routing.ts). */
+export function gqlAttribution(ctx: GqlContext): Attribution {
+  return { actorId: actorIdOf(ctx.principal), ipAddress: ctx.ip, userAgent: ctx.userAgent };
 }

@@ -1,6 +1,5 @@
-import type { Knex } from 'knex';
 import { Arg, Ctx, Field, Int, Mutation, ObjectType, Resolver } from 'type-graphql';
-import { forgetLatestGps } from '../../shared/caches/gpsLatest';
+import { deleteGpsData } from '../../shared/commands/deleteGpsData';
 import { badRequest } from '../../shared/errors';
 import { authorizePermission } from '../../shared/policies';
 import type { GqlContext } from './context';
@@ -30,15 +29,6 @@ export class GpsResolver {
     if (!deviceId && !before) throw badRequest('deviceId or before is required (refusing to delete every GPS point)');
     const cutoff = before ? new Date(before) : null;
     if (before && (!/^\d{4}-\d{2}-\d{2}T/.test(before) || Number.isNaN(cutoff!.getTime()))) throw badRequest('before: must be an ISO 8601 date-time');
-    const s = ctx.services;
-    const match = (q: Knex.QueryBuilder) => {
-      if (deviceId) q.where('device_id', deviceId);
-      if (cutoff) q.where('timestamp', '<', cutoff);
-      return q;
-    };
-    const deleted = await match(s.db('gps_points').whereNull('trip_id')).delete();
-    const [{ n }] = (await match(s.db('gps_points').whereNotNull('trip_id')).count({ n: '*' })) as Array<{ n: number | string }>;
-    await forgetLatestGps(s.redis, s.config, [deviceId ?? null]).catch((err) => s.logger.warn({ err: err.message }, 'could not drop the latest GPS cache'));
-    return { deleted, keptOnTrips: Number(n) };
+    return deleteGpsData(ctx.services, { deviceId: deviceId || null, before: cutoff });
   }
 }

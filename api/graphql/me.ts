@@ -1,9 +1,10 @@
 import { Ctx, Field, ObjectType, Query, Resolver } from 'type-graphql';
 import { requireAuthenticated } from '../../shared/policies';
+import { GqlMeShape, presentGqlMe } from '../../shared/presenters/graphqlAccounts';
 import type { GqlContext } from './context';
 
 @ObjectType({ description: 'The caller as the service sees it' })
-export class Me {
+export class Me implements GqlMeShape {
   @Field(() => String, { nullable: true })
   userId!: string | null;
 
@@ -27,13 +28,9 @@ export class MeResolver {
     const p = ctx.principal;
     requireAuthenticated(p);
     const roleIds = p.kind === 'system' ? [] : p.roleIds;
-    const roles: Array<{ name: string }> = roleIds.length ? await ctx.services.db('roles').whereIn('id', roleIds).orderBy('name').select('name') : [];
-    return {
-      userId: p.kind === 'user' ? p.userId : p.kind === 'apiKey' ? p.userId : null,
-      apiKeyId: p.kind === 'user' ? null : p.apiKeyId,
-      roles: p.kind === 'system' ? ['System'] : roles.map((r) => r.name),
-      permissions: p.permissions.list(),
-      isSuperAdmin: p.permissions.isSuperAdmin,
-    };
+    const roles: Array<{ name: string }> = roleIds.length
+      ? await ctx.services.db('roles').whereIn('id', roleIds).orderBy('name').select('name')
+      : [];
+    return presentGqlMe(p, roles.map((r) => r.name));
   }
 }

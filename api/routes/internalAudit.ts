@@ -1,44 +1,23 @@
 import Router from '@koa/router';
 import { ASSERTION_HEADER } from '../../shared/auth/assertionVerifier';
-import { auditIngestBody, auditWriter, AuditWriter, ingestAuditEvent } from '../../shared/commands/ingestAuditEvent';
-import { presentAuditEvent } from '../../shared/presenters/auditEvent';
+import { APP_KEY_HEADER, auditWriter, AuditWriter } from '../../shared/auth/auditWriter';
+import { auditIngestBody, ingestAuditEvent } from '../../shared/commands/ingestAuditEvent';
+import { auditEventSchema, presentAuditEvent } from '../../shared/presenters/auditEvent';
 import { z } from '../../shared/zod';
-import { AppState, defineRoute } from '../routing';
+import { AppContext, AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
 import { created } from '../responses';
 
-export const APP_KEY_HEADER = 'x-id-app-key';
-
-const auditEventSchema = z.object({
-  id: z.string().uuid(),
-  user_id: z.string().nullable(),
-  event_type: z.string(),
-  resource_type: z.string().nullable(),
-  resource_id: z.string().nullable(),
-  actor_id: z.string().nullable(),
-  ip_address: z.string().nullable(),
-  user_agent: z.string().nullable(),
-  description: z.string().nullable(),
-  metadata: z.record(z.unknown()),
-  status: z.enum(['success', 'failure']),
-  error_message: z.string().nullable(),
-  country_code: z.string().nullable(),
-  country_name: z.string().nullable(),
-  city: z.string().nullable(),
-  region: z.string().nullable(),
-  source_service: z.string(),
-  created_at: z.string(),
-  is_reported: z.boolean(),
-});
-
 type AuditState = AppState & { auditWriter?: AuditWriter };
+
+const writerOf = (ctx: AppContext) => auditWriter(ctx.services.config, ctx.state.principal, ctx.get(APP_KEY_HEADER));
 
 /** Audit ingestion from internal apps and services (spec §4.24, §5.8). */
 export function internalAuditRoutes(router: Router<AppState, { services: ApiServices }>): void {
   // The writer is established before the body is validated: a caller without access gets 401/403
   // and learns nothing about the input rules (the order defineRoute keeps for permission rules).
   router.post('/v1/internal/audit', async (ctx, next) => {
-    (ctx.state as AuditState).auditWriter = auditWriter(ctx.services.config, ctx.state.principal, ctx.get(APP_KEY_HEADER));
+    (ctx.state as AuditState).auditWriter = writerOf(ctx);
     await next();
   });
   defineRoute(
@@ -63,7 +42,7 @@ export function internalAuditRoutes(router: Router<AppState, { services: ApiServ
       },
     },
     async (ctx, { body: b }) => {
-      const writer = (ctx.state as AuditState).auditWriter ?? auditWriter(ctx.services.config, ctx.state.principal, ctx.get(APP_KEY_HEADER));
+      const writer = (ctx.state as AuditState).auditWriter ?? writerOf(ctx);
       const event = await ingestAuditEvent(ctx.services, writer, b, ctx.get(ASSERTION_HEADER));
       created(ctx, { data: presentAuditEvent(event) });
     },

@@ -1,8 +1,31 @@
 import type { AuditEvent } from '../models/AuditEvent';
+import { z } from '../zod';
 import { iso } from './iso';
 
 /** Audit event (spec §2), every listed field and nothing else. */
-export function presentAuditEvent(e: AuditEvent) {
+export const auditEventSchema = z.object({
+  id: z.string().uuid(),
+  user_id: z.string().nullable(),
+  event_type: z.string(),
+  resource_type: z.string().nullable(),
+  resource_id: z.string().nullable(),
+  actor_id: z.string().nullable(),
+  ip_address: z.string().nullable(),
+  user_agent: z.string().nullable(),
+  description: z.string().nullable(),
+  metadata: z.record(z.unknown()),
+  status: z.enum(['success', 'failure']),
+  error_message: z.string().nullable(),
+  country_code: z.string().nullable(),
+  country_name: z.string().nullable(),
+  city: z.string().nullable(),
+  region: z.string().nullable(),
+  source_service: z.string(),
+  created_at: z.string(),
+  is_reported: z.boolean(),
+});
+
+export function presentAuditEvent(e: AuditEvent): z.infer<typeof auditEventSchema> {
   return {
     id: e.id,
     user_id: e.user_id,
@@ -24,4 +47,42 @@ export function presentAuditEvent(e: AuditEvent) {
     created_at: iso(e.created_at),
     is_reported: e.is_reported,
   };
+}
+
+/** The recorded event as GraphQL's AuditEvent type shows it (camelCase, a summary). */
+export const auditEventSummarySchema = z.object({
+  id: z.string(),
+  userId: z.string().nullable(),
+  eventType: z.string(),
+  resourceType: z.string().nullable(),
+  resourceId: z.string().nullable(),
+  actorId: z.string().nullable(),
+  description: z.string().nullable(),
+  status: z.string(),
+  sourceService: z.string(),
+  createdAt: z.string(),
+});
+
+export type AuditEventSummary = z.infer<typeof auditEventSummarySchema>;
+
+export function presentAuditEventSummary(e: AuditEvent): AuditEventSummary {
+  return {
+    id: e.id,
+    userId: e.user_id,
+    eventType: e.event_type,
+    resourceType: e.resource_type,
+    resourceId: e.resource_id,
+    actorId: e.actor_id,
+    description: e.description,
+    status: e.status,
+    sourceService: e.source_service,
+    createdAt: iso(e.created_at),
+  };
+}
+
+/** CreateAuditEventResponse (101) of a recorded event; failures are shared/proto/rpc failureReply. */
+export const auditEventReceiptSchema = z.object({ success: z.literal(true), auditEventId: z.string() });
+
+export function presentAuditEventReceipt(e: AuditEvent): z.infer<typeof auditEventReceiptSchema> {
+  return { success: true, auditEventId: e.id };
 }

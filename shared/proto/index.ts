@@ -18,7 +18,7 @@ function protoPath(): string {
   return found;
 }
 
-export const PROTO_PATH = protoPath();
+const PROTO_PATH = protoPath();
 export const protoRoot = protobuf.loadSync(PROTO_PATH);
 
 const PKG = 'service.ws.v1';
@@ -62,7 +62,7 @@ export type PayloadCase =
   | 'moderationResponse';
 
 /** The WsMessageType name announcing each payload (the envelope's `type`). */
-export const TYPE_OF_PAYLOAD: Record<PayloadCase, string> = {
+const TYPE_OF_PAYLOAD: Record<PayloadCase, string> = {
   ping: 'PING',
   pong: 'PONG',
   subscribe: 'SUBSCRIBE',
@@ -129,10 +129,4 @@ export function decodeEnvelope(bytes: Uint8Array): Envelope {
     }
   }
   return obj;
-}
-
-/** Encodes/decodes a bare message (not an envelope) as a plain object, for workers and tests. */
-export function decodeMessage<T = Record<string, unknown>>(name: string, bytes: Uint8Array): T {
-  const t = protoType(name);
-  return t.toObject(t.decode(bytes), { enums: String, longs: Number, defaults: false, arrays: true }) as T;
 }

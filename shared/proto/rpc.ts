@@ -34,7 +34,7 @@ export interface BotRequestMessage {
 }
 
 /** The response payload answering each request payload. */
-export const RESPONSE_OF: Partial<Record<PayloadCase, PayloadCase>> = {
+const RESPONSE_OF: Partial<Record<PayloadCase, PayloadCase>> = {
   createAuditEvent: 'createAuditEventResponse',
   chatSyncRequest: 'chatSyncResponse',
   chatSettingsRequest: 'chatSettingsResponse',

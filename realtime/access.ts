@@ -1,0 +1,73 @@
+import { HttpError } from '../shared/errors';
+import { CHAT_BOTS_WS_CHANNEL } from '../shared/events';
+import { Action, authorize, can, NO_PERMISSIONS, Principal, Subject, SubjectType, subjects } from '../shared/policies';
+import type { Envelope } from '../shared/proto';
+
+/**
+ * What the realtime process refuses, decided by shared/policies (channel rules of spec §4.26, the
+ * chat bot channel, requests sent over the socket). Here only the wording: a refusal is a message
+ * on the socket, and an anonymous socket is told what an authenticated one would be, never the
+ * REST 401 "authentication required".
+ */
+
+/** A credential holding nothing: what an anonymous socket is told about requests it may not send. */
+const HOLDS_NOTHING: Principal = {
+  kind: 'apiKey',
+  apiKeyId: '',
+  userId: null,
+  permissions: NO_PERMISSIONS,
+  grant: NO_PERMISSIONS,
+  roleIds: [],
+  keyRoleIds: [],
+};
+
+/** The policy's refusal message, or null; `whenAnonymous` replaces the 401 of an unauthenticated caller. */
+function refusalOf<T extends SubjectType>(
+  p: Principal,
+  action: Action<T>,
+  subject: Subject<T>,
+  whenAnonymous: () => string,
+): string | null {
+  try {
+    authorize(p, action, subject);
+    return null;
+  } catch (err) {
+    if (!(err instanceof HttpError)) throw err;
+    return err.status === 401 ? whenAnonymous() : err.message;
+  }
+}
+
+/** Null when the principal may join the channel, else the message it gets. */
+export function subscriptionRefusal(p: Principal, channel: string): string | null {
+  if (!/^[A-Za-z0-9_:.\-]{1,200}$/.test(channel)) return `invalid channel name: ${channel.slice(0, 200)}`;
+  return refusalOf(p, 'subscribe', subjects.channel(channel), () => `access denied to channel ${channel}`);
+}
+
+/** Channels the server subscribes connections to itself; clients can neither join nor leave them. */
+export function isInternalChannel(channel: string): boolean {
+  return channel === CHAT_BOTS_WS_CHANNEL;
+}
+
+/** Whether a principal may act as a chat bot connection (receive sync and moderation requests). */
+export function mayBeChatBot(p: Principal): boolean {
+  return can(p, 'actAsChatBot', subjects.channel(CHAT_BOTS_WS_CHANNEL));
+}
+
+/**
+ * Whether a socket may keep a channel after its principal changed: the normal rule, and for the
+ * internal chat bot channel the chat bot rule.
+ */
+export function mayRetain(p: Principal, channel: string): boolean {
+  if (isInternalChannel(channel)) return mayBeChatBot(p);
+  return subscriptionRefusal(p, channel) === null;
+}
+
+/**
+ * Null when the principal may send the request (100, 110, 120, 140), else the message: the
+ * permission of the matching REST endpoint (shared/policies wsRequest rule).
+ */
+export function requestRefusal(p: Principal, env: Envelope): string | null {
+  const body = (env.payload ? env[env.payload] : undefined) as { action?: string; scope?: string } | undefined;
+  const subject = subjects.wsRequest(env.payload ?? '', { action: body?.action, scope: body?.scope });
+  return refusalOf(p, 'send', subject, () => refusalOf(HOLDS_NOTHING, 'send', subject, () => 'not a request')!);
+}

@@ -1,0 +1,38 @@
+import { CHAT_BOTS_WS_CHANNEL } from '../shared/events';
+import { ACCOUNT_EVENT_TYPES, AccountEvents } from './accountEvents';
+import { hasProtobufTwin, parseType, peekType, PROTOBUF_ONLY_TYPES, protobufTwin } from './frames';
+import type { Hub } from './hub';
+
+/**
+ * Fan-out of one published message to the local subscribers of its channel. The JSON text frame
+ * arrives serialised by the publisher and is sent as-is (one Buffer shared by every socket); the
+ * protobuf twin of an account or bot event is encoded at most once, and only if a receiver needs
+ * it. Data broadcasts (gpsUpdate, vesselsUpdate, geofenceEvent) have no twin and always go out as
+ * JSON text. Account events then take effect on the sockets (closing, re-checking).
+ */
+export function fanOut(hub: Hub, accountEvents: AccountEvents): (channel: string, payload: Buffer) => void {
+  return (channel, payload) => {
+    let type = peekType(payload);
+    // Account and bot events are rare: parse them fully when the cheap peek cannot tell.
+    if (type === null && (channel.startsWith('user:') || channel === CHAT_BOTS_WS_CHANNEL)) type = parseType(payload);
+    const set = hub.channels.get(channel);
+    if (set && set.size) {
+      const twin = hasProtobufTwin(type);
+      const protoOnly = twin && PROTOBUF_ONLY_TYPES.has(type!);
+      let binary: Uint8Array | null | undefined;
+      for (const c of set) {
+        if (twin && (protoOnly || c.format === 'protobuf')) {
+          if (binary === undefined) binary = protobufTwin(payload);
+          if (binary) {
+            hub.sendBinary(c, binary);
+            continue;
+          }
+          if (protoOnly) continue;
+        }
+        hub.sendText(c, payload);
+      }
+    }
+    // Effects come after delivery, so a closed socket has received the event first.
+    if (type && ACCOUNT_EVENT_TYPES.has(type)) accountEvents.handle(type, payload);
+  };
+}

@@ -1,0 +1,62 @@
+import http from 'node:http';
+import type net from 'node:net';
+import { WebSocket, WebSocketServer } from 'ws';
+import { errorName, RETRY_AFTER_SECONDS } from '../shared/errors';
+import { answerMalformedRequests, refuseSocket, upgradeProblem } from '../shared/httpEdge';
+import type { Logger } from '../shared/logger';
+import { AuthDeps, authenticateUpgrade, UpgradeAuth } from './auth';
+
+const SUBPROTOCOL = Symbol('subprotocol');
+type UpgradeRequest = http.IncomingMessage & { [SUBPROTOCOL]?: string | null };
+
+export type AcceptedUpgrade = Extract<UpgradeAuth, { ok: true }>;
+
+const RESTARTING = 'the server is restarting, reconnect';
+
+/**
+ * The HTTP side of /v1/ws: a plain request gets 426, a handshake that cannot succeed is refused
+ * before authentication costs a database read, then the upgrade is authenticated (realtime/auth)
+ * and handed to `onConnection`. While `draining()` upgrades are refused with 503, also those still
+ * authenticating, so none opens after every client was told to go.
+ */
+export function acceptUpgrades(
+  deps: AuthDeps & { logger: Logger },
+  draining: () => boolean,
+  onConnection: (socket: WebSocket, auth: AcceptedUpgrade) => void,
+): { server: http.Server; wss: WebSocketServer } {
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: 64 * 1024,
+    clientTracking: false,
+    perMessageDeflate: false,
+    handleProtocols: (_protocols, req) => (req as UpgradeRequest)[SUBPROTOCOL] ?? false,
+  });
+  const server = http.createServer((_req, res) => {
+    res.writeHead(426, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify({ error: errorName(426), message: 'connect with a WebSocket client to /v1/ws' }));
+  });
+
+  answerMalformedRequests(server);
+  // Handshake faults upgradeProblem does not look at (Sec-WebSocket-Protocol, -Extensions syntax).
+  wss.on('wsClientError', (err: Error, socket: net.Socket) => refuseSocket(socket, 400, err.message));
+
+  server.on('upgrade', (req: UpgradeRequest, socket: net.Socket, head: Buffer) => {
+    socket.on('error', () => socket.destroy());
+    if (draining()) return refuseSocket(socket, 503, RESTARTING);
+    const problem = upgradeProblem(req);
+    if (problem) return refuseSocket(socket, problem.status, problem.message, problem.headers);
+    void (async () => {
+      const result: UpgradeAuth = await authenticateUpgrade(req, deps);
+      if (!result.ok) return refuseSocket(socket, result.status, result.message);
+      if (socket.destroyed) return;
+      if (draining()) return refuseSocket(socket, 503, RESTARTING);
+      req[SUBPROTOCOL] = result.subprotocol;
+      wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, result));
+    })().catch((err) => {
+      deps.logger.error({ err }, 'upgrade failed');
+      const retry = { 'Retry-After': String(RETRY_AFTER_SECONDS) };
+      refuseSocket(socket, 503, 'could not authenticate the connection, try again', retry);
+    });
+  });
+  return { server, wss };
+}

@@ -1,0 +1,123 @@
+import type { Knex } from 'knex';
+import { attributed, Attribution, recordAuditEvent, SOURCE_SERVICES } from '../audit';
+import type { ServiceContext } from '../context';
+import { transaction } from '../db';
+import { badRequest } from '../errors';
+
+/** ChatSettingsRequest (120) as protobuf decodes it: camelCase, absent fields undefined. */
+export interface ChatSettingsRequest {
+  action?: string;
+  guildId?: string;
+  globalPatch?: {
+    autoSyncEnabled?: boolean;
+    syncIntervalSeconds?: number;
+    initialDelaySeconds?: number;
+    defaultLanguage?: string;
+    notifyOnGuildJoin?: boolean;
+    notifyOnGuildLeave?: boolean;
+    commandCooldownSeconds?: number;
+  };
+  guildDefaultLanguage?: string;
+}
+
+/** The settings after the request: the global row and, when a guild was named, its own language. */
+export interface ChatSettingsState {
+  global: Record<string, any>;
+  guild: { guildId: string; defaultLanguage: string | null } | null;
+}
+
+/** Who asked, beyond the attribution: the API key and the connection's X-Source-Service. */
+export interface ChatSettingsRequester {
+  apiKeyId: string | null;
+  sourceService: string | null;
+}
+
+const SNOWFLAKE = /^\d{1,25}$/;
+
+async function loadGlobal(db: Knex): Promise<Record<string, any>> {
+  // The migration inserts the row; recreating it keeps a wiped table usable.
+  await db('chat_bot_settings').insert({ id: 1 }).onConflict('id').ignore();
+  return db('chat_bot_settings').where('id', 1).first();
+}
+
+/** The columns a global patch sets; throws 400 naming the first bad field. */
+function globalPatch(p: NonNullable<ChatSettingsRequest['globalPatch']>, locales: string[]): Record<string, unknown> {
+  const patch: Record<string, unknown> = {};
+  const int = (column: string, v: number | undefined, min: number, max: number) => {
+    if (v === undefined) return;
+    if (!Number.isInteger(v) || v < min || v > max)
+      throw badRequest(`${column}: must be an integer from ${min} to ${max}`);
+    patch[column] = v;
+  };
+  int('sync_interval_seconds', p.syncIntervalSeconds, 60, 86400);
+  int('initial_delay_seconds', p.initialDelaySeconds, 0, 3600);
+  int('command_cooldown_seconds', p.commandCooldownSeconds, 0, 3600);
+  if (p.defaultLanguage !== undefined) {
+    if (!locales.includes(p.defaultLanguage))
+      throw badRequest(`default_language: must be one of ${locales.join(', ')}`);
+    patch.default_language = p.defaultLanguage;
+  }
+  if (p.autoSyncEnabled !== undefined) patch.auto_sync_enabled = p.autoSyncEnabled;
+  if (p.notifyOnGuildJoin !== undefined) patch.notify_on_guild_join = p.notifyOnGuildJoin;
+  if (p.notifyOnGuildLeave !== undefined) patch.notify_on_guild_leave = p.notifyOnGuildLeave;
+  if (Object.keys(patch).length === 0) throw badRequest('global_patch: at least one field is required');
+  return patch;
+}
+
+/**
+ * Chat bot settings over the WebSocket (spec §4.26, 120/121): read the global settings (plus a
+ * guild's), patch the global settings, or set a guild's default language (audited as
+ * bot_guild_configured). Permissions (chat:read for GET, chat:edit for updates) were checked by
+ * the realtime instance. Bad input throws 400 naming the field.
+ */
+export async function chatBotSettings(
+  ctx: Pick<ServiceContext, 'db' | 'config'>,
+  r: ChatSettingsRequest,
+  by: Attribution,
+  requester: ChatSettingsRequester,
+): Promise<ChatSettingsState> {
+  const { db } = ctx;
+  const action = r.action ?? 'CHAT_SETTINGS_GET';
+  const guildId = r.guildId || null;
+  if (guildId && !SNOWFLAKE.test(guildId)) throw badRequest('guild_id: must be a snowflake (digits)');
+  const locales = ctx.config.supportedLocales;
+
+  if (action === 'CHAT_SETTINGS_UPDATE_GLOBAL') {
+    const patch = globalPatch(r.globalPatch ?? {}, locales);
+    await loadGlobal(db);
+    await db('chat_bot_settings')
+      .where('id', 1)
+      .update({ ...patch, updated_at: db.fn.now() });
+  } else if (action === 'CHAT_SETTINGS_UPDATE_GUILD') {
+    if (!guildId) throw badRequest('guild_id: required');
+    const lang = r.guildDefaultLanguage ?? null;
+    if (lang !== null && !locales.includes(lang))
+      throw badRequest(`guild_default_language: must be one of ${locales.join(', ')}`);
+    const source = requester.sourceService;
+    await transaction(db, async (trx) => {
+      await trx('chat_guild_settings')
+        .insert({ guild_id: guildId, default_language: lang })
+        .onConflict('guild_id')
+        .merge({ default_language: lang, updated_at: trx.fn.now() });
+      await recordAuditEvent(
+        attributed(by, {
+          // The requester's own user (null for the system key): the actor is the account configured for.
+          user_id: by.actorId,
+          event_type: 'bot_guild_configured',
+          resource_type: 'chat_guild',
+          resource_id: guildId,
+          metadata: { default_language: lang, via: 'websocket', api_key_id: requester.apiKeyId },
+          source_service: source && (SOURCE_SERVICES as readonly string[]).includes(source) ? source : 'api',
+        }),
+        trx,
+      );
+    });
+  } else if (action !== 'CHAT_SETTINGS_GET') {
+    throw badRequest(`action: unknown action ${action}`);
+  }
+
+  const global = await loadGlobal(db);
+  if (!guildId) return { global, guild: null };
+  const g = await db('chat_guild_settings').where('guild_id', guildId).first();
+  return { global, guild: { guildId, defaultLanguage: g?.default_language ?? null } };
+}
