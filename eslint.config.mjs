@@ -10,9 +10,14 @@ const PERMISSION = '/^(\\*|admin|api_keys|audit|chat|devices|geofences|gps|integ
 /** Access is decided in shared/policies.ts; routes, resolvers and realtime only declare or ask. */
 const accessRules = [
   { selector: "CallExpression[callee.name='forbidden']", message: 'Access is decided in shared/policies.ts: use authorize(principal, action, subject).' },
-  { selector: "MemberExpression[property.name='permissions'] > .object", message: 'No ad-hoc permission checks: ask shared/policies.ts (can/authorize).' },
+  { selector: "CallExpression[callee.property.name='has'][callee.object.property.name='permissions']", message: 'No ad-hoc permission checks: ask shared/policies.ts (can/authorize).' },
+  { selector: "MemberExpression[property.name='isSuperAdmin']", message: 'No ad-hoc permission checks: ask shared/policies.ts (can/authorize).' },
   {
-    selector: `Literal[value=${PERMISSION}]:not(Property[key.name=/^(permission|own|account|scope)$/] > Literal)`,
+    // Allowed: route declarations (`auth: { permission }`, `auth: self('users:read')`) and a resolver's
+    // declaration `authorizePermission(principal, 'gps:delete')`, GraphQL's equivalent of `auth:`.
+    selector:
+      `Literal[value=${PERMISSION}]:not(Property[key.name=/^(permission|own|account|scope)$/] > Literal)` +
+      ":not(Property[key.name='auth'] > CallExpression > Literal):not(CallExpression[callee.name='authorizePermission'] > Literal)",
     message: 'Permission names appear only in route access declarations (auth: {...}) and in shared/policies.ts.',
   },
 ];
@@ -21,7 +26,9 @@ const accessRules = [
 const routeRules = [
   { selector: "CallExpression[callee.property.name='transaction']", message: 'Transactions belong in a command (shared/commands), not in a route.' },
   {
-    selector: "CallExpression[callee.property.name=/^(insert|insertAndFetch|insertGraph|upsertGraph|patch|patchAndFetch|patchAndFetchById|update|updateAndFetchById|delete|deleteById|del|relate|unrelate|increment|decrement)$/]",
+    selector:
+      "CallExpression[callee.property.name=/^(insert|insertAndFetch|insertGraph|upsertGraph|patch|patchAndFetch|patchAndFetchById|update|updateAndFetchById|delete|deleteById|del|relate|unrelate|increment|decrement)$/]" +
+      ":not([callee.object.callee.name=/^create(Hash|Hmac)$/])",
     message: 'Writes belong in a command (shared/commands), not in a route.',
   },
   { selector: "CallExpression[callee.name='recordAuditEvent']", message: 'Audit rows are written by the command that makes the change.' },

@@ -3,7 +3,7 @@ import type { EmailRequest } from '../shared/commands/emailFlows';
 import { notFound } from '../shared/errors';
 import { User } from '../shared/models/User';
 import { findOr404 } from '../shared/rowLoader';
-import { authorizeSelf, Principal } from '../shared/policies';
+import { authorizeSelf, can, Principal, subjects } from '../shared/policies';
 import { z, isUuid } from '../shared/zod';
 import type { AppContext } from './routing';
 
@@ -50,7 +50,7 @@ export async function loadUser(
  * one only the per-account counter applies.
  */
 export function clientIp(ctx: AppContext): string | null {
-  if (ctx.state.principal.kind === 'system') return ctx.get('x-forwarded-for').split(',')[0]?.trim() || null;
+  if (can(ctx.state.principal, 'forwardClientAddress', subjects.relay())) return ctx.get('x-forwarded-for').split(',')[0]?.trim() || null;
   return ctx.ip;
 }
 

@@ -9,12 +9,13 @@ import {
   actingUserId,
   actorIdOf,
   authorizePermission,
-  authorizeManageUser,
+  authorize,
   authorizeSelf,
   Principal,
   requireAccountScope,
   requireAuthenticated,
   requireSystem,
+  subjects,
 } from '../shared/policies';
 import { openApiRegistry, z, zInput } from '../shared/zod';
 import type { ApiServices } from './services';
@@ -102,7 +103,7 @@ async function checkHierarchy(ctx: AppContext, param: string, params: Record<str
   const p = ctx.state.principal;
   const target = pathUserId(p, params[param]);
   if (!target || target === actingUserId(p)) return;
-  authorizeManageUser(p, target, await userPermissionSet(ctx.services.db, target));
+  authorize(p, 'manage', subjects.user(target, await userPermissionSet(ctx.services.db, target)));
 }
 
 /** The access rule in words, for the OpenAPI description. */

@@ -1,46 +1,17 @@
-import { HttpError } from '../shared/errors';
 import { CHAT_BOTS_WS_CHANNEL } from '../shared/events';
-import { Action, authorize, can, NO_PERMISSIONS, Principal, Subject, SubjectType, subjects } from '../shared/policies';
+import { can, Principal, refusal, subjects } from '../shared/policies';
 import type { Envelope } from '../shared/proto';
 
 /**
  * What the realtime process refuses, decided by shared/policies (channel rules of spec §4.26, the
- * chat bot channel, requests sent over the socket). Here only the wording: a refusal is a message
- * on the socket, and an anonymous socket is told what an authenticated one would be, never the
- * REST 401 "authentication required".
+ * chat bot channel, requests sent over the socket). A refusal is a message on the socket; the
+ * policy tells an anonymous socket what it tells anyone holding nothing.
  */
-
-/** A credential holding nothing: what an anonymous socket is told about requests it may not send. */
-const HOLDS_NOTHING: Principal = {
-  kind: 'apiKey',
-  apiKeyId: '',
-  userId: null,
-  permissions: NO_PERMISSIONS,
-  grant: NO_PERMISSIONS,
-  roleIds: [],
-  keyRoleIds: [],
-};
-
-/** The policy's refusal message, or null; `whenAnonymous` replaces the 401 of an unauthenticated caller. */
-function refusalOf<T extends SubjectType>(
-  p: Principal,
-  action: Action<T>,
-  subject: Subject<T>,
-  whenAnonymous: () => string,
-): string | null {
-  try {
-    authorize(p, action, subject);
-    return null;
-  } catch (err) {
-    if (!(err instanceof HttpError)) throw err;
-    return err.status === 401 ? whenAnonymous() : err.message;
-  }
-}
 
 /** Null when the principal may join the channel, else the message it gets. */
 export function subscriptionRefusal(p: Principal, channel: string): string | null {
-  if (!/^[A-Za-z0-9_:.\-]{1,200}$/.test(channel)) return `invalid channel name: ${channel.slice(0, 200)}`;
-  return refusalOf(p, 'subscribe', subjects.channel(channel), () => `access denied to channel ${channel}`);
+  if (!/^[A-Za-z0-9_:.-]{1,200}$/.test(channel)) return `invalid channel name: ${channel.slice(0, 200)}`;
+  return refusal(p, 'subscribe', subjects.channel(channel));
 }
 
 /** Channels the server subscribes connections to itself; clients can neither join nor leave them. */
@@ -69,5 +40,5 @@ export function mayRetain(p: Principal, channel: string): boolean {
 export function requestRefusal(p: Principal, env: Envelope): string | null {
   const body = (env.payload ? env[env.payload] : undefined) as { action?: string; scope?: string } | undefined;
   const subject = subjects.wsRequest(env.payload ?? '', { action: body?.action, scope: body?.scope });
-  return refusalOf(p, 'send', subject, () => refusalOf(HOLDS_NOTHING, 'send', subject, () => 'not a request')!);
+  return refusal(p, 'send', subject);
 }

@@ -4,7 +4,7 @@ import type Redis from 'ioredis';
 import type { CredentialResolver } from '../shared/auth/credentials';
 import type { Config } from '../shared/config';
 import { SOURCE_SERVICES } from '../shared/audit';
-import { ANONYMOUS, Principal } from '../shared/policies';
+import { ANONYMOUS, can, Principal, subjects } from '../shared/policies';
 import { mayBeChatBot } from './access';
 import type { ConnectionAuth } from './hub';
 import { consumeWsTicket, principalForUser, TICKET_SUBPROTOCOL } from '../shared/auth/wsTickets';
@@ -65,7 +65,7 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: AuthD
     principal = result.principal;
     auth = { kind: 'bearer', token: m[1] };
     const relayUser = new URL(req.url ?? '/', 'http://x').searchParams.get('userId');
-    if (relayUser !== null && principal.kind === 'system') {
+    if (relayUser !== null && can(principal, 'actForUser', subjects.relay())) {
       if (!isUuid(relayUser)) return { ok: false, status: 400, message: 'userId: must be a UUID' };
       const r = await principalForUser(deps.db, { userId: relayUser.toLowerCase(), sessionId: null, via: 'session' });
       if (!r.ok) return r.status === 401 ? { ok: false, status: 400, message: 'userId: no such user' } : r;
@@ -79,7 +79,7 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: AuthD
   let sourceService: string | null = null;
   let chatBot = false;
   const declared = req.headers['x-source-service'];
-  if (typeof declared === 'string' && declared && (principal.kind === 'apiKey' || principal.kind === 'system')) {
+  if (typeof declared === 'string' && declared && can(principal, 'declareSourceService', subjects.relay())) {
     if (!(SOURCE_SERVICES as readonly string[]).includes(declared)) {
       return { ok: false, status: 400, message: `X-Source-Service: must be one of ${SOURCE_SERVICES.join(', ')}` };
     }

@@ -7,7 +7,8 @@ import { createApiKey, ownerPermissionScopes } from '../shared/commands/apiKeys'
 import { hashPassword, PASSWORD_MAX, PASSWORD_MIN } from '../shared/domain/passwords';
 import { recordAuditEvent } from '../shared/audit';
 import { createSession } from '../shared/commands/sessions';
-import { createVerifiedEmailUser, zEmail } from '../shared/commands/users';
+import { createVerifiedEmailUser } from '../shared/commands/users';
+import { zEmail } from '../shared/domain/accounts';
 import { HttpError } from '../shared/errors';
 import { Config, loadConfigOrExit } from '../shared/config';
 import { createDb, migrate } from '../shared/db';

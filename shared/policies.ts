@@ -56,8 +56,6 @@ export class PermissionSet {
   }
 }
 
-export const NO_PERMISSIONS = new PermissionSet([]);
-
 /**
  * What a credential allows before its owner's permissions bound it: `'all'` for a session (and the
  * system key), the granted scopes for an OAuth token, the scopes plus the roles' permissions for an
@@ -155,7 +153,7 @@ export function isSuperAdmin(p: Principal): boolean {
 }
 
 /** Does the credential's grant name `scope` explicitly (exact or `resource:*`, never via `*:*`)? */
-export function grantNames(p: Principal, scope: string): boolean {
+function grantNames(p: Principal, scope: string): boolean {
   if (p.kind === 'anonymous') return false;
   if (p.kind === 'system' || p.grant === 'all') return true;
   return p.grant.names(scope);
@@ -171,12 +169,6 @@ function grantAllowsSelf(p: Principal, permission: string): boolean {
 /** Throws 401 unless the caller is authenticated. */
 export function requireAuthenticated(p: Principal): asserts p is Exclude<Principal, { kind: 'anonymous' }> {
   if (p.kind === 'anonymous') throw unauthorized();
-}
-
-/** Throws 401/403 unless the caller is a user (session or OAuth token), e.g. for session lists. */
-export function requireUser(p: Principal, message = 'this endpoint needs a user credential'): asserts p is Extract<Principal, { kind: 'user' }> {
-  requireAuthenticated(p);
-  if (p.kind !== 'user') throw forbidden(message);
 }
 
 /** Throws 401 unless the caller is the system key. */
@@ -217,28 +209,6 @@ export function authorizeSelf(p: Principal, permission?: string): string {
   return uid;
 }
 
-/** Owner-or-permission rule for owned resources (OAuth clients, API keys, integrations). */
-export function authorizeOwner(p: Principal, ownerId: string | null, adminPermission: string): void {
-  requireAuthenticated(p);
-  const uid = actingUserId(p);
-  if (ownerId && uid === ownerId) return;
-  if (!p.permissions.has(adminPermission)) throw forbidden('not the owner of this resource');
-}
-
-/**
- * Hierarchy: an actor manages another user (update, link, delete, force-delete, ban, roles, 2FA)
- * only if it holds every permission that user holds, so a super admin is managed only by a super
- * admin. Acting on oneself is governed by the "or self" rules instead.
- */
-export function authorizeManageUser(p: Principal, targetId: string, targetPermissions: PermissionSet): void {
-  requireAuthenticated(p);
-  if (actingUserId(p) === targetId) return;
-  const missing = targetPermissions.list().filter((perm) => !p.permissions.has(perm));
-  if (missing.length) {
-    throw forbidden(`you may only manage users whose every permission you hold (missing ${missing.slice(0, 5).join(', ')})`);
-  }
-}
-
 /**
  * System keys may only call these routes (spec §5.5). `exact` entries match the path alone,
  * `prefix` entries the path and everything below it.
@@ -277,31 +247,11 @@ export function authorizeGrant(p: Principal, requested: Iterable<string>, what =
   if (missing.length) throw forbidden(`${what} exceed your own permissions: ${missing.join(', ')}`);
 }
 
-/** Changing a role's permissions (adding or removing `permission`) needs holding it. */
-export function authorizeRolePermissionChange(p: Principal, permission: string, change: 'add' | 'remove'): void {
-  requireAuthenticated(p);
-  if (!p.permissions.has(permission)) throw forbidden(`you may only ${change} permissions you hold yourself (${permission})`);
-}
-
-/**
- * Giving or taking a role (to a user, or to an API key with `mustHoldRole`) needs every permission
- * the role grants, through this credential; an API key may get only roles its owner holds.
- */
-export function authorizeRoleGrant(p: Principal, role: { id: string; permissions: PermissionSet }, opts: { mustHoldRole?: boolean } = {}): void {
-  requireAuthenticated(p);
-  if (opts.mustHoldRole && !p.permissions.isSuperAdmin) {
-    const held = p.kind === 'system' ? [] : p.roleIds;
-    if (!held.includes(role.id)) throw forbidden('you may only assign roles you hold yourself');
-  }
-  const missing = role.permissions.list().filter((perm) => !p.permissions.has(perm));
-  if (missing.length) throw forbidden(`cannot manage a role granting permissions you do not hold (${missing.slice(0, 5).join(', ')})`);
-}
-
 /**
  * GraphQL root fields the system key may run (spec §5.5: it is confined to what names it); every
  * other operation answers 403 to it, as a REST route off its allowlist would.
  */
-export const SYSTEM_KEY_GRAPHQL_FIELDS: ReadonlySet<string> = new Set([
+const SYSTEM_KEY_GRAPHQL_FIELDS: ReadonlySet<string> = new Set([
   'me',
   'oauthSignin',
   'findUserByPlatform',
@@ -321,12 +271,6 @@ export const SYSTEM_KEY_GRAPHQL_FIELDS: ReadonlySet<string> = new Set([
 /** Throws 403 when the system key asks for a GraphQL root field that does not name it. */
 export function authorizeGraphqlRootField(p: Principal, field: string): void {
   if (p.kind === 'system' && !SYSTEM_KEY_GRAPHQL_FIELDS.has(field)) throw forbidden(`system key not permitted on the GraphQL field ${field}`);
-}
-
-/** Super admin (`*:*`) only, e.g. regenerating a system key. */
-export function requireSuperAdmin(p: Principal, message = 'super admin required'): void {
-  requireAuthenticated(p);
-  if (!p.permissions.isSuperAdmin) throw forbidden(message);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -357,6 +301,10 @@ export interface SubjectTypes {
   accountToken: { userId: string };
   /** The caller's sessions (list, revoke): session credentials only. */
   ownSessions: { userId?: undefined };
+  /** The caller's OAuth consents (list, revoke): user credentials (sessions, OAuth tokens) only. */
+  ownConsents: { userId?: undefined };
+  /** What a trusted service says on others' behalf: the client's address, the user it relays, its own name. */
+  relay: { userId?: undefined };
   /** A realtime channel (spec §4.26). */
   channel: { name: string };
   /** A request sent over the WebSocket (audit, chat settings and sync, moderation). */
@@ -426,6 +374,11 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
     update: ownKey,
     regenerate: ownKey,
     delete: (p, k) => (k.isSystem ? forbidden('system keys cannot be deleted') : ownKey(p, k)),
+    /** Linking it to a device as the device's tracker key. */
+    linkToDevice: (p, k) =>
+      p.permissions.isSuperAdmin ||
+      (!k.isSystem && isOwner(p, k.userId)) ||
+      forbidden("api_key_id: only the key's owner or a system key may link it to a device"),
     /** Switching a key back on: an administrator's switch-off (or the account's deletion) sticks for the owner. */
     reactivate: (p, k) =>
       !(k.locked && isOwner(p, k.userId)) ||
@@ -464,11 +417,26 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
   },
   userLookup: {
     /** The system key and holders of users:read find anyone; others only themselves. */
-    read: (p, u) => p.kind === 'system' || p.permissions.has('users:read') || (u.userId !== null && u.userId === actingUserId(p)) || forbidden('missing permission users:read'),
+    read: (p, u) =>
+      p.kind === 'system' ||
+      p.permissions.has('users:read') ||
+      (u.userId !== null && u.userId === actingUserId(p) && grantAllowsSelf(p, 'users:read')) ||
+      forbidden('you may only look up your own email address'),
   },
   accountToken: {
     /** Someone else's token is reported like an unknown one (the system key relays link clicks). */
     use: (p, t) => p.kind === 'system' || t.userId === actingUserId(p) || p.permissions.has('users:write') || badRequest('invalid or expired token'),
+  },
+  ownConsents: {
+    manage: (p) => p.kind === 'user' || forbidden('this endpoint needs a user credential'),
+  },
+  relay: {
+    /** Named by X-Forwarded-For (the web app relaying a sign-in): the system key only. */
+    forwardClientAddress: (p) => p.kind === 'system' || forbidden('only the system key relays client addresses'),
+    /** A WebSocket connection acting for `?userId=`: the system key only. */
+    actForUser: (p) => p.kind === 'system' || forbidden('only the system key may act for a user'),
+    /** X-Source-Service: API keys and the system key (services), never a user's session. */
+    declareSourceService: (p) => p.kind === 'apiKey' || p.kind === 'system' || forbidden('only service credentials name a source service'),
   },
   ownSessions: {
     manage: (p) => (p.kind === 'user' && p.via === 'session' && !!p.sessionId) || forbidden('this endpoint needs a session token'),
@@ -492,8 +460,13 @@ export type Action<T extends SubjectType> = keyof (typeof rules)[T] & string;
 
 function verdict<T extends SubjectType>(p: Principal, action: Action<T>, subject: Subject<T>): Verdict {
   if (p.kind === 'anonymous') {
+    // Realtime answers anonymous sockets with the same refusals as anyone holding nothing.
     const s = subject as Subject;
-    if (s.type === 'channel' && action === 'subscribe' && isPublicChannel(s.name)) return true;
+    if (s.type === 'channel' && action === 'subscribe') return isPublicChannel(s.name) || forbidden(`access denied to channel ${s.name}`);
+    if (s.type === 'wsRequest' && action === 'send') {
+      const permission = wsRequestPermission(s);
+      return permission ? forbidden(`missing permission ${permission}`) : badRequest('not a request');
+    }
     return unauthorized();
   }
   const rule = (rules[subject.type] as Record<string, Rule<T>>)[action];
@@ -545,6 +518,8 @@ export const subjects = {
   userLookup: (userId: string | null): Subject<'userLookup'> => ({ type: 'userLookup', userId }),
   accountToken: (t: { user_id: string }): Subject<'accountToken'> => ({ type: 'accountToken', userId: t.user_id }),
   ownSessions: (): Subject<'ownSessions'> => ({ type: 'ownSessions' }),
+  ownConsents: (): Subject<'ownConsents'> => ({ type: 'ownConsents' }),
+  relay: (): Subject<'relay'> => ({ type: 'relay' }),
   channel: (name: string): Subject<'channel'> => ({ type: 'channel', name }),
   wsRequest: (payload: string, detail: { action?: string; scope?: string } = {}): Subject<'wsRequest'> => ({ type: 'wsRequest', payload, ...detail }),
 };

@@ -1,5 +1,5 @@
 import { Arg, Ctx, Field, Int, Mutation, ObjectType, Resolver } from 'type-graphql';
-import { deleteGpsData } from '../../shared/commands/deleteGpsData';
+import { deleteGpsData } from '../../shared/commands/gpsPoints';
 import { badRequest } from '../../shared/errors';
 import { authorizePermission } from '../../shared/policies';
 import type { GqlContext } from './context';

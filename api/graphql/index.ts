@@ -19,7 +19,7 @@ import { GpsResolver } from './gps';
  * Every resolver class of the schema. Resolvers call the same commands as REST and enforce their
  * own access through shared/policies (the endpoint itself allows anonymous callers).
  */
-// eslint-disable-next-line @typescript-eslint/ban-types
+// eslint-disable-next-line @typescript-eslint/no-unsafe-function-type -- type-graphql's own type for resolver classes
 export const resolvers: NonEmptyArray<Function> = [MeResolver, WsTicketResolver, AccountsResolver, GpsResolver, AuditResolver];
 
 /**

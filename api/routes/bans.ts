@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import { findActiveBan } from '../../shared/queries/access';
 import { banUser, unbanUser } from '../../shared/commands/userLifecycle';
-import { banHistory } from '../../shared/commands/users';
+import { banHistory } from '../../shared/queries/users';
 import { badRequest } from '../../shared/errors';
 import { Ban } from '../../shared/models/Ban';
 import { rowById } from '../../shared/rowLoader';

@@ -5,7 +5,7 @@ import { exchangeAuthorizationCode, refreshAccessToken } from '../../shared/comm
 import { oauthError, parseScopeParam, TokenResponse } from '../../shared/domain/oauth';
 import { HttpError, serviceUnavailable, unauthorized } from '../../shared/errors';
 import type { OAuthClient } from '../../shared/models/OAuthClient';
-import { ACCOUNT_SCOPES, requireUser } from '../../shared/policies';
+import { ACCOUNT_SCOPES, actingUserId, authorize, subjects } from '../../shared/policies';
 import { consentSchema, presentConsent } from '../../shared/presenters/oauthClient';
 import { activeConsents } from '../../shared/queries/oauth';
 import { z, zUuid } from '../../shared/zod';
@@ -156,8 +156,8 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
     },
     async (ctx) => {
       const p = ctx.state.principal;
-      requireUser(p);
-      ctx.body = resource(ctx, (await activeConsents(ctx.services.db, p.userId)).map(presentConsent));
+      authorize(p, 'manage', subjects.ownConsents());
+      ctx.body = resource(ctx, (await activeConsents(ctx.services.db, actingUserId(p)!)).map(presentConsent));
     },
   );
 
@@ -174,8 +174,8 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
     },
     async (ctx, { params }) => {
       const p = ctx.state.principal;
-      requireUser(p);
-      await revokeConsent(ctx.services, { userId: p.userId, clientId: params.client_id }, requestAttribution(ctx));
+      authorize(p, 'manage', subjects.ownConsents());
+      await revokeConsent(ctx.services, { userId: actingUserId(p)!, clientId: params.client_id }, requestAttribution(ctx));
       noContent(ctx);
     },
   );

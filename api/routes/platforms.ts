@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import { setPlatformEnabled } from '../../shared/commands/platforms';
-import { findPlatform } from '../../shared/commands/users';
+import { findPlatform } from '../../shared/queries/users';
 import { notFound } from '../../shared/errors';
 import { Platform } from '../../shared/models/Platform';
 import {

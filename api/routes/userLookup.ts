@@ -3,7 +3,7 @@ import { oauthSignin, oauthSigninSchema } from '../../shared/commands/oauthSigni
 import { zEmail } from '../../shared/domain/accounts';
 import { notFound } from '../../shared/errors';
 import { User } from '../../shared/models/User';
-import { authorize, authorizeSelf, can, subjects } from '../../shared/policies';
+import { actingUserId, authorize, can, subjects } from '../../shared/policies';
 import { flatUserSchema } from '../../shared/presenters/user';
 import { findUserIdByEmail, flatUser, ownsEmail } from '../../shared/queries/users';
 import { z } from '../../shared/zod';
@@ -23,9 +23,9 @@ const userPath = (id: string) => `/v1/users/${id}`;
 async function ownUserByEmail(ctx: AppContext, email: string): Promise<string | undefined> {
   const p = ctx.state.principal;
   const db = ctx.services.db;
-  const own = authorizeSelf(p, 'users:read');
-  authorize(p, 'read', subjects.userLookup((await ownsEmail(db, own, email)) ? own : null));
-  return (await User.query(db).findById(own).whereNull('deleted_at')) ? own : undefined;
+  const own = actingUserId(p);
+  authorize(p, 'read', subjects.userLookup(own && (await ownsEmail(db, own, email)) ? own : null));
+  return (await User.query(db).findById(own!).whereNull('deleted_at')) ? own! : undefined;
 }
 
 /** Finding users by provider sign-in (system key) and by email address. */

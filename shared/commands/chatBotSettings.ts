@@ -3,6 +3,7 @@ import { attributed, Attribution, recordAuditEvent, SOURCE_SERVICES } from '../a
 import type { ServiceContext } from '../context';
 import { transaction } from '../db';
 import { badRequest } from '../errors';
+import { supportedLocales } from '../queries/accountSettings';
 
 /** ChatSettingsRequest (120) as protobuf decodes it: camelCase, absent fields undefined. */
 export interface ChatSettingsRequest {
@@ -80,7 +81,7 @@ export async function chatBotSettings(
   const action = r.action ?? 'CHAT_SETTINGS_GET';
   const guildId = r.guildId || null;
   if (guildId && !SNOWFLAKE.test(guildId)) throw badRequest('guild_id: must be a snowflake (digits)');
-  const locales = ctx.config.supportedLocales;
+  const locales = await supportedLocales(ctx.db, ctx.config);
 
   if (action === 'CHAT_SETTINGS_UPDATE_GLOBAL') {
     const patch = globalPatch(r.globalPatch ?? {}, locales);

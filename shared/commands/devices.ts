@@ -1,8 +1,8 @@
 import type { Knex } from 'knex';
 import { afterCommit, transaction } from '../db';
-import { badRequest, forbidden, notFound } from '../errors';
+import { badRequest, notFound } from '../errors';
 import { Device } from '../models/Device';
-import { can, Principal, subjects } from '../policies';
+import { authorize, Principal, subjects } from '../policies';
 import { invalidateTrackerLinks, TrackerLinkServices } from './trackerLinks';
 
 /** Device fields of POST/PATCH /v1/devices. */
@@ -23,9 +23,7 @@ async function takeKey(trx: Knex, principal: Principal, apiKeyId: string, device
   const key = await trx('api_keys').where('id', apiKeyId).forUpdate().first('id', 'user_id', 'is_system');
   if (!key) throw badRequest('api_key_id: no such API key');
   // The key's owner or a super admin (the system key included), as for changing the key itself.
-  if (!can(principal, 'update', subjects.apiKey(key))) {
-    throw forbidden("api_key_id: only the key's owner or a system key may link it to a device");
-  }
+  authorize(principal, 'linkToDevice', subjects.apiKey(key));
   const q = trx('devices').where('api_key_id', apiKeyId);
   if (deviceId) q.whereNot('id', deviceId);
   const unlinked = await q.update({ api_key_id: null, updated_at: trx.fn.now() }).returning('id');

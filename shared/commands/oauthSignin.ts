@@ -6,15 +6,9 @@ import { z, zHttpUrl } from '../zod';
 import type { Knex } from 'knex';
 import { attributed, Attribution, AuditInput, recordAuditEvent } from '../audit';
 import { transaction } from '../db';
-import {
-  addPlatformAccount,
-  createUserWithAccount,
-  findPlatform,
-  findUserIdByEmail,
-  flatUser,
-  normaliseEmail,
-  uniqueUsername,
-} from './users';
+import { normaliseEmail } from '../domain/accounts';
+import { findPlatform, findUserIdByEmail, flatUser } from '../queries/users';
+import { addPlatformAccount, createUserWithAccount, uniqueUsername } from './users';
 
 /** Body of a provider sign-in (camelCase per spec §4.11), shared by REST and GraphQL. */
 export const oauthSigninSchema = z.object({

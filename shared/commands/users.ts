@@ -14,8 +14,6 @@ import { emailInUse, emailPlatform, findEmailAccountByAddress, findUserIdByEmail
 
 // Kept for importers outside the accounts area (shared/commands/oauthSignin.ts, api/routes/platforms.ts,
 // api/routes/bans.ts, scripts/cli.ts); new code imports from shared/queries/users and shared/domain/accounts.
-export { banHistory, findPlatform, findUserIdByEmail, flatUser } from '../queries/users';
-export { normaliseEmail, zEmail } from '../domain/accounts';
 
 /**
  * A free username derived from a display name or email local part: invalid characters become

@@ -4,7 +4,7 @@ import { apiKeySource } from '../../shared/auth/credentialSources';
 import { loadOAuthTokenEntry } from '../../shared/auth/oauthTokens';
 import { sha256 } from '../../shared/crypto';
 import { ALL_PERMISSIONS, DEFAULT_ROLES } from '../../shared/permissions';
-import { authorizePermission, authorizeGrant, authorizeManageUser, effectivePermissions, PermissionSet, Principal } from '../../shared/policies';
+import { authorize, authorizePermission, authorizeGrant, effectivePermissions, PermissionSet, Principal, subjects } from '../../shared/policies';
 import { createKey, createOAuthToken, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 
@@ -45,7 +45,7 @@ test('pure: no actor manages a user holding a permission the actor lacks', (t) =
       const actor: Principal = { kind: 'user', userId: 'a', sessionId: 's', via: 'session', permissions: actorPerms, grant: 'all', roleIds: [] };
       let allowed = true;
       try {
-        authorizeManageUser(actor, 't', targetPerms);
+        authorize(actor, 'manage', subjects.user('t', targetPerms));
       } catch {
         allowed = false;
       }

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { authorizePermission, authorizeOwner, can, PermissionSet, Principal, systemKeyAllowed } from '../../shared/policies';
+import { authorize, authorizePermission, can, PermissionSet, Principal, refusal, subjects, systemKeyAllowed } from '../../shared/policies';
 import { HttpError } from '../../shared/errors';
 import { ALL_PERMISSIONS, DEFAULT_ROLES } from '../../shared/permissions';
 
@@ -37,10 +37,23 @@ test('authorize: 401 anonymous, 403 missing, self passes within the grant', (t) 
   t.false(can({ kind: 'anonymous' }, 'gps:read'));
 });
 
-test('authorizeOwner: the owner, or the admin permission', (t) => {
-  t.notThrows(() => authorizeOwner(user([], 'o'), 'o', 'oauth_clients:write'));
-  t.throws(() => authorizeOwner(user([], 'x'), 'o', 'oauth_clients:write'));
-  t.notThrows(() => authorizeOwner(user(['oauth_clients:write'], 'x'), 'o', 'oauth_clients:write'));
+test('object-level: an OAuth client is managed by its owner, or with the permission of the action', (t) => {
+  const client = subjects.oauthClient({ user_id: 'o' });
+  t.notThrows(() => authorize(user([], 'o'), 'update', client));
+  t.is((t.throws(() => authorize(user([], 'x'), 'update', client)) as HttpError).status, 403);
+  t.notThrows(() => authorize(user(['oauth_clients:write'], 'x'), 'update', client));
+  t.false(can(user(['oauth_clients:write'], 'x'), 'delete', client), 'write does not delete');
+  t.is((t.throws(() => authorize({ kind: 'anonymous' }, 'read', client)) as HttpError).status, 401);
+});
+
+test('object-level: anonymous sockets get the refusals of a credential holding nothing', (t) => {
+  const anon: Principal = { kind: 'anonymous' };
+  t.is(refusal(anon, 'subscribe', subjects.channel('vessels')), null);
+  t.is(refusal(anon, 'subscribe', subjects.channel('public:x')), null);
+  t.is(refusal(anon, 'subscribe', subjects.channel('gps')), 'access denied to channel gps');
+  t.is(refusal(user([]), 'subscribe', subjects.channel('gps')), 'access denied to channel gps');
+  t.is(refusal(anon, 'send', subjects.wsRequest('createAuditEvent')), 'missing permission audit:write');
+  t.is(refusal(user(['gps:read']), 'subscribe', subjects.channel('gps:boat-1')), null);
 });
 
 test('system key allowlist: exact routes match only themselves, prefixes match whole segments', (t) => {

@@ -13,7 +13,7 @@ const users = once(async () => {
 
 test('POST /v1/gps stores a point: Unix seconds in, ISO 8601 out, every field of spec §2', async (t) => {
   const s = stack();
-  const { admin, developer, reader } = await users();
+  const { developer, reader } = await users();
   const ts = 1_700_000_000;
   const r = await s.request('POST', '/v1/gps', { token: developer.token, body: gpsBody({ timestamp: ts, device_id: 'boat-1', pdop: 1.2, hdop: 0.9, vdop: 1.1 }) });
   t.is(r.status, 201, r.text);
@@ -45,7 +45,7 @@ test('device identifiers are stored verbatim, whatever characters they hold', as
 
 test('POST /v1/gps rejects bad input with a 400 naming the field', async (t) => {
   const s = stack();
-  const { admin, developer, reader } = await users();
+  const { developer } = await users();
   const cases: Array<[Record<string, unknown>, RegExp]> = [
     [gpsBody({ latitude: 91 }), /^latitude: must be between -90 and 90/],
     [gpsBody({ latitude: -90.0001 }), /^latitude: /],
@@ -91,7 +91,7 @@ test('permissions: gps:read for reads, gps:write to post, gps:delete to delete; 
 
 test('DELETE of a point linked to a trip is 409', async (t) => {
   const s = stack();
-  const { admin, developer, reader } = await users();
+  const { admin, developer } = await users();
   const trip = await make(s, admin.token, '/v1/trips', { name: 'linked' });
   const p = await make(s, developer.token, '/v1/gps', gpsBody({ trip_id: trip.id }));
   t.is(p.trip_id, trip.id);
@@ -102,7 +102,7 @@ test('DELETE of a point linked to a trip is 409', async (t) => {
 
 test('GET /v1/gps paginates newest first: default limit 10, max 100', async (t) => {
   const s = stack();
-  const { admin, developer, reader } = await users();
+  const { developer, reader } = await users();
   const device = `pager-${Date.now()}`;
   const base = nowSeconds() - 1000;
   const res = await s.request('POST', '/v1/gps/batch', { token: developer.token, body: { points: Array.from({ length: 25 }, (_, i) => gpsBody({ device_id: device, timestamp: base + i })) } });
@@ -157,7 +157,7 @@ test.serial('current is the latest point and is never staler than the last inser
 
 test('a cold cache filled by a reader while writers insert ends up with the true latest point', async (t) => {
   const s = stack();
-  const { admin, developer, reader } = await users();
+  const { developer, reader } = await users();
   const device = `race-${Date.now()}`;
   const t0 = nowSeconds() + 20_000;
   await make(s, developer.token, '/v1/gps', gpsBody({ device_id: device, timestamp: t0 }));
@@ -176,7 +176,7 @@ test('a cold cache filled by a reader while writers insert ends up with the true
 
 test('GET /v1/gps/current/devices is a bare array with the latest point of each device', async (t) => {
   const s = stack();
-  const { admin, developer, reader } = await users();
+  const { developer, reader } = await users();
   const tag = Date.now().toString(36);
   const t0 = nowSeconds();
   for (const [device, n] of [[`a-${tag}`, 3], [`b-${tag}`, 2]] as const) {
@@ -195,7 +195,7 @@ test('GET /v1/gps/current/devices is a bare array with the latest point of each 
 
 test('POST /v1/gps/batch: one insert, per-point validation, accepted ids and rejected indexes', async (t) => {
   const s = stack();
-  const { admin, developer, reader } = await users();
+  const { developer, reader } = await users();
   const device = `batch-${Date.now()}`;
   const points = [gpsBody({ device_id: device }), gpsBody({ latitude: 200 }), gpsBody({ device_id: device, timestamp: nowSeconds() + 1 }), { nonsense: true }, gpsBody({ trip_id: '00000000-0000-4000-8000-000000000000' })];
   const r = await s.request('POST', '/v1/gps/batch', { token: developer.token, body: { points } });
@@ -233,7 +233,7 @@ test('POST /v1/gps/batch: one insert, per-point validation, accepted ids and rej
 
 test('POST /v1/gps counts in its own rate-limit tier, raised through configuration here', async (t) => {
   const s = stack();
-  const { admin, developer, reader } = await users();
+  const { developer } = await users();
   const r = await s.request('POST', '/v1/gps', { token: developer.token, body: gpsBody() });
   t.is(r.status, 201);
   t.is(r.headers.get('x-ratelimit-limit'), '10000');

@@ -23,12 +23,12 @@ function transporter(url: string): Transporter {
  * for a row carries the same Message-ID (outboxMessageId), so a resend is recognisably one message.
  */
 export const emailProcessor: Processor<'email'> = async (job, ctx: ServiceContext) => {
-  const mail = await EmailOutbox.query().findById(job.data.outboxId);
+  const mail = await EmailOutbox.query(ctx.db).findById(job.data.outboxId);
   // Done with already (sent, logged or finally failed): a replayed job (the outbox relays at least once) sends nothing.
   if (!mail || mail.status !== 'queued') return { skipped: true };
   if (!ctx.config.smtpUrl) {
     ctx.logger.info({ outboxId: mail.id, to: mail.to_address, template: mail.template, subject: mail.subject }, 'email not sent (no SMTP_URL configured)');
-    await EmailOutbox.query().patchAndFetchById(mail.id, { ...finishedOutboxFields(mail), status: 'logged', attempts: mail.attempts + 1 });
+    await EmailOutbox.query(ctx.db).patchAndFetchById(mail.id, { ...finishedOutboxFields(mail), status: 'logged', attempts: mail.attempts + 1 });
     return { logged: true };
   }
   try {
@@ -43,7 +43,7 @@ export const emailProcessor: Processor<'email'> = async (job, ctx: ServiceContex
     });
   } catch (err) {
     const final = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-    await EmailOutbox.query().patchAndFetchById(mail.id, {
+    await EmailOutbox.query(ctx.db).patchAndFetchById(mail.id, {
       ...(final ? finishedOutboxFields(mail) : {}),
       attempts: mail.attempts + 1,
       last_error: (err as Error).message,
@@ -51,7 +51,7 @@ export const emailProcessor: Processor<'email'> = async (job, ctx: ServiceContex
     });
     throw err;
   }
-  await EmailOutbox.query().patchAndFetchById(mail.id, {
+  await EmailOutbox.query(ctx.db).patchAndFetchById(mail.id, {
     ...finishedOutboxFields(mail),
     status: 'sent',
     attempts: mail.attempts + 1,
