@@ -1,7 +1,6 @@
 import Router from '@koa/router';
 import { cancelDeletion, purgeUser } from '../../shared/commands/userLifecycle';
-import { badRequest, notFound } from '../../shared/errors';
-import { actingUserId } from '../../shared/policies';
+import { notFound } from '../../shared/errors';
 import { z } from '../../shared/zod';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
@@ -52,8 +51,6 @@ export function adminUserRoutes(router: ApiRouter): void {
     async (ctx, { params, body }) => {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id, { includeDeleted: true });
-      if (id === actingUserId(ctx.state.principal))
-        throw badRequest('use DELETE /v1/users/me to delete your own account');
       if (
         !(await purgeUser(ctx.services, id, {
           ...requestAttribution(ctx),

@@ -2,10 +2,8 @@ import Router from '@koa/router';
 import { findActiveBan } from '../../shared/queries/access';
 import { banUser, unbanUser } from '../../shared/commands/userLifecycle';
 import { banHistory } from '../../shared/queries/users';
-import { badRequest } from '../../shared/errors';
 import { Ban } from '../../shared/models/Ban';
 import { rowById } from '../../shared/rowLoader';
-import { actingUserId } from '../../shared/policies';
 import {
   banHistoryEntrySchema,
   banSchema,
@@ -80,7 +78,6 @@ export function banRoutes(router: ApiRouter): void {
       const db = ctx.services.db;
       const id = resolveUserRef(ctx, params.id);
       await loadUser(db, id);
-      if (id === actingUserId(ctx.state.principal)) throw badRequest('you cannot ban yourself');
       const ban = await banUser(
         ctx.services,
         { userId: id, reason: body.reason ?? null, durationSeconds: body.duration_seconds ?? null },

@@ -1,5 +1,5 @@
 import type { ServiceContext } from '../context';
-import { conflict, notFound } from '../errors';
+import { badRequest, conflict, notFound } from '../errors';
 import { Ban } from '../models/Ban';
 import { User } from '../models/User';
 import { findActiveBan } from '../queries/access';
@@ -22,6 +22,7 @@ async function announceForcedLogout(ctx: ServiceContext, userId: string, reason:
  * dropped at once on every instance; accountBanned and forceLogout go to the user's channel.
  */
 export async function banUser(ctx: ServiceContext, input: { userId: string; reason: string | null; durationSeconds: number | null }, actor: Attribution): Promise<Ban> {
+  if (actor.actorId === input.userId) throw badRequest('you cannot ban yourself');
   const { ban, sessionIds } = await transaction(ctx.db, async (trx) => {
     // Serialises concurrent bans of the same user, so only one active ban can exist.
     await trx('users').where('id', input.userId).forUpdate().first('id');
@@ -174,6 +175,7 @@ export async function cancelDeletion(ctx: ServiceContext, userId: string, actor:
  * naming only the former id.
  */
 export async function purgeUser(ctx: ServiceContext, userId: string, actor: Attribution & { reason: string }): Promise<boolean> {
+  if (actor.actorId === userId) throw badRequest('use DELETE /v1/users/me to delete your own account');
   return transaction(ctx.db, async (trx) => {
     const user = await trx('users').where('id', userId).forUpdate().first('id');
     if (!user) return false;
