@@ -121,3 +121,6 @@ export function atLeastOne<T extends z.ZodRawShape>(schema: z.ZodObject<T>) {
     message: `at least one of ${Object.keys(schema.shape).join(', ')} is required`,
   });
 }
+
+/** A permission string as a scope: `resource:action`, either side may be the wildcard `*`. */
+export const zScope = () => z.string().regex(/^([a-z][a-z0-9_]*|\*):([a-z][a-z0-9_.]*|\*)$/, 'must be resource:action');

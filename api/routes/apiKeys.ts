@@ -24,13 +24,11 @@ import { apiKeyRoles, rolePermissionSet } from '../../shared/queries/access';
 import { apiKeySchema, issuedApiKeySchema, presentApiKey, presentIssuedApiKey } from '../../shared/presenters/apiKey';
 import { presentRole, roleSchema } from '../../shared/presenters/role';
 import { findOr404 } from '../../shared/rowLoader';
-import { atLeastOne, z, zUuid } from '../../shared/zod';
+import { atLeastOne, z, zScope, zUuid } from '../../shared/zod';
 import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
 import { AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 
-/** A permission string as a scope: `resource:action`, either side may be the wildcard `*`. */
-export const zScope = () => z.string().regex(/^([a-z][a-z0-9_]*|\*):([a-z][a-z0-9_.]*|\*)$/, 'must be resource:action');
 const zScopes = () =>
   z
     .array(zScope())

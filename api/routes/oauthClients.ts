@@ -17,12 +17,11 @@ import {
   registeredOAuthClientSchema,
 } from '../../shared/presenters/oauthClient';
 import { findOr404 } from '../../shared/rowLoader';
-import { atLeastOne, z, zHttpUrl, zUuid } from '../../shared/zod';
+import { atLeastOne, z, zHttpUrl, zScope, zUuid } from '../../shared/zod';
 import { paginate, paginationQuery } from '../pagination';
 import { created, listSchema, noContent, pageSchema, resource, resourceSchema } from '../responses';
 import { AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
-import { zScope } from './apiKeys';
 
 const zRedirectUri = () =>
   z
