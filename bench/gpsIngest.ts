@@ -184,7 +184,7 @@ async function main(): Promise<void> {
     await seed(db);
     const [user] = await db('users').insert({ username: 'bench_tracker' }).returning('id');
     await db('user_roles').insert({ user_id: user.id, role_id: 'role_developer' });
-    const { key } = await createApiKey({ userId: user.id, name: 'bench tracker', scopes: ['gps:write', 'gps:read'] });
+    const { key } = await createApiKey({ userId: user.id, name: 'bench tracker', scopes: ['gps:write', 'gps:read'] }, db);
 
     process.stdout.write(`starting ${INSTANCES} api instances (node:cluster) on 127.0.0.1:${port}\n`);
     const execArgv = (process.env.BENCH_API_NODE_ARGS ?? '').split(' ').filter(Boolean);

@@ -48,7 +48,7 @@ async function prepare(): Promise<{ env: Record<string, string>; token: string }
   const env = { DATABASE_URL: url, ...settings };
   const [user] = await db('users').insert({ username: 'bench_ws' }).returning('id');
   await db('user_roles').insert({ user_id: user.id, role_id: 'role_user' });
-  const { token } = await createSession(user.id, new Date(Date.now() + 86400_000), {});
+  const { token } = await createSession(db, user.id, new Date(Date.now() + 86400_000), {});
   await db.destroy();
   return { env, token };
 }

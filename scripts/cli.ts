@@ -108,7 +108,7 @@ async function createAdmin(db: ReturnType<typeof createDb>, args: string[]): Pro
       const audit = { user_id: user.id, actor_id: null, user_agent: 'cli create-admin', resource_type: 'user', resource_id: user.id };
       await recordAuditEvent({ ...audit, event_type: 'user_created', metadata: { platform: 'email', platform_account_id: account.id, via: 'cli', roles: ['Admin'] } }, trx);
       const expires = new Date(Date.now() + (await sessionLifetimeMs(trx)));
-      const { session, token } = await createSession(user.id, expires, { platformSlug: 'email', userAgent: 'cli create-admin' }, trx);
+      const { session, token } = await createSession(trx, user.id, expires, { platformSlug: 'email', userAgent: 'cli create-admin' });
       await recordAuditEvent({ ...audit, event_type: 'session_created', resource_type: 'session', resource_id: session.id, metadata: { via: 'cli', session_id: session.id } }, trx);
       const apiKey = values['api-key']
         ? await createApiKey({ userId: user.id, name: 'admin', description: 'created by cli create-admin', scopes: await ownerPermissionScopes(trx, user.id) }, trx)
@@ -204,7 +204,7 @@ async function main(argv: string[]): Promise<void> {
         say(`no --scopes given: the key holds ${user.username}'s permissions: ${scopes.join(', ') || '(none)'}`);
         if (!scopes.includes('*:*')) say('  (later grants to the owner are not added to the key; a permission the owner loses leaves the key too)');
       }
-      const { apiKey, key } = await createApiKey({ userId: user?.id ?? null, name: values.name, scopes, isSystem: values.system });
+      const { apiKey, key } = await createApiKey({ userId: user?.id ?? null, name: values.name, scopes, isSystem: values.system }, db);
       say(`created API key ${apiKey.id} (${apiKey.key_prefix}…)${values.system ? ' [system]' : ''}`);
       say('the key is shown only once:');
       say(key);

@@ -49,7 +49,7 @@ export function attributed(by: Attribution, input: AuditInput): AuditInput {
 }
 
 /** Writes one audit event (inside `trx` when given, so it commits with the change it records). */
-export async function recordAuditEvent(input: AuditInput, trx?: Knex.Transaction): Promise<AuditEvent> {
+export async function recordAuditEvent(input: AuditInput, trx: Knex | Knex.Transaction): Promise<AuditEvent> {
   return AuditEvent.query(trx).insertAndFetch({
     user_id: input.user_id ?? null,
     event_type: input.event_type,

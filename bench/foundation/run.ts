@@ -35,7 +35,7 @@ async function prepareDatabase(): Promise<{ env: Record<string, string>; apiKey:
   const { url, db } = await freshBenchDatabase('bench', settings);
   const [user] = await db('users').insert({ username: 'bench_user' }).returning('id');
   await db('user_roles').insert({ user_id: user.id, role_id: 'role_developer' });
-  const { key } = await createApiKey({ userId: user.id, name: 'bench', scopes: ['roles:read'] });
+  const { key } = await createApiKey({ userId: user.id, name: 'bench', scopes: ['roles:read'] }, db);
   const roleIds = (await db('roles').orderBy('id').pluck('id')) as string[];
   await db.destroy();
   return { env: { DATABASE_URL: url, ...settings }, apiKey: key, databaseUrl: url, roleIds };

@@ -63,7 +63,7 @@ export async function runLoginGates(ctx: ServiceContext, attempt: LoginAttempt):
 export async function completeLogin(ctx: ServiceContext, attempt: LoginAttempt) {
   const expires = new Date(Date.now() + (await sessionLifetimeMs(ctx.db)));
   const { session, token } = await transaction(ctx.db, async (trx) => {
-    const created = await createSession(attempt.userId, expires, attempt, trx);
+    const created = await createSession(trx, attempt.userId, expires, attempt);
     await User.query(trx).patch({ last_login_at: new Date() }).where('id', attempt.userId);
     await recordAuditEvent(
       attributed(attempt, {
@@ -118,7 +118,8 @@ export async function passwordLogin(
           // The address itself is not stored for unknown accounts: only a hash to correlate attempts.
           metadata: { platform: 'email', reason, email_sha256: sha256(input.email) },
         },
-      ),
+      ), ctx.db,
+
     );
 
   if (!(await emailPlatform(ctx.db)).enabled)

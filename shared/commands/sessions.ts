@@ -20,13 +20,13 @@ const REVOKED_BY_USER = 'revoked_by_user';
 
 /** Creates a session; returns the row and the token (only its hash is stored). */
 export async function createSession(
+  db: Knex | Knex.Transaction,
   userId: string,
   expires: Date,
   meta: SessionMeta = {},
-  trx?: Knex.Transaction,
 ): Promise<{ session: Session; token: string }> {
   const token = randomToken(SESSION_PREFIX, 32);
-  const session = await Session.query(trx).insertAndFetch({
+  const session = await Session.query(db).insertAndFetch({
     token_hash: sha256(token),
     user_id: userId,
     expires_at: expires,
@@ -47,7 +47,7 @@ export async function createInternalSession(
   if (expires.getTime() <= Date.now()) throw badRequest('expires: must be in the future');
   const user = await User.query(ctx.db).findById(userId).whereNull('deleted_at');
   if (!user) throw badRequest('userId: no such user');
-  return createSession(user.id, expires, by);
+  return createSession(ctx.db, user.id, expires, by);
 }
 
 /** Deletes a user's sessions (all, or all but one) inside `trx`; returns the deleted ids. */

@@ -197,7 +197,7 @@ test('finding 16: an administrator switching a key off sticks; an expired key is
   const goneKey = (await s.request('POST', '/v1/api-keys', { token: gone.token, body: { name: 'k' } })).body;
   t.is((await s.request('DELETE', `/v1/users/${gone.id}`, { token: admin.token })).status, 204);
   t.is((await s.request('POST', `/v1/admin/users/${gone.id}/cancel-deletion`, { token: admin.token })).status, 200);
-  const { token: again } = await createSession(gone.id, new Date(Date.now() + 60_000));
+  const { token: again } = await createSession(stack().db, gone.id, new Date(Date.now() + 60_000));
   t.is((await s.request('PATCH', `/v1/api-keys/${goneKey.id}`, { token: again, body: { is_active: true } })).status, 403);
   t.is((await s.request('GET', '/v1', { token: goneKey.key })).status, 401);
 

@@ -11,7 +11,7 @@ const { stack, mailbox } = useAccountsStack(test);
 async function providerUser(tag: string) {
   const s = stack();
   const r = await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: freshEmail(tag), name: `Prov ${tag}`, oauthProvider: 'github', oauthProviderId: `gh-${tag}-${Date.now()}-${Math.random()}` } });
-  const { token } = await createSession(r.body.data.id, new Date(Date.now() + 3600_000), { platformSlug: 'github' });
+  const { token } = await createSession(stack().db, r.body.data.id, new Date(Date.now() + 3600_000), { platformSlug: 'github' });
   return { id: r.body.data.id as string, email: r.body.data.email as string, token };
 }
 

@@ -12,10 +12,10 @@ const IPAD = 'Mozilla/5.0 (iPad; CPU OS 16_6 like Mac OS X) AppleWebKit/605.1.15
 test('list: parsed devices, provider names, the current session flagged', async (t) => {
   const s = stack();
   const user = await createUser(s.db);
-  const phone = await createSession(user.id, new Date(Date.now() + 3600_000), { userAgent: IPHONE, ipAddress: '198.51.100.4', platformSlug: 'github' });
-  await createSession(user.id, new Date(Date.now() + 3600_000), { userAgent: FIREFOX, platformSlug: 'chat' });
-  await createSession(user.id, new Date(Date.now() + 3600_000), { userAgent: IPAD, platformSlug: 'email' });
-  await createSession(user.id, new Date(Date.now() - 1000), { userAgent: FIREFOX }); // expired: not listed
+  const phone = await createSession(stack().db, user.id, new Date(Date.now() + 3600_000), { userAgent: IPHONE, ipAddress: '198.51.100.4', platformSlug: 'github' });
+  await createSession(stack().db, user.id, new Date(Date.now() + 3600_000), { userAgent: FIREFOX, platformSlug: 'chat' });
+  await createSession(stack().db, user.id, new Date(Date.now() + 3600_000), { userAgent: IPAD, platformSlug: 'email' });
+  await createSession(stack().db, user.id, new Date(Date.now() - 1000), { userAgent: FIREFOX }); // expired: not listed
   const r = await s.request('GET', '/v1/users/me/sessions', { token: user.token });
   t.is(r.status, 200, r.text);
   t.is(r.body.current_session_id, user.sessionId);
@@ -51,7 +51,7 @@ test('revoke one: 400 {success:false} for the current one, 404 for others\' sess
   const s = stack();
   const user = await createUser(s.db);
   const stranger = await createUser(s.db);
-  const second = await createSession(user.id, new Date(Date.now() + 3600_000), { userAgent: FIREFOX });
+  const second = await createSession(stack().db, user.id, new Date(Date.now() + 3600_000), { userAgent: FIREFOX });
   const cur = await s.request('DELETE', `/v1/users/me/sessions/${user.sessionId}`, { token: user.token });
   t.is(cur.status, 400);
   t.false(cur.body.success);
@@ -81,7 +81,7 @@ test('revoke one: 400 {success:false} for the current one, 404 for others\' sess
 test('revoke all others: count, one push per session, the current one survives', async (t) => {
   const s = stack();
   const user = await createUser(s.db);
-  const others = await Promise.all([1, 2, 3].map(() => createSession(user.id, new Date(Date.now() + 3600_000))));
+  const others = await Promise.all([1, 2, 3].map(() => createSession(stack().db, user.id, new Date(Date.now() + 3600_000))));
   const pushes = await listenPushes(s.redis, s.config, `user:${user.id}`);
   try {
     const r = await s.request('DELETE', '/v1/users/me/sessions', { token: user.token });

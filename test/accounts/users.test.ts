@@ -63,7 +63,7 @@ test('PATCH user: fields, avatars_enabled=false clears avatars and later provide
   t.is(created.body.data.avatar_url, signin.image);
   const { token } = await (async () => {
     const { createSession } = await import('../../shared/commands/sessions');
-    return createSession(id, new Date(Date.now() + 3600_000));
+    return createSession(stack().db, id, new Date(Date.now() + 3600_000));
   })();
   const empty = await s.request('PATCH', `/v1/users/${id}`, { token, body: {} });
   t.is(empty.status, 400);

@@ -3,6 +3,7 @@ import { sha256 } from '../../shared/crypto';
 import type { Knex } from 'knex';
 import { createApiKey } from '../../shared/commands/apiKeys';
 import { createSession } from '../../shared/commands/sessions';
+import { ApiKey } from '../../shared/models/ApiKey';
 
 export interface TestUser {
   id: string;
@@ -27,13 +28,13 @@ export async function createUser(db: Knex, opts: { roles?: string[]; username?: 
   await db('users').where('id', user.id).update({ primary_platform_account_id: account.id });
   const roles = opts.roles ?? ['role_user'];
   if (roles.length) await db('user_roles').insert(roles.map((role_id) => ({ user_id: user.id, role_id })));
-  const { session, token } = await createSession(user.id, new Date(Date.now() + 3600_000), { platformSlug: 'email' });
+  const { session, token } = await createSession(db, user.id, new Date(Date.now() + 3600_000), { platformSlug: 'email' });
   return { id: user.id, username, email, token, sessionId: session.id };
 }
 
 /** An API key owned by `userId` with the given scopes (full key returned). */
 export async function createKey(opts: { userId: string | null; scopes?: string[]; system?: boolean; expiresAt?: Date; name?: string }): Promise<{ id: string; key: string }> {
-  const { apiKey, key } = await createApiKey({ userId: opts.userId, name: opts.name ?? 'test key', scopes: opts.scopes ?? [], isSystem: opts.system, expiresAt: opts.expiresAt });
+  const { apiKey, key } = await createApiKey({ userId: opts.userId, name: opts.name ?? 'test key', scopes: opts.scopes ?? [], isSystem: opts.system, expiresAt: opts.expiresAt }, ApiKey.knex());
   return { id: apiKey.id, key };
 }
 

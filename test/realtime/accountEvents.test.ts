@@ -62,7 +62,7 @@ test('accountBanned and forceLogout close the user sockets after delivery; force
 test('sessionRevoked closes only the sockets of that session', async (t) => {
   const s = stack();
   const user = await createUser(s.db, { roles: READER });
-  const second = await createSession(user.id, new Date(Date.now() + 3600_000), {});
+  const second = await createSession(stack().db, user.id, new Date(Date.now() + 3600_000), {});
   const first = await connect(wsBase(s, 0), { token: user.token });
   const firstTicket = await connect(wsBase(s, 0), { protocols: ['service-ticket', await ticket(user.token)] });
   const other = await connect(wsBase(s, 0), { token: second.token });

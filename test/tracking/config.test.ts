@@ -1,5 +1,5 @@
 import test from 'ava';
-import { purgeExpiredGpsPoints } from '../../shared/commands/trackingConfig';
+import { purgeExpiredGpsPoints } from '../../shared/commands/gpsRetention';
 import { scheduledTasks } from '../../workers/processors/scheduled';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';

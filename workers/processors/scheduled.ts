@@ -3,7 +3,7 @@ import type { ScheduledTask } from '../../shared/queues';
 import type { Processor } from './types';
 import { cleanupOAuthArtifacts } from '../../shared/commands/oauthProvider';
 import { expireBans, purgeDeletedAccounts } from '../../shared/commands/userLifecycle';
-import { purgeExpiredGpsPoints } from '../../shared/commands/trackingConfig';
+import { purgeExpiredGpsPoints } from '../../shared/commands/gpsRetention';
 
 /** Maintenance tasks by name; each returns a small summary stored as the job's result. */
 export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Promise<Record<string, number>>> = {
