@@ -43,29 +43,45 @@ export async function readRouteTable(env: Record<string, string | undefined>): P
   if (!dispatch)
     throw new Error('no router among the application middleware (api/app.ts): cannot read the route table');
 
-  const documented = new Map<string, { security?: unknown[]; description?: string; request?: { query?: unknown } }>();
-  for (const d of openApiRegistry.definitions) {
-    if (d.type !== 'route') continue;
-    documented.set(`${d.route.method.toUpperCase()} ${d.route.path}`, d.route as never);
-  }
-
+  const documented = new Map(documentedRoutes().map((e) => [`${e.method} ${e.path}`, e]));
   const entries: RouteEntry[] = [];
   for (const layer of dispatch.router.stack) {
-    if (typeof layer.path !== 'string') continue;
     for (const method of layer.methods) {
       if (method === 'HEAD') continue; // added by the router beside every GET
-      const doc = documented.get(`${method} ${layer.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}')}`);
-      let auth: RouteAuth = 'undocumented';
-      if (doc) {
-        // routing.ts documents 'public' with no security requirement and 'system' as "Access: system."
-        if (Array.isArray(doc.security) && doc.security.length === 0) auth = 'public';
-        else if (/(^|\n)Access: system\./.test(doc.description ?? '')) auth = 'system';
-        else auth = 'credential';
-      }
-      entries.push({ method, path: layer.path, auth, requiredQuery: requiredKeys(doc?.request?.query) });
+      // A pattern route cannot be filled, but is listed (as such) rather than dropped.
+      const path = typeof layer.path === 'string' ? layer.path : String(layer.path);
+      const doc = documented.get(`${method} ${path}`);
+      entries.push(doc ?? { method, path, auth: 'undocumented', requiredQuery: [] });
     }
   }
   return entries;
+}
+
+/**
+ * The routes defineRoute documented in the OpenAPI registry of this process (filled once the
+ * application's routes are mounted: by createApp, or by a running api in the same process), with
+ * their access rule and required query parameters. routing.ts documents 'public' with no security
+ * requirement and 'system' as "Access: system.".
+ */
+export function documentedRoutes(): RouteEntry[] {
+  const out = new Map<string, RouteEntry>();
+  for (const d of openApiRegistry.definitions) {
+    if (d.type !== 'route') continue;
+    const r = d.route as unknown as {
+      method: string;
+      path: string;
+      security?: unknown[];
+      description?: string;
+      request?: { query?: unknown };
+    };
+    const method = r.method.toUpperCase();
+    const path = r.path.replace(/\{([A-Za-z0-9_]+)\}/g, ':$1');
+    let auth: RouteAuth = 'credential';
+    if (Array.isArray(r.security) && r.security.length === 0) auth = 'public';
+    else if (/(^|\n)Access: system\./.test(r.description ?? '')) auth = 'system';
+    out.set(`${method} ${path}`, { method, path, auth, requiredQuery: requiredKeys(r.request?.query) });
+  }
+  return [...out.values()];
 }
 
 /** Required keys of a zod object schema (unwrapping refinements), as far as it can be read. */
@@ -160,6 +176,8 @@ export function fillRoute(
   systemKey: string,
   maxVariants: number,
 ): FilledRoute | UnfilledRoute {
+  if (!entry.path.startsWith('/'))
+    return { entry, reason: `path is a pattern (${entry.path}), not a path with named parameters` };
   const values = paramValues(f);
   const segments = entry.path.split('/');
   const params: Array<{ index: number; values: string[] }> = [];
