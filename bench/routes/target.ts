@@ -1,0 +1,66 @@
+import 'reflect-metadata';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Koa from 'koa';
+import pg from 'pg';
+
+/**
+ * A target process of bench:routes (argv[2] = 'koa' | 'api'); prints `READY <port> [<countPort>]`.
+ *
+ * 'api' is the real api (api/server.ts startApi) with one addition: every statement this process
+ * sends to PostgreSQL is counted, at the driver (pg.Client#query), so statements that bypass knex's
+ * query builder (the prepared row loader, GPS ingest's named INSERT, BEGIN/COMMIT) count too. The
+ * count is read over a second HTTP port on loopback (GET / → {"statements": n}), outside the
+ * measured server, so reading it costs the measured process nothing but one tiny request.
+ */
+let statements = 0;
+const clientProto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+const originalQuery = clientProto.query;
+clientProto.query = function countedQuery(this: unknown, ...args: unknown[]) {
+  statements++;
+  return originalQuery.apply(this, args);
+};
+
+const BODY = { status: 'ok', version: '1.0.0', timestamp: '2026-01-01T00:00:00.000Z' };
+
+function listen(server: http.Server): Promise<number> {
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
+}
+
+async function main(kind: string): Promise<void> {
+  if (kind === 'koa') {
+    const app = new Koa();
+    app.use((ctx) => {
+      ctx.body = BODY;
+    });
+    const port = await listen(http.createServer(app.callback()));
+    process.stdout.write(`READY ${port}\n`);
+    return;
+  }
+  if (kind !== 'api') throw new Error(`unknown target ${kind}`);
+  // Loaded after the patch above (the api's modules require pg through knex either way).
+  const { startApi } = await import('../../api/server');
+  const { loadConfig } = await import('../../shared/config');
+  const config = loadConfig({ ...process.env, PORT: '0', HOST: '127.0.0.1' });
+  const api = await startApi(config, { port: 0 });
+  const counter = http.createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ statements }));
+  });
+  const countPort = await listen(counter);
+  process.stdout.write(`READY ${api.port} ${countPort}\n`);
+  const stop = () => {
+    counter.close();
+    api.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}
+
+main(process.argv[2]).catch((err) => {
+  process.stderr.write(`${err?.stack ?? err}\n`);
+  process.exit(1);
+});
