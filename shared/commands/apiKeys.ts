@@ -9,10 +9,10 @@ import { loadUserAccess } from '../queries/access';
 import { AccessServices, invalidateCredentials } from './accessChanges';
 
 /** Prefix of every generated API key; the shown key_prefix is its first 12 characters. */
-const API_KEY_PREFIX = 'sk_';
+export const API_KEY_PREFIX = 'sk_';
 
 /** The part of a key shown again after its creation. */
-function keyPrefixOf(key: string): string {
+export function keyPrefixOf(key: string): string {
   return key.slice(0, 12);
 }
 
