@@ -3,9 +3,9 @@ import { hashPassword } from '../../shared/domain/passwords';
 import { createKey, createUser, TestUser } from '../helpers/factories';
 import { listenPushes } from '../helpers/pushes';
 import { useStack } from '../helpers/stack';
+import { sleep } from '../helpers/wait';
 
 const stack = useStack(test, { workers: true });
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function withPassword(user: TestUser, password: string): Promise<void> {
   await stack().db('platform_accounts').where('user_id', user.id).update({ password_hash: await hashPassword(password) });

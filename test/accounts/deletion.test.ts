@@ -2,9 +2,9 @@ import test from 'ava';
 import { createKey, createUser } from '../helpers/factories';
 import { listenPushes } from '../helpers/pushes';
 import { useStack } from '../helpers/stack';
+import { sleep } from '../helpers/wait';
 
 const stack = useStack(test, { workers: true });
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const DAY = 86400_000;
 
 test('soft delete: 204, sessions and API keys revoked at once, push, status, 409 twice, cancel restores', async (t) => {

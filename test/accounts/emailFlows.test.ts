@@ -2,8 +2,8 @@ import test from 'ava';
 import { createSession } from '../../shared/commands/sessions';
 import { createUser } from '../helpers/factories';
 import { listenPushes } from '../helpers/pushes';
-import { tokenOf } from './mailbox';
-import { freshEmail, sentOutboxRow, useAccountsStack } from './setup';
+import { tokenOf } from '../helpers/mailbox';
+import { freshEmail, sentOutboxRow, useAccountsStack } from '../helpers/accounts';
 
 const { stack, mailbox } = useAccountsStack(test);
 

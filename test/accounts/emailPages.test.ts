@@ -6,8 +6,8 @@ import { EMAIL_PAGES, servesEmailPages } from '../../api/routes/emailPages';
 import type { AppContext } from '../../api/routing';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { Mailbox, ReceivedMail, startMailbox } from './mailbox';
-import { freshEmail } from './setup';
+import { Mailbox, ReceivedMail, startMailbox } from '../helpers/mailbox';
+import { freshEmail } from '../helpers/accounts';
 
 // No APP_URL: the links of the mails point at the API itself, which serves the pages.
 let box: Mailbox | undefined;

@@ -1,8 +1,8 @@
 import test from 'ava';
 import Redis from 'ioredis';
 import { LOGIN_THROTTLE, releaseAttempt, reserveAttempt } from '../../shared/caches/loginThrottle';
-import { tokenOf } from './mailbox';
-import { freshEmail, useAccountsStack } from './setup';
+import { tokenOf } from '../helpers/mailbox';
+import { freshEmail, useAccountsStack } from '../helpers/accounts';
 
 const { stack, mailbox } = useAccountsStack(test);
 

@@ -1,8 +1,8 @@
 import test from 'ava';
 import { listenPushes } from '../helpers/pushes';
 import { createUser } from '../helpers/factories';
-import { tokenOf } from './mailbox';
-import { freshEmail, sentOutboxRow, useAccountsStack } from './setup';
+import { tokenOf } from '../helpers/mailbox';
+import { freshEmail, sentOutboxRow, useAccountsStack } from '../helpers/accounts';
 
 const { stack, mailbox } = useAccountsStack(test);
 

@@ -4,8 +4,9 @@ import http from 'node:http';
 import { describeOutcome, loadKey, Outcome, send, startLoad } from '../helpers/httpLoad';
 import { ServiceProcess, spawnService } from '../helpers/processes';
 import { Stack, useStack } from '../helpers/stack';
-import { connect } from '../realtime/wsClient';
-import { gpsBody } from '../tracking/fixtures';
+import { connect } from '../helpers/wsClient';
+import { gpsBody } from '../helpers/tracking';
+import { sleep } from '../helpers/wait';
 
 // The api runs as a child process (`node dist/api/server.js`, as PM2 runs it) on this stack's
 // database and Redis prefix; SIGTERM is what PM2 (SIGINT) and systemd send to stop or reload it.
@@ -14,7 +15,6 @@ const stack = useStack(test, { realtime: 1, env: { RATE_LIMIT_GPS_POST: '1000000
 /** Bound on SIGTERM → exit with idle keep-alive sockets open: far below PM2's kill_timeout. */
 const EXIT_BOUND_MS = 5000;
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function startApiProcess(s: Stack, env: Record<string, string> = {}): Promise<{ api: ServiceProcess; port: number }> {
   const api = await spawnService('api', { ...s.env, ...env }, 'api listening');

@@ -9,6 +9,7 @@ import { promisify } from 'node:util';
 import { describeOutcome, loadKey, Outcome, send, startLoad } from '../helpers/httpLoad';
 import { freePort } from '../helpers/processes';
 import { useStack } from '../helpers/stack';
+import { sleep } from '../helpers/wait';
 
 // `pm2 reload api` as an operator runs it: ecosystem.config.js, two api instances in cluster mode,
 // a private PM2 daemon (PM2_HOME in a temp dir), this stack's database and Redis prefix.
@@ -17,7 +18,6 @@ const stack = useStack(test, { env: { RATE_LIMIT_GPS_POST: '1000000', RATE_LIMIT
 const run = promisify(execFile);
 const root = path.resolve(__dirname, '../../..');
 const pm2Bin = require.resolve('pm2/bin/pm2');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 test('pm2 reload api under keep-alive load: every request is answered, every 201 is stored and nothing else', async (t) => {
   const s = stack();

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import http from 'node:http';
 import type net from 'node:net';
-import { gpsBody } from '../tracking/fixtures';
+import { gpsBody } from './tracking';
 import { createKey, createUser } from './factories';
 
 /** What became of one request: its status and Connection header, or the error code that ended it. */

@@ -4,7 +4,7 @@ import { createSession } from '../../shared/commands/sessions';
 import { randomToken, sha256 } from '../../shared/crypto';
 import { createKey, createOAuthToken, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { connect, publish, wsBase } from './wsClient';
+import { connect, publish, wsBase } from '../helpers/wsClient';
 
 /** Signed-in users here read tracking data: the default User role alone is self-service only. */
 const READER = ['role_user', 'role_api_read_only'];

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { connect, publish, WsConn, wsBase } from './wsClient';
+import { connect, publish, WsConn, wsBase } from '../helpers/wsClient';
 
 /** Signed-in users here read tracking data: the default User role alone is self-service only. */
 const READER = ['role_user', 'role_api_read_only'];

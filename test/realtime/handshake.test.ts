@@ -3,7 +3,7 @@ import { createUser } from '../helpers/factories';
 import { rawRequest } from '../helpers/rawHttp';
 import type { Stack } from '../helpers/stack';
 import { useStack } from '../helpers/stack';
-import { connect, wsBase } from './wsClient';
+import { connect, wsBase } from '../helpers/wsClient';
 
 const stack = useStack(test, { realtime: 1 });
 

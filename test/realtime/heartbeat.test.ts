@@ -1,6 +1,6 @@
 import test from 'ava';
 import { useStack } from '../helpers/stack';
-import { connect, wsBase } from './wsClient';
+import { connect, wsBase } from '../helpers/wsClient';
 
 // Short heartbeat so the test runs in a second; production uses 5 s / 10 s (spec §6, §8).
 const stack = useStack(test, { realtime: 1, env: { WS_HEARTBEAT_INTERVAL_MS: '100', WS_HEARTBEAT_TIMEOUT_MS: '400' } });

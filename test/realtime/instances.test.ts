@@ -1,7 +1,8 @@
 import test from 'ava';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { connect, eventually, publish, wsBase } from './wsClient';
+import { connect, publish, wsBase } from '../helpers/wsClient';
+import { eventually } from '../helpers/wait';
 
 /** Signed-in users here read tracking data: the default User role alone is self-service only. */
 const READER = ['role_user', 'role_api_read_only'];

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { useStack } from '../helpers/stack';
-import { connect, eventually, publish, wsBase } from './wsClient';
+import { connect, publish, wsBase } from '../helpers/wsClient';
+import { eventually } from '../helpers/wait';
 
 // Tiny send buffer and message budget, so slow consumers and chatty clients are easy to produce.
 const stack = useStack(test, { realtime: 1, env: { WS_MAX_BUFFERED_BYTES: '1024', WS_MAX_MESSAGES_PER_10S: '20' } });

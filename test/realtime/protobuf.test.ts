@@ -2,7 +2,7 @@ import test from 'ava';
 import { WsEnvelopeType, WsMessageTypeEnum, protoType } from '../../shared/proto';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { connect, publish, wire, wsBase } from './wsClient';
+import { connect, publish, wire, wsBase } from '../helpers/wsClient';
 
 /** Signed-in users here read tracking data: the default User role alone is self-service only. */
 const READER = ['role_user', 'role_api_read_only'];

@@ -2,7 +2,8 @@ import test from 'ava';
 import { ChatBotClient } from '../../shared/proto/rpc';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { connect, eventually, wire, wsBase, WsConn } from './wsClient';
+import { connect, wire, wsBase, WsConn } from '../helpers/wsClient';
+import { eventually } from '../helpers/wait';
 
 /** Signed-in users here read tracking data: the default User role alone is self-service only. */
 const READER = ['role_user', 'role_api_read_only'];

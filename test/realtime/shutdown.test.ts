@@ -1,7 +1,7 @@
 import test from 'ava';
 import { freePort, spawnService } from '../helpers/processes';
 import { useStack } from '../helpers/stack';
-import { connect } from './wsClient';
+import { connect } from '../helpers/wsClient';
 
 const stack = useStack(test);
 

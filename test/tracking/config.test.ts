@@ -3,7 +3,7 @@ import { purgeExpiredGpsPoints } from '../../shared/commands/gpsRetention';
 import { scheduledTasks } from '../../workers/processors/scheduled';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { gpsBody, make, nowSeconds, once } from './fixtures';
+import { gpsBody, make, nowSeconds, once } from '../helpers/tracking';
 
 const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_GPS_POST: '100000' } });
 const users = once(async () => {

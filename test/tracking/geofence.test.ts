@@ -3,7 +3,8 @@ import Redis from 'ioredis';
 import { haversineKm } from '../../shared/geo';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { eventually, gpsBody, make, nowSeconds, once } from './fixtures';
+import { gpsBody, make, nowSeconds, once } from '../helpers/tracking';
+import { eventually } from '../helpers/wait';
 
 const stack = useStack(test, { workers: true, env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_GPS_POST: '100000' } });
 const users = once(async () => {

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { gpsBody, make, nowSeconds, once } from './fixtures';
+import { gpsBody, make, nowSeconds, once } from '../helpers/tracking';
 
 const stack = useStack(test, { env: { RATE_LIMIT_GPS_POST: '10000', RATE_LIMIT_USER: '10000' } });
 

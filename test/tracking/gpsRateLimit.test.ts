@@ -1,7 +1,7 @@
 import test from 'ava';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { gpsBody } from './fixtures';
+import { gpsBody } from '../helpers/tracking';
 
 // Default limit (30); a long window so the test never straddles a window boundary.
 const stack = useStack(test, { env: { RATE_LIMIT_GPS_POST_WINDOW_SECONDS: '3600' } });

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { gpsBody, make, nowSeconds } from './fixtures';
+import { gpsBody, make, nowSeconds } from '../helpers/tracking';
 
 const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_GPS_POST: '100000' } });
 const MUTATION = 'mutation($deviceId: String, $before: String) { deleteGpsData(deviceId: $deviceId, before: $before) { deleted keptOnTrips } }';

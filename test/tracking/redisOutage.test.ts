@@ -3,8 +3,9 @@ import { OUTBOX_RELAY_LOCK, SIDE_EFFECT_OUTBOX } from '../../shared/outbox';
 import { createUser, TestUser } from '../helpers/factories';
 import { PrivateRedis, startPrivateRedis } from '../helpers/redisServer';
 import { Stack, startStack } from '../helpers/stack';
-import { connect, wsBase } from '../realtime/wsClient';
-import { countRows, eventually, gpsBody, make, nowSeconds } from './fixtures';
+import { connect, wsBase } from '../helpers/wsClient';
+import { countRows, gpsBody, make, nowSeconds } from '../helpers/tracking';
+import { eventually } from '../helpers/wait';
 
 // One private redis-server that the tests stop and restart, and one stack pointed at it: serial.
 let redis: PrivateRedis;

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { make, once } from './fixtures';
+import { make, once } from '../helpers/tracking';
 
 const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000' } });
 const users = once(async () => {

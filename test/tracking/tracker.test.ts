@@ -2,7 +2,7 @@ import test from 'ava';
 import Redis from 'ioredis';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { countRows, gpsBody, make, once, setStatus } from './fixtures';
+import { countRows, gpsBody, make, once, setStatus } from '../helpers/tracking';
 
 const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_API_KEY: '100000', RATE_LIMIT_GPS_POST: '100000' } });
 const users = once(async () => {

@@ -3,7 +3,7 @@ import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { haversineKm } from '../../shared/geo';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { gpsBody, make, once, setStatus } from './fixtures';
+import { gpsBody, make, once, setStatus } from '../helpers/tracking';
 
 const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_GPS_POST: '100000' } });
 const users = once(async () => {

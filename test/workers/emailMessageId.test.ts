@@ -1,7 +1,7 @@
 import test from 'ava';
 import { outboxMessageId } from '../../shared/emails/outbox';
 import { EmailOutbox } from '../../shared/models/EmailOutbox';
-import { Mailbox, startMailbox } from '../accounts/mailbox';
+import { Mailbox, startMailbox } from '../helpers/mailbox';
 import { startStack, Stack } from '../helpers/stack';
 
 // The mailbox is shared and `failNext` refuses whichever delivery comes next: the delivery tests run serially.

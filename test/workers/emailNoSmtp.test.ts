@@ -1,7 +1,7 @@
 import test from 'ava';
 import pino from 'pino';
 import { EmailOutbox } from '../../shared/models/EmailOutbox';
-import { containsTokenOf } from '../accounts/mailbox';
+import { containsTokenOf } from '../helpers/mailbox';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 

@@ -1,8 +1,8 @@
 import test from 'ava';
 import { issuePasswordReset } from '../../shared/commands/emailFlows';
 import { RunningWorkers, startWorkers } from '../../workers/index';
-import { Mailbox, startMailbox, tokenOf } from '../accounts/mailbox';
-import { sentOutboxRow } from '../accounts/setup';
+import { Mailbox, startMailbox, tokenOf } from '../helpers/mailbox';
+import { sentOutboxRow } from '../helpers/accounts';
 import { createUser } from '../helpers/factories';
 import { startStack, Stack } from '../helpers/stack';
 

@@ -6,7 +6,8 @@ import { OutboxRelay, SIDE_EFFECT_OUTBOX, writeOutbox } from '../../shared/outbo
 import { redisReady } from '../../shared/redis';
 import { createTestDatabase } from '../helpers/db';
 import { listenPushes } from '../helpers/pushes';
-import { countRows, eventually } from '../tracking/fixtures';
+import { countRows } from '../helpers/tracking';
+import { eventually } from '../helpers/wait';
 
 // No stack: a context whose relay is not started, so each test decides which relays run and when.
 let database: Awaited<ReturnType<typeof createTestDatabase>>;

@@ -1,6 +1,6 @@
 import type { TestFn } from 'ava';
 import type { Knex } from 'knex';
-import { useStack, Stack } from '../helpers/stack';
+import { useStack, Stack } from './stack';
 import { Mailbox, startMailbox } from './mailbox';
 
 /**

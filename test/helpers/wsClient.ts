@@ -1,6 +1,6 @@
 import WebSocket from 'ws';
 import { decodeEnvelope, encodeEnvelope, Envelope, PayloadCase } from '../../shared/proto';
-import type { Stack } from '../helpers/stack';
+import type { Stack } from './stack';
 
 /** A received frame: JSON text parsed, binary decoded as WsEnvelope. */
 export type Frame = { kind: 'json'; data: any; raw: string } | { kind: 'binary'; env: Envelope; raw: Buffer };
@@ -134,16 +134,6 @@ export function refusedUpgrade(base: string, o: ConnectOptions = {}): Promise<{ 
 /** Publishes a pre-serialised push the way EventBus does. */
 export async function publish(s: Stack, channel: string, message: unknown): Promise<void> {
   await s.api.services.bus.publish(channel, message as never);
-}
-
-/** Polls until `fn` returns true (or fails after `timeoutMs`). */
-export async function eventually(fn: () => boolean | Promise<boolean>, timeoutMs = 5000, stepMs = 20): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    if (await fn()) return;
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, stepMs));
-  }
 }
 
 /** Minimal protobuf wire reader: field number → raw values (varints as numbers, bytes as Buffers). */

@@ -1,4 +1,4 @@
-import type { Stack } from '../helpers/stack';
+import type { Stack } from './stack';
 
 /** Unix seconds, whole. */
 export const nowSeconds = () => Math.floor(Date.now() / 1000);
@@ -29,17 +29,6 @@ export async function make<T = any>(s: Stack, token: string, path: string, body:
 /** Patches a trip's status and returns the response. */
 export function setStatus(s: Stack, token: string, tripId: string, status: string, extra: Record<string, unknown> = {}) {
   return s.request('PATCH', `/v1/trips/${tripId}`, { token, body: { status, ...extra } });
-}
-
-/** Polls until `probe` returns a truthy value or the timeout passes. */
-export async function eventually<T>(probe: () => Promise<T | undefined | null | false>, timeoutMs = 5000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v) return v;
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 /** Memoises an async setup, so tests can share users created after the stack's before hook. */
