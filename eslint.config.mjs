@@ -5,13 +5,23 @@ import tseslint from 'typescript-eslint';
 import prettier from 'eslint-config-prettier';
 import importX from 'eslint-plugin-import-x';
 
-const PERMISSION = '/^(\\*|admin|api_keys|audit|chat|devices|geofences|gps|integrations|locations|oauth_clients|pegel|permissions|roles|settings|trip_categories|trips|two_factor|users):[a-z_.*]+$/';
+const PERMISSION =
+  '/^(\\*|admin|api_keys|audit|chat|devices|geofences|gps|integrations|locations|oauth_clients|pegel|permissions|roles|settings|trip_categories|trips|two_factor|users):[a-z_.*]+$/';
 
 /** Access is decided in shared/policies.ts; routes, resolvers and realtime only declare or ask. */
 const accessRules = [
-  { selector: "CallExpression[callee.name='forbidden']", message: 'Access is decided in shared/policies.ts: use authorize(principal, action, subject).' },
-  { selector: "CallExpression[callee.property.name='has'][callee.object.property.name='permissions']", message: 'No ad-hoc permission checks: ask shared/policies.ts (can/authorize).' },
-  { selector: "MemberExpression[property.name='isSuperAdmin']", message: 'No ad-hoc permission checks: ask shared/policies.ts (can/authorize).' },
+  {
+    selector: "CallExpression[callee.name='forbidden']",
+    message: 'Access is decided in shared/policies.ts: use authorize(principal, action, subject).',
+  },
+  {
+    selector: "CallExpression[callee.property.name='has'][callee.object.property.name='permissions']",
+    message: 'No ad-hoc permission checks: ask shared/policies.ts (can/authorize).',
+  },
+  {
+    selector: "MemberExpression[property.name='isSuperAdmin']",
+    message: 'No ad-hoc permission checks: ask shared/policies.ts (can/authorize).',
+  },
   {
     // Allowed: route declarations (`auth: { permission }`, `auth: self('users:read')`) and a resolver's
     // declaration `authorizePermission(principal, 'gps:delete')`, GraphQL's equivalent of `auth:`.
@@ -24,21 +34,36 @@ const accessRules = [
 
 /** Routes and resolvers are authenticate → validate → load → authorise → command → present. */
 const routeRules = [
-  { selector: "CallExpression[callee.property.name='transaction']", message: 'Transactions belong in a command (shared/commands), not in a route.' },
+  {
+    selector: "CallExpression[callee.property.name='transaction']",
+    message: 'Transactions belong in a command (shared/commands), not in a route.',
+  },
   {
     selector:
-      "CallExpression[callee.property.name=/^(insert|insertAndFetch|insertGraph|upsertGraph|patch|patchAndFetch|patchAndFetchById|update|updateAndFetchById|delete|deleteById|del|relate|unrelate|increment|decrement)$/]" +
-      ":not([callee.object.callee.name=/^create(Hash|Hmac)$/])",
+      'CallExpression[callee.property.name=/^(insert|insertAndFetch|insertGraph|upsertGraph|patch|patchAndFetch|patchAndFetchById|update|updateAndFetchById|delete|deleteById|del|relate|unrelate|increment|decrement)$/]' +
+      ':not([callee.object.callee.name=/^create(Hash|Hmac)$/])',
     message: 'Writes belong in a command (shared/commands), not in a route.',
   },
-  { selector: "CallExpression[callee.name='recordAuditEvent']", message: 'Audit rows are written by the command that makes the change.' },
-  { selector: "CallExpression[callee.property.name=/^(publish|publishToUser|publishToChannel|invalidateAuth)$/]", message: 'Pushes and invalidations are after-commit effects of a command.' },
+  {
+    selector: "CallExpression[callee.name='recordAuditEvent']",
+    message: 'Audit rows are written by the command that makes the change.',
+  },
+  {
+    selector: 'CallExpression[callee.property.name=/^(publish|publishToUser|publishToChannel|invalidateAuth)$/]',
+    message: 'Pushes and invalidations are after-commit effects of a command.',
+  },
 ];
 
 const oneWay = [
-  { selector: "CallExpression[callee.property.name='query'][arguments.length=0][callee.object.name=/^[A-Z]/]", message: 'Pass the database handle: Model.query(db) or Model.query(trx).' },
-  { selector: "CallExpression[callee.property.name='invalidateAuth']", message: 'Invalidate credentials one way: invalidateCredentials() from shared/commands/accessChanges.ts.' },
-  { selector: "Literal[regex.pattern=/0-9a-f\\]\\{8\\}/]", message: 'Use isUuid() / zUuid() from shared/zod.ts.' },
+  {
+    selector: "CallExpression[callee.property.name='query'][arguments.length=0][callee.object.name=/^[A-Z]/]",
+    message: 'Pass the database handle: Model.query(db) or Model.query(trx).',
+  },
+  {
+    selector: "CallExpression[callee.property.name='invalidateAuth']",
+    message: 'Invalidate credentials one way: invalidateCredentials() from shared/commands/accessChanges.ts.',
+  },
+  { selector: 'Literal[regex.pattern=/0-9a-f\\]\\{8\\}/]', message: 'Use isUuid() / zUuid() from shared/zod.ts.' },
 ];
 
 const layer = (self, others) => ({
@@ -46,7 +71,12 @@ const layer = (self, others) => ({
   rules: {
     'no-restricted-imports': [
       'error',
-      { patterns: others.map((o) => ({ group: [`**/${o}/*`, `**/${o}`], message: `${self} must not import ${o}: processes talk through queues and pub/sub, shared code lives in shared/.` })) },
+      {
+        patterns: others.map((o) => ({
+          group: [`**/${o}/*`, `**/${o}`],
+          message: `${self} must not import ${o}: processes talk through queues and pub/sub, shared code lives in shared/.`,
+        })),
+      },
     ],
   },
 });
@@ -66,7 +96,10 @@ export default tseslint.config(
     },
     rules: {
       '@typescript-eslint/no-explicit-any': 'off',
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' },
+      ],
       '@typescript-eslint/no-empty-object-type': 'off',
       // package.json and the PM2 file are read at run time, relative to dist/.
       '@typescript-eslint/no-require-imports': ['error', { allow: ['package\\.json$', 'ecosystem\\.config\\.js$'] }],
@@ -76,7 +109,10 @@ export default tseslint.config(
   },
   {
     files: ['**/*.js', '**/*.cjs'],
-    languageOptions: { sourceType: 'commonjs', globals: { process: 'readonly', module: 'writable', require: 'readonly', __dirname: 'readonly' } },
+    languageOptions: {
+      sourceType: 'commonjs',
+      globals: { process: 'readonly', module: 'writable', require: 'readonly', __dirname: 'readonly' },
+    },
   },
   layer('api', ['realtime', 'workers']),
   layer('realtime', ['api', 'workers']),

@@ -64,7 +64,11 @@ export class IndexedRouter<StateT = unknown, ContextT = unknown> extends Router<
     const keys = this.stack.map(keyOfLayer);
     const byKey = new Map<string, Layer[]>();
     for (const k of new Set(keys)) {
-      if (k !== ANY) byKey.set(k, this.stack.filter((_, i) => keys[i] === k || keys[i] === ANY));
+      if (k !== ANY)
+        byKey.set(
+          k,
+          this.stack.filter((_, i) => keys[i] === k || keys[i] === ANY),
+        );
     }
     return { size: this.stack.length, byKey, any: this.stack.filter((_, i) => keys[i] === ANY) };
   }
@@ -140,7 +144,13 @@ export class IndexedRouter<StateT = unknown, ContextT = unknown> extends Router<
         ctx.set('Allow', allow);
         return;
       }
-      throw new HttpError(405, 'MethodNotAllowed', `method ${ctx.method} not allowed on ${ctx.path}; allowed: ${allow}`, undefined, { Allow: allow });
+      throw new HttpError(
+        405,
+        'MethodNotAllowed',
+        `method ${ctx.method} not allowed on ${ctx.path}; allowed: ${allow}`,
+        undefined,
+        { Allow: allow },
+      );
     };
   }
 }

@@ -35,7 +35,8 @@ export async function loadUser(
   id: string,
   opts: { includeDeleted?: boolean; forUpdate?: boolean } = {},
 ): Promise<User> {
-  if (opts.includeDeleted && !opts.forUpdate && !(db as Knex.Transaction).isTransaction) return findOr404(User, id, 'user');
+  if (opts.includeDeleted && !opts.forUpdate && !(db as Knex.Transaction).isTransaction)
+    return findOr404(User, id, 'user');
   const q = User.query(db).findById(id);
   if (!opts.includeDeleted) q.whereNull('deleted_at');
   if (opts.forUpdate) q.forUpdate();
@@ -50,7 +51,8 @@ export async function loadUser(
  * one only the per-account counter applies.
  */
 export function clientIp(ctx: AppContext): string | null {
-  if (can(ctx.state.principal, 'forwardClientAddress', subjects.relay())) return ctx.get('x-forwarded-for').split(',')[0]?.trim() || null;
+  if (can(ctx.state.principal, 'forwardClientAddress', subjects.relay()))
+    return ctx.get('x-forwarded-for').split(',')[0]?.trim() || null;
   return ctx.ip;
 }
 

@@ -38,7 +38,12 @@ export const listSchema = <T extends ZodTypeAny>(item: T) => z.object({ data: z.
 export const pageSchema = <T extends ZodTypeAny>(item: T) =>
   z.object({
     data: z.array(item),
-    pagination: z.object({ page: z.number().int(), limit: z.number().int(), total: z.number().int(), total_pages: z.number().int() }),
+    pagination: z.object({
+      page: z.number().int(),
+      limit: z.number().int(),
+      total: z.number().int(),
+      total_pages: z.number().int(),
+    }),
     _links: pageLinks,
   });
 

@@ -95,7 +95,10 @@ function checkAccess(ctx: AppContext, auth: AuthRule, params: Record<string, unk
     authorizeSelf(p);
     return requireAccountScope(p, auth.account);
   }
-  authorizePermission(p, auth.permission, { selfId: auth.self ? pathUserId(p, params[auth.self]) : undefined, scope: auth.scope });
+  authorizePermission(p, auth.permission, {
+    selfId: auth.self ? pathUserId(p, params[auth.self]) : undefined,
+    scope: auth.scope,
+  });
 }
 
 /** Hierarchy (`manages`): the target's permissions, then the policy decides. */
@@ -110,7 +113,8 @@ async function checkHierarchy(ctx: AppContext, param: string, params: Record<str
 function describeAuth(auth: AuthRule): string {
   if (typeof auth === 'string') return `Access: ${auth}.`;
   if ('own' in auth) return `Access: your own account; OAuth tokens and API keys need the \`${auth.own}\` scope.`;
-  if ('account' in auth) return `Access: your own account; OAuth tokens and API keys need the \`${auth.account}\` scope.`;
+  if ('account' in auth)
+    return `Access: your own account; OAuth tokens and API keys need the \`${auth.account}\` scope.`;
   const parts = [`Requires \`${auth.permission}\`${auth.self ? ' or self' : ''}.`];
   if (auth.scope) parts.push(`OAuth tokens and API keys also need the \`${auth.scope}\` scope.`);
   if (auth.manages) parts.push('You must hold every permission the target user holds.');
@@ -130,10 +134,18 @@ export function defineRoute<
   P extends AnyObject = z.ZodObject<{}>,
   Q extends AnyObject = z.ZodObject<{}>,
   B extends ZodTypeAny = z.ZodUnknown,
->(router: Router<AppState, { services: ApiServices }>, def: RouteDef<P, Q, B>, handler: (ctx: AppContext, input: RouteInput<P, Q, B>) => Promise<void> | void): void {
+>(
+  router: Router<AppState, { services: ApiServices }>,
+  def: RouteDef<P, Q, B>,
+  handler: (ctx: AppContext, input: RouteInput<P, Q, B>) => Promise<void> | void,
+): void {
   const selfRule = typeof def.auth === 'object' && 'permission' in def.auth && def.auth.self;
   const manages = typeof def.auth === 'object' && 'permission' in def.auth ? def.auth.manages : undefined;
-  const input = { params: zInput(def.params ?? z.unknown()), query: zInput(def.query ?? z.unknown()), body: zInput(def.body ?? z.unknown()) };
+  const input = {
+    params: zInput(def.params ?? z.unknown()),
+    query: zInput(def.query ?? z.unknown()),
+    body: zInput(def.body ?? z.unknown()),
+  };
   router[def.method](def.path, (ctx) => {
     const c = ctx as unknown as AppContext;
     // Permission checks come before validation (a caller without access learns nothing about the
@@ -145,28 +157,34 @@ export function defineRoute<
     const query = (def.query ? rawQuery : {}) as z.infer<Q>;
     const rawBody = (ctx.request as { body?: unknown }).body;
     const body: z.infer<B> = parse(input.body, def.body ? (rawBody ?? {}) : rawBody, 'body');
-    if (manages) return checkHierarchy(c, manages, params as Record<string, unknown>).then(() => handler(c, { params, query, body }));
+    if (manages)
+      return checkHierarchy(c, manages, params as Record<string, unknown>).then(() =>
+        handler(c, { params, query, body }),
+      );
     return handler(c, { params, query, body });
   });
 
   const security = def.auth === 'public' ? [] : [{ bearerAuth: [] }];
   const responses: Record<string, { description: string; content?: Record<string, { schema: ZodTypeAny }> }> = {};
   for (const [status, r] of Object.entries(def.responses ?? { 200: { description: 'OK' } })) {
-    responses[status] = { description: r.description, ...(r.schema ? { content: { [r.contentType ?? 'application/json']: { schema: r.schema } } } : {}) };
+    responses[status] = {
+      description: r.description,
+      ...(r.schema ? { content: { [r.contentType ?? 'application/json']: { schema: r.schema } } } : {}),
+    };
   }
   openApiRegistry.registerPath({
     method: def.method,
     path: toOpenApiPath(def.path),
     summary: def.summary,
-    description: [def.description, describeAuth(def.auth)]
-      .filter(Boolean)
-      .join('\n\n'),
+    description: [def.description, describeAuth(def.auth)].filter(Boolean).join('\n\n'),
     tags: def.tags,
     security,
     request: {
       ...(def.params ? { params: def.params as z.ZodObject<z.ZodRawShape> } : {}),
       ...(def.query ? { query: def.query as z.ZodObject<z.ZodRawShape> } : {}),
-      ...(def.body && !(def.body instanceof z.ZodUnknown) ? { body: { content: { 'application/json': { schema: def.body } } } } : {}),
+      ...(def.body && !(def.body instanceof z.ZodUnknown)
+        ? { body: { content: { 'application/json': { schema: def.body } } } }
+        : {}),
     },
     responses: responses as never,
   });

@@ -52,7 +52,9 @@ function forwardUpgrades(server: http.Server, config: Config, logger: Logger): v
     upstream.on('error', (err) => {
       if (piping) return; // 'close' follows
       logger.warn({ err: err.message }, 'realtime process unreachable for /v1/ws');
-      refuseSocket(socket, 503, 'the real-time service is unavailable; try again shortly', { 'Retry-After': String(RETRY_AFTER_SECONDS) });
+      refuseSocket(socket, 503, 'the real-time service is unavailable; try again shortly', {
+        'Retry-After': String(RETRY_AFTER_SECONDS),
+      });
     });
     upstream.on('close', () => {
       if (!piping) return;
@@ -71,12 +73,20 @@ function forwardUpgrades(server: http.Server, config: Config, logger: Logger): v
  * Starts the api process: context, credentials cache, rate limiter, GraphQL schema, HTTP server.
  * `drainIdleGraceMs` shortens the quiet time idle keep-alive sockets get in close() (tests).
  */
-export async function startApi(config: Config, opts: { port?: number; drainIdleGraceMs?: number } = {}): Promise<RunningApi> {
+export async function startApi(
+  config: Config,
+  opts: { port?: number; drainIdleGraceMs?: number } = {},
+): Promise<RunningApi> {
   const ctx = createContext(config, 'api');
   // The fail-fast connection refuses commands until connected; a Redis that is down does not hold the start.
   if (!(await redisReady(ctx.redis, 2000))) ctx.logger.warn('redis not reachable at start; serving without it');
   // Auto-pipelining sends the counters of concurrent requests in one write: one syscall, not one per request.
-  const limiterRedis = createRedis(config, { enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: 1000, enableAutoPipelining: true });
+  const limiterRedis = createRedis(config, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectTimeout: 1000,
+    enableAutoPipelining: true,
+  });
   limiterRedis.on('error', () => undefined);
   const credentials = new CredentialResolver(ctx.db, ctx.logger);
   const subscriber = createRedis(config);
@@ -95,7 +105,9 @@ export async function startApi(config: Config, opts: { port?: number; drainIdleG
   const server = http.createServer(app.callback());
   server.keepAliveTimeout = 65_000;
   answerMalformedRequests(server);
-  const connections = trackConnections(server, ctx.logger, { idleGraceMs: opts.drainIdleGraceMs ?? DRAIN_IDLE_GRACE_MS });
+  const connections = trackConnections(server, ctx.logger, {
+    idleGraceMs: opts.drainIdleGraceMs ?? DRAIN_IDLE_GRACE_MS,
+  });
   forwardUpgrades(server, config, ctx.logger);
   await new Promise<void>((resolve) => server.listen(opts.port ?? config.port, config.host, resolve));
   const port = (server.address() as net.AddressInfo).port;

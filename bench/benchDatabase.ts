@@ -8,7 +8,10 @@ import { seed } from '../shared/seed';
  * A fresh, migrated and seeded database `<base>_<suffix>` for one benchmark run (dropped first if a
  * previous run left it). Returns its URL and an open connection for the benchmark's own fixtures.
  */
-export async function freshBenchDatabase(suffix: string, env: Record<string, string> = {}): Promise<{ url: string; db: Knex }> {
+export async function freshBenchDatabase(
+  suffix: string,
+  env: Record<string, string> = {},
+): Promise<{ url: string; db: Knex }> {
   const base = new URL(process.env.DATABASE_URL || 'postgres://postgres:postgres@127.0.0.1:5432/service');
   const name = `${base.pathname.slice(1) || 'service'}_${suffix}`;
   const admin = new URL(base.toString());

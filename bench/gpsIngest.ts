@@ -35,7 +35,9 @@ import { seed } from '../shared/seed';
 const SECONDS = Number(process.env.BENCH_SECONDS || 10);
 const SINGLE_CONNECTIONS = Number(process.env.BENCH_SINGLE_CONNECTIONS || 64);
 const BATCH_CONNECTIONS = Number(process.env.BENCH_BATCH_CONNECTIONS || 16);
-const INSTANCES = Number(process.env.API_INSTANCES && process.env.API_INSTANCES !== 'max' ? process.env.API_INSTANCES : 2);
+const INSTANCES = Number(
+  process.env.API_INSTANCES && process.env.API_INSTANCES !== 'max' ? process.env.API_INSTANCES : 2,
+);
 const BATCH = 100;
 const RAW_CLIENTS = 4;
 
@@ -63,7 +65,19 @@ function point(i: number) {
   };
 }
 
-const COLUMNS = ['device_id', 'latitude', 'longitude', 'altitude', 'heading', 'timestamp', 'speed_kmh', 'speed_mps', 'speed_mph', 'speed_knots', 'hdop'] as const;
+const COLUMNS = [
+  'device_id',
+  'latitude',
+  'longitude',
+  'altitude',
+  'heading',
+  'timestamp',
+  'speed_kmh',
+  'speed_mps',
+  'speed_mph',
+  'speed_knots',
+  'hdop',
+] as const;
 function dbRow(i: number) {
   const p = point(i);
   return { ...p, timestamp: new Date(p.timestamp * 1000) };
@@ -86,7 +100,13 @@ function percentile(sorted: number[], p: number): number {
 }
 
 /** Runs `statement` on RAW_CLIENTS connections for SECONDS; rows/s and per-statement p99. */
-async function rawLoop(db: Knex, name: string, rowsPerStatement: number, statement: (conn: any, offset: number) => Promise<void>, note: string): Promise<Row> {
+async function rawLoop(
+  db: Knex,
+  name: string,
+  rowsPerStatement: number,
+  statement: (conn: any, offset: number) => Promise<void>,
+  note: string,
+): Promise<Row> {
   const latencies: number[] = [];
   let rows = 0;
   const started = Date.now();
@@ -122,7 +142,10 @@ function multiRowInsert(offset: number, count: number): { text: string; values: 
     values.push(...COLUMNS.map((c) => r[c]));
     tuples.push(`(${COLUMNS.map((_, j) => `$${base + j + 1}`).join(', ')})`);
   }
-  return { text: `INSERT INTO gps_points (${COLUMNS.map((c) => `"${c}"`).join(', ')}) VALUES ${tuples.join(', ')}`, values };
+  return {
+    text: `INSERT INTO gps_points (${COLUMNS.map((c) => `"${c}"`).join(', ')}) VALUES ${tuples.join(', ')}`,
+    values,
+  };
 }
 
 function copyText(offset: number, count: number): string {
@@ -139,15 +162,38 @@ async function copyRows(conn: any, offset: number, count: number): Promise<void>
   await pipeline(Readable.from([copyText(offset, count)]), stream);
 }
 
-async function http(name: string, url: string, token: string, body: string, connections: number, pointsPerRequest: number, note: string): Promise<Row> {
-  const opts = { url, method: 'POST' as const, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body, connections, pipelining: 1 };
+async function http(
+  name: string,
+  url: string,
+  token: string,
+  body: string,
+  connections: number,
+  pointsPerRequest: number,
+  note: string,
+): Promise<Row> {
+  const opts = {
+    url,
+    method: 'POST' as const,
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body,
+    connections,
+    pipelining: 1,
+  };
   await autocannon({ ...opts, duration: 2 }); // warm-up: JIT, pools, caches
   const r = await autocannon({ ...opts, duration: SECONDS });
   const ok = r['2xx'];
   if (r.non2xx || r.errors || r.timeouts) {
-    throw new Error(`${name}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts (of ${r.requests.total})`);
+    throw new Error(
+      `${name}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts (of ${r.requests.total})`,
+    );
   }
-  return { name, rowsPerStatement: pointsPerRequest, rowsPerSecond: (ok * pointsPerRequest) / r.duration, p99Ms: r.latency.p99, note: `${note}; ${connections} connections, ${Math.round(r.requests.average)} req/s` };
+  return {
+    name,
+    rowsPerStatement: pointsPerRequest,
+    rowsPerSecond: (ok * pointsPerRequest) / r.duration,
+    p99Ms: r.latency.p99,
+    note: `${note}; ${connections} connections, ${Math.round(r.requests.average)} req/s`,
+  };
 }
 
 async function main(): Promise<void> {
@@ -184,41 +230,91 @@ async function main(): Promise<void> {
     await seed(db);
     const [user] = await db('users').insert({ username: 'bench_tracker' }).returning('id');
     await db('user_roles').insert({ user_id: user.id, role_id: 'role_developer' });
-    const { key } = await createApiKey({ userId: user.id, name: 'bench tracker', scopes: ['gps:write', 'gps:read'] }, db);
+    const { key } = await createApiKey(
+      { userId: user.id, name: 'bench tracker', scopes: ['gps:write', 'gps:read'] },
+      db,
+    );
 
     process.stdout.write(`starting ${INSTANCES} api instances (node:cluster) on 127.0.0.1:${port}\n`);
     const execArgv = (process.env.BENCH_API_NODE_ARGS ?? '').split(' ').filter(Boolean);
     cluster.setupPrimary({ exec: path.resolve(__dirname, '..', 'api', 'server.js'), execArgv });
     for (let i = 0; i < INSTANCES; i++) workers.push(cluster.fork({ ...process.env, ...env }));
-    await Promise.all(workers.map((w) => new Promise<void>((resolve, reject) => {
-      w.once('listening', () => resolve());
-      w.once('exit', (code) => reject(new Error(`api instance exited with ${code}`)));
-    })));
+    await Promise.all(
+      workers.map(
+        (w) =>
+          new Promise<void>((resolve, reject) => {
+            w.once('listening', () => resolve());
+            w.once('exit', (code) => reject(new Error(`api instance exited with ${code}`)));
+          }),
+      ),
+    );
 
     const url = `http://127.0.0.1:${port}`;
     // Every run starts from an empty table, so index growth favours none of them.
     const fresh = () => db.raw('TRUNCATE gps_points');
     process.stdout.write(`single POST /v1/gps for ${SECONDS} s…\n`);
-    results.push(await http('single POST /v1/gps', `${url}/v1/gps`, key, JSON.stringify(point(1)), SINGLE_CONNECTIONS, 1, 'HTTP, auth, rate limit, cache, publish, enqueue'));
+    results.push(
+      await http(
+        'single POST /v1/gps',
+        `${url}/v1/gps`,
+        key,
+        JSON.stringify(point(1)),
+        SINGLE_CONNECTIONS,
+        1,
+        'HTTP, auth, rate limit, cache, publish, enqueue',
+      ),
+    );
     process.stdout.write(`batch POST /v1/gps/batch (${BATCH}) for ${SECONDS} s…\n`);
     await fresh();
     const batchBody = JSON.stringify({ points: Array.from({ length: BATCH }, (_, i) => point(i)) });
-    results.push(await http(`batch POST /v1/gps/batch`, `${url}/v1/gps/batch`, key, batchBody, BATCH_CONNECTIONS, BATCH, 'same work per request'));
+    results.push(
+      await http(
+        `batch POST /v1/gps/batch`,
+        `${url}/v1/gps/batch`,
+        key,
+        batchBody,
+        BATCH_CONNECTIONS,
+        BATCH,
+        'same work per request',
+      ),
+    );
     for (const w of workers) w.kill('SIGTERM');
     await Promise.all(workers.map((w) => new Promise((r) => (w.isDead() ? r(null) : w.once('exit', r)))));
 
     process.stdout.write(`raw INSERT and COPY for ${SECONDS} s each…\n`);
     await fresh();
     results.push(
-      await rawLoop(db, 'raw multi-row INSERT (pg)', BATCH, async (conn, n) => {
-        const q = multiRowInsert(n, BATCH);
-        await conn.query(q.text, q.values);
-      }, `${RAW_CLIENTS} connections`),
+      await rawLoop(
+        db,
+        'raw multi-row INSERT (pg)',
+        BATCH,
+        async (conn, n) => {
+          const q = multiRowInsert(n, BATCH);
+          await conn.query(q.text, q.values);
+        },
+        `${RAW_CLIENTS} connections`,
+      ),
     );
     await fresh();
-    results.push(await rawLoop(db, 'COPY FROM STDIN (pg-copy-streams)', BATCH, (conn, n) => copyRows(conn, n, BATCH), `${RAW_CLIENTS} connections`));
+    results.push(
+      await rawLoop(
+        db,
+        'COPY FROM STDIN (pg-copy-streams)',
+        BATCH,
+        (conn, n) => copyRows(conn, n, BATCH),
+        `${RAW_CLIENTS} connections`,
+      ),
+    );
     await fresh();
-    results.push(await rawLoop(db, 'COPY FROM STDIN (pg-copy-streams)', 10_000, (conn, n) => copyRows(conn, n, 10_000), `${RAW_CLIENTS} connections`));
+    results.push(
+      await rawLoop(
+        db,
+        'COPY FROM STDIN (pg-copy-streams)',
+        10_000,
+        (conn, n) => copyRows(conn, n, 10_000),
+        `${RAW_CLIENTS} connections`,
+      ),
+    );
   } finally {
     for (const w of workers) if (!w.isDead()) w.kill('SIGKILL');
     await db.destroy();
@@ -239,12 +335,20 @@ async function main(): Promise<void> {
   const lines = [
     '| method | rows per statement | rows/s | p99 (ms) | % of best COPY | notes |',
     '|---|---:|---:|---:|---:|---|',
-    ...results.map((r) => `| ${r.name} | ${r.rowsPerStatement} | ${fmt(r.rowsPerSecond)} | ${r.p99Ms.toFixed(1)} | ${((100 * r.rowsPerSecond) / bestCopy).toFixed(1)}% | ${r.note} |`),
+    ...results.map(
+      (r) =>
+        `| ${r.name} | ${r.rowsPerStatement} | ${fmt(r.rowsPerSecond)} | ${r.p99Ms.toFixed(1)} | ${((100 * r.rowsPerSecond) / bestCopy).toFixed(1)}% | ${r.note} |`,
+    ),
   ];
   const single = results[0].rowsPerSecond;
   const batch = results[1].rowsPerSecond;
-  lines.push('', `goal single ≥ 1,500 points/s with ${INSTANCES} api instances: ${fmt(single)} → ${single >= 1500 ? 'met' : 'NOT met'}`);
-  lines.push(`goal batch ≥ 25% of COPY rows/s: ${((100 * batch) / bestCopy).toFixed(1)}% → ${batch >= 0.25 * bestCopy ? 'met' : 'NOT met'}`);
+  lines.push(
+    '',
+    `goal single ≥ 1,500 points/s with ${INSTANCES} api instances: ${fmt(single)} → ${single >= 1500 ? 'met' : 'NOT met'}`,
+  );
+  lines.push(
+    `goal batch ≥ 25% of COPY rows/s: ${((100 * batch) / bestCopy).toFixed(1)}% → ${batch >= 0.25 * bestCopy ? 'met' : 'NOT met'}`,
+  );
   process.stdout.write(lines.join('\n') + '\n');
 }
 

@@ -24,9 +24,13 @@ const sub = new Redis(redisUrl);
 sub.on('messageBuffer', (_ch: Buffer, payload: Buffer) => {
   for (const ws of clients) if (ws.readyState === WebSocket.OPEN) ws.send(payload, { binary: false });
 });
-void sub.subscribe(channel).then(() =>
-  server.listen(0, '127.0.0.1', () => process.send!({ cmd: 'ready', port: (server.address() as net.AddressInfo).port })),
-);
+void sub
+  .subscribe(channel)
+  .then(() =>
+    server.listen(0, '127.0.0.1', () =>
+      process.send!({ cmd: 'ready', port: (server.address() as net.AddressInfo).port }),
+    ),
+  );
 process.on('message', (msg: { cmd?: string }) => {
   if (msg?.cmd !== 'memory') return;
   (globalThis as { gc?: () => void }).gc?.();

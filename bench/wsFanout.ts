@@ -43,7 +43,13 @@ const CONNECT_BATCH = 200;
 type Kind = 'realtime' | 'bare ws';
 
 async function prepare(): Promise<{ env: Record<string, string>; token: string }> {
-  const settings = { REDIS_URL, REDIS_PREFIX: PREFIX, LOG_LEVEL: 'warn', NODE_ENV: 'production', SECRETS_KEY: Buffer.alloc(32, 7).toString('base64') };
+  const settings = {
+    REDIS_URL,
+    REDIS_PREFIX: PREFIX,
+    LOG_LEVEL: 'warn',
+    NODE_ENV: 'production',
+    SECRETS_KEY: Buffer.alloc(32, 7).toString('base64'),
+  };
   const { url, db } = await freshBenchDatabase('bench_ws', settings);
   const env = { DATABASE_URL: url, ...settings };
   const [user] = await db('users').insert({ username: 'bench_ws' }).returning('id');
@@ -81,7 +87,10 @@ class Server {
             execArgv: ['--expose-gc'],
             env: { ...process.env, ...env, REALTIME_PORT: String(await freePort()) },
           })
-        : fork(path.resolve(__dirname, 'wsBare.js'), [REDIS_URL, CHANNEL], { execArgv: ['--expose-gc'], env: process.env });
+        : fork(path.resolve(__dirname, 'wsBare.js'), [REDIS_URL, CHANNEL], {
+            execArgv: ['--expose-gc'],
+            env: process.env,
+          });
     const port = await new Promise<number>((resolve, reject) => {
       child.on('message', (m: { cmd?: string; port?: number }) => m.cmd === 'ready' && resolve(m.port!));
       child.once('exit', (code) => reject(new Error(`${kind} exited with ${code}`)));
@@ -157,7 +166,10 @@ async function connectAll(kind: Kind, port: number, n: number, token: string): P
   const clients: WebSocket[] = [];
   const one = () =>
     new Promise<WebSocket>((resolve, reject) => {
-      const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/ws`, kind === 'realtime' ? { headers: { authorization: `Bearer ${token}` } } : {});
+      const ws = new WebSocket(
+        `ws://127.0.0.1:${port}/v1/ws`,
+        kind === 'realtime' ? { headers: { authorization: `Bearer ${token}` } } : {},
+      );
       ws.once('error', reject);
       ws.once('open', () => {
         if (kind === 'bare ws') return resolve(ws);
@@ -188,7 +200,8 @@ async function waitFor(cond: () => boolean, timeoutMs: number): Promise<boolean>
   return true;
 }
 
-const pct = (sorted: Float64Array, p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+const pct = (sorted: Float64Array, p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 
 interface Row {
   kind: Kind;
@@ -279,14 +292,18 @@ async function main(): Promise<void> {
       process.stderr.write(`${kind}, ${n} clients …\n`);
       const r = await run(kind, n, env, token, pub);
       rows.push(r);
-      process.stderr.write(`  p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, ${r.msgsPerSec.toFixed(0)} msg/s, ${r.rssPerConnKiB.toFixed(1)} KiB/conn\n`);
+      process.stderr.write(
+        `  p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, ${r.msgsPerSec.toFixed(0)} msg/s, ${r.rssPerConnKiB.toFixed(1)} KiB/conn\n`,
+      );
       await new Promise((res) => setTimeout(res, 1000));
     }
   }
   pub.disconnect();
 
   const out = (s: string) => process.stdout.write(s);
-  out('\n| server | subscribers | latency p50 ms | p99 ms | max ms | burst delivered msg/s | % of bare ws | RSS per idle conn KiB | heap per idle conn KiB | lost |\n');
+  out(
+    '\n| server | subscribers | latency p50 ms | p99 ms | max ms | burst delivered msg/s | % of bare ws | RSS per idle conn KiB | heap per idle conn KiB | lost |\n',
+  );
   out('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n');
   for (const r of rows) {
     const bare = rows.find((x) => x.kind === 'bare ws' && x.n === r.n)!;
@@ -301,7 +318,9 @@ async function main(): Promise<void> {
   out(`\ngoals at ${big.toLocaleString('en')} subscribers:\n`);
   out(`  p99 latency < 250 ms: ${rt.p99.toFixed(1)} ms ${rt.p99 < 250 ? 'met' : 'MISSED'}\n`);
   out(`  ≥ 70% of bare ws delivered msg/s: ${(ratio * 100).toFixed(0)}% ${ratio >= 0.7 ? 'met' : 'MISSED'}\n`);
-  out(`  < 20 KiB per idle connection: ${rt.rssPerConnKiB.toFixed(1)} KiB ${rt.rssPerConnKiB < 20 ? 'met' : 'MISSED'}\n`);
+  out(
+    `  < 20 KiB per idle connection: ${rt.rssPerConnKiB.toFixed(1)} KiB ${rt.rssPerConnKiB < 20 ? 'met' : 'MISSED'}\n`,
+  );
   out(
     `(steady phase: ${RATE.toLocaleString('en')} deliveries/s for ${SECONDS} s; burst: ${BURST.toLocaleString('en')} deliveries; ~${Buffer.byteLength(gpsMessage(1))} byte gpsUpdate; all clients in one load process; servers are child processes)\n`,
   );

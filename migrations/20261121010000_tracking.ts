@@ -56,7 +56,9 @@ export async function up(knex: Knex): Promise<void> {
     t.index(['parent_id']);
     t.index(['sort_order', 'name']);
   });
-  await knex.raw('ALTER TABLE trip_categories ADD CONSTRAINT trip_categories_not_own_parent CHECK (parent_id IS NULL OR parent_id <> id)');
+  await knex.raw(
+    'ALTER TABLE trip_categories ADD CONSTRAINT trip_categories_not_own_parent CHECK (parent_id IS NULL OR parent_id <> id)',
+  );
 
   await knex.schema.createTable('trips', (t) => {
     t.uuid('id').primary().defaultTo(knex.raw('gen_random_uuid()'));
@@ -82,10 +84,14 @@ export async function up(knex: Knex): Promise<void> {
     t.index(['created_at']);
     t.index(['device_id']);
   });
-  await knex.raw("ALTER TABLE trips ADD CONSTRAINT trips_status_check CHECK (status IN ('draft', 'active', 'paused', 'completed'))");
+  await knex.raw(
+    "ALTER TABLE trips ADD CONSTRAINT trips_status_check CHECK (status IN ('draft', 'active', 'paused', 'completed'))",
+  );
   // Spec §3: at most one active GPS-logging trip per device. Enforced here so that two concurrent
   // activations cannot both succeed; the api maps a violation of this index to 409.
-  await knex.raw("CREATE UNIQUE INDEX trips_one_active_gps_logging_per_device ON trips (device_id) WHERE status = 'active' AND gps_logging_enabled");
+  await knex.raw(
+    "CREATE UNIQUE INDEX trips_one_active_gps_logging_per_device ON trips (device_id) WHERE status = 'active' AND gps_logging_enabled",
+  );
 
   await knex.schema.createTable('trip_status_history', (t) => {
     t.uuid('id').primary().defaultTo(knex.raw('gen_random_uuid()'));
@@ -121,8 +127,12 @@ export async function up(knex: Knex): Promise<void> {
   });
   // Latest point (globally and per device) and the paginated lists all read by timestamp.
   await knex.raw('CREATE INDEX gps_points_timestamp ON gps_points ("timestamp" DESC, created_at DESC, id DESC)');
-  await knex.raw('CREATE INDEX gps_points_device_timestamp ON gps_points (device_id, "timestamp" DESC, created_at DESC, id DESC)');
-  await knex.raw('CREATE INDEX gps_points_trip_timestamp ON gps_points (trip_id, "timestamp", created_at, id) WHERE trip_id IS NOT NULL');
+  await knex.raw(
+    'CREATE INDEX gps_points_device_timestamp ON gps_points (device_id, "timestamp" DESC, created_at DESC, id DESC)',
+  );
+  await knex.raw(
+    'CREATE INDEX gps_points_trip_timestamp ON gps_points (trip_id, "timestamp", created_at, id) WHERE trip_id IS NOT NULL',
+  );
 
   await knex.schema.createTable('geofences', (t) => {
     t.uuid('id').primary().defaultTo(knex.raw('gen_random_uuid()'));
@@ -156,7 +166,17 @@ export async function up(knex: Knex): Promise<void> {
 }
 
 export async function down(knex: Knex): Promise<void> {
-  for (const table of ['trip_templates', 'geofences', 'gps_points', 'trip_status_history', 'trips', 'trip_categories', 'location_contacts', 'locations', 'devices']) {
+  for (const table of [
+    'trip_templates',
+    'geofences',
+    'gps_points',
+    'trip_status_history',
+    'trips',
+    'trip_categories',
+    'location_contacts',
+    'locations',
+    'devices',
+  ]) {
     await knex.schema.dropTableIfExists(table);
   }
 }

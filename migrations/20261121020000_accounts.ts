@@ -26,8 +26,12 @@ export async function up(knex: Knex): Promise<void> {
     CHECK (purpose IN ('registration', 'email_verification', 'email_change', 'email_link', 'password_reset'))`);
   await knex.raw('CREATE INDEX account_tokens_email_purpose ON account_tokens (email, purpose) WHERE used_at IS NULL');
   // The purge job and the ban expiry job scan these.
-  await knex.raw('CREATE INDEX users_scheduled_deletion_at ON users (scheduled_deletion_at) WHERE scheduled_deletion_at IS NOT NULL');
-  await knex.raw('CREATE INDEX bans_open_expiring ON bans (expires_at) WHERE unbanned_at IS NULL AND expires_at IS NOT NULL');
+  await knex.raw(
+    'CREATE INDEX users_scheduled_deletion_at ON users (scheduled_deletion_at) WHERE scheduled_deletion_at IS NOT NULL',
+  );
+  await knex.raw(
+    'CREATE INDEX bans_open_expiring ON bans (expires_at) WHERE unbanned_at IS NULL AND expires_at IS NOT NULL',
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {

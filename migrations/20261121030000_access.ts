@@ -25,7 +25,9 @@ export async function up(knex: Knex): Promise<void> {
     t.timestamps(true, true);
     t.index(['user_id']);
   });
-  await knex.raw(`ALTER TABLE oauth_clients ADD CONSTRAINT oauth_clients_type_check CHECK (client_type IN ('public', 'confidential'))`);
+  await knex.raw(
+    `ALTER TABLE oauth_clients ADD CONSTRAINT oauth_clients_type_check CHECK (client_type IN ('public', 'confidential'))`,
+  );
 
   await knex.schema.createTable('oauth_authorization_codes', (t) => {
     t.uuid('id').primary().defaultTo(knex.raw('gen_random_uuid()'));
@@ -93,7 +95,13 @@ export async function up(knex: Knex): Promise<void> {
 }
 
 export async function down(knex: Knex): Promise<void> {
-  for (const table of ['oauth_consents', 'oauth_access_tokens', 'oauth_refresh_tokens', 'oauth_authorization_codes', 'oauth_clients']) {
+  for (const table of [
+    'oauth_consents',
+    'oauth_access_tokens',
+    'oauth_refresh_tokens',
+    'oauth_authorization_codes',
+    'oauth_clients',
+  ]) {
     await knex.schema.dropTableIfExists(table);
   }
 }

@@ -11,7 +11,8 @@ export async function up(knex: Knex): Promise<void> {
     t.text('token_sealed').nullable();
   });
   // The same `token=` values as TOKEN_PARAM in shared/emails/outbox.ts, replaced by its placeholder.
-  const scrub = (column: string) => knex.raw(`regexp_replace(??, '\\mtoken=[A-Za-z0-9_.~%-]+', 'token=REDACTED', 'g')`, [column]);
+  const scrub = (column: string) =>
+    knex.raw(`regexp_replace(??, '\\mtoken=[A-Za-z0-9_.~%-]+', 'token=REDACTED', 'g')`, [column]);
   await knex('email_outbox')
     .whereNot('status', 'queued')
     .where((q) => q.where('text_body', 'like', '%token=%').orWhere('html_body', 'like', '%token=%'))

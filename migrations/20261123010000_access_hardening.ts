@@ -1,7 +1,15 @@
 import type { Knex } from 'knex';
 
 /** Tracking reads the default User role held before it became self-service only. */
-const USER_ROLE_TRACKING_READS = ['gps:read', 'devices:read', 'trips:read', 'locations:read', 'geofences:read', 'trip_categories:read', 'pegel:read'];
+const USER_ROLE_TRACKING_READS = [
+  'gps:read',
+  'devices:read',
+  'trips:read',
+  'locations:read',
+  'geofences:read',
+  'trip_categories:read',
+  'pegel:read',
+];
 
 /**
  * Access hardening:
@@ -18,7 +26,10 @@ export async function up(knex: Knex): Promise<void> {
   }
   await knex('role_permissions')
     .where('role_id', 'role_user')
-    .whereIn('permission_id', knex('permissions').select('id').whereRaw("resource || ':' || action = ANY(?)", [USER_ROLE_TRACKING_READS]))
+    .whereIn(
+      'permission_id',
+      knex('permissions').select('id').whereRaw("resource || ':' || action = ANY(?)", [USER_ROLE_TRACKING_READS]),
+    )
     .delete();
 }
 

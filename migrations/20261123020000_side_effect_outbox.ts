@@ -14,7 +14,9 @@ export async function up(knex: Knex): Promise<void> {
     t.jsonb('payload').notNullable();
     t.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
   });
-  await knex.raw('ALTER TABLE side_effect_outbox SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000)');
+  await knex.raw(
+    'ALTER TABLE side_effect_outbox SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000)',
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {

@@ -58,12 +58,17 @@ export class AccountEvents {
         break;
       case 'sessionRevoked':
         for (const c of users) {
-          if (msg.sessionId && c.principal.kind === 'user' && c.principal.sessionId === msg.sessionId) this.hub.close(c, CloseCode.sessionRevoked, 'session revoked');
+          if (msg.sessionId && c.principal.kind === 'user' && c.principal.sessionId === msg.sessionId)
+            this.hub.close(c, CloseCode.sessionRevoked, 'session revoked');
         }
         break;
       case 'oauthConsentRevoked':
         for (const c of users) {
-          if (c.principal.kind === 'user' && c.principal.via === 'oauth' && c.principal.oauthClientId === msg.clientId) {
+          if (
+            c.principal.kind === 'user' &&
+            c.principal.via === 'oauth' &&
+            c.principal.oauthClientId === msg.clientId
+          ) {
             this.hub.close(c, CloseCode.oauthConsentRevoked, 'OAuth consent revoked');
           }
         }
@@ -82,7 +87,11 @@ export class AccountEvents {
         this.deps.credentials.invalidate({ all: true });
         for (const c of this.hub.clients) {
           const p = c.principal;
-          if ((p.kind === 'user' || p.kind === 'apiKey') && (p.roleIds.includes(roleId) || (p.kind === 'apiKey' && p.keyRoleIds.includes(roleId)))) this.recheck(c);
+          if (
+            (p.kind === 'user' || p.kind === 'apiKey') &&
+            (p.roleIds.includes(roleId) || (p.kind === 'apiKey' && p.keyRoleIds.includes(roleId)))
+          )
+            this.recheck(c);
         }
         break;
       }
@@ -170,7 +179,8 @@ export class AccountEvents {
             this.hub.unsubscribe(c, ch);
             if (c.chatBot && ch === CHAT_BOTS_WS_CHANNEL) this.hub.demoteChatBot(c);
             const message = `access to channel ${ch} revoked`;
-            if (c.format === 'protobuf') this.hub.sendBinary(c, encodeEnvelope('error', { message, code: 'subscription_revoked' }));
+            if (c.format === 'protobuf')
+              this.hub.sendBinary(c, encodeEnvelope('error', { message, code: 'subscription_revoked' }));
             else this.hub.sendJson(c, { type: 'error', message });
           }
         } while (c.recheck!.again);

@@ -11,7 +11,14 @@ import { consumeWsTicket, principalForUser, TICKET_SUBPROTOCOL } from '../shared
 import { isUuid } from '../shared/zod';
 
 export type UpgradeAuth =
-  | { ok: true; principal: Principal; auth: ConnectionAuth; sourceService: string | null; chatBot: boolean; subprotocol: string | null }
+  | {
+      ok: true;
+      principal: Principal;
+      auth: ConnectionAuth;
+      sourceService: string | null;
+      chatBot: boolean;
+      subprotocol: string | null;
+    }
   | { ok: false; status: 400 | 401 | 403; message: string };
 
 export interface AuthDeps {
@@ -20,7 +27,6 @@ export interface AuthDeps {
   config: Config;
   credentials: CredentialResolver;
 }
-
 
 /** The offered subprotocols, in order. */
 function offeredProtocols(req: http.IncomingMessage): string[] {
@@ -85,7 +91,8 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: AuthD
     }
     sourceService = declared;
     if (declared === 'chat_bot') {
-      if (!mayBeChatBot(principal)) return { ok: false, status: 403, message: 'a chat bot connection needs the system key or chat:sync' };
+      if (!mayBeChatBot(principal))
+        return { ok: false, status: 403, message: 'a chat bot connection needs the system key or chat:sync' };
       chatBot = true;
     }
   }
@@ -96,7 +103,10 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: AuthD
  * Re-resolves a live connection's principal (after a permission, role, ban or credential change).
  * Returns the refusal when the credential no longer authenticates.
  */
-export async function reresolve(auth: ConnectionAuth, deps: AuthDeps): Promise<{ ok: true; principal: Principal } | { ok: false; status: number; message: string }> {
+export async function reresolve(
+  auth: ConnectionAuth,
+  deps: AuthDeps,
+): Promise<{ ok: true; principal: Principal } | { ok: false; status: number; message: string }> {
   switch (auth.kind) {
     case 'anonymous':
       return { ok: true, principal: ANONYMOUS };

@@ -41,25 +41,67 @@ const ts = (v: unknown): string => (v ? String(v) : new Date().toISOString());
 
 /** JSON push type → its protobuf payload (spec §6 protobuf events, decisions.md JSON twins). */
 const TO_PROTO: Record<string, (m: Json) => [PayloadCase, Json]> = {
-  accountDeleted: (m) => ['accountDeleted', { userId: str(m.userId), reason: opt(m.reason), timestamp: ts(m.timestamp) }],
+  accountDeleted: (m) => [
+    'accountDeleted',
+    { userId: str(m.userId), reason: opt(m.reason), timestamp: ts(m.timestamp) },
+  ],
   accountBanned: (m) => [
     'accountBanned',
-    { userId: str(m.userId), reason: opt(m.reason), expiresAt: opt(m.expiresAt), isPermanent: !!m.isPermanent, timestamp: ts(m.timestamp) },
+    {
+      userId: str(m.userId),
+      reason: opt(m.reason),
+      expiresAt: opt(m.expiresAt),
+      isPermanent: !!m.isPermanent,
+      timestamp: ts(m.timestamp),
+    },
   ],
-  sessionRevoked: (m) => ['sessionRevoked', { userId: str(m.userId), sessionId: str(m.sessionId), reason: str(m.reason), timestamp: ts(m.timestamp) }],
+  sessionRevoked: (m) => [
+    'sessionRevoked',
+    { userId: str(m.userId), sessionId: str(m.sessionId), reason: str(m.reason), timestamp: ts(m.timestamp) },
+  ],
   forceLogout: (m) => ['forceLogout', { userId: str(m.userId), reason: str(m.reason), timestamp: ts(m.timestamp) }],
-  oauthConsentRevoked: (m) => ['oauthConsentRevoked', { userId: str(m.userId), clientId: str(m.clientId), timestamp: ts(m.timestamp) }],
-  rolesUpdated: (m) => ['rolesUpdated', { userId: str(m.userId), roles: arr(m.roles), roleIds: arr(m.roleIds), timestamp: ts(m.timestamp) }],
-  permissionsUpdated: (m) => ['permissionsUpdated', { userId: str(m.userId), permissions: arr(m.permissions), timestamp: ts(m.timestamp) }],
-  rolePermissionsChanged: (m) => ['rolePermissionsChanged', { roleId: str(m.roleId), roleName: str(m.roleName), timestamp: ts(m.timestamp) }],
-  emailLinkVerified: (m) => ['emailLinkVerified', { userId: str(m.userId), platformAccountId: str(m.platformAccountId), timestamp: ts(m.timestamp) }],
-  emailChangeVerified: (m) => ['emailChangeVerified', { userId: str(m.userId), email: str(m.email), timestamp: ts(m.timestamp) }],
+  oauthConsentRevoked: (m) => [
+    'oauthConsentRevoked',
+    { userId: str(m.userId), clientId: str(m.clientId), timestamp: ts(m.timestamp) },
+  ],
+  rolesUpdated: (m) => [
+    'rolesUpdated',
+    { userId: str(m.userId), roles: arr(m.roles), roleIds: arr(m.roleIds), timestamp: ts(m.timestamp) },
+  ],
+  permissionsUpdated: (m) => [
+    'permissionsUpdated',
+    { userId: str(m.userId), permissions: arr(m.permissions), timestamp: ts(m.timestamp) },
+  ],
+  rolePermissionsChanged: (m) => [
+    'rolePermissionsChanged',
+    { roleId: str(m.roleId), roleName: str(m.roleName), timestamp: ts(m.timestamp) },
+  ],
+  emailLinkVerified: (m) => [
+    'emailLinkVerified',
+    { userId: str(m.userId), platformAccountId: str(m.platformAccountId), timestamp: ts(m.timestamp) },
+  ],
+  emailChangeVerified: (m) => [
+    'emailChangeVerified',
+    { userId: str(m.userId), email: str(m.email), timestamp: ts(m.timestamp) },
+  ],
   chatUserLinked: (m) => [
     'chatUserLinked',
-    { chatId: str(m.chatId), userId: str(m.userId), chatUsername: str(m.chatUsername), avatarUrl: opt(m.avatarUrl), timestamp: ts(m.timestamp) },
+    {
+      chatId: str(m.chatId),
+      userId: str(m.userId),
+      chatUsername: str(m.chatUsername),
+      avatarUrl: opt(m.avatarUrl),
+      timestamp: ts(m.timestamp),
+    },
   ],
-  chatUserUnlinked: (m) => ['chatUserUnlinked', { chatId: str(m.chatId), userId: str(m.userId), timestamp: ts(m.timestamp) }],
-  chatPermissionChanged: (m) => ['chatPermissionChanged', { chatId: str(m.chatId), userId: str(m.userId), permissions: arr(m.permissions), timestamp: ts(m.timestamp) }],
+  chatUserUnlinked: (m) => [
+    'chatUserUnlinked',
+    { chatId: str(m.chatId), userId: str(m.userId), timestamp: ts(m.timestamp) },
+  ],
+  chatPermissionChanged: (m) => [
+    'chatPermissionChanged',
+    { chatId: str(m.chatId), userId: str(m.userId), permissions: arr(m.permissions), timestamp: ts(m.timestamp) },
+  ],
 };
 
 /** Push types that have a protobuf twin (sent as protobuf to clients speaking protobuf). */
@@ -68,7 +110,11 @@ export function hasProtobufTwin(type: string | null): boolean {
 }
 
 /** Bot events exist only as protobuf (spec §6): never sent as JSON. */
-export const PROTOBUF_ONLY_TYPES: ReadonlySet<string> = new Set(['chatUserLinked', 'chatUserUnlinked', 'chatPermissionChanged']);
+export const PROTOBUF_ONLY_TYPES: ReadonlySet<string> = new Set([
+  'chatUserLinked',
+  'chatUserUnlinked',
+  'chatPermissionChanged',
+]);
 
 /** Encodes the protobuf twin of a JSON push; null when the JSON is not a known push. */
 export function protobufTwin(payload: Buffer | string): Uint8Array | null {

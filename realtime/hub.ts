@@ -56,7 +56,13 @@ export class Hub {
     this.onChange = fn;
   }
 
-  create(socket: WebSocket, principal: Principal, auth: ConnectionAuth, sourceService: string | null, chatBot: boolean): Client {
+  create(
+    socket: WebSocket,
+    principal: Principal,
+    auth: ConnectionAuth,
+    sourceService: string | null,
+    chatBot: boolean,
+  ): Client {
     const now = Date.now();
     const c: Client = {
       id: this.nextId++,
@@ -124,7 +130,8 @@ export class Hub {
   }
 
   private checkBuffer(c: Client): void {
-    if (c.socket.bufferedAmount > this.maxBufferedBytes) this.close(c, CloseCode.slowConsumer, 'slow consumer: send buffer overflow');
+    if (c.socket.bufferedAmount > this.maxBufferedBytes)
+      this.close(c, CloseCode.slowConsumer, 'slow consumer: send buffer overflow');
   }
 
   /**

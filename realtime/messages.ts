@@ -45,7 +45,8 @@ function subscribeRefusal(c: Client, channel: string): string | null {
   if (isInternalChannel(channel)) return `unknown channel ${channel}`;
   const refusal = subscriptionRefusal(c.principal, channel);
   if (refusal) return refusal;
-  if (!c.channels.has(channel) && c.channels.size >= MAX_CHANNELS_PER_CLIENT) return `too many subscriptions (at most ${MAX_CHANNELS_PER_CLIENT})`;
+  if (!c.channels.has(channel) && c.channels.size >= MAX_CHANNELS_PER_CLIENT)
+    return `too many subscriptions (at most ${MAX_CHANNELS_PER_CLIENT})`;
   return null;
 }
 
@@ -57,16 +58,19 @@ function handleJson(deps: MessageDeps, c: Client, buf: Buffer): void {
   } catch {
     return hub.sendJson(c, { type: 'error', message: 'invalid JSON message' });
   }
-  if (!msg || typeof msg !== 'object') return hub.sendJson(c, { type: 'error', message: 'a message must be a JSON object with a type' });
+  if (!msg || typeof msg !== 'object')
+    return hub.sendJson(c, { type: 'error', message: 'a message must be a JSON object with a type' });
   switch (msg.type) {
     case 'ping':
       return hub.sendJson(c, { type: 'pong' });
     case 'subscribe':
     case 'unsubscribe': {
-      if (typeof msg.channel !== 'string' || !msg.channel) return hub.sendJson(c, { type: 'error', message: 'channel: required string' });
+      if (typeof msg.channel !== 'string' || !msg.channel)
+        return hub.sendJson(c, { type: 'error', message: 'channel: required string' });
       const channel = msg.channel;
       if (msg.type === 'unsubscribe') {
-        if (isInternalChannel(channel)) return hub.sendJson(c, { type: 'error', message: `unknown channel ${channel}` });
+        if (isInternalChannel(channel))
+          return hub.sendJson(c, { type: 'error', message: `unknown channel ${channel}` });
         hub.unsubscribe(c, channel);
         return hub.sendJson(c, { type: 'message', channel, data: `Unsubscribed from ${channel}` });
       }
@@ -76,13 +80,17 @@ function handleJson(deps: MessageDeps, c: Client, buf: Buffer): void {
       return hub.sendJson(c, { type: 'message', channel, data: `Subscribed to ${channel}` });
     }
     default:
-      return hub.sendJson(c, { type: 'error', message: `unknown message type ${typeof msg.type === 'string' ? msg.type.slice(0, 50) : ''}`.trim() });
+      return hub.sendJson(c, {
+        type: 'error',
+        message: `unknown message type ${typeof msg.type === 'string' ? msg.type.slice(0, 50) : ''}`.trim(),
+      });
   }
 }
 
 function handleBinary(deps: MessageDeps, c: Client, buf: Buffer): void {
   const { hub, rpc } = deps;
-  const reply = (payload: PayloadCase, body: Record<string, unknown>, requestId?: string) => hub.sendBinary(c, encodeEnvelope(payload, body, requestId));
+  const reply = (payload: PayloadCase, body: Record<string, unknown>, requestId?: string) =>
+    hub.sendBinary(c, encodeEnvelope(payload, body, requestId));
   let env: Envelope;
   try {
     env = decodeEnvelope(buf);
@@ -102,13 +110,18 @@ function handleBinary(deps: MessageDeps, c: Client, buf: Buffer): void {
       const channel = String((env[env.payload] as { channel?: string }).channel ?? '');
       if (!channel) return reply('error', { message: 'channel: required', code: 'bad_request' }, rid);
       if (env.payload === 'unsubscribe') {
-        if (isInternalChannel(channel)) return reply('error', { message: `unknown channel ${channel}`, code: 'unknown_channel' }, rid);
+        if (isInternalChannel(channel))
+          return reply('error', { message: `unknown channel ${channel}`, code: 'unknown_channel' }, rid);
         hub.unsubscribe(c, channel);
         return reply('unsubscribe', { channel }, rid);
       }
       const refusal = subscribeRefusal(c, channel);
       if (refusal) {
-        const code = refusal.startsWith('access denied') ? 'forbidden' : refusal.startsWith('too many') ? 'bad_request' : 'unknown_channel';
+        const code = refusal.startsWith('access denied')
+          ? 'forbidden'
+          : refusal.startsWith('too many')
+            ? 'bad_request'
+            : 'unknown_channel';
         return reply('error', { message: refusal, code }, rid);
       }
       hub.subscribe(c, channel);
@@ -122,11 +135,20 @@ function handleBinary(deps: MessageDeps, c: Client, buf: Buffer): void {
       return;
     case 'chatSyncResponse':
     case 'moderationResponse':
-      if (!c.chatBot) return reply('error', { message: 'only a chat bot connection answers chat requests', code: 'forbidden' }, rid);
+      if (!c.chatBot)
+        return reply('error', { message: 'only a chat bot connection answers chat requests', code: 'forbidden' }, rid);
       return rpc.handleBotResponse(c, env);
     case 'gpsUpdate':
-      return reply('error', { message: 'GpsUpdate is not accepted on /v1/ws; trackers send points with POST /v1/gps', code: 'bad_request' }, rid);
+      return reply(
+        'error',
+        { message: 'GpsUpdate is not accepted on /v1/ws; trackers send points with POST /v1/gps', code: 'bad_request' },
+        rid,
+      );
     default:
-      return reply('error', { message: `${env.payload ?? env.type} is not a client message`, code: 'bad_request' }, rid);
+      return reply(
+        'error',
+        { message: `${env.payload ?? env.type} is not a client message`, code: 'bad_request' },
+        rid,
+      );
   }
 }

@@ -5,7 +5,14 @@ import { PubSub } from '../shared/events';
 import type { Logger } from '../shared/logger';
 import { actorIdOf } from '../shared/policies';
 import { decodeEnvelope, encodeEnvelope, Envelope, PayloadCase } from '../shared/proto';
-import { botRequestProblem, BotRequestMessage, failureReply, pickChatBotInstance, requestTimeoutMs, RpcReplyMessage } from '../shared/proto/rpc';
+import {
+  botRequestProblem,
+  BotRequestMessage,
+  failureReply,
+  pickChatBotInstance,
+  requestTimeoutMs,
+  RpcReplyMessage,
+} from '../shared/proto/rpc';
 import type { Queues } from '../shared/queues';
 import { redisKey } from '../shared/redis';
 import { requestRefusal } from './access';
@@ -51,7 +58,10 @@ export class RpcBroker {
 
   /** Pub/sub channels this instance must listen on (unprefixed names resolved here). */
   channels(): { reply: string; bot: string } {
-    return { reply: redisKey(this.config, PubSub.rpcReply(this.instanceId)), bot: redisKey(this.config, PubSub.botRequest(this.instanceId)) };
+    return {
+      reply: redisKey(this.config, PubSub.rpcReply(this.instanceId)),
+      bot: redisKey(this.config, PubSub.botRequest(this.instanceId)),
+    };
   }
 
   private sendEnvelope(c: Client, payload: PayloadCase, body: Record<string, unknown>, requestId?: string): void {
@@ -76,7 +86,10 @@ export class RpcBroker {
     }
     const requestId = randomUUID();
     const timeoutMs = requestTimeoutMs(env);
-    const timer = setTimeout(() => this.answer(requestId, failureReply(payload, 'request timed out', original)), timeoutMs);
+    const timer = setTimeout(
+      () => this.answer(requestId, failureReply(payload, 'request timed out', original)),
+      timeoutMs,
+    );
     timer.unref();
     this.pending.set(requestId, { client: c, clientRequestId, request: payload, original, timer });
     try {
@@ -105,7 +118,12 @@ export class RpcBroker {
           this.answer(requestId, failureReply(payload, 'no chat bot is connected', original));
           return;
         }
-        const msg: BotRequestMessage = { requestId, replyTo: this.instanceId, envelope: Buffer.from(encodeEnvelope(payload, body)).toString('base64'), timeoutMs };
+        const msg: BotRequestMessage = {
+          requestId,
+          replyTo: this.instanceId,
+          envelope: Buffer.from(encodeEnvelope(payload, body)).toString('base64'),
+          timeoutMs,
+        };
         await this.redis.publish(redisKey(this.config, PubSub.botRequest(target)), JSON.stringify(msg));
       }
     } catch (err) {
@@ -144,10 +162,16 @@ export class RpcBroker {
     }
   }
 
-  private async publishReply(replyTo: string, requestId: string, reply: [PayloadCase, Record<string, unknown>] | Uint8Array): Promise<void> {
+  private async publishReply(
+    replyTo: string,
+    requestId: string,
+    reply: [PayloadCase, Record<string, unknown>] | Uint8Array,
+  ): Promise<void> {
     const bytes = reply instanceof Uint8Array ? reply : encodeEnvelope(reply[0], reply[1]);
     const msg: RpcReplyMessage = { requestId, envelope: Buffer.from(bytes).toString('base64') };
-    await this.redis.publish(redisKey(this.config, PubSub.rpcReply(replyTo)), JSON.stringify(msg)).catch((err) => this.logger.warn({ err: err.message }, 'could not publish rpc reply'));
+    await this.redis
+      .publish(redisKey(this.config, PubSub.rpcReply(replyTo)), JSON.stringify(msg))
+      .catch((err) => this.logger.warn({ err: err.message }, 'could not publish rpc reply'));
   }
 
   /** A message on PubSub.botRequest(this instance): hand it to one local chat bot. */
@@ -180,13 +204,22 @@ export class RpcBroker {
     const requestId = env.requestId ?? '';
     const p = this.botPending.get(requestId);
     if (!p || p.bot !== c) {
-      this.sendEnvelope(c, 'error', { message: 'no pending request with this request_id', code: 'not_found' }, requestId);
+      this.sendEnvelope(
+        c,
+        'error',
+        { message: 'no pending request with this request_id', code: 'not_found' },
+        requestId,
+      );
       return;
     }
     this.botPending.delete(requestId);
     clearTimeout(p.timer);
     const payload = env.payload as PayloadCase;
-    void this.publishReply(p.replyTo, requestId, encodeEnvelope(payload, (env[payload] ?? {}) as Record<string, unknown>));
+    void this.publishReply(
+      p.replyTo,
+      requestId,
+      encodeEnvelope(payload, (env[payload] ?? {}) as Record<string, unknown>),
+    );
   }
 
   /** A client went away: forget its requests; requests its bot was serving fail now, not at timeout. */

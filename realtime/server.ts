@@ -41,14 +41,18 @@ export interface RunningRealtime {
  * subscribers of all instances. The fan-out never touches Postgres; the database is used only to
  * authenticate and to re-check connections after account events.
  */
-export async function startRealtime(config: Config, opts: { port?: number; logger?: Logger } = {}): Promise<RunningRealtime> {
+export async function startRealtime(
+  config: Config,
+  opts: { port?: number; logger?: Logger } = {},
+): Promise<RunningRealtime> {
   const instanceId = randomUUID();
   const logger = opts.logger ?? createLogger('realtime', config.logLevel);
   const db = createDb(config, { poolMax: 4 });
   const redis = createRedis(config);
   const subscriber = createRedis(config);
   const authSubscriber = createRedis(config);
-  for (const r of [redis, subscriber, authSubscriber]) r.on('error', (err) => logger.warn({ err: err.message }, 'redis error'));
+  for (const r of [redis, subscriber, authSubscriber])
+    r.on('error', (err) => logger.warn({ err: err.message }, 'redis error'));
   const credentials = new CredentialResolver(db, logger);
   await credentials.start(authSubscriber, config, { publisher: redis });
   const queues = new Queues(redis, config);
@@ -74,7 +78,9 @@ export async function startRealtime(config: Config, opts: { port?: number; logge
     socket.on('pong', () => {
       client.lastPong = Date.now();
     });
-    socket.on('message', (data: RawData, isBinary: boolean) => handleClientMessage(messageDeps, client, data, isBinary));
+    socket.on('message', (data: RawData, isBinary: boolean) =>
+      handleClientMessage(messageDeps, client, data, isBinary),
+    );
     socket.on('close', () => {
       hub.remove(client);
       rpc.onClientGone(client);
@@ -114,7 +120,8 @@ export async function startRealtime(config: Config, opts: { port?: number; logge
 
   // Counts for /health and the chat bot relay: reported on change (debounced) and every 5 s.
   const statsKey = redisKey(config, WS_STATS_KEY);
-  const report = () => redis.hset(statsKey, instanceId, JSON.stringify({ ...hub.stats(), at: Date.now() })).catch(() => undefined);
+  const report = () =>
+    redis.hset(statsKey, instanceId, JSON.stringify({ ...hub.stats(), at: Date.now() })).catch(() => undefined);
   let reportTimer: NodeJS.Timeout | undefined;
   hub.setOnChange(() => {
     if (reportTimer) return;

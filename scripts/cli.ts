@@ -77,7 +77,9 @@ async function invalidateRunningInstances(config: Config, msg: AuthInvalidation)
     // eslint-disable-next-line no-restricted-syntax
     await bus.invalidateAuth(msg);
   } catch (err) {
-    say(`note: could not notify running instances (${(err as Error).message}); they pick the change up within a minute`);
+    say(
+      `note: could not notify running instances (${(err as Error).message}); they pick the change up within a minute`,
+    );
   } finally {
     bus.close();
     redis.disconnect();
@@ -91,11 +93,21 @@ async function invalidateRunningInstances(config: Config, msg: AuthInvalidation)
  * user's permissions (`*:*`). Without --password a random one is generated and printed once.
  */
 async function createAdmin(db: ReturnType<typeof createDb>, args: string[]): Promise<void> {
-  const { values } = parseArgs({ args, options: { email: { type: 'string' }, password: { type: 'string' }, 'api-key': { type: 'boolean', default: false } } });
+  const { values } = parseArgs({
+    args,
+    options: {
+      email: { type: 'string' },
+      password: { type: 'string' },
+      'api-key': { type: 'boolean', default: false },
+    },
+  });
   if (!values.email) throw new Error('create-admin needs --email');
   const email = zEmail().safeParse(values.email);
   if (!email.success) throw new Error(`--email: ${email.error.issues[0].message}`);
-  if (values.password !== undefined && (values.password.length < PASSWORD_MIN || values.password.length > PASSWORD_MAX)) {
+  if (
+    values.password !== undefined &&
+    (values.password.length < PASSWORD_MIN || values.password.length > PASSWORD_MAX)
+  ) {
     throw new Error(`--password: must be ${PASSWORD_MIN} to ${PASSWORD_MAX} characters`);
   }
   const generated = values.password === undefined;
@@ -104,34 +116,82 @@ async function createAdmin(db: ReturnType<typeof createDb>, args: string[]): Pro
   const created = await db
     .transaction(async (trx) => {
       const { user, account } = await createVerifiedEmailUser(trx, { email: email.data, passwordHash });
-      await trx('user_roles').insert({ user_id: user.id, role_id: ADMIN_ROLE_ID }).onConflict(['user_id', 'role_id']).ignore();
-      const audit = { user_id: user.id, actor_id: null, user_agent: 'cli create-admin', resource_type: 'user', resource_id: user.id };
-      await recordAuditEvent({ ...audit, event_type: 'user_created', metadata: { platform: 'email', platform_account_id: account.id, via: 'cli', roles: ['Admin'] } }, trx);
+      await trx('user_roles')
+        .insert({ user_id: user.id, role_id: ADMIN_ROLE_ID })
+        .onConflict(['user_id', 'role_id'])
+        .ignore();
+      const audit = {
+        user_id: user.id,
+        actor_id: null,
+        user_agent: 'cli create-admin',
+        resource_type: 'user',
+        resource_id: user.id,
+      };
+      await recordAuditEvent(
+        {
+          ...audit,
+          event_type: 'user_created',
+          metadata: { platform: 'email', platform_account_id: account.id, via: 'cli', roles: ['Admin'] },
+        },
+        trx,
+      );
       const expires = new Date(Date.now() + (await sessionLifetimeMs(trx)));
-      const { session, token } = await createSession(trx, user.id, expires, { platformSlug: 'email', userAgent: 'cli create-admin' });
-      await recordAuditEvent({ ...audit, event_type: 'session_created', resource_type: 'session', resource_id: session.id, metadata: { via: 'cli', session_id: session.id } }, trx);
+      const { session, token } = await createSession(trx, user.id, expires, {
+        platformSlug: 'email',
+        userAgent: 'cli create-admin',
+      });
+      await recordAuditEvent(
+        {
+          ...audit,
+          event_type: 'session_created',
+          resource_type: 'session',
+          resource_id: session.id,
+          metadata: { via: 'cli', session_id: session.id },
+        },
+        trx,
+      );
       const apiKey = values['api-key']
-        ? await createApiKey({ userId: user.id, name: 'admin', description: 'created by cli create-admin', scopes: await ownerPermissionScopes(trx, user.id) }, trx)
+        ? await createApiKey(
+            {
+              userId: user.id,
+              name: 'admin',
+              description: 'created by cli create-admin',
+              scopes: await ownerPermissionScopes(trx, user.id),
+            },
+            trx,
+          )
         : null;
       return { user, session, token, apiKey };
     })
     .catch((err) => {
-      if (err instanceof HttpError && err.status === 409) throw new Error(`${email.data} already has an account: make it an administrator with: npm run cli -- grant-role ${email.data} Admin`);
+      if (err instanceof HttpError && err.status === 409)
+        throw new Error(
+          `${email.data} already has an account: make it an administrator with: npm run cli -- grant-role ${email.data} Admin`,
+        );
       throw err;
     });
-  say(`created administrator ${created.user.username} (${created.user.id}) <${email.data}>: email verified, role Admin`);
+  say(
+    `created administrator ${created.user.username} (${created.user.id}) <${email.data}>: email verified, role Admin`,
+  );
   if (generated) say(`password (generated, shown only once): ${password}`);
   say(`session token (valid until ${created.session.expires_at.toISOString()}): ${created.token}`);
-  if (created.apiKey) say(`api key ${created.apiKey.apiKey.id} (scopes ${created.apiKey.apiKey.scopes.join(',')}, shown only once): ${created.apiKey.key}`);
+  if (created.apiKey)
+    say(
+      `api key ${created.apiKey.apiKey.id} (scopes ${created.apiKey.apiKey.scopes.join(',')}, shown only once): ${created.apiKey.key}`,
+    );
 }
 
 /** list-roles: every role with its permissions and how many users hold it; default roles first. */
 async function listRoles(db: ReturnType<typeof createDb>): Promise<void> {
-  const roles: Array<{ id: string; name: string; description: string | null; is_system: boolean }> = await db('roles').select('id', 'name', 'description', 'is_system');
+  const roles: Array<{ id: string; name: string; description: string | null; is_system: boolean }> = await db(
+    'roles',
+  ).select('id', 'name', 'description', 'is_system');
   const perms: Array<{ role_id: string; perm: string }> = await db('role_permissions as rp')
     .join('permissions as p', 'p.id', 'rp.permission_id')
     .select('rp.role_id', db.raw("p.resource || ':' || p.action as perm"));
-  const holders: Array<{ role_id: string; n: string }> = await db('user_roles').groupBy('role_id').select('role_id', db.raw('count(*) as n'));
+  const holders: Array<{ role_id: string; n: string }> = await db('user_roles')
+    .groupBy('role_id')
+    .select('role_id', db.raw('count(*) as n'));
   const order = (id: string) => {
     const i = DEFAULT_ROLES.findIndex((r) => r.id === id);
     return i < 0 ? DEFAULT_ROLES.length : i;
@@ -139,8 +199,13 @@ async function listRoles(db: ReturnType<typeof createDb>): Promise<void> {
   roles.sort((a, b) => order(a.id) - order(b.id) || a.name.localeCompare(b.name));
   for (const r of roles) {
     const users = Number(holders.find((h) => h.role_id === r.id)?.n ?? 0);
-    say(`${r.name} (id ${r.id}${r.is_system ? ', system role' : ''}, ${users} user${users === 1 ? '' : 's'}): ${r.description ?? ''}`.trimEnd());
-    const list = perms.filter((p) => p.role_id === r.id).map((p) => p.perm).sort();
+    say(
+      `${r.name} (id ${r.id}${r.is_system ? ', system role' : ''}, ${users} user${users === 1 ? '' : 's'}): ${r.description ?? ''}`.trimEnd(),
+    );
+    const list = perms
+      .filter((p) => p.role_id === r.id)
+      .map((p) => p.perm)
+      .sort();
     say(`  ${list.join(' ') || '(no permissions)'}`);
   }
   say('grant one with: npm run cli -- grant-role <user> <role name or id>');
@@ -169,15 +234,23 @@ async function main(argv: string[]): Promise<void> {
   try {
     if (command === 'seed') {
       let step = 0;
-      const report = await seed(db, { systemApiKey: config.systemApiKey, onProgress: (s) => say(`[${++step}/5] seeding ${s}`) });
-      say(`seeded ${report.permissions} permissions, ${report.roles} roles, ${report.platforms} platforms, ${report.config} config entries`);
+      const report = await seed(db, {
+        systemApiKey: config.systemApiKey,
+        onProgress: (s) => say(`[${++step}/5] seeding ${s}`),
+      });
+      say(
+        `seeded ${report.permissions} permissions, ${report.roles} roles, ${report.platforms} platforms, ${report.config} config entries`,
+      );
       // Role grants may have changed under running instances: they drop every cached credential.
       await invalidateRunningInstances(config, { all: true });
     } else if (command === 'grant-role') {
       const [userRef, roleRef] = rest;
       if (!userRef || !roleRef) throw new Error('grant-role needs <user> <role>');
       const user = await findUser(db, userRef);
-      const role = await db('roles').where('id', roleRef).orWhereRaw('lower(name) = lower(?)', [roleRef]).first('id', 'name');
+      const role = await db('roles')
+        .where('id', roleRef)
+        .orWhereRaw('lower(name) = lower(?)', [roleRef])
+        .first('id', 'name');
       if (!role) throw new Error(`no role with id or name "${roleRef}"`);
       await db('user_roles').insert({ user_id: user.id, role_id: role.id }).onConflict(['user_id', 'role_id']).ignore();
       await invalidateRunningInstances(config, { userId: user.id });
@@ -187,10 +260,23 @@ async function main(argv: string[]): Promise<void> {
     } else if (command === 'list-roles') {
       await listRoles(db);
     } else if (command === 'create-api-key') {
-      const { values } = parseArgs({ args: rest, options: { user: { type: 'string' }, name: { type: 'string' }, scopes: { type: 'string' }, system: { type: 'boolean', default: false } } });
+      const { values } = parseArgs({
+        args: rest,
+        options: {
+          user: { type: 'string' },
+          name: { type: 'string' },
+          scopes: { type: 'string' },
+          system: { type: 'boolean', default: false },
+        },
+      });
       if (!values.name) throw new Error('create-api-key needs --name');
       if (!values.system && !values.user) throw new Error('create-api-key needs --user (or --system)');
-      let scopes = values.scopes ? values.scopes.split(',').map((s) => s.trim()).filter(Boolean) : [];
+      let scopes = values.scopes
+        ? values.scopes
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)
+        : [];
       // A scope is a catalogue permission or `<known resource>:*`.
       const known = new Set(ALL_PERMISSIONS);
       const resources = new Set(ALL_PERMISSIONS.map((p) => p.split(':')[0]));
@@ -202,9 +288,15 @@ async function main(argv: string[]): Promise<void> {
         // A key with no scopes could do nothing: without --scopes it gets what its owner holds.
         scopes = await ownerPermissionScopes(db, user.id);
         say(`no --scopes given: the key holds ${user.username}'s permissions: ${scopes.join(', ') || '(none)'}`);
-        if (!scopes.includes('*:*')) say('  (later grants to the owner are not added to the key; a permission the owner loses leaves the key too)');
+        if (!scopes.includes('*:*'))
+          say(
+            '  (later grants to the owner are not added to the key; a permission the owner loses leaves the key too)',
+          );
       }
-      const { apiKey, key } = await createApiKey({ userId: user?.id ?? null, name: values.name, scopes, isSystem: values.system }, db);
+      const { apiKey, key } = await createApiKey(
+        { userId: user?.id ?? null, name: values.name, scopes, isSystem: values.system },
+        db,
+      );
       say(`created API key ${apiKey.id} (${apiKey.key_prefix}…)${values.system ? ' [system]' : ''}`);
       say('the key is shown only once:');
       say(key);

@@ -20,7 +20,12 @@ const err = (msg: string) => process.stderr.write(`${msg}\n`);
 function main(): void {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
-    options: { count: { type: 'string' }, timeout: { type: 'string' }, url: { type: 'string' }, help: { type: 'boolean', default: false } },
+    options: {
+      count: { type: 'string' },
+      timeout: { type: 'string' },
+      url: { type: 'string' },
+      help: { type: 'boolean', default: false },
+    },
   });
   if (values.help) {
     err(USAGE);
@@ -76,7 +81,12 @@ function main(): void {
     }
     const text = data.toString('utf8');
     const msg = JSON.parse(text) as { type?: string; channel?: string; data?: unknown; message?: string };
-    if (msg.type === 'message' && typeof msg.channel === 'string' && pending.has(msg.channel) && msg.data === `Subscribed to ${msg.channel}`) {
+    if (
+      msg.type === 'message' &&
+      typeof msg.channel === 'string' &&
+      pending.has(msg.channel) &&
+      msg.data === `Subscribed to ${msg.channel}`
+    ) {
       pending.delete(msg.channel);
       process.stdout.write(`subscribed to ${msg.channel}\n`);
       return;

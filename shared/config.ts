@@ -56,7 +56,10 @@ const idApps = z
   .transform((v, ctx) => {
     const apps = new Map<string, string>();
     if (!v) return apps;
-    for (const pair of v.split(',').map((s) => s.trim()).filter(Boolean)) {
+    for (const pair of v
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)) {
       const i = pair.indexOf(':');
       if (i <= 0 || i === pair.length - 1) {
         ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'must be a comma-separated list of app_id:secret' });
@@ -202,7 +205,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     aisFeedUrl: e.AIS_FEED_URL,
     chromiumPath: e.CHROMIUM_PATH,
     logLevel: e.LOG_LEVEL,
-    supportedLocales: e.SUPPORTED_LOCALES.split(',').map((s) => s.trim()).filter(Boolean),
+    supportedLocales: e.SUPPORTED_LOCALES.split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
     workerConcurrency: e.WORKER_CONCURRENCY,
     drainTimeoutMs: e.DRAIN_TIMEOUT_MS,
     instances: { api: e.API_INSTANCES, realtime: e.REALTIME_INSTANCES, workers: e.WORKER_INSTANCES },

@@ -36,7 +36,8 @@ type AfterCommit = () => unknown;
 const afterCommitHooks = new WeakMap<Knex.Transaction, AfterCommit[]>();
 
 /** Reports a failed after-commit hook (set by each process to its logger; stderr by default). */
-let reportHookFailure: (err: unknown) => void = (err) => process.stderr.write(`after-commit hook failed: ${String(err)}\n`);
+let reportHookFailure: (err: unknown) => void = (err) =>
+  process.stderr.write(`after-commit hook failed: ${String(err)}\n`);
 
 export function onAfterCommitFailure(report: (err: unknown) => void): void {
   reportHookFailure = report;
@@ -71,7 +72,8 @@ export async function transaction<T>(db: Knex, work: (trx: Knex.Transaction) => 
  */
 export function afterCommit(trx: Knex.Transaction, hook: AfterCommit): void {
   let t: Knex.Transaction | undefined = trx;
-  while (t && !afterCommitHooks.has(t)) t = (t as unknown as { parentTransaction?: Knex.Transaction }).parentTransaction;
+  while (t && !afterCommitHooks.has(t))
+    t = (t as unknown as { parentTransaction?: Knex.Transaction }).parentTransaction;
   const hooks = t && afterCommitHooks.get(t);
   if (!hooks) throw new Error('afterCommit needs a transaction opened with transaction() from shared/db');
   hooks.push(hook);

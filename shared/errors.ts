@@ -20,7 +20,8 @@ export class HttpError extends Error {
 /** Seconds a client is asked to wait (Retry-After) when a dependency is down. */
 export const RETRY_AFTER_SECONDS = 5;
 
-export const badRequest = (message: string, extra?: Record<string, unknown>) => new HttpError(400, 'BadRequest', message, extra);
+export const badRequest = (message: string, extra?: Record<string, unknown>) =>
+  new HttpError(400, 'BadRequest', message, extra);
 export const unauthorized = (message = 'authentication required') => new HttpError(401, 'Unauthorized', message);
 export const forbidden = (message = 'insufficient permissions') => new HttpError(403, 'Forbidden', message);
 export const notFound = (what = 'resource') => new HttpError(404, 'NotFound', `${what} not found`);
@@ -86,7 +87,8 @@ function* unwrap(err: unknown, depth = 0): Generator<DbErrorLike> {
 
 // SQLSTATE 08xxx (connection exception), 57P01-03 (admin/crash shutdown, cannot connect now), 53300
 // (too many connections), 3D000 (database missing), and socket errors on the way to the server.
-const UNREACHABLE_CODES = /^(08...|57P0[123]|53300|3D000|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EPIPE)$/;
+const UNREACHABLE_CODES =
+  /^(08...|57P0[123]|53300|3D000|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EPIPE)$/;
 // What pg, knex and tarn say when there is no usable connection (they set no code).
 const UNREACHABLE_MESSAGES = new RegExp(
   [
@@ -121,7 +123,8 @@ function fromSqlState(e: DbErrorLike): HttpError | undefined {
     case '23503': {
       // Deleting what others still reference conflicts with the current state; inserting or
       // updating a reference to a missing record is invalid input (like an unknown id in a body).
-      const from = typeof e.detail === 'string' ? /still referenced from table "([^"]+)"/.exec(e.detail)?.[1] : undefined;
+      const from =
+        typeof e.detail === 'string' ? /still referenced from table "([^"]+)"/.exec(e.detail)?.[1] : undefined;
       return from ? conflict(`still in use by ${from}`) : badRequest(named('referenced record does not exist'));
     }
     case '23502':
@@ -155,7 +158,11 @@ export function toHttpError(err: unknown): HttpError | undefined {
   for (const e of unwrap(err)) {
     if (e instanceof HttpError) return e;
     const code = typeof e.code === 'string' ? e.code : '';
-    if (UNREACHABLE_CODES.test(code) || e.name === 'KnexTimeoutError' || (typeof e.message === 'string' && UNREACHABLE_MESSAGES.test(e.message))) {
+    if (
+      UNREACHABLE_CODES.test(code) ||
+      e.name === 'KnexTimeoutError' ||
+      (typeof e.message === 'string' && UNREACHABLE_MESSAGES.test(e.message))
+    ) {
       return serviceUnavailable('the database is unreachable; try again shortly');
     }
     const mapped = /^[0-9A-Z]{5}$/.test(code) ? fromSqlState(e) : undefined;

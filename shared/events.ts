@@ -68,7 +68,14 @@ export type ServerPush =
     }
   | { type: 'message'; channel: string; data: string }
   | { type: 'accountDeleted'; userId: string; reason: string; timestamp: string }
-  | { type: 'accountBanned'; userId: string; reason: string | null; expiresAt: string | null; isPermanent: boolean; timestamp: string }
+  | {
+      type: 'accountBanned';
+      userId: string;
+      reason: string | null;
+      expiresAt: string | null;
+      isPermanent: boolean;
+      timestamp: string;
+    }
   | { type: 'sessionRevoked'; userId: string; sessionId: string; reason: string; timestamp: string }
   | { type: 'forceLogout'; userId: string; reason: string; timestamp: string }
   | { type: 'permissionsUpdated'; userId: string; permissions: string[]; timestamp?: string }
@@ -78,7 +85,14 @@ export type ServerPush =
   | { type: 'emailLinkVerified'; userId: string; platformAccountId: string; timestamp: string }
   | { type: 'emailChangeVerified'; userId: string; email: string; timestamp: string }
   // Protobuf-only bot events (spec §6), published on CHAT_BOTS_WS_CHANNEL.
-  | { type: 'chatUserLinked'; chatId: string; userId: string; chatUsername: string; avatarUrl: string | null; timestamp: string }
+  | {
+      type: 'chatUserLinked';
+      chatId: string;
+      userId: string;
+      chatUsername: string;
+      avatarUrl: string | null;
+      timestamp: string;
+    }
   | { type: 'chatUserUnlinked'; chatId: string; userId: string; timestamp: string }
   | { type: 'chatPermissionChanged'; chatId: string; userId: string; permissions: string[]; timestamp: string };
 
@@ -210,7 +224,10 @@ export class EventBus {
     const channel = redisKey(this.config, PubSub.authInvalidate);
     this.acks ??= new AckCollector(this.redis, this.config);
     const acks = this.acks;
-    const subscribed = await Promise.race([acks.ready, new Promise<false>((r) => setTimeout(() => r(false), timeoutMs).unref())]);
+    const subscribed = await Promise.race([
+      acks.ready,
+      new Promise<false>((r) => setTimeout(() => r(false), timeoutMs).unref()),
+    ]);
     if (!subscribed) {
       // Without an ack channel, still tell every instance; only the wait is lost.
       await this.redis.publish(channel, JSON.stringify(msg));
@@ -218,7 +235,10 @@ export class EventBus {
     }
     const ackId = randomUUID();
     const wait = acks.expect(ackId);
-    const receivers = await this.redis.publish(channel, JSON.stringify({ ...msg, ackId, ackTo: acks.channel } satisfies AuthInvalidationMessage));
+    const receivers = await this.redis.publish(
+      channel,
+      JSON.stringify({ ...msg, ackId, ackTo: acks.channel } satisfies AuthInvalidationMessage),
+    );
     return wait.arm(receivers, timeoutMs);
   }
 

@@ -26,7 +26,12 @@ export function closeLingering(socket: Duplex, last?: string): void {
  * Answers on a raw socket (no Koa, no ServerResponse: parser errors, refused upgrades) with the
  * usual `{error, message}` body, then closes (lingering).
  */
-export function refuseSocket(socket: Duplex, status: number, message: string, headers: Record<string, string> = {}): void {
+export function refuseSocket(
+  socket: Duplex,
+  status: number,
+  message: string,
+  headers: Record<string, string> = {},
+): void {
   const s = socket as Duplex & { [REFUSED]?: boolean };
   if (s[REFUSED] || socket.destroyed) return;
   s[REFUSED] = true;
@@ -83,11 +88,15 @@ export function answerMalformedRequests(server: http.Server): void {
  * Why an upgrade request cannot become a WebSocket on WS_PATH, checked before any authentication
  * or forwarding so a bad handshake costs nothing and gets JSON (ws's own refusals are text/html).
  */
-export function upgradeProblem(req: http.IncomingMessage): { status: number; message: string; headers?: Record<string, string> } | null {
+export function upgradeProblem(
+  req: http.IncomingMessage,
+): { status: number; message: string; headers?: Record<string, string> } | null {
   const path = (req.url ?? '').split('?')[0];
   if (path !== WS_PATH) return { status: 404, message: `no WebSocket endpoint here; connect to ${WS_PATH}` };
-  if (req.method !== 'GET') return { status: 405, message: 'a WebSocket handshake is a GET', headers: { Allow: 'GET' } };
-  if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket') return { status: 400, message: 'Upgrade: only websocket is supported' };
+  if (req.method !== 'GET')
+    return { status: 405, message: 'a WebSocket handshake is a GET', headers: { Allow: 'GET' } };
+  if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket')
+    return { status: 400, message: 'Upgrade: only websocket is supported' };
   if (!/^[+/0-9A-Za-z]{22}==$/.test(req.headers['sec-websocket-key'] ?? '')) {
     return { status: 400, message: 'Sec-WebSocket-Key: missing or not 16 base64-encoded bytes' };
   }

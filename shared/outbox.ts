@@ -75,7 +75,11 @@ const PASS_REDIS_BUDGET_MS = 5000;
  * Writes one side effect inside the caller's transaction: it happens iff the transaction commits.
  * Call `outbox.wake()` of the process's relay after the commit.
  */
-export async function writeOutbox<K extends OutboxKind>(trx: Knex.Transaction, kind: K, payload: OutboxPayloads[K]): Promise<void> {
+export async function writeOutbox<K extends OutboxKind>(
+  trx: Knex.Transaction,
+  kind: K,
+  payload: OutboxPayloads[K],
+): Promise<void> {
   await trx(SIDE_EFFECT_OUTBOX).insert({ kind, payload: JSON.stringify(payload) });
 }
 
@@ -207,7 +211,10 @@ export class OutboxRelay {
   private async poll(): Promise<void> {
     if (this.closed || this.running || this.timer) return;
     try {
-      const { rows } = await this.deps.db.raw(`SELECT EXISTS (SELECT 1 FROM ${SIDE_EFFECT_OUTBOX} WHERE kind = ANY(?::text[])) AS pending`, [KINDS_ARRAY]);
+      const { rows } = await this.deps.db.raw(
+        `SELECT EXISTS (SELECT 1 FROM ${SIDE_EFFECT_OUTBOX} WHERE kind = ANY(?::text[])) AS pending`,
+        [KINDS_ARRAY],
+      );
       if (rows[0].pending) this.wake();
     } catch {
       // Database unreachable: the next poll tries again.
@@ -234,7 +241,9 @@ export class OutboxRelay {
   }
 
   private async carryOut(trx: Knex.Transaction, rows: OutboxRow[]): Promise<void> {
-    const pointIds = rows.flatMap((r) => (r.kind === 'gpsPoints' ? (r.payload as OutboxPayloads['gpsPoints']).ids : []));
+    const pointIds = rows.flatMap((r) =>
+      r.kind === 'gpsPoints' ? (r.payload as OutboxPayloads['gpsPoints']).ids : [],
+    );
     if (pointIds.length) await this.relayGpsPoints(trx, pointIds);
     for (const r of rows) {
       if (r.kind !== 'email') continue;
@@ -251,7 +260,10 @@ export class OutboxRelay {
   private async relayGpsPoints(trx: Knex.Transaction, ids: string[]): Promise<void> {
     const cols = GPS_POINT_COLUMNS.map((c) => `"${c}"`).join(', ');
     // One array parameter, whatever the number of ids (uuids need no quoting in an array literal).
-    const { rows } = await trx.raw<{ rows: GpsPointRow[] }>(`SELECT ${cols} FROM gps_points WHERE id = ANY(?::uuid[])`, [`{${ids.join(',')}}`]);
+    const { rows } = await trx.raw<{ rows: GpsPointRow[] }>(
+      `SELECT ${cols} FROM gps_points WHERE id = ANY(?::uuid[])`,
+      [`{${ids.join(',')}}`],
+    );
     const byId = new Map(rows.map((p) => [p.id, p]));
     const points = ids.map((id) => byId.get(id)).filter((p): p is GpsPointRow => p !== undefined);
     if (points.length === 0) return;
@@ -261,10 +273,13 @@ export class OutboxRelay {
       pushes.push({ channel: 'gps', message });
       if (p.device_id) pushes.push({ channel: `gps:${p.device_id}`, message });
     }
-    for (let i = 0; i < pushes.length; i += PUBLISH_CHUNK) await this.deps.bus.publishMany(pushes.slice(i, i + PUBLISH_CHUNK));
+    for (let i = 0; i < pushes.length; i += PUBLISH_CHUNK)
+      await this.deps.bus.publishMany(pushes.slice(i, i + PUBLISH_CHUNK));
     await recordLatestGps(this.deps.db, this.deps.redis, this.deps.config, points);
     for (let i = 0; i < points.length; i += GEOFENCE_JOB_MAX_IDS) {
-      await this.deps.queues.enqueue('geofence', { gpsPointIds: points.slice(i, i + GEOFENCE_JOB_MAX_IDS).map((p) => p.id) });
+      await this.deps.queues.enqueue('geofence', {
+        gpsPointIds: points.slice(i, i + GEOFENCE_JOB_MAX_IDS).map((p) => p.id),
+      });
     }
   }
 }

@@ -36,10 +36,26 @@ const readAll = ALL_PERMISSIONS.filter((p) => p.endsWith(':read') && p !== 'admi
  * Tracking data (GPS positions, devices, trips…) is never readable just by signing up: it comes with
  * roles an administrator grants (Developer, API Read Only, custom roles).
  */
-export const SELF_SERVICE_PERMISSIONS = ['two_factor:read', 'two_factor:write', 'api_keys:read', 'api_keys:write', 'api_keys:delete', 'integrations:read', 'integrations:write'];
+export const SELF_SERVICE_PERMISSIONS = [
+  'two_factor:read',
+  'two_factor:write',
+  'api_keys:read',
+  'api_keys:write',
+  'api_keys:delete',
+  'integrations:read',
+  'integrations:write',
+];
 
 /** Tracking reads, for the roles that work with tracking data. */
-const trackingReads = ['gps:read', 'devices:read', 'trips:read', 'locations:read', 'geofences:read', 'trip_categories:read', 'pegel:read'];
+const trackingReads = [
+  'gps:read',
+  'devices:read',
+  'trips:read',
+  'locations:read',
+  'geofences:read',
+  'trip_categories:read',
+  'pegel:read',
+];
 
 const signedInUser = [...SELF_SERVICE_PERMISSIONS, ...trackingReads];
 
@@ -57,7 +73,16 @@ export const DEFAULT_ROLES: DefaultRole[] = [
     id: 'role_moderator',
     name: 'Moderator',
     description: 'Moderates users and the chat bot',
-    permissions: [...signedInUser, 'users:read', 'users:ban', 'audit:read', 'chat:read', 'chat:edit', 'chat:sync', 'chat:guild.sync'],
+    permissions: [
+      ...signedInUser,
+      'users:read',
+      'users:ban',
+      'audit:read',
+      'chat:read',
+      'chat:edit',
+      'chat:sync',
+      'chat:guild.sync',
+    ],
   },
   {
     id: 'role_developer',

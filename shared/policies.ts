@@ -172,7 +172,10 @@ export function requireAuthenticated(p: Principal): asserts p is Exclude<Princip
 }
 
 /** Throws 401 unless the caller is the system key. */
-export function requireSystem(p: Principal, message = 'system key required'): asserts p is Extract<Principal, { kind: 'system' }> {
+export function requireSystem(
+  p: Principal,
+  message = 'system key required',
+): asserts p is Extract<Principal, { kind: 'system' }> {
   if (p.kind !== 'system') throw unauthorized(message);
 }
 
@@ -189,7 +192,11 @@ export function requireAccountScope(p: Principal, scope: AccountScope): void {
  * scopes. With `scope`, the operation is account-security and a narrowed credential must also name
  * that scope explicitly, whoever the target is.
  */
-export function authorizePermission(p: Principal, permission: string, opts: { selfId?: string | null; scope?: AccountScope } = {}): void {
+export function authorizePermission(
+  p: Principal,
+  permission: string,
+  opts: { selfId?: string | null; scope?: AccountScope } = {},
+): void {
   requireAuthenticated(p);
   if (opts.scope) requireAccountScope(p, opts.scope);
   if (opts.selfId && actingUserId(p) === opts.selfId && grantAllowsSelf(p, permission)) return;
@@ -205,7 +212,8 @@ export function authorizeSelf(p: Principal, permission?: string): string {
   requireAuthenticated(p);
   const uid = actingUserId(p);
   if (!uid) throw forbidden('this credential does not act for a user');
-  if (permission && !grantAllowsSelf(p, permission) && !p.permissions.has(permission)) throw forbidden(`this credential's grant does not include ${permission}`);
+  if (permission && !grantAllowsSelf(p, permission) && !p.permissions.has(permission))
+    throw forbidden(`this credential's grant does not include ${permission}`);
   return uid;
 }
 
@@ -243,7 +251,9 @@ export function systemKeyAllowed(path: string): boolean {
  */
 export function authorizeGrant(p: Principal, requested: Iterable<string>, what = 'scopes'): void {
   requireAuthenticated(p);
-  const missing = [...requested].filter((r) => !p.permissions.has(r) && !(ACCOUNT_SCOPE_LIST.includes(r) && grantNames(p, r)));
+  const missing = [...requested].filter(
+    (r) => !p.permissions.has(r) && !(ACCOUNT_SCOPE_LIST.includes(r) && grantNames(p, r)),
+  );
   if (missing.length) throw forbidden(`${what} exceed your own permissions: ${missing.join(', ')}`);
 }
 
@@ -270,7 +280,8 @@ const SYSTEM_KEY_GRAPHQL_FIELDS: ReadonlySet<string> = new Set([
 
 /** Throws 403 when the system key asks for a GraphQL root field that does not name it. */
 export function authorizeGraphqlRootField(p: Principal, field: string): void {
-  if (p.kind === 'system' && !SYSTEM_KEY_GRAPHQL_FIELDS.has(field)) throw forbidden(`system key not permitted on the GraphQL field ${field}`);
+  if (p.kind === 'system' && !SYSTEM_KEY_GRAPHQL_FIELDS.has(field))
+    throw forbidden(`system key not permitted on the GraphQL field ${field}`);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -316,7 +327,8 @@ export type Subject<T extends SubjectType = SubjectType> = { [K in T]: { type: K
 
 type Rule<T extends SubjectType> = (p: Authenticated, s: SubjectTypes[T]) => Verdict;
 
-const needs = (p: Authenticated, permission: string): Verdict => p.permissions.has(permission) || forbidden(`missing permission ${permission}`);
+const needs = (p: Authenticated, permission: string): Verdict =>
+  p.permissions.has(permission) || forbidden(`missing permission ${permission}`);
 const isOwner = (p: Authenticated, ownerId: string | null) => ownerId !== null && actingUserId(p) === ownerId;
 
 /** Owner of the key, or a super admin; the system key belongs to super admins only. */
@@ -335,7 +347,10 @@ const ownClient =
 /** Holding every permission a role grants (giving, taking or deleting it moves all of them). */
 const holdsRole: Rule<'role'> = (p, r) => {
   const missing = r.permissions.list().filter((perm) => !p.permissions.has(perm));
-  return missing.length === 0 || forbidden(`cannot manage a role granting permissions you do not hold (${missing.slice(0, 5).join(', ')})`);
+  return (
+    missing.length === 0 ||
+    forbidden(`cannot manage a role granting permissions you do not hold (${missing.slice(0, 5).join(', ')})`)
+  );
 };
 
 /** Channels anyone may join, anonymous callers included. */
@@ -382,7 +397,9 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
     /** Switching a key back on: an administrator's switch-off (or the account's deletion) sticks for the owner. */
     reactivate: (p, k) =>
       !(k.locked && isOwner(p, k.userId)) ||
-      forbidden('is_active: this key was switched off by an administrator or by the deletion of the account; only an administrator can switch it back on'),
+      forbidden(
+        'is_active: this key was switched off by an administrator or by the deletion of the account; only an administrator can switch it back on',
+      ),
   },
   oauthClient: {
     read: ownClient('oauth_clients:read'),
@@ -396,7 +413,8 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
     grant: holdsRole,
     /** Putting it on an API key: only roles the owner holds, and all they grant. */
     assignToKey: (p, r) => {
-      if (!p.permissions.isSuperAdmin && !(p.kind === 'system' ? [] : p.roleIds).includes(r.id)) return forbidden('you may only assign roles you hold yourself');
+      if (!p.permissions.isSuperAdmin && !(p.kind === 'system' ? [] : p.roleIds).includes(r.id))
+        return forbidden('you may only assign roles you hold yourself');
       return holdsRole(p, r);
     },
     rename: (_p, r) => !r.isSystem || forbidden('system roles cannot be renamed'),
@@ -405,14 +423,20 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
   },
   rolePermission: {
     add: (p, x) => p.permissions.has(x.name) || forbidden(`you may only add permissions you hold yourself (${x.name})`),
-    remove: (p, x) => p.permissions.has(x.name) || forbidden(`you may only remove permissions you hold yourself (${x.name})`),
+    remove: (p, x) =>
+      p.permissions.has(x.name) || forbidden(`you may only remove permissions you hold yourself (${x.name})`),
   },
   user: {
     /** Hierarchy: manage another user only holding every permission they hold; oneself always. */
     manage: (p, u) => {
       if (actingUserId(p) === u.id) return true;
       const missing = u.permissions.list().filter((perm) => !p.permissions.has(perm));
-      return missing.length === 0 || forbidden(`you may only manage users whose every permission you hold (missing ${missing.slice(0, 5).join(', ')})`);
+      return (
+        missing.length === 0 ||
+        forbidden(
+          `you may only manage users whose every permission you hold (missing ${missing.slice(0, 5).join(', ')})`,
+        )
+      );
     },
   },
   userLookup: {
@@ -425,7 +449,11 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
   },
   accountToken: {
     /** Someone else's token is reported like an unknown one (the system key relays link clicks). */
-    use: (p, t) => p.kind === 'system' || t.userId === actingUserId(p) || p.permissions.has('users:write') || badRequest('invalid or expired token'),
+    use: (p, t) =>
+      p.kind === 'system' ||
+      t.userId === actingUserId(p) ||
+      p.permissions.has('users:write') ||
+      badRequest('invalid or expired token'),
   },
   ownConsents: {
     manage: (p) => p.kind === 'user' || forbidden('this endpoint needs a user credential'),
@@ -436,15 +464,20 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
     /** A WebSocket connection acting for `?userId=`: the system key only. */
     actForUser: (p) => p.kind === 'system' || forbidden('only the system key may act for a user'),
     /** X-Source-Service: API keys and the system key (services), never a user's session. */
-    declareSourceService: (p) => p.kind === 'apiKey' || p.kind === 'system' || forbidden('only service credentials name a source service'),
+    declareSourceService: (p) =>
+      p.kind === 'apiKey' || p.kind === 'system' || forbidden('only service credentials name a source service'),
   },
   ownSessions: {
-    manage: (p) => (p.kind === 'user' && p.via === 'session' && !!p.sessionId) || forbidden('this endpoint needs a session token'),
+    manage: (p) =>
+      (p.kind === 'user' && p.via === 'session' && !!p.sessionId) || forbidden('this endpoint needs a session token'),
   },
   channel: {
     subscribe: (p, c) => channelRule(p, c.name),
     /** The internal chat bot channel: the system key, or an API key with chat:sync. */
-    actAsChatBot: (p) => p.kind === 'system' || (p.kind === 'apiKey' && p.permissions.has('chat:sync')) || forbidden('access denied to chat bot channel'),
+    actAsChatBot: (p) =>
+      p.kind === 'system' ||
+      (p.kind === 'apiKey' && p.permissions.has('chat:sync')) ||
+      forbidden('access denied to chat bot channel'),
   },
   wsRequest: {
     send: (p, r) => {
@@ -462,7 +495,8 @@ function verdict<T extends SubjectType>(p: Principal, action: Action<T>, subject
   if (p.kind === 'anonymous') {
     // Realtime answers anonymous sockets with the same refusals as anyone holding nothing.
     const s = subject as Subject;
-    if (s.type === 'channel' && action === 'subscribe') return isPublicChannel(s.name) || forbidden(`access denied to channel ${s.name}`);
+    if (s.type === 'channel' && action === 'subscribe')
+      return isPublicChannel(s.name) || forbidden(`access denied to channel ${s.name}`);
     if (s.type === 'wsRequest' && action === 'send') {
       const permission = wsRequestPermission(s);
       return permission ? forbidden(`missing permission ${permission}`) : badRequest('not a request');
@@ -475,7 +509,11 @@ function verdict<T extends SubjectType>(p: Principal, action: Action<T>, subject
 }
 
 /** Throws 401 for anonymous callers, else the rule's 403 (or its own error) unless it allows. */
-export function authorize<T extends SubjectType>(p: Principal, action: Action<T>, subject: Subject<T>): asserts p is Authenticated {
+export function authorize<T extends SubjectType>(
+  p: Principal,
+  action: Action<T>,
+  subject: Subject<T>,
+): asserts p is Authenticated {
   const v = verdict(p, action, subject);
   if (v !== true) throw v;
 }
@@ -510,9 +548,19 @@ export function apiKeyListScope(p: Principal): { all: true } | { userId: string 
 
 /** Builds subjects from rows, so every caller describes a thing the same way. */
 export const subjects = {
-  apiKey: (k: { user_id: string | null; is_system: boolean; locked?: boolean | null }): Subject<'apiKey'> => ({ type: 'apiKey', userId: k.user_id, isSystem: k.is_system, locked: !!k.locked }),
+  apiKey: (k: { user_id: string | null; is_system: boolean; locked?: boolean | null }): Subject<'apiKey'> => ({
+    type: 'apiKey',
+    userId: k.user_id,
+    isSystem: k.is_system,
+    locked: !!k.locked,
+  }),
   oauthClient: (c: { user_id: string | null }): Subject<'oauthClient'> => ({ type: 'oauthClient', userId: c.user_id }),
-  role: (r: { id: string; is_system: boolean }, permissions: PermissionSet): Subject<'role'> => ({ type: 'role', id: r.id, isSystem: r.is_system, permissions }),
+  role: (r: { id: string; is_system: boolean }, permissions: PermissionSet): Subject<'role'> => ({
+    type: 'role',
+    id: r.id,
+    isSystem: r.is_system,
+    permissions,
+  }),
   rolePermission: (name: string): Subject<'rolePermission'> => ({ type: 'rolePermission', name }),
   user: (id: string, permissions: PermissionSet): Subject<'user'> => ({ type: 'user', id, permissions }),
   userLookup: (userId: string | null): Subject<'userLookup'> => ({ type: 'userLookup', userId }),
@@ -521,5 +569,9 @@ export const subjects = {
   ownConsents: (): Subject<'ownConsents'> => ({ type: 'ownConsents' }),
   relay: (): Subject<'relay'> => ({ type: 'relay' }),
   channel: (name: string): Subject<'channel'> => ({ type: 'channel', name }),
-  wsRequest: (payload: string, detail: { action?: string; scope?: string } = {}): Subject<'wsRequest'> => ({ type: 'wsRequest', payload, ...detail }),
+  wsRequest: (payload: string, detail: { action?: string; scope?: string } = {}): Subject<'wsRequest'> => ({
+    type: 'wsRequest',
+    payload,
+    ...detail,
+  }),
 };

@@ -18,7 +18,13 @@ export const QueueName = {
 export type QueueName = (typeof QueueName)[keyof typeof QueueName];
 
 /** Scheduled maintenance tasks, run by the `scheduled` queue's repeatable job schedulers. */
-export type ScheduledTask = 'cleanupSessions' | 'expireBans' | 'purgeDeletedAccounts' | 'cleanupAccountTokens' | 'cleanupOAuth' | 'purgeGpsPoints';
+export type ScheduledTask =
+  | 'cleanupSessions'
+  | 'expireBans'
+  | 'purgeDeletedAccounts'
+  | 'cleanupAccountTokens'
+  | 'cleanupOAuth'
+  | 'purgeGpsPoints';
 
 /** Who sent a realtime request: enough to attribute it, never a credential. */
 export interface RealtimeRequestJob {
@@ -26,7 +32,12 @@ export interface RealtimeRequestJob {
   requestId: string;
   /** Realtime instance holding the socket; the reply is published on PubSub.rpcReply(instanceId). */
   instanceId: string;
-  principal: { kind: 'user' | 'apiKey' | 'system'; userId: string | null; apiKeyId: string | null; sessionId: string | null };
+  principal: {
+    kind: 'user' | 'apiKey' | 'system';
+    userId: string | null;
+    apiKeyId: string | null;
+    sessionId: string | null;
+  };
   /** X-Source-Service of the connection, if it declared one. */
   sourceService: string | null;
   /** The request's WsEnvelope, base64. */
@@ -65,7 +76,12 @@ export const queueDefaults: Record<QueueName, JobsOptions> = {
   // One attempt: the requester waits at most 30 s, and a replayed audit write would duplicate it.
   realtimeRequests: { attempts: 1, removeOnComplete: true, removeOnFail: 1000 },
   // Done jobs are dropped at once: they hold an address that may have no account.
-  passwordResets: { attempts: 5, backoff: { type: 'exponential', delay: 2000 }, removeOnComplete: true, removeOnFail: 1000 },
+  passwordResets: {
+    attempts: 5,
+    backoff: { type: 'exponential', delay: 2000 },
+    removeOnComplete: true,
+    removeOnFail: 1000,
+  },
 };
 
 /** Repeatable maintenance jobs: task name → every N milliseconds. */
@@ -118,7 +134,12 @@ export class Queues {
    * Enqueues and waits for the result: for requests that need a heavy result (export, chat sync).
    * Rejects after `timeoutMs` with an Error whose name is 'TimeoutError'.
    */
-  async enqueueAndWait<N extends QueueName, R = unknown>(name: N, data: JobOf<N>, timeoutMs: number, opts: JobsOptions = {}): Promise<R> {
+  async enqueueAndWait<N extends QueueName, R = unknown>(
+    name: N,
+    data: JobOf<N>,
+    timeoutMs: number,
+    opts: JobsOptions = {},
+  ): Promise<R> {
     let ev = this.events.get(name);
     if (!ev) {
       // A blocking reader: it must not inherit the producer connection's fail-fast options.

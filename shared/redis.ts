@@ -22,14 +22,22 @@ export const FAIL_FAST_COMMAND_TIMEOUT_MS = 1000;
  * command fails after FAIL_FAST_COMMAND_TIMEOUT_MS. Callers fall back (the latest-GPS cache reads
  * the database) or leave the work to the side-effect outbox (shared/outbox.ts).
  */
-export const FAIL_FAST: RedisOptions = { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: FAIL_FAST_COMMAND_TIMEOUT_MS };
+export const FAIL_FAST: RedisOptions = {
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 0,
+  commandTimeout: FAIL_FAST_COMMAND_TIMEOUT_MS,
+};
 
 /**
  * Options of connections that wait for Redis instead (blocking readers such as BullMQ's
  * QueueEvents, subscribers): offline queue on, unlimited retries, no command timeout. Pass to
  * `duplicate()` of a fail-fast connection, whose options it would otherwise inherit.
  */
-export const WAIT_FOR_REDIS: RedisOptions = { enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined };
+export const WAIT_FOR_REDIS: RedisOptions = {
+  enableOfflineQueue: true,
+  maxRetriesPerRequest: null,
+  commandTimeout: undefined,
+};
 
 /**
  * Resolves true once `redis` is ready, false at its first connection error or after `timeoutMs`:

@@ -45,7 +45,11 @@ export class RowLoader<M extends Model> {
 
   private async select(ids: readonly string[], name?: string): Promise<M[]> {
     const table = this.model.tableName;
-    const q = this.model.knex().select('*').from(table).whereRaw('?? = ANY(?)', [`${table}.${this.model.idColumn as string}`, ids as string[]]);
+    const q = this.model
+      .knex()
+      .select('*')
+      .from(table)
+      .whereRaw('?? = ANY(?)', [`${table}.${this.model.idColumn as string}`, ids as string[]]);
     const rows: Array<Record<string, unknown>> = name ? await q.options({ name }) : await q;
     return rows.map((r) => this.model.fromDatabaseJson(r) as M);
   }
@@ -72,7 +76,14 @@ export class RowLoader<M extends Model> {
       rows = await this.selectPrepared(ids);
     } catch (err) {
       if (ids.length === 1) return [err as Error];
-      return Promise.all(ids.map((id) => this.select([id]).then((r) => r[0], (e: Error) => e)));
+      return Promise.all(
+        ids.map((id) =>
+          this.select([id]).then(
+            (r) => r[0],
+            (e: Error) => e,
+          ),
+        ),
+      );
     }
     const idColumn = this.model.idColumn as string;
     const byId = new Map<string, M>();
@@ -100,7 +111,11 @@ function rowLabel(model: typeof Model): string {
  * when there is no such row. Reads inside a transaction, with `FOR UPDATE` or with extra conditions
  * (soft deletion, ownership in the WHERE) stay on the model's query builder.
  */
-export async function findOr404<M extends Model>(model: typeof Model & (new () => M), id: string, what = rowLabel(model)): Promise<M> {
+export async function findOr404<M extends Model>(
+  model: typeof Model & (new () => M),
+  id: string,
+  what = rowLabel(model),
+): Promise<M> {
   const row = await rowById(model).load(id);
   if (!row) throw notFound(what);
   return row;

@@ -36,7 +36,10 @@ export interface SeedReport {
  * the platforms, the system config entries and (when given) the system API key. Existing rows are
  * left as operators edited them, except default role grants, which are re-added if missing.
  */
-export async function seed(db: Knex, opts: { systemApiKey?: string; onProgress?: (step: string) => void } = {}): Promise<SeedReport> {
+export async function seed(
+  db: Knex,
+  opts: { systemApiKey?: string; onProgress?: (step: string) => void } = {},
+): Promise<SeedReport> {
   const progress = opts.onProgress ?? (() => undefined);
   return db.transaction(async (trx) => {
     progress('permissions');
@@ -44,7 +47,11 @@ export async function seed(db: Knex, opts: { systemApiKey?: string; onProgress?:
       actions.map((action) => ({ resource, action, description: `${description}: ${action}` })),
     );
     await trx('permissions').insert(perms).onConflict(['resource', 'action']).ignore();
-    const permRows: Array<{ id: string; resource: string; action: string }> = await trx('permissions').select('id', 'resource', 'action');
+    const permRows: Array<{ id: string; resource: string; action: string }> = await trx('permissions').select(
+      'id',
+      'resource',
+      'action',
+    );
     const permId = new Map(permRows.map((p) => [`${p.resource}:${p.action}`, p.id]));
 
     progress('roles');
@@ -74,6 +81,11 @@ export async function seed(db: Knex, opts: { systemApiKey?: string; onProgress?:
       progress('system api key');
       await ensureSystemApiKey(trx, opts.systemApiKey);
     }
-    return { permissions: perms.length, roles: DEFAULT_ROLES.length, platforms: DEFAULT_PLATFORMS.length, config: DEFAULT_SYSTEM_CONFIG.length };
+    return {
+      permissions: perms.length,
+      roles: DEFAULT_ROLES.length,
+      platforms: DEFAULT_PLATFORMS.length,
+      config: DEFAULT_SYSTEM_CONFIG.length,
+    };
   });
 }

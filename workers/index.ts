@@ -29,7 +29,9 @@ export interface RunningWorkers {
 
 /** Fails start-up when a registered queue has no processor (e.g. after a bad merge). */
 export function assertEveryQueueHasProcessor(): void {
-  const missing = Object.values(QueueName).filter((q) => typeof (processors as Record<string, unknown>)[q] !== 'function');
+  const missing = Object.values(QueueName).filter(
+    (q) => typeof (processors as Record<string, unknown>)[q] !== 'function',
+  );
   if (missing.length) throw new Error(`queues without a processor: ${missing.join(', ')}`);
 }
 
@@ -53,7 +55,9 @@ export async function startWorkers(config: Config, opts: { schedule?: boolean } 
       prefix: bullPrefix(config),
       concurrency: config.workerConcurrency,
     });
-    worker.on('failed', (job, err) => ctx.logger.warn({ queue: name, jobId: job?.id, attempts: job?.attemptsMade, err: err.message }, 'job failed'));
+    worker.on('failed', (job, err) =>
+      ctx.logger.warn({ queue: name, jobId: job?.id, attempts: job?.attemptsMade, err: err.message }, 'job failed'),
+    );
     worker.on('error', (err) => ctx.logger.error({ queue: name, err: err.message }, 'worker error'));
     return worker;
   });

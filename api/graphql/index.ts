@@ -20,7 +20,13 @@ import { GpsResolver } from './gps';
  * own access through shared/policies (the endpoint itself allows anonymous callers).
  */
 // eslint-disable-next-line @typescript-eslint/no-unsafe-function-type -- type-graphql's own type for resolver classes
-export const resolvers: NonEmptyArray<Function> = [MeResolver, WsTicketResolver, AccountsResolver, GpsResolver, AuditResolver];
+export const resolvers: NonEmptyArray<Function> = [
+  MeResolver,
+  WsTicketResolver,
+  AccountsResolver,
+  GpsResolver,
+  AuditResolver,
+];
 
 /**
  * Root fields pass shared/policies' GraphQL gate first: the system key runs only the operations that
@@ -28,7 +34,8 @@ export const resolvers: NonEmptyArray<Function> = [MeResolver, WsTicketResolver,
  */
 const rootFieldGate: MiddlewareFn<GqlContext> = ({ context, info }, next) => {
   const parent = info.parentType.name;
-  if (parent === 'Query' || parent === 'Mutation' || parent === 'Subscription') authorizeGraphqlRootField(context.principal, info.fieldName);
+  if (parent === 'Query' || parent === 'Mutation' || parent === 'Subscription')
+    authorizeGraphqlRootField(context.principal, info.fieldName);
   return next();
 };
 
@@ -55,10 +62,16 @@ function formatError(e: Readonly<GraphQLError | Error>): GraphQLError | Error {
   const err = e;
   const orig = err.originalError && toHttpError(err.originalError);
   if (orig) {
-    return new GraphQLError(orig.message, err.nodes, err.source, err.positions, err.path, orig, { code: orig.error, status: orig.status });
+    return new GraphQLError(orig.message, err.nodes, err.source, err.positions, err.path, orig, {
+      code: orig.error,
+      status: orig.status,
+    });
   }
   if (err.originalError && !(err.originalError instanceof GraphQLError)) {
-    return new GraphQLError('an unexpected error occurred', err.nodes, err.source, err.positions, err.path, undefined, { code: 'InternalServerError', status: 500 });
+    return new GraphQLError('an unexpected error occurred', err.nodes, err.source, err.positions, err.path, undefined, {
+      code: 'InternalServerError',
+      status: 500,
+    });
   }
   return err;
 }
@@ -73,7 +86,11 @@ const GRAPHIQL_HTML = `<!doctype html><html><head><meta charset="utf-8"><title>G
 </body></html>`;
 
 /** POST/GET /v1/gql, the SDL at /v1/schema and, outside production, GraphiQL at /v1/graphiql. */
-export function graphqlRoutes(router: Router<AppState, { services: ApiServices }>, schema: GraphQLSchema, production: boolean): void {
+export function graphqlRoutes(
+  router: Router<AppState, { services: ApiServices }>,
+  schema: GraphQLSchema,
+  production: boolean,
+): void {
   const handler = createHandler<GqlContext>({
     schema,
     formatError,

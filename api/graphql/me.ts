@@ -31,6 +31,9 @@ export class MeResolver {
     const roles: Array<{ name: string }> = roleIds.length
       ? await ctx.services.db('roles').whereIn('id', roleIds).orderBy('name').select('name')
       : [];
-    return presentGqlMe(p, roles.map((r) => r.name));
+    return presentGqlMe(
+      p,
+      roles.map((r) => r.name),
+    );
   }
 }

@@ -21,7 +21,9 @@ export function authenticate(): Middleware {
     const token = bearerToken(ctx.get('authorization') || undefined);
     c.state.principal = ANONYMOUS;
     if (token === undefined) {
-      (c.state as { authFailure?: HttpError }).authFailure = unauthorized('malformed Authorization header: expected Bearer <token>');
+      (c.state as { authFailure?: HttpError }).authFailure = unauthorized(
+        'malformed Authorization header: expected Bearer <token>',
+      );
       return next();
     }
     if (!token) return next();

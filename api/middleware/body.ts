@@ -18,10 +18,12 @@ export function bodyParser(): Middleware {
     parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
     onError: (err) => {
       const status = (err as { status?: number }).status;
-      if (status === 413) throw new HttpError(413, 'PayloadTooLarge', 'request body too large (JSON up to 4 MB, forms up to 256 KB)');
+      if (status === 413)
+        throw new HttpError(413, 'PayloadTooLarge', 'request body too large (JSON up to 4 MB, forms up to 256 KB)');
       if (status === 415) throw new HttpError(415, 'UnsupportedMediaType', err.message);
       throw Object.assign(new Error(err.message), { status: 400, type: 'entity.parse.failed' });
     },
   });
-  return (ctx, next) => (ctx.method === 'GET' || ctx.method === 'HEAD' || ctx.method === 'OPTIONS' ? next() : parse(ctx, next));
+  return (ctx, next) =>
+    ctx.method === 'GET' || ctx.method === 'HEAD' || ctx.method === 'OPTIONS' ? next() : parse(ctx, next);
 }

@@ -16,12 +16,18 @@ export function errorHandler(logger: Logger): Middleware {
         throw new HttpError(404, 'NotFound', `no route for ${ctx.method} ${ctx.path}`);
       }
     } catch (raw) {
-      const err = raw as Error & { status?: number; statusCode?: number; type?: string; headers?: Record<string, string> };
+      const err = raw as Error & {
+        status?: number;
+        statusCode?: number;
+        type?: string;
+        headers?: Record<string, string>;
+      };
       const status = err.status ?? err.statusCode;
       let httpErr = toHttpError(err);
       if (!httpErr && status && status >= 400 && status < 500) {
         // http-errors thrown by Koa or a library: keep the status, name it ourselves.
-        const badJson = err.type === 'entity.parse.failed' || (status === 400 && /JSON|Unexpected|token/i.test(err.message));
+        const badJson =
+          err.type === 'entity.parse.failed' || (status === 400 && /JSON|Unexpected|token/i.test(err.message));
         const message = badJson ? 'invalid JSON body' : err.message;
         httpErr = new HttpError(status, errorName(status), message, undefined, err.headers);
       }

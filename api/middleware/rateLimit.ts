@@ -19,7 +19,9 @@ export function isRateLimitExempt(path: string): boolean {
 }
 
 /** Route-specific limits counted on top of the caller's tier. */
-const ROUTE_TIERS: Array<{ method: string; path: string; tier: 'gpsPost' }> = [{ method: 'POST', path: '/v1/gps', tier: 'gpsPost' }];
+const ROUTE_TIERS: Array<{ method: string; path: string; tier: 'gpsPost' }> = [
+  { method: 'POST', path: '/v1/gps', tier: 'gpsPost' },
+];
 
 /** Sets the rate-limit headers (and refuses the request when over the limit), then continues. */
 function answer(ctx: Context, decision: RateDecision | null, next: Next): Promise<unknown> {
@@ -31,7 +33,11 @@ function answer(ctx: Context, decision: RateDecision | null, next: Next): Promis
     res.setHeader('X-RateLimit-Reset', String(decision.resetSeconds));
     if (!decision.allowed) {
       res.setHeader('Retry-After', String(decision.retryAfterSeconds));
-      throw new HttpError(429, 'TooManyRequests', `rate limit exceeded: ${decision.limit} requests per window; retry in ${decision.retryAfterSeconds} s`);
+      throw new HttpError(
+        429,
+        'TooManyRequests',
+        `rate limit exceeded: ${decision.limit} requests per window; retry in ${decision.retryAfterSeconds} s`,
+      );
     }
   }
   return next();
@@ -64,7 +70,8 @@ export function rateLimit(config: Pick<Config, 'rateLimit' | 'internalToken'>): 
       if (!bypass) counters.push({ name: 'anonymous', identity, tier: config.rateLimit.anonymous });
     }
     for (const r of ROUTE_TIERS) {
-      if (path === r.path && ctx.method === r.method) counters.push({ name: r.tier, identity, tier: config.rateLimit[r.tier] });
+      if (path === r.path && ctx.method === r.method)
+        counters.push({ name: r.tier, identity, tier: config.rateLimit[r.tier] });
     }
     if (counters.length === 0) return next();
 

@@ -61,7 +61,15 @@ export const EMAIL_PAGES: Page[] = [
     template: 'registration',
     title: 'Confirm your email address',
     intro: 'Press the button to confirm your address and create your account.',
-    forms: [{ endpoint: '/v1/auth/register/verify', token: true, fields: [], button: 'Create my account', success: 'Your account is ready: sign in with your email address and password.' }],
+    forms: [
+      {
+        endpoint: '/v1/auth/register/verify',
+        token: true,
+        fields: [],
+        button: 'Create my account',
+        success: 'Your account is ready: sign in with your email address and password.',
+      },
+    ],
   },
   {
     template: 'email_verification',
@@ -89,7 +97,15 @@ export const EMAIL_PAGES: Page[] = [
       {
         endpoint: '/v1/auth/reset-password/confirm',
         token: true,
-        fields: [{ name: 'password', label: 'New password', type: 'password', autocomplete: 'new-password', newPassword: true }],
+        fields: [
+          {
+            name: 'password',
+            label: 'New password',
+            type: 'password',
+            autocomplete: 'new-password',
+            newPassword: true,
+          },
+        ],
         button: 'Set the new password',
         success: '',
       },
@@ -176,7 +192,9 @@ function renderField(f: Field): string {
   const bounds = f.newPassword ? ` minlength="${PASSWORD_MIN}" maxlength="${PASSWORD_MAX}"` : '';
   const input = (name: string, label: string) =>
     `<label>${escapeHtml(label)}<input type="${f.type}" name="${name}" autocomplete="${f.autocomplete}" required${bounds}></label>`;
-  return f.newPassword ? input(f.name, `${f.label} (at least ${PASSWORD_MIN} characters)`) + '\n' + input('password_repeat', 'Repeat it') : input(f.name, f.label);
+  return f.newPassword
+    ? input(f.name, `${f.label} (at least ${PASSWORD_MIN} characters)`) + '\n' + input('password_repeat', 'Repeat it')
+    : input(f.name, f.label);
 }
 
 function renderForm(form: PageForm, token: string | undefined): string {
@@ -232,7 +250,10 @@ export function emailPageRoutes(router: Router<AppState, { services: ApiServices
         tags: ['pages'],
         auth: 'public',
         query: z.object({ token: z.string().max(500).optional() }),
-        responses: { 200: { description: 'HTML page', schema: z.string(), contentType: 'text/html' }, 404: { description: 'APP_URL names a web app elsewhere' } },
+        responses: {
+          200: { description: 'HTML page', schema: z.string(), contentType: 'text/html' },
+          404: { description: 'APP_URL names a web app elsewhere' },
+        },
       },
       (ctx, { query }) => {
         if (!servesEmailPages(ctx)) throw notFound('page');

@@ -6,10 +6,16 @@ import type { ApiServices } from '../services';
 /** A realtime instance's report is current when younger than this. */
 const WS_STATS_FRESH_MS = 15_000;
 
-async function timed<T>(probe: () => Promise<T>, timeoutMs = 2000): Promise<{ status: 'ok' | 'down'; responseTime: number }> {
+async function timed<T>(
+  probe: () => Promise<T>,
+  timeoutMs = 2000,
+): Promise<{ status: 'ok' | 'down'; responseTime: number }> {
   const start = process.hrtime.bigint();
   try {
-    await Promise.race([probe(), new Promise((_, rej) => setTimeout(() => rej(new Error('timeout')), timeoutMs).unref())]);
+    await Promise.race([
+      probe(),
+      new Promise((_, rej) => setTimeout(() => rej(new Error('timeout')), timeoutMs).unref()),
+    ]);
     return { status: 'ok', responseTime: Number(process.hrtime.bigint() - start) / 1e6 };
   } catch {
     return { status: 'down', responseTime: Number(process.hrtime.bigint() - start) / 1e6 };
@@ -17,7 +23,9 @@ async function timed<T>(probe: () => Promise<T>, timeoutMs = 2000): Promise<{ st
 }
 
 /** Sums the connection and subscription counts that live realtime instances report in Redis. */
-export async function websocketStats(s: ApiServices): Promise<{ status: 'ok' | 'down'; connections: number; subscriptions: number; instances: number }> {
+export async function websocketStats(
+  s: ApiServices,
+): Promise<{ status: 'ok' | 'down'; connections: number; subscriptions: number; instances: number }> {
   try {
     const all = await Promise.race([
       s.redis.hgetall(redisKey(s.config, RedisKeys.wsStats)),
@@ -54,27 +62,42 @@ export function uptimeParts(startedAt: number) {
 /** GET /health and /v1/health: real probes of Postgres and Redis, realtime counts, uptime. */
 export function healthRoutes(router: Router<AppState, { services: ApiServices }>): void {
   for (const path of ['/health', '/v1/health']) {
-    defineRoute(router, { method: 'get', path, summary: 'Service health', tags: ['health'], auth: 'public', responses: { 200: { description: 'Healthy' }, 503: { description: 'Database or cache down' } } }, async (ctx) => {
-      const s = ctx.services;
-      const [database, cache, websocket] = await Promise.all([
-        timed(() => s.db.raw('select 1')),
-        timed(() => s.redis.ping()),
-        websocketStats(s),
-      ]);
-      const healthy = database.status === 'ok' && cache.status === 'ok';
-      ctx.status = healthy ? 200 : 503;
-      ctx.body = {
-        status: healthy ? (websocket.status === 'ok' ? 'ok' : 'degraded') : 'unhealthy',
-        version: s.version,
-        timestamp: new Date().toISOString(),
-        uptime: uptimeParts(s.startedAt),
-        services: {
-          database,
-          cache,
-          websocket: { status: websocket.status, connections: websocket.connections, subscriptions: websocket.subscriptions },
-        },
-        _links: { self: path, info: '/v1', openapi: '/v1/openapi.json' },
-      };
-    });
+    defineRoute(
+      router,
+      {
+        method: 'get',
+        path,
+        summary: 'Service health',
+        tags: ['health'],
+        auth: 'public',
+        responses: { 200: { description: 'Healthy' }, 503: { description: 'Database or cache down' } },
+      },
+      async (ctx) => {
+        const s = ctx.services;
+        const [database, cache, websocket] = await Promise.all([
+          timed(() => s.db.raw('select 1')),
+          timed(() => s.redis.ping()),
+          websocketStats(s),
+        ]);
+        const healthy = database.status === 'ok' && cache.status === 'ok';
+        ctx.status = healthy ? 200 : 503;
+        ctx.body = {
+          status: healthy ? (websocket.status === 'ok' ? 'ok' : 'degraded') : 'unhealthy',
+          version: s.version,
+          timestamp: new Date().toISOString(),
+          uptime: uptimeParts(s.startedAt),
+          services: {
+            database,
+            cache,
+            websocket: {
+              status: websocket.status,
+              connections: websocket.connections,
+              subscriptions: websocket.subscriptions,
+            },
+          },
+          _links: { self: path, info: '/v1', openapi: '/v1/openapi.json' },
+        };
+      },
+    );
   }
 }

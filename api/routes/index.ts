@@ -31,4 +31,31 @@ import { platformRoutes } from './platforms';
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
 /** Every REST router module, in mounting order. Add a resource by adding its function here. */
-export const routeModules: Array<(router: ApiRouter) => void> = [healthRoutes, infoRoutes, openApiRoutes, sessionRoutes, wsTicketRoutes, roleRoutes, apiKeyRoutes, oauthClientRoutes, oauthProviderRoutes, internalAuditRoutes, gpsRoutes, deviceRoutes, tripRoutes, locationRoutes, geofenceRoutes, tripCategoryRoutes, tripTemplateRoutes, userRoutes, userEmailRoutes, platformAccountRoutes, userSessionRoutes, banRoutes, adminUserRoutes, authFlowRoutes, emailPageRoutes, platformRoutes];
+export const routeModules: Array<(router: ApiRouter) => void> = [
+  healthRoutes,
+  infoRoutes,
+  openApiRoutes,
+  sessionRoutes,
+  wsTicketRoutes,
+  roleRoutes,
+  apiKeyRoutes,
+  oauthClientRoutes,
+  oauthProviderRoutes,
+  internalAuditRoutes,
+  gpsRoutes,
+  deviceRoutes,
+  tripRoutes,
+  locationRoutes,
+  geofenceRoutes,
+  tripCategoryRoutes,
+  tripTemplateRoutes,
+  userRoutes,
+  userEmailRoutes,
+  platformAccountRoutes,
+  userSessionRoutes,
+  banRoutes,
+  adminUserRoutes,
+  authFlowRoutes,
+  emailPageRoutes,
+  platformRoutes,
+];

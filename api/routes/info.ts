@@ -6,21 +6,39 @@ import { defineRoute, AppState } from '../routing';
 import type { ApiServices } from '../services';
 import { uptimeParts } from './health';
 
-const LINKS = Object.freeze({ self: '/v1', health: '/v1/health', openapi: '/v1/openapi.json', docs: '/v1/swagger-ui/', graphql: '/v1/gql', schema: '/v1/schema', websocket: '/v1/ws' });
+const LINKS = Object.freeze({
+  self: '/v1',
+  health: '/v1/health',
+  openapi: '/v1/openapi.json',
+  docs: '/v1/swagger-ui/',
+  graphql: '/v1/gql',
+  schema: '/v1/schema',
+  websocket: '/v1/ws',
+});
 
 /** GET /v1 (service and client info) and the POST /v1/auth/validate placeholder. */
 export function infoRoutes(router: Router<AppState, { services: ApiServices }>): void {
-  defineRoute(router, { method: 'get', path: '/v1', summary: 'API version, server uptime and what the server sees of the client', tags: ['health'], auth: 'public' }, (ctx) => {
-    const ua = ctx.get('user-agent');
-    const parsed = parseUserAgent(ua);
-    ctx.body = {
-      version: ctx.services.version,
-      server: { uptime: uptimeParts(ctx.services.startedAt) },
-      client: { ip: ctx.ip, userAgent: ua || null, browser: parsed.browser, os: parsed.os },
-      timestamp: new Date().toISOString(),
-      _links: LINKS,
-    };
-  });
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1',
+      summary: 'API version, server uptime and what the server sees of the client',
+      tags: ['health'],
+      auth: 'public',
+    },
+    (ctx) => {
+      const ua = ctx.get('user-agent');
+      const parsed = parseUserAgent(ua);
+      ctx.body = {
+        version: ctx.services.version,
+        server: { uptime: uptimeParts(ctx.services.startedAt) },
+        client: { ip: ctx.ip, userAgent: ua || null, browser: parsed.browser, os: parsed.os },
+        timestamp: new Date().toISOString(),
+        _links: LINKS,
+      };
+    },
+  );
 
   defineRoute(
     router,
@@ -35,7 +53,11 @@ export function infoRoutes(router: Router<AppState, { services: ApiServices }>):
       responses: { 501: { description: 'Not implemented' } },
     },
     () => {
-      throw new HttpError(501, 'NotImplemented', 'POST /v1/auth/validate is a placeholder that always answers 501; use GET /v1/users/me');
+      throw new HttpError(
+        501,
+        'NotImplemented',
+        'POST /v1/auth/validate is a placeholder that always answers 501; use GET /v1/users/me',
+      );
     },
   );
 }

@@ -175,7 +175,11 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
     async (ctx, { params }) => {
       const p = ctx.state.principal;
       authorize(p, 'manage', subjects.ownConsents());
-      await revokeConsent(ctx.services, { userId: actingUserId(p)!, clientId: params.client_id }, requestAttribution(ctx));
+      await revokeConsent(
+        ctx.services,
+        { userId: actingUserId(p)!, clientId: params.client_id },
+        requestAttribution(ctx),
+      );
       noContent(ctx);
     },
   );

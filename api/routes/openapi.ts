@@ -12,10 +12,18 @@ let cached: unknown;
 /** The OpenAPI 3.1 document, generated once from the routes' own zod schemas. */
 export function openApiDocument(version: string): unknown {
   if (!cached) {
-    openApiRegistry.registerComponent('securitySchemes', 'bearerAuth', { type: 'http', scheme: 'bearer', description: 'Session token, OAuth access token, API key or system key' });
+    openApiRegistry.registerComponent('securitySchemes', 'bearerAuth', {
+      type: 'http',
+      scheme: 'bearer',
+      description: 'Session token, OAuth access token, API key or system key',
+    });
     cached = new OpenApiGeneratorV31(openApiRegistry.definitions).generateDocument({
       openapi: '3.1.0',
-      info: { title: 'Service API', version, description: 'Accounts, access control, tracking and real-time API. Errors are {error, message}.' },
+      info: {
+        title: 'Service API',
+        version,
+        description: 'Accounts, access control, tracking and real-time API. Errors are {error, message}.',
+      },
       servers: [{ url: '/' }],
     });
   }
@@ -30,7 +38,12 @@ const SWAGGER_HTML = `<!doctype html>
 <script>window.ui = SwaggerUIBundle({ url: '/v1/openapi.json', dom_id: '#ui' });</script>
 </body></html>`;
 
-const STATIC_TYPES: Record<string, string> = { '.css': 'text/css', '.js': 'application/javascript', '.png': 'image/png', '.map': 'application/json' };
+const STATIC_TYPES: Record<string, string> = {
+  '.css': 'text/css',
+  '.js': 'application/javascript',
+  '.png': 'image/png',
+  '.map': 'application/json',
+};
 
 /** /v1/openapi.json and the Swagger UI (served from the swagger-ui-dist package, no CDN). */
 export function openApiRoutes(router: Router<AppState, { services: ApiServices }>): void {

@@ -1,11 +1,22 @@
 import Router from '@koa/router';
 import { cancelAccountTokens } from '../../shared/commands/accountTokens';
-import { EmailRequest, INVALID_TOKEN, requestEmailChange, requestEmailLink, useEmailToken } from '../../shared/commands/emailFlows';
+import {
+  EmailRequest,
+  INVALID_TOKEN,
+  requestEmailChange,
+  requestEmailLink,
+  useEmailToken,
+} from '../../shared/commands/emailFlows';
 import { zEmail, zEmailedToken, zNewPassword } from '../../shared/domain/accounts';
 import type { AccountTokenPurpose } from '../../shared/models/AccountToken';
 import { badRequest, notFound } from '../../shared/errors';
 import { ACCOUNT_SCOPES, authorize, subjects } from '../../shared/policies';
-import { pendingEmailChangeSchema, pendingEmailLinkSchema, presentPendingEmailChange, presentPendingEmailLink } from '../../shared/presenters/pendingEmail';
+import {
+  pendingEmailChangeSchema,
+  pendingEmailLinkSchema,
+  presentPendingEmailChange,
+  presentPendingEmailLink,
+} from '../../shared/presenters/pendingEmail';
 import { peekAccountToken, pendingAccountToken } from '../../shared/queries/accountTokens';
 import { z } from '../../shared/zod';
 import { defineRoute, AppContext, AppState, requestAttribution } from '../routing';
@@ -20,7 +31,10 @@ const self = (permission: string) => ({ permission, self: 'id' });
 const securing = (permission: string) => ({ permission, self: 'id', scope: ACCOUNT_SCOPES.email, manages: 'id' });
 const tokenBody = z.object({ token: zEmailedToken() });
 
-const requestMeta = (ctx: AppContext): EmailRequest => ({ ...requestAttribution(ctx), acceptLanguage: ctx.get('accept-language') || null });
+const requestMeta = (ctx: AppContext): EmailRequest => ({
+  ...requestAttribution(ctx),
+  acceptLanguage: ctx.get('accept-language') || null,
+});
 
 /**
  * Uses an emailed token on an authenticated route: the policy decides whose token the caller may
@@ -42,12 +56,18 @@ export function userEmailRoutes(router: ApiRouter): void {
       method: 'post',
       path: '/v1/users/:id/email/request-change',
       summary: 'Ask to change the address of the email sign-in',
-      description: 'Sends a verification email (24-hour token) to the new address; the address changes only when the token is used.',
+      description:
+        'Sends a verification email (24-hour token) to the new address; the address changes only when the token is used.',
       tags: TAG,
       auth: securing('users:write'),
       params: userIdParam,
       body: z.object({ email: zEmail() }),
-      responses: { 200: { description: '{message, expires_at}' }, 400: { description: 'Invalid email or not an email account' }, 404: { description: 'No such user' }, 409: { description: 'Email in use' } },
+      responses: {
+        200: { description: '{message, expires_at}' },
+        400: { description: 'Invalid email or not an email account' },
+        404: { description: 'No such user' },
+        409: { description: 'Email in use' },
+      },
     },
     async (ctx, { params, body }) => {
       const id = resolveUserRef(ctx, params.id);
@@ -65,7 +85,11 @@ export function userEmailRoutes(router: ApiRouter): void {
       tags: TAG,
       auth: { account: ACCOUNT_SCOPES.email },
       body: tokenBody,
-      responses: { 200: { description: '{success, message}' }, 400: { description: 'Invalid or expired token' }, 409: { description: 'Email in use' } },
+      responses: {
+        200: { description: '{success, message}' },
+        400: { description: 'Invalid or expired token' },
+        409: { description: 'Email in use' },
+      },
     },
     async (ctx, { body }) => {
       const result = await useOwnToken(ctx, body.token, 'email_change');
@@ -93,7 +117,15 @@ export function userEmailRoutes(router: ApiRouter): void {
 
   defineRoute(
     router,
-    { method: 'delete', path: '/v1/users/:id/email/pending', summary: 'Cancel the pending email change', tags: TAG, auth: securing('users:write'), params: userIdParam, responses: { 200: { description: '{success, message}' }, 404: { description: 'None pending' } } },
+    {
+      method: 'delete',
+      path: '/v1/users/:id/email/pending',
+      summary: 'Cancel the pending email change',
+      tags: TAG,
+      auth: securing('users:write'),
+      params: userIdParam,
+      responses: { 200: { description: '{success, message}' }, 404: { description: 'None pending' } },
+    },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id);
@@ -114,7 +146,12 @@ export function userEmailRoutes(router: ApiRouter): void {
       auth: securing('users:write'),
       params: userIdParam,
       body: z.object({ email: zEmail(), password: zNewPassword() }),
-      responses: { 200: { description: '{message, expires_at}' }, 400: { description: 'Invalid input or already linked' }, 404: { description: 'No such user' }, 409: { description: 'Email in use' } },
+      responses: {
+        200: { description: '{message, expires_at}' },
+        400: { description: 'Invalid input or already linked' },
+        404: { description: 'No such user' },
+        409: { description: 'Email in use' },
+      },
     },
     async (ctx, { params, body }) => {
       const id = resolveUserRef(ctx, params.id);
@@ -132,7 +169,11 @@ export function userEmailRoutes(router: ApiRouter): void {
       tags: TAG,
       auth: { account: ACCOUNT_SCOPES.email },
       body: tokenBody,
-      responses: { 200: { description: '{message, platform_account_id}' }, 400: { description: 'Invalid or expired token' }, 409: { description: 'Email in use' } },
+      responses: {
+        200: { description: '{message, platform_account_id}' },
+        400: { description: 'Invalid or expired token' },
+        409: { description: 'Email in use' },
+      },
     },
     async (ctx, { body }) => {
       const result = await useOwnToken(ctx, body.token, 'email_link');
@@ -160,7 +201,15 @@ export function userEmailRoutes(router: ApiRouter): void {
 
   defineRoute(
     router,
-    { method: 'delete', path: '/v1/users/:id/email-link/pending', summary: 'Cancel the pending email link', tags: TAG, auth: securing('users:write'), params: userIdParam, responses: { 200: { description: '{message}' }, 404: { description: 'None pending' } } },
+    {
+      method: 'delete',
+      path: '/v1/users/:id/email-link/pending',
+      summary: 'Cancel the pending email link',
+      tags: TAG,
+      auth: securing('users:write'),
+      params: userIdParam,
+      responses: { 200: { description: '{message}' }, 404: { description: 'None pending' } },
+    },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id);

@@ -33,7 +33,8 @@ export function userRoutes(router: ApiRouter): void {
       method: 'get',
       path: '/v1/users/me',
       summary: 'The calling user',
-      description: 'Works for user credentials and for user-owned API keys (acting as the owner): who the credential acts for.',
+      description:
+        'Works for user credentials and for user-owned API keys (acting as the owner): who the credential acts for.',
       tags: TAG,
       auth: 'authenticated',
       responses: { 200: userResponse },
@@ -50,7 +51,8 @@ export function userRoutes(router: ApiRouter): void {
       method: 'delete',
       path: '/v1/users/me',
       summary: 'Ask for the deletion of the own account',
-      description: 'Schedules the deletion after the grace period (7 days); the account stays usable until then and the deletion can be cancelled.',
+      description:
+        'Schedules the deletion after the grace period (7 days); the account stays usable until then and the deletion can be cancelled.',
       tags: TAG,
       auth: { account: ACCOUNT_SCOPES.delete },
       responses: { 200: { description: '{success, message, scheduled_deletion_at}' } },
@@ -58,7 +60,11 @@ export function userRoutes(router: ApiRouter): void {
     async (ctx) => {
       const id = requireActingUser(ctx.state.principal);
       const at = await scheduleDeletion(ctx.services, id, requestAttribution(ctx));
-      ctx.body = { success: true, message: `your account will be deleted on ${at.toISOString()}`, scheduled_deletion_at: at.toISOString() };
+      ctx.body = {
+        success: true,
+        message: `your account will be deleted on ${at.toISOString()}`,
+        scheduled_deletion_at: at.toISOString(),
+      };
     },
   );
 
@@ -103,10 +109,22 @@ export function userRoutes(router: ApiRouter): void {
   // --- single user
   defineRoute(
     router,
-    { method: 'get', path: '/v1/users/:id', summary: 'Get a user', tags: TAG, auth: self('users:read'), params: userIdParam, responses: { 200: userResponse } },
+    {
+      method: 'get',
+      path: '/v1/users/:id',
+      summary: 'Get a user',
+      tags: TAG,
+      auth: self('users:read'),
+      params: userIdParam,
+      responses: { 200: userResponse },
+    },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
-      ctx.body = resource(ctx, presentUser(await loadUser(ctx.services.db, id, { includeDeleted: true })), userPath(id));
+      ctx.body = resource(
+        ctx,
+        presentUser(await loadUser(ctx.services.db, id, { includeDeleted: true })),
+        userPath(id),
+      );
     },
   );
 
@@ -166,12 +184,17 @@ export function userRoutes(router: ApiRouter): void {
       method: 'patch',
       path: '/v1/users/:id/locale',
       summary: "Set or clear a user's preferred locale",
-      description: 'Supported locales are configurable (system config auth.supported_locales; default en and de). null clears.',
+      description:
+        'Supported locales are configurable (system config auth.supported_locales; default en and de). null clears.',
       tags: TAG,
       auth: manage('users:write'),
       params: userIdParam,
       body: z.object({
-        locale: z.string({ required_error: 'is required (null clears)', invalid_type_error: 'must be a string or null' }).trim().toLowerCase().nullable(),
+        locale: z
+          .string({ required_error: 'is required (null clears)', invalid_type_error: 'must be a string or null' })
+          .trim()
+          .toLowerCase()
+          .nullable(),
       }),
       responses: { 200: userResponse },
     },
@@ -192,7 +215,12 @@ export function userRoutes(router: ApiRouter): void {
       auth: manage('users:write'),
       params: userIdParam,
       body: z.object({ username: zUsername() }),
-      responses: { 200: userResponse, 400: { description: 'Invalid username' }, 404: { description: 'No such user' }, 409: { description: 'Username taken' } },
+      responses: {
+        200: userResponse,
+        400: { description: 'Invalid username' },
+        404: { description: 'No such user' },
+        409: { description: 'Username taken' },
+      },
     },
     async (ctx, { params, body }) => {
       const id = resolveUserRef(ctx, params.id);
@@ -207,11 +235,16 @@ export function userRoutes(router: ApiRouter): void {
       method: 'delete',
       path: '/v1/users/:id',
       summary: 'Soft-delete a user',
-      description: 'Sets deleted_at, revokes every session and API key at once and schedules the purge after the grace period (cancel-deletion restores the account).',
+      description:
+        'Sets deleted_at, revokes every session and API key at once and schedules the purge after the grace period (cancel-deletion restores the account).',
       tags: TAG,
       auth: { permission: 'users:delete', manages: 'id' },
       params: userIdParam,
-      responses: { 204: { description: 'Deleted' }, 404: { description: 'No such user' }, 409: { description: 'Already deleted' } },
+      responses: {
+        204: { description: 'Deleted' },
+        404: { description: 'No such user' },
+        409: { description: 'Already deleted' },
+      },
     },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);

@@ -22,7 +22,11 @@ export function wsTicketRoutes(router: Router<AppState, { services: ApiServices 
         "The ticket authenticates one WebSocket upgrade on /v1/ws when sent as the subprotocol list ['service-ticket', <ticket>]. It works once and expires after `expiresIn` seconds. Needs a user credential: API keys get 403 (they connect with an Authorization header instead).",
       tags: ['websocket'],
       auth: 'authenticated',
-      responses: { 201: { description: 'The ticket', schema: ticketBody }, 401: { description: 'Not authenticated' }, 403: { description: 'API-key-only credential' } },
+      responses: {
+        201: { description: 'The ticket', schema: ticketBody },
+        401: { description: 'Not authenticated' },
+        403: { description: 'API-key-only credential' },
+      },
     },
     async (ctx) => {
       const s = ctx.services;

@@ -24,5 +24,7 @@ export async function pgCeiling(databaseUrl: string, seconds: number): Promise<n
 
 if (require.main === module) {
   const url = process.env.DATABASE_URL || 'postgres://postgres:postgres@127.0.0.1:5432/service_bench';
-  pgCeiling(url, Number(process.env.DURATION ?? 6)).then((qps) => process.stdout.write(`raw pg one-row SELECT: ${qps.toFixed(0)} queries/s\n`));
+  pgCeiling(url, Number(process.env.DURATION ?? 6)).then((qps) =>
+    process.stdout.write(`raw pg one-row SELECT: ${qps.toFixed(0)} queries/s\n`),
+  );
 }

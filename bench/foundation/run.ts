@@ -17,14 +17,18 @@ const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const TARGETS = path.resolve(__dirname, 'targets.js');
 /** Node flags of the api in production (ecosystem.config.js), given to every target alike. */
-const NODE_ARGS: string[] = (
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the PM2 file is CommonJS, found at run time
-  (require(path.resolve(__dirname, '..', '..', '..', 'ecosystem.config.js')) as { apps: Array<{ name: string; node_args?: string }> }).apps.find((a) => a.name === 'api')?.node_args ?? ''
-)
-  .split(/\s+/)
-  .filter(Boolean);
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- the PM2 file is CommonJS, found at run time
+const PM2 = require(path.resolve(__dirname, '..', '..', '..', 'ecosystem.config.js')) as {
+  apps: Array<{ name: string; node_args?: string }>;
+};
+const NODE_ARGS: string[] = (PM2.apps.find((a) => a.name === 'api')?.node_args ?? '').split(/\s+/).filter(Boolean);
 
-async function prepareDatabase(): Promise<{ env: Record<string, string>; apiKey: string; databaseUrl: string; roleIds: string[] }> {
+async function prepareDatabase(): Promise<{
+  env: Record<string, string>;
+  apiKey: string;
+  databaseUrl: string;
+  roleIds: string[];
+}> {
   const settings = {
     REDIS_PREFIX: `bench:${Date.now()}:`,
     // Limits far above what the run sends, so every request is counted but none refused.
@@ -43,7 +47,10 @@ async function prepareDatabase(): Promise<{ env: Record<string, string>; apiKey:
 
 function startTarget(kind: string, env: Record<string, string>): Promise<{ child: ChildProcess; port: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...NODE_ARGS, TARGETS, kind], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [...NODE_ARGS, TARGETS, kind], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let out = '';
     child.stdout!.on('data', (d) => {
       out += d;
@@ -54,7 +61,11 @@ function startTarget(kind: string, env: Record<string, string>): Promise<{ child
   });
 }
 
-async function load(url: string, headers: Record<string, string> = {}, paths?: string[]): Promise<{ rps: number; p99: number; non2xx: number }> {
+async function load(
+  url: string,
+  headers: Record<string, string> = {},
+  paths?: string[],
+): Promise<{ rps: number; p99: number; non2xx: number }> {
   // Each connection cycles through `paths` when given (different rows in flight at once).
   const requests = paths?.map((path) => ({ method: 'GET' as const, path }));
   // Warm-up (JIT, connection pools, credential cache), then the measured run.
@@ -65,7 +76,13 @@ async function load(url: string, headers: Record<string, string> = {}, paths?: s
 
 async function main(): Promise<void> {
   const { env, apiKey, databaseUrl, roleIds } = await prepareDatabase();
-  const cases: Array<{ label: string; kind: string; path: string; headers?: Record<string, string>; paths?: string[] }> = [
+  const cases: Array<{
+    label: string;
+    kind: string;
+    path: string;
+    headers?: Record<string, string>;
+    paths?: string[];
+  }> = [
     { label: '(a) node:http, small JSON', kind: 'node-http', path: '/' },
     { label: '(b) Koa, same JSON', kind: 'koa', path: '/' },
     { label: '    Koa + errors', kind: 'partial:errors', path: '/v1' },
@@ -89,7 +106,9 @@ async function main(): Promise<void> {
       try {
         const r = await load(`http://127.0.0.1:${port}${c.path}`, c.headers, c.paths);
         runs[i].push(r);
-        process.stderr.write(`round ${round}/${ROUNDS} ${c.label.trim()}: ${r.rps.toFixed(0)} req/s, p99 ${r.p99} ms\n`);
+        process.stderr.write(
+          `round ${round}/${ROUNDS} ${c.label.trim()}: ${r.rps.toFixed(0)} req/s, p99 ${r.p99} ms\n`,
+        );
       } finally {
         child.kill('SIGTERM');
       }
@@ -108,17 +127,26 @@ async function main(): Promise<void> {
     range: `${pct(Math.min(...shares[i]))}–${pct(Math.max(...shares[i]))}`,
     non2xx: runs[i].reduce((n, r) => n + r.non2xx, 0),
   }));
-  process.stdout.write(`\n| target | req/s | p99 ms | % of Koa | range over rounds | non-2xx |\n|---|---:|---:|---:|---:|---:|\n`);
-  for (const r of rows) process.stdout.write(`| ${r.label.trim()} | ${r.rps.toFixed(0)} | ${r.p99} | ${pct(r.share)} | ${r.range} | ${r.non2xx} |\n`);
+  process.stdout.write(
+    `\n| target | req/s | p99 ms | % of Koa | range over rounds | non-2xx |\n|---|---:|---:|---:|---:|---:|\n`,
+  );
+  for (const r of rows)
+    process.stdout.write(
+      `| ${r.label.trim()} | ${r.rps.toFixed(0)} | ${r.p99} | ${pct(r.share)} | ${r.range} | ${r.non2xx} |\n`,
+    );
   const c = rows[6].share;
   const d = rows[7].share;
-  process.stdout.write(`\ntargets: (c) ≥ 50% of (b): ${pct(c)} ${c >= 0.5 ? 'met' : 'MISSED'}; (d) ≥ 35% of (b): ${pct(d)} ${d >= 0.35 ? 'met' : 'MISSED'}\n`);
+  process.stdout.write(
+    `\ntargets: (c) ≥ 50% of (b): ${pct(c)} ${c >= 0.5 ? 'met' : 'MISSED'}; (d) ≥ 35% of (b): ${pct(d)} ${d >= 0.35 ? 'met' : 'MISSED'}\n`,
+  );
   const ceiling = await pgCeiling(databaseUrl, DURATION);
   process.stdout.write(
     `reference for (d): one query per read, the same SELECT straight through pg with no HTTP, peaks at ${ceiling.toFixed(0)} queries/s = ${pct(ceiling / rows[1].rps)} of (b); ` +
       `(d) goes past it because concurrent reads by id share one statement (shared/rowLoader.ts)\n`,
   );
-  process.stdout.write(`(node ${NODE_ARGS.join(' ')} for every target, as the api runs under PM2; req/s and p99: medians of ${ROUNDS} rounds; % of Koa: median of per-round ratios; ${CONNECTIONS} connections, ${DURATION} s per target after a 2 s warm-up, one api process, loopback)\n`);
+  process.stdout.write(
+    `(node ${NODE_ARGS.join(' ')} for every target, as the api runs under PM2; req/s and p99: medians of ${ROUNDS} rounds; % of Koa: median of per-round ratios; ${CONNECTIONS} connections, ${DURATION} s per target after a 2 s warm-up, one api process, loopback)\n`,
+  );
 }
 
 main().catch((err) => {

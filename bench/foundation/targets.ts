@@ -25,10 +25,15 @@ async function listen(server: http.Server): Promise<void> {
 async function main(kind: string): Promise<void> {
   if (kind === 'node-http') {
     const payload = JSON.stringify(BODY);
-    return listen(http.createServer((_req, res) => {
-      res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(payload) });
-      res.end(payload);
-    }));
+    return listen(
+      http.createServer((_req, res) => {
+        res.writeHead(200, {
+          'content-type': 'application/json; charset=utf-8',
+          'content-length': Buffer.byteLength(payload),
+        });
+        res.end(payload);
+      }),
+    );
   }
   if (kind === 'koa') {
     const app = new Koa();

@@ -19,7 +19,8 @@ const NONCE = /^idaa_[A-Za-z0-9_-]{8,128}$/;
 /** HMAC-SHA256 is 32 bytes: 43 base64url characters without padding. */
 const SIGNATURE = /^[A-Za-z0-9_-]{43}$/;
 
-export type AssertionFailure = 'malformed' | 'unknown_app' | 'bad_signature' | 'stale' | 'future' | 'replayed' | 'unavailable';
+export type AssertionFailure =
+  'malformed' | 'unknown_app' | 'bad_signature' | 'stale' | 'future' | 'replayed' | 'unavailable';
 
 export type AssertionResult =
   | { ok: true; appId: string; subject: string; issuedAt: number; nonce: string }
@@ -43,36 +44,51 @@ const fail = (reason: AssertionFailure, message: string): AssertionResult => ({ 
  * (SET NX EX), so the same assertion is refused on every api instance afterwards. Redis being
  * unreachable fails closed ('unavailable'): a replay check that cannot run is not a pass.
  */
-export async function verifyAppAssertion(config: AssertionConfig, redis: Redis, token: string | undefined | null, nowMs = Date.now()): Promise<AssertionResult> {
+export async function verifyAppAssertion(
+  config: AssertionConfig,
+  redis: Redis,
+  token: string | undefined | null,
+  nowMs = Date.now(),
+): Promise<AssertionResult> {
   if (!token) return fail('malformed', 'X-ID-App-Assertion header is missing');
   if (token.length > 512) return fail('malformed', 'assertion is too long');
   const fields = token.split('.');
-  if (fields.length !== 5 || fields.some((f) => f === '')) return fail('malformed', 'assertion must have exactly five dot-separated fields');
+  if (fields.length !== 5 || fields.some((f) => f === ''))
+    return fail('malformed', 'assertion must have exactly five dot-separated fields');
   const [appId, subject, issuedAtRaw, nonce, mac] = fields;
 
   // (a) a configured internal app
   const secret = config.idApps.get(appId);
   if (secret === undefined) return fail('unknown_app', 'unknown app_id');
   // (b) canonical lowercase hyphenated UUID subject; the other fields well-formed
-  if (!(isUuid(subject) && subject === subject.toLowerCase())) return fail('malformed', 'subject must be a canonical lowercase hyphenated UUID');
+  if (!(isUuid(subject) && subject === subject.toLowerCase()))
+    return fail('malformed', 'subject must be a canonical lowercase hyphenated UUID');
   if (!UNIX_SECONDS.test(issuedAtRaw)) return fail('malformed', 'issued_at must be Unix seconds');
   if (!NONCE.test(nonce)) return fail('malformed', `nonce must start with ${ASSERTION_NONCE_PREFIX}`);
   if (!SIGNATURE.test(mac)) return fail('malformed', 'signature must be unpadded base64url HMAC-SHA256');
 
   // (c) the per-app secret, compared in constant time: one app's assertion is void for another
-  if (!safeEqual(signature(secret, appId, subject, issuedAtRaw, nonce), mac)) return fail('bad_signature', 'signature does not match');
+  if (!safeEqual(signature(secret, appId, subject, issuedAtRaw, nonce), mac))
+    return fail('bad_signature', 'signature does not match');
 
   // (d) freshness window and clock-skew tolerance
   const issuedAt = Number(issuedAtRaw);
   const nowSeconds = nowMs / 1000;
-  if (issuedAt - nowSeconds > config.idAssertionClockSkewSeconds) return fail('future', 'assertion is dated in the future');
+  if (issuedAt - nowSeconds > config.idAssertionClockSkewSeconds)
+    return fail('future', 'assertion is dated in the future');
   if (nowSeconds - issuedAt > config.idAssertionMaxAgeSeconds) return fail('stale', 'assertion is too old');
 
   // (e) single use: the nonce is claimed for as long as the assertion could still pass (d)
   const ttl = config.idAssertionMaxAgeSeconds + config.idAssertionClockSkewSeconds + 1;
   let claimed: string | null;
   try {
-    claimed = await redis.set(redisKey(config, RedisKeys.assertionNonce(nonce)), `${appId}:${subject}`, 'EX', ttl, 'NX');
+    claimed = await redis.set(
+      redisKey(config, RedisKeys.assertionNonce(nonce)),
+      `${appId}:${subject}`,
+      'EX',
+      ttl,
+      'NX',
+    );
   } catch {
     return fail('unavailable', 'assertion replay check unavailable');
   }
@@ -97,8 +113,20 @@ export function appForKey(config: Pick<AssertionConfig, 'idApps'>, key: string |
  * Builds an assertion the way the ID app does (used by tests and first-party tooling).
  * `issuedAt` is Unix seconds (default now); the nonce gets the idaa_ prefix when not given.
  */
-export function signAppAssertion(opts: { appId: string; secret: string; subject: string; issuedAt?: number; nonce?: string }): string {
+export function signAppAssertion(opts: {
+  appId: string;
+  secret: string;
+  subject: string;
+  issuedAt?: number;
+  nonce?: string;
+}): string {
   const issuedAt = String(opts.issuedAt ?? Math.floor(Date.now() / 1000));
   const nonce = opts.nonce ?? ASSERTION_NONCE_PREFIX + randomBytes(16).toString('base64url');
-  return [opts.appId, opts.subject, issuedAt, nonce, signature(opts.secret, opts.appId, opts.subject, issuedAt, nonce)].join('.');
+  return [
+    opts.appId,
+    opts.subject,
+    issuedAt,
+    nonce,
+    signature(opts.secret, opts.appId, opts.subject, issuedAt, nonce),
+  ].join('.');
 }

@@ -37,7 +37,14 @@ export const SESSION_PREFIX = 'sess_';
 export async function buildUserCredentialEntry(
   db: Knex,
   userId: string,
-  base: { sessionId: string | null; via: 'session' | 'oauth'; oauthClientId?: string; oauthTokenId?: string; scopes?: string[] | null; expiresAt: number },
+  base: {
+    sessionId: string | null;
+    via: 'session' | 'oauth';
+    oauthClientId?: string;
+    oauthTokenId?: string;
+    scopes?: string[] | null;
+    expiresAt: number;
+  },
 ): Promise<CredentialEntry> {
   const [access, ban] = await Promise.all([loadUserAccess(db, userId), findActiveBan(db, userId)]);
   const grant = base.scopes ? new PermissionSet(base.scopes) : 'all';
@@ -71,7 +78,11 @@ export const sessionSource: CredentialSource = {
       .whereNull('u.deleted_at')
       .first('s.id', 's.user_id', 's.expires_at');
     if (!row) return null;
-    return buildUserCredentialEntry(db, row.user_id, { sessionId: row.id, via: 'session', expiresAt: new Date(row.expires_at).getTime() });
+    return buildUserCredentialEntry(db, row.user_id, {
+      sessionId: row.id,
+      via: 'session',
+      expiresAt: new Date(row.expires_at).getTime(),
+    });
   },
 };
 
@@ -89,11 +100,19 @@ export const apiKeySource: CredentialSource = {
     if (key.user_id && (!key.owner_id || key.deleted_at)) return null;
     const expiresAt = key.expires_at ? new Date(key.expires_at).getTime() : Infinity;
     if (key.is_system) {
-      return { principal: { kind: 'system', apiKeyId: key.id, permissions: new PermissionSet(['*:*']) }, expiresAt, bannedUntil: 0, userId: null, apiKeyId: key.id };
+      return {
+        principal: { kind: 'system', apiKeyId: key.id, permissions: new PermissionSet(['*:*']) },
+        expiresAt,
+        bannedUntil: 0,
+        userId: null,
+        apiKeyId: key.id,
+      };
     }
     const [roleAccess, owner, ban] = await Promise.all([
       loadApiKeyRoleAccess(db, key.id),
-      key.user_id ? loadUserAccess(db, key.user_id) : Promise.resolve({ permissions: [] as string[], roleIds: [] as string[] }),
+      key.user_id
+        ? loadUserAccess(db, key.user_id)
+        : Promise.resolve({ permissions: [] as string[], roleIds: [] as string[] }),
       key.user_id ? findActiveBan(db, key.user_id) : Promise.resolve(undefined),
     ]);
     // The key's roles widen its grant, never its owner: a demoted owner's key loses what the role gave.

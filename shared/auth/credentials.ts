@@ -11,8 +11,6 @@ import { apiKeySource, CredentialEntry, CredentialResult, CredentialSource, sess
 
 export type { CredentialEntry, CredentialResult, CredentialSource };
 
-
-
 /**
  * Resolves Bearer tokens to principals for the api and realtime processes. Resolved credentials are
  * cached in-process (hot path: no query per request); any change that affects them publishes an
@@ -79,7 +77,8 @@ export class CredentialResolver {
       return;
     }
     for (const [hash, e] of this.cache.entries()) {
-      if ((msg.userId && e.userId === msg.userId) || (msg.apiKeyId && e.apiKeyId === msg.apiKeyId)) this.cache.delete(hash);
+      if ((msg.userId && e.userId === msg.userId) || (msg.apiKeyId && e.apiKeyId === msg.apiKeyId))
+        this.cache.delete(hash);
     }
   }
 
@@ -95,7 +94,11 @@ export class CredentialResolver {
    * acknowledged on `publisher` once applied, so the change that published it can answer knowing no
    * instance honours the old access any more (EventBus.invalidateAuth).
    */
-  async start(subscriber: Redis, config: Pick<Config, 'redisPrefix'>, opts: { publisher: Redis; flushEveryMs?: number }): Promise<void> {
+  async start(
+    subscriber: Redis,
+    config: Pick<Config, 'redisPrefix'>,
+    opts: { publisher: Redis; flushEveryMs?: number },
+  ): Promise<void> {
     const flushEveryMs = opts.flushEveryMs ?? 15_000;
     this.subscriber = subscriber;
     const channel = redisKey(config, PubSub.authInvalidate);
@@ -116,7 +119,10 @@ export class CredentialResolver {
           this.logger.warn({ err: (err as Error).message }, 'invalidation listener failed');
         }
       }
-      if (msg.ackId && msg.ackTo) opts.publisher.publish(msg.ackTo, msg.ackId).catch((err: Error) => this.logger.warn({ err: err.message }, 'could not acknowledge an invalidation'));
+      if (msg.ackId && msg.ackTo)
+        opts.publisher
+          .publish(msg.ackTo, msg.ackId)
+          .catch((err: Error) => this.logger.warn({ err: err.message }, 'could not acknowledge an invalidation'));
     });
     // Invalidations published while the connection was down are lost: drop the cache on both edges.
     subscriber.on('close', () => {
@@ -176,4 +182,3 @@ export class CredentialResolver {
     this.subscriber?.disconnect();
   }
 }
-

@@ -20,7 +20,10 @@ export const OAUTH_REFRESH_TOKEN_TTL_SECONDS = 30 * 24 * 3600;
  * narrowing a client's allowed_scopes narrows its live tokens too). Null once the token is revoked or
  * expired, the client deactivated or deleted, or the user deleted.
  */
-export async function loadOAuthTokenEntry(db: Knex, by: { hash: string } | { id: string }): Promise<CredentialEntry | null> {
+export async function loadOAuthTokenEntry(
+  db: Knex,
+  by: { hash: string } | { id: string },
+): Promise<CredentialEntry | null> {
   const q = db('oauth_access_tokens as t')
     .join('oauth_clients as c', 'c.id', 't.client_id')
     .join('users as u', 'u.id', 't.user_id')

@@ -30,15 +30,21 @@ export interface TicketData {
   mintedAt: number;
 }
 
-const ticketKey = (config: Pick<Config, 'redisPrefix'>, ticket: string) => redisKey(config, RedisKeys.wsTicket(sha256(ticket)));
+const ticketKey = (config: Pick<Config, 'redisPrefix'>, ticket: string) =>
+  redisKey(config, RedisKeys.wsTicket(sha256(ticket)));
 
 /**
  * Mints a ticket for a user credential. API-key-only and system callers have no user context and
  * get 403 (spec §7); anonymous callers 401.
  */
-export async function mintWsTicket(redis: Redis, config: Pick<Config, 'redisPrefix' | 'ws'>, principal: Principal): Promise<{ ticket: string; expiresIn: number }> {
+export async function mintWsTicket(
+  redis: Redis,
+  config: Pick<Config, 'redisPrefix' | 'ws'>,
+  principal: Principal,
+): Promise<{ ticket: string; expiresIn: number }> {
   requireAuthenticated(principal);
-  if (principal.kind !== 'user') throw forbidden('a WebSocket ticket needs a user credential; API keys connect with an Authorization header');
+  if (principal.kind !== 'user')
+    throw forbidden('a WebSocket ticket needs a user credential; API keys connect with an Authorization header');
   requireAccountScope(principal, ACCOUNT_SCOPES.wsTicket);
   const ticket = randomToken(TICKET_PREFIX, 32);
   const data: TicketData = {
@@ -55,7 +61,11 @@ export async function mintWsTicket(redis: Redis, config: Pick<Config, 'redisPref
 }
 
 /** Consumes a ticket: returns its identity once, then never again (also after expiry). */
-export async function consumeWsTicket(redis: Redis, config: Pick<Config, 'redisPrefix'>, ticket: string): Promise<TicketData | null> {
+export async function consumeWsTicket(
+  redis: Redis,
+  config: Pick<Config, 'redisPrefix'>,
+  ticket: string,
+): Promise<TicketData | null> {
   if (!ticket.startsWith(TICKET_PREFIX) || ticket.length > 200) return null;
   const raw = await redis.getdel(ticketKey(config, ticket));
   if (!raw) return null;
@@ -79,7 +89,8 @@ export async function principalForUser(
 ): Promise<{ ok: true; principal: UserPrincipal } | { ok: false; status: 401 | 403; message: string }> {
   if (identity.via === 'oauth') {
     const entry = identity.oauthTokenId ? await loadOAuthTokenEntry(db, { id: identity.oauthTokenId }) : null;
-    if (!entry || entry.userId !== identity.userId) return { ok: false, status: 401, message: 'the OAuth token behind this connection was revoked or expired' };
+    if (!entry || entry.userId !== identity.userId)
+      return { ok: false, status: 401, message: 'the OAuth token behind this connection was revoked or expired' };
     if (entry.bannedUntil > Date.now()) return { ok: false, status: 403, message: 'account is banned' };
     return { ok: true, principal: entry.principal as UserPrincipal };
   }

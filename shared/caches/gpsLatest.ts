@@ -93,7 +93,12 @@ function decode(value: string): GpsPushData | null {
  * Raises the cached latest points (global and per device) with freshly inserted points. One round
  * trip for a whole batch: only the newest point of each key is sent.
  */
-export async function recordLatestGps(db: Knex, redis: Redis, config: Pick<Config, 'redisPrefix'>, points: GpsPointRow[]): Promise<void> {
+export async function recordLatestGps(
+  db: Knex,
+  redis: Redis,
+  config: Pick<Config, 'redisPrefix'>,
+  points: GpsPointRow[],
+): Promise<void> {
   if (points.length === 0) return;
   const newest = new Map<string, { sort: string; point: GpsPointRow }>();
   const consider = (key: string, point: GpsPointRow, sort: string) => {
@@ -115,8 +120,15 @@ export async function recordLatestGps(db: Knex, redis: Redis, config: Pick<Confi
 }
 
 /** Drops cached latest points (after a delete that may have removed or changed them). */
-export async function forgetLatestGps(redis: Redis, config: Pick<Config, 'redisPrefix'>, deviceIds: Array<string | null>): Promise<void> {
-  const keys = [latestKey(config), ...new Set(deviceIds.filter((d): d is string => !!d).map((d) => latestKey(config, d)))];
+export async function forgetLatestGps(
+  redis: Redis,
+  config: Pick<Config, 'redisPrefix'>,
+  deviceIds: Array<string | null>,
+): Promise<void> {
+  const keys = [
+    latestKey(config),
+    ...new Set(deviceIds.filter((d): d is string => !!d).map((d) => latestKey(config, d))),
+  ];
   await redis.del(...keys);
 }
 
@@ -124,15 +136,22 @@ export async function forgetLatestGps(redis: Redis, config: Pick<Config, 'redisP
  * The latest point, globally or for one device identifier (null when there is none): from the
  * cache when it holds a complete value, else from the database, merged into the cache.
  */
-export async function latestGps(db: Knex, redis: Redis, config: Pick<Config, 'redisPrefix'>, deviceId?: string): Promise<GpsPushData | null> {
+export async function latestGps(
+  db: Knex,
+  redis: Redis,
+  config: Pick<Config, 'redisPrefix'>,
+  deviceId?: string,
+): Promise<GpsPushData | null> {
   const key = latestKey(config, deviceId);
   const cached = await redis.get(key).catch(() => undefined);
   if (cached && cached[0] === 'c') return decode(cached);
-  const q = db('gps_points').first(...GPS_POINT_COLUMNS).orderBy([
-    { column: 'timestamp', order: 'desc' },
-    { column: 'created_at', order: 'desc' },
-    { column: 'id', order: 'desc' },
-  ]);
+  const q = db('gps_points')
+    .first(...GPS_POINT_COLUMNS)
+    .orderBy([
+      { column: 'timestamp', order: 'desc' },
+      { column: 'created_at', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ]);
   if (deviceId) q.where('device_id', deviceId);
   const row = (await q) as GpsPointRow | undefined;
   try {

@@ -156,7 +156,9 @@ export async function reserveAttempt(redis: Redis, counters: AttemptCounter[]): 
     store = 'local';
     waitMs = reserveLocal(counters);
   }
-  return waitMs > 0 ? { retryAfterSeconds: Math.ceil(waitMs / 1000), counters: [], store } : { retryAfterSeconds: 0, counters, store };
+  return waitMs > 0
+    ? { retryAfterSeconds: Math.ceil(waitMs / 1000), counters: [], store }
+    : { retryAfterSeconds: 0, counters, store };
 }
 
 /** Gives a reserved attempt back because it was not a failure (the right password or code). */

@@ -100,7 +100,8 @@ export class RateLimiter {
     let byIdentity = this.counters.get(name);
     if (!byIdentity) this.counters.set(name, (byIdentity = new Map()));
     const last = byIdentity.get(identity);
-    if (last && last.tier === tier && now < last.resetMs && now >= last.resetMs - tier.windowSeconds * 1000) return last;
+    if (last && last.tier === tier && now < last.resetMs && now >= last.resetMs - tier.windowSeconds * 1000)
+      return last;
     const windowMs = tier.windowSeconds * 1000;
     const index = Math.floor(now / windowMs);
     // Every instance holding its whole budget unseen lets at most instances × budget ≤ 1% of the
@@ -123,7 +124,17 @@ export class RateLimiter {
     let w = this.windows.get(c.key);
     if (!w) {
       const ttlMs = c.tier.windowSeconds * 1000 + 1000;
-      w = { synced: 0, inflight: 0, pending: 0, ttlMs, resetMs: c.resetMs, syncedAt: 0, rate: Infinity, rateFrom: 0, rateAt: 0 };
+      w = {
+        synced: 0,
+        inflight: 0,
+        pending: 0,
+        ttlMs,
+        resetMs: c.resetMs,
+        syncedAt: 0,
+        rate: Infinity,
+        rateFrom: 0,
+        rateAt: 0,
+      };
       this.windows.set(c.key, w);
     }
     return w;
@@ -143,7 +154,11 @@ export class RateLimiter {
     if (!w) return false;
     const age = now - w.syncedAt;
     const unseen = w.inflight + w.pending + 1;
-    return age <= STALE_MS && unseen <= c.budget && w.synced + unseen + c.reserve + w.rate * (age + 2 * FLUSH_MS) <= c.tier.limit;
+    return (
+      age <= STALE_MS &&
+      unseen <= c.budget &&
+      w.synced + unseen + c.reserve + w.rate * (age + 2 * FLUSH_MS) <= c.tier.limit
+    );
   }
 
   /** Takes in a global count answered by Redis, and measures how fast it grows. */
@@ -186,7 +201,12 @@ export class RateLimiter {
     }
     if (!batch.length) return;
     try {
-      const counts = await this.script(batch.length, ...batch.map((b) => b[0]), ...batch.map((b) => b[1].ttlMs), ...batch.map((b) => b[2]));
+      const counts = await this.script(
+        batch.length,
+        ...batch.map((b) => b[0]),
+        ...batch.map((b) => b[1].ttlMs),
+        ...batch.map((b) => b[2]),
+      );
       const at = Date.now();
       batch.forEach(([, w, sent], i) => {
         w.inflight -= sent;
@@ -202,7 +222,9 @@ export class RateLimiter {
    * Far from every limit, and once a limit is known to be reached, the answer is synchronous: no
    * promise, no I/O on the hot path. Otherwise the request is counted and decided in Redis.
    */
-  hit(counters: Array<{ name: string; identity: string; tier: RateTier }>): RateDecision | null | Promise<RateDecision | null> {
+  hit(
+    counters: Array<{ name: string; identity: string; tier: RateTier }>,
+  ): RateDecision | null | Promise<RateDecision | null> {
     const now = Date.now();
     if (now < this.downUntil) return null;
     const cs = counters.map((c) => this.counter(c.name, c.identity, c.tier, now));

@@ -26,7 +26,9 @@ export async function trackerLinkFor(db: Knex, principal: Principal): Promise<Tr
   if (cached && now - cached.at < LINK_TTL_MS) return cached.link;
   const row = await db('devices as d')
     .leftJoin('trips as t', function joinActiveTrip() {
-      this.on('t.device_id', 'd.id').andOn('t.gps_logging_enabled', db.raw('true')).andOn('t.status', db.raw("'active'"));
+      this.on('t.device_id', 'd.id')
+        .andOn('t.gps_logging_enabled', db.raw('true'))
+        .andOn('t.status', db.raw("'active'"));
     })
     .where('d.api_key_id', principal.apiKeyId)
     .first('d.id as device_id', 't.id as trip_id');

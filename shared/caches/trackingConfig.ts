@@ -17,7 +17,9 @@ const KEYS = ['gps.latest_cache_seconds', 'gps.retention_days', 'trips.default_g
 
 /** Reads the tracking configuration now (one query), bypassing the per-process cache. */
 export async function readTrackingConfig(db: Knex): Promise<TrackingConfig> {
-  const rows: Array<{ key: string; value: unknown }> = await db('system_config').whereIn('key', KEYS).select('key', 'value');
+  const rows: Array<{ key: string; value: unknown }> = await db('system_config')
+    .whereIn('key', KEYS)
+    .select('key', 'value');
   const v = new Map(rows.map((r) => [r.key, r.value]));
   const ttl = v.get('gps.latest_cache_seconds');
   const retention = v.get('gps.retention_days');

@@ -23,7 +23,10 @@ export interface IssueTokenInput {
  * tokens of the same purpose for the same user (or, for registrations, the same address) are
  * dropped, so only the newest email's link works.
  */
-export async function issueAccountToken(trx: Knex | Knex.Transaction, input: IssueTokenInput): Promise<{ token: string; row: AccountToken }> {
+export async function issueAccountToken(
+  trx: Knex | Knex.Transaction,
+  input: IssueTokenInput,
+): Promise<{ token: string; row: AccountToken }> {
   const open = AccountToken.query(trx).where('purpose', input.purpose).whereNull('used_at');
   if (input.userId) await open.where('user_id', input.userId).delete();
   else if (input.email) await open.whereNull('user_id').where('email', input.email).delete();
@@ -43,7 +46,11 @@ export async function issueAccountToken(trx: Knex | Knex.Transaction, input: Iss
  * Claims a token for use inside `trx`: the conditional UPDATE makes a token single use even when
  * two requests race with it. Returns undefined for unknown, used, expired or wrong-purpose tokens.
  */
-export async function claimAccountToken(trx: Knex.Transaction, token: string, purposes: AccountTokenPurpose[]): Promise<AccountToken | undefined> {
+export async function claimAccountToken(
+  trx: Knex.Transaction,
+  token: string,
+  purposes: AccountTokenPurpose[],
+): Promise<AccountToken | undefined> {
   const rows = await AccountToken.query(trx)
     .patch({ used_at: new Date() })
     .where('token_hash', sha256(token))
@@ -55,8 +62,16 @@ export async function claimAccountToken(trx: Knex.Transaction, token: string, pu
 }
 
 /** Drops every open token of a purpose for a user; returns how many were pending. */
-export async function cancelAccountTokens(db: Knex | Knex.Transaction, userId: string, purpose: AccountTokenPurpose): Promise<number> {
-  const live = await AccountToken.query(db).where({ user_id: userId, purpose }).whereNull('used_at').where('expires_at', '>', new Date()).resultSize();
+export async function cancelAccountTokens(
+  db: Knex | Knex.Transaction,
+  userId: string,
+  purpose: AccountTokenPurpose,
+): Promise<number> {
+  const live = await AccountToken.query(db)
+    .where({ user_id: userId, purpose })
+    .whereNull('used_at')
+    .where('expires_at', '>', new Date())
+    .resultSize();
   await AccountToken.query(db).where({ user_id: userId, purpose }).whereNull('used_at').delete();
   return live;
 }

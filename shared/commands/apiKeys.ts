@@ -26,7 +26,10 @@ export interface NewApiKey {
 }
 
 /** Creates an API key; returns the row and the full key, which is never retrievable again. */
-export async function createApiKey(input: NewApiKey, trx: Knex | Knex.Transaction): Promise<{ apiKey: ApiKey; key: string }> {
+export async function createApiKey(
+  input: NewApiKey,
+  trx: Knex | Knex.Transaction,
+): Promise<{ apiKey: ApiKey; key: string }> {
   const key = randomToken(API_KEY_PREFIX, 32);
   const apiKey = await ApiKey.query(trx).insertAndFetch({
     user_id: input.userId,

@@ -47,9 +47,12 @@ export async function saveDevice(
     if (typeof input.api_key_id === 'string' && input.api_key_id !== before?.api_key_id) {
       trackerKeys.push(input.api_key_id, ...(await takeKey(trx, principal, input.api_key_id, id)));
     }
-    if (before?.api_key_id && input.api_key_id !== undefined && input.api_key_id !== before.api_key_id) trackerKeys.push(before.api_key_id);
+    if (before?.api_key_id && input.api_key_id !== undefined && input.api_key_id !== before.api_key_id)
+      trackerKeys.push(before.api_key_id);
     const fields = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) as Partial<Device>;
-    const device = before ? await before.$query(trx).patchAndFetch(fields) : await Device.query(trx).insertAndFetch(fields);
+    const device = before
+      ? await before.$query(trx).patchAndFetch(fields)
+      : await Device.query(trx).insertAndFetch(fields);
     afterCommit(trx, () => invalidateTrackerLinks(services, trackerKeys));
     return device;
   });

@@ -38,15 +38,26 @@ async function liveUser(db: Knex, userId: string): Promise<User> {
  * Email change (spec §4.11, accounts with an email sign-in only): a 24-hour token goes to the new
  * address; nothing changes until it is used. A new request replaces the pending one.
  */
-export async function requestEmailChange(ctx: ServiceContext, userId: string, newEmail: string, meta: EmailRequest): Promise<{ expiresAt: Date }> {
+export async function requestEmailChange(
+  ctx: ServiceContext,
+  userId: string,
+  newEmail: string,
+  meta: EmailRequest,
+): Promise<{ expiresAt: Date }> {
   const user = await liveUser(ctx.db, userId);
   const account = await findEmailAccount(ctx.db, userId);
-  if (!account) throw badRequest('this account has no email sign-in; link an email address with /email-link/request instead');
+  if (!account)
+    throw badRequest('this account has no email sign-in; link an email address with /email-link/request instead');
   if (account.email?.toLowerCase() === newEmail) throw badRequest('email: this is already the address of the account');
   if (await emailInUse(ctx.db, newEmail, userId)) throw conflict('email is already in use');
   const expiresAt = await transaction(ctx.db, async (trx) => {
     afterCommit(trx, () => ctx.outbox.wake());
-    const { token, row } = await issueAccountToken(trx, { purpose: 'email_change', userId, email: newEmail, payload: { new_email: newEmail, platform_account_id: account.id } });
+    const { token, row } = await issueAccountToken(trx, {
+      purpose: 'email_change',
+      userId,
+      email: newEmail,
+      payload: { new_email: newEmail, platform_account_id: account.id },
+    });
     await writeAccountEmail(trx, ctx.config, {
       to: newEmail,
       userId,
@@ -61,14 +72,20 @@ export async function requestEmailChange(ctx: ServiceContext, userId: string, ne
 }
 
 /** Applies a claimed email_change token inside `trx`; 409 when the address was taken meanwhile. */
-async function applyEmailChange(trx: Knex.Transaction, token: AccountToken, meta: EmailRequest): Promise<{ userId: string; email: string }> {
+async function applyEmailChange(
+  trx: Knex.Transaction,
+  token: AccountToken,
+  meta: EmailRequest,
+): Promise<{ userId: string; email: string }> {
   const userId = token.user_id!;
   const email = String(token.payload.new_email);
   await liveUser(trx, userId);
   if (await emailInUse(trx, email, userId)) throw conflict('email is already in use');
   const account = await findEmailAccount(trx, userId);
   if (!account) throw badRequest(INVALID_TOKEN);
-  await PlatformAccount.query(trx).patch({ email, platform_user_id: email, email_verified_at: new Date() }).where('id', account.id);
+  await PlatformAccount.query(trx)
+    .patch({ email, platform_user_id: email, email_verified_at: new Date() })
+    .where('id', account.id);
   await recordAuditEvent(
     attributed(actingOn(meta, userId), {
       user_id: userId,
@@ -86,14 +103,26 @@ async function applyEmailChange(trx: Knex.Transaction, token: AccountToken, meta
  * Email link (spec §4.12): adds an email/password sign-in to an account that has none. The
  * password is hashed (argon2id) now; the account appears only when the 24-hour token is used.
  */
-export async function requestEmailLink(ctx: ServiceContext, userId: string, email: string, password: string, meta: EmailRequest): Promise<{ expiresAt: Date }> {
+export async function requestEmailLink(
+  ctx: ServiceContext,
+  userId: string,
+  email: string,
+  password: string,
+  meta: EmailRequest,
+): Promise<{ expiresAt: Date }> {
   const user = await liveUser(ctx.db, userId);
-  if (await findEmailAccount(ctx.db, userId)) throw badRequest('this account already has an email sign-in; change its address with /email/request-change');
+  if (await findEmailAccount(ctx.db, userId))
+    throw badRequest('this account already has an email sign-in; change its address with /email/request-change');
   if (await emailInUse(ctx.db, email, userId)) throw conflict('email is already in use');
   const passwordHash = await hashPassword(password);
   const expiresAt = await transaction(ctx.db, async (trx) => {
     afterCommit(trx, () => ctx.outbox.wake());
-    const { token, row } = await issueAccountToken(trx, { purpose: 'email_link', userId, email, payload: { email, password_hash: passwordHash } });
+    const { token, row } = await issueAccountToken(trx, {
+      purpose: 'email_link',
+      userId,
+      email,
+      payload: { email, password_hash: passwordHash },
+    });
     await writeAccountEmail(trx, ctx.config, {
       to: email,
       userId,
@@ -108,7 +137,11 @@ export async function requestEmailLink(ctx: ServiceContext, userId: string, emai
 }
 
 /** Applies a claimed email_link token inside `trx`: creates the email platform account. */
-async function applyEmailLink(trx: Knex.Transaction, token: AccountToken, meta: EmailRequest): Promise<{ userId: string; platformAccountId: string }> {
+async function applyEmailLink(
+  trx: Knex.Transaction,
+  token: AccountToken,
+  meta: EmailRequest,
+): Promise<{ userId: string; platformAccountId: string }> {
   const userId = token.user_id!;
   const email = String(token.payload.email);
   await liveUser(trx, userId);
@@ -125,7 +158,13 @@ async function applyEmailLink(trx: Knex.Transaction, token: AccountToken, meta: 
     emailVerifiedAt: new Date(),
   });
   await recordAuditEvent(
-    attributed(actingOn(meta, userId), { user_id: userId, event_type: 'account_linked', resource_type: 'platform_account', resource_id: account.id, metadata: { platform: 'email' } }),
+    attributed(actingOn(meta, userId), {
+      user_id: userId,
+      event_type: 'account_linked',
+      resource_type: 'platform_account',
+      resource_id: account.id,
+      metadata: { platform: 'email' },
+    }),
     trx,
   );
   return { userId, platformAccountId: account.id };
@@ -173,9 +212,22 @@ export async function issuePasswordReset(ctx: ServiceContext, email: string, met
   await transaction(ctx.db, async (trx) => {
     afterCommit(trx, () => ctx.outbox.wake());
     const userId = account.user_id;
-    const { token, row } = await issueAccountToken(trx, { purpose: 'password_reset', userId, email, payload: { platform_account_id: account.id } });
+    const { token, row } = await issueAccountToken(trx, {
+      purpose: 'password_reset',
+      userId,
+      email,
+      payload: { platform_account_id: account.id },
+    });
     await recordAuditEvent(
-      attributed({ ...meta, actorId: null }, { user_id: userId, event_type: 'password_reset_requested', resource_type: 'platform_account', resource_id: account.id }),
+      attributed(
+        { ...meta, actorId: null },
+        {
+          user_id: userId,
+          event_type: 'password_reset_requested',
+          resource_type: 'platform_account',
+          resource_id: account.id,
+        },
+      ),
       trx,
     );
     return writeAccountEmail(trx, ctx.config, {
@@ -191,10 +243,25 @@ export async function issuePasswordReset(ctx: ServiceContext, email: string, met
 }
 
 /** After the commit of an email change or link: the user's clients hear of it. */
-async function announceEmailVerified(ctx: ServiceContext, result: { userId: string; email?: string; platformAccountId?: string }): Promise<void> {
+async function announceEmailVerified(
+  ctx: ServiceContext,
+  result: { userId: string; email?: string; platformAccountId?: string },
+): Promise<void> {
   const timestamp = new Date().toISOString();
-  if (result.platformAccountId) await ctx.bus.publishToUser(result.userId, { type: 'emailLinkVerified', userId: result.userId, platformAccountId: result.platformAccountId, timestamp });
-  else if (result.email) await ctx.bus.publishToUser(result.userId, { type: 'emailChangeVerified', userId: result.userId, email: result.email, timestamp });
+  if (result.platformAccountId)
+    await ctx.bus.publishToUser(result.userId, {
+      type: 'emailLinkVerified',
+      userId: result.userId,
+      platformAccountId: result.platformAccountId,
+      timestamp,
+    });
+  else if (result.email)
+    await ctx.bus.publishToUser(result.userId, {
+      type: 'emailChangeVerified',
+      userId: result.userId,
+      email: result.email,
+      timestamp,
+    });
 }
 
 /** What using an emailed token did: which kind it was, whose account, the new address or account. */
@@ -210,7 +277,12 @@ export interface UsedEmailToken {
  * claims it, applies it and, after the commit, tells the user's clients. 400 for an unusable
  * token, 409 when the address was taken meanwhile. Whether the caller may use it is decided before.
  */
-export async function useEmailToken(ctx: ServiceContext, token: string, purposes: AccountTokenPurpose[], meta: EmailRequest): Promise<UsedEmailToken> {
+export async function useEmailToken(
+  ctx: ServiceContext,
+  token: string,
+  purposes: AccountTokenPurpose[],
+  meta: EmailRequest,
+): Promise<UsedEmailToken> {
   return transaction(ctx.db, async (trx) => {
     const row = await claimAccountToken(trx, token, purposes);
     if (!row) throw badRequest(INVALID_TOKEN);

@@ -36,7 +36,9 @@ for i, k in ipairs(KEYS) do
 end
 return out`;
 
-type TransitionRedis = Redis & { geofenceTransitions(numKeys: number, ...args: Array<string | number>): Promise<number[]> };
+type TransitionRedis = Redis & {
+  geofenceTransitions(numKeys: number, ...args: Array<string | number>): Promise<number[]>;
+};
 const prepared = new WeakSet<Redis>();
 function scripts(redis: Redis): TransitionRedis {
   if (!prepared.has(redis)) {
@@ -71,7 +73,8 @@ export async function evaluateGeofences(
       WHERE is_active AND COALESCE((SELECT value FROM system_config WHERE key = 'geofence.evaluation_enabled'), 'true'::jsonb) <> 'false'::jsonb`,
   );
   if (fences.length === 0) return [];
-  const points = await deps.db('gps_points')
+  const points = await deps
+    .db('gps_points')
     .whereIn('id', gpsPointIds)
     .select('id', 'device_id', 'latitude', 'longitude', 'timestamp', 'created_at')
     .orderBy([{ column: 'timestamp' }, { column: 'created_at' }, { column: 'id' }]);
@@ -103,6 +106,7 @@ export async function evaluateGeofences(
     const push: ServerPush = { type: 'geofenceEvent', data };
     await Promise.all([deps.bus.publish('geofence', push), deps.bus.publish(`geofence:${data.geofence_id}`, push)]);
   }
-  if (events.length) deps.logger.debug({ events: events.length, points: points.length }, 'geofence transitions published');
+  if (events.length)
+    deps.logger.debug({ events: events.length, points: points.length }, 'geofence transitions published');
   return events;
 }

@@ -90,7 +90,11 @@ const INSERT_MANY = {
 
 /** The pg client API this module uses on a connection borrowed from knex's pool. */
 interface PgConnection {
-  query(q: { name: string; text: string; values: unknown[] }): Promise<{ rows: Array<{ id: string; created_at: Date }> }>;
+  query(q: {
+    name: string;
+    text: string;
+    values: unknown[];
+  }): Promise<{ rows: Array<{ id: string; created_at: Date }> }>;
 }
 
 /**

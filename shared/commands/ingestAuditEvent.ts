@@ -110,7 +110,7 @@ export async function ingestAuditEvent(
       status: input.status,
       error_message: input.error_message ?? null,
       source_service: input.source_service,
-    }), deps.db,
-
+    }),
+    deps.db,
   );
 }

@@ -34,7 +34,11 @@ async function afterGpsInsert(deps: IngestDeps, rows: GpsPointRow[]): Promise<vo
   } catch (err) {
     // A cache we could not raise must not keep serving an older point as the latest.
     deps.logger.warn({ err: (err as Error).message }, 'could not update the latest GPS cache');
-    await forgetLatestGps(deps.redis, deps.config, rows.map((r) => r.device_id)).catch(() => undefined);
+    await forgetLatestGps(
+      deps.redis,
+      deps.config,
+      rows.map((r) => r.device_id),
+    ).catch(() => undefined);
   }
 }
 
@@ -84,7 +88,10 @@ export async function ingestGpsBatch(
     rejected.sort((a, b) => a.index - b.index);
   }
   if (valid.length === 0) return { accepted: [], rejected };
-  const inserted = await insertGpsRows(deps.db, valid.map((v) => v.row));
+  const inserted = await insertGpsRows(
+    deps.db,
+    valid.map((v) => v.row),
+  );
   await afterGpsInsert(deps, inserted);
   return { accepted: inserted.map((row, i) => ({ index: valid[i].index, id: row.id })), rejected };
 }

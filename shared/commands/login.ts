@@ -118,8 +118,8 @@ export async function passwordLogin(
           // The address itself is not stored for unknown accounts: only a hash to correlate attempts.
           metadata: { platform: 'email', reason, email_sha256: sha256(input.email) },
         },
-      ), ctx.db,
-
+      ),
+      ctx.db,
     );
 
   if (!(await emailPlatform(ctx.db)).enabled)

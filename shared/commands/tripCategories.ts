@@ -43,7 +43,9 @@ export async function saveTripCategory(db: Knex, id: string | null, input: TripC
     if (id && input.parent_id && (await wouldCycle(trx, id, input.parent_id))) {
       throw badRequest('parent_id: a category cannot be placed under itself or one of its descendants');
     }
-    const fields = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) as Partial<TripCategory>;
+    const fields = Object.fromEntries(
+      Object.entries(input).filter(([, v]) => v !== undefined),
+    ) as Partial<TripCategory>;
     return before ? before.$query(trx).patchAndFetch(fields) : TripCategory.query(trx).insertAndFetch(fields);
   });
 }

@@ -48,14 +48,20 @@ function isActiveTripConflict(err: unknown): boolean {
   return code === '23505' && constraint === ACTIVE_GPS_TRIP_INDEX;
 }
 
-const defined = <T extends object>(o: T): Partial<T> => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+const defined = <T extends object>(o: T): Partial<T> =>
+  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 
 /**
  * Creates a trip; new trips are always draft (spec §3). Unknown references are a 400 naming the
  * field. Without gps_logging_enabled the trips.default_gps_logging system config applies (seeded false).
  */
 export async function createTrip(db: Knex, input: TripInput): Promise<Trip> {
-  await assertReferencesExist(db, { device_id: input.device_id, category_id: input.category_id, origin_id: input.origin_id, destination_id: input.destination_id });
+  await assertReferencesExist(db, {
+    device_id: input.device_id,
+    category_id: input.category_id,
+    origin_id: input.origin_id,
+    destination_id: input.destination_id,
+  });
   const gpsLogging = input.gps_logging_enabled ?? (await readTrackingConfig(db)).defaultGpsLogging;
   return Trip.query(db).insertAndFetch({ ...defined(input), gps_logging_enabled: gpsLogging, status: 'draft' });
 }
@@ -67,11 +73,21 @@ export async function createTrip(db: Knex, input: TripInput): Promise<Trip> {
  * cannot both win (the loser gets 409). A status, device or logging change moves where the
  * device's tracker points go: the tracker links it made stale are dropped after the commit.
  */
-export async function updateTrip(services: TrackerLinkServices, id: string, patch: TripPatch, actorUserId: string | null): Promise<Trip> {
+export async function updateTrip(
+  services: TrackerLinkServices,
+  id: string,
+  patch: TripPatch,
+  actorUserId: string | null,
+): Promise<Trip> {
   return transaction(services.db, async (trx) => {
     const trip = await Trip.query(trx).findById(id).forUpdate();
     if (!trip) throw notFound('trip');
-    await assertReferencesExist(trx, { device_id: patch.device_id, category_id: patch.category_id, origin_id: patch.origin_id, destination_id: patch.destination_id });
+    await assertReferencesExist(trx, {
+      device_id: patch.device_id,
+      category_id: patch.category_id,
+      origin_id: patch.origin_id,
+      destination_id: patch.destination_id,
+    });
     const { status, latitude, longitude, ...fields } = patch;
     const changes: PartialModelObject<Trip> = defined(fields);
     let history: PartialModelObject<TripStatusHistory> | undefined;
@@ -98,13 +114,16 @@ export async function updateTrip(services: TrackerLinkServices, id: string, patc
       updated = await trip.$query(trx).patchAndFetch(changes);
     } catch (err) {
       if (isActiveTripConflict(err)) {
-        throw conflict(`another active trip with GPS logging already runs on device ${patch.device_id ?? trip.device_id}`);
+        throw conflict(
+          `another active trip with GPS logging already runs on device ${patch.device_id ?? trip.device_id}`,
+        );
       }
       throw err;
     }
     if (history) await TripStatusHistory.query(trx).insert(history);
 
-    const linkChanged = status !== undefined || changes.device_id !== undefined || changes.gps_logging_enabled !== undefined;
+    const linkChanged =
+      status !== undefined || changes.device_id !== undefined || changes.gps_logging_enabled !== undefined;
     if (linkChanged) {
       const trackerKeys = await trackerKeysOfDevices(trx, [trip.device_id, updated.device_id]);
       afterCommit(trx, () => invalidateTrackerLinks(services, trackerKeys));
@@ -122,7 +141,8 @@ export async function deleteTrip(deps: GpsDeleteDeps, id: string): Promise<void>
   await transaction(deps.db, async (trx) => {
     const trip = await Trip.query(trx).findById(id).forUpdate();
     if (!trip) throw notFound('trip');
-    if (!canDeleteTrip(trip.status)) throw conflict(`trip is ${trip.status}: only draft or completed trips can be deleted`);
+    if (!canDeleteTrip(trip.status))
+      throw conflict(`trip is ${trip.status}: only draft or completed trips can be deleted`);
     const devices = await trx('gps_points').where('trip_id', id).distinct('device_id');
     await Trip.query(trx).deleteById(id);
     const pointDeviceIds = devices.map((d) => d.device_id as string | null);

@@ -21,7 +21,11 @@ async function announceForcedLogout(ctx: ServiceContext, userId: string, reason:
  * Bans a user (permanent without a duration). Their sessions end and cached credentials are
  * dropped at once on every instance; accountBanned and forceLogout go to the user's channel.
  */
-export async function banUser(ctx: ServiceContext, input: { userId: string; reason: string | null; durationSeconds: number | null }, actor: Attribution): Promise<Ban> {
+export async function banUser(
+  ctx: ServiceContext,
+  input: { userId: string; reason: string | null; durationSeconds: number | null },
+  actor: Attribution,
+): Promise<Ban> {
   if (actor.actorId === input.userId) throw badRequest('you cannot ban yourself');
   const { ban, sessionIds } = await transaction(ctx.db, async (trx) => {
     // Serialises concurrent bans of the same user, so only one active ban can exist.
@@ -44,7 +48,12 @@ export async function banUser(ctx: ServiceContext, input: { userId: string; reas
         resource_type: 'ban',
         resource_id: ban.id,
         description: 'user banned',
-        metadata: { action: 'banned', reason: input.reason, expires_at: expiresAt?.toISOString() ?? null, revoked_sessions: sessionIds.length },
+        metadata: {
+          action: 'banned',
+          reason: input.reason,
+          expires_at: expiresAt?.toISOString() ?? null,
+          revoked_sessions: sessionIds.length,
+        },
       }),
       trx,
     );
@@ -71,9 +80,19 @@ export async function unbanUser(ctx: ServiceContext, userId: string, actor: Attr
   return transaction(ctx.db, async (trx) => {
     const active = await findActiveBan(trx, userId);
     if (!active) throw notFound('active ban');
-    const ban = await Ban.query(trx).patchAndFetchById(active.id, { unbanned_at: new Date(), unbanned_by: actor.actorId });
+    const ban = await Ban.query(trx).patchAndFetchById(active.id, {
+      unbanned_at: new Date(),
+      unbanned_by: actor.actorId,
+    });
     await recordAuditEvent(
-      attributed(actor, { user_id: userId, event_type: 'user_updated', resource_type: 'ban', resource_id: ban.id, description: 'user unbanned', metadata: { action: 'unbanned' } }),
+      attributed(actor, {
+        user_id: userId,
+        event_type: 'user_updated',
+        resource_type: 'ban',
+        resource_id: ban.id,
+        description: 'user unbanned',
+        metadata: { action: 'unbanned' },
+      }),
       trx,
     );
     afterCommit(trx, () => invalidateCredentials(ctx, { userId }));
@@ -114,7 +133,17 @@ export async function scheduleDeletion(ctx: ServiceContext, userId: string, acto
     if (!user) throw notFound('user');
     if (user.scheduled_deletion_at) return user.scheduled_deletion_at;
     await User.query(trx).patch({ scheduled_deletion_at: at }).where('id', userId);
-    await recordAuditEvent(attributed(actor, { user_id: userId, event_type: 'user_updated', resource_type: 'user', resource_id: userId, description: 'account deletion scheduled', metadata: { action: 'deletion_scheduled', scheduled_deletion_at: at.toISOString() } }), trx);
+    await recordAuditEvent(
+      attributed(actor, {
+        user_id: userId,
+        event_type: 'user_updated',
+        resource_type: 'user',
+        resource_id: userId,
+        description: 'account deletion scheduled',
+        metadata: { action: 'deletion_scheduled', scheduled_deletion_at: at.toISOString() },
+      }),
+      trx,
+    );
     return at;
   });
 }
@@ -123,17 +152,27 @@ export async function scheduleDeletion(ctx: ServiceContext, userId: string, acto
  * Soft delete (spec §3): deleted_at set, every session deleted and every API key deactivated at
  * once, and the account scheduled for the purge after the grace period (cancel-deletion restores it).
  */
-export async function softDeleteUser(ctx: ServiceContext, userId: string, actor: Attribution & { reason?: string }): Promise<void> {
+export async function softDeleteUser(
+  ctx: ServiceContext,
+  userId: string,
+  actor: Attribution & { reason?: string },
+): Promise<void> {
   const grace = await deletionGraceMs(ctx.db);
   await transaction(ctx.db, async (trx) => {
     const user = await User.query(trx).findById(userId).forUpdate();
     if (!user) throw notFound('user');
     if (user.deleted_at) throw conflict('user is already deleted');
     await User.query(trx)
-      .patch({ deleted_at: new Date(), scheduled_deletion_at: user.scheduled_deletion_at ?? new Date(Date.now() + grace) })
+      .patch({
+        deleted_at: new Date(),
+        scheduled_deletion_at: user.scheduled_deletion_at ?? new Date(Date.now() + grace),
+      })
       .where('id', userId);
     const sessionIds = await deleteUserSessions(trx, userId);
-    const keys: Array<{ id: string }> = await trx('api_keys').where({ user_id: userId, is_active: true }).update({ is_active: false, locked: true, updated_at: trx.fn.now() }).returning('id');
+    const keys: Array<{ id: string }> = await trx('api_keys')
+      .where({ user_id: userId, is_active: true })
+      .update({ is_active: false, locked: true, updated_at: trx.fn.now() })
+      .returning('id');
     await recordAuditEvent(
       attributed(actor, {
         user_id: userId,
@@ -141,13 +180,23 @@ export async function softDeleteUser(ctx: ServiceContext, userId: string, actor:
         resource_type: 'user',
         resource_id: userId,
         description: 'account deleted (soft)',
-        metadata: { stage: 'soft_deleted', reason: actor.reason ?? null, revoked_sessions: sessionIds.length, revoked_api_keys: keys.length },
+        metadata: {
+          stage: 'soft_deleted',
+          reason: actor.reason ?? null,
+          revoked_sessions: sessionIds.length,
+          revoked_api_keys: keys.length,
+        },
       }),
       trx,
     );
     afterCommit(trx, async () => {
       for (const k of keys) await invalidateCredentials(ctx, { apiKeyId: k.id });
-      await ctx.bus.publishToUser(userId, { type: 'accountDeleted', userId, reason: actor.reason ?? 'account deleted', timestamp: now() });
+      await ctx.bus.publishToUser(userId, {
+        type: 'accountDeleted',
+        userId,
+        reason: actor.reason ?? 'account deleted',
+        timestamp: now(),
+      });
       await announceSessionsRevoked(ctx, userId, sessionIds, 'account_deleted');
       await announceForcedLogout(ctx, userId, 'account_deleted');
     });
@@ -155,13 +204,27 @@ export async function softDeleteUser(ctx: ServiceContext, userId: string, actor:
 }
 
 /** Clears a scheduled deletion and a soft delete; 409 when neither is set. */
-export async function cancelDeletion(ctx: ServiceContext, userId: string, actor: Attribution): Promise<{ wasDeleted: boolean }> {
+export async function cancelDeletion(
+  ctx: ServiceContext,
+  userId: string,
+  actor: Attribution,
+): Promise<{ wasDeleted: boolean }> {
   const wasDeleted = await transaction(ctx.db, async (trx) => {
     const user = await User.query(trx).findById(userId).forUpdate();
     if (!user) throw notFound('user');
     if (!user.scheduled_deletion_at && !user.deleted_at) throw conflict('no deletion is scheduled for this user');
     await User.query(trx).patch({ scheduled_deletion_at: null, deleted_at: null }).where('id', userId);
-    await recordAuditEvent(attributed(actor, { user_id: userId, event_type: 'user_updated', resource_type: 'user', resource_id: userId, description: 'account deletion cancelled', metadata: { action: 'deletion_cancelled', was_deleted: !!user.deleted_at } }), trx);
+    await recordAuditEvent(
+      attributed(actor, {
+        user_id: userId,
+        event_type: 'user_updated',
+        resource_type: 'user',
+        resource_id: userId,
+        description: 'account deletion cancelled',
+        metadata: { action: 'deletion_cancelled', was_deleted: !!user.deleted_at },
+      }),
+      trx,
+    );
     afterCommit(trx, () => invalidateCredentials(ctx, { userId }));
     return !!user.deleted_at;
   });
@@ -174,12 +237,18 @@ export async function cancelDeletion(ctx: ServiceContext, userId: string, actor:
  * is not personal (who/where fields and metadata are cleared). One `user_deleted` event remains,
  * naming only the former id.
  */
-export async function purgeUser(ctx: ServiceContext, userId: string, actor: Attribution & { reason: string }): Promise<boolean> {
+export async function purgeUser(
+  ctx: ServiceContext,
+  userId: string,
+  actor: Attribution & { reason: string },
+): Promise<boolean> {
   if (actor.actorId === userId) throw badRequest('use DELETE /v1/users/me to delete your own account');
   return transaction(ctx.db, async (trx) => {
     const user = await trx('users').where('id', userId).forUpdate().first('id');
     if (!user) return false;
-    const emails: string[] = (await trx('platform_accounts').where('user_id', userId).whereNotNull('email').pluck('email')).map((e: string) => e.toLowerCase());
+    const emails: string[] = (
+      await trx('platform_accounts').where('user_id', userId).whereNotNull('email').pluck('email')
+    ).map((e: string) => e.toLowerCase());
     await trx('audit_events')
       .where('user_id', userId)
       .orWhere('actor_id', userId)
@@ -225,7 +294,13 @@ export async function purgeUser(ctx: ServiceContext, userId: string, actor: Attr
  * past), and only those. One failing account does not stop the others.
  */
 export async function purgeDeletedAccounts(ctx: ServiceContext): Promise<{ purged: number; failed: number }> {
-  const due: string[] = await ctx.db('users').whereNotNull('scheduled_deletion_at').where('scheduled_deletion_at', '<=', ctx.db.fn.now()).orderBy('scheduled_deletion_at').limit(500).pluck('id');
+  const due: string[] = await ctx
+    .db('users')
+    .whereNotNull('scheduled_deletion_at')
+    .where('scheduled_deletion_at', '<=', ctx.db.fn.now())
+    .orderBy('scheduled_deletion_at')
+    .limit(500)
+    .pluck('id');
   let purged = 0;
   let failed = 0;
   for (const id of due) {

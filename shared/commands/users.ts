@@ -10,7 +10,14 @@ import { User } from '../models/User';
 import { DEFAULT_USER_ROLE_ID } from '../permissions';
 import { displayAccount } from '../presenters/user';
 import { supportedLocales } from '../queries/accountSettings';
-import { emailInUse, emailPlatform, findEmailAccountByAddress, findUserIdByEmail, userAccounts, usernameTaken } from '../queries/users';
+import {
+  emailInUse,
+  emailPlatform,
+  findEmailAccountByAddress,
+  findUserIdByEmail,
+  userAccounts,
+  usernameTaken,
+} from '../queries/users';
 
 // Kept for importers outside the accounts area (shared/commands/oauthSignin.ts, api/routes/platforms.ts,
 // api/routes/bans.ts, scripts/cli.ts); new code imports from shared/queries/users and shared/domain/accounts.
@@ -20,7 +27,12 @@ import { emailInUse, emailPlatform, findEmailAccountByAddress, findUserIdByEmail
  * underscores, and a short random suffix is added while the name is taken.
  */
 export async function uniqueUsername(db: Knex, base: string): Promise<string> {
-  let name = base.normalize('NFKD').replace(/[^A-Za-z0-9_]+/g, '_').replace(/_+/g, '_').replace(/^_|_$/g, '').slice(0, 24);
+  let name = base
+    .normalize('NFKD')
+    .replace(/[^A-Za-z0-9_]+/g, '_')
+    .replace(/_+/g, '_')
+    .replace(/^_|_$/g, '')
+    .slice(0, 24);
   if (name.length < 3) name = `user${name ? '_' + name : ''}`.slice(0, 24);
   if (!(await usernameTaken(db, name))) return name;
   for (let i = 0; i < 20; i++) {
@@ -46,11 +58,21 @@ export interface NewAccount {
  * Creates a user with their first platform account (primary) and the User role: every new user,
  * whichever way they signed up, gets role_user.
  */
-export async function createUserWithAccount(trx: Knex.Transaction, input: { username: string; preferredLocale?: string | null; lastLoginAt?: Date | null; account: NewAccount }): Promise<{ user: User; account: PlatformAccount }> {
-  const user = await User.query(trx).insertAndFetch({ username: input.username, preferred_locale: input.preferredLocale ?? null, last_login_at: input.lastLoginAt ?? null });
+export async function createUserWithAccount(
+  trx: Knex.Transaction,
+  input: { username: string; preferredLocale?: string | null; lastLoginAt?: Date | null; account: NewAccount },
+): Promise<{ user: User; account: PlatformAccount }> {
+  const user = await User.query(trx).insertAndFetch({
+    username: input.username,
+    preferred_locale: input.preferredLocale ?? null,
+    last_login_at: input.lastLoginAt ?? null,
+  });
   const account = await addPlatformAccount(trx, user.id, input.account, true);
   await User.query(trx).patch({ primary_platform_account_id: account.id }).where('id', user.id);
-  await trx('user_roles').insert({ user_id: user.id, role_id: DEFAULT_USER_ROLE_ID }).onConflict(['user_id', 'role_id']).ignore();
+  await trx('user_roles')
+    .insert({ user_id: user.id, role_id: DEFAULT_USER_ROLE_ID })
+    .onConflict(['user_id', 'role_id'])
+    .ignore();
   user.primary_platform_account_id = account.id;
   return { user, account };
 }
@@ -66,18 +88,35 @@ export async function createVerifiedEmailUser(
   input: { email: string; passwordHash: string; username?: string | null; locale?: string | null },
 ): Promise<{ user: User; account: PlatformAccount }> {
   const email = normaliseEmail(input.email);
-  if ((await findEmailAccountByAddress(trx, email)) || (await findUserIdByEmail(trx, email, { verifiedOnly: true }))) throw conflict('email is already in use');
+  if ((await findEmailAccountByAddress(trx, email)) || (await findUserIdByEmail(trx, email, { verifiedOnly: true })))
+    throw conflict('email is already in use');
   const platform = await emailPlatform(trx);
-  const username = input.username && !(await usernameTaken(trx, input.username)) ? input.username : await uniqueUsername(trx, input.username ?? email.split('@')[0]);
+  const username =
+    input.username && !(await usernameTaken(trx, input.username))
+      ? input.username
+      : await uniqueUsername(trx, input.username ?? email.split('@')[0]);
   return createUserWithAccount(trx, {
     username,
     preferredLocale: input.locale ?? null,
-    account: { platformId: platform.id, platformUserId: email, isOauth: false, username, email, passwordHash: input.passwordHash, emailVerifiedAt: new Date() },
+    account: {
+      platformId: platform.id,
+      platformUserId: email,
+      isOauth: false,
+      username,
+      email,
+      passwordHash: input.passwordHash,
+      emailVerifiedAt: new Date(),
+    },
   });
 }
 
 /** Adds a platform account to an existing user. */
-export async function addPlatformAccount(trx: Knex.Transaction, userId: string, a: NewAccount, primary = false): Promise<PlatformAccount> {
+export async function addPlatformAccount(
+  trx: Knex.Transaction,
+  userId: string,
+  a: NewAccount,
+  primary = false,
+): Promise<PlatformAccount> {
   return PlatformAccount.query(trx).insertAndFetch({
     user_id: userId,
     platform_id: a.platformId,
@@ -105,7 +144,12 @@ export interface UserChanges {
  * Updates a user (409 for a taken username or address). The sign-in address of an email account
  * changes only through the email change flow; avatars_enabled=false clears every avatar URL.
  */
-export async function updateUser(ctx: ServiceContext, userId: string, body: UserChanges, by: Attribution): Promise<User> {
+export async function updateUser(
+  ctx: ServiceContext,
+  userId: string,
+  body: UserChanges,
+  by: Attribution,
+): Promise<User> {
   return transaction(ctx.db, async (trx) => {
     const user = await User.query(trx).findById(userId).whereNull('deleted_at').forUpdate();
     if (!user) throw notFound('user');
@@ -124,7 +168,9 @@ export async function updateUser(ctx: ServiceContext, userId: string, body: User
       const accountChanges: Partial<PlatformAccount> = {};
       if (body.email !== undefined && body.email !== primary.email) {
         if (primary.platform?.slug === 'email') {
-          throw badRequest('email: the sign-in address of an email account changes through POST /v1/users/{id}/email/request-change');
+          throw badRequest(
+            'email: the sign-in address of an email account changes through POST /v1/users/{id}/email/request-change',
+          );
         }
         if (await emailInUse(trx, body.email, userId)) throw conflict('email is already in use');
         // Typed in, not proven: it never becomes a basis for linking by email until a provider confirms it.
@@ -134,19 +180,35 @@ export async function updateUser(ctx: ServiceContext, userId: string, body: User
         if (body.avatar_url !== null && !avatarsOn) throw badRequest('avatar_url: avatars are disabled for this user');
         accountChanges.avatar_url = body.avatar_url;
       }
-      if (Object.keys(accountChanges).length) await PlatformAccount.query(trx).patch(accountChanges).where('id', primary.id);
+      if (Object.keys(accountChanges).length)
+        await PlatformAccount.query(trx).patch(accountChanges).where('id', primary.id);
     }
-    if (changes.avatars_enabled === false) await PlatformAccount.query(trx).patch({ avatar_url: null }).where('user_id', userId);
+    if (changes.avatars_enabled === false)
+      await PlatformAccount.query(trx).patch({ avatar_url: null }).where('user_id', userId);
     // Always patched (even with account-only changes) so updated_at moves.
     const updated = await User.query(trx).patchAndFetchById(userId, changes);
     const fields = Object.keys(body).filter((k) => (body as Record<string, unknown>)[k] !== undefined);
-    await recordAuditEvent(attributed(by, { user_id: userId, event_type: 'user_updated', resource_type: 'user', resource_id: userId, metadata: { fields } }), trx);
+    await recordAuditEvent(
+      attributed(by, {
+        user_id: userId,
+        event_type: 'user_updated',
+        resource_type: 'user',
+        resource_id: userId,
+        metadata: { fields },
+      }),
+      trx,
+    );
     return updated;
   });
 }
 
 /** Changes a user's username (409 when taken case-insensitively by someone else). */
-export async function changeUsername(ctx: ServiceContext, userId: string, username: string, by: Attribution): Promise<User> {
+export async function changeUsername(
+  ctx: ServiceContext,
+  userId: string,
+  username: string,
+  by: Attribution,
+): Promise<User> {
   return transaction(ctx.db, async (trx) => {
     const current = await User.query(trx).findById(userId).whereNull('deleted_at');
     if (!current) throw notFound('user');

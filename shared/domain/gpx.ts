@@ -10,7 +10,12 @@ const TRIP_NS = 'urn:tracking-platform:gpx:trip:1';
 /** Garmin's TrackPointExtension v2: the de-facto standard for speed (m/s) and course in GPX 1.1. */
 const TPX_NS = 'http://www.garmin.com/xmlschemas/TrackPointExtension/v2';
 
-const builder = new XMLBuilder({ ignoreAttributes: false, attributeNamePrefix: '@_', format: true, suppressEmptyNode: true });
+const builder = new XMLBuilder({
+  ignoreAttributes: false,
+  attributeNamePrefix: '@_',
+  format: true,
+  suppressEmptyNode: true,
+});
 
 /** Drops null/undefined members, so absent values produce no element (GPX has no nil). */
 function compact<T extends Record<string, unknown>>(o: T): Partial<T> {
@@ -27,7 +32,12 @@ export function buildTripGpx(trip: Trip, points: GpsPointRow[], stats: TripStats
   if (points.length) {
     const lats = points.map((p) => p.latitude);
     const lons = points.map((p) => p.longitude);
-    bounds = { '@_minlat': Math.min(...lats), '@_minlon': Math.min(...lons), '@_maxlat': Math.max(...lats), '@_maxlon': Math.max(...lons) };
+    bounds = {
+      '@_minlat': Math.min(...lats),
+      '@_minlon': Math.min(...lons),
+      '@_maxlat': Math.max(...lats),
+      '@_maxlon': Math.max(...lons),
+    };
   }
   const trkpt = points.map((p) =>
     compact({
@@ -38,7 +48,9 @@ export function buildTripGpx(trip: Trip, points: GpsPointRow[], stats: TripStats
       hdop: p.hdop,
       vdop: p.vdop,
       pdop: p.pdop,
-      extensions: { 'gpxtpx:TrackPointExtension': compact({ 'gpxtpx:speed': p.speed_mps, 'gpxtpx:course': p.heading }) },
+      extensions: {
+        'gpxtpx:TrackPointExtension': compact({ 'gpxtpx:speed': p.speed_mps, 'gpxtpx:course': p.heading }),
+      },
     }),
   );
   const doc = {

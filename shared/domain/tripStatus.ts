@@ -26,11 +26,16 @@ export function canDeleteTrip(status: TripStatus): boolean {
  * completion, both set to `now` (a Date, or a SQL clock expression). Throws 400 for a transition
  * the table does not allow.
  */
-export function transitionPatch<T = Date>(trip: Pick<Trip, 'status'>, to: TripStatus, now: T): { status: TripStatus; started_at?: T; ended_at?: T } {
+export function transitionPatch<T = Date>(
+  trip: Pick<Trip, 'status'>,
+  to: TripStatus,
+  now: T,
+): { status: TripStatus; started_at?: T; ended_at?: T } {
   if (!canTransition(trip.status, to)) {
     const allowed = TRIP_TRANSITIONS[trip.status];
     throw badRequest(
-      `status: invalid transition from ${trip.status} to ${to}` + (allowed.length ? ` (allowed: ${allowed.join(', ')})` : ' (a completed trip is final)'),
+      `status: invalid transition from ${trip.status} to ${to}` +
+        (allowed.length ? ` (allowed: ${allowed.join(', ')})` : ' (a completed trip is final)'),
     );
   }
   const patch: { status: TripStatus; started_at?: T; ended_at?: T } = { status: to };

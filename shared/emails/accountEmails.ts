@@ -5,7 +5,8 @@
  * stores them with a placeholder instead and the worker puts the token in (emails/outbox.ts).
  */
 
-export type AccountEmailTemplate = 'registration' | 'email_verification' | 'email_change' | 'email_link' | 'password_reset' | 'account_exists';
+export type AccountEmailTemplate =
+  'registration' | 'email_verification' | 'email_change' | 'email_link' | 'password_reset' | 'account_exists';
 
 export type EmailLocale = 'en' | 'de';
 
@@ -49,7 +50,13 @@ export function emailLocale(preferred: string | null | undefined, acceptLanguage
 
 function when(d: Date | undefined, locale: EmailLocale): string {
   if (!d) return '';
-  return d.toLocaleString(locale === 'de' ? 'de-DE' : 'en-GB', { timeZone: 'UTC', dateStyle: 'medium', timeStyle: 'short' }) + ' UTC';
+  return (
+    d.toLocaleString(locale === 'de' ? 'de-DE' : 'en-GB', {
+      timeZone: 'UTC',
+      dateStyle: 'medium',
+      timeStyle: 'short',
+    }) + ' UTC'
+  );
 }
 
 type Copy = { subject: string; paragraphs: string[] };
@@ -78,11 +85,21 @@ const copy: Record<AccountEmailTemplate, Record<EmailLocale, (v: AccountEmailVar
   email_verification: {
     en: (v) => ({
       subject: 'Verify your email address',
-      paragraphs: [`Hello ${v.username ?? ''},`.replace(' ,', ','), `please verify ${v.email} to sign in with it:`, v.link, `The link works until ${when(v.expiresAt, 'en')}.`],
+      paragraphs: [
+        `Hello ${v.username ?? ''},`.replace(' ,', ','),
+        `please verify ${v.email} to sign in with it:`,
+        v.link,
+        `The link works until ${when(v.expiresAt, 'en')}.`,
+      ],
     }),
     de: (v) => ({
       subject: 'Bestätige deine E-Mail-Adresse',
-      paragraphs: [`Hallo ${v.username ?? ''},`.replace(' ,', ','), `bitte bestätige ${v.email}, um dich damit anzumelden:`, v.link, `Der Link ist gültig bis ${when(v.expiresAt, 'de')}.`],
+      paragraphs: [
+        `Hallo ${v.username ?? ''},`.replace(' ,', ','),
+        `bitte bestätige ${v.email}, um dich damit anzumelden:`,
+        v.link,
+        `Der Link ist gültig bis ${when(v.expiresAt, 'de')}.`,
+      ],
     }),
   },
   email_change: {
@@ -170,14 +187,21 @@ const copy: Record<AccountEmailTemplate, Record<EmailLocale, (v: AccountEmailVar
 };
 
 /** Escapes text for HTML content and double- or single-quoted attribute values. */
-export const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+export const escapeHtml = (s: string) =>
+  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
 /** Subject, text and HTML of one account email. */
-export function renderAccountEmail(template: AccountEmailTemplate, locale: EmailLocale, vars: AccountEmailVars): { subject: string; text: string; html: string } {
+export function renderAccountEmail(
+  template: AccountEmailTemplate,
+  locale: EmailLocale,
+  vars: AccountEmailVars,
+): { subject: string; text: string; html: string } {
   const c = copy[template][locale](vars);
   const text = c.paragraphs.join('\n\n') + '\n';
   const html = c.paragraphs
-    .map((p) => (p === vars.link ? `<p><a href="${escapeHtml(p)}">${escapeHtml(p)}</a></p>` : `<p>${escapeHtml(p)}</p>`))
+    .map((p) =>
+      p === vars.link ? `<p><a href="${escapeHtml(p)}">${escapeHtml(p)}</a></p>` : `<p>${escapeHtml(p)}</p>`,
+    )
     .join('\n');
   return { subject: c.subject, text, html: `<!doctype html><html><body>\n${html}\n</body></html>` };
 }

@@ -28,7 +28,11 @@ export const TOKEN_PLACEHOLDER = 'REDACTED';
  * caller's transaction: the mail exists and gets sent iff the change commits, whatever Redis does
  * meanwhile. Call `outbox.wake()` after the commit. Returns the email_outbox id.
  */
-export async function writeAccountEmail(trx: Knex.Transaction, config: Pick<Config, 'appUrl' | 'secretsKey'>, mail: AccountEmail): Promise<string> {
+export async function writeAccountEmail(
+  trx: Knex.Transaction,
+  config: Pick<Config, 'appUrl' | 'secretsKey'>,
+  mail: AccountEmail,
+): Promise<string> {
   const link = emailLink(config.appUrl, mail.template, mail.token ? TOKEN_PLACEHOLDER : undefined);
   const { subject, text, html } = renderAccountEmail(mail.template, mail.locale, { ...mail.vars, link });
   const row = await EmailOutbox.query(trx).insertAndFetch({
@@ -61,7 +65,10 @@ export function outboxBodies(mail: EmailOutbox, secretsKey: Buffer): { text: str
  */
 export function outboxMessageId(outboxId: string, mailFrom: string): string {
   const address = /<([^>]*)>/.exec(mailFrom)?.[1] ?? mailFrom;
-  const domain = address.slice(address.lastIndexOf('@') + 1).trim().toLowerCase();
+  const domain = address
+    .slice(address.lastIndexOf('@') + 1)
+    .trim()
+    .toLowerCase();
   return `<outbox-${outboxId}@${/^[a-z0-9.-]+$/.test(domain) && address.includes('@') ? domain : 'localhost'}>`;
 }
 
@@ -75,5 +82,9 @@ const TOKEN_PARAM = /\btoken=[A-Za-z0-9_\-%.~]+/g;
  */
 export function finishedOutboxFields(mail: EmailOutbox): Pick<EmailOutbox, 'token_sealed' | 'text_body' | 'html_body'> {
   const redact = (body: string) => body.replace(TOKEN_PARAM, `token=${TOKEN_PLACEHOLDER}`);
-  return { token_sealed: null, text_body: redact(mail.text_body), html_body: mail.html_body === null ? null : redact(mail.html_body) };
+  return {
+    token_sealed: null,
+    text_body: redact(mail.text_body),
+    html_body: mail.html_body === null ? null : redact(mail.html_body),
+  };
 }

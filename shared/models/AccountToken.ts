@@ -1,6 +1,7 @@
 import { Model } from 'objection';
 
-export type AccountTokenPurpose = 'registration' | 'email_verification' | 'email_change' | 'email_link' | 'password_reset';
+export type AccountTokenPurpose =
+  'registration' | 'email_verification' | 'email_change' | 'email_link' | 'password_reset';
 
 /** A one-time token of an email flow; only its sha256 is stored. */
 export class AccountToken extends Model {

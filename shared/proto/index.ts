@@ -92,7 +92,9 @@ const TYPE_OF_PAYLOAD: Record<PayloadCase, string> = {
   moderationResponse: 'MODERATION_RESPONSE',
 };
 
-const PAYLOAD_OF_TYPE = new Map<string, PayloadCase>(Object.entries(TYPE_OF_PAYLOAD).map(([k, v]) => [v, k as PayloadCase]));
+const PAYLOAD_OF_TYPE = new Map<string, PayloadCase>(
+  Object.entries(TYPE_OF_PAYLOAD).map(([k, v]) => [v, k as PayloadCase]),
+);
 
 /** A decoded envelope as a plain object: enums as names, int64 as numbers. */
 export interface Envelope {
@@ -104,7 +106,11 @@ export interface Envelope {
 
 /** Builds and encodes an envelope around one payload; `type` follows from the payload. */
 export function encodeEnvelope(payload: PayloadCase, body: Record<string, unknown>, requestId?: string): Uint8Array {
-  const msg = WsEnvelopeType.fromObject({ type: TYPE_OF_PAYLOAD[payload], ...(requestId ? { requestId } : {}), [payload]: body });
+  const msg = WsEnvelopeType.fromObject({
+    type: TYPE_OF_PAYLOAD[payload],
+    ...(requestId ? { requestId } : {}),
+    [payload]: body,
+  });
   return WsEnvelopeType.encode(msg).finish();
 }
 
@@ -117,7 +123,13 @@ export function decodeEnvelope(bytes: Uint8Array): Envelope {
   // `oneofs: false`: protobufjs would otherwise also emit the synthetic oneofs of proto3 optional
   // fields (`_guildId: 'guildId'`) in every nested message. The payload case comes from the
   // decoded message's oneof getter instead.
-  const obj = WsEnvelopeType.toObject(msg, { enums: String, longs: Number, oneofs: false, defaults: false, arrays: true }) as Envelope;
+  const obj = WsEnvelopeType.toObject(msg, {
+    enums: String,
+    longs: Number,
+    oneofs: false,
+    defaults: false,
+    arrays: true,
+  }) as Envelope;
   const set = (msg as unknown as { payload?: PayloadCase }).payload;
   if (set) obj.payload = set;
   if (obj.type === undefined) obj.type = 'UNSPECIFIED';

@@ -42,11 +42,16 @@ const RESPONSE_OF: Partial<Record<PayloadCase, PayloadCase>> = {
 };
 
 /** A response with success=false in the shape the requester expects. */
-export function failureReply(request: PayloadCase, message: string, original?: Record<string, unknown>): [PayloadCase, Record<string, unknown>] {
+export function failureReply(
+  request: PayloadCase,
+  message: string,
+  original?: Record<string, unknown>,
+): [PayloadCase, Record<string, unknown>] {
   const response = RESPONSE_OF[request];
   if (!response) return ['error', { message, code: 'bad_request' }];
   const body: Record<string, unknown> = { success: false, error: message };
-  if (response === 'moderationResponse' && original) Object.assign(body, { guildId: original.guildId ?? '', userId: original.userId ?? '', action: original.action });
+  if (response === 'moderationResponse' && original)
+    Object.assign(body, { guildId: original.guildId ?? '', userId: original.userId ?? '', action: original.action });
   return [response, body];
 }
 
@@ -70,21 +75,35 @@ export function botRequestProblem(env: Envelope): string | null {
     return null;
   }
   if (env.payload === 'moderationRequest') {
-    const r = (env.moderationRequest ?? {}) as { guildId?: string; userId?: string; action?: string; durationSeconds?: number; deleteMessageSeconds?: number };
+    const r = (env.moderationRequest ?? {}) as {
+      guildId?: string;
+      userId?: string;
+      action?: string;
+      durationSeconds?: number;
+      deleteMessageSeconds?: number;
+    };
     if (!r.guildId || !SNOWFLAKE.test(r.guildId)) return 'guild_id: required snowflake (digits)';
     if (!r.userId || !SNOWFLAKE.test(r.userId)) return 'user_id: required snowflake (digits)';
     if (!r.action || r.action === 'MODERATION_ACTION_UNSPECIFIED') return 'action: required';
-    if (r.action === 'MODERATION_TIMEOUT' && !(Number.isInteger(r.durationSeconds) && r.durationSeconds! >= 1 && r.durationSeconds! <= 2_419_200)) {
+    if (
+      r.action === 'MODERATION_TIMEOUT' &&
+      !(Number.isInteger(r.durationSeconds) && r.durationSeconds! >= 1 && r.durationSeconds! <= 2_419_200)
+    ) {
       return 'duration_seconds: required for a timeout, 1 to 2419200';
     }
-    if (r.deleteMessageSeconds !== undefined && !(r.deleteMessageSeconds >= 0 && r.deleteMessageSeconds <= 604_800)) return 'delete_message_seconds: 0 to 604800';
+    if (r.deleteMessageSeconds !== undefined && !(r.deleteMessageSeconds >= 0 && r.deleteMessageSeconds <= 604_800))
+      return 'delete_message_seconds: 0 to 604800';
     return null;
   }
   return null;
 }
 
 /** Picks a live realtime instance reporting a chat bot connection, from the stats hash. */
-export async function pickChatBotInstance(redis: Redis, config: Pick<Config, 'redisPrefix'>, freshMs = 15_000): Promise<string | null> {
+export async function pickChatBotInstance(
+  redis: Redis,
+  config: Pick<Config, 'redisPrefix'>,
+  freshMs = 15_000,
+): Promise<string | null> {
   const all = await redis.hgetall(redisKey(config, WS_STATS_KEY));
   const candidates = Object.entries(all)
     .map(([id, raw]) => {
@@ -94,17 +113,30 @@ export async function pickChatBotInstance(redis: Redis, config: Pick<Config, 're
         return null;
       }
     })
-    .filter((r): r is { id: string; chatBots?: number; at: number } => !!r && (r.chatBots ?? 0) > 0 && Date.now() - r.at <= freshMs);
+    .filter(
+      (r): r is { id: string; chatBots?: number; at: number } =>
+        !!r && (r.chatBots ?? 0) > 0 && Date.now() - r.at <= freshMs,
+    );
   if (!candidates.length) return null;
   return candidates[Math.floor(Math.random() * candidates.length)].id;
 }
 
-
 type BotRequest =
-  | { payload: 'chatSyncRequest'; body: { guildId?: string; scope?: 'CHAT_SYNC_SCOPE_GUILDS' | 'CHAT_SYNC_SCOPE_MEMBERS' } }
+  | {
+      payload: 'chatSyncRequest';
+      body: { guildId?: string; scope?: 'CHAT_SYNC_SCOPE_GUILDS' | 'CHAT_SYNC_SCOPE_MEMBERS' };
+    }
   | {
       payload: 'moderationRequest';
-      body: { guildId: string; userId: string; action: string; durationSeconds?: number; reason?: string; deleteMessageSeconds?: number; actorId: string };
+      body: {
+        guildId: string;
+        userId: string;
+        action: string;
+        durationSeconds?: number;
+        reason?: string;
+        deleteMessageSeconds?: number;
+        actorId: string;
+      };
     };
 
 /**

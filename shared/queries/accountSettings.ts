@@ -8,7 +8,8 @@ async function configValue<T>(db: Knex, key: string, valid: (v: unknown) => v is
 }
 
 const positive = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v > 0;
-const stringList = (v: unknown): v is string[] => Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === 'string' && x.length > 0);
+const stringList = (v: unknown): v is string[] =>
+  Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === 'string' && x.length > 0);
 
 /** Lifetime of a session created by a login (system config auth.session_days, default 30 days). */
 export async function sessionLifetimeMs(db: Knex): Promise<number> {

@@ -14,7 +14,10 @@ test('create: 201 with the key shown once, stored as sha256 with its prefix; aud
   const s = stack();
   const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   const expires = new Date(Date.now() + 86400_000).toISOString();
-  const r = await s.request('POST', '/v1/api-keys', { token: user.token, body: { name: 'CI', description: 'builds', scopes: ['gps:read', 'trips:read', 'gps:read'], expires_at: expires } });
+  const r = await s.request('POST', '/v1/api-keys', {
+    token: user.token,
+    body: { name: 'CI', description: 'builds', scopes: ['gps:read', 'trips:read', 'gps:read'], expires_at: expires },
+  });
   t.is(r.status, 201, r.text);
   for (const k of ['id', 'key', 'name', 'scopes', 'expires_at']) t.true(k in r.body, k);
   t.deepEqual(r.body.scopes, ['gps:read', 'trips:read']);
@@ -34,15 +37,40 @@ test('create: 201 with the key shown once, stored as sha256 with its prefix; aud
   t.false('key' in got.body.data);
   t.false(JSON.stringify(got.body).includes(r.body.key));
   t.is(got.body.data.key_prefix, r.body.key.slice(0, 12));
-  t.deepEqual(Object.keys(got.body.data).sort(), ['created_at', 'description', 'expires_at', 'id', 'is_active', 'is_system', 'key_prefix', 'last_used_at', 'name', 'scopes', 'updated_at', 'user_id']);
+  t.deepEqual(Object.keys(got.body.data).sort(), [
+    'created_at',
+    'description',
+    'expires_at',
+    'id',
+    'is_active',
+    'is_system',
+    'key_prefix',
+    'last_used_at',
+    'name',
+    'scopes',
+    'updated_at',
+    'user_id',
+  ]);
 
   const audit = await s.db('audit_events').where({ event_type: 'api_key_created', resource_id: r.body.id }).first();
   t.truthy(audit);
   t.is(audit.user_id, user.id);
   t.false(JSON.stringify(audit).includes(r.body.key));
 
-  t.is((await s.request('POST', '/v1/api-keys', { token: user.token, body: { name: 'x', expires_at: new Date(Date.now() - 1000).toISOString() } })).status, 400);
-  t.is((await s.request('POST', '/v1/api-keys', { token: user.token, body: { name: 'x', scopes: ['not a scope'] } })).status, 400);
+  t.is(
+    (
+      await s.request('POST', '/v1/api-keys', {
+        token: user.token,
+        body: { name: 'x', expires_at: new Date(Date.now() - 1000).toISOString() },
+      })
+    ).status,
+    400,
+  );
+  t.is(
+    (await s.request('POST', '/v1/api-keys', { token: user.token, body: { name: 'x', scopes: ['not a scope'] } }))
+      .status,
+    400,
+  );
   t.is((await s.request('POST', '/v1/api-keys', { body: { name: 'x' } })).status, 401);
 });
 
@@ -54,19 +82,40 @@ test('scope escalation is refused with 403; super admins are exempt', async (t) 
     t.is(r.status, 403, JSON.stringify(scopes));
     t.regex(r.body.message, /exceed/);
   }
-  t.is(await s.db('api_keys').where({ user_id: user.id }).count('* as n').first().then((r) => Number(r!.n)), 0);
+  t.is(
+    await s
+      .db('api_keys')
+      .where({ user_id: user.id })
+      .count('* as n')
+      .first()
+      .then((r) => Number(r!.n)),
+    0,
+  );
 
   // Through PATCH as well.
-  const made = await s.request('POST', '/v1/api-keys', { token: user.token, body: { name: 'ok', scopes: ['gps:read'] } });
-  const esc = await s.request('PATCH', `/v1/api-keys/${made.body.id}`, { token: user.token, body: { scopes: ['gps:read', 'users:write'] } });
+  const made = await s.request('POST', '/v1/api-keys', {
+    token: user.token,
+    body: { name: 'ok', scopes: ['gps:read'] },
+  });
+  const esc = await s.request('PATCH', `/v1/api-keys/${made.body.id}`, {
+    token: user.token,
+    body: { scopes: ['gps:read', 'users:write'] },
+  });
   t.is(esc.status, 403);
   t.deepEqual((await s.db('api_keys').where('id', made.body.id).first()).scopes, ['gps:read']);
 
   // A key cannot mint a broader key than itself.
   const narrowKey = await createKey({ userId: user.id, scopes: ['api_keys:write', 'gps:read'] });
-  const viaKey = await s.request('POST', '/v1/api-keys', { token: narrowKey.key, body: { name: 'child', scopes: ['trips:read'] } });
+  const viaKey = await s.request('POST', '/v1/api-keys', {
+    token: narrowKey.key,
+    body: { name: 'child', scopes: ['trips:read'] },
+  });
   t.is(viaKey.status, 403);
-  t.is((await s.request('POST', '/v1/api-keys', { token: narrowKey.key, body: { name: 'child', scopes: ['gps:read'] } })).status, 201);
+  t.is(
+    (await s.request('POST', '/v1/api-keys', { token: narrowKey.key, body: { name: 'child', scopes: ['gps:read'] } }))
+      .status,
+    201,
+  );
 
   const admin = await createUser(s.db, { roles: ['role_admin'] });
   const sa = await s.request('POST', '/v1/api-keys', { token: admin.token, body: { name: 'root', scopes: ['*:*'] } });
@@ -82,9 +131,15 @@ test('list and get: callers see their own keys; super admins see all, system key
   const b = await createKey({ userId: bob.id, scopes: ['gps:read'], name: 'bob key' });
   const mine = await s.request('GET', '/v1/api-keys', { token: alice.token });
   t.is(mine.status, 200);
-  t.deepEqual(mine.body.data.map((k: { id: string }) => k.id), [a.id]);
+  t.deepEqual(
+    mine.body.data.map((k: { id: string }) => k.id),
+    [a.id],
+  );
   t.is((await s.request('GET', `/v1/api-keys/${b.id}`, { token: alice.token })).status, 403);
-  t.is((await s.request('GET', '/v1/api-keys/00000000-0000-4000-8000-000000000000', { token: alice.token })).status, 404);
+  t.is(
+    (await s.request('GET', '/v1/api-keys/00000000-0000-4000-8000-000000000000', { token: alice.token })).status,
+    404,
+  );
   const all = await s.request('GET', '/v1/api-keys', { token: admin.token });
   const ids = all.body.data.map((k: { id: string }) => k.id);
   t.true(ids.includes(a.id) && ids.includes(b.id));
@@ -97,24 +152,41 @@ test('list and get: callers see their own keys; super admins see all, system key
 test('PATCH changes only given fields; deactivation and expiry take effect at once', async (t) => {
   const s = stack();
   const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
-  const made = (await s.request('POST', '/v1/api-keys', { token: user.token, body: { name: 'patch me', scopes: ['gps:read', 'trips:read'] } })).body;
+  const made = (
+    await s.request('POST', '/v1/api-keys', {
+      token: user.token,
+      body: { name: 'patch me', scopes: ['gps:read', 'trips:read'] },
+    })
+  ).body;
   t.is((await me(made.key)).status, 200);
-  const p = await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: user.token, body: { name: 'renamed', scopes: ['gps:read'] } });
+  const p = await s.request('PATCH', `/v1/api-keys/${made.id}`, {
+    token: user.token,
+    body: { name: 'renamed', scopes: ['gps:read'] },
+  });
   t.is(p.status, 200);
   t.is(p.body.data.name, 'renamed');
   t.deepEqual(p.body.data.scopes, ['gps:read']);
   t.deepEqual((await me(made.key)).body.data.me.permissions, ['gps:read']);
   t.is((await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: user.token, body: {} })).status, 400);
 
-  t.is((await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: user.token, body: { is_active: false } })).status, 200);
+  t.is(
+    (await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: user.token, body: { is_active: false } })).status,
+    200,
+  );
   t.is((await me(made.key)).status, 401);
   t.truthy(await s.db('audit_events').where({ event_type: 'api_key_revoked', resource_id: made.id }).first());
-  t.is((await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: user.token, body: { is_active: true } })).status, 200);
+  t.is(
+    (await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: user.token, body: { is_active: true } })).status,
+    200,
+  );
   t.is((await me(made.key)).status, 200);
 
   // expires_at honoured: a key expiring in a moment stops working when it passes.
   const soon = new Date(Date.now() + 1500).toISOString();
-  t.is((await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: user.token, body: { expires_at: soon } })).status, 200);
+  t.is(
+    (await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: user.token, body: { expires_at: soon } })).status,
+    200,
+  );
   t.is((await me(made.key)).status, 200);
   await new Promise((r) => setTimeout(r, 1700));
   const expired = await me(made.key);
@@ -122,18 +194,33 @@ test('PATCH changes only given fields; deactivation and expiry take effect at on
   t.regex(expired.body.message, /expired/);
 
   const other = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
-  t.is((await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: other.token, body: { name: 'mine now' } })).status, 403);
+  t.is(
+    (await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: other.token, body: { name: 'mine now' } })).status,
+    403,
+  );
 });
 
 test('regenerate: the old key is dead at once, the new one works; system keys only by super admins', async (t) => {
   const s = stack();
   const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
-  const made = (await s.request('POST', '/v1/api-keys', { token: user.token, body: { name: 'rotate', scopes: ['gps:read'] } })).body;
+  const made = (
+    await s.request('POST', '/v1/api-keys', { token: user.token, body: { name: 'rotate', scopes: ['gps:read'] } })
+  ).body;
   t.is((await me(made.key)).status, 200); // cached now
   const r = await s.request('POST', `/v1/api-keys/${made.id}/regenerate`, { token: user.token });
   t.is(r.status, 200, r.text);
   // Exactly the issued-key fields: nothing else of the row (no key_hash) leaves with the secret.
-  t.deepEqual(Object.keys(r.body).sort(), ['created_at', 'description', 'expires_at', 'id', 'is_active', 'key', 'key_prefix', 'name', 'scopes']);
+  t.deepEqual(Object.keys(r.body).sort(), [
+    'created_at',
+    'description',
+    'expires_at',
+    'id',
+    'is_active',
+    'key',
+    'key_prefix',
+    'name',
+    'scopes',
+  ]);
   const stored = await s.db('api_keys').where('id', made.id).first('key_hash');
   t.false(JSON.stringify(r.body).includes(stored.key_hash));
   t.false(/hash/i.test(r.text));
@@ -159,13 +246,18 @@ test('regenerate: the old key is dead at once, the new one works; system keys on
   const sr = await s.request('POST', `/v1/api-keys/${extraSystem.id}/regenerate`, { token: admin.token });
   t.is(sr.status, 200);
   t.is((await s.request('POST', '/v1/gql', { token: extraSystem.key, body: ME })).status, 401);
-  t.true((await s.request('POST', '/v1/gql', { token: sr.body.key, body: { query: '{ me { isSuperAdmin } }' } })).body.data.me.isSuperAdmin);
+  t.true(
+    (await s.request('POST', '/v1/gql', { token: sr.body.key, body: { query: '{ me { isSuperAdmin } }' } })).body.data
+      .me.isSuperAdmin,
+  );
 });
 
 test('delete: 204 and the key stops working; system keys cannot be deleted', async (t) => {
   const s = stack();
   const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
-  const made = (await s.request('POST', '/v1/api-keys', { token: user.token, body: { name: 'bye', scopes: ['gps:read'] } })).body;
+  const made = (
+    await s.request('POST', '/v1/api-keys', { token: user.token, body: { name: 'bye', scopes: ['gps:read'] } })
+  ).body;
   t.is((await me(made.key)).status, 200);
   const other = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   t.is((await s.request('DELETE', `/v1/api-keys/${made.id}`, { token: other.token })).status, 403);
@@ -173,7 +265,11 @@ test('delete: 204 and the key stops working; system keys cannot be deleted', asy
   t.is(d.status, 204);
   t.is((await me(made.key)).status, 401);
   t.is((await s.request('DELETE', `/v1/api-keys/${made.id}`, { token: user.token })).status, 404);
-  const revoked = await s.db('audit_events').where({ event_type: 'api_key_revoked', resource_id: made.id }).orderBy('created_at', 'desc').first();
+  const revoked = await s
+    .db('audit_events')
+    .where({ event_type: 'api_key_revoked', resource_id: made.id })
+    .orderBy('created_at', 'desc')
+    .first();
   t.is(revoked.metadata.reason, 'deleted');
 
   const admin = await createUser(s.db, { roles: ['role_admin'] });
@@ -190,18 +286,48 @@ test('key roles: assign only roles you hold (403 otherwise), 409 when assigned, 
   const key = (await s.request('POST', '/v1/api-keys', { token: dev.token, body: { name: 'roles', scopes: [] } })).body;
   t.deepEqual((await me(key.key)).body.data.me.permissions, []);
 
-  const esc = await s.request('POST', `/v1/api-keys/${key.id}/roles`, { token: dev.token, body: { role_id: 'role_admin' } });
+  const esc = await s.request('POST', `/v1/api-keys/${key.id}/roles`, {
+    token: dev.token,
+    body: { role_id: 'role_admin' },
+  });
   t.is(esc.status, 403);
   t.regex(esc.body.message, /roles you hold/);
-  t.is((await s.request('POST', `/v1/api-keys/${key.id}/roles`, { token: dev.token, body: { role_id: 'role_api_full_access' } })).status, 403);
-  t.is((await s.request('POST', `/v1/api-keys/${key.id}/roles`, { token: dev.token, body: { role_id: 'role_nope' } })).status, 404);
+  t.is(
+    (
+      await s.request('POST', `/v1/api-keys/${key.id}/roles`, {
+        token: dev.token,
+        body: { role_id: 'role_api_full_access' },
+      })
+    ).status,
+    403,
+  );
+  t.is(
+    (await s.request('POST', `/v1/api-keys/${key.id}/roles`, { token: dev.token, body: { role_id: 'role_nope' } }))
+      .status,
+    404,
+  );
 
-  const ok = await s.request('POST', `/v1/api-keys/${key.id}/roles`, { token: dev.token, body: { role_id: 'role_developer' } });
+  const ok = await s.request('POST', `/v1/api-keys/${key.id}/roles`, {
+    token: dev.token,
+    body: { role_id: 'role_developer' },
+  });
   t.is(ok.status, 201, ok.text);
-  t.deepEqual(ok.body.data.map((r: { id: string }) => r.id), ['role_developer']);
-  t.is((await s.request('POST', `/v1/api-keys/${key.id}/roles`, { token: dev.token, body: { role_id: 'role_developer' } })).status, 409);
+  t.deepEqual(
+    ok.body.data.map((r: { id: string }) => r.id),
+    ['role_developer'],
+  );
+  t.is(
+    (await s.request('POST', `/v1/api-keys/${key.id}/roles`, { token: dev.token, body: { role_id: 'role_developer' } }))
+      .status,
+    409,
+  );
   t.true((await me(key.key)).body.data.me.permissions.includes('gps:write')); // effective at once
-  t.deepEqual((await s.request('GET', `/v1/api-keys/${key.id}/roles`, { token: dev.token })).body.data.map((r: { name: string }) => r.name), ['Developer']);
+  t.deepEqual(
+    (await s.request('GET', `/v1/api-keys/${key.id}/roles`, { token: dev.token })).body.data.map(
+      (r: { name: string }) => r.name,
+    ),
+    ['Developer'],
+  );
 
   t.is((await s.request('DELETE', `/v1/api-keys/${key.id}/roles/role_developer`, { token: dev.token })).status, 204);
   t.is((await s.request('DELETE', `/v1/api-keys/${key.id}/roles/role_developer`, { token: dev.token })).status, 404);
@@ -209,10 +335,22 @@ test('key roles: assign only roles you hold (403 otherwise), 409 when assigned, 
 
   // Super admins may assign any role.
   const admin = await createUser(s.db, { roles: ['role_admin'] });
-  t.is((await s.request('POST', `/v1/api-keys/${key.id}/roles`, { token: admin.token, body: { role_id: 'role_api_read_only' } })).status, 201);
+  t.is(
+    (
+      await s.request('POST', `/v1/api-keys/${key.id}/roles`, {
+        token: admin.token,
+        body: { role_id: 'role_api_read_only' },
+      })
+    ).status,
+    201,
+  );
   // A key's own role-holding does not let it hand out roles its caller lacks.
   const other = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
-  t.is((await s.request('POST', `/v1/api-keys/${key.id}/roles`, { token: other.token, body: { role_id: 'role_user' } })).status, 403);
+  t.is(
+    (await s.request('POST', `/v1/api-keys/${key.id}/roles`, { token: other.token, body: { role_id: 'role_user' } }))
+      .status,
+    403,
+  );
 });
 
 test('last_used_at is recorded by the batched usage flush', async (t) => {

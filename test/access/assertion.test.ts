@@ -13,8 +13,15 @@ const stack = useStack(test, { env: { ID_APPS: `idapp:${ID_SECRET},otherapp:${OT
 
 const now = () => Math.floor(Date.now() / 1000);
 const sign = (subject: string, o: { issuedAt?: number; nonce?: string; appId?: string; secret?: string } = {}) =>
-  signAppAssertion({ appId: o.appId ?? 'idapp', secret: o.secret ?? ID_SECRET, subject, issuedAt: o.issuedAt, nonce: o.nonce });
-const verify = (token: string | null, nowMs?: number) => verifyAppAssertion(stack().config, stack().redis, token, nowMs);
+  signAppAssertion({
+    appId: o.appId ?? 'idapp',
+    secret: o.secret ?? ID_SECRET,
+    subject,
+    issuedAt: o.issuedAt,
+    nonce: o.nonce,
+  });
+const verify = (token: string | null, nowMs?: number) =>
+  verifyAppAssertion(stack().config, stack().redis, token, nowMs);
 const mac = (secret: string, msg: string) => createHmac('sha256', secret).update(msg).digest('base64url');
 
 test('a well-formed assertion verifies and yields app and subject', async (t) => {
@@ -48,7 +55,7 @@ test('(b) a non-canonical or non-UUID subject is malformed, even when correctly 
   }
 });
 
-test('(c) a tampered signature, subject or timestamp fails; another app\'s secret fails', async (t) => {
+test("(c) a tampered signature, subject or timestamp fails; another app's secret fails", async (t) => {
   const subject = randomUUID();
   const token = sign(subject);
   const parts = token.split('.');
@@ -89,7 +96,11 @@ test('(d) stale and future-dated assertions are rejected; the window and skew ar
   t.true((await verify(sign(subject, { issuedAt: now() + Math.max(0, skew - 2) }))).ok);
 
   // Configurable freshness: the same 100 s old assertion passes with a 120 s window.
-  const cfg = loadConfig({ ID_APPS: `idapp:${ID_SECRET}`, ID_ASSERTION_MAX_AGE_SECONDS: '120', REDIS_PREFIX: stack().config.redisPrefix });
+  const cfg = loadConfig({
+    ID_APPS: `idapp:${ID_SECRET}`,
+    ID_ASSERTION_MAX_AGE_SECONDS: '120',
+    REDIS_PREFIX: stack().config.redisPrefix,
+  });
   t.is(cfg.idAssertionMaxAgeSeconds, 120);
   const old = sign(subject, { issuedAt: now() - 100 });
   t.false((await verify(old)).ok);
@@ -116,38 +127,41 @@ test('the nonce must carry the idaa_ prefix; the token must have exactly five no
   t.false(missing.ok);
 });
 
-test.serial('(e) single use: a replay is refused, also on another api instance; failures do not burn the nonce', async (t) => {
-  const s = stack();
-  const subject = randomUUID();
-  const nonce = `idaa_${randomUUID().replace(/-/g, '')}`;
-  // A tampered attempt with this nonce fails and does not claim it.
-  const genuine = sign(subject, { nonce });
-  const tampered = genuine.slice(0, -1) + (genuine.endsWith('A') ? 'B' : 'A');
-  t.false((await verify(tampered)).ok);
-  const first = await verify(genuine);
-  t.true(first.ok);
-  const replay = await verify(genuine);
-  t.false(replay.ok);
-  if (!replay.ok) t.is(replay.reason, 'replayed');
-  // The claim lives in Redis under the configured prefix with an expiry.
-  const ttl = await s.redis.ttl(redisKey(s.config, 'idaa', nonce));
-  t.true(ttl > 0 && ttl <= s.config.idAssertionMaxAgeSeconds + s.config.idAssertionClockSkewSeconds + 1);
+test.serial(
+  '(e) single use: a replay is refused, also on another api instance; failures do not burn the nonce',
+  async (t) => {
+    const s = stack();
+    const subject = randomUUID();
+    const nonce = `idaa_${randomUUID().replace(/-/g, '')}`;
+    // A tampered attempt with this nonce fails and does not claim it.
+    const genuine = sign(subject, { nonce });
+    const tampered = genuine.slice(0, -1) + (genuine.endsWith('A') ? 'B' : 'A');
+    t.false((await verify(tampered)).ok);
+    const first = await verify(genuine);
+    t.true(first.ok);
+    const replay = await verify(genuine);
+    t.false(replay.ok);
+    if (!replay.ok) t.is(replay.reason, 'replayed');
+    // The claim lives in Redis under the configured prefix with an expiry.
+    const ttl = await s.redis.ttl(redisKey(s.config, 'idaa', nonce));
+    t.true(ttl > 0 && ttl <= s.config.idAssertionMaxAgeSeconds + s.config.idAssertionClockSkewSeconds + 1);
 
-  // Over HTTP on two api instances sharing Redis: the second presentation is refused.
-  const user = await createUser(s.db);
-  const second = await startSecondApi(s);
-  try {
-    const token = sign(user.id);
-    const q = `client_id=${randomUUID()}&redirect_uri=${encodeURIComponent('https://app.example/cb')}&response_type=code&code_challenge=${'a'.repeat(43)}&code_challenge_method=S256`;
-    const a = await fetch(`${s.url}/v1/oauth/authorize?${q}`, { headers: { 'x-id-app-assertion': token } });
-    t.is(a.status, 400); // assertion accepted; the unknown client is what fails
-    const b = await fetch(`${second.url}/v1/oauth/authorize?${q}`, { headers: { 'x-id-app-assertion': token } });
-    t.is(b.status, 401);
-    t.regex(((await b.json()) as { message: string }).message, /already used/);
-  } finally {
-    await second.close();
-  }
-});
+    // Over HTTP on two api instances sharing Redis: the second presentation is refused.
+    const user = await createUser(s.db);
+    const second = await startSecondApi(s);
+    try {
+      const token = sign(user.id);
+      const q = `client_id=${randomUUID()}&redirect_uri=${encodeURIComponent('https://app.example/cb')}&response_type=code&code_challenge=${'a'.repeat(43)}&code_challenge_method=S256`;
+      const a = await fetch(`${s.url}/v1/oauth/authorize?${q}`, { headers: { 'x-id-app-assertion': token } });
+      t.is(a.status, 400); // assertion accepted; the unknown client is what fails
+      const b = await fetch(`${second.url}/v1/oauth/authorize?${q}`, { headers: { 'x-id-app-assertion': token } });
+      t.is(b.status, 401);
+      t.regex(((await b.json()) as { message: string }).message, /already used/);
+    } finally {
+      await second.close();
+    }
+  },
+);
 
 test('the authorize handoff answers 401 without or with a bad assertion', async (t) => {
   const s = stack();
@@ -155,7 +169,9 @@ test('the authorize handoff answers 401 without or with a bad assertion', async 
   const none = await s.request('GET', `/v1/oauth/authorize?${q}`);
   t.is(none.status, 401);
   t.deepEqual(Object.keys(none.body).sort(), ['error', 'message']);
-  const bad = await s.request('GET', `/v1/oauth/authorize?${q}`, { headers: { 'x-id-app-assertion': sign(randomUUID().toUpperCase()) } });
+  const bad = await s.request('GET', `/v1/oauth/authorize?${q}`, {
+    headers: { 'x-id-app-assertion': sign(randomUUID().toUpperCase()) },
+  });
   t.is(bad.status, 401);
   t.regex(bad.body.message, /canonical/);
 });

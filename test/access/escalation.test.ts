@@ -36,7 +36,11 @@ test('finding 1: an OAuth token granted gps:read cannot touch its (super admin) 
     ['GET', '/v1/users/me/consents'],
     ['GET', '/v1/users/me/sessions'],
     ['POST', '/v1/ws/ticket'],
-    ['POST', `/v1/users/${admin.id}/email-link/request`, { email: 'attacker@evil.test', password: 'attacker-password' }],
+    [
+      'POST',
+      `/v1/users/${admin.id}/email-link/request`,
+      { email: 'attacker@evil.test', password: 'attacker-password' },
+    ],
     ['POST', `/v1/users/${admin.id}/email/request-change`, { email: 'attacker@evil.test' }],
     ['POST', '/v1/api-keys', { name: 'backdoor' }],
     // The user's own OAuth clients: a redirect URI changed by a token would hijack every later sign-in.
@@ -72,8 +76,19 @@ test('finding 1: self-service needs the matching scope; account security needs a
   t.is((await s.request('POST', '/v1/ws/ticket', { token: star.token })).status, 403);
   // An app the user explicitly granted account:email may.
   const explicit = await createOAuthToken(s.db, user.id, ['users:write', 'account:email']);
-  t.is((await s.request('POST', '/v1/users/me/email/request-change', { token: writer.token, body: { email: 'new@example.test' } })).status, 403);
-  const ok = await s.request('POST', '/v1/users/me/email/request-change', { token: explicit.token, body: { email: 'new@example.test' } });
+  t.is(
+    (
+      await s.request('POST', '/v1/users/me/email/request-change', {
+        token: writer.token,
+        body: { email: 'new@example.test' },
+      })
+    ).status,
+    403,
+  );
+  const ok = await s.request('POST', '/v1/users/me/email/request-change', {
+    token: explicit.token,
+    body: { email: 'new@example.test' },
+  });
   t.is(ok.status, 200, ok.text);
   const ws = await createOAuthToken(s.db, user.id, ['ws:ticket']);
   t.is((await s.request('POST', '/v1/ws/ticket', { token: ws.token })).status, 201);
@@ -102,13 +117,21 @@ test('finding 3: roles on an API key do not outlive the owner losing them', asyn
   const admin = await createUser(s.db, { roles: ['role_user', 'role_admin'] });
   const victim = await createUser(s.db);
   const made = (await s.request('POST', '/v1/api-keys', { token: admin.token, body: { name: 'ops' } })).body;
-  t.is((await s.request('POST', `/v1/api-keys/${made.id}/roles`, { token: admin.token, body: { role_id: 'role_admin' } })).status, 201);
+  t.is(
+    (await s.request('POST', `/v1/api-keys/${made.id}/roles`, { token: admin.token, body: { role_id: 'role_admin' } }))
+      .status,
+    201,
+  );
   t.is((await s.request('GET', '/v1/users', { token: made.key })).status, 200);
 
   t.is((await s.request('DELETE', `/v1/users/${admin.id}/roles/role_admin`, { token: root.token })).status, 204);
   t.is((await s.request('GET', '/v1/users', { token: made.key })).status, 403);
   t.is((await s.request('POST', `/v1/users/${victim.id}/ban`, { token: made.key, body: {} })).status, 403);
-  t.is((await s.request('POST', `/v1/users/${admin.id}/roles`, { token: made.key, body: { role_id: 'role_admin' } })).status, 403);
+  t.is(
+    (await s.request('POST', `/v1/users/${admin.id}/roles`, { token: made.key, body: { role_id: 'role_admin' } }))
+      .status,
+    403,
+  );
   t.deepEqual((await s.db('user_roles').where('user_id', admin.id).pluck('role_id')).sort(), ['role_user']);
 });
 
@@ -116,7 +139,10 @@ test('finding 4: users:write does not take over a super admin through the email 
   const s = stack();
   const superAdmin = await createUser(s.db, { roles: ['role_admin'] });
   const full = await createUser(s.db, { roles: ['role_api_full_access'] });
-  const link = await s.request('POST', `/v1/users/${superAdmin.id}/email-link/request`, { token: full.token, body: { email: 'attacker@evil.test', password: 'attacker-password' } });
+  const link = await s.request('POST', `/v1/users/${superAdmin.id}/email-link/request`, {
+    token: full.token,
+    body: { email: 'attacker@evil.test', password: 'attacker-password' },
+  });
   t.is(link.status, 403);
   t.regex(link.body.message, /every permission/);
   t.is(await s.db('account_tokens').where('user_id', superAdmin.id).first(), undefined);
@@ -133,7 +159,10 @@ test('finding 4: users:write does not take over a super admin through the email 
   }
   // The same caller still manages a user it outranks.
   const plain = await createUser(s.db, { roles: [] });
-  t.is((await s.request('PATCH', `/v1/users/${plain.id}`, { token: full.token, body: { privacy_mode: true } })).status, 200);
+  t.is(
+    (await s.request('PATCH', `/v1/users/${plain.id}`, { token: full.token, body: { privacy_mode: true } })).status,
+    200,
+  );
 });
 
 test('finding 7: users:delete holders neither soft-delete nor force-delete a super admin', async (t) => {
@@ -141,7 +170,15 @@ test('finding 7: users:delete holders neither soft-delete nor force-delete a sup
   const superAdmin = await createUser(s.db, { roles: ['role_admin'] });
   const full = await createUser(s.db, { roles: ['role_api_full_access'] });
   t.is((await s.request('DELETE', `/v1/users/${superAdmin.id}`, { token: full.token })).status, 403);
-  t.is((await s.request('POST', `/v1/admin/users/${superAdmin.id}/force-delete`, { token: full.token, body: { reason: 'x' } })).status, 403);
+  t.is(
+    (
+      await s.request('POST', `/v1/admin/users/${superAdmin.id}/force-delete`, {
+        token: full.token,
+        body: { reason: 'x' },
+      })
+    ).status,
+    403,
+  );
   const row = await s.db('users').where('id', superAdmin.id).first();
   t.truthy(row);
   t.is(row.deleted_at, null);
@@ -160,21 +197,47 @@ test('finding 8: roles:write holders cannot remove permissions they do not hold;
   // A permission they hold may go, and a custom role granting more than they hold may not be deleted.
   const admin = await createUser(s.db, { roles: ['role_admin'] });
   const role = (await s.request('POST', '/v1/roles', { token: admin.token, body: { name: 'Audit Reader' } })).body.data;
-  await s.request('POST', `/v1/roles/${role.id}/permissions`, { token: admin.token, body: { permission_id: await permId('gps:read') } });
-  await s.request('POST', `/v1/roles/${role.id}/permissions`, { token: admin.token, body: { permission_id: await permId('admin:read') } });
+  await s.request('POST', `/v1/roles/${role.id}/permissions`, {
+    token: admin.token,
+    body: { permission_id: await permId('gps:read') },
+  });
+  await s.request('POST', `/v1/roles/${role.id}/permissions`, {
+    token: admin.token,
+    body: { permission_id: await permId('admin:read') },
+  });
   t.is((await s.request('DELETE', `/v1/roles/${role.id}`, { token: full.token })).status, 403);
-  t.is((await s.request('DELETE', `/v1/roles/${role.id}/permissions/${await permId('admin:read')}`, { token: full.token })).status, 403);
-  t.is((await s.request('DELETE', `/v1/roles/${role.id}/permissions/${await permId('gps:read')}`, { token: full.token })).status, 204);
+  t.is(
+    (await s.request('DELETE', `/v1/roles/${role.id}/permissions/${await permId('admin:read')}`, { token: full.token }))
+      .status,
+    403,
+  );
+  t.is(
+    (await s.request('DELETE', `/v1/roles/${role.id}/permissions/${await permId('gps:read')}`, { token: full.token }))
+      .status,
+    204,
+  );
 });
 
 test('finding 10: a newly signed-up user reads no tracking data', async (t) => {
   const s = stack();
   const user = await createUser(s.db);
-  for (const path of ['/v1/gps', '/v1/gps/current', '/v1/devices', '/v1/trips', '/v1/locations', '/v1/geofences', '/v1/trip-categories']) {
+  for (const path of [
+    '/v1/gps',
+    '/v1/gps/current',
+    '/v1/devices',
+    '/v1/trips',
+    '/v1/locations',
+    '/v1/geofences',
+    '/v1/trip-categories',
+  ]) {
     t.is((await s.request('GET', path, { token: user.token })).status, 403, path);
   }
-  const perms = (await s.request('GET', '/v1/users/me/permissions', { token: user.token })).body.permissions as string[];
-  t.deepEqual(perms.filter((p) => /^(gps|devices|trips|locations|geofences|trip_categories):/.test(p)), []);
+  const perms = (await s.request('GET', '/v1/users/me/permissions', { token: user.token })).body
+    .permissions as string[];
+  t.deepEqual(
+    perms.filter((p) => /^(gps|devices|trips|locations|geofences|trip_categories):/.test(p)),
+    [],
+  );
 });
 
 test('finding 16: an administrator switching a key off sticks; an expired key is not extended', async (t) => {
@@ -182,15 +245,27 @@ test('finding 16: an administrator switching a key off sticks; an expired key is
   const admin = await createUser(s.db, { roles: ['role_admin'] });
   const owner = await createUser(s.db);
   const made = (await s.request('POST', '/v1/api-keys', { token: owner.token, body: { name: 'mine' } })).body;
-  t.is((await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: admin.token, body: { is_active: false } })).status, 200);
+  t.is(
+    (await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: admin.token, body: { is_active: false } })).status,
+    200,
+  );
   const back = await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: owner.token, body: { is_active: true } });
   t.is(back.status, 403);
   t.false((await s.db('api_keys').where('id', made.id).first()).is_active);
   t.is((await s.request('GET', '/v1', { token: made.key })).status, 401);
   // The owner's own switch-off is theirs to undo; the administrator may undo theirs.
-  t.is((await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: admin.token, body: { is_active: true } })).status, 200);
-  t.is((await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: owner.token, body: { is_active: false } })).status, 200);
-  t.is((await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: owner.token, body: { is_active: true } })).status, 200);
+  t.is(
+    (await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: admin.token, body: { is_active: true } })).status,
+    200,
+  );
+  t.is(
+    (await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: owner.token, body: { is_active: false } })).status,
+    200,
+  );
+  t.is(
+    (await s.request('PATCH', `/v1/api-keys/${made.id}`, { token: owner.token, body: { is_active: true } })).status,
+    200,
+  );
 
   // Keys switched off by the account's deletion stay off after the deletion is cancelled.
   const gone = await createUser(s.db);
@@ -198,12 +273,18 @@ test('finding 16: an administrator switching a key off sticks; an expired key is
   t.is((await s.request('DELETE', `/v1/users/${gone.id}`, { token: admin.token })).status, 204);
   t.is((await s.request('POST', `/v1/admin/users/${gone.id}/cancel-deletion`, { token: admin.token })).status, 200);
   const { token: again } = await createSession(stack().db, gone.id, new Date(Date.now() + 60_000));
-  t.is((await s.request('PATCH', `/v1/api-keys/${goneKey.id}`, { token: again, body: { is_active: true } })).status, 403);
+  t.is(
+    (await s.request('PATCH', `/v1/api-keys/${goneKey.id}`, { token: again, body: { is_active: true } })).status,
+    403,
+  );
   t.is((await s.request('GET', '/v1', { token: goneKey.key })).status, 401);
 
   // An expired key cannot be revived by moving its expiry.
   const expired = await createKey({ userId: owner.id, expiresAt: new Date(Date.now() - 1000) });
-  const ext = await s.request('PATCH', `/v1/api-keys/${expired.id}`, { token: owner.token, body: { expires_at: new Date(Date.now() + 86_400_000).toISOString() } });
+  const ext = await s.request('PATCH', `/v1/api-keys/${expired.id}`, {
+    token: owner.token,
+    body: { expires_at: new Date(Date.now() + 86_400_000).toISOString() },
+  });
   t.is(ext.status, 409);
   t.is((await s.request('GET', '/v1', { token: expired.key })).status, 401);
 });

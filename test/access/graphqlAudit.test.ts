@@ -9,12 +9,20 @@ const stack = useStack(test, { env: { ID_APPS: `idapp:${APP_SECRET}` } });
 const MUTATION = `mutation($input: AuditEventInput!) { logAuditEvent(input: $input) { id userId eventType status sourceService } }`;
 const CREATE = `mutation($input: AuditEventInput!) { createAuditEvent(input: $input) { id eventType } }`;
 const gql = (query: string, input: unknown, opts: { token?: string; headers?: Record<string, string> } = {}) =>
-  stack().request('POST', '/v1/gql', { token: opts.token, headers: opts.headers, body: { query, variables: { input } } });
+  stack().request('POST', '/v1/gql', {
+    token: opts.token,
+    headers: opts.headers,
+    body: { query, variables: { input } },
+  });
 
 test('the system key logs an audit event for a user through GraphQL', async (t) => {
   const s = stack();
   const user = await createUser(s.db);
-  const r = await gql(MUTATION, { userId: user.id, eventType: 'logout', metadataJson: '{"reason":"user_initiated"}' }, { token: s.systemKey });
+  const r = await gql(
+    MUTATION,
+    { userId: user.id, eventType: 'logout', metadataJson: '{"reason":"user_initiated"}' },
+    { token: s.systemKey },
+  );
   t.falsy(r.body.errors, JSON.stringify(r.body.errors));
   t.is(r.body.data.logAuditEvent.userId, user.id);
   const row = await s.db('audit_events').where('id', r.body.data.logAuditEvent.id).first();
@@ -39,10 +47,18 @@ test('an internal app attributes an event to a user only with that user\u2019s a
   const missing = await gql(MUTATION, { userId: user.id, eventType: 'logout', sourceService: 'id' }, { headers });
   t.is(missing.body.errors[0].extensions.code, 'Unauthorized');
   const assertion = signAppAssertion({ appId: 'idapp', secret: APP_SECRET, subject: user.id });
-  const ok = await gql(MUTATION, { userId: user.id, eventType: 'logout', sourceService: 'id' }, { headers: { ...headers, 'x-id-app-assertion': assertion } });
+  const ok = await gql(
+    MUTATION,
+    { userId: user.id, eventType: 'logout', sourceService: 'id' },
+    { headers: { ...headers, 'x-id-app-assertion': assertion } },
+  );
   t.falsy(ok.body.errors, JSON.stringify(ok.body.errors));
   t.is(ok.body.data.logAuditEvent.sourceService, 'id');
-  const replay = await gql(MUTATION, { userId: user.id, eventType: 'logout', sourceService: 'id' }, { headers: { ...headers, 'x-id-app-assertion': assertion } });
+  const replay = await gql(
+    MUTATION,
+    { userId: user.id, eventType: 'logout', sourceService: 'id' },
+    { headers: { ...headers, 'x-id-app-assertion': assertion } },
+  );
   t.is(replay.body.errors[0].extensions.code, 'Unauthorized');
 });
 
@@ -52,7 +68,9 @@ test('an internal app naming an end user as actorId needs that user\u2019s asser
   const other = await createUser(s.db);
   const headers = { 'x-id-app-key': APP_SECRET };
   const input = { actorId: user.id, eventType: 'password_changed', sourceService: 'id' };
-  const vouching = (subject: string) => ({ headers: { ...headers, 'x-id-app-assertion': signAppAssertion({ appId: 'idapp', secret: APP_SECRET, subject }) } });
+  const vouching = (subject: string) => ({
+    headers: { ...headers, 'x-id-app-assertion': signAppAssertion({ appId: 'idapp', secret: APP_SECRET, subject }) },
+  });
   const missing = await gql(MUTATION, input, { headers });
   t.is(missing.body.errors[0].extensions.code, 'Unauthorized');
   const wrong = await gql(CREATE, input, vouching(other.id));
@@ -69,7 +87,11 @@ test('bad input is a BadRequest naming the field', async (t) => {
   const r = await gql(MUTATION, { eventType: 'made_up' }, { token: s.systemKey });
   t.is(r.body.errors[0].extensions.code, 'BadRequest');
   t.regex(r.body.errors[0].message, /^event_type: must be one of/);
-  const unknown = await gql(MUTATION, { eventType: 'login', userId: '00000000-0000-4000-8000-000000000000' }, { token: s.systemKey });
+  const unknown = await gql(
+    MUTATION,
+    { eventType: 'login', userId: '00000000-0000-4000-8000-000000000000' },
+    { token: s.systemKey },
+  );
   t.regex(unknown.body.errors[0].message, /user_id: unknown user/);
   const json = await gql(MUTATION, { eventType: 'login', metadataJson: '{nope' }, { token: s.systemKey });
   t.regex(json.body.errors[0].message, /metadataJson/);

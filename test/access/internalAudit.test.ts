@@ -8,14 +8,41 @@ const ID_SECRET = 'audit-id-app-secret-000';
 const OTHER_SECRET = 'audit-other-app-secret-111';
 const stack = useStack(test, { env: { ID_APPS: `idapp:${ID_SECRET},otherapp:${OTHER_SECRET}` } });
 const FIELDS = [
-  'id', 'user_id', 'event_type', 'resource_type', 'resource_id', 'actor_id', 'ip_address', 'user_agent', 'description', 'metadata', 'status',
-  'error_message', 'country_code', 'country_name', 'city', 'region', 'source_service', 'created_at', 'is_reported',
+  'id',
+  'user_id',
+  'event_type',
+  'resource_type',
+  'resource_id',
+  'actor_id',
+  'ip_address',
+  'user_agent',
+  'description',
+  'metadata',
+  'status',
+  'error_message',
+  'country_code',
+  'country_name',
+  'city',
+  'region',
+  'source_service',
+  'created_at',
+  'is_reported',
 ].sort();
 
-const post = (body: unknown, headers: Record<string, string> = {}, token?: string) => stack().request('POST', '/v1/internal/audit', { body, headers, token });
+const post = (body: unknown, headers: Record<string, string> = {}, token?: string) =>
+  stack().request('POST', '/v1/internal/audit', { body, headers, token });
 
 test('an internal app writes with X-ID-App-Key: 201 with the audit event; a wrong key is 401', async (t) => {
-  const r = await post({ event_type: 'login', status: 'success', source_service: 'id', metadata: { step: 'password' }, description: 'sign-in page' }, { 'x-id-app-key': ID_SECRET });
+  const r = await post(
+    {
+      event_type: 'login',
+      status: 'success',
+      source_service: 'id',
+      metadata: { step: 'password' },
+      description: 'sign-in page',
+    },
+    { 'x-id-app-key': ID_SECRET },
+  );
   t.is(r.status, 201, r.text);
   t.deepEqual(Object.keys(r.body.data).sort(), FIELDS);
   t.is(r.body.data.event_type, 'login');
@@ -45,11 +72,32 @@ test('audit:write holders and the system key write for any user without an asser
   const s = stack();
   const admin = await createUser(s.db, { roles: ['role_admin'] });
   const target = await createUser(s.db);
-  const byAdmin = await post({ user_id: target.id, event_type: 'password_changed', actor_id: admin.id, resource_type: 'user', resource_id: target.id }, {}, admin.token);
+  const byAdmin = await post(
+    {
+      user_id: target.id,
+      event_type: 'password_changed',
+      actor_id: admin.id,
+      resource_type: 'user',
+      resource_id: target.id,
+    },
+    {},
+    admin.token,
+  );
   t.is(byAdmin.status, 201, byAdmin.text);
   t.is(byAdmin.body.data.user_id, target.id);
   t.is(byAdmin.body.data.actor_id, admin.id);
-  const bySystem = await post({ user_id: target.id, event_type: 'logout', status: 'failure', error_message: 'token expired', ip_address: '203.0.113.9', user_agent: 'bot/1.0' }, {}, s.systemKey);
+  const bySystem = await post(
+    {
+      user_id: target.id,
+      event_type: 'logout',
+      status: 'failure',
+      error_message: 'token expired',
+      ip_address: '203.0.113.9',
+      user_agent: 'bot/1.0',
+    },
+    {},
+    s.systemKey,
+  );
   t.is(bySystem.status, 201, bySystem.text);
   t.is(bySystem.body.data.status, 'failure');
   t.is(bySystem.body.data.ip_address, '203.0.113.9');
@@ -61,21 +109,37 @@ test('user_id and actor_id are validated: 400 for unknown ids; services other th
   const u = await post({ user_id: unknown, event_type: 'login' }, {}, s.systemKey);
   t.is(u.status, 400);
   t.regex(u.body.message, /user_id/);
-  t.is((await post({ user_id: 'not-a-uuid', event_type: 'login', source_service: 'api' }, {}, s.systemKey)).status, 400);
-  const bot = await post({ user_id: '123456789012345678', event_type: 'bot_command_executed', source_service: 'chat_bot', metadata: { command: '/ping' } }, {}, s.systemKey);
+  t.is(
+    (await post({ user_id: 'not-a-uuid', event_type: 'login', source_service: 'api' }, {}, s.systemKey)).status,
+    400,
+  );
+  const bot = await post(
+    {
+      user_id: '123456789012345678',
+      event_type: 'bot_command_executed',
+      source_service: 'chat_bot',
+      metadata: { command: '/ping' },
+    },
+    {},
+    s.systemKey,
+  );
   t.is(bot.status, 201, bot.text);
   t.is(bot.body.data.user_id, '123456789012345678');
   const a = await post({ event_type: 'login', actor_id: unknown }, {}, s.systemKey);
   t.is(a.status, 400);
   t.regex(a.body.message, /actor_id/);
-  const a2 = await post({ event_type: 'bot_guild_configured', source_service: 'chat_bot', actor_id: 'external' }, {}, s.systemKey);
+  const a2 = await post(
+    { event_type: 'bot_guild_configured', source_service: 'chat_bot', actor_id: 'external' },
+    {},
+    s.systemKey,
+  );
   t.is(a2.status, 400);
   t.is((await post({ event_type: 'made_up' }, {}, s.systemKey)).status, 400);
   t.is((await post({ event_type: 'login', status: 'maybe' }, {}, s.systemKey)).status, 400);
   t.is((await post({ event_type: 'login', source_service: 'elsewhere' }, {}, s.systemKey)).status, 400);
 });
 
-test('an app attributing an event to an end user needs that user\'s assertion from the same app', async (t) => {
+test("an app attributing an event to an end user needs that user's assertion from the same app", async (t) => {
   const s = stack();
   const user = await createUser(s.db);
   const other = await createUser(s.db);
@@ -84,12 +148,26 @@ test('an app attributing an event to an end user needs that user\'s assertion fr
   const none = await post(body, key);
   t.is(none.status, 401);
   t.regex(none.body.message, /X-ID-App-Assertion/);
-  const wrongSubject = await post(body, { ...key, 'x-id-app-assertion': signAppAssertion({ appId: 'idapp', secret: ID_SECRET, subject: other.id }) });
+  const wrongSubject = await post(body, {
+    ...key,
+    'x-id-app-assertion': signAppAssertion({ appId: 'idapp', secret: ID_SECRET, subject: other.id }),
+  });
   t.is(wrongSubject.status, 401);
   t.regex(wrongSubject.body.message, /subject/);
-  const otherApp = await post(body, { ...key, 'x-id-app-assertion': signAppAssertion({ appId: 'otherapp', secret: OTHER_SECRET, subject: user.id }) });
+  const otherApp = await post(body, {
+    ...key,
+    'x-id-app-assertion': signAppAssertion({ appId: 'otherapp', secret: OTHER_SECRET, subject: user.id }),
+  });
   t.is(otherApp.status, 401);
-  const stale = await post(body, { ...key, 'x-id-app-assertion': signAppAssertion({ appId: 'idapp', secret: ID_SECRET, subject: user.id, issuedAt: Math.floor(Date.now() / 1000) - 120 }) });
+  const stale = await post(body, {
+    ...key,
+    'x-id-app-assertion': signAppAssertion({
+      appId: 'idapp',
+      secret: ID_SECRET,
+      subject: user.id,
+      issuedAt: Math.floor(Date.now() / 1000) - 120,
+    }),
+  });
   t.is(stale.status, 401);
 
   const assertion = signAppAssertion({ appId: 'idapp', secret: ID_SECRET, subject: user.id });
@@ -101,22 +179,37 @@ test('an app attributing an event to an end user needs that user\'s assertion fr
   t.regex(replay.body.message, /already used/);
 });
 
-test('an app naming an end user as actor_id needs that user\'s assertion too; one assertion cannot vouch for two users', async (t) => {
+test("an app naming an end user as actor_id needs that user's assertion too; one assertion cannot vouch for two users", async (t) => {
   const s = stack();
   const user = await createUser(s.db);
   const other = await createUser(s.db);
   const key = { 'x-id-app-key': ID_SECRET };
-  const asUser = () => ({ ...key, 'x-id-app-assertion': signAppAssertion({ appId: 'idapp', secret: ID_SECRET, subject: user.id }) });
-  const body = { actor_id: user.id, event_type: 'password_changed', resource_type: 'user', resource_id: user.id, source_service: 'id' };
+  const asUser = () => ({
+    ...key,
+    'x-id-app-assertion': signAppAssertion({ appId: 'idapp', secret: ID_SECRET, subject: user.id }),
+  });
+  const body = {
+    actor_id: user.id,
+    event_type: 'password_changed',
+    resource_type: 'user',
+    resource_id: user.id,
+    source_service: 'id',
+  };
 
   const none = await post(body, key);
   t.is(none.status, 401);
   t.deepEqual(Object.keys(none.body).sort(), ['error', 'message']);
   t.regex(none.body.message, /X-ID-App-Assertion/);
-  const otherSubject = await post(body, { ...key, 'x-id-app-assertion': signAppAssertion({ appId: 'idapp', secret: ID_SECRET, subject: other.id }) });
+  const otherSubject = await post(body, {
+    ...key,
+    'x-id-app-assertion': signAppAssertion({ appId: 'idapp', secret: ID_SECRET, subject: other.id }),
+  });
   t.is(otherSubject.status, 401);
   t.regex(otherSubject.body.message, /subject does not match actor_id/);
-  const otherApp = await post(body, { ...key, 'x-id-app-assertion': signAppAssertion({ appId: 'otherapp', secret: OTHER_SECRET, subject: user.id }) });
+  const otherApp = await post(body, {
+    ...key,
+    'x-id-app-assertion': signAppAssertion({ appId: 'otherapp', secret: OTHER_SECRET, subject: user.id }),
+  });
   t.is(otherApp.status, 401);
   const ok = await post(body, asUser());
   t.is(ok.status, 201, ok.text);

@@ -24,7 +24,14 @@ test('create: 201 with the secret shown once and stored hashed; audit client_cre
   const owner = await createUser(s.db);
   const r = await s.request('POST', '/v1/oauth/clients', {
     token: owner.token,
-    body: { ...base, description: 'tracks boats', homepage_url: 'https://fleet.example', logo_url: 'https://fleet.example/logo.png', privacy_policy_url: 'https://fleet.example/privacy', terms_of_service_url: 'https://fleet.example/tos' },
+    body: {
+      ...base,
+      description: 'tracks boats',
+      homepage_url: 'https://fleet.example',
+      logo_url: 'https://fleet.example/logo.png',
+      privacy_policy_url: 'https://fleet.example/privacy',
+      terms_of_service_url: 'https://fleet.example/tos',
+    },
   });
   t.is(r.status, 201, r.text);
   t.deepEqual(Object.keys(r.body).sort(), ['client', 'client_secret']);
@@ -40,13 +47,35 @@ test('create: 201 with the secret shown once and stored hashed; audit client_cre
   t.is(got.status, 200);
   t.false(JSON.stringify(got.body).includes(r.body.client_secret));
   t.false('client_secret_hash' in got.body.data);
-  for (const k of ['id', 'name', 'description', 'logo_url', 'homepage_url', 'privacy_policy_url', 'terms_of_service_url', 'redirect_uris', 'allowed_scopes', 'client_type', 'is_active', 'is_first_party', 'created_at', 'updated_at']) t.true(k in got.body.data, k);
+  for (const k of [
+    'id',
+    'name',
+    'description',
+    'logo_url',
+    'homepage_url',
+    'privacy_policy_url',
+    'terms_of_service_url',
+    'redirect_uris',
+    'allowed_scopes',
+    'client_type',
+    'is_active',
+    'is_first_party',
+    'created_at',
+    'updated_at',
+  ])
+    t.true(k in got.body.data, k);
   t.deepEqual(got.body.data.redirect_uris, base.redirect_uris);
 
-  const audit = await s.db('audit_events').where({ event_type: 'client_created', resource_id: r.body.client.id }).first();
+  const audit = await s
+    .db('audit_events')
+    .where({ event_type: 'client_created', resource_id: r.body.client.id })
+    .first();
   t.is(audit.user_id, owner.id);
 
-  const pub = await s.request('POST', '/v1/oauth/clients', { token: owner.token, body: { ...base, client_type: 'public' } });
+  const pub = await s.request('POST', '/v1/oauth/clients', {
+    token: owner.token,
+    body: { ...base, client_type: 'public' },
+  });
   t.is(pub.status, 201);
   t.is(pub.body.client_secret, null);
   t.is(pub.body.client.client_type, 'public');
@@ -56,18 +85,50 @@ test('create: 201 with the secret shown once and stored hashed; audit client_cre
 test('redirect URIs: absolute https, or http only on localhost / 127.0.0.1', async (t) => {
   const s = stack();
   const owner = await createUser(s.db);
-  for (const uri of ['https://app.example/cb', 'http://localhost:3000/cb', 'http://127.0.0.1/callback', 'https://app.example/cb?x=1']) {
-    const r = await s.request('POST', '/v1/oauth/clients', { token: owner.token, body: { ...base, redirect_uris: [uri] } });
+  for (const uri of [
+    'https://app.example/cb',
+    'http://localhost:3000/cb',
+    'http://127.0.0.1/callback',
+    'https://app.example/cb?x=1',
+  ]) {
+    const r = await s.request('POST', '/v1/oauth/clients', {
+      token: owner.token,
+      body: { ...base, redirect_uris: [uri] },
+    });
     t.is(r.status, 201, `${uri}: ${r.text}`);
   }
-  for (const uri of ['http://app.example/cb', '/relative/cb', 'myapp://cb', 'https://app.example/cb#frag', 'ftp://localhost/cb', 'http://localhost.evil.example/cb', 'javascript:alert(1)', 'https://user:pw@app.example/cb', '']) {
-    const r = await s.request('POST', '/v1/oauth/clients', { token: owner.token, body: { ...base, redirect_uris: [uri] } });
+  for (const uri of [
+    'http://app.example/cb',
+    '/relative/cb',
+    'myapp://cb',
+    'https://app.example/cb#frag',
+    'ftp://localhost/cb',
+    'http://localhost.evil.example/cb',
+    'javascript:alert(1)',
+    'https://user:pw@app.example/cb',
+    '',
+  ]) {
+    const r = await s.request('POST', '/v1/oauth/clients', {
+      token: owner.token,
+      body: { ...base, redirect_uris: [uri] },
+    });
     t.is(r.status, 400, uri);
     t.regex(r.body.message, /redirect_uris/, uri);
   }
-  t.is((await s.request('POST', '/v1/oauth/clients', { token: owner.token, body: { ...base, redirect_uris: [] } })).status, 400);
+  t.is(
+    (await s.request('POST', '/v1/oauth/clients', { token: owner.token, body: { ...base, redirect_uris: [] } })).status,
+    400,
+  );
   const made = (await s.request('POST', '/v1/oauth/clients', { token: owner.token, body: base })).body;
-  t.is((await s.request('PATCH', `/v1/oauth/clients/${made.client.id}`, { token: owner.token, body: { redirect_uris: ['http://app.example/cb'] } })).status, 400);
+  t.is(
+    (
+      await s.request('PATCH', `/v1/oauth/clients/${made.client.id}`, {
+        token: owner.token,
+        body: { redirect_uris: ['http://app.example/cb'] },
+      })
+    ).status,
+    400,
+  );
 });
 
 test('owner-or-admin: others get 403; oauth_clients permissions and super admins may act; /all for admins', async (t) => {
@@ -81,15 +142,25 @@ test('owner-or-admin: others get 403; oauth_clients permissions and super admins
   await s.request('POST', '/v1/oauth/clients', { token: stranger.token, body: { ...base, name: 'Stranger App' } });
 
   const mine = await s.request('GET', '/v1/oauth/clients', { token: owner.token });
-  t.deepEqual(mine.body.data.map((c: { id: string }) => c.id), [id]);
+  t.deepEqual(
+    mine.body.data.map((c: { id: string }) => c.id),
+    [id],
+  );
   t.is((await s.request('GET', `/v1/oauth/clients/${id}`, { token: stranger.token })).status, 403);
-  t.is((await s.request('PATCH', `/v1/oauth/clients/${id}`, { token: stranger.token, body: { name: 'x' } })).status, 403);
+  t.is(
+    (await s.request('PATCH', `/v1/oauth/clients/${id}`, { token: stranger.token, body: { name: 'x' } })).status,
+    403,
+  );
   t.is((await s.request('DELETE', `/v1/oauth/clients/${id}`, { token: stranger.token })).status, 403);
   t.is((await s.request('POST', `/v1/oauth/clients/${id}/regenerate-secret`, { token: stranger.token })).status, 403);
 
   t.is((await s.request('GET', `/v1/oauth/clients/${id}`, { token: reader.token })).status, 200);
   t.is((await s.request('PATCH', `/v1/oauth/clients/${id}`, { token: reader.token, body: { name: 'x' } })).status, 403);
-  t.is((await s.request('PATCH', `/v1/oauth/clients/${id}`, { token: admin.token, body: { name: 'Renamed by admin' } })).status, 200);
+  t.is(
+    (await s.request('PATCH', `/v1/oauth/clients/${id}`, { token: admin.token, body: { name: 'Renamed by admin' } }))
+      .status,
+    200,
+  );
 
   t.is((await s.request('GET', '/v1/oauth/clients/all', { token: owner.token })).status, 403);
   const all = await s.request('GET', '/v1/oauth/clients/all?limit=100', { token: reader.token });
@@ -97,7 +168,10 @@ test('owner-or-admin: others get 403; oauth_clients permissions and super admins
   t.true(all.body.data.length >= 2);
   t.true(all.body.data.some((c: { id: string }) => c.id === id));
   t.is(all.body.pagination.limit, 100);
-  t.is((await s.request('GET', '/v1/oauth/clients/00000000-0000-4000-8000-000000000000', { token: admin.token })).status, 404);
+  t.is(
+    (await s.request('GET', '/v1/oauth/clients/00000000-0000-4000-8000-000000000000', { token: admin.token })).status,
+    404,
+  );
   t.is((await s.request('GET', '/v1/oauth/clients/not-a-uuid', { token: admin.token })).status, 400);
 });
 
@@ -105,16 +179,30 @@ test('PATCH updates given fields and audits; only admins may mark a client first
   const s = stack();
   const owner = await createUser(s.db);
   const admin = await createUser(s.db, { roles: ['role_admin'] });
-  t.is((await s.request('POST', '/v1/oauth/clients', { token: owner.token, body: { ...base, is_first_party: true } })).status, 403);
+  t.is(
+    (await s.request('POST', '/v1/oauth/clients', { token: owner.token, body: { ...base, is_first_party: true } }))
+      .status,
+    403,
+  );
   const id = (await s.request('POST', '/v1/oauth/clients', { token: owner.token, body: base })).body.client.id;
-  const p = await s.request('PATCH', `/v1/oauth/clients/${id}`, { token: owner.token, body: { description: 'new', allowed_scopes: ['gps:read', 'trips:read'] } });
+  const p = await s.request('PATCH', `/v1/oauth/clients/${id}`, {
+    token: owner.token,
+    body: { description: 'new', allowed_scopes: ['gps:read', 'trips:read'] },
+  });
   t.is(p.status, 200, p.text);
   t.is(p.body.data.description, 'new');
   t.is(p.body.data.name, 'Fleet App');
   t.deepEqual(p.body.data.allowed_scopes, ['gps:read', 'trips:read']);
   t.is((await s.request('PATCH', `/v1/oauth/clients/${id}`, { token: owner.token, body: {} })).status, 400);
-  t.is((await s.request('PATCH', `/v1/oauth/clients/${id}`, { token: owner.token, body: { is_first_party: true } })).status, 403);
-  const fp = await s.request('PATCH', `/v1/oauth/clients/${id}`, { token: admin.token, body: { is_first_party: true } });
+  t.is(
+    (await s.request('PATCH', `/v1/oauth/clients/${id}`, { token: owner.token, body: { is_first_party: true } }))
+      .status,
+    403,
+  );
+  const fp = await s.request('PATCH', `/v1/oauth/clients/${id}`, {
+    token: admin.token,
+    body: { is_first_party: true },
+  });
   t.true(fp.body.data.is_first_party);
   t.truthy(await s.db('audit_events').where({ event_type: 'client_updated', resource_id: id }).first());
 });
@@ -128,10 +216,20 @@ test('regenerate-secret: new secret shown once, old hash replaced; public client
   t.deepEqual(Object.keys(r.body).sort(), ['client_id', 'client_secret', 'message']);
   t.is(r.body.client_id, made.client.id);
   t.not(r.body.client_secret, made.client_secret);
-  t.is((await s.db('oauth_clients').where('id', made.client.id).first()).client_secret_hash, sha256(r.body.client_secret));
-  t.truthy(await s.db('audit_events').where({ event_type: 'client_secret_regenerated', resource_id: made.client.id }).first());
-  const pub = (await s.request('POST', '/v1/oauth/clients', { token: owner.token, body: { ...base, client_type: 'public' } })).body;
-  t.is((await s.request('POST', `/v1/oauth/clients/${pub.client.id}/regenerate-secret`, { token: owner.token })).status, 400);
+  t.is(
+    (await s.db('oauth_clients').where('id', made.client.id).first()).client_secret_hash,
+    sha256(r.body.client_secret),
+  );
+  t.truthy(
+    await s.db('audit_events').where({ event_type: 'client_secret_regenerated', resource_id: made.client.id }).first(),
+  );
+  const pub = (
+    await s.request('POST', '/v1/oauth/clients', { token: owner.token, body: { ...base, client_type: 'public' } })
+  ).body;
+  t.is(
+    (await s.request('POST', `/v1/oauth/clients/${pub.client.id}/regenerate-secret`, { token: owner.token })).status,
+    400,
+  );
 });
 
 test('delete: 204, gone afterwards, audited', async (t) => {

@@ -24,13 +24,29 @@ const pkce = () => {
 async function makeClient(owner: TestUser, body: Record<string, unknown> = {}): Promise<Client> {
   const r = await stack().request('POST', '/v1/oauth/clients', {
     token: owner.token,
-    body: { name: 'Third Party', redirect_uris: [REDIRECT], allowed_scopes: ['gps:read', 'trips:read', 'users:read'], ...body },
+    body: {
+      name: 'Third Party',
+      redirect_uris: [REDIRECT],
+      allowed_scopes: ['gps:read', 'trips:read', 'users:read'],
+      ...body,
+    },
   });
   if (r.status !== 201) throw new Error(r.text);
   return { id: r.body.client.id, secret: r.body.client_secret };
 }
 
-async function authorize(user: TestUser, client: Client, o: { scope?: string; state?: string; challenge?: string; method?: string; redirect?: string; header?: string | null } = {}) {
+async function authorize(
+  user: TestUser,
+  client: Client,
+  o: {
+    scope?: string;
+    state?: string;
+    challenge?: string;
+    method?: string;
+    redirect?: string;
+    header?: string | null;
+  } = {},
+) {
   const q = new URLSearchParams({
     client_id: client.id,
     redirect_uri: o.redirect ?? REDIRECT,
@@ -56,11 +72,22 @@ async function codeFor(user: TestUser, client: Client, scope?: string) {
 function token(params: Record<string, string | undefined | null>) {
   const form = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null) form.set(k, v);
-  return stack().request('POST', '/v1/oauth/token', { rawBody: form.toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+  return stack().request('POST', '/v1/oauth/token', {
+    rawBody: form.toString(),
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  });
 }
 
 const exchange = (client: Client, code: string, verifier: string, extra: Record<string, string> = {}) =>
-  token({ grant_type: 'authorization_code', code, redirect_uri: REDIRECT, client_id: client.id, client_secret: client.secret, code_verifier: verifier, ...extra });
+  token({
+    grant_type: 'authorization_code',
+    code,
+    redirect_uri: REDIRECT,
+    client_id: client.id,
+    client_secret: client.secret,
+    code_verifier: verifier,
+    ...extra,
+  });
 
 const me = (accessToken: string) => stack().request('POST', '/v1/gql', { token: accessToken, body: ME });
 
@@ -82,7 +109,10 @@ test('full authorization-code + PKCE flow ends in a Bearer call with permissions
   const row = await s.db('oauth_authorization_codes').where({ user_id: user.id, client_id: client.id }).first();
   t.not(row.code_hash, code);
   t.true(new Date(row.expires_at).getTime() - Date.now() <= 60_000);
-  const granted = await s.db('audit_events').where({ event_type: 'consent_granted', user_id: user.id, resource_id: client.id }).first();
+  const granted = await s
+    .db('audit_events')
+    .where({ event_type: 'consent_granted', user_id: user.id, resource_id: client.id })
+    .first();
   t.truthy(granted);
   t.deepEqual(granted.metadata.scopes, ['gps:read', 'users:read']);
 
@@ -119,17 +149,40 @@ test('authorize also takes a JSON POST; the token endpoint also takes JSON; publ
   const p = pkce();
   const a = await s.request('POST', '/v1/oauth/authorize', {
     headers: { 'x-id-app-assertion': assertion(user.id) },
-    body: { client_id: client.id, redirect_uri: REDIRECT, response_type: 'code', scope: 'trips:read', code_challenge: p.challenge, code_challenge_method: 'S256' },
+    body: {
+      client_id: client.id,
+      redirect_uri: REDIRECT,
+      response_type: 'code',
+      scope: 'trips:read',
+      code_challenge: p.challenge,
+      code_challenge_method: 'S256',
+    },
   });
   t.is(a.status, 200, a.text);
   t.is(new URL(a.body.redirect_to).searchParams.get('state'), null);
   const code = new URL(a.body.redirect_to).searchParams.get('code')!;
-  const tok = await s.request('POST', '/v1/oauth/token', { body: { grant_type: 'authorization_code', code, redirect_uri: REDIRECT, client_id: client.id, code_verifier: p.verifier } });
+  const tok = await s.request('POST', '/v1/oauth/token', {
+    body: {
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: REDIRECT,
+      client_id: client.id,
+      code_verifier: p.verifier,
+    },
+  });
   t.is(tok.status, 200, tok.text);
   t.deepEqual((await me(tok.body.access_token)).body.data.me.permissions, ['trips:read']);
   // Without a scope parameter the client's allowed scopes are requested.
   const { code: c2, verifier } = await codeFor(user, client);
-  const t2 = await s.request('POST', '/v1/oauth/token', { body: { grant_type: 'authorization_code', code: c2, redirect_uri: REDIRECT, client_id: client.id, code_verifier: verifier } });
+  const t2 = await s.request('POST', '/v1/oauth/token', {
+    body: {
+      grant_type: 'authorization_code',
+      code: c2,
+      redirect_uri: REDIRECT,
+      client_id: client.id,
+      code_verifier: verifier,
+    },
+  });
   t.is(t2.body.scope, 'gps:read trips:read users:read');
 });
 
@@ -198,7 +251,8 @@ test('a wrong code_verifier fails and burns the code; wrong redirect_uri, wrong 
   t.is(unsupported.body.error, 'unsupported_grant_type');
   // A regenerated secret replaces the old one at the token endpoint.
   const c5 = await codeFor(user, client);
-  const fresh = (await s.request('POST', `/v1/oauth/clients/${client.id}/regenerate-secret`, { token: dev.token })).body.client_secret;
+  const fresh = (await s.request('POST', `/v1/oauth/clients/${client.id}/regenerate-secret`, { token: dev.token })).body
+    .client_secret;
   t.is((await exchange(client, c5.code, c5.verifier)).status, 401);
   t.is((await exchange({ id: client.id, secret: fresh }, c5.code, c5.verifier)).status, 200);
 });
@@ -216,10 +270,24 @@ test('a reused code is refused and revokes the tokens it produced; an expired co
   t.is(again.status, 400);
   t.is(again.body.error, 'invalid_grant');
   t.is((await me(first.body.access_token)).status, 401);
-  t.is((await token({ grant_type: 'refresh_token', refresh_token: first.body.refresh_token, client_id: client.id, client_secret: client.secret })).status, 400);
+  t.is(
+    (
+      await token({
+        grant_type: 'refresh_token',
+        refresh_token: first.body.refresh_token,
+        client_id: client.id,
+        client_secret: client.secret,
+      })
+    ).status,
+    400,
+  );
 
   const late = await codeFor(user, client);
-  await s.db('oauth_authorization_codes').where('user_id', user.id).whereNull('used_at').update({ expires_at: new Date(Date.now() - 1000) });
+  await s
+    .db('oauth_authorization_codes')
+    .where('user_id', user.id)
+    .whereNull('used_at')
+    .update({ expires_at: new Date(Date.now() - 1000) });
   const expired = await exchange(client, late.code, late.verifier);
   t.is(expired.status, 400);
   t.regex(expired.body.message, /expired/);
@@ -233,7 +301,12 @@ test('refresh rotation: each refresh token works once; reusing an old one revoke
   const { code, verifier } = await codeFor(user, client, 'gps:read trips:read');
   const t0 = (await exchange(client, code, verifier)).body;
 
-  const r1 = await token({ grant_type: 'refresh_token', refresh_token: t0.refresh_token, client_id: client.id, client_secret: client.secret });
+  const r1 = await token({
+    grant_type: 'refresh_token',
+    refresh_token: t0.refresh_token,
+    client_id: client.id,
+    client_secret: client.secret,
+  });
   t.is(r1.status, 200, r1.text);
   t.not(r1.body.refresh_token, t0.refresh_token);
   t.not(r1.body.access_token, t0.access_token);
@@ -241,24 +314,56 @@ test('refresh rotation: each refresh token works once; reusing an old one revoke
   t.is((await me(r1.body.access_token)).status, 200);
 
   // Narrowing on refresh is allowed, widening is not.
-  const r2 = await token({ grant_type: 'refresh_token', refresh_token: r1.body.refresh_token, client_id: client.id, client_secret: client.secret, scope: 'gps:read' });
+  const r2 = await token({
+    grant_type: 'refresh_token',
+    refresh_token: r1.body.refresh_token,
+    client_id: client.id,
+    client_secret: client.secret,
+    scope: 'gps:read',
+  });
   t.is(r2.status, 200);
   t.deepEqual((await me(r2.body.access_token)).body.data.me.permissions, ['gps:read']);
-  const widen = await token({ grant_type: 'refresh_token', refresh_token: r2.body.refresh_token, client_id: client.id, client_secret: client.secret, scope: 'gps:read trips:read' });
+  const widen = await token({
+    grant_type: 'refresh_token',
+    refresh_token: r2.body.refresh_token,
+    client_id: client.id,
+    client_secret: client.secret,
+    scope: 'gps:read trips:read',
+  });
   t.is(widen.body.error, 'invalid_scope');
 
   // Another client cannot use this refresh token.
   const other = await makeClient(dev);
-  t.is((await token({ grant_type: 'refresh_token', refresh_token: r2.body.refresh_token, client_id: other.id, client_secret: other.secret })).body.error, 'invalid_grant');
+  t.is(
+    (
+      await token({
+        grant_type: 'refresh_token',
+        refresh_token: r2.body.refresh_token,
+        client_id: other.id,
+        client_secret: other.secret,
+      })
+    ).body.error,
+    'invalid_grant',
+  );
 
   // Reuse of the already-rotated r1 token: refused, and every token of the chain dies.
-  const reuse = await token({ grant_type: 'refresh_token', refresh_token: t0.refresh_token, client_id: client.id, client_secret: client.secret });
+  const reuse = await token({
+    grant_type: 'refresh_token',
+    refresh_token: t0.refresh_token,
+    client_id: client.id,
+    client_secret: client.secret,
+  });
   t.is(reuse.status, 400);
   t.is(reuse.body.error, 'invalid_grant');
   t.regex(reuse.body.message, /already used/);
   t.is((await me(r2.body.access_token)).status, 401);
   t.is((await me(r1.body.access_token)).status, 401);
-  const latest = await token({ grant_type: 'refresh_token', refresh_token: r2.body.refresh_token, client_id: client.id, client_secret: client.secret });
+  const latest = await token({
+    grant_type: 'refresh_token',
+    refresh_token: r2.body.refresh_token,
+    client_id: client.id,
+    client_secret: client.secret,
+  });
   t.is(latest.body.error, 'invalid_grant');
   // A separate grant of the same user and client is unaffected.
   const again = await codeFor(user, client, 'gps:read');
@@ -266,7 +371,7 @@ test('refresh rotation: each refresh token works once; reusing an old one revoke
   t.is((await me(t3.access_token)).status, 200);
 });
 
-test('revoking a consent kills the client\'s tokens at once, audits, pushes oauthConsentRevoked', async (t) => {
+test("revoking a consent kills the client's tokens at once, audits, pushes oauthConsentRevoked", async (t) => {
   const s = stack();
   const dev = await createUser(s.db, { roles: ['role_developer'] });
   const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
@@ -285,17 +390,33 @@ test('revoking a consent kills the client\'s tokens at once, audits, pushes oaut
     const del = await s.request('DELETE', `/v1/users/me/consents/${client.id}`, { token: user.token });
     t.is(del.status, 204);
     t.is((await me(tok.access_token)).status, 401);
-    t.is((await token({ grant_type: 'refresh_token', refresh_token: tok.refresh_token, client_id: client.id, client_secret: client.secret })).status, 400);
+    t.is(
+      (
+        await token({
+          grant_type: 'refresh_token',
+          refresh_token: tok.refresh_token,
+          client_id: client.id,
+          client_secret: client.secret,
+        })
+      ).status,
+      400,
+    );
     t.is((await exchange(client, pending.code, pending.verifier)).status, 400);
     t.is((await me(keepTok.access_token)).status, 200);
     const push = await pushes.waitFor((m) => m.type === 'oauthConsentRevoked');
     t.is(push.userId, user.id);
     t.is(push.clientId, client.id);
     t.truthy(push.timestamp);
-    const audit = await s.db('audit_events').where({ event_type: 'consent_revoked', user_id: user.id, resource_id: client.id }).first();
+    const audit = await s
+      .db('audit_events')
+      .where({ event_type: 'consent_revoked', user_id: user.id, resource_id: client.id })
+      .first();
     t.truthy(audit);
     const left = await s.request('GET', '/v1/users/me/consents', { token: user.token });
-    t.deepEqual(left.body.data.map((c: { client_id: string }) => c.client_id), [keep.id]);
+    t.deepEqual(
+      left.body.data.map((c: { client_id: string }) => c.client_id),
+      [keep.id],
+    );
     t.is((await s.request('DELETE', `/v1/users/me/consents/${client.id}`, { token: user.token })).status, 404);
     t.is((await s.request('GET', '/v1/users/me/consents')).status, 401);
   } finally {
@@ -312,7 +433,10 @@ test('deactivating or deleting a client stops its access tokens at once', async 
   const tok = (await exchange(client, code, verifier)).body;
   t.deepEqual((await me(tok.access_token)).body.data.me.permissions, ['gps:read', 'trips:read']);
   // Narrowing the client's allowed scopes narrows its live tokens.
-  await s.request('PATCH', `/v1/oauth/clients/${client.id}`, { token: dev.token, body: { allowed_scopes: ['gps:read'] } });
+  await s.request('PATCH', `/v1/oauth/clients/${client.id}`, {
+    token: dev.token,
+    body: { allowed_scopes: ['gps:read'] },
+  });
   t.deepEqual((await me(tok.access_token)).body.data.me.permissions, ['gps:read']);
   await s.request('PATCH', `/v1/oauth/clients/${client.id}`, { token: dev.token, body: { is_active: false } });
   t.is((await me(tok.access_token)).status, 401);
@@ -338,7 +462,17 @@ test('an OAuth token follows its user: role changes and bans apply to it', async
   await s.api.services.bus.invalidateAuth({ userId: user.id });
   await new Promise((r) => setTimeout(r, 50));
   t.is((await me(tok.access_token)).status, 403);
-  t.is((await token({ grant_type: 'refresh_token', refresh_token: tok.refresh_token, client_id: client.id, client_secret: client.secret })).status, 400);
+  t.is(
+    (
+      await token({
+        grant_type: 'refresh_token',
+        refresh_token: tok.refresh_token,
+        client_id: client.id,
+        client_secret: client.secret,
+      })
+    ).status,
+    400,
+  );
 });
 
 test('the scheduled cleanup removes codes and tokens a day past expiry and keeps live ones', async (t) => {
@@ -360,5 +494,15 @@ test('the scheduled cleanup removes codes and tokens a day past expiry and keeps
   t.true(result.codes >= 1 && result.accessTokens >= 1 && result.refreshTokens >= 1);
   t.falsy(await s.db('oauth_access_tokens').where('token_hash', sha256(dead.access_token)).first());
   t.is((await me(live.access_token)).status, 200);
-  t.is((await token({ grant_type: 'refresh_token', refresh_token: live.refresh_token, client_id: client.id, client_secret: client.secret })).status, 200);
+  t.is(
+    (
+      await token({
+        grant_type: 'refresh_token',
+        refresh_token: live.refresh_token,
+        client_id: client.id,
+        client_secret: client.secret,
+      })
+    ).status,
+    200,
+  );
 });

@@ -4,7 +4,15 @@ import { apiKeySource } from '../../shared/auth/credentialSources';
 import { loadOAuthTokenEntry } from '../../shared/auth/oauthTokens';
 import { sha256 } from '../../shared/crypto';
 import { ALL_PERMISSIONS, DEFAULT_ROLES } from '../../shared/permissions';
-import { authorize, authorizePermission, authorizeGrant, effectivePermissions, PermissionSet, Principal, subjects } from '../../shared/policies';
+import {
+  authorize,
+  authorizePermission,
+  authorizeGrant,
+  effectivePermissions,
+  PermissionSet,
+  Principal,
+  subjects,
+} from '../../shared/policies';
 import { createKey, createOAuthToken, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 
@@ -42,7 +50,15 @@ test('pure: effective permissions are always within the owner ∩ the grant', (t
 test('pure: no actor manages a user holding a permission the actor lacks', (t) => {
   fc.assert(
     fc.property(setArb, setArb, (actorPerms, targetPerms) => {
-      const actor: Principal = { kind: 'user', userId: 'a', sessionId: 's', via: 'session', permissions: actorPerms, grant: 'all', roleIds: [] };
+      const actor: Principal = {
+        kind: 'user',
+        userId: 'a',
+        sessionId: 's',
+        via: 'session',
+        permissions: actorPerms,
+        grant: 'all',
+        roleIds: [],
+      };
       let allowed = true;
       try {
         authorize(actor, 'manage', subjects.user('t', targetPerms));
@@ -59,7 +75,15 @@ test('pure: no actor manages a user holding a permission the actor lacks', (t) =
 test('pure: a narrowed credential acts on itself and hands out scopes only within its grant', (t) => {
   fc.assert(
     fc.property(setArb, setArb, fc.constantFrom(...CHECKED), (owner, grant, permission) => {
-      const key: Principal = { kind: 'apiKey', apiKeyId: 'k', userId: 'me', permissions: effectivePermissions(owner, grant), grant, roleIds: [], keyRoleIds: [] };
+      const key: Principal = {
+        kind: 'apiKey',
+        apiKeyId: 'k',
+        userId: 'me',
+        permissions: effectivePermissions(owner, grant),
+        grant,
+        roleIds: [],
+        keyRoleIds: [],
+      };
       const passes = (fn: () => void) => {
         try {
           fn();
@@ -69,7 +93,11 @@ test('pure: a narrowed credential acts on itself and hands out scopes only withi
         }
       };
       if (passes(() => authorizePermission(key, permission, { selfId: 'me' })) && !grant.has(permission)) return false;
-      if (passes(() => authorizeGrant(key, [permission])) && !(key.permissions.has(permission) || grant.names(permission))) return false;
+      if (
+        passes(() => authorizeGrant(key, [permission])) &&
+        !(key.permissions.has(permission) || grant.names(permission))
+      )
+        return false;
       return true;
     }),
     { numRuns: 2000 },
@@ -98,14 +126,16 @@ test('database: API keys and OAuth tokens resolve to at most owner ∩ grant, wh
         const owner = await createUser(s.db, { roles: ownerRoles });
         const ownerPerms = await perms(ownerRoles);
         const key = await createKey({ userId: owner.id, scopes });
-        if (keyRoles.length) await s.db('api_key_roles').insert(keyRoles.map((role_id) => ({ api_key_id: key.id, role_id })));
+        if (keyRoles.length)
+          await s.db('api_key_roles').insert(keyRoles.map((role_id) => ({ api_key_id: key.id, role_id })));
         const keyGrant = new PermissionSet([...scopes, ...(await perms(keyRoles)).list()]);
         const keyEntry = await apiKeySource.load(s.db, sha256(key.key));
         const oauth = await createOAuthToken(s.db, owner.id, scopes);
         const tokenEntry = await loadOAuthTokenEntry(s.db, { hash: sha256(oauth.token) });
         for (const p of CHECKED) {
           if (keyEntry!.principal.permissions.has(p) && !(ownerPerms.has(p) && keyGrant.has(p))) return false;
-          if (tokenEntry!.principal.permissions.has(p) && !(ownerPerms.has(p) && new PermissionSet(scopes).has(p))) return false;
+          if (tokenEntry!.principal.permissions.has(p) && !(ownerPerms.has(p) && new PermissionSet(scopes).has(p)))
+            return false;
         }
         return true;
       },
@@ -119,9 +149,15 @@ test('HTTP: a user is changed by another only when the actor holds every permiss
   const s = stack();
   await fc.assert(
     fc.asyncProperty(fc.subarray(roleIds, { minLength: 1 }), fc.subarray(roleIds), async (actorRoles, targetRoles) => {
-      const [actor, target] = await Promise.all([createUser(s.db, { roles: actorRoles }), createUser(s.db, { roles: targetRoles })]);
+      const [actor, target] = await Promise.all([
+        createUser(s.db, { roles: actorRoles }),
+        createUser(s.db, { roles: targetRoles }),
+      ]);
       const [a, tp] = await Promise.all([perms(actorRoles), perms(targetRoles)]);
-      const r = await s.request('PATCH', `/v1/users/${target.id}`, { token: actor.token, body: { privacy_mode: true } });
+      const r = await s.request('PATCH', `/v1/users/${target.id}`, {
+        token: actor.token,
+        body: { privacy_mode: true },
+      });
       const outranks = tp.list().every((p) => a.has(p));
       if (r.status === 200) return a.has('users:write') && outranks;
       return r.status === 403 && !(a.has('users:write') && outranks);

@@ -14,7 +14,11 @@ async function permId(perm: string): Promise<string> {
 
 async function mePermissions(token: string, url?: string): Promise<string[]> {
   if (url) {
-    const r = await fetch(`${url}/v1/gql`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(ME) });
+    const r = await fetch(`${url}/v1/gql`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(ME),
+    });
     return ((await r.json()) as { data: { me: { permissions: string[] } } }).data.me.permissions;
   }
   const r = await stack().request('POST', '/v1/gql', { token, body: ME });
@@ -31,8 +35,17 @@ test('roles: list and get need roles:read; anonymous is 401', async (t) => {
   const list = await s.request('GET', '/v1/roles', { token: dev.token });
   t.is(list.status, 200);
   const names = list.body.data.map((r: { name: string }) => r.name);
-  for (const n of ['Admin', 'User', 'Moderator', 'Developer', 'API Read Only', 'API Full Access', 'System']) t.true(names.includes(n), n);
-  t.deepEqual(Object.keys(list.body.data[0]).sort(), ['created_at', 'description', 'id', 'is_system', 'name', 'requires_two_factor', 'updated_at']);
+  for (const n of ['Admin', 'User', 'Moderator', 'Developer', 'API Read Only', 'API Full Access', 'System'])
+    t.true(names.includes(n), n);
+  t.deepEqual(Object.keys(list.body.data[0]).sort(), [
+    'created_at',
+    'description',
+    'id',
+    'is_system',
+    'name',
+    'requires_two_factor',
+    'updated_at',
+  ]);
   const one = await s.request('GET', '/v1/roles/role_admin', { token: admin.token });
   t.is(one.status, 200);
   t.is(one.body.data.name, 'Admin');
@@ -44,7 +57,10 @@ test('roles: list and get need roles:read; anonymous is 401', async (t) => {
 test('roles: create, rename, 409 on a taken name, system roles cannot be renamed or deleted', async (t) => {
   const s = stack();
   const admin = await createUser(s.db, { roles: ['role_admin'] });
-  const made = await s.request('POST', '/v1/roles', { token: admin.token, body: { name: 'Dispatcher', description: 'Plans trips', requires_two_factor: true } });
+  const made = await s.request('POST', '/v1/roles', {
+    token: admin.token,
+    body: { name: 'Dispatcher', description: 'Plans trips', requires_two_factor: true },
+  });
   t.is(made.status, 201, made.text);
   const role = made.body.data;
   t.is(role.name, 'Dispatcher');
@@ -53,7 +69,10 @@ test('roles: create, rename, 409 on a taken name, system roles cannot be renamed
   t.is((await s.request('POST', '/v1/roles', { token: admin.token, body: { name: 'dispatcher' } })).status, 409);
   t.is((await s.request('POST', '/v1/roles', { token: admin.token, body: { description: 'no name' } })).status, 400);
 
-  const patched = await s.request('PATCH', `/v1/roles/${role.id}`, { token: admin.token, body: { name: 'Dispatch Lead', requires_two_factor: false } });
+  const patched = await s.request('PATCH', `/v1/roles/${role.id}`, {
+    token: admin.token,
+    body: { name: 'Dispatch Lead', requires_two_factor: false },
+  });
   t.is(patched.status, 200);
   t.is(patched.body.data.name, 'Dispatch Lead');
   t.false(patched.body.data.requires_two_factor);
@@ -64,7 +83,10 @@ test('roles: create, rename, 409 on a taken name, system roles cannot be renamed
   const rename = await s.request('PATCH', '/v1/roles/role_moderator', { token: admin.token, body: { name: 'Mods' } });
   t.is(rename.status, 403);
   t.regex(rename.body.message, /system roles cannot be renamed/);
-  const sysDesc = await s.request('PATCH', '/v1/roles/role_moderator', { token: admin.token, body: { description: 'Keeps order', requires_two_factor: true } });
+  const sysDesc = await s.request('PATCH', '/v1/roles/role_moderator', {
+    token: admin.token,
+    body: { description: 'Keeps order', requires_two_factor: true },
+  });
   t.is(sysDesc.status, 200);
   t.is(sysDesc.body.data.name, 'Moderator');
   t.true(sysDesc.body.data.requires_two_factor);
@@ -85,37 +107,105 @@ test('role permissions: 201 with the current list, 409 when assigned, 204 and 40
   const role = (await s.request('POST', '/v1/roles', { token: admin.token, body: { name: 'Viewer' } })).body.data;
   const gpsRead = await permId('gps:read');
   const tripsRead = await permId('trips:read');
-  const a = await s.request('POST', `/v1/roles/${role.id}/permissions`, { token: admin.token, body: { permission_id: gpsRead } });
+  const a = await s.request('POST', `/v1/roles/${role.id}/permissions`, {
+    token: admin.token,
+    body: { permission_id: gpsRead },
+  });
   t.is(a.status, 201, a.text);
-  t.deepEqual(a.body.data.map((p: { id: string }) => p.id), [gpsRead]);
-  const b = await s.request('POST', `/v1/roles/${role.id}/permissions`, { token: admin.token, body: { permission_id: tripsRead } });
-  t.deepEqual(b.body.data.map((p: { resource: string; action: string }) => `${p.resource}:${p.action}`), ['gps:read', 'trips:read']);
-  t.is((await s.request('POST', `/v1/roles/${role.id}/permissions`, { token: admin.token, body: { permission_id: gpsRead } })).status, 409);
-  t.is((await s.request('POST', `/v1/roles/${role.id}/permissions`, { token: admin.token, body: { permission_id: '00000000-0000-4000-8000-000000000000' } })).status, 404);
-  t.is((await s.request('POST', `/v1/roles/role_nope/permissions`, { token: admin.token, body: { permission_id: gpsRead } })).status, 404);
-  t.is((await s.request('POST', `/v1/roles/${role.id}/permissions`, { token: admin.token, body: { permission_id: 'x' } })).status, 400);
+  t.deepEqual(
+    a.body.data.map((p: { id: string }) => p.id),
+    [gpsRead],
+  );
+  const b = await s.request('POST', `/v1/roles/${role.id}/permissions`, {
+    token: admin.token,
+    body: { permission_id: tripsRead },
+  });
+  t.deepEqual(
+    b.body.data.map((p: { resource: string; action: string }) => `${p.resource}:${p.action}`),
+    ['gps:read', 'trips:read'],
+  );
+  t.is(
+    (
+      await s.request('POST', `/v1/roles/${role.id}/permissions`, {
+        token: admin.token,
+        body: { permission_id: gpsRead },
+      })
+    ).status,
+    409,
+  );
+  t.is(
+    (
+      await s.request('POST', `/v1/roles/${role.id}/permissions`, {
+        token: admin.token,
+        body: { permission_id: '00000000-0000-4000-8000-000000000000' },
+      })
+    ).status,
+    404,
+  );
+  t.is(
+    (
+      await s.request('POST', `/v1/roles/role_nope/permissions`, {
+        token: admin.token,
+        body: { permission_id: gpsRead },
+      })
+    ).status,
+    404,
+  );
+  t.is(
+    (await s.request('POST', `/v1/roles/${role.id}/permissions`, { token: admin.token, body: { permission_id: 'x' } }))
+      .status,
+    400,
+  );
   const list = await s.request('GET', `/v1/roles/${role.id}/permissions`, { token: admin.token });
   t.is(list.body.data.length, 2);
   t.is((await s.request('DELETE', `/v1/roles/${role.id}/permissions/${gpsRead}`, { token: admin.token })).status, 204);
   t.is((await s.request('DELETE', `/v1/roles/${role.id}/permissions/${gpsRead}`, { token: admin.token })).status, 404);
-  t.deepEqual((await s.request('GET', `/v1/roles/${role.id}/permissions`, { token: admin.token })).body.data.map((p: { id: string }) => p.id), [tripsRead]);
+  t.deepEqual(
+    (await s.request('GET', `/v1/roles/${role.id}/permissions`, { token: admin.token })).body.data.map(
+      (p: { id: string }) => p.id,
+    ),
+    [tripsRead],
+  );
 });
 
 test('role escalation: a roles:write holder cannot grant a permission they lack (403)', async (t) => {
   const s = stack();
   const admin = await createUser(s.db, { roles: ['role_admin'] });
-  const managerRole = (await s.request('POST', '/v1/roles', { token: admin.token, body: { name: 'Role Manager' } })).body.data;
+  const managerRole = (await s.request('POST', '/v1/roles', { token: admin.token, body: { name: 'Role Manager' } }))
+    .body.data;
   for (const p of ['roles:read', 'roles:write', 'gps:read']) {
-    t.is((await s.request('POST', `/v1/roles/${managerRole.id}/permissions`, { token: admin.token, body: { permission_id: await permId(p) } })).status, 201);
+    t.is(
+      (
+        await s.request('POST', `/v1/roles/${managerRole.id}/permissions`, {
+          token: admin.token,
+          body: { permission_id: await permId(p) },
+        })
+      ).status,
+      201,
+    );
   }
   const manager = await createUser(s.db, { roles: [managerRole.id] });
   const target = (await s.request('POST', '/v1/roles', { token: manager.token, body: { name: 'Target' } })).body.data;
-  const esc = await s.request('POST', `/v1/roles/${target.id}/permissions`, { token: manager.token, body: { permission_id: await permId('users:delete') } });
+  const esc = await s.request('POST', `/v1/roles/${target.id}/permissions`, {
+    token: manager.token,
+    body: { permission_id: await permId('users:delete') },
+  });
   t.is(esc.status, 403);
   t.regex(esc.body.message, /users:delete/);
-  const star = await s.request('POST', `/v1/roles/${managerRole.id}/permissions`, { token: manager.token, body: { permission_id: await permId('*:*') } });
+  const star = await s.request('POST', `/v1/roles/${managerRole.id}/permissions`, {
+    token: manager.token,
+    body: { permission_id: await permId('*:*') },
+  });
   t.is(star.status, 403);
-  t.is((await s.request('POST', `/v1/roles/${target.id}/permissions`, { token: manager.token, body: { permission_id: await permId('gps:read') } })).status, 201);
+  t.is(
+    (
+      await s.request('POST', `/v1/roles/${target.id}/permissions`, {
+        token: manager.token,
+        body: { permission_id: await permId('gps:read') },
+      })
+    ).status,
+    201,
+  );
   t.false((await mePermissions(manager.token)).includes('users:delete'));
 });
 
@@ -126,60 +216,103 @@ test('permissions: list, get, create with format checks and 409', async (t) => {
   const list = await s.request('GET', '/v1/permissions', { token: dev.token });
   t.is(list.status, 200);
   t.true(list.body.data.some((p: { resource: string; action: string }) => p.resource === 'gps' && p.action === 'read'));
-  t.deepEqual(Object.keys(list.body.data[0]).sort(), ['action', 'created_at', 'description', 'id', 'resource', 'updated_at']);
+  t.deepEqual(Object.keys(list.body.data[0]).sort(), [
+    'action',
+    'created_at',
+    'description',
+    'id',
+    'resource',
+    'updated_at',
+  ]);
   const id = await permId('gps:read');
   t.is((await s.request('GET', `/v1/permissions/${id}`, { token: dev.token })).body.data.id, id);
-  t.is((await s.request('GET', '/v1/permissions/00000000-0000-4000-8000-000000000000', { token: dev.token })).status, 404);
-  t.is((await s.request('POST', '/v1/permissions', { token: dev.token, body: { resource: 'reports', action: 'read' } })).status, 403);
-  const made = await s.request('POST', '/v1/permissions', { token: admin.token, body: { resource: 'reports', action: 'read', description: 'Read reports' } });
+  t.is(
+    (await s.request('GET', '/v1/permissions/00000000-0000-4000-8000-000000000000', { token: dev.token })).status,
+    404,
+  );
+  t.is(
+    (await s.request('POST', '/v1/permissions', { token: dev.token, body: { resource: 'reports', action: 'read' } }))
+      .status,
+    403,
+  );
+  const made = await s.request('POST', '/v1/permissions', {
+    token: admin.token,
+    body: { resource: 'reports', action: 'read', description: 'Read reports' },
+  });
   t.is(made.status, 201);
   t.is(made.body.data.resource, 'reports');
-  t.is((await s.request('POST', '/v1/permissions', { token: admin.token, body: { resource: 'reports', action: 'read' } })).status, 409);
-  const bad = await s.request('POST', '/v1/permissions', { token: admin.token, body: { resource: 'Re ports', action: 'read' } });
+  t.is(
+    (await s.request('POST', '/v1/permissions', { token: admin.token, body: { resource: 'reports', action: 'read' } }))
+      .status,
+    409,
+  );
+  const bad = await s.request('POST', '/v1/permissions', {
+    token: admin.token,
+    body: { resource: 'Re ports', action: 'read' },
+  });
   t.is(bad.status, 400);
   t.regex(bad.body.message, /resource/);
 });
 
-test.serial('a role-permission change is visible on the very next request, and within a second on another api instance', async (t) => {
-  const s = stack();
-  const admin = await createUser(s.db, { roles: ['role_admin'] });
-  const role = (await s.request('POST', '/v1/roles', { token: admin.token, body: { name: 'Cache Probe' } })).body.data;
-  const user = await createUser(s.db, { roles: ['role_user', role.id] });
-  const key = await createKey({ userId: null, scopes: [] });
-  await s.db('api_key_roles').insert({ api_key_id: key.id, role_id: role.id });
-  const second = await startSecondApi(s);
-  const otherUrl = second.url;
-  try {
-    // Warm the caches of both instances.
-    t.false((await mePermissions(user.token)).includes('settings:write'));
-    t.false((await mePermissions(user.token, otherUrl)).includes('settings:write'));
-    t.false((await mePermissions(key.key)).includes('settings:write'));
-    t.false((await mePermissions(key.key, otherUrl)).includes('settings:write'));
+test.serial(
+  'a role-permission change is visible on the very next request, and within a second on another api instance',
+  async (t) => {
+    const s = stack();
+    const admin = await createUser(s.db, { roles: ['role_admin'] });
+    const role = (await s.request('POST', '/v1/roles', { token: admin.token, body: { name: 'Cache Probe' } })).body
+      .data;
+    const user = await createUser(s.db, { roles: ['role_user', role.id] });
+    const key = await createKey({ userId: null, scopes: [] });
+    await s.db('api_key_roles').insert({ api_key_id: key.id, role_id: role.id });
+    const second = await startSecondApi(s);
+    const otherUrl = second.url;
+    try {
+      // Warm the caches of both instances.
+      t.false((await mePermissions(user.token)).includes('settings:write'));
+      t.false((await mePermissions(user.token, otherUrl)).includes('settings:write'));
+      t.false((await mePermissions(key.key)).includes('settings:write'));
+      t.false((await mePermissions(key.key, otherUrl)).includes('settings:write'));
 
-    const add = await s.request('POST', `/v1/roles/${role.id}/permissions`, { token: admin.token, body: { permission_id: await permId('settings:write') } });
-    t.is(add.status, 201);
-    t.true((await mePermissions(user.token)).includes('settings:write'));
-    t.true((await mePermissions(key.key)).includes('settings:write'));
-    const deadline = Date.now() + 1000;
-    let seen = false;
-    while (!seen && Date.now() < deadline) {
-      seen = (await mePermissions(user.token, otherUrl)).includes('settings:write') && (await mePermissions(key.key, otherUrl)).includes('settings:write');
-      if (!seen) await new Promise((r) => setTimeout(r, 20));
+      const add = await s.request('POST', `/v1/roles/${role.id}/permissions`, {
+        token: admin.token,
+        body: { permission_id: await permId('settings:write') },
+      });
+      t.is(add.status, 201);
+      t.true((await mePermissions(user.token)).includes('settings:write'));
+      t.true((await mePermissions(key.key)).includes('settings:write'));
+      const deadline = Date.now() + 1000;
+      let seen = false;
+      while (!seen && Date.now() < deadline) {
+        seen =
+          (await mePermissions(user.token, otherUrl)).includes('settings:write') &&
+          (await mePermissions(key.key, otherUrl)).includes('settings:write');
+        if (!seen) await new Promise((r) => setTimeout(r, 20));
+      }
+      t.true(seen, 'second instance still served the old permission set after 1 s');
+
+      // Removal works the same way, and deleting the role takes its grants away.
+      t.is(
+        (
+          await s.request('DELETE', `/v1/roles/${role.id}/permissions/${await permId('settings:write')}`, {
+            token: admin.token,
+          })
+        ).status,
+        204,
+      );
+      t.false((await mePermissions(user.token)).includes('settings:write'));
+      await s.request('POST', `/v1/roles/${role.id}/permissions`, {
+        token: admin.token,
+        body: { permission_id: await permId('settings:delete') },
+      });
+      t.true((await mePermissions(user.token)).includes('settings:delete'));
+      t.is((await s.request('DELETE', `/v1/roles/${role.id}`, { token: admin.token })).status, 204);
+      t.false((await mePermissions(user.token)).includes('settings:delete'));
+      t.false((await mePermissions(key.key)).includes('settings:delete'));
+    } finally {
+      await second.close();
     }
-    t.true(seen, 'second instance still served the old permission set after 1 s');
-
-    // Removal works the same way, and deleting the role takes its grants away.
-    t.is((await s.request('DELETE', `/v1/roles/${role.id}/permissions/${await permId('settings:write')}`, { token: admin.token })).status, 204);
-    t.false((await mePermissions(user.token)).includes('settings:write'));
-    await s.request('POST', `/v1/roles/${role.id}/permissions`, { token: admin.token, body: { permission_id: await permId('settings:delete') } });
-    t.true((await mePermissions(user.token)).includes('settings:delete'));
-    t.is((await s.request('DELETE', `/v1/roles/${role.id}`, { token: admin.token })).status, 204);
-    t.false((await mePermissions(user.token)).includes('settings:delete'));
-    t.false((await mePermissions(key.key)).includes('settings:delete'));
-  } finally {
-    await second.close();
-  }
-});
+  },
+);
 
 test('role changes push rolePermissionsChanged to holders, permissionsUpdated / rolesUpdated only where something changed', async (t) => {
   const s = stack();
@@ -191,14 +324,20 @@ test('role changes push rolePermissionsChanged to holders, permissionsUpdated / 
   const outsiderPushes = await listenPushes(s.redis, s.config, `user:${outsider.id}`);
   try {
     // two_factor:read: the holder has it already through User, so the effective set does not change.
-    await s.request('POST', `/v1/roles/${role.id}/permissions`, { token: admin.token, body: { permission_id: await permId('two_factor:read') } });
+    await s.request('POST', `/v1/roles/${role.id}/permissions`, {
+      token: admin.token,
+      body: { permission_id: await permId('two_factor:read') },
+    });
     const changed1 = await holderPushes.waitFor((m) => m.type === 'rolePermissionsChanged');
     t.is(changed1.roleId, role.id);
     t.is(changed1.roleName, 'Push Probe');
     await new Promise((r) => setTimeout(r, 100));
     t.false(holderPushes.messages.some((m) => m.type === 'permissionsUpdated'));
 
-    await s.request('POST', `/v1/roles/${role.id}/permissions`, { token: admin.token, body: { permission_id: await permId('gps:write') } });
+    await s.request('POST', `/v1/roles/${role.id}/permissions`, {
+      token: admin.token,
+      body: { permission_id: await permId('gps:write') },
+    });
     const updated = await holderPushes.waitFor((m) => m.type === 'permissionsUpdated');
     t.is(updated.userId, holder.id);
     t.true(updated.permissions.includes('gps:write'));
@@ -213,7 +352,9 @@ test('role changes push rolePermissionsChanged to holders, permissionsUpdated / 
     t.is(del.status, 204, del.text);
     const gone = await holderPushes.waitFor((m) => m.type === 'rolesUpdated' && !m.roleIds.includes(role.id));
     t.deepEqual(gone.roleIds, ['role_user']);
-    const lost = await holderPushes.waitFor((m) => m.type === 'permissionsUpdated' && !m.permissions.includes('gps:write'));
+    const lost = await holderPushes.waitFor(
+      (m) => m.type === 'permissionsUpdated' && !m.permissions.includes('gps:write'),
+    );
     t.false(lost.permissions.includes('gps:write'));
     t.is(outsiderPushes.messages.length, 0);
   } finally {

@@ -13,7 +13,19 @@ test('each of the 11 allowlisted routes lets the system key through (exact and p
   t.is(SYSTEM_KEY_ALLOWLIST.length, 11);
   t.deepEqual(
     SYSTEM_KEY_ALLOWLIST.map((e) => e.path).sort(),
-    ['/v1/auth/2fa/check', '/v1/auth/login', '/v1/auth/register/verify', '/v1/auth/reset-password', '/v1/auth/verify-email', '/v1/gql', '/v1/internal/audit', '/v1/sessions', '/v1/users/email', '/v1/users/oauth', '/v1/ws'].sort(),
+    [
+      '/v1/auth/2fa/check',
+      '/v1/auth/login',
+      '/v1/auth/register/verify',
+      '/v1/auth/reset-password',
+      '/v1/auth/verify-email',
+      '/v1/gql',
+      '/v1/internal/audit',
+      '/v1/sessions',
+      '/v1/users/email',
+      '/v1/users/oauth',
+      '/v1/ws',
+    ].sort(),
   );
   // What each probe answers past the allowlist: the route's own validation (400), its method
   // rule (405), or no HTTP route at all (404); never the refusal, never a server error.
@@ -85,9 +97,15 @@ test('the system key does real work on allowlisted routes: GraphQL, internal ses
   const gql = await s.request('POST', '/v1/gql', { token: s.systemKey, body: { query: '{ me { isSuperAdmin } }' } });
   t.is(gql.status, 200);
   t.true(gql.body.data.me.isSuperAdmin);
-  const session = await s.request('POST', '/v1/sessions', { token: s.systemKey, body: { userId: user.id, expires: new Date(Date.now() + 60_000).toISOString() } });
+  const session = await s.request('POST', '/v1/sessions', {
+    token: s.systemKey,
+    body: { userId: user.id, expires: new Date(Date.now() + 60_000).toISOString() },
+  });
   t.is(session.status, 201);
-  const audit = await s.request('POST', '/v1/internal/audit', { token: s.systemKey, body: { event_type: 'login', user_id: user.id } });
+  const audit = await s.request('POST', '/v1/internal/audit', {
+    token: s.systemKey,
+    body: { event_type: 'login', user_id: user.id },
+  });
   t.is(audit.status, 201);
 });
 

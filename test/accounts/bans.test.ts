@@ -8,7 +8,10 @@ import { sleep } from '../helpers/wait';
 const stack = useStack(test, { workers: true });
 
 async function withPassword(user: TestUser, password: string): Promise<void> {
-  await stack().db('platform_accounts').where('user_id', user.id).update({ password_hash: await hashPassword(password) });
+  await stack()
+    .db('platform_accounts')
+    .where('user_id', user.id)
+    .update({ password_hash: await hashPassword(password) });
 }
 
 test('permanent ban: 201 {data: Ban}, credentials stop at once, pushes, login refused, unban, history', async (t) => {
@@ -24,13 +27,24 @@ test('permanent ban: 201 {data: Ban}, credentials stop at once, pushes, login re
   try {
     const r = await s.request('POST', `/v1/users/${user.id}/ban`, { token: mod.token, body: { reason: 'spam' } });
     t.is(r.status, 201, r.text);
-    t.deepEqual(Object.keys(r.body.data).sort(), ['banned_at', 'banned_by', 'expires_at', 'id', 'is_permanent', 'reason', 'user_id']);
+    t.deepEqual(Object.keys(r.body.data).sort(), [
+      'banned_at',
+      'banned_by',
+      'expires_at',
+      'id',
+      'is_permanent',
+      'reason',
+      'user_id',
+    ]);
     t.true(r.body.data.is_permanent);
     t.is(r.body.data.expires_at, null);
     t.is(r.body.data.banned_by, mod.id);
     banId = r.body.data.id;
     const banned = await pushes.waitFor((m) => m.type === 'accountBanned');
-    t.deepEqual({ userId: banned.userId, reason: banned.reason, expiresAt: banned.expiresAt, isPermanent: banned.isPermanent }, { userId: user.id, reason: 'spam', expiresAt: null, isPermanent: true });
+    t.deepEqual(
+      { userId: banned.userId, reason: banned.reason, expiresAt: banned.expiresAt, isPermanent: banned.isPermanent },
+      { userId: user.id, reason: 'spam', expiresAt: null, isPermanent: true },
+    );
     t.truthy(banned.timestamp);
     const force = await pushes.waitFor((m) => m.type === 'forceLogout');
     t.is(force.userId, user.id);
@@ -58,9 +72,15 @@ test('permanent ban: 201 {data: Ban}, credentials stop at once, pushes, login re
   t.truthy(un.body.message);
   await sleep(50);
   t.is((await s.request('GET', '/v1/users/me', { token: key.key })).status, 200);
-  t.is((await s.request('POST', '/v1/auth/login', { body: { email: user.email, password: 'banned-user-pw' } })).status, 200);
+  t.is(
+    (await s.request('POST', '/v1/auth/login', { body: { email: user.email, password: 'banned-user-pw' } })).status,
+    200,
+  );
   t.is((await s.request('DELETE', `/v1/users/${user.id}/ban`, { token: mod.token })).status, 404);
-  t.deepEqual((await s.request('GET', `/v1/users/${user.id}/ban`, { token: mod.token })).body, { is_banned: false, active_ban: null });
+  t.deepEqual((await s.request('GET', `/v1/users/${user.id}/ban`, { token: mod.token })).body, {
+    is_banned: false,
+    active_ban: null,
+  });
 
   const history = await s.request('GET', `/v1/users/${user.id}/bans`, { token: mod.token });
   t.is(history.status, 200);
@@ -77,15 +97,28 @@ test('ban refusals: 401/403 without users:ban, 400 self and bad duration, 403 ag
   t.is((await s.request('POST', `/v1/users/${user.id}/ban`, { body: {} })).status, 401);
   t.is((await s.request('POST', `/v1/users/${mod.id}/ban`, { token: user.token, body: {} })).status, 403);
   t.is((await s.request('POST', `/v1/users/${mod.id}/ban`, { token: mod.token, body: {} })).status, 400);
-  const dur = await s.request('POST', `/v1/users/${user.id}/ban`, { token: mod.token, body: { duration_seconds: 1.5 } });
+  const dur = await s.request('POST', `/v1/users/${user.id}/ban`, {
+    token: mod.token,
+    body: { duration_seconds: 1.5 },
+  });
   t.is(dur.status, 400);
   t.regex(dur.body.message, /^duration_seconds/);
-  t.is((await s.request('POST', `/v1/users/${user.id}/ban`, { token: mod.token, body: { duration_seconds: -5 } })).status, 400);
+  t.is(
+    (await s.request('POST', `/v1/users/${user.id}/ban`, { token: mod.token, body: { duration_seconds: -5 } })).status,
+    400,
+  );
   t.is((await s.request('POST', `/v1/users/${admin.id}/ban`, { token: mod.token, body: {} })).status, 403);
-  t.is((await s.request('POST', '/v1/users/00000000-0000-4000-8000-000000000000/ban', { token: mod.token, body: {} })).status, 404);
+  t.is(
+    (await s.request('POST', '/v1/users/00000000-0000-4000-8000-000000000000/ban', { token: mod.token, body: {} }))
+      .status,
+    404,
+  );
   t.is((await s.request('GET', `/v1/users/${user.id}/bans`, { token: user.token })).status, 403);
   // Self may read their own ban state.
-  t.deepEqual((await s.request('GET', `/v1/users/${user.id}/ban`, { token: user.token })).body, { is_banned: false, active_ban: null });
+  t.deepEqual((await s.request('GET', `/v1/users/${user.id}/ban`, { token: user.token })).body, {
+    is_banned: false,
+    active_ban: null,
+  });
 });
 
 test('timed ban: credentials work again at expires_at by themselves; expireBans closes the history entry', async (t) => {
@@ -96,7 +129,10 @@ test('timed ban: credentials work again at expires_at by themselves; expireBans 
   const pushes = await listenPushes(s.redis, s.config, `user:${user.id}`);
   let ban: any;
   try {
-    const r = await s.request('POST', `/v1/users/${user.id}/ban`, { token: mod.token, body: { reason: 'cool down', duration_seconds: 2 } });
+    const r = await s.request('POST', `/v1/users/${user.id}/ban`, {
+      token: mod.token,
+      body: { reason: 'cool down', duration_seconds: 2 },
+    });
     t.is(r.status, 201);
     ban = r.body.data;
     t.false(ban.is_permanent);
@@ -113,7 +149,11 @@ test('timed ban: credentials work again at expires_at by themselves; expireBans 
   t.is((await s.request('GET', '/v1/users/me', { token: key.key })).status, 200);
   t.false((await s.request('GET', `/v1/users/${user.id}/ban`, { token: mod.token })).body.is_banned);
 
-  const result = await s.api.services.queues.enqueueAndWait<'scheduled', { ended: number }>('scheduled', { task: 'expireBans' }, 10_000);
+  const result = await s.api.services.queues.enqueueAndWait<'scheduled', { ended: number }>(
+    'scheduled',
+    { task: 'expireBans' },
+    10_000,
+  );
   t.true(result.ended >= 1);
   const history = (await s.request('GET', `/v1/users/${user.id}/bans`, { token: mod.token })).body.data;
   t.is(history[0].unbanned_at, ban.expires_at);

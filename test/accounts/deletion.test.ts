@@ -47,9 +47,21 @@ test('soft delete: 204, sessions and API keys revoked at once, push, status, 409
   const cancel = await s.request('POST', `/v1/admin/users/${user.id}/cancel-deletion`, { token: admin.token });
   t.is(cancel.status, 200);
   t.true(cancel.body.success);
-  t.deepEqual((await s.request('GET', `/v1/admin/users/${user.id}/deletion-status`, { token: admin.token })).body, { is_scheduled_for_deletion: false, scheduled_deletion_at: null, is_deleted: false, deleted_at: null });
+  t.deepEqual((await s.request('GET', `/v1/admin/users/${user.id}/deletion-status`, { token: admin.token })).body, {
+    is_scheduled_for_deletion: false,
+    scheduled_deletion_at: null,
+    is_deleted: false,
+    deleted_at: null,
+  });
   t.is((await s.request('POST', `/v1/admin/users/${user.id}/cancel-deletion`, { token: admin.token })).status, 409);
-  t.is((await s.request('GET', '/v1/admin/users/00000000-0000-4000-8000-000000000000/deletion-status', { token: admin.token })).status, 404);
+  t.is(
+    (
+      await s.request('GET', '/v1/admin/users/00000000-0000-4000-8000-000000000000/deletion-status', {
+        token: admin.token,
+      })
+    ).status,
+    404,
+  );
 });
 
 test('self-service: DELETE /v1/users/me schedules the deletion 7 days out; the user keeps access and can cancel', async (t) => {
@@ -64,7 +76,10 @@ test('self-service: DELETE /v1/users/me schedules the deletion 7 days out; the u
   t.truthy(row.scheduled_deletion_at);
   t.is((await s.request('GET', '/v1/users/me', { token: user.token })).status, 200);
   // Asking again keeps the first date.
-  t.is((await s.request('DELETE', '/v1/users/me', { token: user.token })).body.scheduled_deletion_at, r.body.scheduled_deletion_at);
+  t.is(
+    (await s.request('DELETE', '/v1/users/me', { token: user.token })).body.scheduled_deletion_at,
+    r.body.scheduled_deletion_at,
+  );
   const c = await s.request('POST', '/v1/users/me/cancel-deletion', { token: user.token });
   t.is(c.status, 200);
   t.is((await s.db('users').where('id', user.id).first()).scheduled_deletion_at, null);
@@ -79,15 +94,38 @@ test('the purge job deletes only accounts whose grace period has ended', async (
   const softDue = await createUser(s.db);
   const notYet = await createUser(s.db);
   const active = await createUser(s.db);
-  await s.db('users').where('id', due.id).update({ scheduled_deletion_at: new Date(Date.now() - 1000) });
-  await s.db('users').where('id', softDue.id).update({ scheduled_deletion_at: new Date(Date.now() - DAY), deleted_at: new Date(Date.now() - 8 * DAY) });
-  await s.db('users').where('id', notYet.id).update({ scheduled_deletion_at: new Date(Date.now() + DAY) });
-  await s.db('audit_events').insert({ user_id: due.id, actor_id: due.id, event_type: 'login', ip_address: '192.0.2.9', user_agent: 'UA', city: 'Berlin', metadata: JSON.stringify({ platform: 'email' }) });
-  await s.db('email_outbox').insert({ to_address: due.email, subject: 's', text_body: 't', user_id: due.id, status: 'sent' });
+  await s
+    .db('users')
+    .where('id', due.id)
+    .update({ scheduled_deletion_at: new Date(Date.now() - 1000) });
+  await s
+    .db('users')
+    .where('id', softDue.id)
+    .update({ scheduled_deletion_at: new Date(Date.now() - DAY), deleted_at: new Date(Date.now() - 8 * DAY) });
+  await s
+    .db('users')
+    .where('id', notYet.id)
+    .update({ scheduled_deletion_at: new Date(Date.now() + DAY) });
+  await s.db('audit_events').insert({
+    user_id: due.id,
+    actor_id: due.id,
+    event_type: 'login',
+    ip_address: '192.0.2.9',
+    user_agent: 'UA',
+    city: 'Berlin',
+    metadata: JSON.stringify({ platform: 'email' }),
+  });
+  await s
+    .db('email_outbox')
+    .insert({ to_address: due.email, subject: 's', text_body: 't', user_id: due.id, status: 'sent' });
 
   const pushes = await listenPushes(s.redis, s.config, `user:${due.id}`);
   try {
-    const result = await s.api.services.queues.enqueueAndWait<'scheduled', { purged: number; failed: number }>('scheduled', { task: 'purgeDeletedAccounts' }, 15_000);
+    const result = await s.api.services.queues.enqueueAndWait<'scheduled', { purged: number; failed: number }>(
+      'scheduled',
+      { task: 'purgeDeletedAccounts' },
+      15_000,
+    );
     t.is(result.failed, 0);
     t.true(result.purged >= 2);
     await pushes.waitFor((m) => m.type === 'accountDeleted');
@@ -101,7 +139,11 @@ test('the purge job deletes only accounts whose grace period has ended', async (
   t.is((await s.db('user_roles').where('user_id', due.id)).length, 0);
   t.is((await s.db('email_outbox').where('to_address', due.email)).length, 0);
   t.is((await s.db('audit_events').where('user_id', due.id).orWhere('actor_id', due.id)).length, 0);
-  const anon = await s.db('audit_events').where({ event_type: 'login', city: null }).whereNull('user_id').whereRaw("metadata = '{}'::jsonb");
+  const anon = await s
+    .db('audit_events')
+    .where({ event_type: 'login', city: null })
+    .whereNull('user_id')
+    .whereRaw("metadata = '{}'::jsonb");
   t.true(anon.length >= 1);
   t.false(JSON.stringify(await s.db('audit_events')).includes('192.0.2.9'));
   const trail = await s.db('audit_events').where({ event_type: 'user_deleted', resource_id: due.id }).first();
@@ -114,12 +156,26 @@ test('force-delete: 200, personal data gone at once, 404 afterwards; refusals', 
   const mod = await createUser(s.db, { roles: ['role_moderator'] });
   const user = await createUser(s.db);
   await s.request('GET', '/v1/users/me', { token: user.token, headers: { 'user-agent': 'Secret UA' } });
-  await s.request('PATCH', `/v1/users/${user.id}/username`, { token: user.token, body: { username: `renamed_${Date.now().toString(36)}` } });
-  t.is((await s.request('POST', `/v1/admin/users/${user.id}/force-delete`, { token: mod.token, body: { reason: 'x' } })).status, 403);
-  t.is((await s.request('POST', `/v1/admin/users/${admin.id}/force-delete`, { token: admin.token, body: { reason: 'x' } })).status, 400);
+  await s.request('PATCH', `/v1/users/${user.id}/username`, {
+    token: user.token,
+    body: { username: `renamed_${Date.now().toString(36)}` },
+  });
+  t.is(
+    (await s.request('POST', `/v1/admin/users/${user.id}/force-delete`, { token: mod.token, body: { reason: 'x' } }))
+      .status,
+    403,
+  );
+  t.is(
+    (await s.request('POST', `/v1/admin/users/${admin.id}/force-delete`, { token: admin.token, body: { reason: 'x' } }))
+      .status,
+    400,
+  );
   const pushes = await listenPushes(s.redis, s.config, `user:${user.id}`);
   try {
-    const r = await s.request('POST', `/v1/admin/users/${user.id}/force-delete`, { token: admin.token, body: { reason: 'GDPR request' } });
+    const r = await s.request('POST', `/v1/admin/users/${user.id}/force-delete`, {
+      token: admin.token,
+      body: { reason: 'GDPR request' },
+    });
     t.is(r.status, 200, r.text);
     t.true(r.body.success);
     t.truthy(r.body.message);
@@ -139,5 +195,8 @@ test('force-delete: 200, personal data gone at once, 404 afterwards; refusals', 
   t.is((await s.request('GET', '/v1/users/me', { token: user.token })).status, 401);
   t.is((await s.request('GET', `/v1/users/${user.id}`, { token: admin.token })).status, 404);
   t.is((await s.request('GET', `/v1/admin/users/${user.id}/deletion-status`, { token: admin.token })).status, 404);
-  t.is((await s.request('POST', `/v1/admin/users/${user.id}/force-delete`, { token: admin.token, body: {} })).status, 404);
+  t.is(
+    (await s.request('POST', `/v1/admin/users/${user.id}/force-delete`, { token: admin.token, body: {} })).status,
+    404,
+  );
 });

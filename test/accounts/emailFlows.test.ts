@@ -10,8 +10,18 @@ const { stack, mailbox } = useAccountsStack(test);
 /** A user who signed in with a provider only (no email account), with a session token. */
 async function providerUser(tag: string) {
   const s = stack();
-  const r = await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: freshEmail(tag), name: `Prov ${tag}`, oauthProvider: 'github', oauthProviderId: `gh-${tag}-${Date.now()}-${Math.random()}` } });
-  const { token } = await createSession(stack().db, r.body.data.id, new Date(Date.now() + 3600_000), { platformSlug: 'github' });
+  const r = await s.request('POST', '/v1/users/oauth', {
+    token: s.systemKey,
+    body: {
+      email: freshEmail(tag),
+      name: `Prov ${tag}`,
+      oauthProvider: 'github',
+      oauthProviderId: `gh-${tag}-${Date.now()}-${Math.random()}`,
+    },
+  });
+  const { token } = await createSession(stack().db, r.body.data.id, new Date(Date.now() + 3600_000), {
+    platformSlug: 'github',
+  });
   return { id: r.body.data.id as string, email: r.body.data.email as string, token };
 }
 
@@ -19,14 +29,23 @@ test('email change: request → pending → mail to the new address → verify �
   const s = stack();
   const email = freshEmail('chg');
   await s.request('POST', '/v1/auth/register', { body: { email, password: 'change-me-123' } });
-  const v = await s.request('POST', '/v1/auth/register/verify', { body: { token: tokenOf(await mailbox().waitFor(email)) } });
+  const v = await s.request('POST', '/v1/auth/register/verify', {
+    body: { token: tokenOf(await mailbox().waitFor(email)) },
+  });
   const userId = v.body.data.id;
   const login = await s.request('POST', '/v1/auth/login', { body: { email, password: 'change-me-123' } });
   const token = login.body.session.sessionToken;
 
-  t.deepEqual((await s.request('GET', `/v1/users/${userId}/email/pending`, { token })).body, { pending: false, new_email: null, expires_at: null });
+  t.deepEqual((await s.request('GET', `/v1/users/${userId}/email/pending`, { token })).body, {
+    pending: false,
+    new_email: null,
+    expires_at: null,
+  });
   const next = freshEmail('next');
-  const req = await s.request('POST', `/v1/users/${userId}/email/request-change`, { token, body: { email: next.toUpperCase() } });
+  const req = await s.request('POST', `/v1/users/${userId}/email/request-change`, {
+    token,
+    body: { email: next.toUpperCase() },
+  });
   t.is(req.status, 200, req.text);
   t.truthy(req.body.message);
   const expires = new Date(req.body.expires_at).getTime();
@@ -43,7 +62,11 @@ test('email change: request → pending → mail to the new address → verify �
   t.is((await s.request('POST', '/v1/auth/login', { body: { email, password: 'change-me-123' } })).status, 200);
 
   const stranger = await createUser(s.db);
-  t.is((await s.request('POST', '/v1/users/email/verify', { token: stranger.token, body: { token: tokenOf(mail) } })).status, 400);
+  t.is(
+    (await s.request('POST', '/v1/users/email/verify', { token: stranger.token, body: { token: tokenOf(mail) } }))
+      .status,
+    400,
+  );
 
   const pushes = await listenPushes(s.redis, s.config, `user:${userId}`);
   try {
@@ -67,15 +90,53 @@ test('email change refusals: 400 invalid / not an email account / same address, 
   const user = await createUser(s.db);
   const other = await createUser(s.db);
   const admin = await createUser(s.db, { roles: ['role_admin'] });
-  const bad = await s.request('POST', `/v1/users/${user.id}/email/request-change`, { token: user.token, body: { email: 'nope' } });
+  const bad = await s.request('POST', `/v1/users/${user.id}/email/request-change`, {
+    token: user.token,
+    body: { email: 'nope' },
+  });
   t.is(bad.status, 400);
   t.regex(bad.body.message, /^email/);
-  t.is((await s.request('POST', `/v1/users/${user.id}/email/request-change`, { token: user.token, body: { email: user.email } })).status, 400);
-  t.is((await s.request('POST', `/v1/users/${user.id}/email/request-change`, { token: user.token, body: { email: other.email } })).status, 409);
-  t.is((await s.request('POST', '/v1/users/00000000-0000-4000-8000-000000000000/email/request-change', { token: admin.token, body: { email: freshEmail() } })).status, 404);
-  t.is((await s.request('POST', `/v1/users/${other.id}/email/request-change`, { token: user.token, body: { email: freshEmail() } })).status, 403);
+  t.is(
+    (
+      await s.request('POST', `/v1/users/${user.id}/email/request-change`, {
+        token: user.token,
+        body: { email: user.email },
+      })
+    ).status,
+    400,
+  );
+  t.is(
+    (
+      await s.request('POST', `/v1/users/${user.id}/email/request-change`, {
+        token: user.token,
+        body: { email: other.email },
+      })
+    ).status,
+    409,
+  );
+  t.is(
+    (
+      await s.request('POST', '/v1/users/00000000-0000-4000-8000-000000000000/email/request-change', {
+        token: admin.token,
+        body: { email: freshEmail() },
+      })
+    ).status,
+    404,
+  );
+  t.is(
+    (
+      await s.request('POST', `/v1/users/${other.id}/email/request-change`, {
+        token: user.token,
+        body: { email: freshEmail() },
+      })
+    ).status,
+    403,
+  );
   const prov = await providerUser('noemail');
-  const notEmail = await s.request('POST', `/v1/users/${prov.id}/email/request-change`, { token: prov.token, body: { email: freshEmail() } });
+  const notEmail = await s.request('POST', `/v1/users/${prov.id}/email/request-change`, {
+    token: prov.token,
+    body: { email: freshEmail() },
+  });
   t.is(notEmail.status, 400);
   t.regex(notEmail.body.message, /no email sign-in/);
 
@@ -85,32 +146,55 @@ test('email change refusals: 400 invalid / not an email account / same address, 
   const mail = await mailbox().waitFor(first);
   t.is((await s.request('DELETE', `/v1/users/${user.id}/email/pending`, { token: user.token })).status, 200);
   t.is((await s.request('DELETE', `/v1/users/${user.id}/email/pending`, { token: user.token })).status, 404);
-  t.is((await s.request('POST', '/v1/users/email/verify', { token: user.token, body: { token: tokenOf(mail) } })).status, 400);
+  t.is(
+    (await s.request('POST', '/v1/users/email/verify', { token: user.token, body: { token: tokenOf(mail) } })).status,
+    400,
+  );
 
   // Expired after 24 hours.
   const second = freshEmail('c2');
   await s.request('POST', `/v1/users/${user.id}/email/request-change`, { token: user.token, body: { email: second } });
   const mail2 = await mailbox().waitFor(second);
-  await s.db('account_tokens').where({ user_id: user.id, purpose: 'email_change' }).whereNull('used_at').update({ expires_at: new Date(Date.now() - 1000) });
+  await s
+    .db('account_tokens')
+    .where({ user_id: user.id, purpose: 'email_change' })
+    .whereNull('used_at')
+    .update({ expires_at: new Date(Date.now() - 1000) });
   t.is((await s.request('GET', `/v1/users/${user.id}/email/pending`, { token: user.token })).body.pending, false);
-  t.is((await s.request('POST', '/v1/users/email/verify', { token: user.token, body: { token: tokenOf(mail2) } })).status, 400);
+  t.is(
+    (await s.request('POST', '/v1/users/email/verify', { token: user.token, body: { token: tokenOf(mail2) } })).status,
+    400,
+  );
 
   // Taken between request and verify: 409.
   const third = freshEmail('c3');
   await s.request('POST', `/v1/users/${user.id}/email/request-change`, { token: user.token, body: { email: third } });
   const mail3 = await mailbox().waitFor(third);
   await s.db('platform_accounts').where('user_id', other.id).update({ email: third });
-  t.is((await s.request('POST', '/v1/users/email/verify', { token: user.token, body: { token: tokenOf(mail3) } })).status, 409);
+  t.is(
+    (await s.request('POST', '/v1/users/email/verify', { token: user.token, body: { token: tokenOf(mail3) } })).status,
+    409,
+  );
 });
 
 test('email link: request → pending → verify → email account, push, and email+password sign-in works', async (t) => {
   const s = stack();
   const prov = await providerUser('link');
-  t.deepEqual((await s.request('GET', `/v1/users/${prov.id}/email-link/pending`, { token: prov.token })).body, { pending: false, email: null, expires_at: null });
-  const short = await s.request('POST', `/v1/users/${prov.id}/email-link/request`, { token: prov.token, body: { email: prov.email, password: 'short' } });
+  t.deepEqual((await s.request('GET', `/v1/users/${prov.id}/email-link/pending`, { token: prov.token })).body, {
+    pending: false,
+    email: null,
+    expires_at: null,
+  });
+  const short = await s.request('POST', `/v1/users/${prov.id}/email-link/request`, {
+    token: prov.token,
+    body: { email: prov.email, password: 'short' },
+  });
   t.is(short.status, 400);
   t.regex(short.body.message, /^password/);
-  const req = await s.request('POST', `/v1/users/${prov.id}/email-link/request`, { token: prov.token, body: { email: prov.email, password: 'linked-password' } });
+  const req = await s.request('POST', `/v1/users/${prov.id}/email-link/request`, {
+    token: prov.token,
+    body: { email: prov.email, password: 'linked-password' },
+  });
   t.is(req.status, 200, req.text);
   t.truthy(req.body.expires_at);
   const pending = await s.request('GET', `/v1/users/${prov.id}/email-link/pending`, { token: prov.token });
@@ -121,12 +205,18 @@ test('email link: request → pending → verify → email account, push, and em
   t.regex(mail.text, /\/account\/email-link\/verify\?token=/);
   t.false((await sentOutboxRow(s.db, prov.email, 'email_link')).includes(tokenOf(mail)));
   // Not yet linked: no sign-in.
-  t.is((await s.request('POST', '/v1/auth/login', { body: { email: prov.email, password: 'linked-password' } })).status, 401);
+  t.is(
+    (await s.request('POST', '/v1/auth/login', { body: { email: prov.email, password: 'linked-password' } })).status,
+    401,
+  );
 
   const pushes = await listenPushes(s.redis, s.config, `user:${prov.id}`);
   let accountId: string;
   try {
-    const v = await s.request('POST', '/v1/users/email-link/verify', { token: prov.token, body: { token: tokenOf(mail) } });
+    const v = await s.request('POST', '/v1/users/email-link/verify', {
+      token: prov.token,
+      body: { token: tokenOf(mail) },
+    });
     t.is(v.status, 200, v.text);
     t.truthy(v.body.message);
     accountId = v.body.platform_account_id;
@@ -142,7 +232,15 @@ test('email link: request → pending → verify → email account, push, and em
   const login = await s.request('POST', '/v1/auth/login', { body: { email: prov.email, password: 'linked-password' } });
   t.is(login.status, 200);
   t.is(login.body.data.id, prov.id);
-  t.is((await s.request('POST', `/v1/users/${prov.id}/email-link/request`, { token: prov.token, body: { email: freshEmail(), password: 'linked-password' } })).status, 400);
+  t.is(
+    (
+      await s.request('POST', `/v1/users/${prov.id}/email-link/request`, {
+        token: prov.token,
+        body: { email: freshEmail(), password: 'linked-password' },
+      })
+    ).status,
+    400,
+  );
   t.truthy(await s.db('audit_events').where({ user_id: prov.id, event_type: 'account_linked' }).first());
 });
 
@@ -150,18 +248,36 @@ test('email link refusals and cancel: 409 in use, cancel then 404, verify-email 
   const s = stack();
   const prov = await providerUser('lref');
   const other = await createUser(s.db);
-  t.is((await s.request('POST', `/v1/users/${prov.id}/email-link/request`, { token: prov.token, body: { email: other.email, password: 'longenough' } })).status, 409);
+  t.is(
+    (
+      await s.request('POST', `/v1/users/${prov.id}/email-link/request`, {
+        token: prov.token,
+        body: { email: other.email, password: 'longenough' },
+      })
+    ).status,
+    409,
+  );
   const addr = freshEmail('lc');
-  await s.request('POST', `/v1/users/${prov.id}/email-link/request`, { token: prov.token, body: { email: addr, password: 'longenough' } });
+  await s.request('POST', `/v1/users/${prov.id}/email-link/request`, {
+    token: prov.token,
+    body: { email: addr, password: 'longenough' },
+  });
   const m1 = await mailbox().waitFor(addr);
   const cancel = await s.request('DELETE', `/v1/users/${prov.id}/email-link/pending`, { token: prov.token });
   t.is(cancel.status, 200);
   t.truthy(cancel.body.message);
   t.is((await s.request('DELETE', `/v1/users/${prov.id}/email-link/pending`, { token: prov.token })).status, 404);
-  t.is((await s.request('POST', '/v1/users/email-link/verify', { token: prov.token, body: { token: tokenOf(m1) } })).status, 400);
+  t.is(
+    (await s.request('POST', '/v1/users/email-link/verify', { token: prov.token, body: { token: tokenOf(m1) } }))
+      .status,
+    400,
+  );
   // The link in the mail also works without being signed in (the web app posts it to verify-email).
   const addr2 = freshEmail('lc2');
-  await s.request('POST', `/v1/users/${prov.id}/email-link/request`, { token: prov.token, body: { email: addr2, password: 'longenough' } });
+  await s.request('POST', `/v1/users/${prov.id}/email-link/request`, {
+    token: prov.token,
+    body: { email: addr2, password: 'longenough' },
+  });
   const m2 = await mailbox().waitFor(addr2);
   const v = await s.request('POST', '/v1/auth/verify-email', { body: { token: tokenOf(m2) } });
   t.is(v.status, 200, v.text);
@@ -176,7 +292,20 @@ test('platform accounts: list, set primary, unlink with the three refusals', asy
   t.is(list0.status, 200);
   t.is(list0.body.data.length, 1);
   const emailAcct = list0.body.data[0];
-  t.deepEqual(Object.keys(emailAcct).sort(), ['avatar_url', 'created_at', 'email', 'id', 'is_oauth', 'is_primary', 'platform_id', 'platform_name', 'platform_slug', 'platform_user_id', 'updated_at', 'username']);
+  t.deepEqual(Object.keys(emailAcct).sort(), [
+    'avatar_url',
+    'created_at',
+    'email',
+    'id',
+    'is_oauth',
+    'is_primary',
+    'platform_id',
+    'platform_name',
+    'platform_slug',
+    'platform_user_id',
+    'updated_at',
+    'username',
+  ]);
   t.is(emailAcct.platform_slug, 'email');
   t.true(emailAcct.is_primary);
   t.is(list0.body._links.self, `/v1/users/${user.id}/accounts`);
@@ -188,8 +317,14 @@ test('platform accounts: list, set primary, unlink with the three refusals', asy
   t.regex(onlyEmail.body.message, /email sign-in account cannot be unlinked/);
 
   // Link two provider accounts by email.
-  await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: user.email, name: 'gh', oauthProvider: 'github', oauthProviderId: `gh-${user.id}` } });
-  await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: user.email, name: 'st', oauthProvider: 'stream', oauthProviderId: `st-${user.id}` } });
+  await s.request('POST', '/v1/users/oauth', {
+    token: s.systemKey,
+    body: { email: user.email, name: 'gh', oauthProvider: 'github', oauthProviderId: `gh-${user.id}` },
+  });
+  await s.request('POST', '/v1/users/oauth', {
+    token: s.systemKey,
+    body: { email: user.email, name: 'st', oauthProvider: 'stream', oauthProviderId: `st-${user.id}` },
+  });
   const list = (await s.request('GET', `/v1/users/me/accounts`, { token: user.token })).body.data;
   t.is(list.length, 3);
   const gh = list.find((a: any) => a.platform_slug === 'github');
@@ -200,15 +335,26 @@ test('platform accounts: list, set primary, unlink with the three refusals', asy
   t.true(prim.body.data.is_primary);
   t.is(prim.body.data.id, gh.id);
   const after = (await s.request('GET', `/v1/users/${user.id}/accounts`, { token: user.token })).body.data;
-  t.deepEqual(after.filter((a: any) => a.is_primary).map((a: any) => a.id), [gh.id]);
-  t.is((await s.request('GET', `/v1/users/${user.id}`, { token: user.token })).body.data.primary_platform_account_id, gh.id);
-  t.is((await s.request('PUT', `/v1/users/${user.id}/accounts/${other.id}/primary`, { token: user.token })).status, 404);
+  t.deepEqual(
+    after.filter((a: any) => a.is_primary).map((a: any) => a.id),
+    [gh.id],
+  );
+  t.is(
+    (await s.request('GET', `/v1/users/${user.id}`, { token: user.token })).body.data.primary_platform_account_id,
+    gh.id,
+  );
+  t.is(
+    (await s.request('PUT', `/v1/users/${user.id}/accounts/${other.id}/primary`, { token: user.token })).status,
+    404,
+  );
 
   const primary = await s.request('DELETE', `/v1/users/${user.id}/accounts/${gh.id}`, { token: user.token });
   t.is(primary.status, 409);
   t.regex(primary.body.message, /primary account/);
   t.is((await s.request('DELETE', `/v1/users/${user.id}/accounts/${st.id}`, { token: user.token })).status, 204);
-  t.truthy(await s.db('audit_events').where({ user_id: user.id, event_type: 'account_unlinked', resource_id: st.id }).first());
+  t.truthy(
+    await s.db('audit_events').where({ user_id: user.id, event_type: 'account_unlinked', resource_id: st.id }).first(),
+  );
   t.is((await s.request('DELETE', `/v1/users/${user.id}/accounts/${st.id}`, { token: user.token })).status, 404);
 
   // Last account: a provider-only user cannot unlink their only account.

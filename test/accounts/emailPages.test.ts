@@ -76,7 +76,10 @@ test('the pages escape what the link carries and say so when its token is missin
   t.regex(bare.text, /This link is incomplete/);
   t.false(bare.text.includes('<form'));
   // Confirmation pages do not use the token on GET (mail scanners open links): the page is a button.
-  t.regex(firstForm((await s.request('GET', `${EMAIL_LINK_PATHS.email_change}?token=${TOKEN}`)).text).action, /^\/v1\/auth\/verify-email$/);
+  t.regex(
+    firstForm((await s.request('GET', `${EMAIL_LINK_PATHS.email_change}?token=${TOKEN}`)).text).action,
+    /^\/v1\/auth\/verify-email$/,
+  );
 });
 
 test('password reset completes through the page: mail link → page → the JSON endpoint its form posts to', async (t) => {
@@ -91,10 +94,14 @@ test('password reset completes through the page: mail link → page → the JSON
   t.is(form.action, '/v1/auth/reset-password/confirm');
   t.deepEqual(Object.keys(form.inputs).sort(), ['password', 'password_repeat', 'token']);
   // What the page's script sends: the form's fields as JSON, the repeated password left out.
-  const done = await s.request('POST', form.action, { body: { token: form.inputs.token, password: 'a-new-password-1' } });
+  const done = await s.request('POST', form.action, {
+    body: { token: form.inputs.token, password: 'a-new-password-1' },
+  });
   t.is(done.status, 200, done.text);
   t.true(done.body.success);
-  const login = await s.request('POST', '/v1/auth/login', { body: { email: user.email, password: 'a-new-password-1' } });
+  const login = await s.request('POST', '/v1/auth/login', {
+    body: { email: user.email, password: 'a-new-password-1' },
+  });
   t.is(login.status, 200, login.text);
   t.regex(login.body.session.sessionToken, /^sess_/);
 });
@@ -106,13 +113,18 @@ test('registration completes through the page, and the form also works posted fo
   const page = await s.request('GET', linkPath(await box!.waitFor(email)));
   const form = firstForm(page.text);
   t.is(form.action, '/v1/auth/register/verify');
-  const res = await fetch(s.url + form.action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(form.inputs).toString() });
+  const res = await fetch(s.url + form.action, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(form.inputs).toString(),
+  });
   t.is(res.status, 201, await res.clone().text());
   t.is((await s.request('POST', '/v1/auth/login', { body: { email, password: 'page-password-1' } })).status, 200);
 });
 
 test('the pages are served only when APP_URL is unset or names this host', (t) => {
-  const ctx = (appUrl: string, appUrlSet: boolean, host: string) => ({ services: { config: { appUrl, appUrlSet } }, host }) as unknown as AppContext;
+  const ctx = (appUrl: string, appUrlSet: boolean, host: string) =>
+    ({ services: { config: { appUrl, appUrlSet } }, host }) as unknown as AppContext;
   t.true(servesEmailPages(ctx('http://localhost:3000', false, '127.0.0.1:4000')));
   t.true(servesEmailPages(ctx('https://api.example.org', true, 'API.example.org')));
   t.false(servesEmailPages(ctx('https://app.example.org', true, 'api.example.org')));

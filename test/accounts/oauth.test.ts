@@ -5,7 +5,19 @@ import { useStack } from '../helpers/stack';
 const stack = useStack(test);
 let n = 0;
 const uniq = () => `${Date.now().toString(36)}${n++}`;
-const FLAT = ['avatar_url', 'created_at', 'email', 'id', 'is_banned', 'last_login_at', 'platform', 'primary_platform_account_id', 'privacy_mode', 'updated_at', 'username'];
+const FLAT = [
+  'avatar_url',
+  'created_at',
+  'email',
+  'id',
+  'is_banned',
+  'last_login_at',
+  'platform',
+  'primary_platform_account_id',
+  'privacy_mode',
+  'updated_at',
+  'username',
+];
 
 test('POST /v1/users/oauth: only the system key (everyone else 401)', async (t) => {
   const s = stack();
@@ -20,7 +32,16 @@ test('POST /v1/users/oauth: only the system key (everyone else 401)', async (t) 
 test('first provider sign-in creates a User-role user; the next one updates the same account', async (t) => {
   const s = stack();
   const id = uniq();
-  const first = await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: `Chat_${id}@Example.test`, name: 'Chat Person!', oauthProvider: 'chat', oauthProviderId: `c-${id}`, image: 'https://cdn.example.test/1.png' } });
+  const first = await s.request('POST', '/v1/users/oauth', {
+    token: s.systemKey,
+    body: {
+      email: `Chat_${id}@Example.test`,
+      name: 'Chat Person!',
+      oauthProvider: 'chat',
+      oauthProviderId: `c-${id}`,
+      image: 'https://cdn.example.test/1.png',
+    },
+  });
   t.is(first.status, 200, first.text);
   t.deepEqual(Object.keys(first.body.data).sort(), FLAT);
   t.is(first.body.data.email, `chat_${id}@example.test`);
@@ -31,7 +52,16 @@ test('first provider sign-in creates a User-role user; the next one updates the 
   t.deepEqual(await s.db('user_roles').where('user_id', first.body.data.id).pluck('role_id'), ['role_user']);
   t.truthy(await s.db('audit_events').where({ user_id: first.body.data.id, event_type: 'user_created' }).first());
 
-  const second = await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: `chat_${id}@example.test`, name: 'Renamed', oauthProvider: 'chat', oauthProviderId: `c-${id}`, image: null } });
+  const second = await s.request('POST', '/v1/users/oauth', {
+    token: s.systemKey,
+    body: {
+      email: `chat_${id}@example.test`,
+      name: 'Renamed',
+      oauthProvider: 'chat',
+      oauthProviderId: `c-${id}`,
+      image: null,
+    },
+  });
   t.is(second.body.data.id, first.body.data.id);
   t.is(second.body.data.avatar_url, null);
   const accounts = await s.db('platform_accounts').where('user_id', first.body.data.id);
@@ -42,36 +72,79 @@ test('first provider sign-in creates a User-role user; the next one updates the 
 test('a provider sign-in with the email of an existing user links to that user', async (t) => {
   const s = stack();
   const existing = await createUser(s.db);
-  const r = await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: existing.email.toUpperCase(), name: 'Same Person', oauthProvider: 'stream', oauthProviderId: `s-${uniq()}` } });
+  const r = await s.request('POST', '/v1/users/oauth', {
+    token: s.systemKey,
+    body: {
+      email: existing.email.toUpperCase(),
+      name: 'Same Person',
+      oauthProvider: 'stream',
+      oauthProviderId: `s-${uniq()}`,
+    },
+  });
   t.is(r.status, 200);
   t.is(r.body.data.id, existing.id);
   t.is(r.body.data.platform, 'email'); // the primary account stays the email one
-  const accounts = await s.db('platform_accounts as pa').join('platforms as p', 'p.id', 'pa.platform_id').where('pa.user_id', existing.id).pluck('p.slug');
+  const accounts = await s
+    .db('platform_accounts as pa')
+    .join('platforms as p', 'p.id', 'pa.platform_id')
+    .where('pa.user_id', existing.id)
+    .pluck('p.slug');
   t.deepEqual(accounts.sort(), ['email', 'stream']);
   t.truthy(await s.db('audit_events').where({ user_id: existing.id, event_type: 'account_linked' }).first());
 });
 
 test('refusals: unknown platform 400, the email platform 400, a deleted user 403, bad body 400', async (t) => {
   const s = stack();
-  const unknown = await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: null, name: 'X', oauthProvider: 'myspace', oauthProviderId: '1' } });
+  const unknown = await s.request('POST', '/v1/users/oauth', {
+    token: s.systemKey,
+    body: { email: null, name: 'X', oauthProvider: 'myspace', oauthProviderId: '1' },
+  });
   t.is(unknown.status, 400);
   t.regex(unknown.body.message, /^oauthProvider/);
-  t.is((await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: null, name: 'X', oauthProvider: 'email', oauthProviderId: '1' } })).status, 400);
-  const missing = await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: null, oauthProvider: 'github', oauthProviderId: '1' } });
+  t.is(
+    (
+      await s.request('POST', '/v1/users/oauth', {
+        token: s.systemKey,
+        body: { email: null, name: 'X', oauthProvider: 'email', oauthProviderId: '1' },
+      })
+    ).status,
+    400,
+  );
+  const missing = await s.request('POST', '/v1/users/oauth', {
+    token: s.systemKey,
+    body: { email: null, oauthProvider: 'github', oauthProviderId: '1' },
+  });
   t.is(missing.status, 400);
   t.regex(missing.body.message, /^name/);
   const pid = `gh-${uniq()}`;
-  const created = await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: null, name: 'Gone', oauthProvider: 'github', oauthProviderId: pid } });
+  const created = await s.request('POST', '/v1/users/oauth', {
+    token: s.systemKey,
+    body: { email: null, name: 'Gone', oauthProvider: 'github', oauthProviderId: pid },
+  });
   await s.db('users').where('id', created.body.data.id).update({ deleted_at: new Date() });
-  t.is((await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: null, name: 'Gone', oauthProvider: 'github', oauthProviderId: pid } })).status, 403);
+  t.is(
+    (
+      await s.request('POST', '/v1/users/oauth', {
+        token: s.systemKey,
+        body: { email: null, name: 'Gone', oauthProvider: 'github', oauthProviderId: pid },
+      })
+    ).status,
+    403,
+  );
 });
 
 test('a banned user still resolves, flagged is_banned', async (t) => {
   const s = stack();
   const pid = `gh-${uniq()}`;
-  const created = await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: null, name: 'Banned', oauthProvider: 'github', oauthProviderId: pid } });
+  const created = await s.request('POST', '/v1/users/oauth', {
+    token: s.systemKey,
+    body: { email: null, name: 'Banned', oauthProvider: 'github', oauthProviderId: pid },
+  });
   await s.db('bans').insert({ user_id: created.body.data.id, reason: 'spam', is_permanent: true });
-  const again = await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: null, name: 'Banned', oauthProvider: 'github', oauthProviderId: pid } });
+  const again = await s.request('POST', '/v1/users/oauth', {
+    token: s.systemKey,
+    body: { email: null, name: 'Banned', oauthProvider: 'github', oauthProviderId: pid },
+  });
   t.true(again.body.data.is_banned);
 });
 
@@ -80,8 +153,13 @@ test('GET /v1/users/email/{email}: 401 without auth, 403 for another user, 404 u
   const me = await createUser(s.db);
   const other = await createUser(s.db);
   t.is((await s.request('GET', `/v1/users/email/${encodeURIComponent(me.email)}`)).status, 401);
-  t.is((await s.request('GET', `/v1/users/email/${encodeURIComponent(me.email)}`, { token: 'sess_bogus' })).status, 401);
-  const own = await s.request('GET', `/v1/users/email/${encodeURIComponent(me.email.toUpperCase())}`, { token: me.token });
+  t.is(
+    (await s.request('GET', `/v1/users/email/${encodeURIComponent(me.email)}`, { token: 'sess_bogus' })).status,
+    401,
+  );
+  const own = await s.request('GET', `/v1/users/email/${encodeURIComponent(me.email.toUpperCase())}`, {
+    token: me.token,
+  });
   t.is(own.status, 200);
   t.deepEqual(Object.keys(own.body.data).sort(), FLAT);
   t.is(own.body.data.id, me.id);
@@ -99,20 +177,42 @@ test('GET /v1/users/email/{email}: 401 without auth, 403 for another user, 404 u
 test('GraphQL: platforms (anonymous), oauthSignin (system key only), findUserByPlatform', async (t) => {
   const s = stack();
   const user = await createUser(s.db);
-  const platforms = await s.request('POST', '/v1/gql', { body: { query: '{ platforms { slug name twoFactorSupported twoFactorRequired } }' } });
+  const platforms = await s.request('POST', '/v1/gql', {
+    body: { query: '{ platforms { slug name twoFactorSupported twoFactorRequired } }' },
+  });
   t.true(platforms.body.data.platforms.some((p: any) => p.slug === 'email' && p.twoFactorSupported === true));
   const pid = `gql-${uniq()}`;
-  const mutation = { query: 'mutation($i: OauthSigninInput!) { oauthSignin(input: $i) { id username platform isBanned email } }', variables: { i: { email: null, name: 'Gql Person', oauthProvider: 'github', oauthProviderId: pid } } };
+  const mutation = {
+    query: 'mutation($i: OauthSigninInput!) { oauthSignin(input: $i) { id username platform isBanned email } }',
+    variables: { i: { email: null, name: 'Gql Person', oauthProvider: 'github', oauthProviderId: pid } },
+  };
   const denied = await s.request('POST', '/v1/gql', { token: user.token, body: mutation });
   t.is(denied.body.errors[0].extensions.status, 401);
   const ok = await s.request('POST', '/v1/gql', { token: s.systemKey, body: mutation });
   t.falsy(ok.body.errors, JSON.stringify(ok.body.errors));
   t.is(ok.body.data.oauthSignin.platform, 'github');
   t.false(ok.body.data.oauthSignin.isBanned);
-  const bad = await s.request('POST', '/v1/gql', { token: s.systemKey, body: { ...mutation, variables: { i: { ...mutation.variables.i, name: '' } } } });
+  const bad = await s.request('POST', '/v1/gql', {
+    token: s.systemKey,
+    body: { ...mutation, variables: { i: { ...mutation.variables.i, name: '' } } },
+  });
   t.is(bad.body.errors[0].extensions.status, 400);
-  const find = { query: 'query($s: String!, $p: String!) { findUserByPlatform(platformSlug: $s, platformUserId: $p) }', variables: { s: 'github', p: pid } };
-  t.is((await s.request('POST', '/v1/gql', { token: s.systemKey, body: find })).body.data.findUserByPlatform, ok.body.data.oauthSignin.id);
+  const find = {
+    query: 'query($s: String!, $p: String!) { findUserByPlatform(platformSlug: $s, platformUserId: $p) }',
+    variables: { s: 'github', p: pid },
+  };
+  t.is(
+    (await s.request('POST', '/v1/gql', { token: s.systemKey, body: find })).body.data.findUserByPlatform,
+    ok.body.data.oauthSignin.id,
+  );
   t.is((await s.request('POST', '/v1/gql', { token: user.token, body: find })).body.errors[0].extensions.status, 403);
-  t.is((await s.request('POST', '/v1/gql', { token: s.systemKey, body: { ...find, variables: { s: 'github', p: 'nobody' } } })).body.data.findUserByPlatform, null);
+  t.is(
+    (
+      await s.request('POST', '/v1/gql', {
+        token: s.systemKey,
+        body: { ...find, variables: { s: 'github', p: 'nobody' } },
+      })
+    ).body.data.findUserByPlatform,
+    null,
+  );
 });

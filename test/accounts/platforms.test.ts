@@ -11,7 +11,17 @@ test('platforms: public list, enabled list, get by id or slug, 404', async (t) =
   const slugs = all.body.data.map((p: any) => p.slug);
   t.true(['email', 'chat', 'stream', 'google', 'github'].every((x) => slugs.includes(x)));
   const email = all.body.data.find((p: any) => p.slug === 'email');
-  t.deepEqual(Object.keys(email).sort(), ['created_at', 'enabled', 'id', 'is_oauth', 'name', 'slug', 'two_factor_required', 'two_factor_supported', 'updated_at']);
+  t.deepEqual(Object.keys(email).sort(), [
+    'created_at',
+    'enabled',
+    'id',
+    'is_oauth',
+    'name',
+    'slug',
+    'two_factor_required',
+    'two_factor_supported',
+    'updated_at',
+  ]);
   t.false(email.is_oauth);
   const byId = await s.request('GET', `/v1/platforms/${email.id}`);
   t.is(byId.body.data.slug, 'email');
@@ -25,11 +35,17 @@ test('PATCH enabled needs settings:write; the enabled list follows', async (t) =
   const user = await createUser(s.db);
   const admin = await createUser(s.db, { roles: ['role_admin'] });
   t.is((await s.request('PATCH', '/v1/platforms/google/enabled', { body: { enabled: false } })).status, 401);
-  t.is((await s.request('PATCH', '/v1/platforms/google/enabled', { token: user.token, body: { enabled: false } })).status, 403);
+  t.is(
+    (await s.request('PATCH', '/v1/platforms/google/enabled', { token: user.token, body: { enabled: false } })).status,
+    403,
+  );
   const bad = await s.request('PATCH', '/v1/platforms/google/enabled', { token: admin.token, body: { enabled: 'no' } });
   t.is(bad.status, 400);
   t.regex(bad.body.message, /^enabled/);
-  const off = await s.request('PATCH', '/v1/platforms/google/enabled', { token: admin.token, body: { enabled: false } });
+  const off = await s.request('PATCH', '/v1/platforms/google/enabled', {
+    token: admin.token,
+    body: { enabled: false },
+  });
   t.is(off.status, 200);
   t.deepEqual(Object.keys(off.body.data).sort(), ['enabled', 'id', 'name', 'slug']);
   t.false(off.body.data.enabled);
@@ -37,9 +53,24 @@ test('PATCH enabled needs settings:write; the enabled list follows', async (t) =
   t.false(enabled.body.data.some((p: any) => p.slug === 'google'));
   t.true(enabled.body.data.some((p: any) => p.slug === 'github'));
   // Disabled: provider sign-in through it is refused with a clear message.
-  const oauth = await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: null, name: 'G User', oauthProvider: 'google', oauthProviderId: 'g-1' } });
+  const oauth = await s.request('POST', '/v1/users/oauth', {
+    token: s.systemKey,
+    body: { email: null, name: 'G User', oauthProvider: 'google', oauthProviderId: 'g-1' },
+  });
   t.is(oauth.status, 403);
   t.regex(oauth.body.message, /Google is disabled/);
-  t.is((await s.request('PATCH', '/v1/platforms/google/enabled', { token: admin.token, body: { enabled: true } })).body.data.enabled, true);
-  t.is((await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: null, name: 'G User', oauthProvider: 'google', oauthProviderId: 'g-1' } })).status, 200);
+  t.is(
+    (await s.request('PATCH', '/v1/platforms/google/enabled', { token: admin.token, body: { enabled: true } })).body
+      .data.enabled,
+    true,
+  );
+  t.is(
+    (
+      await s.request('POST', '/v1/users/oauth', {
+        token: s.systemKey,
+        body: { email: null, name: 'G User', oauthProvider: 'google', oauthProviderId: 'g-1' },
+      })
+    ).status,
+    200,
+  );
 });

@@ -5,15 +5,24 @@ import { listenPushes } from '../helpers/pushes';
 import { useStack } from '../helpers/stack';
 
 const stack = useStack(test);
-const IPHONE = 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1';
+const IPHONE =
+  'Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1';
 const FIREFOX = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:128.0) Gecko/20100101 Firefox/128.0';
-const IPAD = 'Mozilla/5.0 (iPad; CPU OS 16_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/16.6 Mobile/15E148 Safari/604.1';
+const IPAD =
+  'Mozilla/5.0 (iPad; CPU OS 16_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/16.6 Mobile/15E148 Safari/604.1';
 
 test('list: parsed devices, provider names, the current session flagged', async (t) => {
   const s = stack();
   const user = await createUser(s.db);
-  const phone = await createSession(stack().db, user.id, new Date(Date.now() + 3600_000), { userAgent: IPHONE, ipAddress: '198.51.100.4', platformSlug: 'github' });
-  await createSession(stack().db, user.id, new Date(Date.now() + 3600_000), { userAgent: FIREFOX, platformSlug: 'chat' });
+  const phone = await createSession(stack().db, user.id, new Date(Date.now() + 3600_000), {
+    userAgent: IPHONE,
+    ipAddress: '198.51.100.4',
+    platformSlug: 'github',
+  });
+  await createSession(stack().db, user.id, new Date(Date.now() + 3600_000), {
+    userAgent: FIREFOX,
+    platformSlug: 'chat',
+  });
   await createSession(stack().db, user.id, new Date(Date.now() + 3600_000), { userAgent: IPAD, platformSlug: 'email' });
   await createSession(stack().db, user.id, new Date(Date.now() - 1000), { userAgent: FIREFOX }); // expired: not listed
   const r = await s.request('GET', '/v1/users/me/sessions', { token: user.token });
@@ -23,7 +32,20 @@ test('list: parsed devices, provider names, the current session flagged', async 
   t.is(r.body.sessions.length, 4);
   const byId = new Map(r.body.sessions.map((x: any) => [x.id, x]));
   const p: any = byId.get(phone.session.id);
-  t.deepEqual(Object.keys(p).sort(), ['browser_name', 'created_at', 'device_type', 'expires_at', 'id', 'ip_address', 'is_current', 'last_activity_at', 'os_name', 'provider', 'provider_name', 'user_agent']);
+  t.deepEqual(Object.keys(p).sort(), [
+    'browser_name',
+    'created_at',
+    'device_type',
+    'expires_at',
+    'id',
+    'ip_address',
+    'is_current',
+    'last_activity_at',
+    'os_name',
+    'provider',
+    'provider_name',
+    'user_agent',
+  ]);
   t.is(p.device_type, 'mobile');
   t.regex(p.browser_name, /Safari/);
   t.regex(p.os_name, /iOS/);
@@ -47,7 +69,7 @@ test('needs a session token: API keys 403, anonymous 401', async (t) => {
   t.is((await s.request('GET', '/v1/users/me/sessions')).status, 401);
 });
 
-test('revoke one: 400 {success:false} for the current one, 404 for others\' sessions, push + 401 after', async (t) => {
+test("revoke one: 400 {success:false} for the current one, 404 for others' sessions, push + 401 after", async (t) => {
   const s = stack();
   const user = await createUser(s.db);
   const stranger = await createUser(s.db);
@@ -81,7 +103,9 @@ test('revoke one: 400 {success:false} for the current one, 404 for others\' sess
 test('revoke all others: count, one push per session, the current one survives', async (t) => {
   const s = stack();
   const user = await createUser(s.db);
-  const others = await Promise.all([1, 2, 3].map(() => createSession(stack().db, user.id, new Date(Date.now() + 3600_000))));
+  const others = await Promise.all(
+    [1, 2, 3].map(() => createSession(stack().db, user.id, new Date(Date.now() + 3600_000))),
+  );
   const pushes = await listenPushes(s.redis, s.config, `user:${user.id}`);
   try {
     const r = await s.request('DELETE', '/v1/users/me/sessions', { token: user.token });
@@ -96,7 +120,10 @@ test('revoke all others: count, one push per session, the current one survives',
   await new Promise((r) => setTimeout(r, 50));
   for (const o of others) t.is((await s.request('GET', '/v1', { token: o.token })).status, 401);
   const list = await s.request('GET', '/v1/users/me/sessions', { token: user.token });
-  t.deepEqual(list.body.sessions.map((x: any) => x.id), [user.sessionId]);
+  t.deepEqual(
+    list.body.sessions.map((x: any) => x.id),
+    [user.sessionId],
+  );
   t.is((await s.request('DELETE', '/v1/users/me/sessions', { token: user.token })).body.revoked_count, 0);
 });
 

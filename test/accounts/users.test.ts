@@ -4,7 +4,18 @@ import { listenPushes } from '../helpers/pushes';
 import { useStack } from '../helpers/stack';
 
 const stack = useStack(test);
-const USER_FIELDS = ['avatars_enabled', 'created_at', 'deleted_at', 'id', 'last_login_at', 'preferred_locale', 'primary_platform_account_id', 'privacy_mode', 'updated_at', 'username'];
+const USER_FIELDS = [
+  'avatars_enabled',
+  'created_at',
+  'deleted_at',
+  'id',
+  'last_login_at',
+  'preferred_locale',
+  'primary_platform_account_id',
+  'privacy_mode',
+  'updated_at',
+  'username',
+];
 
 test('GET /v1/users/me for a session and for a user-owned API key; not for ownerless keys', async (t) => {
   const s = stack();
@@ -49,7 +60,17 @@ test('profile is unwrapped and reflects the primary account', async (t) => {
   const user = await createUser(s.db);
   const p = await s.request('GET', `/v1/users/${user.id}/profile`, { token: user.token });
   t.is(p.status, 200);
-  t.deepEqual(Object.keys(p.body).sort(), ['avatars_enabled', 'created_at', 'display_name', 'last_login_at', 'name', 'picture', 'primary_provider', 'privacy_mode', 'provider']);
+  t.deepEqual(Object.keys(p.body).sort(), [
+    'avatars_enabled',
+    'created_at',
+    'display_name',
+    'last_login_at',
+    'name',
+    'picture',
+    'primary_provider',
+    'privacy_mode',
+    'provider',
+  ]);
   t.is(p.body.name, user.username);
   t.is(p.body.primary_provider, 'email');
   t.is(p.body.provider, 'email');
@@ -57,7 +78,13 @@ test('profile is unwrapped and reflects the primary account', async (t) => {
 
 test('PATCH user: fields, avatars_enabled=false clears avatars and later provider sign-ins leave them empty', async (t) => {
   const s = stack();
-  const signin = { email: `ava_${Date.now()}@example.test`, name: 'Ava Tar', oauthProvider: 'github', oauthProviderId: `gh-ava-${Date.now()}`, image: 'https://img.example.test/a.png' };
+  const signin = {
+    email: `ava_${Date.now()}@example.test`,
+    name: 'Ava Tar',
+    oauthProvider: 'github',
+    oauthProviderId: `gh-ava-${Date.now()}`,
+    image: 'https://img.example.test/a.png',
+  };
   const created = await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: signin });
   const id = created.body.data.id;
   t.is(created.body.data.avatar_url, signin.image);
@@ -67,7 +94,10 @@ test('PATCH user: fields, avatars_enabled=false clears avatars and later provide
   })();
   const empty = await s.request('PATCH', `/v1/users/${id}`, { token, body: {} });
   t.is(empty.status, 400);
-  const r = await s.request('PATCH', `/v1/users/${id}`, { token, body: { privacy_mode: true, avatars_enabled: false } });
+  const r = await s.request('PATCH', `/v1/users/${id}`, {
+    token,
+    body: { privacy_mode: true, avatars_enabled: false },
+  });
   t.is(r.status, 200, r.text);
   t.true(r.body.data.privacy_mode);
   t.false(r.body.data.avatars_enabled);
@@ -77,12 +107,18 @@ test('PATCH user: fields, avatars_enabled=false clears avatars and later provide
   const again = await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: signin });
   t.is(again.body.data.avatar_url, null);
   t.is((await s.db('platform_accounts').where('user_id', id).first()).avatar_url, null);
-  const refused = await s.request('PATCH', `/v1/users/${id}`, { token, body: { avatar_url: 'https://img.example.test/b.png' } });
+  const refused = await s.request('PATCH', `/v1/users/${id}`, {
+    token,
+    body: { avatar_url: 'https://img.example.test/b.png' },
+  });
   t.is(refused.status, 400);
   t.regex(refused.body.message, /^avatar_url/);
   // Turning avatars back on: the next sign-in fills the avatar again.
   await s.request('PATCH', `/v1/users/${id}`, { token, body: { avatars_enabled: true } });
-  t.is((await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: signin })).body.data.avatar_url, signin.image);
+  t.is(
+    (await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: signin })).body.data.avatar_url,
+    signin.image,
+  );
   const named = await s.request('PATCH', `/v1/users/${id}`, { token, body: { username: 'ava_renamed' } });
   t.is(named.body.data.username, 'ava_renamed');
   t.truthy(await s.db('audit_events').where({ user_id: id, event_type: 'user_updated' }).first());
@@ -92,19 +128,40 @@ test('PATCH email: OAuth primary accounts take it (409 when in use); email accou
   const s = stack();
   const emailUser = await createUser(s.db);
   const other = await createUser(s.db);
-  const r = await s.request('PATCH', `/v1/users/${emailUser.id}`, { token: emailUser.token, body: { email: 'new@example.test' } });
+  const r = await s.request('PATCH', `/v1/users/${emailUser.id}`, {
+    token: emailUser.token,
+    body: { email: 'new@example.test' },
+  });
   t.is(r.status, 400);
   t.regex(r.body.message, /request-change/);
-  const gh = await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: null, name: 'No Mail', oauthProvider: 'github', oauthProviderId: `gh-nomail-${Date.now()}` } });
+  const gh = await s.request('POST', '/v1/users/oauth', {
+    token: s.systemKey,
+    body: { email: null, name: 'No Mail', oauthProvider: 'github', oauthProviderId: `gh-nomail-${Date.now()}` },
+  });
   const admin = await createUser(s.db, { roles: ['role_admin'] });
-  t.is((await s.request('PATCH', `/v1/users/${gh.body.data.id}`, { token: admin.token, body: { email: other.email } })).status, 409);
-  const ok = await s.request('PATCH', `/v1/users/${gh.body.data.id}`, { token: admin.token, body: { email: 'Contact@Example.test' } });
+  t.is(
+    (await s.request('PATCH', `/v1/users/${gh.body.data.id}`, { token: admin.token, body: { email: other.email } }))
+      .status,
+    409,
+  );
+  const ok = await s.request('PATCH', `/v1/users/${gh.body.data.id}`, {
+    token: admin.token,
+    body: { email: 'Contact@Example.test' },
+  });
   t.is(ok.status, 200);
   const acct = await s.db('platform_accounts').where('user_id', gh.body.data.id).first();
   t.is(acct.email, 'contact@example.test');
   // A typed-in address is not verified, so it never attracts another provider sign-in by email.
   t.is(acct.email_verified_at, null);
-  const stranger = await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body: { email: 'contact@example.test', name: 'Stranger', oauthProvider: 'google', oauthProviderId: `g-str-${Date.now()}` } });
+  const stranger = await s.request('POST', '/v1/users/oauth', {
+    token: s.systemKey,
+    body: {
+      email: 'contact@example.test',
+      name: 'Stranger',
+      oauthProvider: 'google',
+      oauthProviderId: `g-str-${Date.now()}`,
+    },
+  });
   t.not(stranger.body.data.id, gh.body.data.id);
 });
 
@@ -121,9 +178,18 @@ test('locale: supported values, null clears, others 400', async (t) => {
   const cleared = await s.request('PATCH', `/v1/users/me/locale`, { token: user.token, body: { locale: null } });
   t.is(cleared.body.data.preferred_locale, null);
   // Configurable: an operator adds French.
-  await s.db('system_config').where('key', 'auth.supported_locales').update({ value: JSON.stringify(['en', 'de', 'fr']) });
-  t.is((await s.request('PATCH', `/v1/users/${user.id}/locale`, { token: user.token, body: { locale: 'fr' } })).status, 200);
-  await s.db('system_config').where('key', 'auth.supported_locales').update({ value: JSON.stringify(['en', 'de']) });
+  await s
+    .db('system_config')
+    .where('key', 'auth.supported_locales')
+    .update({ value: JSON.stringify(['en', 'de', 'fr']) });
+  t.is(
+    (await s.request('PATCH', `/v1/users/${user.id}/locale`, { token: user.token, body: { locale: 'fr' } })).status,
+    200,
+  );
+  await s
+    .db('system_config')
+    .where('key', 'auth.supported_locales')
+    .update({ value: JSON.stringify(['en', 'de']) });
 });
 
 test('username: 400 invalid, 404 unknown user, 409 taken case-insensitively, 200 with the user', async (t) => {
@@ -136,27 +202,68 @@ test('username: 400 invalid, 404 unknown user, 409 taken case-insensitively, 200
     t.is(r.status, 400, bad);
     t.regex(r.body.message, /^username/);
   }
-  t.is((await s.request('PATCH', '/v1/users/00000000-0000-4000-8000-000000000000/username', { token: admin.token, body: { username: 'valid_name' } })).status, 404);
-  t.is((await s.request('PATCH', `/v1/users/${user.id}/username`, { token: user.token, body: { username: other.username.toUpperCase() } })).status, 409);
-  t.is((await s.request('PATCH', `/v1/users/${other.id}/username`, { token: user.token, body: { username: 'not_mine' } })).status, 403);
-  const ok = await s.request('PATCH', `/v1/users/${user.id}/username`, { token: user.token, body: { username: 'Fresh_Name_1' } });
+  t.is(
+    (
+      await s.request('PATCH', '/v1/users/00000000-0000-4000-8000-000000000000/username', {
+        token: admin.token,
+        body: { username: 'valid_name' },
+      })
+    ).status,
+    404,
+  );
+  t.is(
+    (
+      await s.request('PATCH', `/v1/users/${user.id}/username`, {
+        token: user.token,
+        body: { username: other.username.toUpperCase() },
+      })
+    ).status,
+    409,
+  );
+  t.is(
+    (await s.request('PATCH', `/v1/users/${other.id}/username`, { token: user.token, body: { username: 'not_mine' } }))
+      .status,
+    403,
+  );
+  const ok = await s.request('PATCH', `/v1/users/${user.id}/username`, {
+    token: user.token,
+    body: { username: 'Fresh_Name_1' },
+  });
   t.is(ok.status, 200);
   t.is(ok.body.data.username, 'Fresh_Name_1');
   // Changing only the case of one's own name is fine.
-  t.is((await s.request('PATCH', `/v1/users/${user.id}/username`, { token: user.token, body: { username: 'fresh_name_1' } })).status, 200);
+  t.is(
+    (
+      await s.request('PATCH', `/v1/users/${user.id}/username`, {
+        token: user.token,
+        body: { username: 'fresh_name_1' },
+      })
+    ).status,
+    200,
+  );
 });
 
 test('roles: list, assign (201 with list, 409 twice), remove (204, 404), pushes and immediate effect', async (t) => {
   const s = stack();
   const admin = await createUser(s.db, { roles: ['role_admin'] });
   const user = await createUser(s.db);
-  t.deepEqual((await s.request('GET', `/v1/users/${user.id}/roles`, { token: user.token })).body, { roles: [{ id: 'role_user', name: 'User', description: 'A signed-in user' }] });
-  t.is((await s.request('GET', `/v1/users/${user.id}/permissions`, { token: user.token })).body.permissions.includes('users:read'), false);
+  t.deepEqual((await s.request('GET', `/v1/users/${user.id}/roles`, { token: user.token })).body, {
+    roles: [{ id: 'role_user', name: 'User', description: 'A signed-in user' }],
+  });
+  t.is(
+    (await s.request('GET', `/v1/users/${user.id}/permissions`, { token: user.token })).body.permissions.includes(
+      'users:read',
+    ),
+    false,
+  );
   t.is((await s.request('GET', '/v1/users', { token: user.token })).status, 403);
 
   const pushes = await listenPushes(s.redis, s.config, `user:${user.id}`);
   try {
-    const add = await s.request('POST', `/v1/users/${user.id}/roles`, { token: admin.token, body: { role_id: 'role_moderator' } });
+    const add = await s.request('POST', `/v1/users/${user.id}/roles`, {
+      token: admin.token,
+      body: { role_id: 'role_moderator' },
+    });
     t.is(add.status, 201, add.text);
     t.deepEqual(add.body.data.map((r: any) => r.id).sort(), ['role_moderator', 'role_user']);
     const roles = await pushes.waitFor((m) => m.type === 'rolesUpdated');
@@ -168,11 +275,35 @@ test('roles: list, assign (201 with list, 409 twice), remove (204, 404), pushes 
     // The cached credential was invalidated: the new permission works on the next request.
     await new Promise((r) => setTimeout(r, 50));
     t.is((await s.request('GET', '/v1/users', { token: user.token })).status, 200);
-    t.true((await s.request('GET', `/v1/users/${user.id}/permissions`, { token: user.token })).body.permissions.includes('users:read'));
+    t.true(
+      (await s.request('GET', `/v1/users/${user.id}/permissions`, { token: user.token })).body.permissions.includes(
+        'users:read',
+      ),
+    );
 
-    t.is((await s.request('POST', `/v1/users/${user.id}/roles`, { token: admin.token, body: { role_id: 'role_moderator' } })).status, 409);
-    t.is((await s.request('POST', `/v1/users/${user.id}/roles`, { token: admin.token, body: { role_id: 'role_nope' } })).status, 404);
-    t.is((await s.request('POST', '/v1/users/00000000-0000-4000-8000-000000000000/roles', { token: admin.token, body: { role_id: 'role_user' } })).status, 404);
+    t.is(
+      (
+        await s.request('POST', `/v1/users/${user.id}/roles`, {
+          token: admin.token,
+          body: { role_id: 'role_moderator' },
+        })
+      ).status,
+      409,
+    );
+    t.is(
+      (await s.request('POST', `/v1/users/${user.id}/roles`, { token: admin.token, body: { role_id: 'role_nope' } }))
+        .status,
+      404,
+    );
+    t.is(
+      (
+        await s.request('POST', '/v1/users/00000000-0000-4000-8000-000000000000/roles', {
+          token: admin.token,
+          body: { role_id: 'role_user' },
+        })
+      ).status,
+      404,
+    );
 
     pushes.messages.length = 0;
     const del = await s.request('DELETE', `/v1/users/${user.id}/roles/role_moderator`, { token: admin.token });
@@ -192,12 +323,32 @@ test('roles: users:write alone cannot hand out roles with permissions the caller
   // No roles: the manager holds every permission the target holds (hierarchy), so only the role matters.
   const target = await createUser(s.db, { roles: [] });
   await s.db('roles').insert({ id: 'role_user_manager', name: 'User Manager', description: 'manages users' });
-  const permIds = await s.db('permissions').whereIn(s.db.raw("resource || ':' || action") as any, ['users:read', 'users:write']).pluck('id');
-  await s.db('role_permissions').insert(permIds.map((permission_id: string) => ({ role_id: 'role_user_manager', permission_id })));
+  const permIds = await s
+    .db('permissions')
+    .whereIn(s.db.raw("resource || ':' || action") as any, ['users:read', 'users:write'])
+    .pluck('id');
+  await s
+    .db('role_permissions')
+    .insert(permIds.map((permission_id: string) => ({ role_id: 'role_user_manager', permission_id })));
   const manager = await createUser(s.db, { roles: ['role_user_manager'] });
-  const up = await s.request('POST', `/v1/users/${target.id}/roles`, { token: manager.token, body: { role_id: 'role_admin' } });
+  const up = await s.request('POST', `/v1/users/${target.id}/roles`, {
+    token: manager.token,
+    body: { role_id: 'role_admin' },
+  });
   t.is(up.status, 403);
-  t.is((await s.request('POST', `/v1/users/${target.id}/roles`, { token: manager.token, body: { role_id: 'role_user_manager' } })).status, 201);
+  t.is(
+    (
+      await s.request('POST', `/v1/users/${target.id}/roles`, {
+        token: manager.token,
+        body: { role_id: 'role_user_manager' },
+      })
+    ).status,
+    201,
+  );
   const plain = await createUser(s.db);
-  t.is((await s.request('POST', `/v1/users/${target.id}/roles`, { token: plain.token, body: { role_id: 'role_user' } })).status, 403);
+  t.is(
+    (await s.request('POST', `/v1/users/${target.id}/roles`, { token: plain.token, body: { role_id: 'role_user' } }))
+      .status,
+    403,
+  );
 });

@@ -22,7 +22,10 @@ test('missing, malformed, unknown and expired credentials are 401', async (t) =>
   t.is((await s.request('GET', '/v1', { token: 'sk_doesnotexist' })).status, 401);
   t.is((await s.request('GET', '/v1', { token: 'sess_doesnotexist' })).status, 401);
   const user = await createUser(s.db);
-  await s.db('sessions').where('id', user.sessionId).update({ expires_at: new Date(Date.now() - 1000) });
+  await s
+    .db('sessions')
+    .where('id', user.sessionId)
+    .update({ expires_at: new Date(Date.now() - 1000) });
   t.is((await s.request('GET', '/v1', { token: user.token })).status, 401);
 });
 
@@ -90,13 +93,28 @@ test('X-User-Id is ignored: the system key stays the raw system context', async 
   const r = await s.request('POST', '/v1/gql', { token: s.systemKey, body: ME, headers: { 'x-user-id': user.id } });
   t.is(r.body.data.me.userId, null);
   t.true(r.body.data.me.isSuperAdmin);
-  const u = await s.request('POST', '/v1/gql', { token: user.token, body: ME, headers: { 'x-user-id': '00000000-0000-0000-0000-000000000000' } });
+  const u = await s.request('POST', '/v1/gql', {
+    token: user.token,
+    body: ME,
+    headers: { 'x-user-id': '00000000-0000-0000-0000-000000000000' },
+  });
   t.is(u.body.data.me.userId, user.id);
 });
 
 test('system key is refused on every non-allowlisted route, public or protected', async (t) => {
   const s = stack();
-  for (const path of ['/v1', '/health', '/v1/health', '/v1/users', '/v1/gps', '/v1/openapi.json', '/v1/users/oauthx', '/v1/auth/login/extra', '/v1/gqlx', '/v1/internal/audit/x']) {
+  for (const path of [
+    '/v1',
+    '/health',
+    '/v1/health',
+    '/v1/users',
+    '/v1/gps',
+    '/v1/openapi.json',
+    '/v1/users/oauthx',
+    '/v1/auth/login/extra',
+    '/v1/gqlx',
+    '/v1/internal/audit/x',
+  ]) {
     const r = await s.request('GET', path, { token: s.systemKey });
     t.is(r.status, 403, path);
     t.is(r.body.message, 'system key not permitted on this route', path);

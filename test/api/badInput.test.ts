@@ -48,7 +48,9 @@ function init(): Promise<void> {
   ready ??= (async () => {
     const s = stack();
     doc = (await s.request('GET', '/v1/openapi.json')).body;
-    routes = Object.entries(doc.paths).flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => ({ method: method.toUpperCase(), path, op })));
+    routes = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.entries(ops).map(([method, op]) => ({ method: method.toUpperCase(), path, op })),
+    );
     admin = await createUser(s.db, { roles: ['role_admin'] });
   })();
   return ready;
@@ -95,7 +97,13 @@ function setAt(path: Array<string | number>, value: unknown): unknown {
 function wrongValue(s: Schema): unknown {
   const t = types(s);
   if (t.size === 0) return undefined;
-  const candidates: Array<[string, unknown]> = [['number', 12345], ['string', 'wrong'], ['boolean', true], ['object', { wrong: 1 }], ['array', ['wrong']]];
+  const candidates: Array<[string, unknown]> = [
+    ['number', 12345],
+    ['string', 'wrong'],
+    ['boolean', true],
+    ['object', { wrong: 1 }],
+    ['array', ['wrong']],
+  ];
   return candidates.find(([type]) => !t.has(type))?.[1];
 }
 
@@ -113,7 +121,8 @@ function concretePath(r: Route, override: Record<string, string> = {}): string {
 /** Why an answer is not a 4xx `{error, message}`, or null when it is. */
 function notClientError(r: { status: number; body: any }): string | null {
   if (r.status < 400 || r.status >= 500) return `status ${r.status}`;
-  if (typeof r.body !== 'object' || typeof r.body?.error !== 'string' || typeof r.body?.message !== 'string') return `body ${JSON.stringify(r.body)}`;
+  if (typeof r.body !== 'object' || typeof r.body?.error !== 'string' || typeof r.body?.message !== 'string')
+    return `body ${JSON.stringify(r.body)}`;
   return null;
 }
 
@@ -145,13 +154,18 @@ test('a NUL byte in any string field of any body is a 400 naming the field', asy
   const s = stack();
   const cases = routes.flatMap((r) => {
     const schema = bodySchema(r);
-    return schema ? stringSlots(schema).filter((p) => p.length).map((slot) => ({ r, slot })) : [];
+    return schema
+      ? stringSlots(schema)
+          .filter((p) => p.length)
+          .map((slot) => ({ r, slot }))
+      : [];
   });
   t.true(cases.length > 100, `${cases.length} string fields`);
   const failures = await sweep(cases, async ({ r, slot }) => {
     const res = await s.request(r.method, concretePath(r), { token: tokenFor(r), body: setAt(slot, NUL) });
     const field = slot.join('.');
-    if (res.status !== 400 || !res.body?.message?.includes(`${field}: must not contain NUL`)) return `${field} → ${describe(r, res)}`;
+    if (res.status !== 400 || !res.body?.message?.includes(`${field}: must not contain NUL`))
+      return `${field} → ${describe(r, res)}`;
     return null;
   });
   t.deepEqual(failures, []);
@@ -160,9 +174,16 @@ test('a NUL byte in any string field of any body is a 400 naming the field', asy
 test('a NUL byte or a lone surrogate in a path parameter is a 400 or 404, never a 500', async (t) => {
   await init();
   const s = stack();
-  const cases = routes.flatMap((r) => pathParams(r).flatMap((p) => ['a%00b', '%00', 'a%ED%A0%80', '%F0%9F', '%'].map((value) => ({ r, p: p.name, value }))));
+  const cases = routes.flatMap((r) =>
+    pathParams(r).flatMap((p) =>
+      ['a%00b', '%00', 'a%ED%A0%80', '%F0%9F', '%'].map((value) => ({ r, p: p.name, value })),
+    ),
+  );
   const failures = await sweep(cases, async ({ r, p, value }) => {
-    const res = await s.request(r.method, concretePath(r, { [p]: value }), { token: tokenFor(r), ...(bodySchema(r) ? { body: {} } : {}) });
+    const res = await s.request(r.method, concretePath(r, { [p]: value }), {
+      token: tokenFor(r),
+      ...(bodySchema(r) ? { body: {} } : {}),
+    });
     const problem = notClientError(res) ?? (res.status === 400 || res.status === 404 ? null : 'not 400/404');
     return problem && `${p}=${value}: ${problem} ← ${describe(r, res)}`;
   });
@@ -176,7 +197,9 @@ test('a NUL byte in a query parameter is a 400 naming the parameter', async (t) 
   t.true(cases.length > 10);
   const failures = await sweep(cases, async ({ r, p }) => {
     const res = await s.request(r.method, `${concretePath(r)}?${p}=a%00b`, { token: tokenFor(r) });
-    return res.status === 400 && res.body?.message?.includes(`${p}: must not contain NUL`) ? null : `${p} → ${describe(r, res)}`;
+    return res.status === 400 && res.body?.message?.includes(`${p}: must not contain NUL`)
+      ? null
+      : `${p} → ${describe(r, res)}`;
   });
   t.deepEqual(failures, []);
 });
@@ -208,7 +231,9 @@ test('a field of the wrong JSON type is a 400 naming the field', async (t) => {
   });
   const failures = await sweep(cases, async ({ r, field, value }) => {
     const res = await s.request(r.method, concretePath(r), { token: tokenFor(r), body: { [field]: value } });
-    const named = res.body?.details?.some((d: { field: string }) => d.field === field || d.field.startsWith(`${field}.`));
+    const named = res.body?.details?.some(
+      (d: { field: string }) => d.field === field || d.field.startsWith(`${field}.`),
+    );
     return res.status === 400 && named ? null : `${field}=${JSON.stringify(value)} → ${describe(r, res)}`;
   });
   t.deepEqual(failures, []);
@@ -252,7 +277,10 @@ test('unknown methods: 405 with Allow listing the path’s methods, 404 on an un
     paths.flatMap((path) => ['TRACE', 'PROPFIND'].map((method) => ({ path, method }))),
     async ({ path, method }) => {
       const target = path.replace(/\{[^}]+\}/g, () => randomUUID());
-      const res = await rawRequest(s.api.port, `${method} ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin.token}\r\nConnection: close\r\n\r\n`);
+      const res = await rawRequest(
+        s.api.port,
+        `${method} ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin.token}\r\nConnection: close\r\n\r\n`,
+      );
       const allow = (res.headers.allow ?? '').split(/,\s*/);
       const documented = Object.keys(doc.paths[path]).map((m) => m.toUpperCase());
       if (res.status !== 405 || notClientError(res) || !documented.every((m) => allow.includes(m))) {
@@ -277,7 +305,11 @@ test('parser errors get a JSON {error, message} and the connection is closed', a
     ['invalid method token', 'FOO BAR /v1/health HTTP/1.1\r\nHost: x\r\n\r\n', 400],
     ['unknown method token', 'FOO /v1/health HTTP/1.1\r\nHost: x\r\n\r\n', 400],
     ['60 KB header', `GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(60_000)}\r\n\r\n`, 431],
-    ['bad chunk size', 'POST /v1/devices HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n', 400],
+    [
+      'bad chunk size',
+      'POST /v1/devices HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n',
+      400,
+    ],
     ['garbage request line', 'hello\r\n\r\n', 400],
     ['CONNECT', 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', 405],
   ];
@@ -307,12 +339,20 @@ test('avatar_url must be an http(s) URL: javascript: is a 400 naming avatar_url'
   await init();
   const s = stack();
   const user = await createUser(s.db);
-  for (const url of ['javascript:alert(1)', 'data:text/html,<b>x</b>', 'ftp://example.com/a.png', 'JAVASCRIPT://%0aalert(1)']) {
+  for (const url of [
+    'javascript:alert(1)',
+    'data:text/html,<b>x</b>',
+    'ftp://example.com/a.png',
+    'JAVASCRIPT://%0aalert(1)',
+  ]) {
     const res = await s.request('PATCH', `/v1/users/${user.id}`, { token: user.token, body: { avatar_url: url } });
     t.is(res.status, 400, `${url}: ${res.text}`);
     t.regex(res.body.message, /^avatar_url: /, url);
   }
-  const ok = await s.request('PATCH', `/v1/users/${user.id}`, { token: user.token, body: { avatar_url: 'https://example.com/me.png' } });
+  const ok = await s.request('PATCH', `/v1/users/${user.id}`, {
+    token: user.token,
+    body: { avatar_url: 'https://example.com/me.png' },
+  });
   t.is(ok.status, 200, ok.text);
   const oauth = await s.request('POST', '/v1/users/oauth', {
     token: s.systemKey,
@@ -345,10 +385,19 @@ test('GraphQL arguments pass the same text rule, inline or as variables', async 
   const s = stack();
   const asVariable = await s.request('POST', '/v1/gql', {
     token: admin.token,
-    body: { query: 'query($slug: String!) { findUserByPlatform(platformSlug: $slug, platformUserId: "x") }', variables: { slug: NUL } },
+    body: {
+      query: 'query($slug: String!) { findUserByPlatform(platformSlug: $slug, platformUserId: "x") }',
+      variables: { slug: NUL },
+    },
   });
-  const inline = await s.request('POST', '/v1/gql', { token: admin.token, body: { query: '{ findUserByPlatform(platformSlug: "email", platformUserId: "a\\u0000b") }' } });
-  for (const [name, r, field] of [['variable', asVariable, 'platformSlug'], ['inline', inline, 'platformUserId']] as const) {
+  const inline = await s.request('POST', '/v1/gql', {
+    token: admin.token,
+    body: { query: '{ findUserByPlatform(platformSlug: "email", platformUserId: "a\\u0000b") }' },
+  });
+  for (const [name, r, field] of [
+    ['variable', asVariable, 'platformSlug'],
+    ['inline', inline, 'platformUserId'],
+  ] as const) {
     t.is(r.status, 200, r.text);
     const err = r.body.errors?.[0];
     t.is(err?.extensions?.code, 'BadRequest', `${name}: ${r.text}`);

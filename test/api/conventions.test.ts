@@ -22,7 +22,10 @@ test('malformed JSON body is a 400, not a 500', async (t) => {
 
 test('validation errors name the field', async (t) => {
   const s = stack();
-  const r = await s.request('POST', '/v1/sessions', { token: s.systemKey, body: { userId: 'not-a-uuid', expires: 'tomorrow' } });
+  const r = await s.request('POST', '/v1/sessions', {
+    token: s.systemKey,
+    body: { userId: 'not-a-uuid', expires: 'tomorrow' },
+  });
   t.is(r.status, 400);
   t.regex(r.body.message, /userId: must be a UUID/);
   t.regex(r.body.message, /expires: /);
@@ -36,7 +39,8 @@ test('wrong method on a known path is 405 with {error, message}', async (t) => {
 });
 
 test('GET /v1 reports version, uptime and the parsed client', async (t) => {
-  const ua = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36';
+  const ua =
+    'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36';
   const r = await stack().request('GET', '/v1', { headers: { 'user-agent': ua } });
   t.is(r.status, 200);
   t.is(r.body.version, require('../../../package.json').version);
@@ -94,7 +98,10 @@ test('GraphQL SDL at /v1/schema and `me` for a user', async (t) => {
   t.is(sdl.status, 200);
   t.regex(sdl.text, /type Me/);
   const user = await createUser(s.db);
-  const r = await s.request('POST', '/v1/gql', { token: user.token, body: { query: '{ me { userId apiKeyId roles permissions isSuperAdmin } }' } });
+  const r = await s.request('POST', '/v1/gql', {
+    token: user.token,
+    body: { query: '{ me { userId apiKeyId roles permissions isSuperAdmin } }' },
+  });
   t.is(r.status, 200, r.text);
   t.is(r.body.data.me.userId, user.id);
   t.is(r.body.data.me.apiKeyId, null);

@@ -27,7 +27,9 @@ test.serial('concurrent claims of one username: exactly one 200, every other a 4
   const s = stack();
   const users = await Promise.all(Array.from({ length: 15 }, () => createUser(s.db)));
   const name = `race_${randomBytes(4).toString('hex')}`;
-  const answers = await Promise.all(users.map((u) => s.request('PATCH', `/v1/users/${u.id}/username`, { token: u.token, body: { username: name } })));
+  const answers = await Promise.all(
+    users.map((u) => s.request('PATCH', `/v1/users/${u.id}/username`, { token: u.token, body: { username: name } })),
+  );
   const statuses = answers.map((r) => r.status).sort();
   t.deepEqual(statuses, [200, ...Array(14).fill(409)], answers.map((r) => r.text).join('\n'));
   for (const r of answers.filter((a) => a.status === 409)) {
@@ -36,8 +38,15 @@ test.serial('concurrent claims of one username: exactly one 200, every other a 4
   }
   // Case-insensitively unique, also through PATCH /v1/users/{id}.
   const upper = name.toUpperCase();
-  const more = await Promise.all(users.slice(0, 5).map((u) => s.request('PATCH', `/v1/users/${u.id}`, { token: u.token, body: { username: upper } })));
-  t.true(more.every((r) => r.status === 409 || (r.status === 200 && r.body.data.username === upper)), more.map((r) => r.text).join('\n'));
+  const more = await Promise.all(
+    users
+      .slice(0, 5)
+      .map((u) => s.request('PATCH', `/v1/users/${u.id}`, { token: u.token, body: { username: upper } })),
+  );
+  t.true(
+    more.every((r) => r.status === 409 || (r.status === 200 && r.body.data.username === upper)),
+    more.map((r) => r.text).join('\n'),
+  );
 });
 
 test.serial('constraint and data errors map to their status whatever wraps them', async (t) => {
@@ -51,9 +60,19 @@ test.serial('constraint and data errors map to their status whatever wraps them'
       /username: already exists/,
     ],
     ['unique (knex)', () => s.db('users').insert({ username: user.username }), 409, /username: already exists/],
-    ['foreign key, missing reference', () => s.db('user_roles').insert({ user_id: randomUUID(), role_id: 'role_user' }), 400, /user_id: referenced/],
+    [
+      'foreign key, missing reference',
+      () => s.db('user_roles').insert({ user_id: randomUUID(), role_id: 'role_user' }),
+      400,
+      /user_id: referenced/,
+    ],
     ['foreign key, still referenced', () => s.db('platforms').where('slug', 'email').delete(), 409, /still in use/],
-    ['not null (Objection NotNullViolationError)', () => Device.query().insert({ name: null } as never), 400, /name: is required/],
+    [
+      'not null (Objection NotNullViolationError)',
+      () => Device.query().insert({ name: null } as never),
+      400,
+      /name: is required/,
+    ],
     ['invalid text representation', () => s.db('users').where('id', 'not-a-uuid').first(), 400, /invalid value/],
     ['string too long', () => s.db('platforms').insert({ slug: 'x'.repeat(51), name: 'x' }), 400, /too long/],
     ['NUL in text', () => s.db('devices').insert({ name: 'a\u0000b' }), 400, /NUL/],
@@ -67,50 +86,60 @@ test.serial('constraint and data errors map to their status whatever wraps them'
     }
   }
   t.is(toHttpError(new Error('something else')), undefined);
-  t.is(toHttpError(Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }))?.status, 503);
+  t.is(
+    toHttpError(Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }))
+      ?.status,
+    503,
+  );
 });
 
-test.serial('PostgreSQL gone and back: 503 with Retry-After on database routes and health says so, then recovery', async (t) => {
-  const s = stack();
-  const admin = await createUser(s.db, { roles: ['role_admin'] });
-  t.is((await s.request('GET', '/v1/devices', { token: admin.token })).status, 200);
-  const database = new URL(s.config.databaseUrl).pathname.slice(1);
-  const pg = adminKnex();
-  try {
-    // Every backend of the database is killed and no new one is let in, as during a restart.
-    await pg.raw('ALTER DATABASE ?? ALLOW_CONNECTIONS false', [database]);
-    await pg.raw('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ? AND pid <> pg_backend_pid()', [database]);
-    for (const [method, path, body] of [
-      ['GET', '/v1/devices', undefined],
-      ['POST', '/v1/devices', { name: 'during outage' }],
-      ['GET', `/v1/users/${admin.id}`, undefined],
-    ] as const) {
-      const started = Date.now();
-      const r = await s.request(method, path, { token: admin.token, body });
-      t.is(r.status, 503, `${method} ${path}: ${r.text}`);
-      t.is(r.body.error, 'ServiceUnavailable');
-      t.is(typeof r.body.message, 'string');
-      t.is(r.headers.get('retry-after'), '5');
-      t.true(Date.now() - started < 5000, `${method} ${path} took ${Date.now() - started} ms`);
+test.serial(
+  'PostgreSQL gone and back: 503 with Retry-After on database routes and health says so, then recovery',
+  async (t) => {
+    const s = stack();
+    const admin = await createUser(s.db, { roles: ['role_admin'] });
+    t.is((await s.request('GET', '/v1/devices', { token: admin.token })).status, 200);
+    const database = new URL(s.config.databaseUrl).pathname.slice(1);
+    const pg = adminKnex();
+    try {
+      // Every backend of the database is killed and no new one is let in, as during a restart.
+      await pg.raw('ALTER DATABASE ?? ALLOW_CONNECTIONS false', [database]);
+      await pg.raw(
+        'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ? AND pid <> pg_backend_pid()',
+        [database],
+      );
+      for (const [method, path, body] of [
+        ['GET', '/v1/devices', undefined],
+        ['POST', '/v1/devices', { name: 'during outage' }],
+        ['GET', `/v1/users/${admin.id}`, undefined],
+      ] as const) {
+        const started = Date.now();
+        const r = await s.request(method, path, { token: admin.token, body });
+        t.is(r.status, 503, `${method} ${path}: ${r.text}`);
+        t.is(r.body.error, 'ServiceUnavailable');
+        t.is(typeof r.body.message, 'string');
+        t.is(r.headers.get('retry-after'), '5');
+        t.true(Date.now() - started < 5000, `${method} ${path} took ${Date.now() - started} ms`);
+      }
+      const health = await s.request('GET', '/v1/health');
+      t.is(health.status, 503);
+      t.is(health.body.status, 'unhealthy');
+      t.is(health.body.services.database.status, 'down');
+      t.is(health.body.services.cache.status, 'ok');
+    } finally {
+      await pg.raw('ALTER DATABASE ?? ALLOW_CONNECTIONS true', [database]);
+      await pg.destroy();
     }
-    const health = await s.request('GET', '/v1/health');
-    t.is(health.status, 503);
-    t.is(health.body.status, 'unhealthy');
-    t.is(health.body.services.database.status, 'down');
-    t.is(health.body.services.cache.status, 'ok');
-  } finally {
-    await pg.raw('ALTER DATABASE ?? ALLOW_CONNECTIONS true', [database]);
-    await pg.destroy();
-  }
-  // Recovery without a restart: the pool replaces the dead connections.
-  let last = 0;
-  for (let i = 0; i < 50 && last !== 200; i++) {
-    last = (await s.request('GET', '/v1/devices', { token: admin.token })).status;
-    if (last !== 200) await new Promise((r) => setTimeout(r, 100));
-  }
-  t.is(last, 200);
-  t.is((await s.request('GET', '/v1/health')).status, 200);
-});
+    // Recovery without a restart: the pool replaces the dead connections.
+    let last = 0;
+    for (let i = 0; i < 50 && last !== 200; i++) {
+      last = (await s.request('GET', '/v1/devices', { token: admin.token })).status;
+      if (last !== 200) await new Promise((r) => setTimeout(r, 100));
+    }
+    t.is(last, 200);
+    t.is((await s.request('GET', '/v1/health')).status, 200);
+  },
+);
 
 test.serial('an api whose database refuses connections answers 503 with Retry-After, fast', async (t) => {
   const s = stack();
@@ -126,7 +155,9 @@ test.serial('an api whose database refuses connections answers 503 with Retry-Af
   const api = await startApi(config, { port: 0 });
   try {
     const started = Date.now();
-    const res = await fetch(`http://127.0.0.1:${api.port}/v1/devices`, { headers: { authorization: 'Bearer sess_whatever' } });
+    const res = await fetch(`http://127.0.0.1:${api.port}/v1/devices`, {
+      headers: { authorization: 'Bearer sess_whatever' },
+    });
     const body = (await res.json()) as { error: string; message: string };
     t.is(res.status, 503, JSON.stringify(body));
     t.deepEqual(body, { error: 'ServiceUnavailable', message: body.message });

@@ -27,10 +27,36 @@ const summary = (m: Router.RoutesMatch) => ({
 test('matches exactly what @koa/router matches, in the same order', (t) => {
   const { plain, indexed } = both();
   const paths = [
-    '/v1', '/v1/', '/V1', '/health', '/HEALTH/', '/v1/health', '/v1/users', '/v1/users/', '/v1/users/me', '/v1/Users/ME',
-    '/v1/users/123e4567-e89b-12d3-a456-426614174000', '/v1/users/x/roles', '/v1/trips/abc/history', '/v1/gps/batch',
-    '/v1/gps/current/devices', '/v1/swagger-ui/', '/v1/swagger-ui/swagger-ui.css', '/v1/nope', '/nope', '/', '',
-    '/v1/foo/weird', '//v1', '/v1//users', '/v1/users//me', '/v1/internal/audit', '/v1/sessions/sess_abc', '/v1/oauth/token', '/v1/gql', '/v1/schema',
+    '/v1',
+    '/v1/',
+    '/V1',
+    '/health',
+    '/HEALTH/',
+    '/v1/health',
+    '/v1/users',
+    '/v1/users/',
+    '/v1/users/me',
+    '/v1/Users/ME',
+    '/v1/users/123e4567-e89b-12d3-a456-426614174000',
+    '/v1/users/x/roles',
+    '/v1/trips/abc/history',
+    '/v1/gps/batch',
+    '/v1/gps/current/devices',
+    '/v1/swagger-ui/',
+    '/v1/swagger-ui/swagger-ui.css',
+    '/v1/nope',
+    '/nope',
+    '/',
+    '',
+    '/v1/foo/weird',
+    '//v1',
+    '/v1//users',
+    '/v1/users//me',
+    '/v1/internal/audit',
+    '/v1/sessions/sess_abc',
+    '/v1/oauth/token',
+    '/v1/gql',
+    '/v1/schema',
   ];
   for (const path of paths) {
     for (const method of ['GET', 'POST', 'PATCH', 'DELETE', 'PUT', 'HEAD']) {
@@ -57,7 +83,20 @@ async function dispatch(router: Router, path: string, after?: () => void) {
 test('a single-handler route is dispatched with the params and route fields @koa/router sets', async (t) => {
   const seen: Record<string, unknown>[] = [];
   const make = (r: Router) => {
-    r.get('route-name', '/v1/things/:id/parts/:part', (ctx) => void seen.push({ params: { ...ctx.params }, request: { ...(ctx.request as { params?: object }).params }, routerPath: (ctx as never as { routerPath: string }).routerPath, routerName: (ctx as never as { routerName: string }).routerName, matched: (ctx as never as { _matchedRoute: string })._matchedRoute, matchedName: (ctx as never as { _matchedRouteName: string })._matchedRouteName, captures: (ctx as never as { captures: string[] }).captures }));
+    r.get(
+      'route-name',
+      '/v1/things/:id/parts/:part',
+      (ctx) =>
+        void seen.push({
+          params: { ...ctx.params },
+          request: { ...(ctx.request as { params?: object }).params },
+          routerPath: (ctx as never as { routerPath: string }).routerPath,
+          routerName: (ctx as never as { routerName: string }).routerName,
+          matched: (ctx as never as { _matchedRoute: string })._matchedRoute,
+          matchedName: (ctx as never as { _matchedRouteName: string })._matchedRouteName,
+          captures: (ctx as never as { captures: string[] }).captures,
+        }),
+    );
     return r;
   };
   await dispatch(make(new Router()), '/v1/things/a%20b/parts/7');
@@ -94,5 +133,12 @@ test('several layers on one path (router middleware, two handlers) run in order 
   };
   await dispatch(make(new Router(), 'plain'), '/v1/x/9');
   await dispatch(make(new IndexedRouter() as unknown as Router, 'indexed'), '/v1/x/9');
-  t.deepEqual(order, ['plain:use', 'plain:first', 'plain:second:9', 'indexed:use', 'indexed:first', 'indexed:second:9']);
+  t.deepEqual(order, [
+    'plain:use',
+    'plain:first',
+    'plain:second:9',
+    'indexed:use',
+    'indexed:first',
+    'indexed:second:9',
+  ]);
 });

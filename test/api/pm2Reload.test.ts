@@ -49,7 +49,10 @@ test('pm2 reload api under keep-alive load: every request is answered, every 201
     const failed = outcomes.filter((o: Outcome) => o.status !== 200 && o.status !== 201);
     t.log(`${outcomes.length} requests during a ${reloadMs} ms reload of 2 instances, ${failed.length} failed`);
     t.true(outcomes.filter((o) => o.sentAt > reloadAt + reloadMs).length > 10, 'no load after the reload');
-    t.deepEqual(failed.map((o) => `${describeOutcome(o)} ${o.body ?? ''}`), []);
+    t.deepEqual(
+      failed.map((o) => `${describeOutcome(o)} ${o.body ?? ''}`),
+      [],
+    );
     const created = outcomes.filter((o) => o.method === 'POST' && o.status === 201).map((o) => o.marker!);
     const stored = await s.db('gps_points').where('device_id', 'like', `${prefix}%`).pluck('device_id');
     t.deepEqual([...stored].sort(), [...created].sort());

@@ -14,7 +14,11 @@ const stack = useStack(test, {
   },
 });
 
-async function exhaust(t: import('ava').ExecutionContext, req: () => Promise<{ status: number; headers: Headers; body: any }>, limit: number) {
+async function exhaust(
+  t: import('ava').ExecutionContext,
+  req: () => Promise<{ status: number; headers: Headers; body: any }>,
+  limit: number,
+) {
   for (let i = 1; i <= limit; i++) {
     const r = await req();
     t.not(r.status, 429, `request ${i} of ${limit}`);
@@ -48,7 +52,10 @@ test.serial('X-Internal-Token lifts only the anonymous tier; a wrong token does 
   t.is((await s.request('GET', '/v1', { headers: { 'x-internal-token': 'wrong' } })).status, 429);
   // Never applies to user tiers: a user still counts against the user limit.
   const user = await createUser(s.db);
-  const r = await s.request('GET', '/v1', { token: user.token, headers: { 'x-internal-token': 'internal-secret-token' } });
+  const r = await s.request('GET', '/v1', {
+    token: user.token,
+    headers: { 'x-internal-token': 'internal-secret-token' },
+  });
   t.is(r.headers.get('x-ratelimit-limit'), '4');
 });
 

@@ -27,7 +27,10 @@ test.after.always(async () => {
 });
 
 function counter(identity: string, limit: number) {
-  return { counter: [{ name: 'test', identity, tier: { limit, windowSeconds: WINDOW_MS / 1000 } }], key: redisKey(config, 'rl', 'test', identity, 1000) };
+  return {
+    counter: [{ name: 'test', identity, tier: { limit, windowSeconds: WINDOW_MS / 1000 } }],
+    key: redisKey(config, 'rl', 'test', identity, 1000),
+  };
 }
 
 /** Hits until a decision needs Redis (or `max` hits); returns the synchronous decisions and the pending one. */
@@ -52,7 +55,10 @@ test.serial('far from the limit requests are decided without Redis, and each is 
   clock += 1;
   const { local, pending } = hitWhileLocal(c, 200);
   t.is(pending, undefined);
-  t.deepEqual(local.map((d) => d.remaining), Array.from({ length: 200 }, (_, i) => 99_997 - i));
+  t.deepEqual(
+    local.map((d) => d.remaining),
+    Array.from({ length: 200 }, (_, i) => 99_997 - i),
+  );
   await limiter.flush();
   t.is(await redis.get(key), '202');
 });
@@ -80,7 +86,10 @@ test.serial('near the limit every request is counted in Redis, with what was cou
     answers.push(await d);
   }
   t.true(answers.every((d) => d!.allowed));
-  t.deepEqual(answers.slice(198).map((d) => d!.remaining), [2, 1, 0]);
+  t.deepEqual(
+    answers.slice(198).map((d) => d!.remaining),
+    [2, 1, 0],
+  );
   // Redis said the limit is reached and counts only grow: refused without asking Redis again.
   const refused = limiter.hit(c);
   t.false(refused instanceof Promise);

@@ -11,14 +11,31 @@ import { useStack } from '../helpers/stack';
 routeModules.push((router) => {
   defineRoute(
     router,
-    { method: 'get', path: '/v1/test-permissions', summary: 'test', tags: ['test'], auth: { permission: 'permissions:read' }, query: paginationQuery(10) },
+    {
+      method: 'get',
+      path: '/v1/test-permissions',
+      summary: 'test',
+      tags: ['test'],
+      auth: { permission: 'permissions:read' },
+      query: paginationQuery(10),
+    },
     async (ctx, { query }) => {
-      ctx.body = await paginate(ctx, Permission.query().orderBy(['resource', 'action']), query, (p) => ({ id: p.id, name: `${p.resource}:${p.action}` }));
+      ctx.body = await paginate(ctx, Permission.query().orderBy(['resource', 'action']), query, (p) => ({
+        id: p.id,
+        name: `${p.resource}:${p.action}`,
+      }));
     },
   );
   defineRoute(
     router,
-    { method: 'get', path: '/v1/test-users/:id', summary: 'test', tags: ['test'], auth: { permission: 'users:read', self: 'id' }, params: z.object({ id: zUuid() }) },
+    {
+      method: 'get',
+      path: '/v1/test-users/:id',
+      summary: 'test',
+      tags: ['test'],
+      auth: { permission: 'users:read', self: 'id' },
+      params: z.object({ id: zUuid() }),
+    },
     (ctx, { params }) => {
       ctx.body = { data: { id: params.id }, _links: { self: ctx.path } };
     },

@@ -26,7 +26,10 @@ test('system key creates, reads and deletes internal sessions; the token is a Be
   t.is(got.status, 200);
   t.is(got.body.data.id, session.id);
 
-  const del = await s.request('DELETE', `/v1/sessions/${session.sessionToken}?reason=revoked`, { token: s.systemKey, headers: { 'x-source-service': 'web' } });
+  const del = await s.request('DELETE', `/v1/sessions/${session.sessionToken}?reason=revoked`, {
+    token: s.systemKey,
+    headers: { 'x-source-service': 'web' },
+  });
   t.is(del.status, 204);
   t.is(del.text, '');
   const audit = await s.db('audit_events').where({ event_type: 'logout', user_id: user.id }).first();
@@ -52,18 +55,27 @@ test('DELETE defaults the reason to user_initiated and rejects unknown reasons',
 test('only the system key may use /v1/sessions', async (t) => {
   const s = stack();
   const admin = await createUser(s.db, { roles: ['role_admin'] });
-  const r = await s.request('POST', '/v1/sessions', { token: admin.token, body: { userId: admin.id, expires: new Date(Date.now() + 1000).toISOString() } });
+  const r = await s.request('POST', '/v1/sessions', {
+    token: admin.token,
+    body: { userId: admin.id, expires: new Date(Date.now() + 1000).toISOString() },
+  });
   t.is(r.status, 401);
   t.is((await s.request('GET', `/v1/sessions/${admin.token}`, { token: admin.token })).status, 401);
 });
 
 test('bad session bodies: unknown user, past expiry', async (t) => {
   const s = stack();
-  const unknown = await s.request('POST', '/v1/sessions', { token: s.systemKey, body: { userId: '00000000-0000-4000-8000-000000000000', expires: new Date(Date.now() + 1000).toISOString() } });
+  const unknown = await s.request('POST', '/v1/sessions', {
+    token: s.systemKey,
+    body: { userId: '00000000-0000-4000-8000-000000000000', expires: new Date(Date.now() + 1000).toISOString() },
+  });
   t.is(unknown.status, 400);
   t.regex(unknown.body.message, /^userId/);
   const user = await createUser(s.db);
-  const past = await s.request('POST', '/v1/sessions', { token: s.systemKey, body: { userId: user.id, expires: new Date(Date.now() - 1000).toISOString() } });
+  const past = await s.request('POST', '/v1/sessions', {
+    token: s.systemKey,
+    body: { userId: user.id, expires: new Date(Date.now() - 1000).toISOString() },
+  });
   t.is(past.status, 400);
   t.regex(past.body.message, /^expires/);
 });

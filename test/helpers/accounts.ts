@@ -40,9 +40,13 @@ export function freshEmail(tag = 'u'): string {
 export async function sentOutboxRow(db: Knex, to: string, template: string, ms = 10_000): Promise<string> {
   const deadline = Date.now() + ms;
   for (;;) {
-    const row = await db('email_outbox').where({ to_address: to.toLowerCase(), template }).orderBy('created_at', 'desc').first();
+    const row = await db('email_outbox')
+      .where({ to_address: to.toLowerCase(), template })
+      .orderBy('created_at', 'desc')
+      .first();
     if (row?.status === 'sent') return JSON.stringify(row);
-    if (Date.now() > deadline) throw new Error(`outbox row ${template} to ${to} not sent within ${ms} ms: ${JSON.stringify(row)}`);
+    if (Date.now() > deadline)
+      throw new Error(`outbox row ${template} to ${to} not sent within ${ms} ms: ${JSON.stringify(row)}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }

@@ -16,25 +16,54 @@ export interface TestUser {
 let counter = 0;
 
 /** A user with an email platform account, the given roles and a live session token. */
-export async function createUser(db: Knex, opts: { roles?: string[]; username?: string; email?: string } = {}): Promise<TestUser> {
+export async function createUser(
+  db: Knex,
+  opts: { roles?: string[]; username?: string; email?: string } = {},
+): Promise<TestUser> {
   const n = `${Date.now().toString(36)}${(counter++).toString(36)}${randomBytes(2).toString('hex')}`;
   const username = opts.username ?? `user_${n}`.slice(0, 30);
   const email = opts.email ?? `${username}@example.test`;
   const [user] = await db('users').insert({ username }).returning('id');
   const platform = await db('platforms').where('slug', 'email').first('id');
   const [account] = await db('platform_accounts')
-    .insert({ user_id: user.id, platform_id: platform.id, platform_user_id: email, is_oauth: false, is_primary: true, username, email, email_verified_at: new Date() })
+    .insert({
+      user_id: user.id,
+      platform_id: platform.id,
+      platform_user_id: email,
+      is_oauth: false,
+      is_primary: true,
+      username,
+      email,
+      email_verified_at: new Date(),
+    })
     .returning('id');
   await db('users').where('id', user.id).update({ primary_platform_account_id: account.id });
   const roles = opts.roles ?? ['role_user'];
   if (roles.length) await db('user_roles').insert(roles.map((role_id) => ({ user_id: user.id, role_id })));
-  const { session, token } = await createSession(db, user.id, new Date(Date.now() + 3600_000), { platformSlug: 'email' });
+  const { session, token } = await createSession(db, user.id, new Date(Date.now() + 3600_000), {
+    platformSlug: 'email',
+  });
   return { id: user.id, username, email, token, sessionId: session.id };
 }
 
 /** An API key owned by `userId` with the given scopes (full key returned). */
-export async function createKey(opts: { userId: string | null; scopes?: string[]; system?: boolean; expiresAt?: Date; name?: string }): Promise<{ id: string; key: string }> {
-  const { apiKey, key } = await createApiKey({ userId: opts.userId, name: opts.name ?? 'test key', scopes: opts.scopes ?? [], isSystem: opts.system, expiresAt: opts.expiresAt }, ApiKey.knex());
+export async function createKey(opts: {
+  userId: string | null;
+  scopes?: string[];
+  system?: boolean;
+  expiresAt?: Date;
+  name?: string;
+}): Promise<{ id: string; key: string }> {
+  const { apiKey, key } = await createApiKey(
+    {
+      userId: opts.userId,
+      name: opts.name ?? 'test key',
+      scopes: opts.scopes ?? [],
+      isSystem: opts.system,
+      expiresAt: opts.expiresAt,
+    },
+    ApiKey.knex(),
+  );
   return { id: apiKey.id, key };
 }
 
@@ -42,11 +71,24 @@ export async function createKey(opts: { userId: string | null; scopes?: string[]
  * An OAuth access token of `userId` for a fresh client owned by the user, granted `scopes` (the
  * client allows exactly those): what an app holds after the authorization-code flow.
  */
-export async function createOAuthToken(db: Knex, userId: string, scopes: string[]): Promise<{ token: string; clientId: string; tokenId: string }> {
-  const [client] = await db('oauth_clients').insert({ user_id: userId, name: `App ${randomBytes(3).toString('hex')}`, allowed_scopes: JSON.stringify(scopes) }).returning('id');
+export async function createOAuthToken(
+  db: Knex,
+  userId: string,
+  scopes: string[],
+): Promise<{ token: string; clientId: string; tokenId: string }> {
+  const [client] = await db('oauth_clients')
+    .insert({ user_id: userId, name: `App ${randomBytes(3).toString('hex')}`, allowed_scopes: JSON.stringify(scopes) })
+    .returning('id');
   const token = `oat_${randomBytes(32).toString('base64url')}`;
   const [row] = await db('oauth_access_tokens')
-    .insert({ token_hash: sha256(token), client_id: client.id, user_id: userId, scopes: JSON.stringify(scopes), family_id: randomUUID(), expires_at: new Date(Date.now() + 3600_000) })
+    .insert({
+      token_hash: sha256(token),
+      client_id: client.id,
+      user_id: userId,
+      scopes: JSON.stringify(scopes),
+      family_id: randomUUID(),
+      expires_at: new Date(Date.now() + 3600_000),
+    })
     .returning('id');
   await db('oauth_consents').insert({ user_id: userId, client_id: client.id, scopes: JSON.stringify(scopes) });
   return { token, clientId: client.id, tokenId: row.id };

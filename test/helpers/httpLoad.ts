@@ -24,7 +24,15 @@ const socketIds = new WeakMap<net.Socket, number>();
 let nextSocketId = 0;
 
 /** One request over `agent`; never rejects: a failure is recorded as the error's code. */
-export function send(agent: http.Agent, port: number, key: string, method: string, path: string, body?: unknown, marker?: string): Promise<Outcome> {
+export function send(
+  agent: http.Agent,
+  port: number,
+  key: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  marker?: string,
+): Promise<Outcome> {
   const payload = body === undefined ? undefined : JSON.stringify(body);
   const o: Outcome = { method, path, sentAt: Date.now(), socket: -1, marker };
   return new Promise((resolve) => {
@@ -35,7 +43,8 @@ export function send(agent: http.Agent, port: number, key: string, method: strin
       resolve(o);
     };
     const headers: Record<string, string | number> = { authorization: `Bearer ${key}` };
-    if (payload !== undefined) Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });
+    if (payload !== undefined)
+      Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });
     const req = http.request({ host: '127.0.0.1', port, method, path, agent, headers }, (res) => {
       let text = '';
       res.setEncoding('utf8');
@@ -84,9 +93,10 @@ export function startLoad(port: number, key: string, opts: { loops: number; pref
     while (!stopped) {
       const n = seq++;
       const marker = `${opts.prefix}${n}`;
-      const o = n % 2 === 0
-        ? await send(agent, port, key, 'POST', '/v1/gps', gpsBody({ device_id: marker }), marker)
-        : await send(agent, port, key, 'GET', '/v1/gps?limit=1');
+      const o =
+        n % 2 === 0
+          ? await send(agent, port, key, 'POST', '/v1/gps', gpsBody({ device_id: marker }), marker)
+          : await send(agent, port, key, 'GET', '/v1/gps?limit=1');
       outcomes.push(o);
       // With no listener left every attempt is refused at once: do not spin.
       if (o.error) await new Promise((r) => setTimeout(r, 50));
@@ -104,4 +114,5 @@ export function startLoad(port: number, key: string, opts: { loops: number; pref
 }
 
 /** One line per outcome, for assertion messages. */
-export const describeOutcome = (o: Outcome) => `${o.method} ${o.path} sent ${o.sentAt} on socket ${o.socket}: ${o.error ?? o.status}`;
+export const describeOutcome = (o: Outcome) =>
+  `${o.method} ${o.path} sent ${o.sentAt} on socket ${o.socket}: ${o.error ?? o.status}`;

@@ -38,7 +38,9 @@ function decodeQuotedPrintable(s: string): string {
 
 function decodeWords(s: string): string {
   return s.replace(/=\?([^?]+)\?([QB])\?([^?]*)\?=\s*/gi, (_, _cs, enc: string, data: string) =>
-    enc.toUpperCase() === 'B' ? Buffer.from(data, 'base64').toString('utf8') : decodeQuotedPrintable(data.replace(/_/g, ' ')),
+    enc.toUpperCase() === 'B'
+      ? Buffer.from(data, 'base64').toString('utf8')
+      : decodeQuotedPrintable(data.replace(/_/g, ' ')),
   );
 }
 
@@ -71,7 +73,12 @@ function bodies(part: Part, out: { text: string; html: string }): void {
     return;
   }
   const cte = (part.headers.get('content-transfer-encoding') ?? '7bit').toLowerCase();
-  const decoded = cte === 'base64' ? Buffer.from(part.body.replace(/\s+/g, ''), 'base64').toString('utf8') : cte === 'quoted-printable' ? decodeQuotedPrintable(part.body) : part.body;
+  const decoded =
+    cte === 'base64'
+      ? Buffer.from(part.body.replace(/\s+/g, ''), 'base64').toString('utf8')
+      : cte === 'quoted-printable'
+        ? decodeQuotedPrintable(part.body)
+        : part.body;
   if (/^text\/html/i.test(type)) out.html += decoded;
   else out.text += decoded;
 }
@@ -96,7 +103,14 @@ export async function startMailbox(): Promise<Mailbox> {
         const top = parsePart(raw);
         const out = { text: '', html: '' };
         bodies(top, out);
-        mails.push({ to: session.envelope.rcptTo.map((r) => r.address.toLowerCase()), subject: decodeWords(top.headers.get('subject') ?? ''), text: out.text, html: out.html, messageId: top.headers.get('message-id') ?? '', raw });
+        mails.push({
+          to: session.envelope.rcptTo.map((r) => r.address.toLowerCase()),
+          subject: decodeWords(top.headers.get('subject') ?? ''),
+          text: out.text,
+          html: out.html,
+          messageId: top.headers.get('message-id') ?? '',
+          raw,
+        });
         waiters.splice(0).forEach((w) => w());
         callback();
       });
@@ -115,7 +129,10 @@ export async function startMailbox(): Promise<Mailbox> {
         const found = mails.find(match);
         if (found) return found;
         const left = deadline - Date.now();
-        if (left <= 0) throw new Error(`no mail to ${to} within ${ms} ms; have: ${mails.map((m) => `${m.to.join(',')}: ${m.subject}`).join(' | ')}`);
+        if (left <= 0)
+          throw new Error(
+            `no mail to ${to} within ${ms} ms; have: ${mails.map((m) => `${m.to.join(',')}: ${m.subject}`).join(' | ')}`,
+          );
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, left);
           waiters.push(() => {

@@ -20,16 +20,17 @@ async function dropLeftovers(s: ReturnType<typeof testDbSettings>): Promise<void
   const admin = adminKnex();
   try {
     const rows: Array<{ datname: string; comment: string | null }> = (
-      await admin.raw("SELECT datname, shobj_description(oid, 'pg_database') AS comment FROM pg_database WHERE datname LIKE ? OR datname = ?", [
-        `${escapeLike(s.baseName)}\\_t\\_%`,
-        `${s.baseName}_test_template`,
-      ])
+      await admin.raw(
+        "SELECT datname, shobj_description(oid, 'pg_database') AS comment FROM pg_database WHERE datname LIKE ? OR datname = ?",
+        [`${escapeLike(s.baseName)}\\_t\\_%`, `${s.baseName}_test_template`],
+      )
     ).rows;
     const legacy = new RegExp(`^${s.baseName.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}_(t_[0-9a-f]{10}|test_template)$`);
     const staleBefore = Date.now() - STALE_HOURS * 3600_000;
     for (const { datname, comment } of rows) {
       const at = stampedAt(comment);
-      const drop = datname.startsWith(s.runPrefix) || legacy.test(datname) || (at !== null && at.getTime() < staleBefore);
+      const drop =
+        datname.startsWith(s.runPrefix) || legacy.test(datname) || (at !== null && at.getTime() < staleBefore);
       if (!drop) continue;
       await admin.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [datname]);
     }
@@ -71,7 +72,9 @@ async function main(): Promise<void> {
   try {
     const applied = await migrate(db);
     const report = await seed(db);
-    say(`run ${runId}, template ${s.template}: ${applied.length} migrations, ${report.roles} roles, ${report.permissions} permissions`);
+    say(
+      `run ${runId}, template ${s.template}: ${applied.length} migrations, ${report.roles} roles, ${report.permissions} permissions`,
+    );
   } finally {
     await db.destroy();
   }

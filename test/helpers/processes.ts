@@ -28,8 +28,16 @@ const ENTRIES = {
  * Starts `entry` with `env` (on top of this process's environment) and resolves once it logged
  * `readyMsg`. Start-up on a busy machine can take several seconds (GraphQL schema, Redis, Postgres).
  */
-export async function spawnService(entry: keyof typeof ENTRIES, env: Record<string, string>, readyMsg: string, timeoutMs = 60_000): Promise<ServiceProcess> {
-  const child = spawn(process.execPath, [ENTRIES[entry]], { env: { ...process.env, ...env, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
+export async function spawnService(
+  entry: keyof typeof ENTRIES,
+  env: Record<string, string>,
+  readyMsg: string,
+  timeoutMs = 60_000,
+): Promise<ServiceProcess> {
+  const child = spawn(process.execPath, [ENTRIES[entry]], {
+    env: { ...process.env, ...env, LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const logs: LogLine[] = [];
   const waiters: Array<() => void> = [];
   let stderr = '';
@@ -55,7 +63,9 @@ export async function spawnService(entry: keyof typeof ENTRIES, env: Record<stri
       if (found) return found;
       const left = deadline - Date.now();
       if (left <= 0 || child.exitCode !== null || child.signalCode !== null) {
-        throw new Error(`${entry}: no "${msg}" log line; exit ${child.exitCode ?? child.signalCode}; stderr: ${stderr.slice(-2000)}`);
+        throw new Error(
+          `${entry}: no "${msg}" log line; exit ${child.exitCode ?? child.signalCode}; stderr: ${stderr.slice(-2000)}`,
+        );
       }
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, left);

@@ -11,7 +11,11 @@ export interface PushListener {
 }
 
 /** Listens on the Redis pub/sub channel behind WebSocket channel `wsChannel` (what realtime fans out). */
-export async function listenPushes(redis: Redis, config: Pick<Config, 'redisPrefix'>, wsChannel: string): Promise<PushListener> {
+export async function listenPushes(
+  redis: Redis,
+  config: Pick<Config, 'redisPrefix'>,
+  wsChannel: string,
+): Promise<PushListener> {
   const sub = redis.duplicate(WAIT_FOR_REDIS);
   const channel = redisKey(config, PubSub.ws(wsChannel));
   const messages: Array<Record<string, any>> = [];

@@ -54,7 +54,11 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
     url,
     async start() {
       if (child) return;
-      const c = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+      const c = spawn(
+        'redis-server',
+        ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+        { stdio: 'ignore' },
+      );
       child = c;
       c.once('exit', () => {
         if (child === c) child = undefined;

@@ -151,7 +151,13 @@ export async function deleteKeysWithPrefix(redisUrl: string, prefix: string): Pr
 }
 
 /** Starts a stack before the file's tests and closes it after them. */
-export function useStack(test: { before: (fn: (t: ExecutionContext) => Promise<void>) => void; after: { always: (fn: () => Promise<void>) => void } }, opts: StackOptions = {}): () => Stack {
+export function useStack(
+  test: {
+    before: (fn: (t: ExecutionContext) => Promise<void>) => void;
+    after: { always: (fn: () => Promise<void>) => void };
+  },
+  opts: StackOptions = {},
+): () => Stack {
   let stack: Stack | undefined;
   test.before(async () => {
     stack = await startStack(opts);

@@ -27,7 +27,13 @@ export async function make<T = any>(s: Stack, token: string, path: string, body:
 }
 
 /** Patches a trip's status and returns the response. */
-export function setStatus(s: Stack, token: string, tripId: string, status: string, extra: Record<string, unknown> = {}) {
+export function setStatus(
+  s: Stack,
+  token: string,
+  tripId: string,
+  status: string,
+  extra: Record<string, unknown> = {},
+) {
   return s.request('PATCH', `/v1/trips/${tripId}`, { token, body: { status, ...extra } });
 }
 
@@ -38,7 +44,9 @@ export function once<T>(fn: () => Promise<T>): () => Promise<T> {
 }
 
 /** Number of rows a knex query matches. */
-export async function countRows(q: { count(arg: Record<string, string>): PromiseLike<Array<Record<string, unknown>>> }): Promise<number> {
+export async function countRows(q: {
+  count(arg: Record<string, string>): PromiseLike<Array<Record<string, unknown>>>;
+}): Promise<number> {
   const [row] = await q.count({ n: '*' });
   return Number(row.n);
 }

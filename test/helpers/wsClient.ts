@@ -28,12 +28,16 @@ export class WsConn {
 
   constructor(readonly ws: WebSocket) {
     ws.on('message', (data: Buffer, isBinary: boolean) => {
-      const f: Frame = isBinary ? { kind: 'binary', env: decodeEnvelope(data), raw: data } : { kind: 'json', data: JSON.parse(data.toString()), raw: data.toString() };
+      const f: Frame = isBinary
+        ? { kind: 'binary', env: decodeEnvelope(data), raw: data }
+        : { kind: 'json', data: JSON.parse(data.toString()), raw: data.toString() };
       const i = this.waiters.findIndex((w) => w.match(f));
       if (i >= 0) this.waiters.splice(i, 1)[0].resolve(f);
       else this.frames.push(f);
     });
-    this.closed = new Promise((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
+    this.closed = new Promise((resolve) =>
+      ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })),
+    );
   }
 
   /** The next frame (already queued or arriving) matching `match`; rejects after `timeoutMs`. */
@@ -44,7 +48,11 @@ export class WsConn {
       const w = { match, resolve: (f: Frame) => (clearTimeout(timer), resolve(f)) };
       const timer = setTimeout(() => {
         this.waiters = this.waiters.filter((x) => x !== w);
-        reject(new Error(`no matching frame within ${timeoutMs} ms; queued: ${JSON.stringify(this.frames.map((f) => (f.kind === 'json' ? f.data : f.env)))}`));
+        reject(
+          new Error(
+            `no matching frame within ${timeoutMs} ms; queued: ${JSON.stringify(this.frames.map((f) => (f.kind === 'json' ? f.data : f.env)))}`,
+          ),
+        );
       }, timeoutMs);
       this.waiters.push(w);
     });

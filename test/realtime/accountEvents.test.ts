@@ -17,7 +17,7 @@ async function ticket(token: string): Promise<string> {
   return r.body.ticket;
 }
 
-test('accountDeleted: every socket of the user gets the event, then all of them (and the user\'s API keys) are closed', async (t) => {
+test("accountDeleted: every socket of the user gets the event, then all of them (and the user's API keys) are closed", async (t) => {
   const s = stack();
   const user = await createUser(s.db, { roles: READER });
   const bystander = await createUser(s.db, { roles: READER });
@@ -52,7 +52,14 @@ test('accountBanned and forceLogout close the user sockets after delivery; force
   t.is(k.ws.readyState, k.ws.OPEN);
 
   const b = await connect(wsBase(s, 0), { token: user.token });
-  const ban = { type: 'accountBanned', userId: user.id, reason: 'abuse', expiresAt: null, isPermanent: true, timestamp: now() };
+  const ban = {
+    type: 'accountBanned',
+    userId: user.id,
+    reason: 'abuse',
+    expiresAt: null,
+    isPermanent: true,
+    timestamp: now(),
+  };
   await publish(s, `user:${user.id}`, ban);
   t.deepEqual(await b.nextJson(), ban);
   t.is((await b.closed).code, 4003);
@@ -66,7 +73,13 @@ test('sessionRevoked closes only the sockets of that session', async (t) => {
   const first = await connect(wsBase(s, 0), { token: user.token });
   const firstTicket = await connect(wsBase(s, 0), { protocols: ['service-ticket', await ticket(user.token)] });
   const other = await connect(wsBase(s, 0), { token: second.token });
-  const event = { type: 'sessionRevoked', userId: user.id, sessionId: user.sessionId, reason: 'revoked', timestamp: now() };
+  const event = {
+    type: 'sessionRevoked',
+    userId: user.id,
+    sessionId: user.sessionId,
+    reason: 'revoked',
+    timestamp: now(),
+  };
   await publish(s, `user:${user.id}`, event);
   t.deepEqual(await first.nextJson(), event);
   t.deepEqual(await other.nextJson(), event);
@@ -76,7 +89,7 @@ test('sessionRevoked closes only the sockets of that session', async (t) => {
   other.close();
 });
 
-test('end to end: DELETE /v1/sessions/:token closes that session\'s socket', async (t) => {
+test("end to end: DELETE /v1/sessions/:token closes that session's socket", async (t) => {
   const s = stack();
   const user = await createUser(s.db, { roles: READER });
   const conn = await connect(wsBase(s), { token: user.token });
@@ -124,7 +137,12 @@ test('rolePermissionsChanged re-checks every socket holding the role, API keys w
   t.is((await k.subscribe(gps)).data, `Subscribed to ${gps}`);
 
   await s.db('role_permissions').where({ role_id: 'role_tracker' }).delete();
-  await publish(s, `user:${user.id}`, { type: 'rolePermissionsChanged', roleId: 'role_tracker', roleName: 'Tracker', timestamp: now() });
+  await publish(s, `user:${user.id}`, {
+    type: 'rolePermissionsChanged',
+    roleId: 'role_tracker',
+    roleName: 'Tracker',
+    timestamp: now(),
+  });
   t.is((await u.nextJson()).type, 'rolePermissionsChanged');
   t.deepEqual(await u.nextJson(), { type: 'error', message: `access to channel ${gps} revoked` });
   t.deepEqual(await k.nextJson(), { type: 'error', message: `access to channel ${gps} revoked` });
@@ -143,7 +161,10 @@ test('end to end: removing a permission from a role through the API drops the ch
   t.is((await conn.subscribe('geofence')).data, 'Subscribed to geofence');
   const r = await s.request('DELETE', `/v1/roles/role_viewer/permissions/${perm.id}`, { token: admin.token });
   t.is(r.status, 204, r.text);
-  t.deepEqual(await conn.nextJson((m) => m.type === 'error'), { type: 'error', message: 'access to channel geofence revoked' });
+  t.deepEqual(await conn.nextJson((m) => m.type === 'error'), {
+    type: 'error',
+    message: 'access to channel geofence revoked',
+  });
   t.is(conn.ws.readyState, conn.ws.OPEN);
   conn.close();
 });
@@ -160,14 +181,22 @@ test('a revoked API key is disconnected as soon as its invalidation arrives', as
   t.is(closed.code, 4001);
 });
 
-test('oauthConsentRevoked closes sockets opened with that client\'s token, not others', async (t) => {
+test("oauthConsentRevoked closes sockets opened with that client's token, not others", async (t) => {
   const s = stack();
   const user = await createUser(s.db, { roles: READER });
   // ws:ticket: an OAuth token mints WebSocket tickets only when its grant names that scope.
-  const [client] = await s.db('oauth_clients').insert({ user_id: user.id, name: 'App', allowed_scopes: JSON.stringify(['gps:read', 'ws:ticket']) }).returning('id');
+  const [client] = await s
+    .db('oauth_clients')
+    .insert({ user_id: user.id, name: 'App', allowed_scopes: JSON.stringify(['gps:read', 'ws:ticket']) })
+    .returning('id');
   const token = randomToken('oat_', 32);
   await s.db('oauth_access_tokens').insert({
-    token_hash: sha256(token), client_id: client.id, user_id: user.id, scopes: JSON.stringify(['gps:read', 'ws:ticket']), family_id: randomUUID(), expires_at: new Date(Date.now() + 3600_000),
+    token_hash: sha256(token),
+    client_id: client.id,
+    user_id: user.id,
+    scopes: JSON.stringify(['gps:read', 'ws:ticket']),
+    family_id: randomUUID(),
+    expires_at: new Date(Date.now() + 3600_000),
   });
   const viaOauth = await connect(wsBase(s, 0), { token });
   const viaOauthTicket = await connect(wsBase(s, 0), { protocols: ['service-ticket', await ticket(token)] });
@@ -215,7 +244,15 @@ test('a socket opened with a ticket minted from an OAuth token closes when the t
   await s.api.services.bus.invalidateAuth({ userId: user.id });
   t.is((await revoked.conn.closed).code, 4001);
 
-  t.is((await s.request('PATCH', `/v1/oauth/clients/${deactivated.clientId}`, { token: user.token, body: { is_active: false } })).status, 200);
+  t.is(
+    (
+      await s.request('PATCH', `/v1/oauth/clients/${deactivated.clientId}`, {
+        token: user.token,
+        body: { is_active: false },
+      })
+    ).status,
+    200,
+  );
   t.is((await deactivated.conn.closed).code, 4001);
   t.is((await s.request('DELETE', `/v1/oauth/clients/${deleted.clientId}`, { token: user.token })).status, 204);
   t.is((await deleted.conn.closed).code, 4001);

@@ -30,7 +30,12 @@ test('a ticket from POST /v1/ws/ticket authenticates once, as the user, with the
   const conn = await connect(wsBase(s), { protocols: ['service-ticket', r.body.ticket] });
   t.is(conn.ws.protocol, 'service-ticket');
   // Authenticated as the user: auto-subscribed to user:{id} and allowed on gps.
-  await publish(s, `user:${user.id}`, { type: 'forceLogout', userId: user.id, reason: 'test', timestamp: new Date().toISOString() });
+  await publish(s, `user:${user.id}`, {
+    type: 'forceLogout',
+    userId: user.id,
+    reason: 'test',
+    timestamp: new Date().toISOString(),
+  });
   t.is((await conn.nextJson((m) => m.type === 'forceLogout')).userId, user.id);
 
   const again = await refusedUpgrade(wsBase(s), { protocols: ['service-ticket', r.body.ticket] });
@@ -41,7 +46,10 @@ test('a ticket from POST /v1/ws/ticket authenticates once, as the user, with the
 test('GraphQL mintWsTicket returns a working ticket; API keys are refused', async (t) => {
   const s = stack();
   const user = await createUser(s.db, { roles: READER });
-  const r = await s.request('POST', '/v1/gql', { token: user.token, body: { query: 'mutation { mintWsTicket { ticket expiresIn } }' } });
+  const r = await s.request('POST', '/v1/gql', {
+    token: user.token,
+    body: { query: 'mutation { mintWsTicket { ticket expiresIn } }' },
+  });
   t.is(r.status, 200, r.text);
   const { ticket, expiresIn } = r.body.data.mintWsTicket;
   t.is(expiresIn, 1);
@@ -50,7 +58,10 @@ test('GraphQL mintWsTicket returns a working ticket; API keys are refused', asyn
   conn.close();
 
   const key = await createKey({ userId: user.id, scopes: ['gps:read'] });
-  const denied = await s.request('POST', '/v1/gql', { token: key.key, body: { query: 'mutation { mintWsTicket { ticket } }' } });
+  const denied = await s.request('POST', '/v1/gql', {
+    token: key.key,
+    body: { query: 'mutation { mintWsTicket { ticket } }' },
+  });
   t.is(denied.body.errors[0].extensions.status, 403);
   const anon = await s.request('POST', '/v1/gql', { body: { query: 'mutation { mintWsTicket { ticket } }' } });
   t.is(anon.body.errors[0].extensions.status, 401);
@@ -134,12 +145,20 @@ test('a banned user is refused at upgrade (403), by Bearer and by ticket', async
 test('?token= and cookies are ignored: the connection is anonymous', async (t) => {
   const s = stack();
   const user = await createUser(s.db, { roles: READER });
-  const conn = await connect(wsBase(s), { path: `/v1/ws?token=${encodeURIComponent(user.token)}`, headers: { cookie: `token=${user.token}; session=${user.token}` } });
+  const conn = await connect(wsBase(s), {
+    path: `/v1/ws?token=${encodeURIComponent(user.token)}`,
+    headers: { cookie: `token=${user.token}; session=${user.token}` },
+  });
   t.is((await conn.subscribe(`user:${user.id}`)).message, `access denied to channel user:${user.id}`);
   t.is((await conn.subscribe('gps')).message, 'access denied to channel gps');
   t.is((await conn.subscribe('public')).data, 'Subscribed to public');
   // Not auto-subscribed to the user channel either.
-  await publish(s, `user:${user.id}`, { type: 'forceLogout', userId: user.id, reason: 'x', timestamp: new Date().toISOString() });
+  await publish(s, `user:${user.id}`, {
+    type: 'forceLogout',
+    userId: user.id,
+    reason: 'x',
+    timestamp: new Date().toISOString(),
+  });
   t.true(await conn.nothing((f) => f.kind === 'json' && f.data.type === 'forceLogout'));
   conn.close();
 });
@@ -164,7 +183,12 @@ test('the system key may act for a user with ?userId=; other credentials cannot'
   const s = stack();
   const user = await createUser(s.db, { roles: READER });
   const relay = await connect(wsBase(s), { token: s.systemKey, path: `/v1/ws?userId=${user.id}` });
-  await publish(s, `user:${user.id}`, { type: 'forceLogout', userId: user.id, reason: 'x', timestamp: new Date().toISOString() });
+  await publish(s, `user:${user.id}`, {
+    type: 'forceLogout',
+    userId: user.id,
+    reason: 'x',
+    timestamp: new Date().toISOString(),
+  });
   t.is((await relay.nextJson((m) => m.type === 'forceLogout')).userId, user.id);
 
   const other = await createUser(s.db, { roles: READER });
@@ -173,7 +197,15 @@ test('the system key may act for a user with ?userId=; other credentials cannot'
   notRelayed.close();
 
   t.is((await refusedUpgrade(wsBase(s), { token: s.systemKey, path: '/v1/ws?userId=not-a-uuid' })).status, 400);
-  t.is((await refusedUpgrade(wsBase(s), { token: s.systemKey, path: '/v1/ws?userId=00000000-0000-4000-8000-000000000000' })).status, 400);
+  t.is(
+    (
+      await refusedUpgrade(wsBase(s), {
+        token: s.systemKey,
+        path: '/v1/ws?userId=00000000-0000-4000-8000-000000000000',
+      })
+    ).status,
+    400,
+  );
   // Without ?userId= the system key is a service client: no user channel.
   const sys = await connect(wsBase(s), { token: s.systemKey });
   t.is((await sys.subscribe(`user:${user.id}`)).message, `access denied to channel user:${user.id}`);

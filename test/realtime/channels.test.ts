@@ -32,11 +32,23 @@ test('anonymous: only public, public:* and vessels', async (t) => {
   const s = stack();
   const other = await createUser(s.db, { roles: READER });
   const conn = await connect(wsBase(s, 0));
-  const r = await tryAll(conn, ['public', 'public:news', 'vessels', 'gps', 'gps:dev-1', 'geofence', 'geofence:g1', 'admin:ops', `user:${other.id}`, 'bots:chat']);
+  const r = await tryAll(conn, [
+    'public',
+    'public:news',
+    'vessels',
+    'gps',
+    'gps:dev-1',
+    'geofence',
+    'geofence:g1',
+    'admin:ops',
+    `user:${other.id}`,
+    'bots:chat',
+  ]);
   t.deepEqual(r.public, ALLOWED('public'));
   t.deepEqual(r['public:news'], ALLOWED('public:news'));
   t.deepEqual(r.vessels, ALLOWED('vessels'));
-  for (const ch of ['gps', 'gps:dev-1', 'geofence', 'geofence:g1', 'admin:ops', `user:${other.id}`]) t.deepEqual(r[ch], DENIED(ch), ch);
+  for (const ch of ['gps', 'gps:dev-1', 'geofence', 'geofence:g1', 'admin:ops', `user:${other.id}`])
+    t.deepEqual(r[ch], DENIED(ch), ch);
   t.deepEqual(r['bots:chat'], { type: 'error', message: 'unknown channel bots:chat' });
   conn.close();
 });
@@ -47,13 +59,35 @@ test('user reading tracking data: own user channel (auto), gps*, geofence*, publ
   const other = await createUser(s.db, { roles: READER });
   const conn = await connect(wsBase(s, 0), { token: user.token });
   // Auto-subscribed: a push on the user channel arrives without subscribing.
-  await publish(s, `user:${user.id}`, { type: 'emailChangeVerified', userId: user.id, email: 'new@example.test', timestamp: '2026-01-01T00:00:00.000Z' });
-  t.deepEqual(await conn.nextJson(), { type: 'emailChangeVerified', userId: user.id, email: 'new@example.test', timestamp: '2026-01-01T00:00:00.000Z' });
-  const r = await tryAll(conn, [`user:${user.id}`, `user:${other.id}`, 'admin:ops', 'gps', 'gps:dev-1', 'geofence', 'geofence:g1', 'public', 'public:x', 'vessels']);
+  await publish(s, `user:${user.id}`, {
+    type: 'emailChangeVerified',
+    userId: user.id,
+    email: 'new@example.test',
+    timestamp: '2026-01-01T00:00:00.000Z',
+  });
+  t.deepEqual(await conn.nextJson(), {
+    type: 'emailChangeVerified',
+    userId: user.id,
+    email: 'new@example.test',
+    timestamp: '2026-01-01T00:00:00.000Z',
+  });
+  const r = await tryAll(conn, [
+    `user:${user.id}`,
+    `user:${other.id}`,
+    'admin:ops',
+    'gps',
+    'gps:dev-1',
+    'geofence',
+    'geofence:g1',
+    'public',
+    'public:x',
+    'vessels',
+  ]);
   t.deepEqual(r[`user:${user.id}`], ALLOWED(`user:${user.id}`));
   t.deepEqual(r[`user:${other.id}`], DENIED(`user:${other.id}`));
   t.deepEqual(r['admin:ops'], DENIED('admin:ops'));
-  for (const ch of ['gps', 'gps:dev-1', 'geofence', 'geofence:g1', 'public', 'public:x', 'vessels']) t.deepEqual(r[ch], ALLOWED(ch), ch);
+  for (const ch of ['gps', 'gps:dev-1', 'geofence', 'geofence:g1', 'public', 'public:x', 'vessels'])
+    t.deepEqual(r[ch], ALLOWED(ch), ch);
   t.deepEqual(await conn.subscribe('nonsense'), { type: 'error', message: 'unknown channel nonsense' });
   t.deepEqual(await conn.subscribe('bots:chat'), { type: 'error', message: 'unknown channel bots:chat' });
   t.deepEqual(await conn.subscribe('bad channel!'), { type: 'error', message: 'invalid channel name: bad channel!' });
@@ -95,7 +129,12 @@ test('API keys: channels by their scopes, never a user channel (not even the own
   const r = await tryAll(conn, ['gps', 'gps:dev', 'geofence', 'admin:x', `user:${owner.id}`, 'public', 'vessels']);
   for (const ch of ['gps', 'gps:dev', 'public', 'vessels']) t.deepEqual(r[ch], ALLOWED(ch), ch);
   for (const ch of ['geofence', 'admin:x', `user:${owner.id}`]) t.deepEqual(r[ch], DENIED(ch), ch);
-  await publish(s, `user:${owner.id}`, { type: 'forceLogout', userId: owner.id, reason: 'x', timestamp: new Date().toISOString() });
+  await publish(s, `user:${owner.id}`, {
+    type: 'forceLogout',
+    userId: owner.id,
+    reason: 'x',
+    timestamp: new Date().toISOString(),
+  });
   t.true(await conn.nothing((f) => f.kind === 'json' && f.data.type === 'forceLogout'));
   conn.close();
 
@@ -120,8 +159,22 @@ test('pushes reach exactly the subscribers of their channel, as the published JS
   await gpsConn.subscribe('gps');
   await vesselsConn.subscribe('vessels');
   const point = {
-    id: 'p1', device_id: null, trip_id: null, latitude: 52.5, longitude: 13.4, altitude: null, heading: null, timestamp: '2026-01-01T00:00:00.000Z',
-    speed_kmh: 0, speed_mps: 0, speed_mph: 0, speed_knots: 0, pdop: null, hdop: null, vdop: null, created_at: '2026-01-01T00:00:00.000Z',
+    id: 'p1',
+    device_id: null,
+    trip_id: null,
+    latitude: 52.5,
+    longitude: 13.4,
+    altitude: null,
+    heading: null,
+    timestamp: '2026-01-01T00:00:00.000Z',
+    speed_kmh: 0,
+    speed_mps: 0,
+    speed_mph: 0,
+    speed_knots: 0,
+    pdop: null,
+    hdop: null,
+    vdop: null,
+    created_at: '2026-01-01T00:00:00.000Z',
   };
   await publish(s, 'gps', { type: 'gpsUpdate', data: point });
   const f = await gpsConn.next((x) => x.kind === 'json' && x.data.type === 'gpsUpdate');
@@ -131,10 +184,17 @@ test('pushes reach exactly the subscribers of their channel, as the published JS
   t.true(await vesselsConn.nothing((x) => x.kind === 'json' && x.data.type === 'gpsUpdate'));
 
   await publish(s, 'vessels', { type: 'vesselsUpdate', data: { vessels: [] } });
-  t.deepEqual(await vesselsConn.nextJson((m) => m.type === 'vesselsUpdate'), { type: 'vesselsUpdate', data: { vessels: [] } });
+  t.deepEqual(await vesselsConn.nextJson((m) => m.type === 'vesselsUpdate'), {
+    type: 'vesselsUpdate',
+    data: { vessels: [] },
+  });
 
   gpsConn.json({ type: 'unsubscribe', channel: 'gps' });
-  t.deepEqual(await gpsConn.nextJson((m) => m.type === 'message'), { type: 'message', channel: 'gps', data: 'Unsubscribed from gps' });
+  t.deepEqual(await gpsConn.nextJson((m) => m.type === 'message'), {
+    type: 'message',
+    channel: 'gps',
+    data: 'Unsubscribed from gps',
+  });
   await publish(s, 'gps', { type: 'gpsUpdate', data: point });
   t.true(await gpsConn.nothing((x) => x.kind === 'json' && x.data.type === 'gpsUpdate'));
   gpsConn.close();
@@ -160,7 +220,10 @@ test('a connection holds at most 200 channels', async (t) => {
   const conn = await connect(wsBase(s, 0));
   for (let i = 0; i < 200; i++) conn.json({ type: 'subscribe', channel: `public:c${i}` });
   for (let i = 0; i < 200; i++) await conn.nextJson((m) => m.channel === `public:c${i}`);
-  t.deepEqual(await conn.subscribe('public:one-more'), { type: 'error', message: 'too many subscriptions (at most 200)' });
+  t.deepEqual(await conn.subscribe('public:one-more'), {
+    type: 'error',
+    message: 'too many subscriptions (at most 200)',
+  });
   // Re-subscribing to a held channel is still confirmed.
   t.deepEqual(await conn.subscribe('public:c7'), ALLOWED('public:c7'));
   conn.close();

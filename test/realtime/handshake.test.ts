@@ -16,7 +16,14 @@ const entries = (s: Stack) => [
 ];
 
 function handshake(path: string, headers: Record<string, string>): string {
-  const all = { Host: 'x', Upgrade: 'websocket', Connection: 'Upgrade', 'Sec-WebSocket-Key': KEY, 'Sec-WebSocket-Version': '13', ...headers };
+  const all = {
+    Host: 'x',
+    Upgrade: 'websocket',
+    Connection: 'Upgrade',
+    'Sec-WebSocket-Key': KEY,
+    'Sec-WebSocket-Version': '13',
+    ...headers,
+  };
   return `GET ${path} HTTP/1.1\r\n${Object.entries(all)
     .filter(([, v]) => v !== '')
     .map(([k, v]) => `${k}: ${v}`)
@@ -30,14 +37,22 @@ test('a frame over the size limit closes the connection with 1009 and ends the T
     const conn = await connect(wsBase(s, instance), { token: user.token });
     const errors: string[] = [];
     conn.ws.on('error', (err) => errors.push(err.message));
-    const tcpClosed = new Promise<void>((resolve) => (conn.ws as unknown as { _socket: NodeJS.EventEmitter })._socket.once('close', () => resolve()));
+    const tcpClosed = new Promise<void>((resolve) =>
+      (conn.ws as unknown as { _socket: NodeJS.EventEmitter })._socket.once('close', () => resolve()),
+    );
     conn.ws.send(Buffer.alloc(10 * 1024 * 1024, 1));
     const closed = await Promise.race([conn.closed, new Promise<null>((r) => setTimeout(() => r(null), 8000))]);
     t.is(closed?.code, 1009, `${name}: ${JSON.stringify(closed)} errors=${errors.join('; ')}`);
-    const ended = await Promise.race([tcpClosed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 5000))]);
+    const ended = await Promise.race([
+      tcpClosed.then(() => true),
+      new Promise<boolean>((r) => setTimeout(() => r(false), 5000)),
+    ]);
     t.true(ended, `${name}: TCP connection left open`);
     // Nothing but WebSocket frames came down the upgraded stream (raw HTTP bytes read as a bad frame).
-    t.false(errors.some((e) => /Invalid WebSocket frame/.test(e)), `${name}: ${errors.join('; ')}`);
+    t.false(
+      errors.some((e) => /Invalid WebSocket frame/.test(e)),
+      `${name}: ${errors.join('; ')}`,
+    );
   }
 });
 

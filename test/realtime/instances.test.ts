@@ -18,11 +18,18 @@ test.serial('a message published once reaches the subscribers of both instances,
   const viaApi = await connect(wsBase(s), { token: user.token });
   for (const c of [a, b, viaApi]) await c.subscribe('gps');
   await publish(s, 'gps', { type: 'gpsUpdate', data: { id: 'p1' } });
-  for (const c of [a, b, viaApi]) t.deepEqual(await c.nextJson((m) => m.type === 'gpsUpdate'), { type: 'gpsUpdate', data: { id: 'p1' } });
+  for (const c of [a, b, viaApi])
+    t.deepEqual(await c.nextJson((m) => m.type === 'gpsUpdate'), { type: 'gpsUpdate', data: { id: 'p1' } });
   for (const c of [a, b, viaApi]) t.true(await c.nothing((f) => f.kind === 'json' && f.data.type === 'gpsUpdate', 200));
   // User pushes, too, reach the user's sockets on every instance.
-  await publish(s, `user:${user.id}`, { type: 'emailChangeVerified', userId: user.id, email: 'x@example.test', timestamp: new Date().toISOString() });
-  for (const c of [a, b, viaApi]) t.is((await c.nextJson((m) => m.type === 'emailChangeVerified')).email, 'x@example.test');
+  await publish(s, `user:${user.id}`, {
+    type: 'emailChangeVerified',
+    userId: user.id,
+    email: 'x@example.test',
+    timestamp: new Date().toISOString(),
+  });
+  for (const c of [a, b, viaApi])
+    t.is((await c.nextJson((m) => m.type === 'emailChangeVerified')).email, 'x@example.test');
   for (const c of [a, b, viaApi]) c.close();
   await Promise.all([a.closed, b.closed, viaApi.closed]);
 });

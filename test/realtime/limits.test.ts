@@ -19,7 +19,8 @@ test('a client that stops reading is disconnected with 1013 while a fast client 
   fast.ws.on('message', () => received++);
   const big = 'x'.repeat(64 * 1024);
   const total = 200;
-  for (let i = 0; i < total; i++) await publish(s, 'public:bulk', { type: 'message', channel: 'public:bulk', data: `${i}:${big}` });
+  for (let i = 0; i < total; i++)
+    await publish(s, 'public:bulk', { type: 'message', channel: 'public:bulk', data: `${i}:${big}` });
 
   // The server gave up on the slow client (out of every channel at once) …
   await eventually(() => s.realtime[0].stats().subscriptions === before - 1, 10_000);

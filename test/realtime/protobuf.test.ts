@@ -16,30 +16,91 @@ test('ws.proto carries exactly the spec field numbers and WsMessageType values',
   const fields = Object.fromEntries(Object.values(WsEnvelopeType.fields).map((f) => [f.name, f.id]));
   t.like(fields, {
     type: 1,
-    ping: 10, pong: 11, subscribe: 20, unsubscribe: 21, error: 30,
-    accountDeleted: 40, accountBanned: 41, sessionRevoked: 42, forceLogout: 43, oauthConsentRevoked: 44,
-    rolesUpdated: 50, permissionsUpdated: 51, rolePermissionsChanged: 52,
-    emailLinkVerified: 60, emailChangeVerified: 61, gpsUpdate: 70,
-    chatUserLinked: 80, chatUserUnlinked: 81, chatPermissionChanged: 82,
-    createAuditEvent: 100, createAuditEventResponse: 101,
-    chatSyncRequest: 110, chatSyncResponse: 111, chatSettingsRequest: 120, chatSettingsResponse: 121,
-    moderationRequest: 140, moderationResponse: 141,
+    ping: 10,
+    pong: 11,
+    subscribe: 20,
+    unsubscribe: 21,
+    error: 30,
+    accountDeleted: 40,
+    accountBanned: 41,
+    sessionRevoked: 42,
+    forceLogout: 43,
+    oauthConsentRevoked: 44,
+    rolesUpdated: 50,
+    permissionsUpdated: 51,
+    rolePermissionsChanged: 52,
+    emailLinkVerified: 60,
+    emailChangeVerified: 61,
+    gpsUpdate: 70,
+    chatUserLinked: 80,
+    chatUserUnlinked: 81,
+    chatPermissionChanged: 82,
+    createAuditEvent: 100,
+    createAuditEventResponse: 101,
+    chatSyncRequest: 110,
+    chatSyncResponse: 111,
+    chatSettingsRequest: 120,
+    chatSettingsResponse: 121,
+    moderationRequest: 140,
+    moderationResponse: 141,
   });
   t.like(WsMessageTypeEnum.values, {
-    UNSPECIFIED: 0, PING: 1, PONG: 2, SUBSCRIBE: 10, UNSUBSCRIBE: 11, ERROR: 20,
-    ACCOUNT_DELETED: 30, ACCOUNT_BANNED: 31, SESSION_REVOKED: 32, FORCE_LOGOUT: 33, OAUTH_CONSENT_REVOKED: 34,
-    ROLES_UPDATED: 40, PERMISSIONS_UPDATED: 41, ROLE_PERMISSIONS_CHANGED: 42,
-    EMAIL_LINK_VERIFIED: 50, EMAIL_CHANGE_VERIFIED: 51, GPS_UPDATE: 60,
-    CHAT_USER_LINKED: 70, CHAT_USER_UNLINKED: 71, CHAT_PERMISSION_CHANGED: 72,
+    UNSPECIFIED: 0,
+    PING: 1,
+    PONG: 2,
+    SUBSCRIBE: 10,
+    UNSUBSCRIBE: 11,
+    ERROR: 20,
+    ACCOUNT_DELETED: 30,
+    ACCOUNT_BANNED: 31,
+    SESSION_REVOKED: 32,
+    FORCE_LOGOUT: 33,
+    OAUTH_CONSENT_REVOKED: 34,
+    ROLES_UPDATED: 40,
+    PERMISSIONS_UPDATED: 41,
+    ROLE_PERMISSIONS_CHANGED: 42,
+    EMAIL_LINK_VERIFIED: 50,
+    EMAIL_CHANGE_VERIFIED: 51,
+    GPS_UPDATE: 60,
+    CHAT_USER_LINKED: 70,
+    CHAT_USER_UNLINKED: 71,
+    CHAT_PERMISSION_CHANGED: 72,
   });
   // Every payload sits in the one `payload` oneof.
   t.is(WsEnvelopeType.oneofs.payload.fieldsArray.length, 27);
   // The spec's audit request fields, with optional presence where the spec says optional.
   const audit = protoType('CreateAuditEventRequest');
-  t.deepEqual(Object.keys(audit.fields).sort(), ['actorId', 'description', 'errorMessage', 'eventType', 'ipAddress', 'metadataJson', 'resourceId', 'resourceType', 'sourceService', 'status', 'userAgent', 'userId']);
-  for (const f of ['resourceType', 'resourceId', 'actorId', 'ipAddress', 'userAgent', 'description', 'metadataJson', 'errorMessage']) t.is(audit.fields[f].partOf?.name, `_${f}`, f);
+  t.deepEqual(Object.keys(audit.fields).sort(), [
+    'actorId',
+    'description',
+    'errorMessage',
+    'eventType',
+    'ipAddress',
+    'metadataJson',
+    'resourceId',
+    'resourceType',
+    'sourceService',
+    'status',
+    'userAgent',
+    'userId',
+  ]);
+  for (const f of [
+    'resourceType',
+    'resourceId',
+    'actorId',
+    'ipAddress',
+    'userAgent',
+    'description',
+    'metadataJson',
+    'errorMessage',
+  ])
+    t.is(audit.fields[f].partOf?.name, `_${f}`, f);
   const resp = protoType('CreateAuditEventResponse');
-  t.deepEqual(Object.fromEntries(Object.values(resp.fields).map((f) => [f.name, [f.id, f.type]])), { success: [1, 'bool'], auditEventId: [2, 'string'], error: [3, 'string'] });
+  t.deepEqual(Object.fromEntries(Object.values(resp.fields).map((f) => [f.name, [f.id, f.type]])), {
+    success: [1, 'bool'],
+    auditEventId: [2, 'string'],
+    error: [3, 'string'],
+  });
   // Spec §6 protobuf event shapes.
   const names = (n: string) => Object.keys(protoType(n).fields).sort();
   t.deepEqual(names('ChatUserLinked'), ['avatarUrl', 'chatId', 'chatUsername', 'timestamp', 'userId']);
@@ -110,30 +171,99 @@ test('a protobuf client gets account events as protobuf; a JSON socket of the sa
 
   const ts = '2026-03-04T05:06:07.000Z';
   const events: Array<[any, string, number, number, (m: Map<number, Array<number | Buffer>>) => void]> = [
-    [{ type: 'oauthConsentRevoked', userId: user.id, clientId: 'client-1', timestamp: ts }, 'OAUTH_CONSENT_REVOKED', 34, 44, (m) => {
-      t.is(text(m, 1), user.id); t.is(text(m, 2), 'client-1'); t.is(text(m, 3), ts);
-    }],
-    [{ type: 'rolesUpdated', userId: user.id, roles: ['User', 'Developer'], roleIds: ['role_user', 'role_developer'], timestamp: ts }, 'ROLES_UPDATED', 40, 50, (m) => {
-      t.deepEqual(m.get(2)!.map(String), ['User', 'Developer']); t.deepEqual(m.get(3)!.map(String), ['role_user', 'role_developer']); t.is(text(m, 4), ts);
-    }],
-    [{ type: 'permissionsUpdated', userId: user.id, permissions: ['gps:read', 'two_factor:read'], timestamp: ts }, 'PERMISSIONS_UPDATED', 41, 51, (m) => {
-      t.is(text(m, 1), user.id); t.deepEqual(m.get(2)!.map(String), ['gps:read', 'two_factor:read']); t.is(text(m, 3), ts);
-    }],
-    [{ type: 'rolePermissionsChanged', roleId: 'role_x', roleName: 'X', timestamp: ts }, 'ROLE_PERMISSIONS_CHANGED', 42, 52, (m) => {
-      t.is(text(m, 1), 'role_x'); t.is(text(m, 2), 'X'); t.is(text(m, 3), ts);
-    }],
-    [{ type: 'emailLinkVerified', userId: user.id, platformAccountId: 'pa-1', timestamp: ts }, 'EMAIL_LINK_VERIFIED', 50, 60, (m) => {
-      t.is(text(m, 2), 'pa-1');
-    }],
-    [{ type: 'emailChangeVerified', userId: user.id, email: 'e@example.test', timestamp: ts }, 'EMAIL_CHANGE_VERIFIED', 51, 61, (m) => {
-      t.is(text(m, 2), 'e@example.test');
-    }],
-    [{ type: 'sessionRevoked', userId: user.id, sessionId: 'another-session', reason: 'revoked', timestamp: ts }, 'SESSION_REVOKED', 32, 42, (m) => {
-      t.is(text(m, 1), user.id); t.is(text(m, 2), 'another-session'); t.is(text(m, 3), 'revoked'); t.is(text(m, 4), ts);
-    }],
-    [{ type: 'accountBanned', userId: user.id, reason: 'spam', expiresAt: null, isPermanent: true, timestamp: ts }, 'ACCOUNT_BANNED', 31, 41, (m) => {
-      t.is(text(m, 1), user.id); t.is(text(m, 2), 'spam'); t.false(m.has(3)); t.is(one(m, 4), 1); t.is(text(m, 5), ts);
-    }],
+    [
+      { type: 'oauthConsentRevoked', userId: user.id, clientId: 'client-1', timestamp: ts },
+      'OAUTH_CONSENT_REVOKED',
+      34,
+      44,
+      (m) => {
+        t.is(text(m, 1), user.id);
+        t.is(text(m, 2), 'client-1');
+        t.is(text(m, 3), ts);
+      },
+    ],
+    [
+      {
+        type: 'rolesUpdated',
+        userId: user.id,
+        roles: ['User', 'Developer'],
+        roleIds: ['role_user', 'role_developer'],
+        timestamp: ts,
+      },
+      'ROLES_UPDATED',
+      40,
+      50,
+      (m) => {
+        t.deepEqual(m.get(2)!.map(String), ['User', 'Developer']);
+        t.deepEqual(m.get(3)!.map(String), ['role_user', 'role_developer']);
+        t.is(text(m, 4), ts);
+      },
+    ],
+    [
+      { type: 'permissionsUpdated', userId: user.id, permissions: ['gps:read', 'two_factor:read'], timestamp: ts },
+      'PERMISSIONS_UPDATED',
+      41,
+      51,
+      (m) => {
+        t.is(text(m, 1), user.id);
+        t.deepEqual(m.get(2)!.map(String), ['gps:read', 'two_factor:read']);
+        t.is(text(m, 3), ts);
+      },
+    ],
+    [
+      { type: 'rolePermissionsChanged', roleId: 'role_x', roleName: 'X', timestamp: ts },
+      'ROLE_PERMISSIONS_CHANGED',
+      42,
+      52,
+      (m) => {
+        t.is(text(m, 1), 'role_x');
+        t.is(text(m, 2), 'X');
+        t.is(text(m, 3), ts);
+      },
+    ],
+    [
+      { type: 'emailLinkVerified', userId: user.id, platformAccountId: 'pa-1', timestamp: ts },
+      'EMAIL_LINK_VERIFIED',
+      50,
+      60,
+      (m) => {
+        t.is(text(m, 2), 'pa-1');
+      },
+    ],
+    [
+      { type: 'emailChangeVerified', userId: user.id, email: 'e@example.test', timestamp: ts },
+      'EMAIL_CHANGE_VERIFIED',
+      51,
+      61,
+      (m) => {
+        t.is(text(m, 2), 'e@example.test');
+      },
+    ],
+    [
+      { type: 'sessionRevoked', userId: user.id, sessionId: 'another-session', reason: 'revoked', timestamp: ts },
+      'SESSION_REVOKED',
+      32,
+      42,
+      (m) => {
+        t.is(text(m, 1), user.id);
+        t.is(text(m, 2), 'another-session');
+        t.is(text(m, 3), 'revoked');
+        t.is(text(m, 4), ts);
+      },
+    ],
+    [
+      { type: 'accountBanned', userId: user.id, reason: 'spam', expiresAt: null, isPermanent: true, timestamp: ts },
+      'ACCOUNT_BANNED',
+      31,
+      41,
+      (m) => {
+        t.is(text(m, 1), user.id);
+        t.is(text(m, 2), 'spam');
+        t.false(m.has(3));
+        t.is(one(m, 4), 1);
+        t.is(text(m, 5), ts);
+      },
+    ],
   ];
   // A gpsUpdate in the middle: JSON for both.
   await publish(s, 'gps', { type: 'gpsUpdate', data: { id: 'g1' } });
@@ -161,7 +291,14 @@ test('chat bot connections receive the protobuf-only bot events; other clients n
   const user = await createUser(s.db, { roles: ['role_admin'] });
   const admin = await connect(wsBase(s, 0), { token: user.token });
   const ts = '2026-03-04T05:06:07.000Z';
-  await publish(s, 'bots:chat', { type: 'chatUserLinked', chatId: '1234567890', userId: user.id, chatUsername: 'captain', avatarUrl: null, timestamp: ts });
+  await publish(s, 'bots:chat', {
+    type: 'chatUserLinked',
+    chatId: '1234567890',
+    userId: user.id,
+    chatUsername: 'captain',
+    avatarUrl: null,
+    timestamp: ts,
+  });
   const f = (await bot.next()) as any;
   t.is(f.kind, 'binary');
   const w = wire(f.raw);
@@ -175,7 +312,13 @@ test('chat bot connections receive the protobuf-only bot events; other clients n
 
   await publish(s, 'bots:chat', { type: 'chatUserUnlinked', chatId: '1', userId: user.id, timestamp: ts });
   t.deepEqual((await bot.nextEnvelope()).chatUserUnlinked, { chatId: '1', userId: user.id, timestamp: ts });
-  await publish(s, 'bots:chat', { type: 'chatPermissionChanged', chatId: '1', userId: user.id, permissions: ['chat:read'], timestamp: ts });
+  await publish(s, 'bots:chat', {
+    type: 'chatPermissionChanged',
+    chatId: '1',
+    userId: user.id,
+    permissions: ['chat:read'],
+    timestamp: ts,
+  });
   const p = await bot.nextEnvelope();
   t.is(p.type, 'CHAT_PERMISSION_CHANGED');
   t.deepEqual(p.chatPermissionChanged, { chatId: '1', userId: user.id, permissions: ['chat:read'], timestamp: ts });

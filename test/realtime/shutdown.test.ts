@@ -15,7 +15,10 @@ test('SIGTERM: every WebSocket client gets close code 1012 (service restart) and
     rt.child.kill('SIGTERM');
     const closes = await Promise.all(clients.map((c) => c.closed));
     // 1012 tells clients to reconnect (to another instance, or this one once restarted).
-    t.deepEqual(closes, clients.map(() => ({ code: 1012, reason: 'service restart' })));
+    t.deepEqual(
+      closes,
+      clients.map(() => ({ code: 1012, reason: 'service restart' })),
+    );
     const exit = await Promise.race([rt.exited, new Promise<null>((r) => setTimeout(() => r(null), 10_000))]);
     t.is(exit?.code, 0);
     t.true(exit !== null && exit.at - termAt < 5000, `exit ${exit && exit.at - termAt} ms after SIGTERM`);

@@ -10,7 +10,13 @@ const CLI = path.resolve(__dirname, '../../scripts/cli.js');
 function cli(...args: string[]) {
   const s = stack();
   return spawnSync(process.execPath, [CLI, ...args], {
-    env: { ...process.env, DATABASE_URL: s.config.databaseUrl, REDIS_URL: s.config.redisUrl, REDIS_PREFIX: s.config.redisPrefix, LOG_LEVEL: 'silent' },
+    env: {
+      ...process.env,
+      DATABASE_URL: s.config.databaseUrl,
+      REDIS_URL: s.config.redisUrl,
+      REDIS_PREFIX: s.config.redisPrefix,
+      LOG_LEVEL: 'silent',
+    },
     encoding: 'utf8',
     timeout: 30000,
   });
@@ -51,7 +57,11 @@ test('create-api-key prints a working key once; only its hash is stored', async 
 test('grant-role finds users by id, username or email and roles by name or id', async (t) => {
   const s = stack();
   const user = await createUser(s.db, { roles: [] });
-  for (const [ref, role] of [[user.username, 'Moderator'], [user.email, 'role_developer'], [user.id, 'api read only']]) {
+  for (const [ref, role] of [
+    [user.username, 'Moderator'],
+    [user.email, 'role_developer'],
+    [user.id, 'api read only'],
+  ]) {
     const r = cli('grant-role', ref, role);
     t.is(r.status, 0, r.stderr);
   }
@@ -69,7 +79,17 @@ function cliAsync(...args: string[]): Promise<{ code: number | null; stdout: str
     execFile(
       process.execPath,
       [CLI, ...args],
-      { env: { ...process.env, DATABASE_URL: s.config.databaseUrl, REDIS_URL: s.config.redisUrl, REDIS_PREFIX: s.config.redisPrefix, LOG_LEVEL: 'silent' }, encoding: 'utf8', timeout: 30000 },
+      {
+        env: {
+          ...process.env,
+          DATABASE_URL: s.config.databaseUrl,
+          REDIS_URL: s.config.redisUrl,
+          REDIS_PREFIX: s.config.redisPrefix,
+          LOG_LEVEL: 'silent',
+        },
+        encoding: 'utf8',
+        timeout: 30000,
+      },
       (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
@@ -105,7 +125,10 @@ test('create-admin makes a verified email administrator whose printed session to
   const s = stack();
   const r = cli('create-admin', '--email', 'First.Admin@Example.test', '--api-key');
   t.is(r.status, 0, r.stderr);
-  t.regex(r.stdout, /created administrator \S+ \([0-9a-f-]{36}\) <first\.admin@example\.test>: email verified, role Admin/);
+  t.regex(
+    r.stdout,
+    /created administrator \S+ \([0-9a-f-]{36}\) <first\.admin@example\.test>: email verified, role Admin/,
+  );
   const token = printed(r.stdout, 'session token');
   t.regex(token, /^sess_/);
   t.is((await s.request('GET', '/v1/users', { token })).status, 200);
@@ -122,14 +145,21 @@ test('create-admin makes a verified email administrator whose printed session to
   t.true(password.length >= 16);
   const login = await s.request('POST', '/v1/auth/login', { body: { email: 'first.admin@example.test', password } });
   t.is(login.status, 200, login.text);
-  const account = await s.db('platform_accounts as pa').join('platforms as p', 'p.id', 'pa.platform_id').where('pa.email', 'first.admin@example.test').first('p.slug', 'pa.email_verified_at', 'pa.password_hash');
+  const account = await s
+    .db('platform_accounts as pa')
+    .join('platforms as p', 'p.id', 'pa.platform_id')
+    .where('pa.email', 'first.admin@example.test')
+    .first('p.slug', 'pa.email_verified_at', 'pa.password_hash');
   t.is(account.slug, 'email');
   t.truthy(account.email_verified_at);
   t.regex(account.password_hash, /^\$argon2id\$/);
 
   const again = cli('create-admin', '--email', 'first.admin@example.test');
   t.is(again.status, 1);
-  t.regex(again.stderr, /already has an account: make it an administrator with: npm run cli -- grant-role first\.admin@example\.test Admin/);
+  t.regex(
+    again.stderr,
+    /already has an account: make it an administrator with: npm run cli -- grant-role first\.admin@example\.test Admin/,
+  );
 });
 
 test('create-admin with --password uses it and does not print it', async (t) => {
@@ -138,7 +168,14 @@ test('create-admin with --password uses it and does not print it', async (t) => 
   t.is(r.status, 0, r.stderr);
   t.false(r.stdout.includes('correct-horse-battery'));
   t.false(/api key/.test(r.stdout));
-  t.is((await s.request('POST', '/v1/auth/login', { body: { email: 'second.admin@example.test', password: 'correct-horse-battery' } })).status, 200);
+  t.is(
+    (
+      await s.request('POST', '/v1/auth/login', {
+        body: { email: 'second.admin@example.test', password: 'correct-horse-battery' },
+      })
+    ).status,
+    200,
+  );
   const short = cli('create-admin', '--email', 'third.admin@example.test', '--password', 'short');
   t.is(short.status, 1);
   t.regex(short.stderr, /--password: must be 8 to 256 characters/);
@@ -156,13 +193,19 @@ test('create-api-key without --scopes gives the key what its owner holds, and sa
   // Not what the owner lacks.
   t.is((await s.request('GET', '/v1/users', { token: key })).status, 403);
   const row = await s.db('api_keys').where('key_prefix', key.slice(0, 12)).first('scopes');
-  t.deepEqual([...row.scopes].sort(), (await s.request('POST', '/v1/gql', { token: dev.token, body: { query: '{ me { permissions } }' } })).body.data.me.permissions.sort());
+  t.deepEqual(
+    [...row.scopes].sort(),
+    (
+      await s.request('POST', '/v1/gql', { token: dev.token, body: { query: '{ me { permissions } }' } })
+    ).body.data.me.permissions.sort(),
+  );
 });
 
 test('list-roles names the seven default roles with their permissions', (t) => {
   const r = cli('list-roles');
   t.is(r.status, 0, r.stderr);
-  for (const name of ['Admin', 'User', 'Moderator', 'Developer', 'API Read Only', 'API Full Access', 'System']) t.regex(r.stdout, new RegExp(`^${name} \\(id role_`, 'm'));
+  for (const name of ['Admin', 'User', 'Moderator', 'Developer', 'API Read Only', 'API Full Access', 'System'])
+    t.regex(r.stdout, new RegExp(`^${name} \\(id role_`, 'm'));
   t.regex(r.stdout, /^Admin \(id role_admin[^\n]*\n {2}\*:\*$/m);
   t.regex(r.stdout, /^Developer [^\n]*\n {2}[^\n]*gps:write/m);
 });

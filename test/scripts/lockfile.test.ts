@@ -27,7 +27,9 @@ function resolveIn(packages: Record<string, LockEntry>, from: string, dep: strin
 // file"), even one this machine would skip. npm drops such a package silently when the registry
 // cannot resolve it at lock time, so the lockfile is checked here, without any network.
 test('package-lock.json lists every optional dependency of every platform', (t) => {
-  const lock = JSON.parse(readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, LockEntry> };
+  const lock = JSON.parse(readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, LockEntry>;
+  };
   const missing: string[] = [];
   for (const [where, entry] of Object.entries(lock.packages)) {
     for (const dep of Object.keys(entry.optionalDependencies ?? {})) {

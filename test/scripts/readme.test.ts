@@ -54,14 +54,21 @@ function script(blocks: Block[], logDir: string): string {
     );
   });
   blocks.forEach((b, i) => {
-    if (b.background) lines.push(`wait $BG_${i}; echo '### background block ${i + 1} printed:'; cat ${path.join(logDir, `background-${i + 1}.log`)}`);
+    if (b.background)
+      lines.push(
+        `wait $BG_${i}; echo '### background block ${i + 1} printed:'; cat ${path.join(logDir, `background-${i + 1}.log`)}`,
+      );
   });
   return lines.join('\n') + '\n';
 }
 
 function runScript(file: string, env: Record<string, string>): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
-    const child = spawn('bash', [file], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('bash', [file], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     child.stdout.on('data', (c: Buffer) => (out += c));
     child.stderr.on('data', (c: Buffer) => (out += c));
@@ -79,7 +86,10 @@ test('the README "First steps" run as written: health, first admin, device and G
   const blocks = firstStepsBlocks(readme);
   t.true(blocks.length >= 5, `first-steps blocks found: ${blocks.length}`);
   t.is(blocks.filter((b) => b.background).length, 1);
-  t.true(blocks.every((b) => b.code.includes('localhost:3000') || b.code.includes('wsListen')), 'every block talks to the service on the documented port');
+  t.true(
+    blocks.every((b) => b.code.includes('localhost:3000') || b.code.includes('wsListen')),
+    'every block talks to the service on the documented port',
+  );
 
   const port = String(s.api.port);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'first-steps-'));
@@ -87,13 +97,22 @@ test('the README "First steps" run as written: health, first admin, device and G
     const body = script(blocks, dir).replace(/localhost:3000/g, `127.0.0.1:${port}`);
     const file = path.join(dir, 'first-steps.sh');
     writeFileSync(file, body);
-    const env = { PORT: port, DATABASE_URL: s.config.databaseUrl, REDIS_URL: s.config.redisUrl, REDIS_PREFIX: s.config.redisPrefix, LOG_LEVEL: 'silent' };
+    const env = {
+      PORT: port,
+      DATABASE_URL: s.config.databaseUrl,
+      REDIS_URL: s.config.redisUrl,
+      REDIS_PREFIX: s.config.redisPrefix,
+      LOG_LEVEL: 'silent',
+    };
     const r = await runScript(file, env);
     t.is(r.code, 0, r.out);
     t.regex(r.out, /"status":"ok"/);
     t.regex(r.out, /created administrator \S+ \([0-9a-f-]{36}\) <admin@example\.com>: email verified, role Admin/);
     t.regex(r.out, /"name":"boat-1"/);
-    t.regex(r.out, /### background block \d+ printed:\nconnected to ws:\/\/localhost:\d+\/v1\/ws with a Bearer token\nsubscribed to gps\n\{"type":"gpsUpdate"/);
+    t.regex(
+      r.out,
+      /### background block \d+ printed:\nconnected to ws:\/\/localhost:\d+\/v1\/ws with a Bearer token\nsubscribed to gps\n\{"type":"gpsUpdate"/,
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -29,36 +29,48 @@ function answers(port: number): Promise<boolean> {
 }
 
 const run = (script: string, env: Record<string, string>) =>
-  spawnSync('bash', [path.join(ROOT, 'scripts', script)], { cwd: ROOT, env: { ...process.env, ...env }, encoding: 'utf8', timeout: 60_000 });
+  spawnSync('bash', [path.join(ROOT, 'scripts', script)], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
 
 // Starts a real redis-server on a spare port (PostgreSQL is reachable, so provision leaves it alone)
 // with a state directory of its own, so an operator's .run/ is never touched.
-(hasRedisServer ? test : test.skip)('services:stop stops exactly the redis-server that provision.sh started', async (t) => {
-  const runDir = mkdtempSync(path.join(os.tmpdir(), 'svc-run-'));
-  const port = await freePort();
-  const env = { RUN_DIR: runDir, REDIS_URL: `redis://127.0.0.1:${port}`, DATABASE_URL: process.env.DATABASE_URL || 'postgres://postgres:postgres@127.0.0.1:5432/service' };
-  try {
-    const p = run('provision.sh', env);
-    t.is(p.status, 0, p.stdout + p.stderr);
-    t.regex(p.stdout, new RegExp(`starting Redis on port ${port}`));
-    t.true(await answers(port));
-    const state = readFileSync(path.join(runDir, 'provisioned'), 'utf8');
-    t.is(state, `redis ${port} ${runDir}/redis-${port}.pid\n`);
+(hasRedisServer ? test : test.skip)(
+  'services:stop stops exactly the redis-server that provision.sh started',
+  async (t) => {
+    const runDir = mkdtempSync(path.join(os.tmpdir(), 'svc-run-'));
+    const port = await freePort();
+    const env = {
+      RUN_DIR: runDir,
+      REDIS_URL: `redis://127.0.0.1:${port}`,
+      DATABASE_URL: process.env.DATABASE_URL || 'postgres://postgres:postgres@127.0.0.1:5432/service',
+    };
+    try {
+      const p = run('provision.sh', env);
+      t.is(p.status, 0, p.stdout + p.stderr);
+      t.regex(p.stdout, new RegExp(`starting Redis on port ${port}`));
+      t.true(await answers(port));
+      const state = readFileSync(path.join(runDir, 'provisioned'), 'utf8');
+      t.is(state, `redis ${port} ${runDir}/redis-${port}.pid\n`);
 
-    // Reachable now: a second provision starts nothing and records nothing new.
-    const again = run('provision.sh', env);
-    t.regex(again.stdout, /Redis reachable/);
-    t.is(readFileSync(path.join(runDir, 'provisioned'), 'utf8'), state);
+      // Reachable now: a second provision starts nothing and records nothing new.
+      const again = run('provision.sh', env);
+      t.regex(again.stdout, /Redis reachable/);
+      t.is(readFileSync(path.join(runDir, 'provisioned'), 'utf8'), state);
 
-    const stop = run('services-stop.sh', env);
-    t.is(stop.status, 0, stop.stdout + stop.stderr);
-    t.regex(stop.stdout, new RegExp(`stopping Redis on port ${port}`));
-    t.false(await answers(port));
-    t.false(existsSync(path.join(runDir, 'provisioned')));
-    t.regex(run('services-stop.sh', env).stdout, /nothing to stop/);
-  } finally {
-    const pidFile = path.join(runDir, `redis-${port}.pid`);
-    if (existsSync(pidFile)) spawnSync('kill', [readFileSync(pidFile, 'utf8').trim()]);
-    rmSync(runDir, { recursive: true, force: true });
-  }
-});
+      const stop = run('services-stop.sh', env);
+      t.is(stop.status, 0, stop.stdout + stop.stderr);
+      t.regex(stop.stdout, new RegExp(`stopping Redis on port ${port}`));
+      t.false(await answers(port));
+      t.false(existsSync(path.join(runDir, 'provisioned')));
+      t.regex(run('services-stop.sh', env).stdout, /nothing to stop/);
+    } finally {
+      const pidFile = path.join(runDir, `redis-${port}.pid`);
+      if (existsSync(pidFile)) spawnSync('kill', [readFileSync(pidFile, 'utf8').trim()]);
+      rmSync(runDir, { recursive: true, force: true });
+    }
+  },
+);

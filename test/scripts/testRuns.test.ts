@@ -46,7 +46,10 @@ test('a closed stack leaves no Redis key under its prefix and drops its database
     t.is((await s.request('POST', '/v1/auth/reset-password/request', { body: { email: user.email } })).status, 202);
     await s.api.services.queues.enqueueAndWait('scheduled', { task: 'cleanupSessions' }, 10_000);
     const before = await keysWithPrefix(redisUrl, redisPrefix);
-    t.true(before.some((k) => k.startsWith(`${redisPrefix}bull:`)), before.join(' '));
+    t.true(
+      before.some((k) => k.startsWith(`${redisPrefix}bull:`)),
+      before.join(' '),
+    );
     t.true(before.length > 5, before.join(' '));
   } finally {
     await s.close();
@@ -79,13 +82,20 @@ test('preparing a run drops stale databases of crashed runs but not those of a r
   try {
     for (const name of [young, stale]) await admin.raw('CREATE DATABASE ??', [name]);
     await admin.raw(`COMMENT ON DATABASE ?? IS 'test database created ${new Date().toISOString()}'`, [young]);
-    await admin.raw(`COMMENT ON DATABASE ?? IS 'test database created ${new Date(Date.now() - 7 * 3600_000).toISOString()}'`, [stale]);
+    await admin.raw(
+      `COMMENT ON DATABASE ?? IS 'test database created ${new Date(Date.now() - 7 * 3600_000).toISOString()}'`,
+      [stale],
+    );
   } finally {
     await admin.destroy();
   }
   try {
     // `--cleanup` for a run of its own: the same leftover rules as a new run's preparation, without building a template.
-    const r = spawnSync(process.execPath, [PREPARE, '--cleanup'], { env: { ...process.env, TEST_RUN_ID: `other${process.pid}` }, encoding: 'utf8', timeout: 30_000 });
+    const r = spawnSync(process.execPath, [PREPARE, '--cleanup'], {
+      env: { ...process.env, TEST_RUN_ID: `other${process.pid}` },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     t.is(r.status, 0, r.stderr);
     t.true(await databaseExists(young));
     t.false(await databaseExists(stale));

@@ -17,7 +17,12 @@ test('defaults serve local development', (t) => {
 });
 
 test('every window and limit is configurable', (t) => {
-  const c = loadConfig({ RATE_LIMIT_WINDOW_SECONDS: '10', RATE_LIMIT_USER: '7', RATE_LIMIT_API_KEY_WINDOW_SECONDS: '5', RATE_LIMIT_GPS_POST: '3' });
+  const c = loadConfig({
+    RATE_LIMIT_WINDOW_SECONDS: '10',
+    RATE_LIMIT_USER: '7',
+    RATE_LIMIT_API_KEY_WINDOW_SECONDS: '5',
+    RATE_LIMIT_GPS_POST: '3',
+  });
   t.deepEqual(c.rateLimit.user, { limit: 7, windowSeconds: 10 });
   t.deepEqual(c.rateLimit.apiKey, { limit: 1200, windowSeconds: 5 });
   t.is(c.rateLimit.gpsPost.limit, 3);
@@ -49,7 +54,11 @@ test('production requires SECRETS_KEY', (t) => {
 
 test('a process started with a bad variable exits with a message naming it', (t) => {
   const entry = path.resolve(__dirname, '../../api/server.js');
-  const r = spawnSync(process.execPath, [entry], { env: { ...process.env, PORT: 'eighty' }, encoding: 'utf8', timeout: 20000 });
+  const r = spawnSync(process.execPath, [entry], {
+    env: { ...process.env, PORT: 'eighty' },
+    encoding: 'utf8',
+    timeout: 20000,
+  });
   t.is(r.status, 1);
   t.regex(r.stderr, /PORT: must be an integer/);
 });

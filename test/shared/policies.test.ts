@@ -1,9 +1,26 @@
 import test from 'ava';
-import { authorize, authorizePermission, can, PermissionSet, Principal, refusal, subjects, systemKeyAllowed } from '../../shared/policies';
+import {
+  authorize,
+  authorizePermission,
+  can,
+  PermissionSet,
+  Principal,
+  refusal,
+  subjects,
+  systemKeyAllowed,
+} from '../../shared/policies';
 import { HttpError } from '../../shared/errors';
 import { ALL_PERMISSIONS, DEFAULT_ROLES } from '../../shared/permissions';
 
-const user = (perms: string[], userId = 'u1'): Principal => ({ kind: 'user', userId, sessionId: 's', via: 'session', permissions: new PermissionSet(perms), grant: 'all', roleIds: [] });
+const user = (perms: string[], userId = 'u1'): Principal => ({
+  kind: 'user',
+  userId,
+  sessionId: 's',
+  via: 'session',
+  permissions: new PermissionSet(perms),
+  grant: 'all',
+  roleIds: [],
+});
 
 test('wildcards: *:* grants everything, resource:* grants that resource only', (t) => {
   const all = new PermissionSet(['*:*']);
@@ -30,7 +47,15 @@ test('authorize: 401 anonymous, 403 missing, self passes within the grant', (t) 
   const e403 = t.throws(() => authorizePermission(user([]), 'users:read')) as HttpError;
   t.is(e403.status, 403);
   t.notThrows(() => authorizePermission(user([], 'me'), 'users:read', { selfId: 'me' }));
-  const key = (scopes: string[]): Principal => ({ kind: 'apiKey', apiKeyId: 'k', userId: 'me', permissions: new PermissionSet([]), grant: new PermissionSet(scopes), roleIds: [], keyRoleIds: [] });
+  const key = (scopes: string[]): Principal => ({
+    kind: 'apiKey',
+    apiKeyId: 'k',
+    userId: 'me',
+    permissions: new PermissionSet([]),
+    grant: new PermissionSet(scopes),
+    roleIds: [],
+    keyRoleIds: [],
+  });
   t.throws(() => authorizePermission(key(['gps:read']), 'users:read', { selfId: 'me' }));
   t.notThrows(() => authorizePermission(key(['users:read']), 'users:read', { selfId: 'me' }));
   t.true(can(user(['gps:read']), 'gps:read'));

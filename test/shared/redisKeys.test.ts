@@ -37,8 +37,24 @@ test('Redis key families keep their names', (t) => {
 });
 
 test('key families and pub/sub channels do not collide', (t) => {
-  const keys = ['ws:stats', 'ws:ticket:', 'idaa:', 'mailslot:', 'rl:', 'loginfail:', 'gps:latest', 'geofence:state:', 'bull'];
-  const channels = [PubSub.ws('x'), PubSub.authInvalidate, PubSub.authAck('a'), PubSub.rpcReply('i'), PubSub.botRequest('i')];
+  const keys = [
+    'ws:stats',
+    'ws:ticket:',
+    'idaa:',
+    'mailslot:',
+    'rl:',
+    'loginfail:',
+    'gps:latest',
+    'geofence:state:',
+    'bull',
+  ];
+  const channels = [
+    PubSub.ws('x'),
+    PubSub.authInvalidate,
+    PubSub.authAck('a'),
+    PubSub.rpcReply('i'),
+    PubSub.botRequest('i'),
+  ];
   for (const ch of channels) {
     // ws:<channel> shares the ws: namespace with two keys; channel names never start with stats/ticket.
     for (const k of keys) t.false(ch.startsWith(k), `${ch} starts with key family ${k}`);

@@ -51,7 +51,12 @@ test.serial('uuid ids match whatever their case; a malformed id fails alone, not
   const users = new RowLoader(User);
   const a = await createUser(stack().db);
   const b = await createUser(stack().db);
-  const [ra, rb, missing, bad] = await Promise.allSettled([users.load(a.id.toUpperCase()), users.load(b.id), users.load(randomUUID()), users.load('not-a-uuid')]);
+  const [ra, rb, missing, bad] = await Promise.allSettled([
+    users.load(a.id.toUpperCase()),
+    users.load(b.id),
+    users.load(randomUUID()),
+    users.load('not-a-uuid'),
+  ]);
   t.is(ra.status === 'fulfilled' && ra.value?.id, a.id);
   t.is(rb.status === 'fulfilled' && rb.value?.id, b.id);
   t.deepEqual(missing, { status: 'fulfilled', value: undefined });
@@ -63,7 +68,9 @@ test.serial('GET /v1/roles/:id under concurrency: every response carries its own
   const dev = await createUser(s.db, { roles: ['role_developer'] });
   const { key } = await createKey({ userId: dev.id, scopes: ['roles:read'] });
   const ids = ['role_user', 'role_admin', 'role_moderator', 'role_developer', 'role_api_read_only', 'role_missing'];
-  const responses = await Promise.all(Array.from({ length: 60 }, (_, i) => s.request('GET', `/v1/roles/${ids[i % ids.length]}`, { token: key })));
+  const responses = await Promise.all(
+    Array.from({ length: 60 }, (_, i) => s.request('GET', `/v1/roles/${ids[i % ids.length]}`, { token: key })),
+  );
   responses.forEach((r, i) => {
     const id = ids[i % ids.length];
     if (id === 'role_missing') {
@@ -90,7 +97,10 @@ test.serial('a column added while the process runs: reads go on (the prepared st
     t.is(after?.id, 'role_user');
     t.true('added_later' in after!);
     const pair = await Promise.all([roles.load('role_admin'), roles.load('role_user')]);
-    t.deepEqual(pair.map((r) => r?.id), ['role_admin', 'role_user']);
+    t.deepEqual(
+      pair.map((r) => r?.id),
+      ['role_admin', 'role_user'],
+    );
   } finally {
     await stack().db.schema.alterTable('roles', (tb) => void tb.dropColumn('added_later'));
     await db1.destroy();

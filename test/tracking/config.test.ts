@@ -10,7 +10,11 @@ const users = once(async () => {
   const s = stack();
   return { developer: await createUser(s.db, { roles: ['role_developer'] }) };
 });
-const setConfig = (s: ReturnType<typeof stack>, key: string, value: unknown) => s.db('system_config').where('key', key).update({ value: JSON.stringify(value) });
+const setConfig = (s: ReturnType<typeof stack>, key: string, value: unknown) =>
+  s
+    .db('system_config')
+    .where('key', key)
+    .update({ value: JSON.stringify(value) });
 
 // Serial and first: the api reads gps.latest_cache_seconds at its first GPS write.
 test.serial('gps.latest_cache_seconds sets the lifetime of the latest-point cache', async (t) => {
@@ -30,7 +34,11 @@ test('trips.default_gps_logging is the default of gps_logging_enabled for new tr
   await setConfig(s, 'trips.default_gps_logging', true);
   try {
     t.is((await make(s, developer.token, '/v1/trips', { name: 'configured' })).gps_logging_enabled, true);
-    t.is((await make(s, developer.token, '/v1/trips', { name: 'explicit', gps_logging_enabled: false })).gps_logging_enabled, false);
+    t.is(
+      (await make(s, developer.token, '/v1/trips', { name: 'explicit', gps_logging_enabled: false }))
+        .gps_logging_enabled,
+      false,
+    );
   } finally {
     await setConfig(s, 'trips.default_gps_logging', false);
   }
@@ -43,7 +51,13 @@ test('the purgeGpsPoints task deletes points older than gps.retention_days that 
   const old = nowSeconds() - 400 * 86400;
   const r = await s.request('POST', '/v1/gps/batch', {
     token: developer.token,
-    body: { points: [gpsBody({ device_id: 'ret', timestamp: old }), gpsBody({ device_id: 'ret', timestamp: old, trip_id: trip.id }), gpsBody({ device_id: 'ret', timestamp: nowSeconds() - 10 * 86400 })] },
+    body: {
+      points: [
+        gpsBody({ device_id: 'ret', timestamp: old }),
+        gpsBody({ device_id: 'ret', timestamp: old, trip_id: trip.id }),
+        gpsBody({ device_id: 'ret', timestamp: nowSeconds() - 10 * 86400 }),
+      ],
+    },
   });
   const [expired, onTrip, recent] = r.body.data.accepted.map((a: { id: string }) => a.id);
   const result = await scheduledTasks.purgeGpsPoints(s.api.services);

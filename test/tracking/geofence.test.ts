@@ -9,20 +9,35 @@ import { eventually } from '../helpers/wait';
 const stack = useStack(test, { workers: true, env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_GPS_POST: '100000' } });
 const users = once(async () => {
   const s = stack();
-  const [admin, developer] = await Promise.all([createUser(s.db, { roles: ['role_admin'] }), createUser(s.db, { roles: ['role_developer'] })]);
+  const [admin, developer] = await Promise.all([
+    createUser(s.db, { roles: ['role_admin'] }),
+    createUser(s.db, { roles: ['role_developer'] }),
+  ]);
   return { admin, developer };
 });
 
 interface GeofenceMsg {
   channel: string;
-  message: { type: string; data: { geofence_id: string; geofence_name: string; event: 'enter' | 'exit'; device_id: string | null; distance_km: number; metadata: unknown } };
+  message: {
+    type: string;
+    data: {
+      geofence_id: string;
+      geofence_name: string;
+      event: 'enter' | 'exit';
+      device_id: string | null;
+      distance_km: number;
+      metadata: unknown;
+    };
+  };
 }
 
 /** Subscribes to the geofence channels (pattern) with a separate Redis client. */
 async function listen(s: ReturnType<typeof stack>) {
   const sub = new Redis(s.config.redisUrl);
   const received: GeofenceMsg[] = [];
-  sub.on('pmessage', (_p, channel, raw) => received.push({ channel: channel.slice(s.config.redisPrefix.length + 'ws:'.length), message: JSON.parse(raw) }));
+  sub.on('pmessage', (_p, channel, raw) =>
+    received.push({ channel: channel.slice(s.config.redisPrefix.length + 'ws:'.length), message: JSON.parse(raw) }),
+  );
   await sub.psubscribe(`${s.config.redisPrefix}ws:geofence*`);
   return { received, close: () => sub.disconnect() };
 }
@@ -42,13 +57,29 @@ test.serial('the geofence.evaluation_enabled system config switches evaluation o
   const { developer } = await users();
   const l = await listen(s);
   try {
-    const g = await make(s, developer.token, '/v1/geofences', { name: 'switch', latitude: 10, longitude: 10, radius_km: 1 });
-    await s.db('system_config').where('key', 'geofence.evaluation_enabled').update({ value: JSON.stringify(false) });
+    const g = await make(s, developer.token, '/v1/geofences', {
+      name: 'switch',
+      latitude: 10,
+      longitude: 10,
+      radius_km: 1,
+    });
+    await s
+      .db('system_config')
+      .where('key', 'geofence.evaluation_enabled')
+      .update({ value: JSON.stringify(false) });
     await make(s, developer.token, '/v1/gps', gpsBody({ device_id: 'switch', latitude: 10, longitude: 10 }));
     await drained(s);
     t.is(l.received.filter((m) => m.message.data.geofence_id === g.id).length, 0);
-    await s.db('system_config').where('key', 'geofence.evaluation_enabled').update({ value: JSON.stringify(true) });
-    await make(s, developer.token, '/v1/gps', gpsBody({ device_id: 'switch', latitude: 10, longitude: 10, timestamp: nowSeconds() + 1 }));
+    await s
+      .db('system_config')
+      .where('key', 'geofence.evaluation_enabled')
+      .update({ value: JSON.stringify(true) });
+    await make(
+      s,
+      developer.token,
+      '/v1/gps',
+      gpsBody({ device_id: 'switch', latitude: 10, longitude: 10, timestamp: nowSeconds() + 1 }),
+    );
     await eventually(async () => l.received.some((m) => m.message.data.geofence_id === g.id));
     t.pass();
   } finally {
@@ -62,11 +93,23 @@ test('enter and exit events per device on geofence and geofence:<id>, with dista
   const l = await listen(s);
   try {
     const center = { latitude: 53.5, longitude: 9.9 };
-    const g = await make(s, developer.token, '/v1/geofences', { name: 'Harbour', ...center, radius_km: 1, metadata: { zone: 'A' } });
+    const g = await make(s, developer.token, '/v1/geofences', {
+      name: 'Harbour',
+      ...center,
+      radius_km: 1,
+      metadata: { zone: 'A' },
+    });
     const device = `fence-${Date.now()}`;
     const t0 = nowSeconds();
-    const post = (i: number, lat: number, lon: number) => make(s, developer.token, '/v1/gps', gpsBody({ device_id: device, latitude: lat, longitude: lon, timestamp: t0 + i }));
-    const mine = () => l.received.filter((m) => m.message.data.geofence_id === g.id && m.message.data.device_id === device);
+    const post = (i: number, lat: number, lon: number) =>
+      make(
+        s,
+        developer.token,
+        '/v1/gps',
+        gpsBody({ device_id: device, latitude: lat, longitude: lon, timestamp: t0 + i }),
+      );
+    const mine = () =>
+      l.received.filter((m) => m.message.data.geofence_id === g.id && m.message.data.device_id === device);
 
     await post(0, 53.6, 9.9); // ~11 km away: outside, no event
     await drained(s);
@@ -75,15 +118,25 @@ test('enter and exit events per device on geofence and geofence:<id>, with dista
     const enter = await eventually(async () => mine().find((m) => m.channel === 'geofence'));
     t.deepEqual(Object.keys(enter.message).sort(), ['data', 'type']);
     t.is(enter.message.type, 'geofenceEvent');
-    t.like(enter.message.data, { geofence_id: g.id, geofence_name: 'Harbour', event: 'enter', device_id: device, metadata: { zone: 'A' } });
-    t.true(Math.abs(enter.message.data.distance_km - haversineKm(53.503, 9.901, center.latitude, center.longitude)) < 0.001);
+    t.like(enter.message.data, {
+      geofence_id: g.id,
+      geofence_name: 'Harbour',
+      event: 'enter',
+      device_id: device,
+      metadata: { zone: 'A' },
+    });
+    t.true(
+      Math.abs(enter.message.data.distance_km - haversineKm(53.503, 9.901, center.latitude, center.longitude)) < 0.001,
+    );
     t.true(enter.message.data.distance_km < 1);
     await eventually(async () => mine().some((m) => m.channel === `geofence:${g.id}`));
     await post(2, 53.5, 9.9); // still inside: no event
     await drained(s);
     t.is(mine().filter((m) => m.channel === 'geofence').length, 1);
     await post(3, 53.52, 9.9); // ~2.2 km: exit
-    const exit = await eventually(async () => mine().find((m) => m.channel === 'geofence' && m.message.data.event === 'exit'));
+    const exit = await eventually(async () =>
+      mine().find((m) => m.channel === 'geofence' && m.message.data.event === 'exit'),
+    );
     t.true(exit.message.data.distance_km > 1);
     t.deepEqual(
       mine()
@@ -105,8 +158,18 @@ test('a batch is evaluated in timestamp order; other devices have their own stat
   const { developer } = await users();
   const l = await listen(s);
   try {
-    const g = await make(s, developer.token, '/v1/geofences', { name: 'Lock', latitude: -20, longitude: 40, radius_km: 0.5 });
-    const off = await make(s, developer.token, '/v1/geofences', { name: 'Off', latitude: -20, longitude: 40, radius_km: 5 });
+    const g = await make(s, developer.token, '/v1/geofences', {
+      name: 'Lock',
+      latitude: -20,
+      longitude: 40,
+      radius_km: 0.5,
+    });
+    const off = await make(s, developer.token, '/v1/geofences', {
+      name: 'Off',
+      latitude: -20,
+      longitude: 40,
+      radius_km: 5,
+    });
     await s.request('PATCH', `/v1/geofences/${off.id}`, { token: developer.token, body: { is_active: false } });
     const t0 = nowSeconds();
     // Sent out of order; in time order: outside, inside, outside → enter, exit.
@@ -121,7 +184,11 @@ test('a batch is evaluated in timestamp order; other devices have their own stat
     t.is(r.status, 201);
     await drained(s);
     const events = (device: string | null) =>
-      l.received.filter((m) => m.channel === 'geofence' && m.message.data.geofence_id === g.id && m.message.data.device_id === device).map((m) => m.message.data.event);
+      l.received
+        .filter(
+          (m) => m.channel === 'geofence' && m.message.data.geofence_id === g.id && m.message.data.device_id === device,
+        )
+        .map((m) => m.message.data.event);
     await eventually(async () => events('barge-1').length === 2);
     t.deepEqual(events('barge-1'), ['enter', 'exit']);
     t.deepEqual(events('barge-2'), ['enter']);

@@ -7,7 +7,11 @@ const stack = useStack(test, { env: { RATE_LIMIT_GPS_POST: '10000', RATE_LIMIT_U
 
 const users = once(async () => {
   const s = stack();
-  const [admin, developer, reader] = await Promise.all([createUser(s.db, { roles: ['role_admin'] }), createUser(s.db, { roles: ['role_developer'] }), createUser(s.db, { roles: ['role_api_read_only'] })]);
+  const [admin, developer, reader] = await Promise.all([
+    createUser(s.db, { roles: ['role_admin'] }),
+    createUser(s.db, { roles: ['role_developer'] }),
+    createUser(s.db, { roles: ['role_api_read_only'] }),
+  ]);
   return { admin, developer, reader };
 });
 
@@ -15,10 +19,33 @@ test('POST /v1/gps stores a point: Unix seconds in, ISO 8601 out, every field of
   const s = stack();
   const { developer, reader } = await users();
   const ts = 1_700_000_000;
-  const r = await s.request('POST', '/v1/gps', { token: developer.token, body: gpsBody({ timestamp: ts, device_id: 'boat-1', pdop: 1.2, hdop: 0.9, vdop: 1.1 }) });
+  const r = await s.request('POST', '/v1/gps', {
+    token: developer.token,
+    body: gpsBody({ timestamp: ts, device_id: 'boat-1', pdop: 1.2, hdop: 0.9, vdop: 1.1 }),
+  });
   t.is(r.status, 201, r.text);
   const p = r.body.data;
-  t.deepEqual(Object.keys(p).sort(), ['altitude', 'created_at', 'device_id', 'hdop', 'heading', 'id', 'latitude', 'longitude', 'pdop', 'speed_kmh', 'speed_knots', 'speed_mph', 'speed_mps', 'timestamp', 'trip_id', 'vdop'].sort());
+  t.deepEqual(
+    Object.keys(p).sort(),
+    [
+      'altitude',
+      'created_at',
+      'device_id',
+      'hdop',
+      'heading',
+      'id',
+      'latitude',
+      'longitude',
+      'pdop',
+      'speed_kmh',
+      'speed_knots',
+      'speed_mph',
+      'speed_mps',
+      'timestamp',
+      'trip_id',
+      'vdop',
+    ].sort(),
+  );
   t.is(p.timestamp, new Date(ts * 1000).toISOString());
   t.is(p.device_id, 'boat-1');
   t.is(p.trip_id, null);
@@ -34,9 +61,15 @@ test('device identifiers are stored verbatim, whatever characters they hold', as
   const s = stack();
   const { developer } = await users();
   const ids = ['NULL', 'a,"b"\\{c} d', "o'brien", 'ümlaut-🚢'];
-  const r = await s.request('POST', '/v1/gps/batch', { token: developer.token, body: { points: ids.map((device_id) => gpsBody({ device_id })) } });
+  const r = await s.request('POST', '/v1/gps/batch', {
+    token: developer.token,
+    body: { points: ids.map((device_id) => gpsBody({ device_id })) },
+  });
   t.is(r.status, 201, r.text);
-  const rows = await s.db('gps_points').whereIn('id', r.body.data.accepted.map((a: { id: string }) => a.id));
+  const rows = await s.db('gps_points').whereIn(
+    'id',
+    r.body.data.accepted.map((a: { id: string }) => a.id),
+  );
   t.deepEqual(rows.map((x) => x.device_id).sort(), [...ids].sort());
   const single = await make(s, developer.token, '/v1/gps', gpsBody({ device_id: ids[1] }));
   t.is(single.device_id, ids[1]);
@@ -69,7 +102,10 @@ test('POST /v1/gps rejects bad input with a 400 naming the field', async (t) => 
     t.regex(r.body.message, re);
   }
   // JSON cannot carry NaN/Infinity; a number literal too large for a double is rejected as non-finite.
-  const inf = await s.request('POST', '/v1/gps', { token: developer.token, rawBody: JSON.stringify(gpsBody()).replace('"latitude":52.52', '"latitude":1e999') });
+  const inf = await s.request('POST', '/v1/gps', {
+    token: developer.token,
+    rawBody: JSON.stringify(gpsBody()).replace('"latitude":52.52', '"latitude":1e999'),
+  });
   t.is(inf.status, 400);
   t.regex(inf.body.message, /^latitude: /);
 });
@@ -105,7 +141,10 @@ test('GET /v1/gps paginates newest first: default limit 10, max 100', async (t) 
   const { developer, reader } = await users();
   const device = `pager-${Date.now()}`;
   const base = nowSeconds() - 1000;
-  const res = await s.request('POST', '/v1/gps/batch', { token: developer.token, body: { points: Array.from({ length: 25 }, (_, i) => gpsBody({ device_id: device, timestamp: base + i })) } });
+  const res = await s.request('POST', '/v1/gps/batch', {
+    token: developer.token,
+    body: { points: Array.from({ length: 25 }, (_, i) => gpsBody({ device_id: device, timestamp: base + i })) },
+  });
   t.is(res.status, 201, res.text);
   const first = await s.request('GET', `/v1/gps?device_id=${device}`, { token: reader.token });
   t.is(first.status, 200);
@@ -132,7 +171,12 @@ test.serial('current is the latest point and is never staler than the last inser
   // Warm the cache, then insert newer points: each answer must show the newest at once.
   await make(s, developer.token, '/v1/gps', gpsBody({ device_id: device, timestamp: t0 }));
   for (let i = 1; i <= 5; i++) {
-    const p = await make(s, developer.token, '/v1/gps', gpsBody({ device_id: device, timestamp: t0 + i, latitude: 10 + i }));
+    const p = await make(
+      s,
+      developer.token,
+      '/v1/gps',
+      gpsBody({ device_id: device, timestamp: t0 + i, latitude: 10 + i }),
+    );
     const global = await s.request('GET', '/v1/gps/current', { token: reader.token });
     t.is(global.status, 200);
     t.is(global.body.data.id, p.id);
@@ -167,8 +211,12 @@ test('a cold cache filled by a reader while writers insert ends up with the true
   const cur = await s.request('GET', `/v1/gps/current?device_id=${device}`, { token: reader.token });
   t.is(cur.body.data.timestamp, new Date(t0 * 1000).toISOString());
   await s.redis.del(`${s.config.redisPrefix}gps:latest:device:${device}`);
-  const writes = Array.from({ length: 10 }, (_, i) => make(s, developer.token, '/v1/gps', gpsBody({ device_id: device, timestamp: t0 + 1 + i })));
-  const reads = Array.from({ length: 10 }, () => s.request('GET', `/v1/gps/current?device_id=${device}`, { token: reader.token }));
+  const writes = Array.from({ length: 10 }, (_, i) =>
+    make(s, developer.token, '/v1/gps', gpsBody({ device_id: device, timestamp: t0 + 1 + i })),
+  );
+  const reads = Array.from({ length: 10 }, () =>
+    s.request('GET', `/v1/gps/current?device_id=${device}`, { token: reader.token }),
+  );
   await Promise.all([...writes, ...reads]);
   const final = await s.request('GET', `/v1/gps/current?device_id=${device}`, { token: reader.token });
   t.is(final.body.data.timestamp, new Date((t0 + 10) * 1000).toISOString());
@@ -179,8 +227,12 @@ test('GET /v1/gps/current/devices is a bare array with the latest point of each 
   const { developer, reader } = await users();
   const tag = Date.now().toString(36);
   const t0 = nowSeconds();
-  for (const [device, n] of [[`a-${tag}`, 3], [`b-${tag}`, 2]] as const) {
-    for (let i = 0; i < n; i++) await make(s, developer.token, '/v1/gps', gpsBody({ device_id: device, timestamp: t0 + i }));
+  for (const [device, n] of [
+    [`a-${tag}`, 3],
+    [`b-${tag}`, 2],
+  ] as const) {
+    for (let i = 0; i < n; i++)
+      await make(s, developer.token, '/v1/gps', gpsBody({ device_id: device, timestamp: t0 + i }));
   }
   const r = await s.request('GET', '/v1/gps/current/devices', { token: reader.token });
   t.is(r.status, 200);
@@ -197,7 +249,13 @@ test('POST /v1/gps/batch: one insert, per-point validation, accepted ids and rej
   const s = stack();
   const { developer, reader } = await users();
   const device = `batch-${Date.now()}`;
-  const points = [gpsBody({ device_id: device }), gpsBody({ latitude: 200 }), gpsBody({ device_id: device, timestamp: nowSeconds() + 1 }), { nonsense: true }, gpsBody({ trip_id: '00000000-0000-4000-8000-000000000000' })];
+  const points = [
+    gpsBody({ device_id: device }),
+    gpsBody({ latitude: 200 }),
+    gpsBody({ device_id: device, timestamp: nowSeconds() + 1 }),
+    { nonsense: true },
+    gpsBody({ trip_id: '00000000-0000-4000-8000-000000000000' }),
+  ];
   const r = await s.request('POST', '/v1/gps/batch', { token: developer.token, body: { points } });
   t.is(r.status, 201, r.text);
   t.deepEqual(
@@ -211,22 +269,36 @@ test('POST /v1/gps/batch: one insert, per-point validation, accepted ids and rej
   t.is(r.body.data.rejected[0].errors[0].field, 'latitude');
   t.true(r.body.data.rejected[1].errors.some((e: { field: string }) => e.field === 'speed_kmh'));
   t.deepEqual(r.body.data.rejected[2].errors, [{ field: 'trip_id', message: 'no such trip' }]);
-  const stored = await s.db('gps_points').whereIn('id', r.body.data.accepted.map((a: { id: string }) => a.id));
+  const stored = await s.db('gps_points').whereIn(
+    'id',
+    r.body.data.accepted.map((a: { id: string }) => a.id),
+  );
   t.is(stored.length, 2);
   t.true(stored.every((p) => p.device_id === device));
 
-  const none = await s.request('POST', '/v1/gps/batch', { token: developer.token, body: { points: [{ latitude: 1 }] } });
+  const none = await s.request('POST', '/v1/gps/batch', {
+    token: developer.token,
+    body: { points: [{ latitude: 1 }] },
+  });
   t.is(none.status, 400);
   t.regex(none.body.message, /^points\.0\./);
   t.is(none.body.rejected.length, 1);
   t.is((await s.request('POST', '/v1/gps/batch', { token: developer.token, body: { points: [] } })).status, 400);
-  const tooMany = await s.request('POST', '/v1/gps/batch', { token: developer.token, body: { points: Array.from({ length: 1001 }, () => gpsBody()) } });
+  const tooMany = await s.request('POST', '/v1/gps/batch', {
+    token: developer.token,
+    body: { points: Array.from({ length: 1001 }, () => gpsBody()) },
+  });
   t.is(tooMany.status, 400);
   t.regex(tooMany.body.message, /^points: must contain at most 1000/);
   t.is((await s.request('POST', '/v1/gps/batch', { token: developer.token, body: { points: 'x' } })).status, 400);
   t.is((await s.request('POST', '/v1/gps/batch', { token: reader.token, body: { points: [gpsBody()] } })).status, 403);
 
-  const full = await s.request('POST', '/v1/gps/batch', { token: developer.token, body: { points: Array.from({ length: 1000 }, (_, i) => gpsBody({ device_id: device, timestamp: 1_600_000_000 + i })) } });
+  const full = await s.request('POST', '/v1/gps/batch', {
+    token: developer.token,
+    body: {
+      points: Array.from({ length: 1000 }, (_, i) => gpsBody({ device_id: device, timestamp: 1_600_000_000 + i })),
+    },
+  });
   t.is(full.status, 201);
   t.is(full.body.data.accepted.length, 1000);
 });
@@ -243,7 +315,20 @@ test('the OpenAPI document describes the tracking routes', async (t) => {
   const s = stack();
   const doc = await s.request('GET', '/v1/openapi.json');
   t.is(doc.status, 200);
-  for (const p of ['/v1/gps', '/v1/gps/batch', '/v1/gps/current', '/v1/gps/current/devices', '/v1/gps/{id}', '/v1/devices/{id}', '/v1/trips/{id}/gpx', '/v1/trips/{id}/history', '/v1/locations/{id}/contacts/{cid}', '/v1/geofences', '/v1/trip-categories', '/v1/trip-templates/{id}/create-trip']) {
+  for (const p of [
+    '/v1/gps',
+    '/v1/gps/batch',
+    '/v1/gps/current',
+    '/v1/gps/current/devices',
+    '/v1/gps/{id}',
+    '/v1/devices/{id}',
+    '/v1/trips/{id}/gpx',
+    '/v1/trips/{id}/history',
+    '/v1/locations/{id}/contacts/{cid}',
+    '/v1/geofences',
+    '/v1/trip-categories',
+    '/v1/trip-templates/{id}/create-trip',
+  ]) {
     t.truthy(doc.body.paths[p], p);
   }
   t.truthy(doc.body.components.schemas.GpsPoint);

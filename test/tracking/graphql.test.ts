@@ -4,36 +4,62 @@ import { useStack } from '../helpers/stack';
 import { gpsBody, make, nowSeconds } from '../helpers/tracking';
 
 const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_GPS_POST: '100000' } });
-const MUTATION = 'mutation($deviceId: String, $before: String) { deleteGpsData(deviceId: $deviceId, before: $before) { deleted keptOnTrips } }';
+const MUTATION =
+  'mutation($deviceId: String, $before: String) { deleteGpsData(deviceId: $deviceId, before: $before) { deleted keptOnTrips } }';
 
 test('deleteGpsData deletes a device’s points (optionally before a time), keeps trip points, needs gps:delete', async (t) => {
   const s = stack();
-  const [admin, developer] = await Promise.all([createUser(s.db, { roles: ['role_admin'] }), createUser(s.db, { roles: ['role_developer'] })]);
+  const [admin, developer] = await Promise.all([
+    createUser(s.db, { roles: ['role_admin'] }),
+    createUser(s.db, { roles: ['role_developer'] }),
+  ]);
   const trip = await make(s, developer.token, '/v1/trips', { name: 'kept' });
   const t0 = nowSeconds() - 1000;
   await s.request('POST', '/v1/gps/batch', {
     token: developer.token,
-    body: { points: [gpsBody({ device_id: 'wipe', timestamp: t0 }), gpsBody({ device_id: 'wipe', timestamp: t0 + 500 }), gpsBody({ device_id: 'wipe', timestamp: t0, trip_id: trip.id }), gpsBody({ device_id: 'keep', timestamp: t0 })] },
+    body: {
+      points: [
+        gpsBody({ device_id: 'wipe', timestamp: t0 }),
+        gpsBody({ device_id: 'wipe', timestamp: t0 + 500 }),
+        gpsBody({ device_id: 'wipe', timestamp: t0, trip_id: trip.id }),
+        gpsBody({ device_id: 'keep', timestamp: t0 }),
+      ],
+    },
   });
   // Warm the cache for the device, so the deletion must drop it.
   t.is((await s.request('GET', '/v1/gps/current?device_id=wipe', { token: developer.token })).status, 200);
 
-  const denied = await s.request('POST', '/v1/gql', { token: developer.token, body: { query: MUTATION, variables: { deviceId: 'wipe' } } });
+  const denied = await s.request('POST', '/v1/gql', {
+    token: developer.token,
+    body: { query: MUTATION, variables: { deviceId: 'wipe' } },
+  });
   t.is(denied.body.errors[0].extensions.status, 403);
   const noFilter = await s.request('POST', '/v1/gql', { token: admin.token, body: { query: MUTATION, variables: {} } });
   t.is(noFilter.body.errors[0].extensions.status, 400);
-  const badDate = await s.request('POST', '/v1/gql', { token: admin.token, body: { query: MUTATION, variables: { before: 'yesterday' } } });
+  const badDate = await s.request('POST', '/v1/gql', {
+    token: admin.token,
+    body: { query: MUTATION, variables: { before: 'yesterday' } },
+  });
   t.regex(badDate.body.errors[0].message, /^before: /);
 
-  const older = await s.request('POST', '/v1/gql', { token: admin.token, body: { query: MUTATION, variables: { deviceId: 'wipe', before: new Date((t0 + 100) * 1000).toISOString() } } });
+  const older = await s.request('POST', '/v1/gql', {
+    token: admin.token,
+    body: { query: MUTATION, variables: { deviceId: 'wipe', before: new Date((t0 + 100) * 1000).toISOString() } },
+  });
   t.deepEqual(older.body.data.deleteGpsData, { deleted: 1, keptOnTrips: 1 });
-  const all = await s.request('POST', '/v1/gql', { token: admin.token, body: { query: MUTATION, variables: { deviceId: 'wipe' } } });
+  const all = await s.request('POST', '/v1/gql', {
+    token: admin.token,
+    body: { query: MUTATION, variables: { deviceId: 'wipe' } },
+  });
   t.deepEqual(all.body.data.deleteGpsData, { deleted: 1, keptOnTrips: 1 });
   const current = await s.request('GET', '/v1/gps/current?device_id=wipe', { token: developer.token });
   t.is(current.body.data.trip_id, trip.id);
   t.is((await s.request('GET', '/v1/gps/current?device_id=keep', { token: developer.token })).status, 200);
   // The system key reaches /v1/gql but runs only the operations that name it (spec §5.5): not this one.
-  const sys = await s.request('POST', '/v1/gql', { token: s.systemKey, body: { query: MUTATION, variables: { deviceId: 'keep' } } });
+  const sys = await s.request('POST', '/v1/gql', {
+    token: s.systemKey,
+    body: { query: MUTATION, variables: { deviceId: 'keep' } },
+  });
   t.is(sys.body.data, null);
   t.is(sys.body.errors[0].extensions.status, 403);
   t.is((await s.request('GET', '/v1/gps/current?device_id=keep', { token: developer.token })).status, 200);

@@ -4,10 +4,16 @@ import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { countRows, gpsBody, make, once, setStatus } from '../helpers/tracking';
 
-const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_API_KEY: '100000', RATE_LIMIT_GPS_POST: '100000' } });
+const stack = useStack(test, {
+  env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_API_KEY: '100000', RATE_LIMIT_GPS_POST: '100000' },
+});
 const users = once(async () => {
   const s = stack();
-  const [admin, owner, other] = await Promise.all([createUser(s.db, { roles: ['role_admin'] }), createUser(s.db, { roles: ['role_developer'] }), createUser(s.db, { roles: ['role_developer'] })]);
+  const [admin, owner, other] = await Promise.all([
+    createUser(s.db, { roles: ['role_admin'] }),
+    createUser(s.db, { roles: ['role_developer'] }),
+    createUser(s.db, { roles: ['role_developer'] }),
+  ]);
   return { admin, owner, other };
 });
 const trackerKey = async (userId: string) => createKey({ userId, scopes: ['gps:write', 'gps:read'], name: 'tracker' });
@@ -16,16 +22,30 @@ test('linking a key: only its owner or a super admin; unknown key is 400; a key 
   const s = stack();
   const { admin, owner, other } = await users();
   const key = await trackerKey(owner.id);
-  const denied = await s.request('POST', '/v1/devices', { token: other.token, body: { name: 'not yours', api_key_id: key.id } });
+  const denied = await s.request('POST', '/v1/devices', {
+    token: other.token,
+    body: { name: 'not yours', api_key_id: key.id },
+  });
   t.is(denied.status, 403);
   t.regex(denied.body.message, /^api_key_id: /);
   t.is(await countRows(s.db('devices').where('name', 'not yours')), 0);
-  const unknown = await s.request('POST', '/v1/devices', { token: owner.token, body: { name: 'x', api_key_id: '00000000-0000-4000-8000-000000000000' } });
+  const unknown = await s.request('POST', '/v1/devices', {
+    token: owner.token,
+    body: { name: 'x', api_key_id: '00000000-0000-4000-8000-000000000000' },
+  });
   t.is(unknown.status, 400);
   t.regex(unknown.body.message, /^api_key_id: no such API key/);
-  t.regex((await s.request('POST', '/v1/devices', { token: owner.token, body: { name: 'x', api_key_id: 'abc' } })).body.message, /^api_key_id: must be a UUID/);
+  t.regex(
+    (await s.request('POST', '/v1/devices', { token: owner.token, body: { name: 'x', api_key_id: 'abc' } })).body
+      .message,
+    /^api_key_id: must be a UUID/,
+  );
 
-  const d1 = await make(s, owner.token, '/v1/devices', { name: 'Boat 1', device_type: 'gps-tracker', api_key_id: key.id });
+  const d1 = await make(s, owner.token, '/v1/devices', {
+    name: 'Boat 1',
+    device_type: 'gps-tracker',
+    api_key_id: key.id,
+  });
   t.is(d1.api_key_id, key.id);
   t.is(d1.is_active, true);
   // A super admin may link anyone's key; the key moves from d1 to d2.
@@ -33,7 +53,10 @@ test('linking a key: only its owner or a super admin; unknown key is 400; a key 
   t.is(d2.api_key_id, key.id);
   t.is((await s.request('GET', `/v1/devices/${d1.id}`, { token: owner.token })).body.data.api_key_id, null);
   // PATCH links too, with the same rule.
-  t.is((await s.request('PATCH', `/v1/devices/${d1.id}`, { token: other.token, body: { api_key_id: key.id } })).status, 403);
+  t.is(
+    (await s.request('PATCH', `/v1/devices/${d1.id}`, { token: other.token, body: { api_key_id: key.id } })).status,
+    403,
+  );
   const back = await s.request('PATCH', `/v1/devices/${d1.id}`, { token: owner.token, body: { api_key_id: key.id } });
   t.is(back.status, 200);
   t.is(back.body.data.api_key_id, key.id);
@@ -52,7 +75,11 @@ test('a tracker key linked to a device posts points with that device and its act
   const { owner } = await users();
   const key = await trackerKey(owner.id);
   const device = await make(s, owner.token, '/v1/devices', { name: 'Tracked', api_key_id: key.id });
-  const trip = await make(s, owner.token, '/v1/trips', { name: 'logged', device_id: device.id, gps_logging_enabled: true });
+  const trip = await make(s, owner.token, '/v1/trips', {
+    name: 'logged',
+    device_id: device.id,
+    gps_logging_enabled: true,
+  });
   const post = async (body: Record<string, unknown> = {}) => {
     const r = await s.request('POST', '/v1/gps', { token: key.key, body: gpsBody(body) });
     t.is(r.status, 201, r.text);
@@ -67,8 +94,14 @@ test('a tracker key linked to a device posts points with that device and its act
   await setStatus(s, owner.token, trip.id, 'active');
   t.like(await post(), { device_id: device.id, trip_id: trip.id });
   // Batch ingest follows the same link.
-  const batch = await s.request('POST', '/v1/gps/batch', { token: key.key, body: { points: [gpsBody(), gpsBody({ device_id: 'spoofed' })] } });
-  const rows = await s.db('gps_points').whereIn('id', batch.body.data.accepted.map((a: { id: string }) => a.id));
+  const batch = await s.request('POST', '/v1/gps/batch', {
+    token: key.key,
+    body: { points: [gpsBody(), gpsBody({ device_id: 'spoofed' })] },
+  });
+  const rows = await s.db('gps_points').whereIn(
+    'id',
+    batch.body.data.accepted.map((a: { id: string }) => a.id),
+  );
   t.true(rows.every((r) => r.device_id === device.id && r.trip_id === trip.id));
   await setStatus(s, owner.token, trip.id, 'completed');
   t.like(await post(), { device_id: device.id, trip_id: null });
@@ -78,7 +111,11 @@ test('a tracker key linked to a device posts points with that device and its act
   await setStatus(s, owner.token, quiet.id, 'active');
   t.like(await post(), { trip_id: null });
   // Turning logging on for the running trip is seen at once.
-  t.is((await s.request('PATCH', `/v1/trips/${quiet.id}`, { token: owner.token, body: { gps_logging_enabled: true } })).status, 200);
+  t.is(
+    (await s.request('PATCH', `/v1/trips/${quiet.id}`, { token: owner.token, body: { gps_logging_enabled: true } }))
+      .status,
+    200,
+  );
   t.like(await post(), { trip_id: quiet.id });
 
   // Moving the key to another device, then unlinking it.
@@ -110,7 +147,10 @@ test('409 when activating a GPS-logging trip while another runs on the same devi
   t.is((await s.request('GET', `/v1/trips/${b.id}/history`, { token: owner.token })).body.length, 0);
   // Without GPS logging there is no conflict.
   t.is((await setStatus(s, owner.token, c.id, 'active')).status, 200);
-  t.is((await s.request('PATCH', `/v1/trips/${c.id}`, { token: owner.token, body: { gps_logging_enabled: true } })).status, 409);
+  t.is(
+    (await s.request('PATCH', `/v1/trips/${c.id}`, { token: owner.token, body: { gps_logging_enabled: true } })).status,
+    409,
+  );
   // A paused trip does not block; resuming it then conflicts.
   t.is((await setStatus(s, owner.token, a.id, 'paused')).status, 200);
   t.is((await setStatus(s, owner.token, b.id, 'active')).status, 200);
@@ -118,7 +158,10 @@ test('409 when activating a GPS-logging trip while another runs on the same devi
   // Moving a running logging trip onto the busy device conflicts too.
   const d = await make(s, owner.token, '/v1/trips', { name: 'D', device_id: spare.id, gps_logging_enabled: true });
   t.is((await setStatus(s, owner.token, d.id, 'active')).status, 200);
-  t.is((await s.request('PATCH', `/v1/trips/${d.id}`, { token: owner.token, body: { device_id: device.id } })).status, 409);
+  t.is(
+    (await s.request('PATCH', `/v1/trips/${d.id}`, { token: owner.token, body: { device_id: device.id } })).status,
+    409,
+  );
   // Trips without a device never conflict.
   const e = await make(s, owner.token, '/v1/trips', { name: 'E', gps_logging_enabled: true });
   const f = await make(s, owner.token, '/v1/trips', { name: 'F', gps_logging_enabled: true });
@@ -135,7 +178,10 @@ test('two concurrent activations on the same device: exactly one wins, the other
       make(s, owner.token, '/v1/trips', { name: 'x', device_id: device.id, gps_logging_enabled: true }),
       make(s, owner.token, '/v1/trips', { name: 'y', device_id: device.id, gps_logging_enabled: true }),
     ]);
-    const results = await Promise.all([setStatus(s, owner.token, x.id, 'active'), setStatus(s, owner.token, y.id, 'active')]);
+    const results = await Promise.all([
+      setStatus(s, owner.token, x.id, 'active'),
+      setStatus(s, owner.token, y.id, 'active'),
+    ]);
     t.deepEqual(results.map((r) => r.status).sort(), [200, 409], JSON.stringify(results.map((r) => r.body)));
     const active = await s.db('trips').where({ device_id: device.id, status: 'active' });
     t.is(active.length, 1);
@@ -147,7 +193,10 @@ test('two concurrent activations of the same draft: one 200, one 400, a single h
   const s = stack();
   const { owner } = await users();
   const trip = await make(s, owner.token, '/v1/trips', { name: 'twice' });
-  const results = await Promise.all([setStatus(s, owner.token, trip.id, 'active'), setStatus(s, owner.token, trip.id, 'active')]);
+  const results = await Promise.all([
+    setStatus(s, owner.token, trip.id, 'active'),
+    setStatus(s, owner.token, trip.id, 'active'),
+  ]);
   t.deepEqual(results.map((r) => r.status).sort(), [200, 400]);
   t.is((await s.request('GET', `/v1/trips/${trip.id}/history`, { token: owner.token })).body.length, 1);
 });
@@ -163,27 +212,62 @@ test('each accepted point is published as gpsUpdate on ws:gps and ws:gps:<device
     const global = `${s.config.redisPrefix}ws:gps`;
     const perDevice = `${s.config.redisPrefix}ws:gps:${device}`;
     await sub.subscribe(global, perDevice);
-    const r = await s.request('POST', '/v1/gps', { token: owner.token, body: gpsBody({ device_id: device, pdop: 1.5 }) });
+    const r = await s.request('POST', '/v1/gps', {
+      token: owner.token,
+      body: gpsBody({ device_id: device, pdop: 1.5 }),
+    });
     t.is(r.status, 201);
     const anon = await s.request('POST', '/v1/gps', { token: owner.token, body: gpsBody({ latitude: -33.9 }) });
     const deadline = Date.now() + 3000;
     while (received.length < 3 && Date.now() < deadline) await new Promise((res) => setTimeout(res, 20));
     const onGlobal = received.filter((m) => m.channel === global).map((m) => m.message);
     const onDevice = received.filter((m) => m.channel === perDevice).map((m) => m.message);
-    t.deepEqual(onGlobal.find((m) => m.data.id === r.body.data.id), { type: 'gpsUpdate', data: r.body.data });
+    t.deepEqual(
+      onGlobal.find((m) => m.data.id === r.body.data.id),
+      { type: 'gpsUpdate', data: r.body.data },
+    );
     t.deepEqual(onDevice, [{ type: 'gpsUpdate', data: r.body.data }]);
     const anonMsg = onGlobal.find((m) => m.data.id === anon.body.data.id);
     t.is(anonMsg.data.device_id, null);
     t.is(anonMsg.data.trip_id, null);
     t.false('channel' in anonMsg);
-    t.deepEqual(Object.keys(anonMsg.data).sort(), ['altitude', 'created_at', 'device_id', 'hdop', 'heading', 'id', 'latitude', 'longitude', 'pdop', 'speed_kmh', 'speed_knots', 'speed_mph', 'speed_mps', 'timestamp', 'trip_id', 'vdop'].sort());
+    t.deepEqual(
+      Object.keys(anonMsg.data).sort(),
+      [
+        'altitude',
+        'created_at',
+        'device_id',
+        'hdop',
+        'heading',
+        'id',
+        'latitude',
+        'longitude',
+        'pdop',
+        'speed_kmh',
+        'speed_knots',
+        'speed_mph',
+        'speed_mps',
+        'timestamp',
+        'trip_id',
+        'vdop',
+      ].sort(),
+    );
 
     // A batch publishes every accepted point.
     received.length = 0;
-    const batch = await s.request('POST', '/v1/gps/batch', { token: owner.token, body: { points: [gpsBody({ device_id: device }), gpsBody({ latitude: 999 }), gpsBody({ device_id: device })] } });
+    const batch = await s.request('POST', '/v1/gps/batch', {
+      token: owner.token,
+      body: { points: [gpsBody({ device_id: device }), gpsBody({ latitude: 999 }), gpsBody({ device_id: device })] },
+    });
     while (received.length < 4 && Date.now() < deadline + 3000) await new Promise((res) => setTimeout(res, 20));
     const ids = batch.body.data.accepted.map((a: { id: string }) => a.id).sort();
-    t.deepEqual(received.filter((m) => m.channel === perDevice).map((m) => m.message.data.id).sort(), ids);
+    t.deepEqual(
+      received
+        .filter((m) => m.channel === perDevice)
+        .map((m) => m.message.data.id)
+        .sort(),
+      ids,
+    );
   } finally {
     sub.disconnect();
   }
@@ -193,19 +277,37 @@ test('devices: CRUD, pagination (default 10), at-least-one PATCH, permissions', 
   const s = stack();
   const { admin, owner } = await users();
   const reader = await createUser(s.db, { roles: ['role_api_read_only'] });
-  const created = await s.request('POST', '/v1/devices', { token: owner.token, body: { name: 'Crud', description: 'd', device_type: 'ais' } });
+  const created = await s.request('POST', '/v1/devices', {
+    token: owner.token,
+    body: { name: 'Crud', description: 'd', device_type: 'ais' },
+  });
   t.is(created.status, 201);
-  t.deepEqual(Object.keys(created.body.data).sort(), ['api_key_id', 'created_at', 'description', 'device_type', 'id', 'is_active', 'name', 'updated_at']);
+  t.deepEqual(Object.keys(created.body.data).sort(), [
+    'api_key_id',
+    'created_at',
+    'description',
+    'device_type',
+    'id',
+    'is_active',
+    'name',
+    'updated_at',
+  ]);
   const id = created.body.data.id;
   const empty = await s.request('PATCH', `/v1/devices/${id}`, { token: owner.token, body: {} });
   t.is(empty.status, 400);
   t.regex(empty.body.message, /at least one of/);
   const patched = await s.request('PATCH', `/v1/devices/${id}`, { token: owner.token, body: { is_active: false } });
   t.like(patched.body.data, { is_active: false, name: 'Crud', description: 'd', device_type: 'ais' });
-  t.is((await s.request('POST', '/v1/devices', { token: owner.token, body: { description: 'no name' } })).body.message.startsWith('name: '), true);
+  t.is(
+    (
+      await s.request('POST', '/v1/devices', { token: owner.token, body: { description: 'no name' } })
+    ).body.message.startsWith('name: '),
+    true,
+  );
   t.is((await s.request('POST', '/v1/devices', { token: reader.token, body: { name: 'x' } })).status, 403);
   t.is((await s.request('GET', `/v1/devices/${id}`, { token: reader.token })).status, 200);
-  for (let i = 0; i < 11; i++) await make(s, owner.token, '/v1/devices', { name: `page ${String(i).padStart(2, '0')}` });
+  for (let i = 0; i < 11; i++)
+    await make(s, owner.token, '/v1/devices', { name: `page ${String(i).padStart(2, '0')}` });
   const list = await s.request('GET', '/v1/devices', { token: reader.token });
   t.is(list.body.pagination.limit, 10);
   t.is(list.body.data.length, 10);

@@ -8,19 +8,31 @@ import { gpsBody, make, once, setStatus } from '../helpers/tracking';
 const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_GPS_POST: '100000' } });
 const users = once(async () => {
   const s = stack();
-  const [admin, developer, reader] = await Promise.all([createUser(s.db, { roles: ['role_admin'] }), createUser(s.db, { roles: ['role_developer'] }), createUser(s.db, { roles: ['role_api_read_only'] })]);
+  const [admin, developer, reader] = await Promise.all([
+    createUser(s.db, { roles: ['role_admin'] }),
+    createUser(s.db, { roles: ['role_developer'] }),
+    createUser(s.db, { roles: ['role_api_read_only'] }),
+  ]);
   return { admin, developer, reader };
 });
 
 const STATUSES = ['draft', 'active', 'paused', 'completed'] as const;
 const ALLOWED = new Set(['draft>active', 'active>paused', 'paused>active', 'active>completed', 'paused>completed']);
 /** How to bring a fresh draft trip into each status. */
-const PATH: Record<string, string[]> = { draft: [], active: ['active'], paused: ['active', 'paused'], completed: ['active', 'completed'] };
+const PATH: Record<string, string[]> = {
+  draft: [],
+  active: ['active'],
+  paused: ['active', 'paused'],
+  completed: ['active', 'completed'],
+};
 
 test('new trips are draft with the spec §2 fields; POST ignores a status in the body', async (t) => {
   const s = stack();
   const { developer } = await users();
-  const r = await s.request('POST', '/v1/trips', { token: developer.token, body: { name: 'Rhine run', status: 'active', weight_kg: 1200.5, tags: ['cargo', 'cargo', 'river'], notes: 'n' } });
+  const r = await s.request('POST', '/v1/trips', {
+    token: developer.token,
+    body: { name: 'Rhine run', status: 'active', weight_kg: 1200.5, tags: ['cargo', 'cargo', 'river'], notes: 'n' },
+  });
   t.is(r.status, 201, r.text);
   const trip = r.body.data;
   t.is(trip.status, 'draft');
@@ -30,7 +42,18 @@ test('new trips are draft with the spec §2 fields; POST ignores a status in the
   t.is(trip.started_at, null);
   t.is(trip.ended_at, null);
   t.is(r.body._links.self, `/v1/trips/${trip.id}`);
-  for (const k of ['device_id', 'category_id', 'origin_id', 'destination_id', 'start_latitude', 'start_longitude', 'end_latitude', 'end_longitude', 'description']) t.is(trip[k], null, k);
+  for (const k of [
+    'device_id',
+    'category_id',
+    'origin_id',
+    'destination_id',
+    'start_latitude',
+    'start_longitude',
+    'end_latitude',
+    'end_longitude',
+    'description',
+  ])
+    t.is(trip[k], null, k);
 });
 
 for (const from of STATUSES) {
@@ -42,7 +65,8 @@ for (const from of STATUSES) {
       const trip = await make(s, developer.token, '/v1/trips', { name: `${from}-${to}` });
       for (const step of PATH[from]) t.is((await setStatus(s, developer.token, trip.id, step)).status, 200);
       const before = (await s.request('GET', `/v1/trips/${trip.id}`, { token: developer.token })).body.data;
-      const historyBefore = (await s.request('GET', `/v1/trips/${trip.id}/history`, { token: developer.token })).body.length;
+      const historyBefore = (await s.request('GET', `/v1/trips/${trip.id}/history`, { token: developer.token })).body
+        .length;
       const r = await setStatus(s, developer.token, trip.id, to);
       const history = (await s.request('GET', `/v1/trips/${trip.id}/history`, { token: developer.token })).body;
       if (!allowed) {
@@ -72,7 +96,10 @@ test('history: one entry per change, ascending, with position from the body or t
   const s = stack();
   const { developer, reader } = await users();
   const trip = await make(s, developer.token, '/v1/trips', { name: 'history' });
-  t.is((await setStatus(s, developer.token, trip.id, 'active', { start_latitude: 50.1, start_longitude: 8.6 })).status, 200);
+  t.is(
+    (await setStatus(s, developer.token, trip.id, 'active', { start_latitude: 50.1, start_longitude: 8.6 })).status,
+    200,
+  );
   t.is((await setStatus(s, developer.token, trip.id, 'paused', { latitude: 50.2, longitude: 8.7 })).status, 200);
   t.is((await setStatus(s, developer.token, trip.id, 'active')).status, 200);
   const done = await setStatus(s, developer.token, trip.id, 'completed', { end_latitude: 51, end_longitude: 9 });
@@ -82,7 +109,12 @@ test('history: one entry per change, ascending, with position from the body or t
   t.is(h.status, 200);
   t.true(Array.isArray(h.body));
   t.deepEqual(
-    h.body.map((e: { old_status: string; new_status: string; latitude: number | null; longitude: number | null }) => [e.old_status, e.new_status, e.latitude, e.longitude]),
+    h.body.map((e: { old_status: string; new_status: string; latitude: number | null; longitude: number | null }) => [
+      e.old_status,
+      e.new_status,
+      e.latitude,
+      e.longitude,
+    ]),
     [
       ['draft', 'active', 50.1, 8.6],
       ['active', 'paused', 50.2, 8.7],
@@ -91,9 +123,24 @@ test('history: one entry per change, ascending, with position from the body or t
     ],
   );
   const times = h.body.map((e: { changed_at: string }) => Date.parse(e.changed_at));
-  t.deepEqual(times, [...times].sort((a, b) => a - b));
-  t.deepEqual(Object.keys(h.body[0]).sort(), ['changed_at', 'changed_by', 'id', 'latitude', 'longitude', 'new_status', 'old_status', 'trip_id']);
-  t.is((await s.request('GET', '/v1/trips/00000000-0000-4000-8000-000000000000/history', { token: reader.token })).status, 404);
+  t.deepEqual(
+    times,
+    [...times].sort((a, b) => a - b),
+  );
+  t.deepEqual(Object.keys(h.body[0]).sort(), [
+    'changed_at',
+    'changed_by',
+    'id',
+    'latitude',
+    'longitude',
+    'new_status',
+    'old_status',
+    'trip_id',
+  ]);
+  t.is(
+    (await s.request('GET', '/v1/trips/00000000-0000-4000-8000-000000000000/history', { token: reader.token })).status,
+    404,
+  );
   // Edits without a status change add no entry.
   await s.request('PATCH', `/v1/trips/${trip.id}`, { token: developer.token, body: { notes: 'after the fact' } });
   t.is((await s.request('GET', `/v1/trips/${trip.id}/history`, { token: reader.token })).body.length, 4);
@@ -117,12 +164,34 @@ test('PATCH changes only the provided fields; unknown references are 400 naming 
   const loc = await make(s, admin.token, '/v1/locations', { name: 'Port' });
   const cat = await make(s, admin.token, '/v1/trip-categories', { name: 'Cargo' });
   const dev = await make(s, admin.token, '/v1/devices', { name: 'Tracker' });
-  const trip = await make(s, developer.token, '/v1/trips', { name: 'patch me', description: 'keep', origin_id: loc.id, category_id: cat.id, device_id: dev.id, tags: ['a'] });
+  const trip = await make(s, developer.token, '/v1/trips', {
+    name: 'patch me',
+    description: 'keep',
+    origin_id: loc.id,
+    category_id: cat.id,
+    device_id: dev.id,
+    tags: ['a'],
+  });
   t.is(trip.origin_id, loc.id);
-  const r = await s.request('PATCH', `/v1/trips/${trip.id}`, { token: developer.token, body: { name: 'renamed', weight_kg: 7 } });
+  const r = await s.request('PATCH', `/v1/trips/${trip.id}`, {
+    token: developer.token,
+    body: { name: 'renamed', weight_kg: 7 },
+  });
   t.is(r.status, 200);
-  t.like(r.body.data, { name: 'renamed', weight_kg: 7, description: 'keep', origin_id: loc.id, category_id: cat.id, device_id: dev.id, tags: ['a'], status: 'draft' });
-  const cleared = await s.request('PATCH', `/v1/trips/${trip.id}`, { token: developer.token, body: { origin_id: null, description: null } });
+  t.like(r.body.data, {
+    name: 'renamed',
+    weight_kg: 7,
+    description: 'keep',
+    origin_id: loc.id,
+    category_id: cat.id,
+    device_id: dev.id,
+    tags: ['a'],
+    status: 'draft',
+  });
+  const cleared = await s.request('PATCH', `/v1/trips/${trip.id}`, {
+    token: developer.token,
+    body: { origin_id: null, description: null },
+  });
   t.like(cleared.body.data, { origin_id: null, description: null, category_id: cat.id });
   const missing = '00000000-0000-4000-8000-000000000000';
   for (const field of ['category_id', 'origin_id', 'destination_id', 'device_id']) {
@@ -148,8 +217,16 @@ test('PATCH changes only the provided fields; unknown references are 400 naming 
     t.is(c.status, 400, JSON.stringify(body));
     t.regex(c.body.message, re);
   }
-  t.regex((await s.request('PATCH', `/v1/trips/${trip.id}`, { token: developer.token, body: { status: 'flying' } })).body.message, /^status: must be one of/);
-  t.regex((await s.request('PATCH', `/v1/trips/${trip.id}`, { token: developer.token, body: { start_latitude: 100 } })).body.message, /^start_latitude: /);
+  t.regex(
+    (await s.request('PATCH', `/v1/trips/${trip.id}`, { token: developer.token, body: { status: 'flying' } })).body
+      .message,
+    /^status: must be one of/,
+  );
+  t.regex(
+    (await s.request('PATCH', `/v1/trips/${trip.id}`, { token: developer.token, body: { start_latitude: 100 } })).body
+      .message,
+    /^start_latitude: /,
+  );
   t.is((await s.request('PATCH', `/v1/trips/${missing}`, { token: developer.token, body: { name: 'x' } })).status, 404);
   t.is((await s.request('GET', `/v1/trips/${missing}`, { token: developer.token })).status, 404);
 });
@@ -205,7 +282,10 @@ test('list: newest first, default limit 20, max 100, status filter', async (t) =
   t.is(page.body.data.length, 20);
   t.true(page.body.pagination.total >= 23);
   const created = page.body.data.map((x: { created_at: string }) => Date.parse(x.created_at));
-  t.deepEqual(created, [...created].sort((a, b) => b - a));
+  t.deepEqual(
+    created,
+    [...created].sort((a, b) => b - a),
+  );
   const active = await s.request('GET', '/v1/trips?status=active&limit=100', { token: reader.token });
   t.true(active.body.data.every((x: { status: string }) => x.status === 'active'));
   t.true(active.body.data.some((x: { id: string }) => x.id === made[0].id));
@@ -222,7 +302,11 @@ test('list: newest first, default limit 20, max 100, status filter', async (t) =
 test('trip GPS: ascending by timestamp, default limit 10; distance_km and duration_seconds on the single GET; GPX 1.1 export', async (t) => {
   const s = stack();
   const { developer, reader } = await users();
-  const trip = await make(s, developer.token, '/v1/trips', { name: 'Track & <test>', description: 'with points', tags: ['gpx'] });
+  const trip = await make(s, developer.token, '/v1/trips', {
+    name: 'Track & <test>',
+    description: 'with points',
+    tags: ['gpx'],
+  });
   const empty = await s.request('GET', `/v1/trips/${trip.id}`, { token: reader.token });
   t.is(empty.body.data.distance_km, 0);
   t.is(empty.body.data.duration_seconds, 0);
@@ -232,7 +316,17 @@ test('trip GPS: ascending by timestamp, default limit 10; distance_km and durati
   const order = [5, 0, 11, 3, 1, 2, 4, 6, 8, 7, 10, 9];
   const batch = await s.request('POST', '/v1/gps/batch', {
     token: developer.token,
-    body: { points: order.map((i) => gpsBody({ trip_id: trip.id, latitude: coords[i][0], longitude: coords[i][1], timestamp: t0 + i * 30, hdop: 0.8 })) },
+    body: {
+      points: order.map((i) =>
+        gpsBody({
+          trip_id: trip.id,
+          latitude: coords[i][0],
+          longitude: coords[i][1],
+          timestamp: t0 + i * 30,
+          hdop: 0.8,
+        }),
+      ),
+    },
   });
   t.is(batch.status, 201, batch.text);
   const page1 = await s.request('GET', `/v1/trips/${trip.id}/gps`, { token: reader.token });
@@ -248,10 +342,14 @@ test('trip GPS: ascending by timestamp, default limit 10; distance_km and durati
   t.true('pdop' in page1.body.data[0] && 'vdop' in page1.body.data[0]);
   t.is((await s.request('GET', `/v1/trips/${trip.id}/gps?page=2`, { token: reader.token })).body.data.length, 2);
   t.is((await s.request('GET', `/v1/trips/${trip.id}/gps?limit=101`, { token: reader.token })).status, 400);
-  t.is((await s.request('GET', '/v1/trips/00000000-0000-4000-8000-000000000000/gps', { token: reader.token })).status, 404);
+  t.is(
+    (await s.request('GET', '/v1/trips/00000000-0000-4000-8000-000000000000/gps', { token: reader.token })).status,
+    404,
+  );
 
   let expected = 0;
-  for (let i = 1; i < coords.length; i++) expected += haversineKm(coords[i - 1][0], coords[i - 1][1], coords[i][0], coords[i][1]);
+  for (let i = 1; i < coords.length; i++)
+    expected += haversineKm(coords[i - 1][0], coords[i - 1][1], coords[i][0], coords[i][1]);
   const single = await s.request('GET', `/v1/trips/${trip.id}`, { token: reader.token });
   t.true(Math.abs(single.body.data.distance_km - expected) < 0.002, `${single.body.data.distance_km} vs ${expected}`);
   t.is(single.body.data.duration_seconds, 11 * 30);
@@ -263,14 +361,21 @@ test('trip GPS: ascending by timestamp, default limit 10; distance_km and durati
   t.regex(gpx.headers.get('content-type') ?? '', /^application\/gpx\+xml/);
   t.regex(gpx.headers.get('content-disposition') ?? '', /attachment; filename="trip-.*\.gpx"/);
   t.is(XMLValidator.validate(gpx.text), true);
-  const doc = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: '@_', parseAttributeValue: true }).parse(gpx.text);
+  const doc = new XMLParser({ ignoreAttributes: false, attributeNamePrefix: '@_', parseAttributeValue: true }).parse(
+    gpx.text,
+  );
   t.is(doc.gpx['@_version'], 1.1);
   t.is(doc.gpx['@_xmlns'], 'http://www.topografix.com/GPX/1/1');
   t.is(doc.gpx.metadata.name, 'Track & <test>');
   t.is(doc.gpx.metadata.keywords, 'gpx');
   t.true(Math.abs(doc.gpx.metadata.extensions['trip:distance_km'] - expected) < 0.002);
   t.is(doc.gpx.metadata.extensions['trip:duration_seconds'], 330);
-  t.deepEqual(doc.gpx.metadata.bounds, { '@_minlat': 52, '@_minlon': 13, '@_maxlat': coords[11][0], '@_maxlon': coords[11][1] });
+  t.deepEqual(doc.gpx.metadata.bounds, {
+    '@_minlat': 52,
+    '@_minlon': 13,
+    '@_maxlat': coords[11][0],
+    '@_maxlon': coords[11][1],
+  });
   const pts = doc.gpx.trk.trkseg.trkpt;
   t.is(pts.length, 12);
   t.is(pts[0]['@_lat'], 52);
@@ -280,6 +385,9 @@ test('trip GPS: ascending by timestamp, default limit 10; distance_km and durati
   t.is(pts[0].hdop, 0.8);
   t.is(pts[0].extensions['gpxtpx:TrackPointExtension']['gpxtpx:speed'], 10);
   t.is(pts[0].extensions['gpxtpx:TrackPointExtension']['gpxtpx:course'], 90);
-  t.is((await s.request('GET', '/v1/trips/00000000-0000-4000-8000-000000000000/gpx', { token: reader.token })).status, 404);
+  t.is(
+    (await s.request('GET', '/v1/trips/00000000-0000-4000-8000-000000000000/gpx', { token: reader.token })).status,
+    404,
+  );
   t.is((await s.request('GET', `/v1/trips/${trip.id}/gpx`)).status, 401);
 });

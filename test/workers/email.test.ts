@@ -28,7 +28,10 @@ test.before(async () => {
   });
   await new Promise<void>((r) => smtp.listen(0, '127.0.0.1', r));
   const port = (smtp.server.address() as AddressInfo).port;
-  s = await startStack({ workers: true, env: { SMTP_URL: `smtp://127.0.0.1:${port}`, MAIL_FROM: 'Service <no-reply@example.test>' } });
+  s = await startStack({
+    workers: true,
+    env: { SMTP_URL: `smtp://127.0.0.1:${port}`, MAIL_FROM: 'Service <no-reply@example.test>' },
+  });
 });
 
 test.after.always(async () => {
@@ -37,7 +40,12 @@ test.after.always(async () => {
 });
 
 test('the email worker sends an outbox row over SMTP and marks it sent', async (t) => {
-  const mail = await EmailOutbox.query().insertAndFetch({ to_address: 'alice@example.test', subject: 'Hello', text_body: 'Link: http://app/verify?token=abc', template: 'test' });
+  const mail = await EmailOutbox.query().insertAndFetch({
+    to_address: 'alice@example.test',
+    subject: 'Hello',
+    text_body: 'Link: http://app/verify?token=abc',
+    template: 'test',
+  });
   await s.api.services.queues.enqueue('email', { outboxId: mail.id });
   for (let i = 0; i < 100 && !received.length; i++) await new Promise((r) => setTimeout(r, 50));
   t.is(received.length, 1);
@@ -61,7 +69,11 @@ test('the scheduled cleanup removes only expired sessions', async (t) => {
     { token_hash: 'a'.repeat(64), user_id: u.id, expires_at: new Date(Date.now() - 1000) },
     { token_hash: 'b'.repeat(64), user_id: u.id, expires_at: new Date(Date.now() + 60_000) },
   ]);
-  const result = await s.api.services.queues.enqueueAndWait<'scheduled', { deleted: number }>('scheduled', { task: 'cleanupSessions' }, 10_000);
+  const result = await s.api.services.queues.enqueueAndWait<'scheduled', { deleted: number }>(
+    'scheduled',
+    { task: 'cleanupSessions' },
+    10_000,
+  );
   t.true(result.deleted >= 1);
   t.deepEqual(await s.db('sessions').where('user_id', u.id).pluck('token_hash'), ['b'.repeat(64)]);
 });

@@ -35,7 +35,12 @@ test('the Message-ID is derived from the outbox row and the MAIL_FROM domain', (
 
 test.serial('a sent mail carries the row Message-ID, and a resend of the same row carries the same one', async (t) => {
   const to = 'message-id@example.test';
-  const row = await EmailOutbox.query().insertAndFetch({ to_address: to, subject: 'Stable id', text_body: 'hello', template: 'test' });
+  const row = await EmailOutbox.query().insertAndFetch({
+    to_address: to,
+    subject: 'Stable id',
+    text_body: 'hello',
+    template: 'test',
+  });
   await s.api.services.queues.enqueue('email', { outboxId: row.id });
   const first = await box.waitFor(to);
   t.is(first.messageId, `<outbox-${row.id}@example.test>`);
@@ -54,7 +59,12 @@ test.serial('a sent mail carries the row Message-ID, and a resend of the same ro
 test.serial('a delivery refused once and retried by the queue carries the same Message-ID', async (t) => {
   const to = 'retried@example.test';
   box.failNext = 1;
-  const row = await EmailOutbox.query().insertAndFetch({ to_address: to, subject: 'Retried', text_body: 'hello again', template: 'test' });
+  const row = await EmailOutbox.query().insertAndFetch({
+    to_address: to,
+    subject: 'Retried',
+    text_body: 'hello again',
+    template: 'test',
+  });
   await s.api.services.queues.enqueue('email', { outboxId: row.id });
   const mail = await box.waitFor(to, undefined, 20_000);
   t.is(mail.messageId, `<outbox-${row.id}@example.test>`);

@@ -18,7 +18,11 @@ async function settled(id: string): Promise<EmailOutbox> {
 
 test('without SMTP_URL mail is logged and kept in the outbox, never dropped', async (t) => {
   const s = stack();
-  const mail = await EmailOutbox.query().insertAndFetch({ to_address: 'bob@example.test', subject: 'Hi', text_body: 'body' });
+  const mail = await EmailOutbox.query().insertAndFetch({
+    to_address: 'bob@example.test',
+    subject: 'Hi',
+    text_body: 'body',
+  });
   await s.api.services.queues.enqueue('email', { outboxId: mail.id });
   const row = await settled(mail.id);
   t.is(row.status, 'logged');
@@ -40,7 +44,10 @@ test('without SMTP_URL the log names recipient, template and subject but never h
   }
   const row = await settled(outbox.id);
   t.is(row.status, 'logged');
-  const hashes: string[] = await s.db('account_tokens').where({ user_id: user.id, purpose: 'password_reset' }).pluck('token_hash');
+  const hashes: string[] = await s
+    .db('account_tokens')
+    .where({ user_id: user.id, purpose: 'password_reset' })
+    .pluck('token_hash');
   t.is(hashes.length, 1);
   const logged = lines.map((l) => JSON.parse(l)).find((l) => l.to === user.email);
   t.like(logged, { template: 'password_reset', subject: 'Reset your password', outboxId: outbox.id });

@@ -8,7 +8,8 @@ test('the outbox_secrets migration scrubs tokens from mails already sent, logged
   const db = stack().db;
   await down(db);
   const body = (token: string) => `Reset here:\n\nhttps://app.example.test/auth/reset-password?token=${token}\n`;
-  const html = (token: string) => `<p><a href="https://app.example.test/auth/reset-password?token=${token}">link</a></p>`;
+  const html = (token: string) =>
+    `<p><a href="https://app.example.test/auth/reset-password?token=${token}">link</a></p>`;
   const rows = await db('email_outbox')
     .insert(
       (['sent', 'logged', 'failed', 'queued'] as const).map((status, i) => ({

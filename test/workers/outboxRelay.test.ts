@@ -39,7 +39,13 @@ async function acceptPoints(n: number, device: string): Promise<string[]> {
     await ctx.db.transaction(async (trx) => {
       const speeds = { speed_kmh: 0, speed_mps: 0, speed_mph: 0, speed_knots: 0 };
       const [row] = await trx('gps_points')
-        .insert({ device_id: device, latitude: 50 + i / 1000, longitude: 8, timestamp: new Date(Date.now() + i * 1000), ...speeds })
+        .insert({
+          device_id: device,
+          latitude: 50 + i / 1000,
+          longitude: 8,
+          timestamp: new Date(Date.now() + i * 1000),
+          ...speeds,
+        })
         .returning('id');
       await writeOutbox(trx, 'gpsPoints', { ids: [row.id] });
       ids.push(row.id);
@@ -49,35 +55,45 @@ async function acceptPoints(n: number, device: string): Promise<string[]> {
 }
 
 const outboxRows = () => countRows(ctx.db(SIDE_EFFECT_OUTBOX));
-const pushedIds = (messages: Array<Record<string, any>>) => messages.filter((m) => m.type === 'gpsUpdate').map((m) => m.data.id as string);
+const pushedIds = (messages: Array<Record<string, any>>) =>
+  messages.filter((m) => m.type === 'gpsUpdate').map((m) => m.data.id as string);
 
-test.serial('a relay that dies between publishing and deleting leaves its rows; the next pass publishes them again, in order (at least once)', async (t) => {
-  const device = `crash-${randomUUID()}`;
-  const ids = await acceptPoints(3, device);
-  const pushes = await listenPushes(ctx.redis, ctx.config, `gps:${device}`);
-  try {
-    const dying = new OutboxRelay({
-      ...ctx,
-      bus: {
-        async publishMany(items) {
-          await ctx.bus.publishMany(items);
-          throw new Error('relay died before its commit');
+test.serial(
+  'a relay that dies between publishing and deleting leaves its rows; the next pass publishes them again, in order (at least once)',
+  async (t) => {
+    const device = `crash-${randomUUID()}`;
+    const ids = await acceptPoints(3, device);
+    const pushes = await listenPushes(ctx.redis, ctx.config, `gps:${device}`);
+    try {
+      const dying = new OutboxRelay({
+        ...ctx,
+        bus: {
+          async publishMany(items) {
+            await ctx.bus.publishMany(items);
+            throw new Error('relay died before its commit');
+          },
         },
-      },
-    });
-    await t.throwsAsync(dying.drain(), { message: /relay died/ });
-    t.is(await outboxRows(), 3, 'nothing was deleted');
+      });
+      await t.throwsAsync(dying.drain(), { message: /relay died/ });
+      t.is(await outboxRows(), 3, 'nothing was deleted');
 
-    await ctx.outbox.drain();
-    await eventually(async () => pushedIds(pushes.messages).length >= 6);
-    t.deepEqual(pushedIds(pushes.messages), [...ids, ...ids], 'published twice, never lost, in order each time');
-    t.is(await outboxRows(), 0);
-    const jobs = await ctx.queues.queue('geofence').getJobs(['waiting', 'delayed', 'prioritized']);
-    t.deepEqual(jobs.flatMap((j) => (j.data as { gpsPointIds: string[] }).gpsPointIds).filter((id) => ids.includes(id)).sort(), [...ids].sort());
-  } finally {
-    pushes.close();
-  }
-});
+      await ctx.outbox.drain();
+      await eventually(async () => pushedIds(pushes.messages).length >= 6);
+      t.deepEqual(pushedIds(pushes.messages), [...ids, ...ids], 'published twice, never lost, in order each time');
+      t.is(await outboxRows(), 0);
+      const jobs = await ctx.queues.queue('geofence').getJobs(['waiting', 'delayed', 'prioritized']);
+      t.deepEqual(
+        jobs
+          .flatMap((j) => (j.data as { gpsPointIds: string[] }).gpsPointIds)
+          .filter((id) => ids.includes(id))
+          .sort(),
+        [...ids].sort(),
+      );
+    } finally {
+      pushes.close();
+    }
+  },
+);
 
 test.serial('relays draining at the same time publish every point once, in the order accepted', async (t) => {
   const device = `race-${randomUUID()}`;
@@ -101,7 +117,9 @@ test.serial('an email row becomes one email job, and a replayed row does not add
     await ctx.db.transaction((trx) => writeOutbox(trx, 'email', { outboxId }));
     await ctx.outbox.drain();
   }
-  const jobs = (await ctx.queues.queue('email').getJobs(['waiting', 'delayed', 'prioritized'])).filter((j) => j.data.outboxId === outboxId);
+  const jobs = (await ctx.queues.queue('email').getJobs(['waiting', 'delayed', 'prioritized'])).filter(
+    (j) => j.data.outboxId === outboxId,
+  );
   t.is(jobs.length, 1);
   t.is(jobs[0].id, `email-${outboxId}`);
   t.is(await outboxRows(), 0);

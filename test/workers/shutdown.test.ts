@@ -31,7 +31,12 @@ test('SIGTERM: a job that is running finishes before the worker process exits', 
   const s = await startStack({ env: { SMTP_URL: smtpUrl } });
   const workers = await spawnService('workers', s.env, 'workers ready');
   try {
-    const mail = await EmailOutbox.query().insertAndFetch({ to_address: 'drain@example.test', subject: 'Drain', text_body: 'hello', template: 'test' });
+    const mail = await EmailOutbox.query().insertAndFetch({
+      to_address: 'drain@example.test',
+      subject: 'Drain',
+      text_body: 'hello',
+      template: 'test',
+    });
     await s.api.services.queues.enqueue('email', { outboxId: mail.id });
     await inData;
     workers.child.kill('SIGTERM');

@@ -27,8 +27,15 @@ export const emailProcessor: Processor<'email'> = async (job, ctx: ServiceContex
   // Done with already (sent, logged or finally failed): a replayed job (the outbox relays at least once) sends nothing.
   if (!mail || mail.status !== 'queued') return { skipped: true };
   if (!ctx.config.smtpUrl) {
-    ctx.logger.info({ outboxId: mail.id, to: mail.to_address, template: mail.template, subject: mail.subject }, 'email not sent (no SMTP_URL configured)');
-    await EmailOutbox.query(ctx.db).patchAndFetchById(mail.id, { ...finishedOutboxFields(mail), status: 'logged', attempts: mail.attempts + 1 });
+    ctx.logger.info(
+      { outboxId: mail.id, to: mail.to_address, template: mail.template, subject: mail.subject },
+      'email not sent (no SMTP_URL configured)',
+    );
+    await EmailOutbox.query(ctx.db).patchAndFetchById(mail.id, {
+      ...finishedOutboxFields(mail),
+      status: 'logged',
+      attempts: mail.attempts + 1,
+    });
     return { logged: true };
   }
   try {

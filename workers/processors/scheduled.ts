@@ -18,7 +18,10 @@ export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Prom
   purgeDeletedAccounts: (ctx) => purgeDeletedAccounts(ctx),
   /** Used and expired one-time tokens of the email flows are worthless; keep a day for support. */
   async cleanupAccountTokens(ctx) {
-    const deleted = await ctx.db('account_tokens').where('expires_at', '<', ctx.db.raw("now() - interval '1 day'")).delete();
+    const deleted = await ctx
+      .db('account_tokens')
+      .where('expires_at', '<', ctx.db.raw("now() - interval '1 day'"))
+      .delete();
     return { deleted };
   },
   /** Expired OAuth codes and tokens are dead weight once a day past expiry. */

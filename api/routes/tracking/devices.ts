@@ -14,10 +14,15 @@ const deviceFields = {
   name: zName(),
   description: zText(),
   device_type: z.string().trim().min(1).max(100).nullable().optional(),
-  api_key_id: zUuid().nullable().optional().openapi({ description: "Tracker API key to link (the key's owner or a system key only); a key linked elsewhere is moved here. null unlinks." }),
+  api_key_id: zUuid().nullable().optional().openapi({
+    description:
+      "Tracker API key to link (the key's owner or a system key only); a key linked elsewhere is moved here. null unlinks.",
+  }),
 };
 const createBody = z.object(deviceFields);
-const patchBody = atLeastOne(z.object({ ...deviceFields, name: zName().optional(), is_active: z.boolean().optional() }));
+const patchBody = atLeastOne(
+  z.object({ ...deviceFields, name: zName().optional(), is_active: z.boolean().optional() }),
+);
 const linkErrors = { ...errors, 403: { description: "Missing permission, or linking a key that is not the caller's" } };
 
 /** Spec §4.3. */
@@ -34,13 +39,26 @@ export function deviceRoutes(router: Router<AppState, { services: ApiServices }>
       responses: { 200: { description: 'Devices', schema: pageSchema(deviceSchema) }, ...errors },
     },
     async (ctx, { query }) => {
-      ctx.body = await paginate(ctx, Device.query(ctx.services.db).orderByRaw('lower(name), name, id'), query, presentDevice);
+      ctx.body = await paginate(
+        ctx,
+        Device.query(ctx.services.db).orderByRaw('lower(name), name, id'),
+        query,
+        presentDevice,
+      );
     },
   );
 
   defineRoute(
     router,
-    { method: 'get', path: '/v1/devices/:id', summary: 'Get a device', tags: ['devices'], auth: { permission: 'devices:read' }, params: idParam, responses: { 200: { description: 'Device', schema: resourceSchema(deviceSchema) }, ...errors } },
+    {
+      method: 'get',
+      path: '/v1/devices/:id',
+      summary: 'Get a device',
+      tags: ['devices'],
+      auth: { permission: 'devices:read' },
+      params: idParam,
+      responses: { 200: { description: 'Device', schema: resourceSchema(deviceSchema) }, ...errors },
+    },
     async (ctx, { params }) => {
       ctx.body = resource(ctx, presentDevice(await findOr404(Device, params.id, 'device')));
     },
@@ -83,7 +101,15 @@ export function deviceRoutes(router: Router<AppState, { services: ApiServices }>
 
   defineRoute(
     router,
-    { method: 'delete', path: '/v1/devices/:id', summary: 'Delete a device', tags: ['devices'], auth: { permission: 'devices:delete' }, params: idParam, responses: { 204: { description: 'Deleted' }, ...errors } },
+    {
+      method: 'delete',
+      path: '/v1/devices/:id',
+      summary: 'Delete a device',
+      tags: ['devices'],
+      auth: { permission: 'devices:delete' },
+      params: idParam,
+      responses: { 204: { description: 'Deleted' }, ...errors },
+    },
     async (ctx, { params }) => {
       await deleteDevice(ctx.services, params.id);
       noContent(ctx);

@@ -15,7 +15,9 @@ const geofenceFields = {
   description: zText(),
   latitude: zLatitude(),
   longitude: zLongitude(),
-  radius_km: zFinite().positive('must be greater than 0').max(20_037.5, 'must be at most half the Earth circumference (20037.5)'),
+  radius_km: zFinite()
+    .positive('must be greater than 0')
+    .max(20_037.5, 'must be at most half the Earth circumference (20037.5)'),
   metadata: z
     .record(z.unknown(), { invalid_type_error: 'must be a JSON object' })
     .nullable()
@@ -49,13 +51,26 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
       responses: { 200: { description: 'Geofences', schema: pageSchema(geofenceSchema) }, ...errors },
     },
     async (ctx, { query }) => {
-      ctx.body = await paginate(ctx, Geofence.query(ctx.services.db).orderByRaw('lower(name), name, id'), query, presentGeofence);
+      ctx.body = await paginate(
+        ctx,
+        Geofence.query(ctx.services.db).orderByRaw('lower(name), name, id'),
+        query,
+        presentGeofence,
+      );
     },
   );
 
   defineRoute(
     router,
-    { method: 'get', path: '/v1/geofences/:id', summary: 'Get a geofence', tags: ['geofences'], auth: { permission: 'geofences:read' }, params: idParam, responses: { 200: { description: 'Geofence', schema: resourceSchema(geofenceSchema) }, ...errors } },
+    {
+      method: 'get',
+      path: '/v1/geofences/:id',
+      summary: 'Get a geofence',
+      tags: ['geofences'],
+      auth: { permission: 'geofences:read' },
+      params: idParam,
+      responses: { 200: { description: 'Geofence', schema: resourceSchema(geofenceSchema) }, ...errors },
+    },
     async (ctx, { params }) => {
       ctx.body = resource(ctx, presentGeofence(await findOr404(Geofence, params.id, 'geofence')));
     },
@@ -98,7 +113,15 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
 
   defineRoute(
     router,
-    { method: 'delete', path: '/v1/geofences/:id', summary: 'Delete a geofence', tags: ['geofences'], auth: { permission: 'geofences:delete' }, params: idParam, responses: { 204: { description: 'Deleted' }, ...errors } },
+    {
+      method: 'delete',
+      path: '/v1/geofences/:id',
+      summary: 'Delete a geofence',
+      tags: ['geofences'],
+      auth: { permission: 'geofences:delete' },
+      params: idParam,
+      responses: { 204: { description: 'Deleted' }, ...errors },
+    },
     async (ctx, { params }) => {
       await deleteGeofence(ctx.services.db, params.id);
       noContent(ctx);

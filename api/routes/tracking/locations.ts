@@ -8,7 +8,12 @@ import {
   updateLocationContact,
 } from '../../../shared/commands/locations';
 import { Location } from '../../../shared/models/Location';
-import { locationContactSchema, locationSchema, presentLocation, presentLocationContact } from '../../../shared/presenters/location';
+import {
+  locationContactSchema,
+  locationSchema,
+  presentLocation,
+  presentLocationContact,
+} from '../../../shared/presenters/location';
 import { contactsOf } from '../../../shared/queries/locationContacts';
 import { findOr404 } from '../../../shared/rowLoader';
 import { atLeastOne, z, zUuid } from '../../../shared/zod';
@@ -19,7 +24,8 @@ import type { ApiServices } from '../../services';
 import { errors, idParam, zLatitude, zLongitude, zName, zText } from './schemas';
 
 const contactParams = z.object({ id: zUuid(), cid: zUuid() });
-const zShort = (max: number) => z.string({ invalid_type_error: 'must be a string' }).trim().max(max).nullable().optional();
+const zShort = (max: number) =>
+  z.string({ invalid_type_error: 'must be a string' }).trim().max(max).nullable().optional();
 
 const contactFields = {
   name: zName(),
@@ -47,7 +53,9 @@ const locationFields = {
   notes: zText(),
 };
 const createBody = z.object({ ...locationFields, contacts: z.array(contactBody).max(100).optional() });
-const patchBody = atLeastOne(z.object({ ...locationFields, name: zName().optional(), is_active: z.boolean().optional() }));
+const patchBody = atLeastOne(
+  z.object({ ...locationFields, name: zName().optional(), is_active: z.boolean().optional() }),
+);
 
 /** Spec §4.5. */
 export function locationRoutes(router: Router<AppState, { services: ApiServices }>): void {
@@ -60,16 +68,29 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
       tags: ['locations'],
       auth: { permission: 'locations:read' },
       query: paginationQuery(10),
-      responses: { 200: { description: 'Locations (without contacts)', schema: pageSchema(locationSchema) }, ...errors },
+      responses: {
+        200: { description: 'Locations (without contacts)', schema: pageSchema(locationSchema) },
+        ...errors,
+      },
     },
     async (ctx, { query }) => {
-      ctx.body = await paginate(ctx, Location.query(ctx.services.db).orderByRaw('lower(name), name, id'), query, (l) => presentLocation(l));
+      ctx.body = await paginate(ctx, Location.query(ctx.services.db).orderByRaw('lower(name), name, id'), query, (l) =>
+        presentLocation(l),
+      );
     },
   );
 
   defineRoute(
     router,
-    { method: 'get', path: '/v1/locations/:id', summary: 'Get a location with its contacts', tags: ['locations'], auth: { permission: 'locations:read' }, params: idParam, responses: { 200: { description: 'Location', schema: resourceSchema(locationSchema) }, ...errors } },
+    {
+      method: 'get',
+      path: '/v1/locations/:id',
+      summary: 'Get a location with its contacts',
+      tags: ['locations'],
+      auth: { permission: 'locations:read' },
+      params: idParam,
+      responses: { 200: { description: 'Location', schema: resourceSchema(locationSchema) }, ...errors },
+    },
     async (ctx, { params }) => {
       const location = await findOr404(Location, params.id, 'location');
       ctx.body = resource(ctx, presentLocation(location, await contactsOf(ctx.services.db, location.id)));
@@ -85,7 +106,10 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
       tags: ['locations'],
       auth: { permission: 'locations:write' },
       body: createBody,
-      responses: { 201: { description: 'Created location with contacts', schema: resourceSchema(locationSchema) }, ...errors },
+      responses: {
+        201: { description: 'Created location with contacts', schema: resourceSchema(locationSchema) },
+        ...errors,
+      },
     },
     async (ctx, { body }) => {
       const { location, contacts } = await createLocation(ctx.services.db, body);
@@ -103,7 +127,10 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
       auth: { permission: 'locations:write' },
       params: idParam,
       body: patchBody,
-      responses: { 200: { description: 'Updated location with contacts', schema: resourceSchema(locationSchema) }, ...errors },
+      responses: {
+        200: { description: 'Updated location with contacts', schema: resourceSchema(locationSchema) },
+        ...errors,
+      },
     },
     async (ctx, { params, body }) => {
       const location = await findOr404(Location, params.id, 'location');
@@ -114,7 +141,15 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
 
   defineRoute(
     router,
-    { method: 'delete', path: '/v1/locations/:id', summary: 'Delete a location and its contacts', tags: ['locations'], auth: { permission: 'locations:delete' }, params: idParam, responses: { 204: { description: 'Deleted' }, ...errors } },
+    {
+      method: 'delete',
+      path: '/v1/locations/:id',
+      summary: 'Delete a location and its contacts',
+      tags: ['locations'],
+      auth: { permission: 'locations:delete' },
+      params: idParam,
+      responses: { 204: { description: 'Deleted' }, ...errors },
+    },
     async (ctx, { params }) => {
       await deleteLocation(ctx.services.db, params.id);
       noContent(ctx);
@@ -136,7 +171,10 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
     async (ctx, { params, body }) => {
       const location = await findOr404(Location, params.id, 'location');
       const contact = await addLocationContact(ctx.services.db, location, body);
-      created(ctx, resource(ctx, presentLocationContact(contact), `/v1/locations/${location.id}/contacts/${contact.id}`));
+      created(
+        ctx,
+        resource(ctx, presentLocationContact(contact), `/v1/locations/${location.id}/contacts/${contact.id}`),
+      );
     },
   );
 

@@ -13,7 +13,11 @@ export const zText = (max = 10_000) => zString().max(max).nullable().optional();
 export const zLatitude = () => zFinite().min(-90, 'must be between -90 and 90').max(90, 'must be between -90 and 90');
 export const zLongitude = () =>
   zFinite().min(-180, 'must be between -180 and 180').max(180, 'must be between -180 and 180');
-export const zTags = () => z.array(z.string().trim().min(1).max(100)).max(100).transform((t) => [...new Set(t)]);
+export const zTags = () =>
+  z
+    .array(z.string().trim().min(1).max(100))
+    .max(100)
+    .transform((t) => [...new Set(t)]);
 export const zWeight = () => zFinite().min(0, 'must be >= 0');
 
 /** `:id` of a tracking resource. */
@@ -77,7 +81,10 @@ export function gpsBatchPoints(points: unknown[]): GpsBatchInput {
     const r = gpsPointInput.safeParse(raw);
     if (r.success) batch.valid.push({ index, point: r.data });
     else {
-      const errors = r.error.issues.map((i) => ({ field: i.path.length ? i.path.join('.') : 'point', message: i.message }));
+      const errors = r.error.issues.map((i) => ({
+        field: i.path.length ? i.path.join('.') : 'point',
+        message: i.message,
+      }));
       batch.rejected.push({ index, errors });
     }
   });

@@ -18,7 +18,12 @@ const categoryFields = {
     .regex(/^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$/, 'must be a hex colour like #1a2b3c')
     .nullable()
     .optional(),
-  sort_order: z.number({ invalid_type_error: 'must be an integer' }).int('must be an integer').min(-1_000_000).max(1_000_000).optional(),
+  sort_order: z
+    .number({ invalid_type_error: 'must be an integer' })
+    .int('must be an integer')
+    .min(-1_000_000)
+    .max(1_000_000)
+    .optional(),
 };
 const createBody = z.object(categoryFields);
 const patchBody = atLeastOne(
@@ -26,7 +31,9 @@ const patchBody = atLeastOne(
     ...categoryFields,
     name: zName().optional(),
     is_active: z.boolean().optional(),
-    parent_id: categoryFields.parent_id.openapi({ description: 'Move under another category (null: top level); never under itself or a descendant' }),
+    parent_id: categoryFields.parent_id.openapi({
+      description: 'Move under another category (null: top level); never under itself or a descendant',
+    }),
   }),
 );
 

@@ -120,7 +120,8 @@ export function tripTemplateRoutes(router: Router<AppState, { services: ApiServi
       method: 'post',
       path: '/v1/trip-templates/:id/create-trip',
       summary: 'Create a draft trip from a template',
-      description: "The trip copies the template's values; its name is the template's name followed by ' (from template)'.",
+      description:
+        "The trip copies the template's values; its name is the template's name followed by ' (from template)'.",
       tags: ['trip-templates'],
       auth: { permission: 'trips:write' },
       params: idParam,

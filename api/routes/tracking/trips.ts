@@ -17,7 +17,8 @@ import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
 import { errors, idParam, zLatitude, zLongitude, zName, zTags, zText, zWeight } from './schemas';
 
-const zStatus = () => z.enum(TRIP_STATUSES, { errorMap: () => ({ message: `must be one of ${TRIP_STATUSES.join(', ')}` }) });
+const zStatus = () =>
+  z.enum(TRIP_STATUSES, { errorMap: () => ({ message: `must be one of ${TRIP_STATUSES.join(', ')}` }) });
 const tripFields = {
   name: zName(),
   description: zText(),
@@ -34,12 +35,16 @@ const createBody = z.object(tripFields);
 const patchBody = z.object({
   ...tripFields,
   name: zName().optional(),
-  status: zStatus().optional().openapi({ description: 'draft→active, active→paused, paused→active, active|paused→completed; anything else is 400' }),
+  status: zStatus().optional().openapi({
+    description: 'draft→active, active→paused, paused→active, active|paused→completed; anything else is 400',
+  }),
   start_latitude: zLatitude().nullable().optional(),
   start_longitude: zLongitude().nullable().optional(),
   end_latitude: zLatitude().nullable().optional(),
   end_longitude: zLongitude().nullable().optional(),
-  latitude: zLatitude().nullable().optional().openapi({ description: 'Where the status change happened (history entry); defaults to the start/end coordinates sent' }),
+  latitude: zLatitude().nullable().optional().openapi({
+    description: 'Where the status change happened (history entry); defaults to the start/end coordinates sent',
+  }),
   longitude: zLongitude().nullable().optional().openapi({ description: 'See latitude' }),
 });
 
@@ -75,7 +80,10 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       tags: ['trips'],
       auth: { permission: 'trips:read' },
       params: idParam,
-      responses: { 200: { description: 'Trip with distance_km and duration_seconds', schema: resourceSchema(tripSchema) }, ...errors },
+      responses: {
+        200: { description: 'Trip with distance_km and duration_seconds', schema: resourceSchema(tripSchema) },
+        ...errors,
+      },
     },
     async (ctx, { params }) => {
       const trip = await findOr404(Trip, params.id, 'trip');
@@ -188,15 +196,22 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       method: 'get',
       path: '/v1/trips/:id/gpx',
       summary: "The trip's track as a GPX 1.1 file",
-      description: 'One track segment with every point in timestamp order; distance_km and duration_seconds are in the metadata extensions.',
+      description:
+        'One track segment with every point in timestamp order; distance_km and duration_seconds are in the metadata extensions.',
       tags: ['trips'],
       auth: { permission: 'trips:read' },
       params: idParam,
-      responses: { 200: { description: 'GPX 1.1 document', schema: z.string(), contentType: GPX_CONTENT_TYPE }, ...errors },
+      responses: {
+        200: { description: 'GPX 1.1 document', schema: z.string(), contentType: GPX_CONTENT_TYPE },
+        ...errors,
+      },
     },
     async (ctx, { params }) => {
       const trip = await findOr404(Trip, params.id, 'trip');
-      const [points, stats] = await Promise.all([tripTrack(ctx.services.db, trip.id), tripStats(ctx.services.db, trip.id)]);
+      const [points, stats] = await Promise.all([
+        tripTrack(ctx.services.db, trip.id),
+        tripStats(ctx.services.db, trip.id),
+      ]);
       ctx.type = GPX_CONTENT_TYPE;
       ctx.set('Content-Disposition', `attachment; filename="trip-${trip.id}.gpx"`);
       ctx.body = buildTripGpx(trip, points, stats);
