@@ -104,6 +104,7 @@ export default tseslint.config(
       // package.json and the PM2 file are read at run time, relative to dist/.
       '@typescript-eslint/no-require-imports': ['error', { allow: ['package\\.json$', 'ecosystem\\.config\\.js$'] }],
       'import-x/no-cycle': ['error', { ignoreExternal: true }],
+      'import-x/no-duplicates': 'error',
       'no-restricted-syntax': ['error', ...oneWay],
     },
   },

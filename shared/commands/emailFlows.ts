@@ -3,14 +3,13 @@ import type { ServiceContext } from '../context';
 import { emailLocale } from '../emails/accountEmails';
 import { writeAccountEmail } from '../emails/outbox';
 import { badRequest, conflict, notFound } from '../errors';
-import type { AccountToken } from '../models/AccountToken';
+import type { AccountToken, AccountTokenPurpose } from '../models/AccountToken';
 import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
 import { claimAccountToken, issueAccountToken } from './accountTokens';
 import { hashPassword } from '../domain/passwords';
 import { attributed, Attribution, recordAuditEvent } from '../audit';
 import { afterCommit, transaction } from '../db';
-import type { AccountTokenPurpose } from '../models/AccountToken';
 import { addPlatformAccount } from './users';
 import { emailInUse, emailPlatform, findEmailAccount, findEmailAccountByAddress } from '../queries/users';
 
