@@ -6,10 +6,10 @@ import { WebSocket, RawData } from 'ws';
 import { CredentialResolver } from '../shared/auth/credentials';
 import { Config, loadConfigOrExit } from '../shared/config';
 import { createDb } from '../shared/db';
-import { CHAT_BOTS_WS_CHANNEL, PubSub, WS_STATS_KEY } from '../shared/events';
+import { CHAT_BOTS_WS_CHANNEL, PubSub } from '../shared/events';
 import { createLogger, Logger } from '../shared/logger';
 import { Queues } from '../shared/queues';
-import { createRedis, redisKey } from '../shared/redis';
+import { createRedis, redisKey, RedisKeys } from '../shared/redis';
 import { AccountEvents } from './accountEvents';
 import type { AuthDeps } from './auth';
 import { fanOut } from './fanout';
@@ -119,7 +119,7 @@ export async function startRealtime(
   }, config.ws.heartbeatIntervalMs);
 
   // Counts for /health and the chat bot relay: reported on change (debounced) and every 5 s.
-  const statsKey = redisKey(config, WS_STATS_KEY);
+  const statsKey = redisKey(config, RedisKeys.wsStats);
   const report = () =>
     redis.hset(statsKey, instanceId, JSON.stringify({ ...hub.stats(), at: Date.now() })).catch(() => undefined);
   let reportTimer: NodeJS.Timeout | undefined;

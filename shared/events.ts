@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type Redis from 'ioredis';
 import type { Config } from './config';
-import { redisKey, RedisKeys } from './redis';
+import { redisKey } from './redis';
 
 /**
  * Pub/sub registry: every message that crosses a process boundary by Redis pub/sub is named here.
@@ -21,9 +21,6 @@ export const PubSub = {
   /** Requests for a chat bot connected to realtime instance `instanceId` (chat sync, moderation). */
   botRequest: (instanceId: string) => `rpc:bot:${instanceId}`,
 } as const;
-
-/** @deprecated use RedisKeys.wsStats (shared/redis.ts); kept until realtime and rpc move over. */
-export const WS_STATS_KEY = RedisKeys.wsStats;
 
 /**
  * Internal WebSocket channel of chat bot connections: publish chatUserLinked, chatUserUnlinked and

@@ -3,7 +3,7 @@ import type Redis from 'ioredis';
 import type { Config } from '../config';
 import type { GpsPushData } from '../events';
 import { GPS_POINT_COLUMNS, GpsPointRow, presentGpsPoint } from '../presenters/gpsPoint';
-import { redisKey } from '../redis';
+import { redisKey, RedisKeys } from '../redis';
 import { trackingConfig } from './trackingConfig';
 
 /** Spec §8: the latest GPS point is cached for 5 minutes (system config gps.latest_cache_seconds). */
@@ -81,7 +81,7 @@ export function gpsSortKey(p: Pick<GpsPointRow, 'timestamp' | 'created_at' | 'id
 }
 
 function latestKey(config: Pick<Config, 'redisPrefix'>, deviceId?: string | null): string {
-  return deviceId ? redisKey(config, 'gps', 'latest', 'device', deviceId) : redisKey(config, 'gps', 'latest');
+  return redisKey(config, deviceId ? RedisKeys.gpsLatestDevice(deviceId) : RedisKeys.gpsLatest);
 }
 
 function decode(value: string): GpsPushData | null {

@@ -1,7 +1,7 @@
 import type Redis from 'ioredis';
 import type { Config } from '../config';
 import { sha256 } from '../crypto';
-import { redisKey } from '../redis';
+import { redisKey, RedisKeys } from '../redis';
 
 /** At most `max` attempts in a window of `windowSeconds` that starts at the first attempt counted. */
 export interface AttemptLimit {
@@ -199,8 +199,8 @@ export interface Who {
   subject: string;
   ip: string | null;
 }
-const accountKey = (c: Cfg, subject: string) => redisKey(c, 'loginfail', 'acct', subject);
-const ipKey = (c: Cfg, ip: string) => redisKey(c, 'loginfail', 'ip', ip);
+const accountKey = (c: Cfg, subject: string) => redisKey(c, RedisKeys.loginFailAccount(subject));
+const ipKey = (c: Cfg, ip: string) => redisKey(c, RedisKeys.loginFailIp(ip));
 
 /** The sign-in counters of an attempt: the account's, and the IP's when the client address is known. */
 export function loginCounters(config: Cfg, who: Who): AttemptCounter[] {

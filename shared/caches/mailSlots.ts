@@ -1,7 +1,7 @@
 import type Redis from 'ioredis';
 import type { Config } from '../config';
 import { sha256 } from '../crypto';
-import { redisKey } from '../redis';
+import { redisKey, RedisKeys } from '../redis';
 
 /** At most one mail of a kind per address per minute, so the anonymous endpoints cannot flood a mailbox. */
 const MAIL_INTERVAL_SECONDS = 60;
@@ -14,7 +14,7 @@ export async function claimMailSlot(
   email: string,
 ): Promise<boolean> {
   const r = await redis
-    .set(redisKey(config, 'mailslot', kind, sha256(email)), '1', 'EX', MAIL_INTERVAL_SECONDS, 'NX')
+    .set(redisKey(config, RedisKeys.mailSlot(kind, sha256(email))), '1', 'EX', MAIL_INTERVAL_SECONDS, 'NX')
     .catch(() => 'OK');
   return r === 'OK';
 }

@@ -4,7 +4,7 @@ import type { Config } from '../config';
 import type { EventBus, ServerPush } from '../events';
 import { haversineKm } from '../geo';
 import type { Logger } from '../logger';
-import { redisKey } from '../redis';
+import { redisKey, RedisKeys } from '../redis';
 import { gpsSortKey } from '../caches/gpsLatest';
 
 export type GeofenceEventData = Extract<ServerPush, { type: 'geofenceEvent' }>['data'];
@@ -88,7 +88,7 @@ export async function evaluateGeofences(
     for (const f of fences) {
       const distance = haversineKm(p.latitude, p.longitude, f.latitude, f.longitude);
       const inside = distance <= f.radius_km;
-      keys.push(redisKey(deps.config, 'geofence', 'state', p.device_id ?? '-', f.id));
+      keys.push(redisKey(deps.config, RedisKeys.geofenceState(p.device_id ?? '-', f.id)));
       args.push(sort, inside ? '1' : '0');
       entries.push({
         geofence_id: f.id,

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type Redis from 'ioredis';
 import type { Config } from '../config';
-import { PubSub, WS_STATS_KEY } from '../events';
-import { createRedis, redisKey } from '../redis';
+import { PubSub } from '../events';
+import { createRedis, redisKey, RedisKeys } from '../redis';
 import { decodeEnvelope, encodeEnvelope, Envelope, PayloadCase } from './index';
 
 /**
@@ -104,7 +104,7 @@ export async function pickChatBotInstance(
   config: Pick<Config, 'redisPrefix'>,
   freshMs = 15_000,
 ): Promise<string | null> {
-  const all = await redis.hgetall(redisKey(config, WS_STATS_KEY));
+  const all = await redis.hgetall(redisKey(config, RedisKeys.wsStats));
   const candidates = Object.entries(all)
     .map(([id, raw]) => {
       try {
