@@ -21,7 +21,7 @@ export interface Paginated<T> {
 }
 
 /** Builds the body of a paginated list, keeping the request's other query fields in the links. */
-export function paginatedBody<T>(ctx: Context, data: T[], total: number, { page, limit }: Page): Paginated<T> {
+function paginatedBody<T>(ctx: Context, data: T[], total: number, { page, limit }: Page): Paginated<T> {
   const totalPages = Math.max(1, Math.ceil(total / limit));
   const link = (p: number) => {
     const q = new URLSearchParams(ctx.querystring);

@@ -63,7 +63,7 @@ export interface Attribution {
 }
 
 /** The system acting on its own (scheduled jobs): no actor, no address. */
-export const SYSTEM_ATTRIBUTION: Attribution = { actorId: null, ipAddress: null, userAgent: null };
+const SYSTEM_ATTRIBUTION: Attribution = { actorId: null, ipAddress: null, userAgent: null };
 
 /** An audit input with the attribution's actor, IP and user agent filled in. */
 export function attributed(by: Attribution, input: AuditInput): AuditInput {

@@ -10,7 +10,7 @@ pg.types.setTypeParser(20, (v) => Number.parseInt(v, 10));
 pg.types.setTypeParser(1700, (v) => Number.parseFloat(v));
 
 /** Where the compiled knex migrations live (dist/migrations). */
-export const migrationsDirectory = path.resolve(__dirname, '..', 'migrations');
+const migrationsDirectory = path.resolve(__dirname, '..', 'migrations');
 
 /** A knex instance for the configured database, bound to Objection's models. */
 export function createDb(config: Config, opts: { poolMax?: number; bindModels?: boolean } = {}): Knex {

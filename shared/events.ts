@@ -107,7 +107,7 @@ export interface AuthInvalidationMessage extends AuthInvalidation {
 }
 
 /** How long a narrowing change waits for every instance to drop its cached credentials. */
-export const AUTH_ACK_TIMEOUT_MS = 1000;
+const AUTH_ACK_TIMEOUT_MS = 1000;
 
 /**
  * Waits for acknowledgements of published invalidations on one subscriber connection of its own.

@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import { errorName } from './errors';
 
 /** The one WebSocket path (api forwards it, realtime serves it). */
-export const WS_PATH = '/v1/ws';
+const WS_PATH = '/v1/ws';
 
 /** How long a refused connection keeps draining what the client still sends before it is cut. */
 const LINGER_MS = 1000;

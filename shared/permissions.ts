@@ -36,7 +36,7 @@ const readAll = ALL_PERMISSIONS.filter((p) => p.endsWith(':read') && p !== 'admi
  * Tracking data (GPS positions, devices, trips…) is never readable just by signing up: it comes with
  * roles an administrator grants (Developer, API Read Only, custom roles).
  */
-export const SELF_SERVICE_PERMISSIONS = [
+const SELF_SERVICE_PERMISSIONS = [
   'two_factor:read',
   'two_factor:write',
   'api_keys:read',

@@ -69,7 +69,7 @@ export interface JobPayloads {
 export type JobOf<N extends QueueName> = JobPayloads[N];
 
 /** Default options per queue: retries, backoff and how long finished jobs are kept. */
-export const queueDefaults: Record<QueueName, JobsOptions> = {
+const queueDefaults: Record<QueueName, JobsOptions> = {
   email: { attempts: 5, backoff: { type: 'exponential', delay: 2000 }, removeOnComplete: 1000, removeOnFail: 5000 },
   scheduled: { attempts: 3, backoff: { type: 'fixed', delay: 10000 }, removeOnComplete: 100, removeOnFail: 500 },
   geofence: { attempts: 3, backoff: { type: 'fixed', delay: 1000 }, removeOnComplete: true, removeOnFail: 1000 },

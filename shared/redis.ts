@@ -14,7 +14,7 @@ export function createRedis(config: Config, opts: RedisOptions = {}): Redis {
 }
 
 /** The longest a command on a fail-fast connection may take (a hung or unreachable Redis). */
-export const FAIL_FAST_COMMAND_TIMEOUT_MS = 1000;
+const FAIL_FAST_COMMAND_TIMEOUT_MS = 1000;
 
 /**
  * Options of the connection requests use (caches, tickets, publishes, queue producers): while Redis

@@ -3,7 +3,7 @@ import { ensureSystemApiKey } from './commands/apiKeys';
 import { DEFAULT_ROLES, PERMISSION_CATALOGUE } from './permissions';
 
 /** Sign-in platforms: the email/password platform and the OAuth providers. */
-export const DEFAULT_PLATFORMS = [
+const DEFAULT_PLATFORMS = [
   { slug: 'email', name: 'Email', is_oauth: false, two_factor_supported: true },
   { slug: 'chat', name: 'Chat', is_oauth: true, two_factor_supported: true },
   { slug: 'stream', name: 'Stream', is_oauth: true, two_factor_supported: true },
@@ -12,7 +12,7 @@ export const DEFAULT_PLATFORMS = [
 ];
 
 /** Pre-seeded system config entries (only updatable through the API, never created). */
-export const DEFAULT_SYSTEM_CONFIG: Array<{ key: string; value: unknown; description: string }> = [
+const DEFAULT_SYSTEM_CONFIG: Array<{ key: string; value: unknown; description: string }> = [
   { key: 'gps.latest_cache_seconds', value: 300, description: 'How long the latest GPS point is cached' },
   { key: 'gps.retention_days', value: 365, description: 'Days GPS points are kept' },
   { key: 'trips.default_gps_logging', value: false, description: 'Default of gps_logging_enabled for new trips' },

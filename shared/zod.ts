@@ -16,7 +16,7 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
 const MAX_TEXT_ISSUES = 20;
 
 /** Why `s` cannot be stored as text (NUL, unpaired surrogate), or null when it can. */
-export function textProblem(s: string): string | null {
+function textProblem(s: string): string | null {
   if (s.includes('\u0000')) return 'must not contain NUL characters';
   if (LONE_SURROGATE.test(s)) return 'must not contain unpaired UTF-16 surrogates';
   return null;

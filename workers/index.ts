@@ -28,7 +28,7 @@ export interface RunningWorkers {
 }
 
 /** Fails start-up when a registered queue has no processor (e.g. after a bad merge). */
-export function assertEveryQueueHasProcessor(): void {
+function assertEveryQueueHasProcessor(): void {
   const missing = Object.values(QueueName).filter(
     (q) => typeof (processors as Record<string, unknown>)[q] !== 'function',
   );

@@ -4,7 +4,7 @@ import { ANONYMOUS, systemKeyAllowed } from '../../shared/policies';
 import type { AppContext } from '../routing';
 
 /** Extracts the Bearer token; a malformed Authorization header is a 401, not anonymous access. */
-export function bearerToken(header: string | undefined): string | null | undefined {
+function bearerToken(header: string | undefined): string | null | undefined {
   if (header === undefined || header === '') return null;
   const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
   return m ? m[1] : undefined;

@@ -6,7 +6,7 @@ import type { RateDecision, RateLimiter } from '../../shared/caches/rateLimiter'
 import type { Principal } from '../../shared/policies';
 
 /** Paths never counted and never given rate-limit headers (spec §8). */
-export function isRateLimitExempt(path: string): boolean {
+function isRateLimitExempt(path: string): boolean {
   return (
     path === '/health' ||
     path === '/v1/health' ||

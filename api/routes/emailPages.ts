@@ -212,7 +212,7 @@ function renderForm(form: PageForm, token: string | undefined): string {
 }
 
 /** The HTML of one page; a page whose link lost its token says so instead of showing a form that cannot work. */
-export function renderEmailPage(page: Page, token: string | undefined): string {
+function renderEmailPage(page: Page, token: string | undefined): string {
   const needsToken = page.forms.some((f) => f.token);
   const body =
     needsToken && !token

@@ -23,7 +23,7 @@ async function timed<T>(
 }
 
 /** Sums the connection and subscription counts that live realtime instances report in Redis. */
-export async function websocketStats(
+async function websocketStats(
   s: ApiServices,
 ): Promise<{ status: 'ok' | 'down'; connections: number; subscriptions: number; instances: number }> {
   try {

@@ -10,7 +10,7 @@ import type { ApiServices } from '../services';
 let cached: unknown;
 
 /** The OpenAPI 3.1 document, generated once from the routes' own zod schemas. */
-export function openApiDocument(version: string): unknown {
+function openApiDocument(version: string): unknown {
   if (!cached) {
     openApiRegistry.registerComponent('securitySchemes', 'bearerAuth', {
       type: 'http',

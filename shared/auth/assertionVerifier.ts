@@ -12,7 +12,7 @@ import { isUuid } from '../zod';
  */
 
 export const ASSERTION_HEADER = 'x-id-app-assertion';
-export const ASSERTION_NONCE_PREFIX = 'idaa_';
+const ASSERTION_NONCE_PREFIX = 'idaa_';
 
 const UNIX_SECONDS = /^(0|[1-9][0-9]{0,11})$/;
 const NONCE = /^idaa_[A-Za-z0-9_-]{8,128}$/;

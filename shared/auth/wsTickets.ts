@@ -15,7 +15,7 @@ import { redisKey, RedisKeys } from '../redis';
  * Redis with a TTL; consuming it is one GETDEL, so a ticket works once even across instances.
  */
 
-export const TICKET_PREFIX = 'wst_';
+const TICKET_PREFIX = 'wst_';
 /** Subprotocol name announcing a ticket; the server echoes it as the accepted subprotocol. */
 export const TICKET_SUBPROTOCOL = 'service-ticket';
 

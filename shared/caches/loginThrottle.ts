@@ -178,7 +178,7 @@ export async function releaseAttempt(redis: Redis, reservation: Reservation): Pr
 }
 
 /** Clears counters altogether (here and in Redis), e.g. an account's failures after a successful sign-in. */
-export async function resetAttempts(redis: Redis, keys: string[]): Promise<void> {
+async function resetAttempts(redis: Redis, keys: string[]): Promise<void> {
   if (keys.length === 0) return;
   for (const k of keys) local.delete(k);
   await within(redis.del(...keys)).catch(() => undefined);
@@ -203,7 +203,7 @@ const accountKey = (c: Cfg, subject: string) => redisKey(c, RedisKeys.loginFailA
 const ipKey = (c: Cfg, ip: string) => redisKey(c, RedisKeys.loginFailIp(ip));
 
 /** The sign-in counters of an attempt: the account's, and the IP's when the client address is known. */
-export function loginCounters(config: Cfg, who: Who): AttemptCounter[] {
+function loginCounters(config: Cfg, who: Who): AttemptCounter[] {
   const counters = [{ key: accountKey(config, who.subject), limit: LOGIN_THROTTLE.account }];
   if (who.ip) counters.push({ key: ipKey(config, who.ip), limit: LOGIN_THROTTLE.ip });
   return counters;

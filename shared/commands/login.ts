@@ -45,10 +45,10 @@ export interface LoginChallenge {
 export type LoginGate = (ctx: ServiceContext, attempt: LoginAttempt) => Promise<LoginChallenge | null>;
 
 /** Registry of sign-in gates, run in order; the first challenge wins. */
-export const loginGates: LoginGate[] = [];
+const loginGates: LoginGate[] = [];
 
 /** Runs the gates; returns the first challenge, or null when sign-in may complete. */
-export async function runLoginGates(ctx: ServiceContext, attempt: LoginAttempt): Promise<LoginChallenge | null> {
+async function runLoginGates(ctx: ServiceContext, attempt: LoginAttempt): Promise<LoginChallenge | null> {
   for (const gate of loginGates) {
     const challenge = await gate(ctx, attempt);
     if (challenge) return challenge;
@@ -60,7 +60,7 @@ export async function runLoginGates(ctx: ServiceContext, attempt: LoginAttempt):
  * Finishes a sign-in: creates the session (lifetime from system config), stamps last_login_at,
  * writes the `login` audit event and answers `{data: flattened user, session}`.
  */
-export async function completeLogin(ctx: ServiceContext, attempt: LoginAttempt) {
+async function completeLogin(ctx: ServiceContext, attempt: LoginAttempt) {
   const expires = new Date(Date.now() + (await sessionLifetimeMs(ctx.db)));
   const { session, token } = await transaction(ctx.db, async (trx) => {
     const created = await createSession(trx, attempt.userId, expires, attempt);

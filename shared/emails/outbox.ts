@@ -21,7 +21,7 @@ export interface AccountEmail {
  * (AES-256-GCM under SECRETS_KEY, column token_sealed) and put into the link when the worker sends
  * the mail, so a reader of email_outbox can never use a pending or sent mail's link.
  */
-export const TOKEN_PLACEHOLDER = 'REDACTED';
+const TOKEN_PLACEHOLDER = 'REDACTED';
 
 /**
  * Writes an account email to email_outbox and its `email` job to the side-effect outbox, inside the

@@ -1,6 +1,6 @@
 import { Model } from 'objection';
 
-export class SystemConfig extends Model {
+class SystemConfig extends Model {
   static override tableName = 'system_config';
   static override idColumn = 'key';
   static override jsonAttributes = ['value'];

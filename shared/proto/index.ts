@@ -19,7 +19,7 @@ function protoPath(): string {
 }
 
 const PROTO_PATH = protoPath();
-export const protoRoot = protobuf.loadSync(PROTO_PATH);
+const protoRoot = protobuf.loadSync(PROTO_PATH);
 
 const PKG = 'service.ws.v1';
 
