@@ -62,9 +62,6 @@ export interface Attribution {
   userAgent?: string | null;
 }
 
-/** The system acting on its own (scheduled jobs): no actor, no address. */
-const SYSTEM_ATTRIBUTION: Attribution = { actorId: null, ipAddress: null, userAgent: null };
-
 /** An audit input with the attribution's actor, IP and user agent filled in. */
 export function attributed(by: Attribution, input: AuditInput): AuditInput {
   return { actor_id: by.actorId, ip_address: by.ipAddress ?? null, user_agent: by.userAgent ?? null, ...input };
