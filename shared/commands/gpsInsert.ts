@@ -88,6 +88,16 @@ const INSERT_MANY = {
   SELECT id, created_at FROM ins`,
 };
 
+/**
+ * Many rows, one outbox row per point (group commit of single-point requests): the outbox then
+ * looks exactly as if each request had inserted its point alone, in the same order.
+ */
+const OUTBOX_PER_ROW = `INSERT INTO ${SIDE_EFFECT_OUTBOX} (kind, payload) SELECT 'gpsPoints', jsonb_build_object('ids', jsonb_build_array(t.id)) FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, n) ORDER BY t.n`;
+const INSERT_MANY_OUTBOX_PER_ROW = {
+  name: 'gps_points_insert_many_outbox_per_row_v1',
+  text: INSERT_MANY.text.replace(OUTBOX_MANY, OUTBOX_PER_ROW),
+};
+
 /** The pg client API this module uses on a connection borrowed from knex's pool. */
 interface PgConnection {
   query(q: {
@@ -102,8 +112,13 @@ interface PgConnection {
  * connection of knex's pool: the hot path skips query building and the server skips parsing and
  * planning. Ids are made here (v4, like gen_random_uuid()), so the stored rows are known without
  * reading them back: only created_at, the database's clock, is returned. Rows come back in order.
+ * One outbox row carries all the points, or with `outboxRowPerPoint` each point has its own.
  */
-export async function insertGpsRows(db: Knex, rows: NewGpsRow[]): Promise<GpsPointRow[]> {
+export async function insertGpsRows(
+  db: Knex,
+  rows: NewGpsRow[],
+  opts: { outboxRowPerPoint?: boolean } = {},
+): Promise<GpsPointRow[]> {
   const withIds = rows.map((r) => ({ ...r, id: randomUUID() }));
   const values =
     withIds.length === 1
@@ -113,7 +128,9 @@ export async function insertGpsRows(db: Knex, rows: NewGpsRow[]): Promise<GpsPoi
   const conn = (await db.client.acquireConnection()) as PgConnection;
   let returned: Array<{ id: string; created_at: Date }>;
   try {
-    ({ rows: returned } = await conn.query({ ...(withIds.length === 1 ? INSERT_ONE : INSERT_MANY), values }));
+    const statement =
+      withIds.length === 1 ? INSERT_ONE : opts.outboxRowPerPoint ? INSERT_MANY_OUTBOX_PER_ROW : INSERT_MANY;
+    ({ rows: returned } = await conn.query({ ...statement, values }));
   } finally {
     await db.client.releaseConnection(conn);
   }

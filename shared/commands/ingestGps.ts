@@ -3,7 +3,8 @@ import type Redis from 'ioredis';
 import { forgetLatestGps, recordLatestGps } from '../caches/gpsLatest';
 import { trackerLinkFor } from '../caches/trackerLinks';
 import type { Config } from '../config';
-import { badRequest } from '../errors';
+import { badRequest, toHttpError } from '../errors';
+import { GroupCommit } from '../groupCommit';
 import type { Logger } from '../logger';
 import type { OutboxRelay } from '../outbox';
 import type { Principal } from '../policies';
@@ -42,16 +43,42 @@ async function afterGpsInsert(deps: IngestDeps, rows: GpsPointRow[]): Promise<vo
   }
 }
 
-/** Ingests one validated point for `principal` (POST /v1/gps). */
+/** A batch fails because of one of its points only for a client error (a constraint, a bad value). */
+const pointMayBeAtFault = (err: unknown) => (toHttpError(err)?.status ?? 500) < 500;
+
+/** The group commit of single points, one per process (its services object). */
+const pointCommits = new WeakMap<IngestDeps, GroupCommit<NewGpsRow, GpsPointRow>>();
+
+function pointCommit(deps: IngestDeps): GroupCommit<NewGpsRow, GpsPointRow> {
+  let commit = pointCommits.get(deps);
+  if (!commit) {
+    commit = new GroupCommit<NewGpsRow, GpsPointRow>({
+      // Each point keeps its own outbox row, as if it had been inserted alone. The cache step
+      // after the commit does not throw, so a failure here means nothing was written.
+      flush: async (rows) => {
+        const inserted = await insertGpsRows(deps.db, rows, { outboxRowPerPoint: true });
+        await afterGpsInsert(deps, inserted);
+        return inserted;
+      },
+      isolate: pointMayBeAtFault,
+    });
+    pointCommits.set(deps, commit);
+  }
+  return commit;
+}
+
+/**
+ * Ingests one validated point for `principal` (POST /v1/gps). The points of concurrent requests
+ * share one INSERT and one commit (`GroupCommit`); each request still gets its own row, after the
+ * commit, or the error its point alone would have caused.
+ */
 export async function ingestGpsPoint(deps: IngestDeps, principal: Principal, input: GpsPointInput): Promise<GpsPoint> {
   const link = await trackerLinkFor(deps.db, principal);
   const row = toGpsRow(input, link);
   if (row.trip_id && !link && !(await existingTripIds(deps.db, [row.trip_id])).has(row.trip_id)) {
     throw badRequest('trip_id: no such trip');
   }
-  const [inserted] = await insertGpsRows(deps.db, [row]);
-  await afterGpsInsert(deps, [inserted]);
-  return presentGpsPoint(inserted);
+  return presentGpsPoint(await pointCommit(deps).submit(row));
 }
 
 /** A batch as validated point by point at the edge: the valid points by index, and the rejected ones. */
