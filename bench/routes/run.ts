@@ -25,7 +25,7 @@ import { Credential, fillRoute, FilledRoute, readRouteTable, RouteEntry, Unfille
  * "METHOD /path"), SAMPLE (distinct path values rotated per route, 100), TRACKERS (devices POST
  * /v1/gps rotates through, 1000), GPS_BATCH (points per POST /v1/gps/batch, 100), SESSION_POOL
  * (fresh sessions per DELETE /v1/sessions/{token} run, 30000), KOA_EVERY (cases between two Koa
- * runs, 4), KEEP_DB=1 (keep the database), TARGET_LOG_LEVEL (api log level, silent),
+ * runs, 4), KEEP_DB=1 (keep the database), PROFILE=<dir> (CPU profile of the api target), TARGET_LOG_LEVEL (api log level, silent),
  * DATABASE_URL / REDIS_URL (as for the service).
  *
  * How it measures:
@@ -97,7 +97,10 @@ interface Target {
 
 function startTarget(kind: 'api' | 'koa', env: Record<string, string>): Promise<Target> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...NODE_ARGS, TARGET, kind], {
+    // PROFILE=<dir>: the api target writes a V8 CPU profile there when it exits (node --cpu-prof).
+    const profile =
+      process.env.PROFILE && kind !== 'koa' ? ['--cpu-prof', `--cpu-prof-dir=${process.env.PROFILE}`] : [];
+    const child = spawn(process.execPath, [...NODE_ARGS, ...profile, TARGET, kind], {
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
