@@ -3,7 +3,6 @@ import type { ParameterizedContext } from 'koa';
 import type { ZodTypeAny } from 'zod';
 import type { Attribution } from '../shared/audit';
 import { validationError } from '../shared/errors';
-import { userPermissionSet } from '../shared/queries/access';
 import {
   AccountScope,
   actingUserId,
@@ -101,12 +100,12 @@ function checkAccess(ctx: AppContext, auth: AuthRule, params: Record<string, unk
   });
 }
 
-/** Hierarchy (`manages`): the target's permissions, then the policy decides. */
+/** Hierarchy (`manages`): the target's permissions (cached access set), then the policy decides. */
 async function checkHierarchy(ctx: AppContext, param: string, params: Record<string, unknown>): Promise<void> {
   const p = ctx.state.principal;
   const target = pathUserId(p, params[param]);
   if (!target || target === actingUserId(p)) return;
-  authorize(p, 'manage', subjects.user(target, await userPermissionSet(ctx.services.db, target)));
+  authorize(p, 'manage', subjects.user(target, (await ctx.services.credentials.access.user(target)).permissionSet));
 }
 
 /** The access rule in words, for the OpenAPI description. */

@@ -20,7 +20,7 @@ import {
   Principal,
   subjects,
 } from '../../shared/policies';
-import { apiKeyRoles, rolePermissionSet } from '../../shared/queries/access';
+import { apiKeyRoles } from '../../shared/queries/access';
 import { apiKeySchema, issuedApiKeySchema, presentApiKey, presentIssuedApiKey } from '../../shared/presenters/apiKey';
 import { presentRole, roleSchema } from '../../shared/presenters/role';
 import { findOr404 } from '../../shared/rowLoader';
@@ -265,7 +265,7 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       const p = ctx.state.principal;
       const key = await loadKey(p, params.id, 'update');
       const role = await findOr404(Role, body.role_id, 'role');
-      authorize(p, 'assignToKey', subjects.role(role, await rolePermissionSet(ctx.services.db, role.id)));
+      authorize(p, 'assignToKey', subjects.role(role, await ctx.services.credentials.access.role(role.id)));
       await assignApiKeyRole(ctx.services, key, role);
       created(ctx, resource(ctx, (await apiKeyRoles(ctx.services.db, key.id)).map(presentRole)));
     },

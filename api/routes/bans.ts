@@ -1,9 +1,7 @@
 import Router from '@koa/router';
-import { findActiveBan } from '../../shared/queries/access';
 import { banUser, unbanUser } from '../../shared/commands/userLifecycle';
-import { banHistory } from '../../shared/queries/users';
-import { Ban } from '../../shared/models/Ban';
-import { rowById } from '../../shared/rowLoader';
+import { banHistory, userActiveBan } from '../../shared/queries/users';
+import { notFound } from '../../shared/errors';
 import {
   banHistoryEntrySchema,
   banSchema,
@@ -36,12 +34,10 @@ export function banRoutes(router: ApiRouter): void {
       responses: { 200: { description: '{is_banned, active_ban}', schema: banStatusSchema } },
     },
     async (ctx, { params }) => {
-      const db = ctx.services.db;
       const id = resolveUserRef(ctx, params.id);
-      await loadUser(db, id, { includeDeleted: true });
-      const active = await findActiveBan(db, id);
-      const ban = active ? await rowById(Ban).load(active.id) : undefined;
-      ctx.body = presentBanStatus(ban);
+      const active = await userActiveBan(ctx.services.db, id);
+      if (!active) throw notFound('user');
+      ctx.body = presentBanStatus(active.row);
     },
   );
 

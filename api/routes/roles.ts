@@ -11,7 +11,7 @@ import { notFound } from '../../shared/errors';
 import { Permission } from '../../shared/models/Permission';
 import { Role } from '../../shared/models/Role';
 import { authorize, subjects } from '../../shared/policies';
-import { roleHasPermission, rolePermissions, rolePermissionSet } from '../../shared/queries/access';
+import { roleHasPermission, rolePermissions } from '../../shared/queries/access';
 import { findOr404, rowById } from '../../shared/rowLoader';
 import { permissionSchema, presentPermission, presentRole, roleSchema } from '../../shared/presenters/role';
 import { atLeastOne, z, zUuid } from '../../shared/zod';
@@ -117,7 +117,7 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
         authorize(
           ctx.state.principal,
           'rename',
-          subjects.role(role, await rolePermissionSet(ctx.services.db, role.id)),
+          subjects.role(role, await ctx.services.credentials.access.role(role.id)),
         );
       }
       const patch: Parameters<typeof updateRole>[2] = {};
@@ -145,7 +145,11 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
     },
     async (ctx, { params }) => {
       const role = await loadRole(params.id);
-      authorize(ctx.state.principal, 'delete', subjects.role(role, await rolePermissionSet(ctx.services.db, role.id)));
+      authorize(
+        ctx.state.principal,
+        'delete',
+        subjects.role(role, await ctx.services.credentials.access.role(role.id)),
+      );
       await deleteRole(ctx.services, role);
       noContent(ctx);
     },

@@ -110,8 +110,9 @@ export function userEmailRoutes(router: ApiRouter): void {
     },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
-      await loadUser(ctx.services.db, id);
-      ctx.body = presentPendingEmailChange(await pendingAccountToken(ctx.services.db, id, 'email_change'));
+      const pending = await pendingAccountToken(ctx.services.db, id, 'email_change');
+      if (!pending) throw notFound('user');
+      ctx.body = presentPendingEmailChange(pending.row);
     },
   );
 
@@ -194,8 +195,9 @@ export function userEmailRoutes(router: ApiRouter): void {
     },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
-      await loadUser(ctx.services.db, id);
-      ctx.body = presentPendingEmailLink(await pendingAccountToken(ctx.services.db, id, 'email_link'));
+      const pending = await pendingAccountToken(ctx.services.db, id, 'email_link');
+      if (!pending) throw notFound('user');
+      ctx.body = presentPendingEmailLink(pending.row);
     },
   );
 

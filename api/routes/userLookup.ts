@@ -5,7 +5,7 @@ import { notFound } from '../../shared/errors';
 import { User } from '../../shared/models/User';
 import { actingUserId, authorize, can, subjects } from '../../shared/policies';
 import { flatUserSchema } from '../../shared/presenters/user';
-import { findUserIdByEmail, flatUser, ownsEmail } from '../../shared/queries/users';
+import { flatUser, flatUserByEmail, ownsEmail } from '../../shared/queries/users';
 import { z } from '../../shared/zod';
 import { resource, resourceSchema } from '../responses';
 import { defineRoute, AppContext, AppState, requestAttribution } from '../routing';
@@ -82,7 +82,13 @@ export function userLookupRoutes(router: ApiRouter): void {
     async (ctx, { params }) => {
       const db = ctx.services.db;
       const anyone = can(ctx.state.principal, 'read', subjects.userLookup(null));
-      const userId = anyone ? await findUserIdByEmail(db, params.email) : await ownUserByEmail(ctx, params.email);
+      if (anyone) {
+        const user = await flatUserByEmail(db, params.email);
+        if (!user) throw notFound('user');
+        ctx.body = resource(ctx, user, userPath(user.id));
+        return;
+      }
+      const userId = await ownUserByEmail(ctx, params.email);
       if (!userId) throw notFound('user');
       ctx.body = resource(ctx, await flatUser(db, userId), userPath(userId));
     },

@@ -5,7 +5,6 @@ import { notFound } from '../../shared/errors';
 import { Role } from '../../shared/models/Role';
 import { authorize, subjects } from '../../shared/policies';
 import { presentUserRole, userRoleSchema } from '../../shared/presenters/userRole';
-import { loadUserAccess, rolePermissionSet } from '../../shared/queries/access';
 import { hasRole } from '../../shared/queries/users';
 import { findOr404 } from '../../shared/rowLoader';
 import { z } from '../../shared/zod';
@@ -23,7 +22,7 @@ const roleId = () => z.string().min(1).max(64);
 /** Giving or taking a role needs every permission it grants (shared/policies decides). */
 async function authorizeRoleChange(ctx: AppContext, id: string): Promise<Role> {
   const role = await findOr404(Role, id, 'role');
-  authorize(ctx.state.principal, 'grant', subjects.role(role, await rolePermissionSet(ctx.services.db, role.id)));
+  authorize(ctx.state.principal, 'grant', subjects.role(role, await ctx.services.credentials.access.role(role.id)));
   return role;
 }
 
@@ -47,7 +46,7 @@ export function userRoleRoutes(router: ApiRouter): void {
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id, { includeDeleted: true });
-      ctx.body = { permissions: (await loadUserAccess(ctx.services.db, id)).permissions };
+      ctx.body = { permissions: (await ctx.services.credentials.access.user(id)).permissions };
     },
   );
 
@@ -65,7 +64,7 @@ export function userRoleRoutes(router: ApiRouter): void {
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id, { includeDeleted: true });
-      ctx.body = { roles: await presentRoles(ctx, id) };
+      ctx.body = { roles: (await ctx.services.credentials.access.user(id)).roles.map(presentUserRole) };
     },
   );
 

@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import { revokeOtherSessions, revokeOwnSession } from '../../shared/commands/sessions';
 import { ACCOUNT_SCOPES, authorize, Principal, subjects } from '../../shared/policies';
 import { presentUserSessions, userSessionListSchema } from '../../shared/presenters/userSession';
-import { liveUserSessions, platformNames } from '../../shared/queries/sessions';
+import { liveUserSessions } from '../../shared/queries/sessions';
 import { zUuid, z } from '../../shared/zod';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
@@ -34,8 +34,8 @@ export function userSessionRoutes(router: ApiRouter): void {
     async (ctx) => {
       const { userId, sessionId } = sessionCaller(ctx.state.principal);
       const db = ctx.services.db;
-      const [sessions, names] = await Promise.all([liveUserSessions(db, userId), platformNames(db)]);
-      ctx.body = presentUserSessions(sessions, sessionId, names, ctx.path);
+      const { sessions, platformNames } = await liveUserSessions(db, userId);
+      ctx.body = presentUserSessions(sessions, sessionId, platformNames, ctx.path);
     },
   );
 

@@ -2,10 +2,11 @@ import Router from '@koa/router';
 import { cancelDeletion, scheduleDeletion, softDeleteUser } from '../../shared/commands/userLifecycle';
 import { changeUsername, setPreferredLocale, updateUser } from '../../shared/commands/users';
 import { zEmail, zUsername } from '../../shared/domain/accounts';
+import { notFound } from '../../shared/errors';
 import { User } from '../../shared/models/User';
 import { ACCOUNT_SCOPES } from '../../shared/policies';
 import { presentProfile, presentUser, profileSchema, userSchema } from '../../shared/presenters/user';
-import { lastSignInPlatform, userAccounts } from '../../shared/queries/users';
+import { userView } from '../../shared/queries/users';
 import { atLeastOne, z, zHttpUrl, zQueryBool } from '../../shared/zod';
 import { paginate, paginationQuery } from '../pagination';
 import { loadUser, requireActingUser, resolveUserRef, userIdParam } from '../params';
@@ -142,9 +143,9 @@ export function userRoutes(router: ApiRouter): void {
     async (ctx, { params }) => {
       const db = ctx.services.db;
       const id = resolveUserRef(ctx, params.id);
-      const user = await loadUser(db, id, { includeDeleted: true });
-      const [accounts, last] = await Promise.all([userAccounts(db, id), lastSignInPlatform(db, id)]);
-      ctx.body = presentProfile(user, accounts, last);
+      const view = await userView(db, id);
+      if (!view) throw notFound('user');
+      ctx.body = presentProfile(view.user, view.accounts, view.lastSignInPlatform);
     },
   );
 

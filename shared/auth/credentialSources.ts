@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import type { AccessSets } from '../caches/accessSets';
 import { findActiveBan, loadApiKeyRoleAccess, loadUserAccess } from '../queries/access';
 import { effectivePermissions, PermissionSet, Principal } from '../policies';
 
@@ -28,11 +29,24 @@ export interface CredentialSource {
   name: string;
   /** Cheap test on the raw token (its prefix) to pick the source without a query. */
   matches(token: string): boolean;
-  /** Loads the entry for a token hash, or null when unknown / revoked / inactive. */
-  load(db: Knex, tokenHash: string): Promise<CredentialEntry | null>;
+  /**
+   * Loads the entry for a token hash, or null when unknown / revoked / inactive. `access` is the
+   * resolver's cache of users' access sets (CredentialResolver.access): the user's permissions
+   * are read from it rather than queried.
+   */
+  load(db: Knex, tokenHash: string, access?: AccessSets): Promise<CredentialEntry | null>;
 }
 
 export const SESSION_PREFIX = 'sess_';
+
+/** A user's permissions and role ids: from the access-set cache when there is one. */
+function userAccess(
+  db: Knex,
+  userId: string,
+  access?: AccessSets,
+): Promise<{ permissions: string[]; roleIds: string[] }> {
+  return access ? access.user(userId) : loadUserAccess(db, userId);
+}
 
 export async function buildUserCredentialEntry(
   db: Knex,
@@ -45,8 +59,9 @@ export async function buildUserCredentialEntry(
     scopes?: string[] | null;
     expiresAt: number;
   },
+  accessSets?: AccessSets,
 ): Promise<CredentialEntry> {
-  const [access, ban] = await Promise.all([loadUserAccess(db, userId), findActiveBan(db, userId)]);
+  const [access, ban] = await Promise.all([userAccess(db, userId, accessSets), findActiveBan(db, userId)]);
   const grant = base.scopes ? new PermissionSet(base.scopes) : 'all';
   return {
     principal: {
@@ -71,18 +86,19 @@ export async function buildUserCredentialEntry(
 export const sessionSource: CredentialSource = {
   name: 'session',
   matches: (t) => t.startsWith(SESSION_PREFIX),
-  async load(db, hash) {
+  async load(db, hash, access) {
     const row = await db('sessions as s')
       .join('users as u', 'u.id', 's.user_id')
       .where('s.token_hash', hash)
       .whereNull('u.deleted_at')
       .first('s.id', 's.user_id', 's.expires_at');
     if (!row) return null;
-    return buildUserCredentialEntry(db, row.user_id, {
-      sessionId: row.id,
-      via: 'session',
-      expiresAt: new Date(row.expires_at).getTime(),
-    });
+    return buildUserCredentialEntry(
+      db,
+      row.user_id,
+      { sessionId: row.id, via: 'session', expiresAt: new Date(row.expires_at).getTime() },
+      access,
+    );
   },
 };
 
@@ -90,7 +106,7 @@ export const sessionSource: CredentialSource = {
 export const apiKeySource: CredentialSource = {
   name: 'apiKey',
   matches: () => true,
-  async load(db, hash) {
+  async load(db, hash, access) {
     const key = await db('api_keys as k')
       .leftJoin('users as u', 'u.id', 'k.user_id')
       .where('k.key_hash', hash)
@@ -111,7 +127,7 @@ export const apiKeySource: CredentialSource = {
     const [roleAccess, owner, ban] = await Promise.all([
       loadApiKeyRoleAccess(db, key.id),
       key.user_id
-        ? loadUserAccess(db, key.user_id)
+        ? userAccess(db, key.user_id, access)
         : Promise.resolve({ permissions: [] as string[], roleIds: [] as string[] }),
       key.user_id ? findActiveBan(db, key.user_id) : Promise.resolve(undefined),
     ]);

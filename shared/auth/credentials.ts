@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type Redis from 'ioredis';
 import { LRUCache } from 'lru-cache';
+import { AccessSets } from '../caches/accessSets';
 import type { Config } from '../config';
 import { sha256 } from '../crypto';
 import { AuthInvalidation, AuthInvalidationMessage, PubSub } from '../events';
@@ -30,6 +31,11 @@ export class CredentialResolver {
    * so nothing is cached (every request reads the database) until the subscription is back.
    */
   private listening = false;
+  /**
+   * What users and roles hold, cached under the same rules as the credentials: the same
+   * invalidations drop it, and nothing is cached while the subscription is down.
+   */
+  readonly access: AccessSets;
 
   constructor(
     private readonly db: Knex,
@@ -38,6 +44,7 @@ export class CredentialResolver {
   ) {
     // Prefixed sources first; the API-key source also takes tokens of unknown shape (SYSTEM_API_KEY).
     this.sources = [sessionSource, oauthAccessTokenSource, ...extraSources, apiKeySource];
+    this.access = new AccessSets(db, () => this.listening);
   }
 
   /** Resolves a raw Bearer token. */
@@ -47,7 +54,7 @@ export class CredentialResolver {
     if (!entry) {
       const generation = this.generation;
       const source = this.sources.find((s) => s.matches(token))!;
-      entry = (await source.load(this.db, hash)) ?? undefined;
+      entry = (await source.load(this.db, hash, this.access)) ?? undefined;
       if (!entry) return { ok: false, status: 401, message: 'invalid or revoked credentials' };
       // The load may have read rows an invalidation has since superseded; caching it would serve
       // a stale permission set until the TTL.
@@ -69,9 +76,10 @@ export class CredentialResolver {
     else if (p.kind === 'user' && p.sessionId) this.lastActiveSessions.set(p.sessionId, new Date(now));
   }
 
-  /** Drops cached entries matching the invalidation (all of them for `all`). */
+  /** Drops cached entries matching the invalidation (all of them for `all`), access sets included. */
   invalidate(msg: AuthInvalidation): void {
     this.generation++;
+    this.access.invalidate(msg);
     if (msg.all) {
       this.cache.clear();
       return;
@@ -128,11 +136,13 @@ export class CredentialResolver {
     subscriber.on('close', () => {
       this.listening = false;
       this.cache.clear();
+      this.access.clear();
     });
     let subscribedOnce = false;
     subscriber.on('ready', () => {
       // After a reconnect ioredis re-subscribes in the same tick, ahead of any other traffic.
       this.cache.clear();
+      this.access.clear();
       this.listening = subscribedOnce;
     });
     // Waits at most a second: with Redis down the process still serves (fail-open, uncached), and

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import type { AccessSets } from '../caches/accessSets';
 import { buildUserCredentialEntry, CredentialEntry, CredentialSource } from './credentialSources';
 import { PermissionSet } from '../policies';
 
@@ -23,6 +24,7 @@ export const OAUTH_REFRESH_TOKEN_TTL_SECONDS = 30 * 24 * 3600;
 export async function loadOAuthTokenEntry(
   db: Knex,
   by: { hash: string } | { id: string },
+  access?: AccessSets,
 ): Promise<CredentialEntry | null> {
   const q = db('oauth_access_tokens as t')
     .join('oauth_clients as c', 'c.id', 't.client_id')
@@ -35,19 +37,24 @@ export async function loadOAuthTokenEntry(
   const row = await q.first('t.id', 't.user_id', 't.client_id', 't.scopes', 't.expires_at', 'c.allowed_scopes');
   if (!row) return null;
   const scopes = new PermissionSet(row.allowed_scopes as string[]).narrow(row.scopes as string[]).list();
-  return buildUserCredentialEntry(db, row.user_id, {
-    sessionId: null,
-    via: 'oauth',
-    oauthClientId: row.client_id,
-    oauthTokenId: row.id,
-    scopes,
-    expiresAt: new Date(row.expires_at).getTime(),
-  });
+  return buildUserCredentialEntry(
+    db,
+    row.user_id,
+    {
+      sessionId: null,
+      via: 'oauth',
+      oauthClientId: row.client_id,
+      oauthTokenId: row.id,
+      scopes,
+      expiresAt: new Date(row.expires_at).getTime(),
+    },
+    access,
+  );
 }
 
 /** OAuth access tokens as Bearer credentials (see loadOAuthTokenEntry). */
 export const oauthAccessTokenSource: CredentialSource = {
   name: 'oauthAccessToken',
   matches: (t) => t.startsWith(OAUTH_ACCESS_TOKEN_PREFIX),
-  load: (db, hash) => loadOAuthTokenEntry(db, { hash }),
+  load: (db, hash, access) => loadOAuthTokenEntry(db, { hash }, access),
 };

@@ -57,12 +57,18 @@ export async function createRole(db: Knex, input: RoleFields): Promise<Role> {
 
 /**
  * Updates a role; 409 when the new name is taken. A rename reaches the holders (rolesUpdated
- * carries role names); other fields change nothing they hold.
+ * carries role names); other fields change nothing they hold. A new description drops the cached
+ * access sets everywhere (they list roles with their descriptions, GET /v1/users/{id}/roles).
  */
 export async function updateRole(services: AccessServices, role: Role, patch: Partial<RoleFields>): Promise<Role> {
   const renamed = patch.name !== undefined && patch.name !== role.name;
   if (renamed && (await nameTaken(services.db, patch.name!, role.id))) throw conflict('a role with this name exists');
-  if (!renamed) return Role.query(services.db).patchAndFetchById(role.id, patch);
+  if (!renamed) {
+    const updated = await Role.query(services.db).patchAndFetchById(role.id, patch);
+    if (patch.description !== undefined && patch.description !== role.description)
+      await invalidateCredentials(services, { all: true });
+    return updated;
+  }
   let updated!: Role;
   await changeRoleAccess(
     services,

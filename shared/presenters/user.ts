@@ -1,3 +1,4 @@
+import type { Platform } from '../models/Platform';
 import type { PlatformAccount } from '../models/PlatformAccount';
 import type { User } from '../models/User';
 import { z } from '../zod';
@@ -62,8 +63,13 @@ export function presentUser(u: User): z.infer<typeof userSchema> {
   };
 }
 
+/** What the user presenters read of a platform account (a PlatformAccount with `platform` loaded is one). */
+export type DisplayedAccount = Pick<PlatformAccount, 'id' | 'username' | 'email' | 'avatar_url' | 'created_at'> & {
+  platform?: Pick<Platform, 'slug'>;
+};
+
 /** The account a user is shown by: the primary one, else the oldest. */
-export function displayAccount(accounts: PlatformAccount[], primaryId: string | null): PlatformAccount | undefined {
+export function displayAccount<A extends DisplayedAccount>(accounts: A[], primaryId: string | null): A | undefined {
   return (
     accounts.find((a) => a.id === primaryId) ??
     [...accounts].sort((a, b) => +new Date(a.created_at) - +new Date(b.created_at))[0]
@@ -74,7 +80,7 @@ export function displayAccount(accounts: PlatformAccount[], primaryId: string | 
  * Flattened user of the user-by-email and provider-login responses (spec §2): email, avatar and
  * platform come from the primary platform account. `accounts` must have `platform` loaded.
  */
-export function presentFlatUser(u: User, accounts: PlatformAccount[], isBanned: boolean): FlatUser {
+export function presentFlatUser(u: User, accounts: DisplayedAccount[], isBanned: boolean): FlatUser {
   const main = displayAccount(accounts, u.primary_platform_account_id);
   return {
     id: u.id,
@@ -97,7 +103,7 @@ export function presentFlatUser(u: User, accounts: PlatformAccount[], isBanned: 
  */
 export function presentProfile(
   u: User,
-  accounts: PlatformAccount[],
+  accounts: DisplayedAccount[],
   lastProvider: string | null,
 ): z.infer<typeof profileSchema> {
   const main = displayAccount(accounts, u.primary_platform_account_id);

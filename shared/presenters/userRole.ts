@@ -8,6 +8,6 @@ export const userRoleSchema = z.object({
   description: z.string().nullable(),
 });
 
-export function presentUserRole(r: Role): z.infer<typeof userRoleSchema> {
+export function presentUserRole(r: Pick<Role, 'id' | 'name' | 'description'>): z.infer<typeof userRoleSchema> {
   return { id: r.id, name: r.name, description: r.description };
 }

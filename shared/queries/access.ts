@@ -1,7 +1,6 @@
 import type { Knex } from 'knex';
 import { Permission } from '../models/Permission';
 import { Role } from '../models/Role';
-import { PermissionSet } from '../policies';
 
 /** Effective grants of a user: the union of their roles' permissions, and the role ids. */
 export async function loadUserAccess(db: Knex, userId: string): Promise<{ permissions: string[]; roleIds: string[] }> {
@@ -45,18 +44,50 @@ export async function findActiveBan(
     .first('id', 'expires_at', 'is_permanent', 'reason');
 }
 
-/** A user's effective permissions as a set (hierarchy checks compare the caller's against it). */
-export async function userPermissionSet(db: Knex, userId: string): Promise<PermissionSet> {
-  return new PermissionSet((await loadUserAccess(db, userId)).permissions);
-}
-
-/** The permissions a role grants, as a set (granting or taking the role needs all of them). */
-export async function rolePermissionSet(db: Knex, roleId: string): Promise<PermissionSet> {
+/** The permissions a role grants, as `resource:action` (AccessSets.role caches them as a set). */
+export async function loadRolePermissions(db: Knex, roleId: string): Promise<string[]> {
   const rows: Array<{ perm: string }> = await db('role_permissions as rp')
     .join('permissions as p', 'p.id', 'rp.permission_id')
     .where('rp.role_id', roleId)
     .select(db.raw("p.resource || ':' || p.action as perm"));
-  return new PermissionSet(rows.map((r) => r.perm));
+  return rows.map((r) => r.perm);
+}
+
+/** What a user holds: effective permissions and role ids (both sorted), roles in name order. */
+export interface UserAccessSet {
+  permissions: string[];
+  roleIds: string[];
+  roles: Array<{ id: string; name: string; description: string | null }>;
+}
+
+/**
+ * The access sets of many users in one statement (AccessSets batches its misses through it). A
+ * user without roles (or no such user) gets empty sets. Roles come in name order, as
+ * GET /v1/users/{id}/roles lists them.
+ */
+export async function loadUserAccessSets(db: Knex, userIds: string[]): Promise<Map<string, UserAccessSet>> {
+  const rows: Array<{ user_id: string; id: string; name: string; description: string | null; perm: string | null }> =
+    await db('user_roles as ur')
+      .join('roles as r', 'r.id', 'ur.role_id')
+      .leftJoin('role_permissions as rp', 'rp.role_id', 'ur.role_id')
+      .leftJoin('permissions as p', 'p.id', 'rp.permission_id')
+      .whereRaw('ur.user_id = ANY(?::uuid[])', [userIds])
+      .orderBy(['r.name', 'r.id'])
+      .select('ur.user_id', 'r.id', 'r.name', 'r.description', db.raw("p.resource || ':' || p.action as perm"));
+  const acc = new Map<string, { perms: Set<string>; roles: Map<string, UserAccessSet['roles'][number]> }>();
+  for (const id of userIds) acc.set(id, { perms: new Set(), roles: new Map() });
+  for (const r of rows) {
+    const a = acc.get(r.user_id);
+    if (!a) continue;
+    if (!a.roles.has(r.id)) a.roles.set(r.id, { id: r.id, name: r.name, description: r.description });
+    if (r.perm) a.perms.add(r.perm);
+  }
+  const out = new Map<string, UserAccessSet>();
+  for (const [id, a] of acc) {
+    const roles = [...a.roles.values()];
+    out.set(id, { permissions: [...a.perms].sort(), roleIds: roles.map((r) => r.id).sort(), roles });
+  }
+  return out;
 }
 
 /** What a user holds through their roles, as pushed to clients (spec §6); roles in name order. */

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { sha256 } from '../crypto';
 import { AccountToken, AccountTokenPurpose } from '../models/AccountToken';
+import { userAndLatest } from './users';
 
 /** Reads a usable token without claiming it (to check who it belongs to before acting). */
 export async function peekAccountToken(
@@ -16,16 +17,21 @@ export async function peekAccountToken(
     .first();
 }
 
-/** The newest open token of a purpose for a user (the "pending" state of email change / link). */
+/**
+ * The newest open token of a purpose for a live user (the "pending" state of email change / link),
+ * in one statement with the user: undefined when there is no live user, `{ row: undefined }` when
+ * nothing is pending.
+ */
 export async function pendingAccountToken(
   db: Knex,
   userId: string,
   purpose: AccountTokenPurpose,
-): Promise<AccountToken | undefined> {
-  return AccountToken.query(db)
-    .where({ user_id: userId, purpose })
-    .whereNull('used_at')
-    .where('expires_at', '>', new Date())
-    .orderBy('created_at', 'desc')
-    .first();
+): Promise<{ row: AccountToken | undefined } | undefined> {
+  return userAndLatest(db, userId, AccountToken, (q) =>
+    q
+      .where('account_tokens.purpose', purpose)
+      .whereNull('account_tokens.used_at')
+      .where('account_tokens.expires_at', '>', new Date())
+      .orderBy('account_tokens.created_at', 'desc'),
+  );
 }

@@ -1,6 +1,5 @@
 import type { Knex } from 'knex';
 import { sha256 } from '../crypto';
-import { Platform } from '../models/Platform';
 import { Session } from '../models/Session';
 
 /** A live session by its raw token. */
@@ -15,17 +14,25 @@ export async function findAnySessionByToken(db: Knex, token: string): Promise<Se
   return Session.query(db).findOne({ token_hash: sha256(token) });
 }
 
-/** A user's unexpired sessions, most recently active first. */
-export async function liveUserSessions(db: Knex, userId: string): Promise<Session[]> {
-  return Session.query(db)
-    .where('user_id', userId)
-    .where('expires_at', '>', new Date())
-    .orderBy('last_activity_at', 'desc')
-    .orderBy('id');
-}
-
-/** Display names of the platforms by slug (a session names the platform it signed in with). */
-export async function platformNames(db: Knex): Promise<Map<string, string>> {
-  const platforms = await Platform.query(db).select('slug', 'name');
-  return new Map(platforms.map((p) => [p.slug, p.name]));
+/**
+ * A user's unexpired sessions, most recently active first, with the display names of the platforms
+ * they signed in with (by slug), in one statement.
+ */
+export async function liveUserSessions(
+  db: Knex,
+  userId: string,
+): Promise<{ sessions: Session[]; platformNames: Map<string, string> }> {
+  const rows = (await Session.query(db)
+    .leftJoin('platforms as p', 'p.slug', 'sessions.platform_slug')
+    .where('sessions.user_id', userId)
+    .where('sessions.expires_at', '>', new Date())
+    .orderBy('sessions.last_activity_at', 'desc')
+    .orderBy('sessions.id')
+    .select('sessions.*', 'p.name as _platform_name')) as Array<Session & { _platform_name?: string | null }>;
+  const platformNames = new Map<string, string>();
+  for (const s of rows) {
+    if (s.platform_slug && s._platform_name != null) platformNames.set(s.platform_slug, s._platform_name);
+    delete s._platform_name;
+  }
+  return { sessions: rows, platformNames };
 }

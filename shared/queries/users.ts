@@ -1,12 +1,12 @@
 import type { Knex } from 'knex';
+import type { Model } from 'objection';
 import { Ban } from '../models/Ban';
 import { Platform } from '../models/Platform';
 import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
 import { normaliseEmail } from '../domain/accounts';
-import { FlatUser, presentFlatUser } from '../presenters/user';
+import { DisplayedAccount, FlatUser, presentFlatUser } from '../presenters/user';
 import { isUuid } from '../zod';
-import { findActiveBan } from './access';
 
 /** Whether a username is taken (case-insensitively), optionally ignoring one user. */
 export async function usernameTaken(db: Knex, username: string, exceptUserId?: string): Promise<boolean> {
@@ -62,6 +62,11 @@ export async function findUserIdByEmail(
   email: string,
   opts: { exceptUserId?: string; verifiedOnly?: boolean } = {},
 ): Promise<string | undefined> {
+  return (await userIdByEmailQuery(db, email, opts))?.user_id;
+}
+
+/** findUserIdByEmail as a query builder (`.first('pa.user_id')`), to use as a subquery. */
+function userIdByEmailQuery(db: Knex, email: string, opts: { exceptUserId?: string; verifiedOnly?: boolean } = {}) {
   const q = db('platform_accounts as pa')
     .join('users as u', 'u.id', 'pa.user_id')
     .join('platforms as p', 'p.id', 'pa.platform_id')
@@ -73,7 +78,7 @@ export async function findUserIdByEmail(
     .first('pa.user_id');
   if (opts.exceptUserId) q.whereNot('pa.user_id', opts.exceptUserId);
   if (opts.verifiedOnly) q.whereNotNull('pa.email_verified_at');
-  return (await q)?.user_id;
+  return q;
 }
 
 /** Whether an address is used by any platform account of another live user (verified or not). */
@@ -95,22 +100,97 @@ export async function userAccounts(db: Knex, userId: string): Promise<PlatformAc
     .orderBy('id');
 }
 
-/** The platform of the user's most recent sign-in that named one (profile `provider`). */
-export async function lastSignInPlatform(db: Knex, userId: string): Promise<string | null> {
-  const last = await db('sessions')
-    .where('user_id', userId)
-    .whereNotNull('platform_slug')
-    .orderBy('created_at', 'desc')
-    .first('platform_slug');
-  return last?.platform_slug ?? null;
+/** A user (deleted or not) with what the user presenters show of them, read in one statement. */
+export interface UserView {
+  user: User;
+  /** Platform accounts with their platform's slug, oldest first (as userAccounts). */
+  accounts: DisplayedAccount[];
+  /** Whether an active ban holds (findActiveBan). */
+  isBanned: boolean;
+  /** The platform of the most recent sign-in that named one (profile `provider`). */
+  lastSignInPlatform: string | null;
+}
+
+/**
+ * The user whose id `target` is (a value, or a subquery answering one id) with their accounts, ban
+ * state and last sign-in platform, in one statement: single-user reads (profile, flattened user)
+ * cost one round trip.
+ */
+export async function userView(db: Knex, target: string | Knex.QueryBuilder): Promise<UserView | undefined> {
+  const row:
+    (Record<string, unknown> & { _accounts: AccountJson[]; _banned: boolean; _last: string | null }) | undefined =
+    await db('users as u')
+      .where('u.id', target)
+      .first(
+        'u.*',
+        db.raw(
+          `COALESCE((SELECT json_agg(json_build_object('id', pa.id, 'username', pa.username, 'email', pa.email,
+                  'avatar_url', pa.avatar_url, 'created_at', pa.created_at, 'slug', p.slug)
+                  ORDER BY pa.created_at, pa.id)
+             FROM platform_accounts pa JOIN platforms p ON p.id = pa.platform_id WHERE pa.user_id = u.id), '[]'::json)
+             AS _accounts`,
+        ),
+        db.raw(
+          `EXISTS (SELECT 1 FROM bans b WHERE b.user_id = u.id AND b.unbanned_at IS NULL
+                     AND (b.expires_at IS NULL OR b.expires_at > now())) AS _banned`,
+        ),
+        db.raw(
+          `(SELECT s.platform_slug FROM sessions s WHERE s.user_id = u.id AND s.platform_slug IS NOT NULL
+             ORDER BY s.created_at DESC LIMIT 1) AS _last`,
+        ),
+      );
+  if (!row) return undefined;
+  const { _accounts, _banned, _last, ...userColumns } = row;
+  return {
+    user: User.fromDatabaseJson(userColumns),
+    accounts: _accounts.map((a) => ({
+      id: a.id,
+      username: a.username,
+      email: a.email,
+      avatar_url: a.avatar_url,
+      created_at: new Date(a.created_at),
+      platform: { slug: a.slug },
+    })),
+    isBanned: _banned,
+    lastSignInPlatform: _last,
+  };
+}
+
+interface AccountJson {
+  id: string;
+  username: string | null;
+  email: string | null;
+  avatar_url: string | null;
+  created_at: string;
+  slug: string;
 }
 
 /** The flattened user (spec §2) of a user id. */
 export async function flatUser(db: Knex, userId: string): Promise<FlatUser> {
-  const user = await User.query(db).findById(userId);
-  if (!user) throw new Error(`user ${userId} vanished`);
-  const [accounts, ban] = await Promise.all([userAccounts(db, userId), findActiveBan(db, userId)]);
-  return presentFlatUser(user, accounts, !!ban);
+  const view = await userView(db, userId);
+  if (!view) throw new Error(`user ${userId} vanished`);
+  return presentFlatUser(view.user, view.accounts, view.isBanned);
+}
+
+/** The flattened user of the live user an address belongs to (findUserIdByEmail), in one statement. */
+export async function flatUserByEmail(db: Knex, email: string): Promise<FlatUser | undefined> {
+  const view = await userView(db, userIdByEmailQuery(db, email));
+  return view && presentFlatUser(view.user, view.accounts, view.isBanned);
+}
+
+/** A user's active ban (as findActiveBan decides), and whether the user exists (deleted or not), in one statement. */
+export async function userActiveBan(db: Knex, userId: string): Promise<{ row: Ban | undefined } | undefined> {
+  return userAndLatest(
+    db,
+    userId,
+    Ban,
+    (q) =>
+      q
+        .whereNull('bans.unbanned_at')
+        .where((w) => w.whereNull('bans.expires_at').orWhere('bans.expires_at', '>', db.fn.now()))
+        .orderBy('bans.banned_at', 'desc'),
+    { includeDeleted: true },
+  );
 }
 
 /** Every ban of a user, newest first. */
@@ -121,4 +201,32 @@ export async function banHistory(db: Knex, userId: string): Promise<Ban[]> {
 /** Whether the user holds the role (a direct assignment). */
 export async function hasRole(db: Knex, userId: string, roleId: string): Promise<boolean> {
   return !!(await db('user_roles').where({ user_id: userId, role_id: roleId }).first('role_id'));
+}
+
+/**
+ * A user's newest row of a table (`pick` narrows and orders a query on it; it is limited to one row
+ * of the user) together with whether the user exists, in one statement (a LATERAL join):
+ * undefined when there is no such user (no live one unless `includeDeleted`), `{ row: undefined }`
+ * when the user has no such row. For single-resource reads that would otherwise load the user first.
+ */
+export async function userAndLatest<M extends Model>(
+  db: Knex,
+  userId: string,
+  model: typeof Model & (new () => M),
+  pick: (q: Knex.QueryBuilder) => void,
+  opts: { includeDeleted?: boolean } = {},
+): Promise<{ row: M | undefined } | undefined> {
+  const table = model.tableName;
+  const latest = db(table).select(`${table}.*`).whereRaw('??.user_id = u.id', [table]).limit(1);
+  pick(latest);
+  const sub = latest.toSQL();
+  const q = db('users as u')
+    .joinRaw(`LEFT JOIN LATERAL (${sub.sql}) AS x ON true`, [...sub.bindings])
+    .where('u.id', userId)
+    .first(db.raw('u.id AS _user_id'), 'x.*');
+  if (!opts.includeDeleted) q.whereNull('u.deleted_at');
+  const columns: Record<string, unknown> | undefined = await q;
+  if (!columns) return undefined;
+  delete columns._user_id;
+  return { row: columns[model.idColumn as string] == null ? undefined : (model.fromDatabaseJson(columns) as M) };
 }

@@ -1,5 +1,3 @@
-// DRAFT (bench:routes): not a test yet. Copy to test/api/sqlPerRequest.test.ts to run it; it fails today
-// for GET /v1/users/email/:email (5 statements) and GET /v1/users/:id/profile (4), see the issue.
 import test from 'ava';
 import { seedFixtures } from '../../bench/routes/fixtures';
 import { documentedRoutes, fillRoute } from '../../bench/routes/table';
