@@ -36,6 +36,12 @@ export class CredentialResolver {
    * invalidations drop it, and nothing is cached while the subscription is down.
    */
   readonly access: AccessSets;
+  /**
+   * Loads in flight by token hash: concurrent first requests with one token share one load (a
+   * tracker fleet reconnecting sends many at once). Cleared by every invalidation, so a request
+   * arriving after one never joins a load that started before it.
+   */
+  private readonly inflight = new Map<string, Promise<CredentialEntry | null>>();
 
   constructor(
     private readonly db: Knex,
@@ -52,13 +58,8 @@ export class CredentialResolver {
     const hash = sha256(token);
     let entry = this.cache.get(hash);
     if (!entry) {
-      const generation = this.generation;
-      const source = this.sources.find((s) => s.matches(token))!;
-      entry = (await source.load(this.db, hash, this.access)) ?? undefined;
+      entry = (await (this.inflight.get(hash) ?? this.load(token, hash))) ?? undefined;
       if (!entry) return { ok: false, status: 401, message: 'invalid or revoked credentials' };
-      // The load may have read rows an invalidation has since superseded; caching it would serve
-      // a stale permission set until the TTL.
-      if (generation === this.generation && this.listening) this.cache.set(hash, entry);
     }
     const now = Date.now();
     if (entry.expiresAt <= now) {
@@ -70,6 +71,27 @@ export class CredentialResolver {
     return { ok: true, principal: entry.principal, entry };
   }
 
+  /** Loads a token's entry once for all concurrent callers, caching it unless an invalidation raced with it. */
+  private load(token: string, hash: string): Promise<CredentialEntry | null> {
+    const generation = this.generation;
+    const source = this.sources.find((s) => s.matches(token))!;
+    const pending = source.load(this.db, hash, this.access).then(
+      (entry) => {
+        if (this.inflight.get(hash) === pending) this.inflight.delete(hash);
+        // The load may have read rows an invalidation has since superseded; caching it would serve
+        // a stale permission set until the TTL.
+        if (entry && generation === this.generation && this.listening) this.cache.set(hash, entry);
+        return entry;
+      },
+      (err: unknown) => {
+        if (this.inflight.get(hash) === pending) this.inflight.delete(hash);
+        throw err;
+      },
+    );
+    this.inflight.set(hash, pending);
+    return pending;
+  }
+
   private noteUse(entry: CredentialEntry, now: number): void {
     const p = entry.principal;
     if (p.kind === 'apiKey' || p.kind === 'system') this.lastUsedKeys.set(p.apiKeyId, new Date(now));
@@ -79,6 +101,7 @@ export class CredentialResolver {
   /** Drops cached entries matching the invalidation (all of them for `all`), access sets included. */
   invalidate(msg: AuthInvalidation): void {
     this.generation++;
+    this.inflight.clear();
     this.access.invalidate(msg);
     if (msg.all) {
       this.cache.clear();

@@ -1,0 +1,52 @@
+import test from 'ava';
+import { createKey, createUser } from '../helpers/factories';
+import { useStack } from '../helpers/stack';
+
+const stack = useStack(test);
+
+/** Statements on api_keys the api's database sends while `fn` runs. */
+async function keyLoads<T>(fn: () => Promise<T>): Promise<{ result: T; loads: number }> {
+  const db = stack().db;
+  let loads = 0;
+  const listener = (q: { sql: string }) => {
+    if (/from "api_keys"/.test(q.sql)) loads++;
+  };
+  db.on('query', listener);
+  try {
+    return { result: await fn(), loads };
+  } finally {
+    db.off('query', listener);
+  }
+}
+
+test.serial('concurrent first requests with one token share one load', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db, { roles: ['role_developer'] });
+  const { key } = await createKey({ userId: user.id, scopes: ['gps:read'] });
+  const credentials = s.api.services.credentials;
+  const { result, loads } = await keyLoads(() =>
+    Promise.all(Array.from({ length: 20 }, () => credentials.resolve(key))),
+  );
+  t.is(loads, 1);
+  t.true(result.every((r) => r.ok));
+  const principals = new Set(result.map((r) => (r.ok ? r.principal : null)));
+  t.is(principals.size, 1, 'every caller gets the same entry');
+  // Cached afterwards: no statement at all.
+  t.is((await keyLoads(() => credentials.resolve(key))).loads, 0);
+});
+
+test.serial('a request after an invalidation never joins a load that started before it', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db, { roles: ['role_developer'] });
+  const { id, key } = await createKey({ userId: user.id, scopes: ['gps:read'] });
+  const credentials = s.api.services.credentials;
+  const { result, loads } = await keyLoads(async () => {
+    const before = credentials.resolve(key);
+    await s.db('api_keys').where('id', id).update({ is_active: false });
+    credentials.invalidate({ apiKeyId: id });
+    const after = credentials.resolve(key);
+    return Promise.all([before, after]);
+  });
+  t.is(loads, 2);
+  t.false(result[1].ok, 'the request after the change sees the key switched off');
+});
