@@ -9,6 +9,11 @@ export function createRedis(config: Config, opts: RedisOptions = {}): Redis {
   return new Redis(config.redisUrl, {
     lazyConnect: false,
     maxRetriesPerRequest: null,
+    // ioredis ≥ 5.8.2 sends CLIENT SETINFO during the handshake, which lets a SUBSCRIBE issued while
+    // connecting reach Redis before the ready check's INFO; Redis then refuses INFO on the subscriber
+    // connection ("Connection in subscriber mode…", redis/ioredis#2037). Without the client info the
+    // ready check runs first again. Duplicates inherit the option.
+    disableClientInfo: true,
     ...opts,
   });
 }
