@@ -2,6 +2,9 @@ import type { Knex } from 'knex';
 import { randomToken, sha256 } from '../../shared/crypto';
 import { API_KEY_PREFIX, keyPrefixOf } from '../../shared/commands/apiKeys';
 import { SESSION_PREFIX } from '../../shared/auth/credentialSources';
+import { createVerifiedEmailUser } from '../../shared/commands/users';
+import { transaction } from '../../shared/db';
+import { hashPassword } from '../../shared/domain/passwords';
 
 /**
  * The data bench:routes reads and writes, seeded in bulk (INSERT … SELECT generate_series, or one
@@ -74,21 +77,10 @@ async function pick(db: Knex, table: string, n: number, where?: (q: Knex.QueryBu
 
 async function newUserWithEmail(db: Knex, username: string, role: string): Promise<{ id: string; email: string }> {
   const email = `${username}@example.test`;
-  const [user] = await db('users').insert({ username }).returning('id');
-  const platform = await db('platforms').where('slug', 'email').first('id');
-  const [account] = await db('platform_accounts')
-    .insert({
-      user_id: user.id,
-      platform_id: platform.id,
-      platform_user_id: email,
-      is_oauth: false,
-      is_primary: true,
-      username,
-      email,
-      email_verified_at: new Date(),
-    })
-    .returning('id');
-  await db('users').where('id', user.id).update({ primary_platform_account_id: account.id });
+  // The same command registration uses: a verified email account, primary, with its password hash.
+  const { user } = await transaction(db, async (trx) =>
+    createVerifiedEmailUser(trx, { email, username, passwordHash: await hashPassword(`${username}-password`) }),
+  );
   await db('user_roles').insert({ user_id: user.id, role_id: role });
   return { id: user.id, email };
 }
