@@ -1,6 +1,7 @@
 import type { Context } from 'koa';
 import type { QueryBuilder, Model } from 'objection';
 import { z, zQueryInt } from '../shared/zod';
+import { COUNTER_SQL, RowCounter, wholeTableCounter } from '../shared/queries/counters';
 
 /** `page` and `limit` query fields; limit defaults per endpoint and never exceeds 100. */
 export const paginationQuery = (defaultLimit: number) =>
@@ -35,13 +36,50 @@ function paginatedBody<T>(ctx: Context, data: T[], total: number, { page, limit 
   return { data, pagination: { page, limit, total, total_pages: totalPages }, _links: links };
 }
 
-/** Runs an Objection query one page at a time (a COUNT and a LIMIT/OFFSET query) and presents it. */
+export interface PaginateOptions {
+  /**
+   * The exact counter (shared/queries/counters.ts) whose value is this query's total: for a list
+   * whose default filter a counter's predicate states (e.g. `users_live`). A query with no WHERE
+   * uses its table's whole-table counter without being told.
+   */
+  counter?: RowCounter;
+}
+
+/** Column alias of the total read in the page's own statement. */
+const TOTAL = '__page_total';
+
+/**
+ * Runs an Objection query one page at a time and presents it. When the total is a maintained
+ * counter (see PaginateOptions), the page and its total are one statement (the counter is a scalar
+ * subquery, so both come from one snapshot); otherwise a COUNT and a LIMIT/OFFSET query.
+ */
 export async function paginate<M extends Model, T>(
   ctx: Context,
   query: QueryBuilder<M, M[]>,
   page: Page,
   present: (row: M) => T,
+  opts: PaginateOptions = {},
 ): Promise<Paginated<T>> {
-  const { results, total } = await query.page(page.page - 1, page.limit);
-  return paginatedBody(ctx, results.map(present), total, page);
+  const model = query.modelClass();
+  const knex = query.knex();
+  const counter = opts.counter ?? (query.has(/where/i) ? undefined : wholeTableCounter(model.tableName));
+  if (!counter) {
+    const { results, total } = await query.page(page.page - 1, page.limit);
+    return paginatedBody(ctx, results.map(present), total, page);
+  }
+  const rows = (await query
+    .clone()
+    .select(`${model.tableName}.*`, knex.raw(`${COUNTER_SQL} AS ${TOTAL}`, [counter]))
+    .limit(page.limit)
+    .offset((page.page - 1) * page.limit)) as Array<M & { [TOTAL]?: string }>;
+  let total: number;
+  if (rows.length) {
+    total = Number(rows[0][TOTAL]);
+    for (const r of rows) delete r[TOTAL];
+  } else {
+    // Past the last page: the total alone.
+    const [{ n }] = (await knex.select(knex.raw(`${COUNTER_SQL} AS n`, [counter]))) as Array<{ n: string }>;
+    total = Number(n);
+  }
+  return paginatedBody(ctx, rows.map(present), total, page);
 }

@@ -101,7 +101,9 @@ export function userRoutes(router: ApiRouter): void {
     async (ctx, { query }) => {
       const q = User.query(ctx.services.db).orderBy('created_at', 'asc').orderBy('id');
       if (!query.include_deleted) q.whereNull('deleted_at');
-      ctx.body = await paginate(ctx, q, query, presentUser);
+      ctx.body = await paginate(ctx, q, query, presentUser, {
+        counter: query.include_deleted ? 'users_all' : 'users_live',
+      });
     },
   );
 

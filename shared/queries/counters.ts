@@ -1,0 +1,35 @@
+import type { Knex } from 'knex';
+
+/**
+ * Exact row counters maintained by triggers (migration 20261124000000_list_fast_paths): the
+ * `total` of a paginated list without a filter is read from here instead of a COUNT over the table.
+ * A counter counts the rows of its table that match its predicate; the migration that creates one
+ * declares the same table and predicate.
+ */
+export const ROW_COUNTERS = {
+  users_live: { table: 'users', where: 'deleted_at IS NULL' },
+  users_all: { table: 'users', where: 'true' },
+  devices: { table: 'devices', where: 'true' },
+  gps_points: { table: 'gps_points', where: 'true' },
+  geofences: { table: 'geofences', where: 'true' },
+  locations: { table: 'locations', where: 'true' },
+  trips: { table: 'trips', where: 'true' },
+  oauth_clients: { table: 'oauth_clients', where: 'true' },
+} as const;
+export type RowCounter = keyof typeof ROW_COUNTERS;
+
+/** The counter of every row of `table`, if there is one. */
+export function wholeTableCounter(table: string): RowCounter | undefined {
+  for (const [name, c] of Object.entries(ROW_COUNTERS))
+    if (c.table === table && c.where === 'true') return name as RowCounter;
+  return undefined;
+}
+
+/** SQL of a scalar subquery reading a counter (bind the counter's name). */
+export const COUNTER_SQL = '(SELECT coalesce(sum(n), 0)::bigint FROM row_counters WHERE counter = ?)';
+
+/** The counter's value now. */
+export async function readCounter(db: Knex, name: RowCounter): Promise<number> {
+  const { rows } = await db.raw<{ rows: Array<{ n: string }> }>(`SELECT ${COUNTER_SQL} AS n`, [name]);
+  return Number(rows[0].n);
+}

@@ -1,0 +1,78 @@
+import test from 'ava';
+import type { Knex } from 'knex';
+import knexFactory from 'knex';
+import { createTestDatabase } from '../helpers/db';
+import { ROW_COUNTERS, readCounter, RowCounter } from '../../shared/queries/counters';
+
+let db: Knex;
+let drop: () => Promise<void>;
+
+test.before(async () => {
+  const d = await createTestDatabase();
+  drop = d.drop;
+  db = knexFactory({ client: 'pg', connection: d.url, pool: { min: 0, max: 8 } });
+});
+test.after.always(async () => {
+  await db?.destroy();
+  await drop?.();
+});
+
+/** What the counter should say: a COUNT over its table with its predicate. */
+async function counted(name: RowCounter): Promise<number> {
+  const c = ROW_COUNTERS[name];
+  const { rows } = await db.raw(`SELECT count(*)::int AS n FROM ${c.table} WHERE ${c.where}`);
+  return rows[0].n;
+}
+
+test.serial('every counter starts at its table count and follows inserts, deletes and truncates', async (t) => {
+  for (const name of Object.keys(ROW_COUNTERS) as RowCounter[])
+    t.is(await readCounter(db, name), await counted(name), name);
+  await db.raw(`INSERT INTO devices (name) SELECT 'c' || i FROM generate_series(1, 25) i`);
+  t.is(await readCounter(db, 'devices'), await counted('devices'));
+  await db('devices').where('name', 'like', 'c1%').delete();
+  t.is(await readCounter(db, 'devices'), await counted('devices'));
+  // A rolled-back write leaves the counter as it was.
+  await db
+    .transaction(async (trx) => {
+      await trx('devices').insert({ name: 'rolled back' });
+      throw new Error('rollback');
+    })
+    .catch(() => undefined);
+  t.is(await readCounter(db, 'devices'), await counted('devices'));
+  await db.raw('TRUNCATE devices CASCADE');
+  t.is(await readCounter(db, 'devices'), 0);
+  t.is(await counted('devices'), 0);
+});
+
+test.serial('a predicate counter follows updates that move rows in and out of it', async (t) => {
+  await db.raw(`INSERT INTO users (username) SELECT 'cnt_' || i FROM generate_series(1, 10) i`);
+  const live0 = await readCounter(db, 'users_live');
+  t.is(live0, await counted('users_live'));
+  await db('users').where('username', 'cnt_1').update({ deleted_at: db.fn.now() });
+  await db.raw(`UPDATE users SET deleted_at = now() WHERE username IN ('cnt_1', 'cnt_2', 'cnt_3')`);
+  t.is(await readCounter(db, 'users_live'), live0 - 3);
+  t.is(await readCounter(db, 'users_live'), await counted('users_live'));
+  // An update that keeps the predicate's value changes nothing.
+  await db.raw(`UPDATE users SET username = username || 'x' WHERE username LIKE 'cnt\\_%'`);
+  t.is(await readCounter(db, 'users_live'), await counted('users_live'));
+  await db.raw(`UPDATE users SET deleted_at = NULL WHERE username LIKE 'cnt\\_%'`);
+  t.is(await readCounter(db, 'users_live'), live0);
+  t.is(await readCounter(db, 'users_all'), await counted('users_all'));
+});
+
+test.serial('concurrent writers on many connections keep the counter exact', async (t) => {
+  const before = await readCounter(db, 'geofences');
+  await Promise.all(
+    Array.from({ length: 40 }, (_, i) =>
+      db.transaction(async (trx) => {
+        await trx.raw(
+          `INSERT INTO geofences (name, latitude, longitude, radius_km) SELECT 'g${i}-' || j, 1, 1, 1 FROM generate_series(1, ?::int) j`,
+          [1 + (i % 5)],
+        );
+        if (i % 3 === 0) await trx('geofences').where('name', `g${i}-1`).delete();
+      }),
+    ),
+  );
+  t.is(await readCounter(db, 'geofences'), await counted('geofences'));
+  t.true((await readCounter(db, 'geofences')) > before);
+});
