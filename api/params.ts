@@ -35,8 +35,11 @@ export async function loadUser(
   id: string,
   opts: { includeDeleted?: boolean; forUpdate?: boolean } = {},
 ): Promise<User> {
-  if (opts.includeDeleted && !opts.forUpdate && !(db as Knex.Transaction).isTransaction)
-    return findOr404(User, id, 'user');
+  if (!opts.forUpdate && !(db as Knex.Transaction).isTransaction) {
+    const user = await findOr404(User, id, 'user');
+    if (!opts.includeDeleted && user.deleted_at) throw notFound('user');
+    return user;
+  }
   const q = User.query(db).findById(id);
   if (!opts.includeDeleted) q.whereNull('deleted_at');
   if (opts.forUpdate) q.forUpdate();

@@ -13,7 +13,7 @@ const STALE_PLAN = '0A000';
 const MAX_BATCH = 1000;
 
 /**
- * Reads rows by primary key, batched: every `load(id)` made while one turn of the event loop
+ * Reads rows by primary key (or by another unique column), batched: every `load(id)` made while one turn of the event loop
  * handles incoming requests is answered by a single `SELECT … WHERE id = ANY($1)`, sent as a
  * named prepared statement (parsed and planned once per connection). Nothing is cached between
  * batches, so each read sees the database as of a statement issued after the call: under
@@ -28,8 +28,14 @@ export class RowLoader<M extends Model> {
   private readonly statement: string;
   private generation = 0;
 
-  constructor(private readonly model: typeof Model & (new () => M)) {
-    this.statement = `row_by_id:${model.tableName}`;
+  private readonly column: string;
+
+  constructor(
+    private readonly model: typeof Model & (new () => M),
+    column?: string,
+  ) {
+    this.column = column ?? (model.idColumn as string);
+    this.statement = `row_by_${this.column}:${model.tableName}`;
     this.loader = new DataLoader((ids) => this.fetch(ids), {
       cache: false,
       maxBatchSize: MAX_BATCH,
@@ -49,7 +55,7 @@ export class RowLoader<M extends Model> {
       .knex()
       .select('*')
       .from(table)
-      .whereRaw('?? = ANY(?)', [`${table}.${this.model.idColumn as string}`, ids as string[]]);
+      .whereRaw('?? = ANY(?)', [`${table}.${this.column}`, ids as string[]]);
     const rows: Array<Record<string, unknown>> = name ? await q.options({ name }) : await q;
     return rows.map((r) => this.model.fromDatabaseJson(r) as M);
   }
@@ -85,19 +91,32 @@ export class RowLoader<M extends Model> {
         ),
       );
     }
-    const idColumn = this.model.idColumn as string;
     const byId = new Map<string, M>();
-    for (const r of rows) byId.set(keyOf(String((r as unknown as Record<string, unknown>)[idColumn])), r);
+    for (const r of rows) byId.set(keyOf(String((r as unknown as Record<string, unknown>)[this.column])), r);
     return ids.map((id) => byId.get(keyOf(id)));
   }
 }
 
 const loaders = new WeakMap<object, RowLoader<Model>>();
+const keyLoaders = new WeakMap<object, Map<string, RowLoader<Model>>>();
 
 /** The process-wide RowLoader of a model: `rowById(Trip).load(id)` for a plain read by primary key. */
 export function rowById<M extends Model>(model: typeof Model & (new () => M)): RowLoader<M> {
   let loader = loaders.get(model);
   if (!loader) loaders.set(model, (loader = new RowLoader(model) as unknown as RowLoader<Model>));
+  return loader as unknown as RowLoader<M>;
+}
+
+/**
+ * The process-wide RowLoader of a model by a UNIQUE column: `rowBy(Session, 'token_hash').load(h)`.
+ * The same batching and prepared statement as rowById; the column must hold at most one row per
+ * value (a unique index), or the loader answers one of them.
+ */
+export function rowBy<M extends Model>(model: typeof Model & (new () => M), column: string): RowLoader<M> {
+  let byColumn = keyLoaders.get(model);
+  if (!byColumn) keyLoaders.set(model, (byColumn = new Map()));
+  let loader = byColumn.get(column);
+  if (!loader) byColumn.set(column, (loader = new RowLoader(model, column) as unknown as RowLoader<Model>));
   return loader as unknown as RowLoader<M>;
 }
 

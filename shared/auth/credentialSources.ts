@@ -1,4 +1,8 @@
 import type { Knex } from 'knex';
+import { ApiKey } from '../models/ApiKey';
+import { Session } from '../models/Session';
+import { User } from '../models/User';
+import { rowBy, rowById } from '../rowLoader';
 import type { AccessSets } from '../caches/accessSets';
 import { findActiveBan, loadApiKeyRoleAccess, loadUserAccess } from '../queries/access';
 import { effectivePermissions, PermissionSet, Principal } from '../policies';
@@ -87,12 +91,11 @@ export const sessionSource: CredentialSource = {
   name: 'session',
   matches: (t) => t.startsWith(SESSION_PREFIX),
   async load(db, hash, access) {
-    const row = await db('sessions as s')
-      .join('users as u', 'u.id', 's.user_id')
-      .where('s.token_hash', hash)
-      .whereNull('u.deleted_at')
-      .first('s.id', 's.user_id', 's.expires_at');
+    // The batched unique-key reads every route uses: concurrent first requests share a statement.
+    const row = await rowBy(Session, 'token_hash').load(hash);
     if (!row) return null;
+    const owner = await rowById(User).load(row.user_id);
+    if (!owner || owner.deleted_at) return null;
     return buildUserCredentialEntry(
       db,
       row.user_id,
@@ -107,13 +110,12 @@ export const apiKeySource: CredentialSource = {
   name: 'apiKey',
   matches: () => true,
   async load(db, hash, access) {
-    const key = await db('api_keys as k')
-      .leftJoin('users as u', 'u.id', 'k.user_id')
-      .where('k.key_hash', hash)
-      .where('k.is_active', true)
-      .first('k.id', 'k.user_id', 'k.scopes', 'k.is_system', 'k.expires_at', 'u.deleted_at', 'u.id as owner_id');
-    if (!key) return null;
-    if (key.user_id && (!key.owner_id || key.deleted_at)) return null;
+    const key = await rowBy(ApiKey, 'key_hash').load(hash);
+    if (!key || !key.is_active) return null;
+    if (key.user_id) {
+      const owner = await rowById(User).load(key.user_id);
+      if (!owner || owner.deleted_at) return null;
+    }
     const expiresAt = key.expires_at ? new Date(key.expires_at).getTime() : Infinity;
     if (key.is_system) {
       return {

@@ -1,12 +1,16 @@
 import type { Knex } from 'knex';
 import { sha256 } from '../crypto';
 import { Session } from '../models/Session';
+import { rowBy } from '../rowLoader';
 
-/** A live session by its raw token. */
+/** A live session by its raw token (outside a transaction: the batched unique-key read). */
 export async function findSessionByToken(db: Knex, token: string): Promise<Session | undefined> {
-  return Session.query(db)
-    .findOne({ token_hash: sha256(token) })
-    .where('expires_at', '>', new Date());
+  if ((db as Knex.Transaction).isTransaction)
+    return Session.query(db)
+      .findOne({ token_hash: sha256(token) })
+      .where('expires_at', '>', new Date());
+  const session = await rowBy(Session, 'token_hash').load(sha256(token));
+  return session && new Date(session.expires_at).getTime() > Date.now() ? session : undefined;
 }
 
 /** A session by its raw token, expired or not (logout of a session that ran out still works). */
