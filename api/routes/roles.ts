@@ -18,6 +18,7 @@ import { atLeastOne, z, zUuid } from '../../shared/zod';
 import { AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
 import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
+import { cachedResponse } from '../responseCache';
 
 const roleIdParam = z.object({ id: z.string().min(1).max(64) });
 const roleName = z.string().trim().min(1).max(100);
@@ -36,8 +37,9 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       responses: { 200: { description: 'Roles', schema: listSchema(roleSchema) } },
     },
     async (ctx) => {
-      const roles = await Role.query(ctx.services.db).orderBy('name');
-      ctx.body = resource(ctx, roles.map(presentRole));
+      await cachedResponse(ctx, ['roles'], async () =>
+        resource(ctx, (await Role.query(ctx.services.db).orderBy('name')).map(presentRole)),
+      );
     },
   );
 
@@ -244,8 +246,9 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       responses: { 200: { description: 'Permissions', schema: listSchema(permissionSchema) } },
     },
     async (ctx) => {
-      const perms = await Permission.query(ctx.services.db).orderBy(['resource', 'action']);
-      ctx.body = resource(ctx, perms.map(presentPermission));
+      await cachedResponse(ctx, ['permissions'], async () =>
+        resource(ctx, (await Permission.query(ctx.services.db).orderBy(['resource', 'action'])).map(presentPermission)),
+      );
     },
   );
 

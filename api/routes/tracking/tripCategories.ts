@@ -8,6 +8,7 @@ import { created, noContent, resource, resourceSchema } from '../../responses';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
 import { errors, idParam, zName, zText } from './schemas';
+import { cachedResponse } from '../../responseCache';
 
 const categoryFields = {
   parent_id: zUuid().nullable().optional(),
@@ -50,8 +51,11 @@ export function tripCategoryRoutes(router: Router<AppState, { services: ApiServi
       responses: { 200: { description: 'Categories', schema: z.array(tripCategorySchema) }, ...errors },
     },
     async (ctx) => {
-      const rows = await TripCategory.query(ctx.services.db).orderByRaw('sort_order, lower(name), name, id');
-      ctx.body = rows.map(presentTripCategory);
+      await cachedResponse(ctx, ['trip_categories'], async () =>
+        (await TripCategory.query(ctx.services.db).orderByRaw('sort_order, lower(name), name, id')).map(
+          presentTripCategory,
+        ),
+      );
     },
   );
 

@@ -10,6 +10,7 @@ import { created, noContent, resource, resourceSchema } from '../../responses';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
 import { errors, idParam, zName, zTags, zText, zWeight } from './schemas';
+import { cachedResponse } from '../../responseCache';
 
 // Leaves room for the " (from template)" suffix within a trip name's 255 characters.
 const templateFields = {
@@ -41,8 +42,9 @@ export function tripTemplateRoutes(router: Router<AppState, { services: ApiServi
       responses: { 200: { description: 'Templates', schema: z.array(tripTemplateSchema) }, ...errors },
     },
     async (ctx) => {
-      const rows = await TripTemplate.query(ctx.services.db).orderByRaw('lower(name), name, id');
-      ctx.body = rows.map(presentTripTemplate);
+      await cachedResponse(ctx, ['trip_templates'], async () =>
+        (await TripTemplate.query(ctx.services.db).orderByRaw('lower(name), name, id')).map(presentTripTemplate),
+      );
     },
   );
 

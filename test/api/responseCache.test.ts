@@ -1,0 +1,83 @@
+import test from 'ava';
+import { createUser } from '../helpers/factories';
+import { startSecondApi } from '../helpers/secondApi';
+import { useStack } from '../helpers/stack';
+
+/**
+ * README "Hot paths": whole-table reference lists are served from a per-process serialised copy
+ * while the table's trigger-kept version is unchanged; any committed write (through the API, or
+ * straight into the database) is seen by every instance on its next request; ETags give 304s.
+ */
+const stack = useStack(test);
+
+test.serial('a cached list follows every write, on every instance, and answers 304 to its ETag', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const names = async (url: string) => {
+    const r = await fetch(`${url}/v1/trip-templates`, { headers: { authorization: `Bearer ${admin.token}` } });
+    t.is(r.status, 200);
+    return { etag: r.headers.get('etag'), names: ((await r.json()) as Array<{ name: string }>).map((x) => x.name) };
+  };
+  const second = await startSecondApi(s);
+  try {
+    const first = await names(s.url);
+    t.truthy(first.etag);
+    t.deepEqual((await names(second.url)).names, first.names);
+
+    // Unchanged table: the ETag holds and a conditional request gets 304 without a body. (fetch adds
+    // `Cache-Control: no-cache` to a conditional request unless the caller sets one.)
+    const again = await fetch(`${s.url}/v1/trip-templates`, {
+      headers: { authorization: `Bearer ${admin.token}`, 'if-none-match': first.etag!, 'cache-control': 'max-age=0' },
+    });
+    t.is(again.headers.get('etag'), first.etag);
+    t.is(again.status, 304);
+    t.is(await again.text(), '');
+
+    // A write through the API on one instance: both see it on their next request.
+    const made = await s.request('POST', '/v1/trip-templates', {
+      token: admin.token,
+      body: { name: 'aaa cached one' },
+    });
+    t.is(made.status, 201);
+    const afterApi = await names(second.url);
+    t.true(afterApi.names.includes('aaa cached one'));
+    t.not(afterApi.etag, first.etag);
+    t.true((await names(s.url)).names.includes('aaa cached one'));
+
+    // A write that bypasses the service (an operator's SQL) is seen too: the trigger bumps the version.
+    await s.db('trip_templates').where('name', 'aaa cached one').update({ name: 'aab renamed in sql' });
+    t.true((await names(s.url)).names.includes('aab renamed in sql'));
+    t.true((await names(second.url)).names.includes('aab renamed in sql'));
+    const stale = await fetch(`${s.url}/v1/trip-templates`, {
+      headers: {
+        authorization: `Bearer ${admin.token}`,
+        'if-none-match': afterApi.etag!,
+        'cache-control': 'max-age=0',
+      },
+    });
+    t.is(stale.status, 200);
+
+    // Access is still decided per request: no permission, no cached body.
+    const plain = await createUser(s.db, { roles: [] });
+    t.is((await s.request('GET', '/v1/trip-templates', { token: plain.token })).status, 403);
+  } finally {
+    await second.close();
+  }
+});
+
+test.serial('roles, permissions and trip categories follow their tables the same way', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const get = (path: string) => s.request('GET', path, { token: admin.token });
+  const roles0 = (await get('/v1/roles')).body.data.length;
+  await s.db('roles').insert({ id: 'cache_probe', name: 'Cache probe', description: 'x' });
+  t.is((await get('/v1/roles')).body.data.length, roles0 + 1);
+  const cats0 = (await get('/v1/trip-categories')).body.length;
+  t.is(
+    (await s.request('POST', '/v1/trip-categories', { token: admin.token, body: { name: 'cached cat' } })).status,
+    201,
+  );
+  t.is((await get('/v1/trip-categories')).body.length, cats0 + 1);
+  const perms = (await get('/v1/permissions')).body.data;
+  t.true(perms.length > 0);
+});
