@@ -1,5 +1,6 @@
 import Router from '@koa/router';
 import { OpenApiGeneratorV31 } from '@asteasolutions/zod-to-openapi';
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { notFound } from '../../shared/errors';
@@ -7,17 +8,20 @@ import { openApiRegistry } from '../../shared/zod';
 import type { AppState } from '../routing';
 import type { ApiServices } from '../services';
 
-let cached: unknown;
+let cached: { json: string; etag: string } | undefined;
 
-/** The OpenAPI 3.1 document, generated once from the routes' own zod schemas. */
-function openApiDocument(version: string): unknown {
+/**
+ * The OpenAPI 3.1 document, generated once from the routes' own zod schemas and kept serialised
+ * (the route table does not change while the process runs).
+ */
+function openApiDocument(version: string): { json: string; etag: string } {
   if (!cached) {
     openApiRegistry.registerComponent('securitySchemes', 'bearerAuth', {
       type: 'http',
       scheme: 'bearer',
       description: 'Session token, OAuth access token, API key or system key',
     });
-    cached = new OpenApiGeneratorV31(openApiRegistry.definitions).generateDocument({
+    const doc = new OpenApiGeneratorV31(openApiRegistry.definitions).generateDocument({
       openapi: '3.1.0',
       info: {
         title: 'Service API',
@@ -26,8 +30,24 @@ function openApiDocument(version: string): unknown {
       },
       servers: [{ url: '/' }],
     });
+    const json = JSON.stringify(doc);
+    cached = { json, etag: `"${createHash('sha1').update(json).digest('base64url')}"` };
   }
   return cached;
+}
+
+/** Swagger UI's files, read once each (a handful, from the installed package). */
+const files = new Map<string, Promise<{ body: Buffer; etag: string } | null>>();
+function staticFile(dir: string, file: string): Promise<{ body: Buffer; etag: string } | null> {
+  let f = files.get(file);
+  if (!f) {
+    f = readFile(path.join(dir, file)).then(
+      (body) => ({ body, etag: `"${createHash('sha1').update(body).digest('base64url')}"` }),
+      () => null,
+    );
+    files.set(file, f);
+  }
+  return f;
 }
 
 const SWAGGER_HTML = `<!doctype html>
@@ -48,7 +68,15 @@ const STATIC_TYPES: Record<string, string> = {
 /** /v1/openapi.json and the Swagger UI (served from the swagger-ui-dist package, no CDN). */
 export function openApiRoutes(router: Router<AppState, { services: ApiServices }>): void {
   router.get('/v1/openapi.json', (ctx) => {
-    ctx.body = openApiDocument((ctx as unknown as { services: ApiServices }).services.version);
+    const doc = openApiDocument((ctx as unknown as { services: ApiServices }).services.version);
+    ctx.set('ETag', doc.etag);
+    ctx.status = 200;
+    if (ctx.fresh) {
+      ctx.status = 304;
+      return;
+    }
+    ctx.type = 'application/json';
+    ctx.body = doc.json;
   });
   router.get('/v1/swagger-ui/', (ctx) => {
     ctx.type = 'text/html';
@@ -59,12 +87,16 @@ export function openApiRoutes(router: Router<AppState, { services: ApiServices }
     const file = ctx.params.file;
     const ext = path.extname(file);
     if (!/^[\w.-]+$/.test(file) || !STATIC_TYPES[ext]) throw notFound('file');
-    try {
-      ctx.body = await readFile(path.join(dist, file));
-      ctx.type = STATIC_TYPES[ext];
-      ctx.set('Cache-Control', 'public, max-age=86400');
-    } catch {
-      throw notFound('file');
+    const found = await staticFile(dist, file);
+    if (!found) throw notFound('file');
+    ctx.set('ETag', found.etag);
+    ctx.set('Cache-Control', 'public, max-age=86400');
+    ctx.status = 200;
+    if (ctx.fresh) {
+      ctx.status = 304;
+      return;
     }
+    ctx.type = STATIC_TYPES[ext];
+    ctx.body = found.body;
   });
 }

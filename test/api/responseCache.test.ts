@@ -81,3 +81,22 @@ test.serial('roles, permissions and trip categories follow their tables the same
   const perms = (await get('/v1/permissions')).body.data;
   t.true(perms.length > 0);
 });
+
+test('the OpenAPI document and Swagger UI files are served from memory with ETags', async (t) => {
+  const s = stack();
+  for (const path of ['/v1/openapi.json', '/v1/swagger-ui/swagger-ui.css']) {
+    const first = await fetch(`${s.url}${path}`);
+    t.is(first.status, 200, path);
+    const body = await first.text();
+    t.true(body.length > 1000, path);
+    const etag = first.headers.get('etag');
+    t.truthy(etag, path);
+    const again = await fetch(`${s.url}${path}`);
+    t.is(await again.text(), body, path);
+    const conditional = await fetch(`${s.url}${path}`, {
+      headers: { 'if-none-match': etag!, 'cache-control': 'max-age=0' },
+    });
+    t.is(conditional.status, 304, path);
+  }
+  t.is((await fetch(`${s.url}/v1/swagger-ui/nope.css`)).status, 404);
+});
