@@ -90,8 +90,8 @@ export const RedisKeys = {
   twoFactorFails: (userId: string) => `2fa:fails:${userId}`,
   twoFactorLock: (userId: string) => `2fa:lock:${userId}`,
   twoFactorLockLevel: (userId: string) => `2fa:locklevel:${userId}`,
-  /** String (SET NX): a TOTP time step already accepted for a user, so a code is accepted once on any instance. */
-  twoFactorUsedStep: (userId: string, step: number) => `2fa:step:${userId}:${step}`,
+  /** String (SET NX): a TOTP time step already accepted for a user's secret (`<user id>:<secret hash>`), so a code is accepted once on any instance. */
+  twoFactorUsedStep: (subject: string, step: number) => `2fa:step:${subject}:${step}`,
   /** String (SET NX): a sign-in challenge already finished, by the challenge token's SHA-256. */
   twoFactorChallengeUsed: (tokenHash: string) => `2fa:challenge:${tokenHash}`,
   /** Hash/strings: the newest GPS point overall and per device. */

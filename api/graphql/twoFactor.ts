@@ -3,11 +3,11 @@ import {
   disableTwoFactor,
   regenerateBackupCodes,
   setupTwoFactor,
-  twoFactorStatus,
   verifyTwoFactor,
 } from '../../shared/commands/twoFactor';
 import { validationError } from '../../shared/errors';
-import { twoFactorRequirement } from '../../shared/queries/twoFactor';
+import { presentTwoFactorStatus } from '../../shared/presenters/twoFactor';
+import { twoFactorRequirement, twoFactorState } from '../../shared/queries/twoFactor';
 import { z, zUuid } from '../../shared/zod';
 import { loadUser } from '../params';
 import { authorizeTwoFactor } from '../twoFactorAccess';
@@ -121,7 +121,8 @@ export class TwoFactorResolver {
   ): Promise<GqlTwoFactorStatus> {
     const args = parse(userIdArg, { userId }, 'args');
     const target = await authorizeTwoFactor(ctx.services, ctx.principal, 'read', args.userId);
-    const s = await twoFactorStatus(ctx.services, target);
+    await loadUser(ctx.services.db, target);
+    const s = presentTwoFactorStatus(await twoFactorState(ctx.services.db, target));
     return {
       enabled: s.enabled,
       enabledAt: s.enabled_at,

@@ -3,18 +3,18 @@ import {
   disableTwoFactor,
   regenerateBackupCodes,
   setupTwoFactor,
-  twoFactorStatus,
   verifyTwoFactor,
 } from '../../shared/commands/twoFactor';
 import { checkTwoFactorLogin } from '../../shared/commands/twoFactorLogin';
 import {
   backupCodesSchema,
+  presentTwoFactorStatus,
   twoFactorDisabledSchema,
   twoFactorRequirementSchema,
   twoFactorSetupSchema,
   twoFactorStatusSchema,
 } from '../../shared/presenters/twoFactor';
-import { twoFactorRequirement } from '../../shared/queries/twoFactor';
+import { twoFactorRequirement, twoFactorState } from '../../shared/queries/twoFactor';
 import { loadUser, authRequestMeta } from '../params';
 import { defineRoute, AppContext, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
@@ -58,7 +58,8 @@ export function twoFactorRoutes(router: ApiRouter): void {
     },
     async (ctx, { query }) => {
       const userId = await authorizeTwoFactor(ctx.services, ctx.state.principal, 'read', query.user_id);
-      ctx.body = await twoFactorStatus(ctx.services, userId);
+      await loadUser(ctx.services.db, userId);
+      ctx.body = presentTwoFactorStatus(await twoFactorState(ctx.services.db, userId));
     },
   );
 

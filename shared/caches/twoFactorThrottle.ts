@@ -150,13 +150,13 @@ export async function clearTwoFactorFailures(redis: Redis, config: Cfg, r: TwoFa
 }
 
 /**
- * Claims a TOTP time step for a user: true the first time on any instance, false for a replay.
+ * Claims a TOTP time step for a user's secret (`subject`): true the first time on any instance, false for a replay.
  * Without Redis the database's last accepted step (checked under the row lock) still refuses it.
  */
-export async function claimTotpStep(redis: Redis, config: Cfg, userId: string, step: number): Promise<boolean> {
+export async function claimTotpStep(redis: Redis, config: Cfg, subject: string, step: number): Promise<boolean> {
   try {
     const ok = await within(
-      redis.set(redisKey(config, RedisKeys.twoFactorUsedStep(userId, step)), '1', 'EX', 180, 'NX'),
+      redis.set(redisKey(config, RedisKeys.twoFactorUsedStep(subject, step)), '1', 'EX', 180, 'NX'),
     );
     return ok === 'OK';
   } catch {

@@ -4,7 +4,7 @@ import { attributed, recordAuditEvent } from '../audit';
 import { clearTwoFactorFailures, claimTotpStep, reserveTwoFactorAttempt } from '../caches/twoFactorThrottle';
 import { clock } from '../clock';
 import type { ServiceContext } from '../context';
-import { decryptSecret, encryptSecret } from '../crypto';
+import { decryptSecret, encryptSecret, sha256 } from '../crypto';
 import { afterCommit, transaction } from '../db';
 import {
   hashBackupCode,
@@ -110,7 +110,9 @@ async function matchCode(
   if (step !== null) {
     const last = row.last_step === null ? null : Number(row.last_step);
     if (last !== null && step <= last) return null;
-    if (!(await claimTotpStep(ctx.redis, ctx.config, row.user_id, step))) return null;
+    // Claimed per user and secret: a fresh secret (a new setup) does not inherit the old one's claims.
+    if (!(await claimTotpStep(ctx.redis, ctx.config, `${row.user_id}:${sha256(secret).slice(0, 12)}`, step)))
+      return null;
     await trx('user_two_factor').where('user_id', row.user_id).update({ last_step: step });
     return { kind: 'totp', step };
   }
@@ -333,18 +335,4 @@ export async function regenerateBackupCodes(ctx: ServiceContext, userId: string,
       };
     },
   );
-}
-
-/** GET 2fa/status. */
-export async function twoFactorStatus(ctx: ServiceContext, userId: string) {
-  await liveUser(ctx.db, userId);
-  const s = await twoFactorState(ctx.db, userId);
-  const enabled = isEnabled(s);
-  return {
-    enabled,
-    enabled_at: enabled ? s.row!.enabled_at!.toISOString() : null,
-    setup_platform: enabled ? s.platformSlug : null,
-    platform_slug: enabled ? s.platformSlug : null,
-    backup_codes_remaining: enabled ? s.backupCodesRemaining : 0,
-  };
 }

@@ -1,3 +1,5 @@
+import type { TwoFactorState } from '../queries/twoFactor';
+import { iso } from './iso';
 import { z } from '../zod';
 
 /** Responses of the 2FA routes (spec §4.15); the commands build them in this shape. */
@@ -8,6 +10,18 @@ export const twoFactorStatusSchema = z.object({
   platform_slug: z.string().nullable(),
   backup_codes_remaining: z.number().int(),
 });
+
+/** GET 2fa/status: a pending setup is not enabled (and shows no platform yet). */
+export function presentTwoFactorStatus(s: TwoFactorState): z.infer<typeof twoFactorStatusSchema> {
+  const enabled = !!s.row?.enabled_at;
+  return {
+    enabled,
+    enabled_at: enabled ? iso(s.row!.enabled_at) : null,
+    setup_platform: enabled ? s.platformSlug : null,
+    platform_slug: enabled ? s.platformSlug : null,
+    backup_codes_remaining: enabled ? s.backupCodesRemaining : 0,
+  };
+}
 
 export const twoFactorRequirementSchema = z.object({
   required: z.boolean(),
