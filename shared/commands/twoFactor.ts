@@ -65,20 +65,22 @@ export async function setupTwoFactor(ctx: ServiceContext, userId: string, platfo
   const secret = newTotpSecret();
   const now = clock.now();
   const expiresAt = new Date(now + SETUP_TTL_MS);
-  const stored = await ctx
-    .db('user_two_factor')
-    .insert({
-      user_id: userId,
-      secret_encrypted: encryptSecret(secret, ctx.config.secretKeys),
-      platform_id: platform.id,
-      setup_expires_at: expiresAt,
-      enabled_at: null,
-      last_step: null,
-    })
-    .onConflict('user_id')
-    .merge(['secret_encrypted', 'platform_id', 'setup_expires_at', 'last_step', 'updated_at'])
-    .where('user_two_factor.enabled_at', null)
-    .returning('user_id');
+  // One statement, in the command's transaction like every write: an enabled row is never replaced.
+  const stored = await transaction(ctx.db, (trx) =>
+    trx('user_two_factor')
+      .insert({
+        user_id: userId,
+        secret_encrypted: encryptSecret(secret, ctx.config.secretKeys),
+        platform_id: platform.id,
+        setup_expires_at: expiresAt,
+        enabled_at: null,
+        last_step: null,
+      })
+      .onConflict('user_id')
+      .merge(['secret_encrypted', 'platform_id', 'setup_expires_at', 'last_step', 'updated_at'])
+      .where('user_two_factor.enabled_at', null)
+      .returning('user_id'),
+  );
   if (stored.length === 0) throw badRequest('two-factor authentication is already enabled');
   const account = (await noticeAddress(ctx.db, userId)) ?? user.username;
   const uri = otpauthUri(secret, TOTP_ISSUER, account);
