@@ -17,6 +17,8 @@ import { seed } from '../shared/seed';
 import { createRedis } from '../shared/redis';
 import { AuthInvalidation, EventBus } from '../shared/events';
 import { isUuid } from '../shared/zod';
+import { rotateSecrets } from '../shared/commands/rotateSecrets';
+import { secretKeyId } from '../shared/crypto';
 
 const USAGE = `usage: npm run cli -- <command>
   migrate                                   create the database if missing, apply migrations
@@ -29,7 +31,10 @@ const USAGE = `usage: npm run cli -- <command>
   grant-role <user> <role>                  user by id, username or email; role by name or id
   create-api-key --user <user> --name <n> [--scopes a:b,c:d] [--system]
                                             prints the key once; without --scopes the key holds
-                                            the owner's permissions`;
+                                            the owner's permissions
+  rotate-secrets                            re-encrypt every sealed column (TOTP secrets, mail
+                                            tokens) under SECRETS_KEY; SECRETS_KEY_PREVIOUS holds
+                                            the old key(s) until it has run`;
 
 const ADMIN_ROLE_ID = 'role_admin';
 
@@ -257,6 +262,11 @@ async function main(argv: string[]): Promise<void> {
       say(`granted role ${role.name} to ${user.username} (${user.id})`);
     } else if (command === 'create-admin') {
       await createAdmin(db, rest);
+    } else if (command === 'rotate-secrets') {
+      say(`re-encrypting sealed columns under key ${secretKeyId(config.secretKeys[0])}…`);
+      for (const r of await rotateSecrets(db, config.secretKeys))
+        say(`  ${r.table}.${r.column}: ${r.rotated} re-encrypted, ${r.current} already current`);
+      say('done: SECRETS_KEY_PREVIOUS may now be removed');
     } else if (command === 'list-roles') {
       await listRoles(db);
     } else if (command === 'create-api-key') {

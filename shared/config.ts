@@ -49,6 +49,23 @@ const secretsKey = z
     return key;
   });
 
+/** Earlier SECRETS_KEY values (comma-separated, base64), kept only to decrypt during a rotation. */
+const previousSecretsKeys = z
+  .string()
+  .default('')
+  .transform((v, ctx) => {
+    const keys = v
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
+      .map((s) => Buffer.from(s, 'base64'));
+    if (keys.some((k) => k.length !== 32)) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'each key must be 32 bytes, base64-encoded' });
+      return z.NEVER;
+    }
+    return keys;
+  });
+
 /** ID_APPS: comma-separated `app_id:secret` pairs of first-party apps allowed to send X-ID-App-Assertion. */
 const idApps = z
   .string()
@@ -83,6 +100,7 @@ const schema = z.object({
   REDIS_PREFIX: z.string().default('svc:'),
   SYSTEM_API_KEY: z.string().min(16).optional(),
   SECRETS_KEY: secretsKey,
+  SECRETS_KEY_PREVIOUS: previousSecretsKeys,
   INTERNAL_TOKEN: z.string().default(''),
   ID_APPS: idApps,
   ID_ASSERTION_MAX_AGE_SECONDS: int(30, 1),
@@ -137,6 +155,8 @@ export interface Config {
   redisPrefix: string;
   systemApiKey?: string;
   secretsKey: Buffer;
+  /** SECRETS_KEY first, then SECRETS_KEY_PREVIOUS: the ring secrets are decrypted with (the first encrypts). */
+  secretKeys: Buffer[];
   internalToken: string;
   idApps: Map<string, string>;
   idAssertionMaxAgeSeconds: number;
@@ -193,6 +213,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     redisPrefix: e.REDIS_PREFIX,
     systemApiKey: e.SYSTEM_API_KEY,
     secretsKey: e.SECRETS_KEY,
+    secretKeys: [e.SECRETS_KEY, ...e.SECRETS_KEY_PREVIOUS],
     internalToken: e.INTERNAL_TOKEN,
     idApps: e.ID_APPS,
     idAssertionMaxAgeSeconds: e.ID_ASSERTION_MAX_AGE_SECONDS,

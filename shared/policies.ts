@@ -318,6 +318,8 @@ export interface SubjectTypes {
   relay: { userId?: undefined };
   /** A realtime channel (spec §4.26). */
   channel: { name: string };
+  /** A user's two-factor authentication (spec §4.15, §5.3); `permissions`: what that user holds (hierarchy). */
+  twoFactor: { userId: string; permissions: PermissionSet };
   /** A request sent over the WebSocket (audit, chat settings and sync, moderation). */
   wsRequest: { payload: string; action?: string; scope?: string };
 }
@@ -352,6 +354,37 @@ const holdsRole: Rule<'role'> = (p, r) => {
     forbidden(`cannot manage a role granting permissions you do not hold (${missing.slice(0, 5).join(', ')})`)
   );
 };
+
+/**
+ * Two-factor (spec §4.15, §5.3): one's own with two_factor:read / two_factor:write (effective, so a
+ * narrowed credential needs it among its scopes); another user's with two_factor:manage and holding
+ * every permission they hold (hierarchy), or as a super admin. The system key holds `*:*`.
+ */
+const twoFactorRule = (p: Authenticated, t: SubjectTypes['twoFactor'], own: string): Verdict => {
+  if (actingUserId(p) === t.userId) return needs(p, own);
+  if (p.permissions.isSuperAdmin) return true;
+  if (!p.permissions.has('two_factor:manage'))
+    return forbidden("missing permission two_factor:manage (needed for another user's two-factor authentication)");
+  const missing = t.permissions.list().filter((perm) => !p.permissions.has(perm));
+  return (
+    missing.length === 0 ||
+    forbidden(`you may only manage users whose every permission you hold (missing ${missing.slice(0, 5).join(', ')})`)
+  );
+};
+
+/**
+ * Whose two-factor authentication a call is about: `user_id` when given, else the caller's own
+ * user. The system key acts for nobody, so it must name the user (400 without); so must a key
+ * without an owner.
+ */
+export function twoFactorTargetId(p: Principal, userId: string | null | undefined): string {
+  requireAuthenticated(p);
+  if (userId) return userId;
+  if (p.kind === 'system') throw badRequest('user_id: is required when the system key calls');
+  const uid = actingUserId(p);
+  if (!uid) throw badRequest('user_id: is required for a credential that does not act for a user');
+  return uid;
+}
 
 /** Channels anyone may join, anonymous callers included. */
 const isPublicChannel = (name: string) => name === 'vessels' || name === 'public' || name.startsWith('public:');
@@ -471,6 +504,10 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
     manage: (p) =>
       (p.kind === 'user' && p.via === 'session' && !!p.sessionId) || forbidden('this endpoint needs a session token'),
   },
+  twoFactor: {
+    read: (p, t) => twoFactorRule(p, t, 'two_factor:read'),
+    write: (p, t) => twoFactorRule(p, t, 'two_factor:write'),
+  },
   channel: {
     subscribe: (p, c) => channelRule(p, c.name),
     /** The internal chat bot channel: the system key, or an API key with chat:sync. */
@@ -569,6 +606,11 @@ export const subjects = {
   ownConsents: (): Subject<'ownConsents'> => ({ type: 'ownConsents' }),
   relay: (): Subject<'relay'> => ({ type: 'relay' }),
   channel: (name: string): Subject<'channel'> => ({ type: 'channel', name }),
+  twoFactor: (userId: string, permissions: PermissionSet): Subject<'twoFactor'> => ({
+    type: 'twoFactor',
+    userId,
+    permissions,
+  }),
   wsRequest: (payload: string, detail: { action?: string; scope?: string } = {}): Subject<'wsRequest'> => ({
     type: 'wsRequest',
     payload,

@@ -84,6 +84,13 @@ export class GqlFlatUser implements GqlFlatUserShape {
 
   @Field(() => Boolean)
   isBanned!: boolean;
+
+  @Field(() => Boolean, {
+    nullable: true,
+    description:
+      'oauthSignin only: 2FA is required for this user (roles, platforms) but not enabled; send the user to the 2FA setup',
+  })
+  twoFactorSetupRequired?: boolean | null;
 }
 
 /** Accounts in GraphQL: platforms, the oauthSignin twin of POST /v1/users/oauth, findUserByPlatform. */
@@ -112,8 +119,8 @@ export class AccountsResolver {
       oauthProviderId: b.oauthProviderId,
       image: b.image ?? null,
     };
-    const { user } = await oauthSignin(ctx.services, signin, gqlAttribution(ctx));
-    return presentGqlFlatUser(user);
+    const { user, twoFactorSetupRequired } = await oauthSignin(ctx.services, signin, gqlAttribution(ctx));
+    return { ...presentGqlFlatUser(user), twoFactorSetupRequired };
   }
 
   /** The id of the user a platform account belongs to (system key or users:read), null when unlinked. */

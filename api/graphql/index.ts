@@ -14,6 +14,7 @@ import { MeResolver } from './me';
 import { WsTicketResolver } from './wsTicket';
 import { AccountsResolver } from './accounts';
 import { GpsResolver } from './gps';
+import { TwoFactorResolver } from './twoFactor';
 
 /**
  * Every resolver class of the schema. Resolvers call the same commands as REST and enforce their
@@ -26,6 +27,7 @@ export const resolvers: NonEmptyArray<Function> = [
   AccountsResolver,
   GpsResolver,
   AuditResolver,
+  TwoFactorResolver,
 ];
 
 /**

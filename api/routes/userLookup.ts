@@ -42,7 +42,11 @@ export function userLookupRoutes(router: ApiRouter): void {
       auth: 'system',
       body: oauthSigninSchema,
       responses: {
-        200: { description: '{data: flattened user}', schema: resourceSchema(flatUserSchema) },
+        200: {
+          description:
+            '{data: flattened user, two_factor_setup_required}: the flag asks the client to send the user to the 2FA setup',
+          schema: resourceSchema(flatUserSchema).extend({ two_factor_setup_required: z.boolean() }),
+        },
         400: { description: 'Unknown platform' },
         401: { description: 'Not the system key' },
         403: { description: 'Platform disabled' },
@@ -57,7 +61,8 @@ export function userLookupRoutes(router: ApiRouter): void {
         image: body.image ?? null,
       };
       const r = await oauthSignin(ctx.services, input, requestAttribution(ctx));
-      ctx.body = resource(ctx, r.user, userPath(r.user.id));
+      // two_factor_setup_required: 2FA is required for this user (roles, platforms) but not enabled.
+      ctx.body = { ...resource(ctx, r.user, userPath(r.user.id)), two_factor_setup_required: r.twoFactorSetupRequired };
     },
   );
 

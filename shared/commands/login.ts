@@ -6,6 +6,7 @@ import {
   throttleSubjectForEmail,
   Who,
 } from '../caches/loginThrottle';
+import { twoFactorLoginGate } from '../auth/twoFactorChallenge';
 import { claimMailSlot } from '../caches/mailSlots';
 import type { ServiceContext } from '../context';
 import { sha256 } from '../crypto';
@@ -45,7 +46,7 @@ export interface LoginChallenge {
 export type LoginGate = (ctx: ServiceContext, attempt: LoginAttempt) => Promise<LoginChallenge | null>;
 
 /** Registry of sign-in gates, run in order; the first challenge wins. */
-const loginGates: LoginGate[] = [];
+const loginGates: LoginGate[] = [twoFactorLoginGate];
 
 /** Runs the gates; returns the first challenge, or null when sign-in may complete. */
 async function runLoginGates(ctx: ServiceContext, attempt: LoginAttempt): Promise<LoginChallenge | null> {
@@ -60,7 +61,7 @@ async function runLoginGates(ctx: ServiceContext, attempt: LoginAttempt): Promis
  * Finishes a sign-in: creates the session (lifetime from system config), stamps last_login_at,
  * writes the `login` audit event and answers `{data: flattened user, session}`.
  */
-async function completeLogin(ctx: ServiceContext, attempt: LoginAttempt) {
+export async function completeLogin(ctx: ServiceContext, attempt: LoginAttempt) {
   const expires = new Date(Date.now() + (await sessionLifetimeMs(ctx.db)));
   const { session, token } = await transaction(ctx.db, async (trx) => {
     const created = await createSession(trx, attempt.userId, expires, attempt);

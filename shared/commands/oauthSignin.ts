@@ -7,6 +7,7 @@ import type { Knex } from 'knex';
 import { attributed, Attribution, AuditInput, recordAuditEvent } from '../audit';
 import { transaction } from '../db';
 import { normaliseEmail } from '../domain/accounts';
+import { twoFactorRequirement } from '../queries/twoFactor';
 import { findPlatform, findUserIdByEmail, flatUser } from '../queries/users';
 import { addPlatformAccount, createUserWithAccount, uniqueUsername } from './users';
 
@@ -31,6 +32,11 @@ export interface OauthSigninResult {
   user: Awaited<ReturnType<typeof flatUser>>;
   created: boolean;
   linked: boolean;
+  /**
+   * The user's roles (requires_two_factor) or sign-in platforms (two_factor_required) require 2FA
+   * and it is not enabled: the client sends the user to the 2FA setup.
+   */
+  twoFactorSetupRequired: boolean;
 }
 
 /**
@@ -127,5 +133,11 @@ export async function oauthSignin(
     await record(trx, user.id, login(account.id));
     return { userId: user.id, created: true, linked: false };
   });
-  return { user: await flatUser(ctx.db, result.userId), created: result.created, linked: result.linked };
+  const requirement = await twoFactorRequirement(ctx.db, result.userId);
+  return {
+    user: await flatUser(ctx.db, result.userId),
+    created: result.created,
+    linked: result.linked,
+    twoFactorSetupRequired: requirement.required && !requirement.enabled,
+  };
 }

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { Config } from '../config';
-import { decryptSecret, encryptSecret } from '../crypto';
+import { decryptSecret, encryptSecret, SecretKeys } from '../crypto';
 import { EmailOutbox } from '../models/EmailOutbox';
 import { writeOutbox } from '../outbox';
 import { AccountEmailTemplate, AccountEmailVars, emailLink, EmailLocale, renderAccountEmail } from './accountEmails';
@@ -49,8 +49,34 @@ export async function writeAccountEmail(
   return row.id;
 }
 
+/** A rendered mail without a link token (notices such as the two-factor alerts), for `writeNoticeEmail`. */
+export interface NoticeEmail {
+  to: string;
+  userId: string | null;
+  template: string;
+  subject: string;
+  text: string;
+  html: string;
+}
+
+/** Writes a notice mail to email_outbox and its `email` job, inside the caller's transaction (see writeAccountEmail). */
+export async function writeNoticeEmail(trx: Knex.Transaction, mail: NoticeEmail): Promise<string> {
+  const row = await EmailOutbox.query(trx).insertAndFetch({
+    to_address: mail.to,
+    subject: mail.subject,
+    text_body: mail.text,
+    html_body: mail.html,
+    template: mail.template,
+    user_id: mail.userId,
+    token_sealed: null,
+    status: 'queued',
+  });
+  await writeOutbox(trx, 'email', { outboxId: row.id });
+  return row.id;
+}
+
 /** The bodies to send: the stored ones with the sealed token unsealed into the link (throws on a wrong key). */
-export function outboxBodies(mail: EmailOutbox, secretsKey: Buffer): { text: string; html: string | null } {
+export function outboxBodies(mail: EmailOutbox, secretsKey: SecretKeys): { text: string; html: string | null } {
   if (!mail.token_sealed) return { text: mail.text_body, html: mail.html_body };
   const token = decryptSecret(mail.token_sealed, secretsKey);
   const fill = (body: string) => body.replaceAll(`token=${TOKEN_PLACEHOLDER}`, () => `token=${token}`);

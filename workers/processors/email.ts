@@ -39,7 +39,7 @@ export const emailProcessor: Processor<'email'> = async (job, ctx: ServiceContex
     return { logged: true };
   }
   try {
-    const { text, html } = outboxBodies(mail, ctx.config.secretsKey);
+    const { text, html } = outboxBodies(mail, ctx.config.secretKeys);
     await transporter(ctx.config.smtpUrl).sendMail({
       from: ctx.config.mailFrom,
       messageId: outboxMessageId(mail.id, ctx.config.mailFrom),

@@ -1,0 +1,62 @@
+import { clock } from '../clock';
+import type { Config } from '../config';
+import type { ServiceContext } from '../context';
+import { decryptSecret, encryptSecret } from '../crypto';
+import { twoFactorEnabled } from '../queries/twoFactor';
+
+/** How long a sign-in challenge may be answered at POST /v1/auth/2fa/check. */
+export const CHALLENGE_TTL_MS = 5 * 60 * 1000;
+const PREFIX = 'tfc_';
+
+interface ChallengeClaims {
+  /** user id */
+  u: string;
+  /** platform of the credential that was checked */
+  p: string;
+  /** expiry, ms since the epoch */
+  e: number;
+}
+
+/**
+ * The login challenge token: the claims sealed with SECRETS_KEY (AES-256-GCM, so it can be neither
+ * read nor forged), base64url. Nothing is stored: any api instance can open it, with or without
+ * Redis. It proves only that the password was right; the session needs the second factor too.
+ */
+export function issueChallenge(config: Pick<Config, 'secretKeys'>, userId: string, platformSlug: string) {
+  const expires = clock.now() + CHALLENGE_TTL_MS;
+  const claims: ChallengeClaims = { u: userId, p: platformSlug, e: expires };
+  return {
+    token: PREFIX + Buffer.from(encryptSecret(JSON.stringify(claims), config.secretKeys)).toString('base64url'),
+    expiresAt: new Date(expires),
+  };
+}
+
+/** The challenge's user and platform, or null when the token is not one of ours or has expired. */
+export function openChallenge(
+  config: Pick<Config, 'secretKeys'>,
+  token: string,
+): { userId: string; platformSlug: string } | null {
+  if (!token.startsWith(PREFIX)) return null;
+  try {
+    const claims = JSON.parse(
+      decryptSecret(Buffer.from(token.slice(PREFIX.length), 'base64url').toString('utf8'), config.secretKeys),
+    ) as ChallengeClaims;
+    if (typeof claims.u !== 'string' || typeof claims.e !== 'number' || claims.e <= clock.now()) return null;
+    return { userId: claims.u, platformSlug: claims.p };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The sign-in gate of two-factor authentication (shared/commands/login.ts `loginGates`): an account
+ * with 2FA enabled gets the challenge of decisions.md instead of a session.
+ */
+export async function twoFactorLoginGate(
+  ctx: ServiceContext,
+  attempt: { userId: string; platformSlug: string },
+): Promise<{ requires_two_factor: true; challenge_token: string; expires_at: string } | null> {
+  if (!(await twoFactorEnabled(ctx.db, attempt.userId))) return null;
+  const { token, expiresAt } = issueChallenge(ctx.config, attempt.userId, attempt.platformSlug);
+  return { requires_two_factor: true, challenge_token: token, expires_at: expiresAt.toISOString() };
+}

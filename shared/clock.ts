@@ -1,0 +1,19 @@
+/**
+ * The time the two-factor rules read (TOTP steps, setup expiry). Production uses the system clock;
+ * a test that runs the api in-process moves it forward with `setClockOffset` instead of sleeping.
+ */
+let offsetMs = 0;
+
+export const clock = {
+  now(): number {
+    return Date.now() + offsetMs;
+  },
+  date(): Date {
+    return new Date(Date.now() + offsetMs);
+  },
+};
+
+/** Shifts `clock` by `ms` from the system time (0 restores it). */
+export function setClockOffset(ms: number): void {
+  offsetMs = ms;
+}

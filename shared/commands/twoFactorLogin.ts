@@ -1,0 +1,65 @@
+import { attributed, recordAuditEvent } from '../audit';
+import { openChallenge, CHALLENGE_TTL_MS } from '../auth/twoFactorChallenge';
+import { claimChallenge } from '../caches/twoFactorThrottle';
+import type { ServiceContext } from '../context';
+import { sha256 } from '../crypto';
+import { badRequest, forbidden } from '../errors';
+import { findActiveBan } from '../queries/access';
+import { completeLogin, LoginAttempt } from './login';
+import { TwoFactorActor, withTwoFactorCode } from './twoFactor';
+
+const INVALID_CHALLENGE = 'challenge_token: invalid or expired; sign in again';
+
+/**
+ * POST /v1/auth/2fa/check: finishes a sign-in that a 2FA challenge stopped, with a TOTP or backup
+ * code. Wrong codes count towards the user's lock-out (429) and write `login_failed`; the right one
+ * writes `2fa_verified`, spends the challenge and answers as a successful sign-in.
+ */
+export async function checkTwoFactorLogin(
+  ctx: ServiceContext,
+  input: { challenge_token: string; code: string },
+  meta: TwoFactorActor,
+) {
+  const challenge = openChallenge(ctx.config, input.challenge_token);
+  if (!challenge) throw badRequest(INVALID_CHALLENGE);
+  const { userId } = challenge;
+  const by = { ...meta, actorId: userId };
+  await withTwoFactorCode(
+    ctx,
+    userId,
+    input.code,
+    by,
+    'login',
+    {
+      allowBackup: true,
+      state: (s) => {
+        // 2FA switched off meanwhile: the challenge is void, the user signs in again (without one).
+        if (!s.row?.enabled_at) throw badRequest(INVALID_CHALLENGE);
+      },
+    },
+    async (trx, s, m) => {
+      await recordAuditEvent(
+        attributed(by, {
+          user_id: userId,
+          event_type: '2fa_verified',
+          resource_type: 'user',
+          resource_id: userId,
+          metadata: { platform: challenge.platformSlug, method: m.kind, setup_platform: s.platformSlug },
+        }),
+        trx,
+      );
+    },
+  );
+  if (!(await claimChallenge(ctx.redis, ctx.config, sha256(input.challenge_token), CHALLENGE_TTL_MS / 1000 + 60)))
+    throw badRequest(INVALID_CHALLENGE);
+  const ban = await findActiveBan(ctx.db, userId);
+  if (ban) throw forbidden('account is banned');
+  const attempt: LoginAttempt = {
+    actorId: userId,
+    ipAddress: meta.ipAddress ?? null,
+    userAgent: meta.userAgent ?? null,
+    userId,
+    platformSlug: challenge.platformSlug,
+  };
+  return completeLogin(ctx, attempt);
+}

@@ -1,0 +1,182 @@
+import test from 'ava';
+import { setClockOffset } from '../../shared/clock';
+import { hashPassword } from '../../shared/domain/passwords';
+import { TWO_FACTOR_THROTTLE } from '../../shared/caches/twoFactorThrottle';
+import { useAccountsStack } from '../helpers/accounts';
+import { createUser, TestUser } from '../helpers/factories';
+import { startSecondApi } from '../helpers/secondApi';
+import { codeNow, enableTwoFactor, nextStep } from './helpers';
+
+// Serial: the tests move the service's clock, and a second api instance rebinds the models.
+const { stack } = useAccountsStack(test);
+test.after.always(() => setClockOffset(0));
+
+const PASSWORD = 'correct horse battery';
+
+async function userWithPassword(): Promise<TestUser> {
+  const s = stack();
+  const u = await createUser(s.db);
+  await s
+    .db('platform_accounts')
+    .where('user_id', u.id)
+    .update({ password_hash: await hashPassword(PASSWORD) });
+  return u;
+}
+
+async function post(url: string, path: string, body: unknown) {
+  const r = await fetch(url + path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return { status: r.status, body: (await r.json()) as any, headers: r.headers };
+}
+
+test.serial('with 2FA on, login answers the challenge and no session; 2fa/check finishes it', async (t) => {
+  const s = stack();
+  const u = await userWithPassword();
+  const plain = await s.request('POST', '/v1/auth/login', { body: { email: u.email, password: PASSWORD } });
+  t.truthy(plain.body.session?.sessionToken, 'no 2FA: a session at once');
+
+  const { secret } = await enableTwoFactor(s, u.token);
+  const login = await s.request('POST', '/v1/auth/login', { body: { email: u.email, password: PASSWORD } });
+  t.is(login.status, 200);
+  t.deepEqual(Object.keys(login.body).sort(), ['challenge_token', 'expires_at', 'requires_two_factor']);
+  t.true(login.body.requires_two_factor);
+  t.true(Date.parse(login.body.expires_at) > Date.now());
+
+  const wrong = await s.request('POST', '/v1/auth/2fa/check', {
+    body: { challenge_token: login.body.challenge_token, code: codeNow(secret) === '000000' ? '999999' : '000000' },
+  });
+  t.is(wrong.status, 400);
+  t.is(wrong.body.message, 'invalid code');
+  const forged = await s.request('POST', '/v1/auth/2fa/check', {
+    body: { challenge_token: 'tfc_' + Buffer.from('v2:00000000:AAAA').toString('base64url'), code: codeNow(secret) },
+  });
+  t.is(forged.status, 400);
+  t.regex(forged.body.message, /challenge_token/);
+
+  const ok = await s.request('POST', '/v1/auth/2fa/check', {
+    body: { challenge_token: login.body.challenge_token, code: codeNow(secret) },
+  });
+  t.is(ok.status, 200, ok.text);
+  t.is(ok.body.data.id, u.id);
+  t.truthy(ok.body.session.sessionToken);
+  const me = await s.request('GET', '/v1/users/me', { token: ok.body.session.sessionToken });
+  t.is(me.status, 200);
+
+  nextStep();
+  const reused = await s.request('POST', '/v1/auth/2fa/check', {
+    body: { challenge_token: login.body.challenge_token, code: codeNow(secret) },
+  });
+  t.is(reused.status, 400, 'a challenge finishes one sign-in');
+
+  const events = await s.db('audit_events').where('user_id', u.id).pluck('event_type');
+  t.true(events.includes('2fa_verified'));
+  t.true(events.includes('login'));
+  const failed = await s.db('audit_events').where({ user_id: u.id, event_type: 'login_failed' });
+  t.is(failed.length, 1);
+  t.is(failed[0].metadata.reason, 'wrong_2fa_code');
+});
+
+test.serial('a backup code signs in once', async (t) => {
+  const s = stack();
+  const u = await userWithPassword();
+  const { backupCodes } = await enableTwoFactor(s, u.token);
+  const challenge = async () =>
+    (await s.request('POST', '/v1/auth/login', { body: { email: u.email, password: PASSWORD } })).body.challenge_token;
+  const first = await s.request('POST', '/v1/auth/2fa/check', {
+    body: { challenge_token: await challenge(), code: backupCodes[0] },
+  });
+  t.is(first.status, 200, first.text);
+  const second = await s.request('POST', '/v1/auth/2fa/check', {
+    body: { challenge_token: await challenge(), code: backupCodes[0] },
+  });
+  t.is(second.status, 400);
+  const status = await s.request('GET', '/v1/users/me/2fa/status', { token: u.token });
+  t.is(status.body.backup_codes_remaining, 9);
+});
+
+test.serial('a code is accepted once across two api instances, also when both get it at the same time', async (t) => {
+  const s = stack();
+  const u = await userWithPassword();
+  const { secret } = await enableTwoFactor(s, u.token);
+  const second = await startSecondApi(s);
+  try {
+    const c1 = await post(s.url, '/v1/auth/login', { email: u.email, password: PASSWORD });
+    const c2 = await post(second.url, '/v1/auth/login', { email: u.email, password: PASSWORD });
+    const code = codeNow(secret);
+    const [a, b] = await Promise.all([
+      post(s.url, '/v1/auth/2fa/check', { challenge_token: c1.body.challenge_token, code }),
+      post(second.url, '/v1/auth/2fa/check', { challenge_token: c2.body.challenge_token, code }),
+    ]);
+    t.deepEqual([a.status, b.status].sort(), [200, 400]);
+    // And one after the other: the other instance refuses the code the first accepted.
+    nextStep();
+    const code2 = codeNow(secret);
+    const c3 = await post(s.url, '/v1/auth/login', { email: u.email, password: PASSWORD });
+    const c4 = await post(second.url, '/v1/auth/login', { email: u.email, password: PASSWORD });
+    t.is(
+      (await post(s.url, '/v1/auth/2fa/check', { challenge_token: c3.body.challenge_token, code: code2 })).status,
+      200,
+    );
+    const replay = await post(second.url, '/v1/auth/2fa/check', {
+      challenge_token: c4.body.challenge_token,
+      code: code2,
+    });
+    t.is(replay.status, 400);
+    t.is(replay.body.message, 'invalid code');
+  } finally {
+    await second.close();
+  }
+});
+
+test.serial('20 parallel wrong guesses: exactly 5 are checked, the rest 429 with a cool-down that grows', async (t) => {
+  const s = stack();
+  const u = await userWithPassword();
+  const { secret } = await enableTwoFactor(s, u.token);
+  const challenge = (await s.request('POST', '/v1/auth/login', { body: { email: u.email, password: PASSWORD } })).body
+    .challenge_token;
+  const right = codeNow(secret);
+  const guesses = Array.from({ length: 20 }, (_, i) => String(100000 + i * 7919)).filter((c) => c !== right);
+  const answers = await Promise.all(
+    guesses.map((code) => s.request('POST', '/v1/auth/2fa/check', { body: { challenge_token: challenge, code } })),
+  );
+  const statuses = answers.map((a) => a.status);
+  t.is(statuses.filter((x) => x === 400).length, TWO_FACTOR_THROTTLE.maxFailures, statuses.join(','));
+  t.is(statuses.filter((x) => x === 429).length, guesses.length - TWO_FACTOR_THROTTLE.maxFailures);
+  const limited = answers.find((a) => a.status === 429)!;
+  const firstCooldown = Number(limited.headers.get('retry-after'));
+  t.true(firstCooldown > 0 && firstCooldown <= TWO_FACTOR_THROTTLE.baseCooldownSeconds, String(firstCooldown));
+  const wrongCodes = await s.db('audit_events').where({ user_id: u.id, event_type: 'login_failed' });
+  t.is(wrongCodes.filter((e) => e.metadata.reason === 'wrong_2fa_code').length, TWO_FACTOR_THROTTLE.maxFailures);
+
+  // During the cool-down even the right code, on any 2FA endpoint, answers 429.
+  const blocked = await s.request('POST', '/v1/auth/2fa/check', { body: { challenge_token: challenge, code: right } });
+  t.is(blocked.status, 429);
+  const regen = await s.request('POST', '/v1/users/me/2fa/backup-codes/regenerate', {
+    token: u.token,
+    body: { code: right },
+  });
+  t.is(regen.status, 429);
+  t.truthy(regen.headers.get('retry-after'));
+
+  // The cool-down ends (its key expires); 5 more wrong codes give a longer one.
+  await s.redis.del(`${s.config.redisPrefix}2fa:lock:${u.id}`);
+  for (let i = 0; i < TWO_FACTOR_THROTTLE.maxFailures; i++) {
+    const r = await s.request('POST', '/v1/auth/2fa/check', { body: { challenge_token: challenge, code: guesses[i] } });
+    t.is(r.status, 400);
+  }
+  const again = await s.request('POST', '/v1/auth/2fa/check', { body: { challenge_token: challenge, code: right } });
+  t.is(again.status, 429);
+  t.true(
+    Number(again.headers.get('retry-after')) > TWO_FACTOR_THROTTLE.baseCooldownSeconds,
+    again.headers.get('retry-after')!,
+  );
+
+  // After the cool-down the right code works and the count starts over.
+  await s.redis.del(`${s.config.redisPrefix}2fa:lock:${u.id}`);
+  const done = await s.request('POST', '/v1/auth/2fa/check', { body: { challenge_token: challenge, code: right } });
+  t.is(done.status, 200, done.text);
+  t.is(await s.redis.exists(`${s.config.redisPrefix}2fa:locklevel:${u.id}`), 0);
+});

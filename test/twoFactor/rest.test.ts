@@ -1,0 +1,218 @@
+import test from 'ava';
+import jsQR from 'jsqr';
+import { PNG } from 'pngjs';
+import { setClockOffset } from '../../shared/clock';
+import { useAccountsStack } from '../helpers/accounts';
+import { createUser } from '../helpers/factories';
+import { advanceClock, codeNow, enableTwoFactor, nextStep } from './helpers';
+
+// Serial: the tests move the service's clock.
+const { stack, mailbox } = useAccountsStack(test);
+test.after.always(() => setClockOffset(0));
+
+test.serial('setup answers a base32 secret, an otpauth URI and a QR PNG that decodes to the URI', async (t) => {
+  const s = stack();
+  const u = await createUser(s.db);
+  const r = await s.request('POST', '/v1/users/me/2fa/setup', { token: u.token, body: {} });
+  t.is(r.status, 200, r.text);
+  t.regex(r.body.secret, /^[A-Z2-7]{32}$/);
+  t.is(r.body.platform_slug, 'email');
+  const uri = new URL(r.body.qr_code_url);
+  t.is(uri.protocol, 'otpauth:');
+  t.is(uri.host, 'totp');
+  t.is(uri.searchParams.get('secret'), r.body.secret);
+  t.is(uri.searchParams.get('issuer'), 'Service');
+  t.is(decodeURIComponent(uri.pathname), `/Service:${u.email}`);
+  const expires = Date.parse(r.body.expires_at) - Date.now();
+  t.true(expires > 9 * 60_000 && expires <= 10 * 60_000 + 60_000, String(expires));
+
+  t.true(r.body.qr_code_image.startsWith('data:image/png;base64,'));
+  const png = PNG.sync.read(Buffer.from(r.body.qr_code_image.slice('data:image/png;base64,'.length), 'base64'));
+  const qr = jsQR(new Uint8ClampedArray(png.data), png.width, png.height);
+  t.is(qr?.data, r.body.qr_code_url);
+});
+
+test.serial(
+  'setup: 404 for an unknown platform, 400 for one without 2FA support; a chosen platform is kept',
+  async (t) => {
+    const s = stack();
+    const u = await createUser(s.db);
+    const unknown = await s.request('POST', '/v1/users/me/2fa/setup', {
+      token: u.token,
+      body: { platform_id: '00000000-0000-4000-8000-000000000000' },
+    });
+    t.is(unknown.status, 404);
+    t.is(unknown.body.message, 'platform not found');
+    const google = await s.db('platforms').where('slug', 'google').first('id');
+    const unsupported = await s.request('POST', '/v1/users/me/2fa/setup', {
+      token: u.token,
+      body: { platform_id: google.id },
+    });
+    t.is(unsupported.status, 400);
+    t.regex(unsupported.body.message, /^platform_id: .*does not support two-factor/);
+    const chat = await s.db('platforms').where('slug', 'chat').first('id');
+    const ok = await s.request('POST', '/v1/users/me/2fa/setup', { token: u.token, body: { platform_id: chat.id } });
+    t.is(ok.status, 200);
+    t.is(ok.body.platform_slug, 'chat');
+    const bad = await s.request('POST', '/v1/users/me/2fa/setup', { token: u.token, body: { user_id: 'nope' } });
+    t.is(bad.status, 400);
+    t.regex(bad.body.message, /user_id/);
+  },
+);
+
+test.serial(
+  'every transition: disabled → pending → enabled → (regenerate) → disabled, with mails and audit',
+  async (t) => {
+    const s = stack();
+    const u = await createUser(s.db);
+    const status = async () => (await s.request('GET', '/v1/users/me/2fa/status', { token: u.token })).body;
+    t.deepEqual(await status(), {
+      enabled: false,
+      enabled_at: null,
+      setup_platform: null,
+      platform_slug: null,
+      backup_codes_remaining: 0,
+    });
+    // Nothing pending: verify is refused.
+    const none = await s.request('POST', '/v1/users/me/2fa/verify', { token: u.token, body: { code: '123456' } });
+    t.is(none.status, 400);
+    t.regex(none.body.message, /no pending/);
+
+    const setup = await s.request('POST', '/v1/users/me/2fa/setup', { token: u.token, body: {} });
+    const secret: string = setup.body.secret;
+    t.false((await status()).enabled, 'pending is not enabled');
+
+    // The stored secret is sealed: not the secret, and in the key-id format.
+    const row = await s.db('user_two_factor').where('user_id', u.id).first();
+    t.false(row.secret_encrypted.includes(secret));
+    t.regex(row.secret_encrypted, /^v2:[0-9a-f]{8}:/);
+
+    const wrong = await s.request('POST', '/v1/users/me/2fa/verify', {
+      token: u.token,
+      body: { code: codeNow(secret) === '000000' ? '111111' : '000000' },
+    });
+    t.is(wrong.status, 400);
+    t.is(wrong.body.message, 'invalid code');
+
+    nextStep();
+    const verified = await s.request('POST', '/v1/users/me/2fa/verify', {
+      token: u.token,
+      body: { code: codeNow(secret) },
+    });
+    t.is(verified.status, 200, verified.text);
+    t.true(verified.body.success);
+    t.is(verified.body.platform_slug, 'email');
+    t.is(verified.body.backup_codes.length, 10);
+    t.is(new Set(verified.body.backup_codes).size, 10);
+    const st = await status();
+    t.true(st.enabled);
+    t.is(st.setup_platform, 'email');
+    t.is(st.platform_slug, 'email');
+    t.is(st.backup_codes_remaining, 10);
+    t.truthy(Date.parse(st.enabled_at));
+    // Backup codes are stored one-way.
+    const hashes = await s.db('two_factor_backup_codes').where('user_id', u.id).pluck('code_hash');
+    t.is(hashes.length, 10);
+    for (const c of verified.body.backup_codes) t.false(hashes.some((h: string) => h.includes(c.replace('-', ''))));
+
+    const enabledMail = await mailbox().waitFor(u.email, (m) => m.subject === 'Two-factor authentication is on');
+    t.regex(enabledMail.text, /from Email on \d{1,2} \w{3} \d{4}, \d{2}:\d{2} UTC/);
+
+    // Already enabled: setup and verify refused.
+    nextStep();
+    const again = await s.request('POST', '/v1/users/me/2fa/setup', { token: u.token, body: {} });
+    t.is(again.status, 400);
+    t.regex(again.body.message, /already enabled/);
+    const reverify = await s.request('POST', '/v1/users/me/2fa/verify', {
+      token: u.token,
+      body: { code: codeNow(secret) },
+    });
+    t.is(reverify.status, 400);
+
+    // Regenerate: a backup code is refused; a TOTP code replaces the codes; old ones are dead at once.
+    const byBackup = await s.request('POST', '/v1/users/me/2fa/backup-codes/regenerate', {
+      token: u.token,
+      body: { code: verified.body.backup_codes[0] },
+    });
+    t.is(byBackup.status, 400);
+    t.regex(byBackup.body.message, /backup code cannot/);
+    nextStep();
+    const regen = await s.request('POST', '/v1/users/me/2fa/backup-codes/regenerate', {
+      token: u.token,
+      body: { code: codeNow(secret) },
+    });
+    t.is(regen.status, 200, regen.text);
+    t.is(regen.body.backup_codes.length, 10);
+    t.is(regen.body.platform_slug, 'email');
+    t.true(regen.body.success);
+    await mailbox().waitFor(u.email, (m) => m.subject === 'New backup codes for your account');
+    const oldCode = await s.request('DELETE', '/v1/users/me/2fa', {
+      token: u.token,
+      body: { code: verified.body.backup_codes[1] },
+    });
+    t.is(oldCode.status, 400, 'an old backup code no longer works');
+
+    // Disable with a new backup code: alert mail, status back to disabled, rows gone.
+    const off = await s.request('DELETE', '/v1/users/me/2fa', {
+      token: u.token,
+      body: { code: regen.body.backup_codes[0] },
+    });
+    t.is(off.status, 200, off.text);
+    t.deepEqual(off.body, { success: true, message: 'two-factor authentication is disabled' });
+    t.false((await status()).enabled);
+    t.is((await s.db('user_two_factor').where('user_id', u.id)).length, 0);
+    t.is((await s.db('two_factor_backup_codes').where('user_id', u.id)).length, 0);
+    const alert = await mailbox().waitFor(u.email, (m) => m.subject === 'Two-factor authentication was turned off');
+    t.regex(alert.text, /turned off/);
+    const offAgain = await s.request('DELETE', '/v1/users/me/2fa', { token: u.token, body: { code: codeNow(secret) } });
+    t.is(offAgain.status, 400);
+    t.regex(offAgain.body.message, /not enabled/);
+
+    const events = await s.db('audit_events').where('user_id', u.id).orderBy('created_at').pluck('event_type');
+    for (const e of ['2fa_enabled', '2fa_backup_codes_regenerated', '2fa_disabled', 'login_failed'])
+      t.true(events.includes(e), e);
+    const failed = await s.db('audit_events').where({ user_id: u.id, event_type: 'login_failed' });
+    t.true(failed.every((f) => f.metadata.reason === 'wrong_2fa_code'));
+  },
+);
+
+test.serial('setup expires after 10 minutes (service clock moved, no sleep); a new setup starts over', async (t) => {
+  const s = stack();
+  const u = await createUser(s.db);
+  const setup = await s.request('POST', '/v1/users/me/2fa/setup', { token: u.token, body: {} });
+  advanceClock(10 * 60_000 + 1000);
+  const late = await s.request('POST', '/v1/users/me/2fa/verify', {
+    token: u.token,
+    body: { code: codeNow(setup.body.secret) },
+  });
+  t.is(late.status, 400);
+  t.is(late.body.message, 'setup expired: call setup again');
+  const fresh = await s.request('POST', '/v1/users/me/2fa/setup', { token: u.token, body: {} });
+  t.not(fresh.body.secret, setup.body.secret);
+  advanceClock(9 * 60_000);
+  const inTime = await s.request('POST', '/v1/users/me/2fa/verify', {
+    token: u.token,
+    body: { code: codeNow(fresh.body.secret) },
+  });
+  t.is(inTime.status, 200, inTime.text);
+});
+
+test.serial('one step of drift either side is accepted, two are not; a code is accepted once', async (t) => {
+  const s = stack();
+  const u = await createUser(s.db);
+  const { secret } = await enableTwoFactor(s, u.token);
+  // Past the step verify used, so the step before now is fresh.
+  nextStep();
+  nextStep();
+  const regen = (code: string) =>
+    s.request('POST', '/v1/users/me/2fa/backup-codes/regenerate', { token: u.token, body: { code } });
+  t.is((await regen(codeNow(secret, -3))).status, 400, 'three steps back');
+  t.is((await regen(codeNow(secret, 3))).status, 400, 'three steps ahead');
+  t.is((await regen(codeNow(secret, -1))).status, 200, 'one step back');
+  nextStep();
+  nextStep();
+  t.is((await regen(codeNow(secret, 1))).status, 200, 'one step ahead');
+  t.is((await regen(codeNow(secret, 1))).status, 400, 'the same code again (replay)');
+  // Not even an older unused step after a newer one.
+  t.is((await regen(codeNow(secret, 0))).status, 400, 'an older step after a newer one');
+});
