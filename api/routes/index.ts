@@ -27,6 +27,8 @@ import { adminUserRoutes } from './adminUsers';
 import { authFlowRoutes } from './authFlows';
 import { emailPageRoutes } from './emailPages';
 import { platformRoutes } from './platforms';
+import { settingRoutes } from './settings';
+import { pegelRoutes } from './pegel';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -58,4 +60,6 @@ export const routeModules: Array<(router: ApiRouter) => void> = [
   authFlowRoutes,
   emailPageRoutes,
   platformRoutes,
+  settingRoutes,
+  pegelRoutes,
 ];
