@@ -89,7 +89,12 @@ async function resolve(deps: PegelDeps, q: PegelQuery): Promise<StationsAnswer> 
     while (Date.now() - started < REQUEST_BUDGET_MS) {
       if ((await redis.set(lockKey, token, 'PX', LOCK_MS, 'NX')) === 'OK') {
         try {
-          const stations = await fetchAndStore(deps, q, entryKey);
+          // The previous holder may have stored its answer and let go just before we took the lock.
+          const fresh = await readEntry(redis, entryKey);
+          if (fresh && Date.now() - fresh.fetched_at < FRESH_SECONDS * 1000)
+            return { stations: fresh.stations, cache: 'hit' };
+          const left = REQUEST_BUDGET_MS - (Date.now() - started);
+          const stations = await fetchAndStore(deps, q, entryKey, Math.max(200, Math.min(UPSTREAM_TIMEOUT_MS, left)));
           return { stations, cache: 'miss' };
         } catch (err) {
           if (stale && err instanceof PegelUnavailableError) return staleAnswer(deps, stale, err);
@@ -125,7 +130,7 @@ async function resolve(deps: PegelDeps, q: PegelQuery): Promise<StationsAnswer> 
     // Redis failed: ask upstream directly (in-process single flight still holds).
     deps.logger.warn({ err: (err as Error).message }, 'pegel cache unavailable; asking upstream directly');
     const raw = await fetchStations(config.pegelApiUrl!, q, Math.max(500, REQUEST_BUDGET_MS - (Date.now() - started)));
-    return { stations: raw.map((s) => mapStation(s)), cache: 'miss' };
+    return { stations: raw.map((s) => mapStation(s)).filter((s) => s !== undefined), cache: 'miss' };
   }
 }
 
@@ -138,20 +143,28 @@ function staleAnswer(deps: PegelDeps, stale: Entry, err: Error): StationsAnswer 
 }
 
 /** Fetches upstream, maps each station with the level seen last time (trend), stores the entry. */
-async function fetchAndStore(deps: PegelDeps, q: PegelQuery, entryKey: string): Promise<WaterLevelStation[]> {
+async function fetchAndStore(
+  deps: PegelDeps,
+  q: PegelQuery,
+  entryKey: string,
+  timeoutMs: number,
+): Promise<WaterLevelStation[]> {
   const { redis, config } = deps;
-  const raw = await fetchStations(config.pegelApiUrl!, q, UPSTREAM_TIMEOUT_MS);
+  const raw = await fetchStations(config.pegelApiUrl!, q, timeoutMs);
   const levelsKey = redisKey(config, RedisKeys.pegelLevels);
   const ids = raw.map((s) => s.uuid);
   const previous = ids.length ? await redis.hmget(levelsKey, ...ids).catch(() => ids.map(() => null)) : [];
-  const stations = raw.map((s, i) => {
-    const prev = previous[i];
-    return mapStation(s, prev === null || prev === undefined ? undefined : Number(prev));
-  });
-  const levels = stations.filter((s) => s.level_cm !== null).flatMap((s) => [s.station_id, String(s.level_cm)]);
+  const stations = raw
+    .map((s, i) => {
+      const prev = previous[i];
+      return mapStation(s, prev === null || prev === undefined ? undefined : Number(prev));
+    })
+    .filter((s) => s !== undefined);
+  const levels = stations.flatMap((s) => [s.station_id, String(s.level_cm)]);
   const entry: Entry = { fetched_at: Date.now(), stations };
   const multi = redis.multi().set(entryKey, JSON.stringify(entry), 'EX', STALE_KEEP_SECONDS);
   if (levels.length) multi.hset(levelsKey, ...levels);
-  await multi.exec();
+  // The answer is good even when it cannot be stored (waiting instances then try themselves).
+  await multi.exec().catch((err: Error) => deps.logger.warn({ err: err.message }, 'could not cache pegel stations'));
   return stations;
 }

@@ -8,11 +8,11 @@ export interface WaterLevelStation {
   longname: string;
   water_shortname: string | null;
   water_longname: string | null;
-  latitude: number | null;
-  longitude: number | null;
+  latitude: number;
+  longitude: number;
   km: number | null;
   agency: string | null;
-  level_cm: number | null;
+  level_cm: number;
   trend: number;
 }
 
@@ -21,25 +21,33 @@ function waterLevel(s: UpstreamStation) {
   return s.timeseries?.find((t) => t.shortname === 'W')?.currentMeasurement;
 }
 
+/** The current water level (cm) of a station, when it has a W timeseries with a measurement. */
+function currentLevel(s: UpstreamStation): number | undefined {
+  const v = waterLevel(s)?.value;
+  return typeof v === 'number' ? v : undefined;
+}
+
 /**
- * Maps an upstream station to spec §2. level_cm is the W timeseries' current value; trend is the
- * measurement's own trend (-1, 0, 1) when it gives one, else the sign of the change since
- * `previousLevel` (the level seen at the previous fetch), else 0.
+ * Maps an upstream station to spec §2; undefined for a station the service does not list: one
+ * without a current water level (W) or without coordinates. level_cm is the W timeseries' current
+ * value; trend is the measurement's own trend (-1, 0, 1) when it gives one, else the sign of the
+ * change since `previousLevel` (the level seen at the previous fetch), else 0.
  */
-export function mapStation(s: UpstreamStation, previousLevel?: number): WaterLevelStation {
+export function mapStation(s: UpstreamStation, previousLevel?: number): WaterLevelStation | undefined {
   const m = waterLevel(s);
-  const level = typeof m?.value === 'number' ? m.value : null;
+  const level = currentLevel(s);
+  if (level === undefined || typeof s.latitude !== 'number' || typeof s.longitude !== 'number') return undefined;
   let trend = 0;
   if (typeof m?.trend === 'number' && [-1, 0, 1].includes(m.trend)) trend = m.trend;
-  else if (level !== null && previousLevel !== undefined) trend = Math.sign(level - previousLevel);
+  else if (previousLevel !== undefined) trend = Math.sign(level - previousLevel);
   return {
     station_id: s.uuid,
     shortname: s.shortname,
     longname: s.longname ?? s.shortname,
     water_shortname: s.water?.shortname ?? null,
     water_longname: s.water?.longname ?? s.water?.shortname ?? null,
-    latitude: s.latitude ?? null,
-    longitude: s.longitude ?? null,
+    latitude: s.latitude,
+    longitude: s.longitude,
     km: s.km ?? null,
     agency: s.agency ?? null,
     level_cm: level,
@@ -64,7 +72,6 @@ export function nearestStation(
   let best: WaterLevelStation | undefined;
   let bestKm = Infinity;
   for (const s of stations) {
-    if (s.latitude === null || s.longitude === null) continue;
     const d = haversineKm(lat, lon, s.latitude, s.longitude);
     if (radiusKm !== undefined && d > radiusKm) continue;
     if (d < bestKm) [best, bestKm] = [s, d];

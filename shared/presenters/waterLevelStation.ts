@@ -9,11 +9,11 @@ export const waterLevelStationSchema = z
     longname: z.string(),
     water_shortname: z.string().nullable(),
     water_longname: z.string().nullable(),
-    latitude: z.number().nullable(),
-    longitude: z.number().nullable(),
+    latitude: z.number(),
+    longitude: z.number(),
     km: z.number().nullable().describe('River kilometre'),
     agency: z.string().nullable(),
-    level_cm: z.number().nullable().describe('Current value of the W (water level) timeseries, in cm'),
+    level_cm: z.number().describe('Current value of the W (water level) timeseries, in cm'),
     trend: z.number().int().describe('-1 falling, 0 steady or unknown, 1 rising'),
   })
   .openapi('WaterLevelStation');

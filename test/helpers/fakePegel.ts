@@ -19,8 +19,8 @@ export interface FakePegelStation {
   longitude: number;
   latitude: number;
   water: { shortname: string; longname: string };
-  /** Current W value in cm; trend as upstream gives it (omitted when undefined). */
-  level: number;
+  /** Current W value in cm (no W timeseries when undefined); trend as upstream gives it (omitted when undefined). */
+  level?: number;
   trend?: number;
 }
 
@@ -76,6 +76,18 @@ export const FAKE_STATIONS: FakePegelStation[] = [
     level: 182,
     trend: 0,
   },
+  {
+    // A station measuring only water temperature: not a water-level station for the service.
+    uuid: 'b3a4bd4c-4a1b-4bb0-8f35-bd9b7a3b8e2a',
+    number: '2710090',
+    shortname: 'KÖLN-NORD',
+    longname: 'KÖLN-NORD TEMPERATUR',
+    km: 695,
+    agency: 'RHEIN',
+    longitude: 6.97,
+    latitude: 50.96,
+    water: { shortname: 'RHEIN', longname: 'RHEIN' },
+  },
 ];
 
 function stationJson(s: FakePegelStation, timeseries: boolean, current: boolean): Record<string, unknown> {
@@ -91,6 +103,15 @@ function stationJson(s: FakePegelStation, timeseries: boolean, current: boolean)
     water: s.water,
   };
   if (timeseries) {
+    const temperature = { shortname: 'WT', longname: 'WASSERTEMPERATUR', unit: '°C', equidistance: 15 } as Record<
+      string,
+      unknown
+    >;
+    if (current) temperature.currentMeasurement = { timestamp: '2026-11-24T06:15:00+01:00', value: 7.4 };
+    if (s.level === undefined) {
+      out.timeseries = [temperature];
+      return out;
+    }
     const w: Record<string, unknown> = {
       shortname: 'W',
       longname: 'WASSERSTAND ROHDATEN',
