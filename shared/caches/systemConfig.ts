@@ -23,16 +23,19 @@ interface Slot {
 
 class ConfigCache {
   readonly entries = new Map<string, Slot>();
+  /** Values derived from several keys (cachedView), kept while their slots are the same objects. */
+  readonly views = new Map<string, { slots: Slot[]; value: Promise<unknown> }>();
   listening = false;
 
-  get<K extends SystemConfigKey>(db: Knex, keys: readonly K[]): Promise<{ [P in K]: SystemConfigValue<P> }> {
+  /** The current slot of each key, loading the missing or expired ones with one query. */
+  slots(db: Knex, keys: readonly SystemConfigKey[]): Slot[] {
     const now = Date.now();
-    const missing: K[] = [];
+    let missing: SystemConfigKey[] | undefined;
     for (const k of keys) {
       const slot = this.entries.get(k);
-      if (!slot || (!this.listening && now - slot.at > UNLISTENED_MAX_AGE_MS)) missing.push(k);
+      if (!slot || (!this.listening && now - slot.at > UNLISTENED_MAX_AGE_MS)) (missing ??= []).push(k);
     }
-    if (missing.length) {
+    if (missing) {
       // One query for every key missing; each key's slot holds its share of the answer. The slot is
       // stored before the query runs: an invalidation arriving meanwhile deletes it, so a value read
       // before the change is never kept.
@@ -46,16 +49,37 @@ class ConfigCache {
         });
       }
     }
-    return Promise.all(keys.map((k) => this.entries.get(k)!.value)).then((values) => {
+    return keys.map((k) => this.entries.get(k)!);
+  }
+
+  get<K extends SystemConfigKey>(db: Knex, keys: readonly K[]): Promise<{ [P in K]: SystemConfigValue<P> }> {
+    return Promise.all(this.slots(db, keys).map((s) => s.value)).then((values) => {
       const out = {} as { [P in K]: SystemConfigValue<P> };
       keys.forEach((k, i) => (out[k] = values[i] as (typeof out)[K]));
       return out;
     });
   }
 
+  view<K extends SystemConfigKey, T>(
+    db: Knex,
+    name: string,
+    keys: readonly K[],
+    build: (v: { [P in K]: SystemConfigValue<P> }) => T,
+  ): Promise<T> {
+    const slots = this.slots(db, keys);
+    const memo = this.views.get(name);
+    if (memo && memo.slots.length === slots.length && memo.slots.every((s, i) => s === slots[i]))
+      return memo.value as Promise<T>;
+    const value = this.get(db, keys).then(build);
+    this.views.set(name, { slots, value });
+    return value;
+  }
+
   invalidate(key?: string): void {
     if (key === undefined) this.entries.clear();
     else this.entries.delete(key);
+    // Views notice by slot identity; dropping them all only frees memory early.
+    if (key === undefined) this.views.clear();
   }
 }
 
@@ -72,6 +96,20 @@ export function cachedConfigs<K extends SystemConfigKey>(
   keys: readonly K[],
 ): Promise<{ [P in K]: SystemConfigValue<P> }> {
   return cacheOf(db).get(db, keys);
+}
+
+/**
+ * A value derived from several keys (a hot path's config object), rebuilt only when one of the
+ * keys' cached values was replaced: a cache hit costs a map lookup per key and no allocation.
+ * `name` identifies the view within the process.
+ */
+export function cachedView<K extends SystemConfigKey, T>(
+  db: Knex,
+  name: string,
+  keys: readonly K[],
+  build: (v: { [P in K]: SystemConfigValue<P> }) => T,
+): Promise<T> {
+  return cacheOf(db).view(db, name, keys, build);
 }
 
 /** One declared value through the process cache. */

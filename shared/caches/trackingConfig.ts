@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { readConfigs, SystemConfigKey, SystemConfigValue } from '../systemConfig';
-import { cachedConfigs } from './systemConfig';
+import { cachedView } from './systemConfig';
 
 /**
  * The tracking entries of system_config, declared in shared/systemConfig.ts (seeded, updated with
@@ -37,5 +37,5 @@ export async function readTrackingConfig(db: Knex): Promise<TrackingConfig> {
  * made with PATCH /v1/system-config reaches it by Redis pub/sub (shared/caches/systemConfig.ts).
  */
 export function trackingConfig(db: Knex): Promise<TrackingConfig> {
-  return cachedConfigs(db, KEYS).then(toTrackingConfig);
+  return cachedView(db, 'trackingConfig', KEYS, toTrackingConfig);
 }
