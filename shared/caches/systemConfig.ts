@@ -143,7 +143,7 @@ export async function publishConfigChange(
  * Subscribes `subscriber` (a connection in subscriber mode, shared with other channels) to config
  * changes for the cache of `db`. Until the subscription is confirmed, and whenever the connection is
  * down, the cache falls back to its one-second lifetime; every (re)connection drops the cache, as
- * changes published meanwhile were missed. Waits at most a second for Redis.
+ * changes published meanwhile were missed. Waits at most a second, and only for a connected Redis.
  */
 export async function listenForConfigChanges(
   subscriber: Redis,
@@ -179,7 +179,8 @@ export async function listenForConfigChanges(
     },
     (err: Error) => logger.warn({ err: err.message }, 'system config subscribe failed'),
   );
-  await Promise.race([subscribed, new Promise((r) => setTimeout(r, 1000).unref())]);
+  // With Redis down the process starts at once (values are then re-read after a second at most).
+  if (subscriber.status === 'ready') await Promise.race([subscribed, new Promise((r) => setTimeout(r, 1000).unref())]);
 }
 
 /** Stops trusting the cache of `db` beyond the short lifetime (the process closes its subscriber). */
