@@ -43,7 +43,7 @@ const publicStatsSchema = z
     users: z.number().int(),
     devices: z.number().int(),
     trips: z.object({ total: z.number().int(), active: z.number().int() }),
-    gps_points: z.number().int().describe('Exact up to 100000, PostgreSQL’s estimate above'),
+    gps_points: z.number().int(),
     geofences: z.number().int(),
     guilds: z.number().int(),
   })

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { COUNTER_SQL } from './counters';
 
 /** GET /v1/stats/public (decisions.md): platform counts anyone may see. */
 export interface PublicStats {
@@ -11,41 +12,32 @@ export interface PublicStats {
 }
 
 /**
- * Up to this many GPS points are counted exactly (a scan bounded by LIMIT on the narrowest index);
- * beyond it the figure is PostgreSQL's planner estimate (pg_class.reltuples, kept by autovacuum's
- * ANALYZE), so a cache miss never scans a large gps_points table.
- */
-export const GPS_EXACT_COUNT_LIMIT = 100_000;
-
-/**
- * The public counts in one statement. Users exclude deleted accounts; guilds are the chat guilds the
- * bot has synced (0 while the chat tables do not exist); gps_points is exact up to
- * GPS_EXACT_COUNT_LIMIT and an estimate above it.
+ * The public counts in one statement. Users, devices, trips, GPS points and geofences are read from
+ * the trigger-kept row counters (shared/queries/counters.ts): exact, and no table is scanned. Active
+ * trips are counted through the (status, created_at) index; guilds are the chat guilds the bot has
+ * synced (0 while the chat tables do not exist). Users exclude deleted accounts.
  */
 export async function readPublicStats(db: Knex): Promise<PublicStats> {
   const { rows } = await db.raw(
     `SELECT
-       (SELECT count(*) FROM users WHERE deleted_at IS NULL)::int AS users,
-       (SELECT count(*) FROM devices)::int AS devices,
-       (SELECT count(*) FROM trips)::int AS trips_total,
-       (SELECT count(*) FROM trips WHERE status = 'active')::int AS trips_active,
-       (SELECT count(*) FROM (SELECT 1 FROM gps_points LIMIT ?) bounded)::int AS gps_bounded,
-       (SELECT greatest(reltuples, 0)::float8 FROM pg_class WHERE oid = 'gps_points'::regclass) AS gps_estimate,
-       (SELECT count(*) FROM geofences)::int AS geofences,
+       ${COUNTER_SQL} AS users,
+       ${COUNTER_SQL} AS devices,
+       ${COUNTER_SQL} AS trips_total,
+       (SELECT count(*) FROM trips WHERE status = 'active') AS trips_active,
+       ${COUNTER_SQL} AS gps_points,
+       ${COUNTER_SQL} AS geofences,
        to_regclass('chat_guilds') IS NOT NULL AS has_guilds`,
-    [GPS_EXACT_COUNT_LIMIT + 1],
+    ['users_live', 'devices', 'trips', 'gps_points', 'geofences'],
   );
   const r = rows[0];
-  const gps =
-    r.gps_bounded > GPS_EXACT_COUNT_LIMIT ? Math.max(Math.round(r.gps_estimate), r.gps_bounded) : r.gps_bounded;
   let guilds = 0;
-  if (r.has_guilds) guilds = Number((await db.raw('SELECT count(*)::int AS n FROM chat_guilds')).rows[0].n);
+  if (r.has_guilds) guilds = Number((await db.raw('SELECT count(*) AS n FROM chat_guilds')).rows[0].n);
   return {
-    users: r.users,
-    devices: r.devices,
-    trips: { total: r.trips_total, active: r.trips_active },
-    gps_points: gps,
-    geofences: r.geofences,
+    users: Number(r.users),
+    devices: Number(r.devices),
+    trips: { total: Number(r.trips_total), active: Number(r.trips_active) },
+    gps_points: Number(r.gps_points),
+    geofences: Number(r.geofences),
     guilds,
   };
 }
