@@ -15,6 +15,7 @@ import { createApp } from './app';
 import { DRAIN_IDLE_GRACE_MS, trackConnections } from './drain';
 import { buildGraphqlSchema } from './graphql';
 import { RateLimiter } from '../shared/caches/rateLimiter';
+import { listenForConfigChanges } from '../shared/caches/systemConfig';
 import type { ApiServices } from './services';
 
 export interface RunningApi {
@@ -92,6 +93,8 @@ export async function startApi(
   const subscriber = createRedis(config);
   subscriber.on('error', (err) => ctx.logger.warn({ err: err.message }, 'redis subscriber error'));
   await credentials.start(subscriber, config, { publisher: ctx.redis });
+  // The same subscriber carries system config changes to this process's config cache.
+  await listenForConfigChanges(subscriber, config, ctx.db, ctx.logger);
   if (config.systemApiKey) await ensureSystemApiKey(ctx.db, config.systemApiKey);
 
   const services: ApiServices = {

@@ -20,6 +20,8 @@ export const PubSub = {
   rpcReply: (instanceId: string) => `rpc:reply:${instanceId}`,
   /** Requests for a chat bot connected to realtime instance `instanceId` (chat sync, moderation). */
   botRequest: (instanceId: string) => `rpc:bot:${instanceId}`,
+  /** A system config key changed: every process drops its cached value (shared/caches/systemConfig.ts). */
+  systemConfigChanged: 'config:changed',
 } as const;
 
 /**

@@ -99,6 +99,14 @@ export const RedisKeys = {
   gpsLatestDevice: (deviceId: string) => `gps:latest:device:${deviceId}`,
   /** String: whether a device is inside a geofence (for enter/exit events). */
   geofenceState: (deviceId: string, geofenceId: string) => `geofence:state:${deviceId}:${geofenceId}`,
+  /** String: the public statistics (GET /v1/stats/public), cached for a minute. */
+  publicStats: 'stats:public',
+  /** String: a cached PEGELONLINE stations answer ({fetched_at, stations}), by its query. */
+  pegelStations: (query: string) => `pegel:stations:${query}`,
+  /** String: the lock of the one instance fetching `pegelStations(query)` from upstream. */
+  pegelFetchLock: (query: string) => `pegel:lock:${query}`,
+  /** Hash: the last level_cm seen per station uuid (trend when upstream gives none). */
+  pegelLevels: 'pegel:levels',
   /** BullMQ's own keys live under this prefix (see bullPrefix in shared/queues.ts). */
   bull: 'bull',
 } as const;

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { ensureSystemApiKey } from './commands/apiKeys';
 import { DEFAULT_ROLES, PERMISSION_CATALOGUE } from './permissions';
+import { defaultConfigRows } from './systemConfig';
 
 /** Sign-in platforms: the email/password platform and the OAuth providers. */
 const DEFAULT_PLATFORMS = [
@@ -11,18 +12,8 @@ const DEFAULT_PLATFORMS = [
   { slug: 'github', name: 'GitHub', is_oauth: true, two_factor_supported: false },
 ];
 
-/** Pre-seeded system config entries (only updatable through the API, never created). */
-const DEFAULT_SYSTEM_CONFIG: Array<{ key: string; value: unknown; description: string }> = [
-  { key: 'gps.latest_cache_seconds', value: 300, description: 'How long the latest GPS point is cached' },
-  { key: 'gps.retention_days', value: 365, description: 'Days GPS points are kept' },
-  { key: 'trips.default_gps_logging', value: false, description: 'Default of gps_logging_enabled for new trips' },
-  { key: 'geofence.evaluation_enabled', value: true, description: 'Evaluate geofences for incoming GPS points' },
-  { key: 'ais.enabled', value: true, description: 'Ingest the AIS feed when AIS_FEED_URL is set' },
-  { key: 'auth.session_days', value: 30, description: 'Lifetime of a session created by login, in days' },
-  { key: 'auth.supported_locales', value: ['en', 'de'], description: 'Locales users may choose' },
-  { key: 'accounts.deletion_grace_days', value: 7, description: 'Grace period before a scheduled deletion' },
-  { key: 'ui.maintenance_mode', value: false, description: 'Show the maintenance banner in clients' },
-];
+/** Pre-seeded system config entries: every key declared in shared/systemConfig.ts, with its default. */
+const DEFAULT_SYSTEM_CONFIG = defaultConfigRows();
 
 export interface SeedReport {
   permissions: number;

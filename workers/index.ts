@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { Worker } from 'bullmq';
 import type Redis from 'ioredis';
 import { Config, loadConfigOrExit } from '../shared/config';
+import { listenForConfigChanges } from '../shared/caches/systemConfig';
 import { createContext, ServiceContext } from '../shared/context';
 import { bullPrefix, QueueName, schedules } from '../shared/queues';
 import { createRedis, redisReady } from '../shared/redis';
@@ -46,6 +47,11 @@ export async function startWorkers(config: Config, opts: { schedule?: boolean } 
   }
   // BullMQ does not close connection instances it is handed; we keep them to close on shutdown.
   const connections: Redis[] = [];
+  // System config changes published by the api reach this process's config cache.
+  const configSubscriber = createRedis(config);
+  configSubscriber.on('error', (err) => ctx.logger.warn({ err: err.message }, 'redis subscriber error'));
+  connections.push(configSubscriber);
+  await listenForConfigChanges(configSubscriber, config, ctx.db, ctx.logger);
   const workers = (Object.values(QueueName) as QueueName[]).map((name) => {
     const processor = processors[name] as Processor<QueueName>;
     const connection = createRedis(config);

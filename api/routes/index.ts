@@ -28,6 +28,8 @@ import { authFlowRoutes } from './authFlows';
 import { emailPageRoutes } from './emailPages';
 import { platformRoutes } from './platforms';
 import { twoFactorRoutes } from './twoFactor';
+import { settingRoutes } from './settings';
+import { pegelRoutes } from './pegel';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -60,4 +62,6 @@ export const routeModules: Array<(router: ApiRouter) => void> = [
   emailPageRoutes,
   platformRoutes,
   twoFactorRoutes,
+  settingRoutes,
+  pegelRoutes,
 ];

@@ -1,8 +1,10 @@
 import type { Knex } from 'knex';
+import { readConfigs, SystemConfigKey, SystemConfigValue } from '../systemConfig';
+import { cachedView } from './systemConfig';
 
 /**
- * The tracking entries of system_config (seeded by shared/seed.ts, updated through the settings
- * API). Defaults apply when an entry is missing or holds an unusable value.
+ * The tracking entries of system_config, declared in shared/systemConfig.ts (seeded, updated with
+ * PATCH /v1/system-config/{key}). Defaults apply when an entry is missing or holds an unusable value.
  */
 export interface TrackingConfig {
   /** gps.latest_cache_seconds: lifetime of the latest-point cache (spec §8: 5 minutes). */
@@ -13,35 +15,27 @@ export interface TrackingConfig {
   defaultGpsLogging: boolean;
 }
 
-const KEYS = ['gps.latest_cache_seconds', 'gps.retention_days', 'trips.default_gps_logging'];
+const KEYS = ['gps.latest_cache_seconds', 'gps.retention_days', 'trips.default_gps_logging'] as const;
+type TrackingValues = { [K in (typeof KEYS)[number] & SystemConfigKey]: SystemConfigValue<K> };
 
-/** Reads the tracking configuration now (one query), bypassing the per-process cache. */
-export async function readTrackingConfig(db: Knex): Promise<TrackingConfig> {
-  const rows: Array<{ key: string; value: unknown }> = await db('system_config')
-    .whereIn('key', KEYS)
-    .select('key', 'value');
-  const v = new Map(rows.map((r) => [r.key, r.value]));
-  const ttl = v.get('gps.latest_cache_seconds');
-  const retention = v.get('gps.retention_days');
+function toTrackingConfig(v: TrackingValues): TrackingConfig {
+  const retention = v['gps.retention_days'];
   return {
-    latestCacheSeconds: typeof ttl === 'number' && Number.isInteger(ttl) && ttl > 0 ? ttl : 300,
-    retentionDays: typeof retention === 'number' && retention > 0 ? retention : null,
-    defaultGpsLogging: v.get('trips.default_gps_logging') === true,
+    latestCacheSeconds: v['gps.latest_cache_seconds'],
+    retentionDays: retention > 0 ? retention : null,
+    defaultGpsLogging: v['trips.default_gps_logging'],
   };
 }
 
-const MAX_AGE_MS = 30_000;
-const cached = new WeakMap<Knex, { at: number; value: Promise<TrackingConfig> }>();
+/** Reads the tracking configuration now (one query), bypassing the per-process cache. */
+export async function readTrackingConfig(db: Knex): Promise<TrackingConfig> {
+  return toTrackingConfig(await readConfigs(db, KEYS));
+}
 
-/** The tracking configuration for hot paths: re-read at most every 30 s per process. */
+/**
+ * The tracking configuration for hot paths, through the process's system config cache: a change
+ * made with PATCH /v1/system-config reaches it by Redis pub/sub (shared/caches/systemConfig.ts).
+ */
 export function trackingConfig(db: Knex): Promise<TrackingConfig> {
-  const now = Date.now();
-  const hit = cached.get(db);
-  if (hit && now - hit.at < MAX_AGE_MS) return hit.value;
-  const value = readTrackingConfig(db).catch((err) => {
-    cached.delete(db);
-    throw err;
-  });
-  cached.set(db, { at: now, value });
-  return value;
+  return cachedView(db, 'trackingConfig', KEYS, toTrackingConfig);
 }

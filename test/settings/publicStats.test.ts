@@ -1,0 +1,54 @@
+import test from 'ava';
+import { readPublicStats } from '../../shared/queries/publicStats';
+import { createUser } from '../helpers/factories';
+import { useStack } from '../helpers/stack';
+import { gpsBody, make } from '../helpers/tracking';
+
+/** GET /v1/stats/public (decisions.md): counts without authentication, cached for a minute. */
+const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_GPS_POST: '100000' } });
+
+test.serial('public stats: the counts, without authentication, cached for a minute', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const device = await make(s, dev.token, '/v1/devices', { name: 'stats-boat' });
+  await make(s, dev.token, '/v1/trips', { name: 'stats-trip' });
+  await make(s, dev.token, '/v1/geofences', { name: 'stats-fence', latitude: 1, longitude: 1, radius_km: 1 });
+  for (let i = 0; i < 3; i++) await make(s, dev.token, '/v1/gps', gpsBody({ device_id: device.id }));
+
+  const r = await s.request('GET', '/v1/stats/public');
+  t.is(r.status, 200, r.text);
+  const users = Number((await s.db('users').whereNull('deleted_at').count({ n: '*' }))[0].n);
+  t.deepEqual(r.body, {
+    users,
+    devices: 1,
+    trips: { total: 1, active: 0 },
+    gps_points: 3,
+    geofences: 1,
+    guilds: 0,
+  });
+  const ttl = await s.redis.ttl(`${s.config.redisPrefix}stats:public`);
+  t.true(ttl > 0 && ttl <= 60, String(ttl));
+
+  // Within the minute the cached figures are served.
+  await make(s, dev.token, '/v1/devices', { name: 'stats-boat-2' });
+  t.is((await s.request('GET', '/v1/stats/public')).body.devices, 1);
+  // Once the minute is over (the key expired), they are counted again.
+  await s.redis.del(`${s.config.redisPrefix}stats:public`);
+  const fresh = await readPublicStats(s.db);
+  t.is(fresh.devices, 2);
+});
+
+test.serial('the counts come from the trigger-kept row counters, not from scanning the tables', async (t) => {
+  const s = stack();
+  await s.redis.del(`${s.config.redisPrefix}stats:public`);
+  const before = await readPublicStats(s.db);
+  // A counter row the triggers did not write shows in the figures: they are read, not counted.
+  await s.db('row_counters').insert({ counter: 'gps_points', shard: 999, n: 1_000_000 });
+  try {
+    const after = await readPublicStats(s.db);
+    t.is(after.gps_points, before.gps_points + 1_000_000);
+    t.is(after.devices, before.devices);
+  } finally {
+    await s.db('row_counters').where({ counter: 'gps_points', shard: 999 }).delete();
+  }
+});
