@@ -91,6 +91,12 @@ export const RedisKeys = {
   gpsLatestDevice: (deviceId: string) => `gps:latest:device:${deviceId}`,
   /** String: whether a device is inside a geofence (for enter/exit events). */
   geofenceState: (deviceId: string, geofenceId: string) => `geofence:state:${deviceId}:${geofenceId}`,
+  /** Counter: data exports one user asked for in one hour window (EXPORT_RATE_LIMIT_PER_HOUR). */
+  exportRate: (userId: string, window: number) => `export:rate:${userId}:${window}`,
+  /** String (binary): a finished data export ZIP, from the worker to the api; short TTL, deleted once downloaded. */
+  exportArchive: (id: string) => `export:archive:${id}`,
+  /** Counter: requests of one user waiting for an export; the last one to download deletes the archive. */
+  exportWaiters: (userId: string) => `export:waiters:${userId}`,
   /** BullMQ's own keys live under this prefix (see bullPrefix in shared/queues.ts). */
   bull: 'bull',
 } as const;
