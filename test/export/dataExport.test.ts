@@ -398,7 +398,7 @@ test.serial(
       logger: s.workers!.ctx.logger,
     });
     let killed: number | undefined;
-    renderer.once('page', (page: { browser(): { process(): { pid?: number } | null } }) => {
+    renderer.once('render', (page: { browser(): { process(): { pid?: number } | null } }) => {
       killed = page.browser().process()?.pid;
       if (killed) process.kill(killed, 'SIGKILL');
     });

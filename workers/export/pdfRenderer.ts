@@ -15,11 +15,14 @@ export interface PdfRendererOptions {
 /**
  * Prints HTML to PDF with one Chromium per worker process, started on first use and reused by
  * every job. When the browser dies (crash, OOM kill) the renders using it fail, their jobs are
- * retried by BullMQ, and the next render starts a fresh browser. Emits `page` with each page it
- * opens and `launch` with each browser it starts (for tests and logs).
+ * retried by BullMQ, and the next render starts a fresh browser. Pages are reused across renders.
+ * Emits `render` and `rendered` with the page around each render, and `launch` with each browser
+ * it starts (for tests and logs).
  */
 export class PdfRenderer extends EventEmitter {
   private browser?: Promise<Browser>;
+  /** Open pages of the running browser waiting for the next render (never more than maxPages). */
+  private readonly idle: Page[] = [];
   private active = 0;
   private readonly waiting: Array<() => void> = [];
   private closed = false;
@@ -54,7 +57,9 @@ export class PdfRenderer extends EventEmitter {
           this.opts.logger.info({ pid: b.process()?.pid, ms: Date.now() - started }, 'chromium started');
           b.on('disconnected', () => {
             if (this.browser === p) this.browser = undefined;
-            if (!this.closed) this.opts.logger.warn({ pid: b.process()?.pid }, 'chromium exited; next render starts it again');
+            this.idle.splice(0);
+            if (!this.closed)
+              this.opts.logger.warn({ pid: b.process()?.pid }, 'chromium exited; next render starts it again');
           });
           this.emit('launch', b);
           return b;
@@ -94,25 +99,40 @@ export class PdfRenderer extends EventEmitter {
     else this.active--;
   }
 
+  /** An idle page of the running browser, or a new one (a page costs a renderer process to open). */
+  private async takePage(browser: Browser): Promise<Page> {
+    while (this.idle.length) {
+      const page = this.idle.pop()!;
+      if (!page.isClosed() && page.browser() === browser) return page;
+    }
+    const page = await browser.newPage();
+    page.setDefaultTimeout(this.opts.pageTimeoutMs ?? 30_000);
+    await page.setJavaScriptEnabled(false);
+    return page;
+  }
+
   /** Prints `html` (a complete, self-contained document) to an A4 PDF. */
   async render(html: string): Promise<Buffer> {
     await this.acquire();
     let page: Page | undefined;
+    let reusable = false;
     try {
       const browser = await this.getBrowser();
-      page = await browser.newPage();
-      this.emit('page', page);
-      page.setDefaultTimeout(this.opts.pageTimeoutMs ?? 30_000);
-      await page.setJavaScriptEnabled(false);
+      page = await this.takePage(browser);
+      this.emit('render', page);
       await page.setContent(html, { waitUntil: 'load' });
       const pdf = await page.pdf({
         format: 'A4',
         printBackground: true,
         margin: { top: '15mm', bottom: '15mm', left: '12mm', right: '12mm' },
       });
+      reusable = true;
       return Buffer.from(pdf);
     } finally {
-      await page?.close().catch(() => undefined);
+      if (page) this.emit('rendered', page);
+      // Pages are kept for the next render (at most maxPages of them); one that failed is closed.
+      if (page && reusable && !this.closed) this.idle.push(page);
+      else await page?.close().catch(() => undefined);
       this.release();
     }
   }
@@ -120,6 +140,7 @@ export class PdfRenderer extends EventEmitter {
   /** Closes the browser (worker shutdown). */
   async close(): Promise<void> {
     this.closed = true;
+    this.idle.splice(0);
     const b = await this.browser?.catch(() => undefined);
     this.browser = undefined;
     await b?.close().catch(() => undefined);

@@ -18,6 +18,7 @@ export const dataExportProcessor: Processor<'dataExport'> = async (job, ctx) => 
   const started = Date.now();
   const exportedAt = new Date();
   const rows = await loadDataExportRows(ctx.db, job.data.userId);
+  const loaded = Date.now();
   if (!rows) throw new UnrecoverableError('user not found');
   const locale = exportLocale(rows.user.preferred_locale, ctx.config.supportedLocales);
   const data = presentDataExport(rows, exportedAt);
@@ -27,6 +28,7 @@ export const dataExportProcessor: Processor<'dataExport'> = async (job, ctx) => 
     logger: ctx.logger,
   });
   const pdf = await renderer.render(reportHtml(data, locale));
+  const rendered = Date.now();
   const zip = await zipExport(
     {
       'data.json': JSON.stringify(data, null, 2),
@@ -38,7 +40,15 @@ export const dataExportProcessor: Processor<'dataExport'> = async (job, ctx) => 
   const archiveId = randomUUID();
   await storeExportArchive(ctx.redis, ctx.config, archiveId, zip);
   ctx.logger.info(
-    { jobId: job.id, userId: job.data.userId, bytes: zip.length, ms: Date.now() - started, attempt: job.attemptsMade + 1 },
+    {
+      jobId: job.id,
+      userId: job.data.userId,
+      bytes: zip.length,
+      ms: Date.now() - started,
+      loadMs: loaded - started,
+      pdfMs: rendered - loaded,
+      attempt: job.attemptsMade + 1,
+    },
     'data export built',
   );
   return { archiveId, fileSizeBytes: zip.length, locale, exportedAt: exportedAt.toISOString() };
