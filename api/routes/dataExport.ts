@@ -46,7 +46,11 @@ export function dataExportRoutes(router: ApiRouter): void {
       tags: TAG,
       auth: { account: ACCOUNT_SCOPES.export },
       responses: {
-        200: { description: 'The archive', schema: z.string().openapi({ format: 'binary' }), contentType: 'application/zip' },
+        200: {
+          description: 'The archive',
+          schema: z.string().openapi({ format: 'binary' }),
+          contentType: 'application/zip',
+        },
         429: { description: 'Too many exports this hour (Retry-After)' },
         500: { description: 'The export could not be generated' },
         503: { description: 'The export did not finish in time' },

@@ -1,10 +1,5 @@
 import { attributed, Attribution, recordAuditEvent } from '../audit';
-import {
-  countExportRequest,
-  joinExportWait,
-  leaveExportWait,
-  readExportArchive,
-} from '../caches/dataExports';
+import { countExportRequest, joinExportWait, leaveExportWait, readExportArchive } from '../caches/dataExports';
 import type { ServiceContext } from '../context';
 import { transaction } from '../db';
 import { HttpError, serviceUnavailable } from '../errors';
@@ -43,7 +38,11 @@ async function auditFailure(ctx: ServiceContext, userId: string, by: Attribution
  * and the data_exported audit event in one transaction; a failed job is a logged, audited 500, a
  * job not done within EXPORT_TIMEOUT_MS an audited 503.
  */
-export async function deliverDataExport(ctx: ServiceContext, userId: string, by: Attribution): Promise<DeliveredExport> {
+export async function deliverDataExport(
+  ctx: ServiceContext,
+  userId: string,
+  by: Attribution,
+): Promise<DeliveredExport> {
   const allowance = await countExportRequest(ctx.redis, ctx.config, userId);
   if (!allowance.allowed)
     throw new HttpError(
@@ -104,7 +103,12 @@ export async function deliverDataExport(ctx: ServiceContext, userId: string, by:
           event_type: 'data_exported',
           resource_type: 'user',
           resource_id: userId,
-          metadata: { export_log_id: row.id, format: EXPORT_FORMAT, file_size_bytes: zip.length, locale: result.locale },
+          metadata: {
+            export_log_id: row.id,
+            format: EXPORT_FORMAT,
+            file_size_bytes: zip.length,
+            locale: result.locale,
+          },
         }),
         trx,
       );

@@ -44,7 +44,10 @@ export async function loadDataExportRows(db: Knex, userId: string): Promise<Data
   const [user, platformAccounts, consents, ownedClients, apiKeys, roles, twoFactor, exportLogs, live] =
     await Promise.all([
       User.query(db).findById(userId),
-      PlatformAccount.query(db).where('user_id', userId).withGraphJoined('platform').orderBy('platform_accounts.created_at'),
+      PlatformAccount.query(db)
+        .where('user_id', userId)
+        .withGraphJoined('platform')
+        .orderBy('platform_accounts.created_at'),
       OAuthConsent.query(db)
         .where('oauth_consents.user_id', userId)
         .whereNull('oauth_consents.revoked_at')

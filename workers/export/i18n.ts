@@ -224,7 +224,8 @@ const de: ExportTexts = {
   no: 'Nein',
   never: 'Nie',
   readmeTitle: 'Persönlicher Datenexport',
-  readmeIntro: 'Dieses Archiv enthält die Daten, die der Dienst zu Ihrem Konto speichert, zum Zeitpunkt der Erstellung.',
+  readmeIntro:
+    'Dieses Archiv enthält die Daten, die der Dienst zu Ihrem Konto speichert, zum Zeitpunkt der Erstellung.',
   filesHeading: 'Dateien',
   files: {
     dataJson: 'data.json: alle Daten in maschinenlesbarer Form (JSON, UTF-8). Zeitangaben nach ISO 8601 in UTC.',
