@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure PostgreSQL and Redis answer at DATABASE_URL / REDIS_URL. When one is not reachable and
 # its URL points at this machine, it is installed from Debian's packages (if missing) and started.
-# With PROVISION_CHROMIUM=1 it also installs Debian's chromium. Safe to run again: reachable
+# It also installs Debian's chromium (the data export's PDF report) when CHROMIUM_PATH is missing, and
+# with PROVISION_TEST_TOOLS=1 (scripts/test.sh) poppler-utils' pdftotext. Safe to run again: reachable
 # services are left alone. What it starts is recorded in $RUN_DIR/provisioned (default .run/, one
 # line per service), so `npm run services:stop` (scripts/services-stop.sh) stops exactly those.
 set -euo pipefail
@@ -86,6 +87,13 @@ ensure_chromium() {
   apt_install chromium fonts-dejavu-core
 }
 
+ensure_pdftotext() {
+  command -v pdftotext >/dev/null && return 0
+  log "installing pdftotext (poppler-utils) from Debian's packages"
+  apt_install poppler-utils
+}
+
 ensure_postgres
 ensure_redis
-if [[ "${PROVISION_CHROMIUM:-0}" == "1" ]]; then ensure_chromium; fi
+ensure_chromium || log "Chromium could not be installed: data exports fail until CHROMIUM_PATH names one"
+if [[ "${PROVISION_TEST_TOOLS:-0}" == "1" ]]; then ensure_pdftotext; fi

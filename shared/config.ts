@@ -132,6 +132,10 @@ const schema = z.object({
   RATE_LIMIT_API_KEY_WINDOW_SECONDS: int(0, 0),
   RATE_LIMIT_GPS_POST: int(30, 1),
   RATE_LIMIT_GPS_POST_WINDOW_SECONDS: int(60, 1),
+  EXPORT_RATE_LIMIT_PER_HOUR: int(5, 1),
+  EXPORT_TIMEOUT_MS: int(60000, 1),
+  EXPORT_PDF_MAX_PAGES: int(2, 1),
+  EXPORT_ARCHIVE_TTL_SECONDS: int(300, 1),
 });
 
 export interface RateTier {
@@ -184,6 +188,17 @@ export interface Config {
     maxMessagesPer10s: number;
   };
   rateLimit: { anonymous: RateTier; user: RateTier; apiKey: RateTier; gpsPost: RateTier };
+  /** Personal data export (GET /v1/user/export, docs/data-export.md). */
+  dataExport: {
+    /** Exports one user may ask for per hour (fixed window, counted in Redis). */
+    rateLimitPerHour: number;
+    /** How long a request waits for the worker before answering 503. */
+    timeoutMs: number;
+    /** Chromium pages one worker process renders at once (one browser per process). */
+    pdfMaxPages: number;
+    /** Lifetime of a finished archive in Redis when no request downloads it. */
+    archiveTtlSeconds: number;
+  };
 }
 
 export class ConfigError extends Error {}
@@ -244,6 +259,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       user: { limit: e.RATE_LIMIT_USER, windowSeconds: e.RATE_LIMIT_USER_WINDOW_SECONDS || window },
       apiKey: { limit: e.RATE_LIMIT_API_KEY, windowSeconds: e.RATE_LIMIT_API_KEY_WINDOW_SECONDS || window },
       gpsPost: { limit: e.RATE_LIMIT_GPS_POST, windowSeconds: e.RATE_LIMIT_GPS_POST_WINDOW_SECONDS },
+    },
+    dataExport: {
+      rateLimitPerHour: e.EXPORT_RATE_LIMIT_PER_HOUR,
+      timeoutMs: e.EXPORT_TIMEOUT_MS,
+      pdfMaxPages: e.EXPORT_PDF_MAX_PAGES,
+      archiveTtlSeconds: e.EXPORT_ARCHIVE_TTL_SECONDS,
     },
   };
 }

@@ -121,6 +121,8 @@ export const ACCOUNT_SCOPES = {
   consents: 'account:consents',
   /** Minting WebSocket tickets (REST and GraphQL). */
   wsTicket: 'ws:ticket',
+  /** Downloading the personal data export and listing past exports. */
+  export: 'account:export',
 } as const;
 
 export type AccountScope = (typeof ACCOUNT_SCOPES)[keyof typeof ACCOUNT_SCOPES];

@@ -14,6 +14,7 @@ export const QueueName = {
   geofence: 'geofence',
   realtimeRequests: 'realtimeRequests',
   passwordResets: 'passwordResets',
+  dataExport: 'dataExport',
 } as const;
 export type QueueName = (typeof QueueName)[keyof typeof QueueName];
 
@@ -52,6 +53,21 @@ export interface PasswordResetJob {
   acceptLanguage: string | null;
 }
 
+/** A personal data export (GET /v1/user/export): whose, and when it was asked for. */
+export interface DataExportJob {
+  userId: string;
+  requestedAt: string;
+}
+
+/** What a finished export job returns: where the ZIP waits in Redis and what the export log records. */
+export interface DataExportResult {
+  /** Id for RedisKeys.exportArchive(): the archive's bytes, deleted once downloaded. */
+  archiveId: string;
+  fileSizeBytes: number;
+  locale: string;
+  exportedAt: string;
+}
+
 export interface JobPayloads {
   /** Sends one row of email_outbox. */
   email: { outboxId: string };
@@ -65,6 +81,11 @@ export interface JobPayloads {
    * known and unknown addresses. It carries the address because that is the request itself: no row exists yet.
    */
   passwordResets: PasswordResetJob;
+  /**
+   * Builds one user's data export ZIP (data.json, report.pdf, README.txt) and parks it in Redis.
+   * Deduplicated per user (`deduplication.id`), so parallel requests wait for the same job.
+   */
+  dataExport: DataExportJob;
 }
 export type JobOf<N extends QueueName> = JobPayloads[N];
 
@@ -81,6 +102,14 @@ const queueDefaults: Record<QueueName, JobsOptions> = {
     backoff: { type: 'exponential', delay: 2000 },
     removeOnComplete: true,
     removeOnFail: 1000,
+  },
+  // Retried (a crashed browser is restarted for the next attempt); finished jobs stay a few minutes so a
+  // request joining just as the job ends still reads its result.
+  dataExport: {
+    attempts: 3,
+    backoff: { type: 'fixed', delay: 200 },
+    removeOnComplete: { age: 300, count: 1000 },
+    removeOnFail: { age: 3600, count: 1000 },
   },
 };
 

@@ -107,6 +107,12 @@ export const RedisKeys = {
   pegelFetchLock: (query: string) => `pegel:lock:${query}`,
   /** Hash: the last level_cm seen per station uuid (trend when upstream gives none). */
   pegelLevels: 'pegel:levels',
+  /** Counter: data exports one user asked for in one hour window (EXPORT_RATE_LIMIT_PER_HOUR). */
+  exportRate: (userId: string, window: number) => `export:rate:${userId}:${window}`,
+  /** String (binary): a finished data export ZIP, from the worker to the api; short TTL, deleted once downloaded. */
+  exportArchive: (id: string) => `export:archive:${id}`,
+  /** Counter: requests of one user waiting for an export; the last one to download deletes the archive. */
+  exportWaiters: (userId: string) => `export:waiters:${userId}`,
   /** BullMQ's own keys live under this prefix (see bullPrefix in shared/queues.ts). */
   bull: 'bull',
 } as const;

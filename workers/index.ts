@@ -6,6 +6,8 @@ import { listenForConfigChanges } from '../shared/caches/systemConfig';
 import { createContext, ServiceContext } from '../shared/context';
 import { bullPrefix, QueueName, schedules } from '../shared/queues';
 import { createRedis, redisReady } from '../shared/redis';
+import { closeSharedPdfRenderer } from './export/pdfRenderer';
+import { dataExportProcessor } from './processors/dataExport';
 import { emailProcessor } from './processors/email';
 import { geofenceProcessor } from './processors/geofence';
 import { passwordResetsProcessor } from './processors/passwordResets';
@@ -20,6 +22,7 @@ export const processors: { [N in QueueName]: Processor<N> } = {
   geofence: geofenceProcessor,
   realtimeRequests: realtimeRequestsProcessor,
   passwordResets: passwordResetsProcessor,
+  dataExport: dataExportProcessor,
 };
 
 export interface RunningWorkers {
@@ -85,6 +88,7 @@ export async function startWorkers(config: Config, opts: { schedule?: boolean } 
       // at PM2's kill_timeout dies with the process and is retried as stalled by another worker.
       await Promise.all(workers.map((w) => w.close()));
       ctx.logger.info({ ms: Date.now() - started }, 'workers drained');
+      await closeSharedPdfRenderer();
       for (const c of connections) c.disconnect();
       await ctx.close();
     },

@@ -30,6 +30,7 @@ import { platformRoutes } from './platforms';
 import { twoFactorRoutes } from './twoFactor';
 import { settingRoutes } from './settings';
 import { pegelRoutes } from './pegel';
+import { dataExportRoutes } from './dataExport';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -64,4 +65,5 @@ export const routeModules: Array<(router: ApiRouter) => void> = [
   twoFactorRoutes,
   settingRoutes,
   pegelRoutes,
+  dataExportRoutes,
 ];

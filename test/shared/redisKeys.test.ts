@@ -19,6 +19,9 @@ test('Redis key families keep their names', (t) => {
       redisKey(c, RedisKeys.gpsLatestDevice('d')),
       redisKey(c, RedisKeys.geofenceState('d', 'f')),
       redisKey(c, RedisKeys.bull),
+      redisKey(c, RedisKeys.exportRate('u', 7)),
+      redisKey(c, RedisKeys.exportArchive('a')),
+      redisKey(c, RedisKeys.exportWaiters('u')),
     ],
     [
       'p:ws:stats',
@@ -32,6 +35,9 @@ test('Redis key families keep their names', (t) => {
       'p:gps:latest:device:d',
       'p:geofence:state:d:f',
       'p:bull',
+      'p:export:rate:u:7',
+      'p:export:archive:a',
+      'p:export:waiters:u',
     ],
   );
 });
@@ -47,6 +53,7 @@ test('key families and pub/sub channels do not collide', (t) => {
     'gps:latest',
     'geofence:state:',
     'bull',
+    'export:',
   ];
   const channels = [
     PubSub.ws('x'),

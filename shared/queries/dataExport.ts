@@ -1,0 +1,95 @@
+import type { Knex } from 'knex';
+import { ApiKey } from '../models/ApiKey';
+import { ExportLog } from '../models/ExportLog';
+import { OAuthClient } from '../models/OAuthClient';
+import { OAuthConsent } from '../models/OAuthConsent';
+import { PlatformAccount } from '../models/PlatformAccount';
+import { Role } from '../models/Role';
+import { Session } from '../models/Session';
+import { User } from '../models/User';
+import { liveUserSessions } from './sessions';
+
+/** Two-factor state as the export shows it (spec §2 twoFactorAuth); never the secret or the codes. */
+export interface TwoFactorState {
+  enabled: boolean;
+  enabledAt: Date | null;
+  backupCodesRemaining: number;
+}
+
+/** Everything one user's data export holds, as rows (shared/presenters/dataExport.ts shapes it). */
+export interface DataExportRows {
+  user: User;
+  platformAccounts: PlatformAccount[];
+  consents: Array<OAuthConsent & { client: OAuthClient }>;
+  ownedClients: OAuthClient[];
+  apiKeys: ApiKey[];
+  roles: Role[];
+  twoFactor: TwoFactorState;
+  exportLogs: ExportLog[];
+  sessions: Session[];
+  platformNames: Map<string, string>;
+}
+
+/**
+ * The user's two-factor state. The 2FA tables are not part of this build yet: until they are, no
+ * user has 2FA enabled. This is the one place that reads it for the export, so wiring the real
+ * table in is a change here only.
+ */
+export async function twoFactorStateForExport(_db: Knex, _userId: string): Promise<TwoFactorState> {
+  return { enabled: false, enabledAt: null, backupCodesRemaining: 0 };
+}
+
+/** Loads a user's export data (undefined when the user does not exist), the sections in parallel. */
+export async function loadDataExportRows(db: Knex, userId: string): Promise<DataExportRows | undefined> {
+  const [user, platformAccounts, consents, ownedClients, apiKeys, roles, twoFactor, exportLogs, live] =
+    await Promise.all([
+      User.query(db).findById(userId),
+      PlatformAccount.query(db)
+        .where('user_id', userId)
+        .withGraphJoined('platform')
+        .orderBy('platform_accounts.created_at'),
+      OAuthConsent.query(db)
+        .where('oauth_consents.user_id', userId)
+        .whereNull('oauth_consents.revoked_at')
+        .withGraphJoined('client')
+        .orderBy('oauth_consents.granted_at', 'desc'),
+      OAuthClient.query(db).where('user_id', userId).orderBy('created_at'),
+      ApiKey.query(db).where('user_id', userId).where('is_system', false).orderBy('created_at'),
+      Role.query(db)
+        .join('user_roles as ur', 'ur.role_id', 'roles.id')
+        .where('ur.user_id', userId)
+        .orderBy('roles.name')
+        .select('roles.*'),
+      twoFactorStateForExport(db, userId),
+      ExportLog.query(db).where('user_id', userId).orderBy('exported_at', 'desc').orderBy('id'),
+      liveUserSessions(db, userId),
+    ]);
+  if (!user) return undefined;
+  return {
+    user,
+    platformAccounts,
+    consents: consents as Array<OAuthConsent & { client: OAuthClient }>,
+    ownedClients,
+    apiKeys,
+    roles,
+    twoFactor,
+    exportLogs,
+    sessions: live.sessions,
+    platformNames: live.platformNames,
+  };
+}
+
+/** One page of a user's export log, newest first, and how many entries there are in all. */
+export async function exportLogPage(
+  db: Knex,
+  userId: string,
+  limit: number,
+  offset: number,
+): Promise<{ logs: ExportLog[]; total: number }> {
+  const { results, total } = await ExportLog.query(db)
+    .where('user_id', userId)
+    .orderBy('exported_at', 'desc')
+    .orderBy('id', 'desc')
+    .range(offset, offset + limit - 1);
+  return { logs: results, total };
+}

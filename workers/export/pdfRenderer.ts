@@ -1,0 +1,168 @@
+import { EventEmitter } from 'node:events';
+import puppeteer, { Browser, Page } from 'puppeteer-core';
+import type { Logger } from '../../shared/logger';
+
+export interface PdfRendererOptions {
+  /** Debian's chromium (CHROMIUM_PATH). */
+  executablePath: string;
+  /** Pages rendered at once (EXPORT_PDF_MAX_PAGES); further renders wait for a free one. */
+  maxPages: number;
+  logger: Logger;
+  /** Longest a single page may take to load and print. */
+  pageTimeoutMs?: number;
+}
+
+/**
+ * Prints HTML to PDF with one Chromium per worker process, started on first use and reused by
+ * every job. When the browser dies (crash, OOM kill) the renders using it fail, their jobs are
+ * retried by BullMQ, and the next render starts a fresh browser. Pages are reused across renders.
+ * Emits `render` and `rendered` with the page around each render, and `launch` with each browser
+ * it starts (for tests and logs).
+ */
+export class PdfRenderer extends EventEmitter {
+  private browser?: Promise<Browser>;
+  /** Open pages of the running browser waiting for the next render (never more than maxPages). */
+  private readonly idle: Page[] = [];
+  private active = 0;
+  private readonly waiting: Array<() => void> = [];
+  private closed = false;
+  /** Browsers started so far. */
+  launches = 0;
+
+  constructor(private readonly opts: PdfRendererOptions) {
+    super();
+  }
+
+  /** The running browser's process id, if one runs. */
+  async browserPid(): Promise<number | undefined> {
+    const b = await this.browser?.catch(() => undefined);
+    return b?.connected ? b.process()?.pid : undefined;
+  }
+
+  private launch(): Promise<Browser> {
+    const started = Date.now();
+    const p = puppeteer
+      .launch({
+        executablePath: this.opts.executablePath,
+        headless: true,
+        // As root (containers, CI) Chromium needs --no-sandbox; the pages only ever hold our own escaped HTML.
+        args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--disable-extensions'],
+        handleSIGINT: false,
+        handleSIGTERM: false,
+        handleSIGHUP: false,
+      })
+      .then(
+        (b) => {
+          this.launches++;
+          this.opts.logger.info({ pid: b.process()?.pid, ms: Date.now() - started }, 'chromium started');
+          b.on('disconnected', () => {
+            if (this.browser === p) this.browser = undefined;
+            this.idle.splice(0);
+            if (!this.closed)
+              this.opts.logger.warn({ pid: b.process()?.pid }, 'chromium exited; next render starts it again');
+          });
+          this.emit('launch', b);
+          return b;
+        },
+        (err) => {
+          if (this.browser === p) this.browser = undefined;
+          throw err;
+        },
+      );
+    this.browser = p;
+    return p;
+  }
+
+  private async getBrowser(): Promise<Browser> {
+    if (this.closed) throw new Error('pdf renderer closed');
+    const p = this.browser;
+    if (p) {
+      const b = await p.catch(() => undefined);
+      if (b?.connected) return b;
+      // Dead (or failed to start): start another, unless a concurrent render already did.
+      if (this.browser === p) this.browser = undefined;
+    }
+    return this.browser ?? this.launch();
+  }
+
+  private async acquire(): Promise<void> {
+    if (this.active < this.opts.maxPages) {
+      this.active++;
+      return;
+    }
+    await new Promise<void>((resolve) => this.waiting.push(resolve));
+  }
+
+  private release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.active--;
+  }
+
+  /** An idle page of the running browser, or a new one (a page costs a renderer process to open). */
+  private async takePage(browser: Browser): Promise<Page> {
+    while (this.idle.length) {
+      const page = this.idle.pop()!;
+      if (!page.isClosed() && page.browser() === browser) return page;
+    }
+    const page = await browser.newPage();
+    page.setDefaultTimeout(this.opts.pageTimeoutMs ?? 30_000);
+    await page.setJavaScriptEnabled(false);
+    return page;
+  }
+
+  /** Prints `html` (a complete, self-contained document) to an A4 PDF. */
+  async render(html: string): Promise<Buffer> {
+    await this.acquire();
+    let page: Page | undefined;
+    let reusable = false;
+    try {
+      const browser = await this.getBrowser();
+      page = await this.takePage(browser);
+      this.emit('render', page);
+      await page.setContent(html, { waitUntil: 'load' });
+      const pdf = await page.pdf({
+        format: 'A4',
+        printBackground: true,
+        margin: { top: '15mm', bottom: '15mm', left: '12mm', right: '12mm' },
+      });
+      reusable = true;
+      return Buffer.from(pdf);
+    } finally {
+      if (page) this.emit('rendered', page);
+      // Pages are kept for the next render (at most maxPages of them); one that failed is closed.
+      if (page && reusable && !this.closed) this.idle.push(page);
+      else await page?.close().catch(() => undefined);
+      this.release();
+    }
+  }
+
+  /** Closes the browser (worker shutdown). */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.idle.splice(0);
+    const b = await this.browser?.catch(() => undefined);
+    this.browser = undefined;
+    await b?.close().catch(() => undefined);
+  }
+}
+
+let shared: PdfRenderer | undefined;
+
+/** The worker process's renderer (one browser per process), created on first use. */
+export function sharedPdfRenderer(opts: PdfRendererOptions): PdfRenderer {
+  if (!shared) shared = new PdfRenderer(opts);
+  return shared;
+}
+
+/** The process's renderer if one was created (tests use it to find the browser). */
+export function currentPdfRenderer(): PdfRenderer | undefined {
+  return shared;
+}
+
+/** Closes the process's renderer (workers' shutdown); the next use creates a new one. */
+export async function closeSharedPdfRenderer(): Promise<void> {
+  const r = shared;
+  shared = undefined;
+  await r?.close();
+}
