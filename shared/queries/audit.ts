@@ -52,8 +52,8 @@ async function searchUserIds(db: Knex, q: string): Promise<string[]> {
   return [...ids];
 }
 
-/** The filtered query (no order, no page). */
-async function filtered(db: Knex, f: AuditFilter): Promise<Knex.QueryBuilder> {
+/** The filtered query (no order, no page), wrapped: a query builder is a thenable an await would run. */
+async function filtered(db: Knex, f: AuditFilter): Promise<{ q: Knex.QueryBuilder }> {
   const q = db('audit_events');
   if (f.user_id !== undefined) q.where('user_id', isUuid(f.user_id) ? f.user_id.toLowerCase() : f.user_id);
   if (f.event_type !== undefined) q.where('event_type', f.event_type);
@@ -67,7 +67,7 @@ async function filtered(db: Knex, f: AuditFilter): Promise<Knex.QueryBuilder> {
     const ids = await searchUserIds(db, f.user_search);
     q.whereIn('user_id', ids);
   }
-  return q;
+  return { q };
 }
 
 /** The planner's row estimate of a query (EXPLAIN, no execution). */
@@ -90,7 +90,7 @@ export async function findAuditPage(
   f: AuditFilter,
   page: { page: number; limit: number },
 ): Promise<AuditPage> {
-  const base = await filtered(db, f);
+  const { q: base } = await filtered(db, f);
   const dir = f.sort_direction ?? 'desc';
   const field = f.sort_field ?? 'created_at';
   const order = field === 'created_at' ? ['created_at', 'id'] : [field, 'created_at', 'id'];
