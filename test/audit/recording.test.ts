@@ -123,7 +123,7 @@ test('API key, OAuth client, profile and logout operations write their events wi
   const client = await s.request('POST', '/v1/oauth/clients', {
     token: user.token,
     headers,
-    body: { name: 'Fleet', redirect_uris: ['https://fleet.example/cb'], allowed_scopes: ['profile'] },
+    body: { name: 'Fleet', redirect_uris: ['https://fleet.example/cb'], allowed_scopes: ['users:read'] },
   });
   t.is(client.status, 201, client.text);
   const clientId = client.body.client.id;

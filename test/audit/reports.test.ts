@@ -68,7 +68,7 @@ test('report lifecycle: create, 409 twice, listed; admin lists by status, review
   t.false(resolvedBefore.body.some((x: { id: string }) => x.id === report.id));
   t.is((await s.request('GET', '/v1/admin/audit/reports?status=open', { token: admin.token })).status, 400);
   t.is((await s.request('GET', '/v1/admin/audit/reports', { token: user.token })).status, 403);
-  t.is((await s.request('GET', '/v1/admin/audit?is_reported=true', { token: admin.token })).body.events[0].id, eventId);
+  t.is((await s.request('GET', `/v1/admin/audit?is_reported=true&user_id=${user.id}`, { token: admin.token })).body.events[0].id, eventId);
 
   const patched = await s.request('PATCH', `/v1/admin/audit/reports/${report.id}`, {
     token: admin.token,
