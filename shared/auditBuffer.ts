@@ -79,8 +79,17 @@ export class AuditBuffer {
 
   /** Writes everything pending now; rejects (keeping the events) when the database refuses. For tests and shutdown. */
   async flush(): Promise<void> {
-    await this.running;
-    while (this.pending.length) await this.writeBatch();
+    await this.exclusive(async () => {
+      while (this.pending.length) await this.writeBatch();
+    });
+  }
+
+  /** Writes never overlap: a flush waits for the timer's run and the other way round. */
+  private lock: Promise<unknown> = Promise.resolve();
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.lock.then(fn, fn);
+    this.lock = run.catch(() => undefined);
+    return run;
   }
 
   /** Stops the timer and writes what is left (a failure is logged with the events it leaves). */
@@ -109,7 +118,7 @@ export class AuditBuffer {
 
   private runNow(): void {
     if (this.running) return;
-    this.running = this.run().finally(() => {
+    this.running = this.exclusive(() => this.run()).finally(() => {
       this.running = undefined;
       if (this.pending.length && !this.closed) {
         const delay = this.failures ? Math.min(5000, this.retryMs * 2 ** (this.failures - 1)) : this.flushMs;

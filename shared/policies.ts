@@ -1,5 +1,4 @@
 import { badRequest, forbidden, HttpError, unauthorized } from './errors';
-import { ADMIN_AUDIT_WS_CHANNEL } from './events';
 
 /**
  * The one authorisation module. REST routes, GraphQL resolvers and the realtime process all ask
@@ -362,9 +361,6 @@ function channelRule(p: Authenticated, name: string): Verdict {
   if (isPublicChannel(name)) return true;
   const denied = forbidden(`access denied to channel ${name}`);
   if (name.startsWith('user:')) return (p.kind === 'user' && name === `user:${p.userId}`) || denied;
-  // The live audit feed shows what GET /v1/admin/audit shows: audit:read as well as admin:read.
-  if (name === ADMIN_AUDIT_WS_CHANNEL)
-    return (p.permissions.has('admin:read') && p.permissions.has('audit:read')) || denied;
   if (name.startsWith('admin:')) return p.permissions.has('admin:read') || denied;
   if (name === 'gps' || name.startsWith('gps:')) return p.permissions.has('gps:read') || denied;
   if (name === 'geofence' || name.startsWith('geofence:')) return p.permissions.has('geofences:read') || denied;
