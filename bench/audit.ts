@@ -49,31 +49,30 @@ function* eventLines(userIds: string[], now: number): Generator<string> {
     const failed = i % 20 === 0;
     const created = new Date(now - ((i * 104_729) % (365 * DAY))).toISOString();
     const ip = `${81 + (i % 100)}.${i % 256}.${(i >> 8) % 256}.${(i >> 16) % 256}`;
-    yield [
-      user,
-      type,
-      'session',
-      '\\N',
-      user,
-      ip,
-      'bench-agent/1.0',
-      '{}',
-      failed ? 'failure' : 'success',
-      failed ? 'wrong_password' : '\\N',
-      sources[i % sources.length],
-      i % 1000 === 0 ? 't' : 'f',
-      created,
-    ].join('\t') + '\n';
+    yield (
+      [
+        user,
+        type,
+        'session',
+        '\\N',
+        user,
+        ip,
+        'bench-agent/1.0',
+        '{}',
+        failed ? 'failure' : 'success',
+        failed ? 'wrong_password' : '\\N',
+        sources[i % sources.length],
+        i % 1000 === 0 ? 't' : 'f',
+        created,
+      ].join('\t') + '\n'
+    );
   }
 }
 
 async function main() {
   const { url, db } = await freshBenchDatabase('bench_audit', { DATABASE_POOL_MAX: '10' });
   const started = Date.now();
-  await db.raw(
-    `INSERT INTO users (username) SELECT 'bench_user_' || g FROM generate_series(1, ?) g`,
-    [USERS],
-  );
+  await db.raw(`INSERT INTO users (username) SELECT 'bench_user_' || g FROM generate_series(1, ?) g`, [USERS]);
   await db.raw(
     `INSERT INTO platform_accounts (user_id, platform_id, platform_user_id, is_oauth, is_primary, username, email, email_verified_at)
      SELECT u.id, p.id, u.username || '@bench.test', false, true, u.username, u.username || '@bench.test', now()
@@ -119,7 +118,11 @@ async function main() {
   const cases: Array<[string, string, string]> = [
     ['admin, no filter', '/v1/admin/audit', adminToken],
     ['admin, user_search by email', `/v1/admin/audit?user_search=${encodeURIComponent(email)}`, adminToken],
-    ['admin, event_type + 30-day range', `/v1/admin/audit?event_type=login&start_date=${from}&end_date=${to}`, adminToken],
+    [
+      'admin, event_type + 30-day range',
+      `/v1/admin/audit?event_type=login&start_date=${from}&end_date=${to}`,
+      adminToken,
+    ],
     ['admin, is_reported=true', '/v1/admin/audit?is_reported=true', adminToken],
     ['admin, sort created_at asc', '/v1/admin/audit?sort_field=created_at&sort_direction=asc', adminToken],
     ['admin, sort event_type', '/v1/admin/audit?sort_field=event_type', adminToken],

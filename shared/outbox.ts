@@ -271,7 +271,8 @@ export class OutboxRelay {
     const pushes: Array<{ channel: string; message: ServerPush }> = [];
     for (const id of ids) {
       const e = byId.get(id);
-      if (e) pushes.push({ channel: ADMIN_AUDIT_WS_CHANNEL, message: { type: 'auditEvent', data: presentAuditEvent(e) } });
+      if (e)
+        pushes.push({ channel: ADMIN_AUDIT_WS_CHANNEL, message: { type: 'auditEvent', data: presentAuditEvent(e) } });
     }
     for (let i = 0; i < pushes.length; i += PUBLISH_CHUNK)
       await this.deps.bus.publishMany(pushes.slice(i, i + PUBLISH_CHUNK));

@@ -154,7 +154,7 @@ export function auditRoutes(router: ApiRouter): void {
       path: '/v1/admin/audit',
       summary: 'Search the audit log',
       description:
-        'total_count is exact up to 10,000 matching events; beyond that it is the database planner\'s estimate and the ' +
+        "total_count is exact up to 10,000 matching events; beyond that it is the database planner's estimate and the " +
         'response carries X-Total-Count-Estimated: true.',
       tags: TAG,
       auth: { permission: 'audit:read' },

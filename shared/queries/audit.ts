@@ -101,7 +101,13 @@ export async function findAuditPage(
     .limit(page.limit)
     .offset((page.page - 1) * page.limit);
   const countQ = db
-    .from(base.clone().select(db.raw('1')).limit(AUDIT_COUNT_CAP + 1).as('capped'))
+    .from(
+      base
+        .clone()
+        .select(db.raw('1'))
+        .limit(AUDIT_COUNT_CAP + 1)
+        .as('capped'),
+    )
     .count<Array<{ count: string }>>({ count: '*' });
   const [rows, counted] = await Promise.all([rowsQ, countQ]);
   let total = Number(counted[0]!.count);

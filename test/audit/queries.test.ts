@@ -18,18 +18,20 @@ const seed = once(async () => {
   alice = await createUser(s.db, { username: `alice_${randomUUID().slice(0, 8)}` });
   bob = await createUser(s.db, { email: `bob.${randomUUID().slice(0, 8)}@searchable.test` });
   const row = (o: Record<string, unknown>) => ({ status: 'success', source_service: 'api', metadata: '{}', ...o });
-  await s.db('audit_events').insert([
-    row({ user_id: alice.id, event_type: 'login', resource_type: 'session', created_at: day(1) }),
-    row({ user_id: alice.id, event_type: 'login_failed', status: 'failure', error_message: 'x', created_at: day(2) }),
-    row({ user_id: alice.id, event_type: 'api_key_created', resource_type: 'api_key', created_at: day(3) }),
-    row({ user_id: alice.id, event_type: 'logout', resource_type: 'session', created_at: day(4) }),
-    row({ user_id: alice.id, event_type: 'login', resource_type: 'session', created_at: day(5), is_reported: true }),
-    row({ user_id: alice.id, event_type: 'user_updated', resource_type: 'user', created_at: day(6) }),
-    row({ user_id: bob.id, event_type: 'login', resource_type: 'session', created_at: day(2) }),
-    row({ user_id: bob.id, event_type: 'login_failed', status: 'failure', created_at: day(3) }),
-    row({ user_id: bob.id, event_type: 'client_created', resource_type: 'oauth_client', created_at: day(7) }),
-    row({ user_id: 'chat:123', event_type: 'bot_command_executed', source_service: 'chat_bot', created_at: day(8) }),
-  ]);
+  await s
+    .db('audit_events')
+    .insert([
+      row({ user_id: alice.id, event_type: 'login', resource_type: 'session', created_at: day(1) }),
+      row({ user_id: alice.id, event_type: 'login_failed', status: 'failure', error_message: 'x', created_at: day(2) }),
+      row({ user_id: alice.id, event_type: 'api_key_created', resource_type: 'api_key', created_at: day(3) }),
+      row({ user_id: alice.id, event_type: 'logout', resource_type: 'session', created_at: day(4) }),
+      row({ user_id: alice.id, event_type: 'login', resource_type: 'session', created_at: day(5), is_reported: true }),
+      row({ user_id: alice.id, event_type: 'user_updated', resource_type: 'user', created_at: day(6) }),
+      row({ user_id: bob.id, event_type: 'login', resource_type: 'session', created_at: day(2) }),
+      row({ user_id: bob.id, event_type: 'login_failed', status: 'failure', created_at: day(3) }),
+      row({ user_id: bob.id, event_type: 'client_created', resource_type: 'oauth_client', created_at: day(7) }),
+      row({ user_id: 'chat:123', event_type: 'bot_command_executed', source_service: 'chat_bot', created_at: day(8) }),
+    ]);
 });
 
 const get = (path: string, token = admin.token) => stack().request('GET', path, { token });

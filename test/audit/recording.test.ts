@@ -98,7 +98,10 @@ test('a provider sign-in that re-attaches an account unlinked before writes acco
   const first = await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body });
   t.is(first.status, 200, first.text);
   t.is((await eventsOf(user.id, 'account_linked')).length, 1);
-  const account = await s.db('platform_accounts').where({ user_id: user.id, platform_user_id: body.oauthProviderId }).first();
+  const account = await s
+    .db('platform_accounts')
+    .where({ user_id: user.id, platform_user_id: body.oauthProviderId })
+    .first();
   const del = await s.request('DELETE', `/v1/users/me/accounts/${account.id}`, { token: user.token });
   t.is(del.status, 204, del.text);
   const [unlinked] = await eventsOf(user.id, 'account_unlinked');
@@ -116,7 +119,11 @@ test('API key, OAuth client, profile and logout operations write their events wi
   const s = stack();
   const user = await createUser(s.db, { roles: ['role_admin'] });
   const headers = { 'x-forwarded-for': PUBLIC_IP, 'user-agent': UA };
-  const key = await s.request('POST', '/v1/api-keys', { token: user.token, headers, body: { name: 'k', scopes: ['gps:read'] } });
+  const key = await s.request('POST', '/v1/api-keys', {
+    token: user.token,
+    headers,
+    body: { name: 'k', scopes: ['gps:read'] },
+  });
   t.is(key.status, 201, key.text);
   t.is((await s.request('DELETE', `/v1/api-keys/${key.body.id}`, { token: user.token, headers })).status, 204);
 
@@ -127,11 +134,27 @@ test('API key, OAuth client, profile and logout operations write their events wi
   });
   t.is(client.status, 201, client.text);
   const clientId = client.body.client.id;
-  t.is((await s.request('PATCH', `/v1/oauth/clients/${clientId}`, { token: user.token, headers, body: { name: 'Fleet 2' } })).status, 200);
-  t.is((await s.request('POST', `/v1/oauth/clients/${clientId}/regenerate-secret`, { token: user.token, headers })).status, 200);
+  t.is(
+    (
+      await s.request('PATCH', `/v1/oauth/clients/${clientId}`, {
+        token: user.token,
+        headers,
+        body: { name: 'Fleet 2' },
+      })
+    ).status,
+    200,
+  );
+  t.is(
+    (await s.request('POST', `/v1/oauth/clients/${clientId}/regenerate-secret`, { token: user.token, headers })).status,
+    200,
+  );
   t.is((await s.request('DELETE', `/v1/oauth/clients/${clientId}`, { token: user.token, headers })).status, 204);
 
-  const patched = await s.request('PATCH', '/v1/users/me', { token: user.token, headers, body: { privacy_mode: true } });
+  const patched = await s.request('PATCH', '/v1/users/me', {
+    token: user.token,
+    headers,
+    body: { privacy_mode: true },
+  });
   t.is(patched.status, 200, patched.text);
 
   for (const type of [

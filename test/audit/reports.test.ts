@@ -68,7 +68,11 @@ test('report lifecycle: create, 409 twice, listed; admin lists by status, review
   t.false(resolvedBefore.body.some((x: { id: string }) => x.id === report.id));
   t.is((await s.request('GET', '/v1/admin/audit/reports?status=open', { token: admin.token })).status, 400);
   t.is((await s.request('GET', '/v1/admin/audit/reports', { token: user.token })).status, 403);
-  t.is((await s.request('GET', `/v1/admin/audit?is_reported=true&user_id=${user.id}`, { token: admin.token })).body.events[0].id, eventId);
+  t.is(
+    (await s.request('GET', `/v1/admin/audit?is_reported=true&user_id=${user.id}`, { token: admin.token })).body
+      .events[0].id,
+    eventId,
+  );
 
   const patched = await s.request('PATCH', `/v1/admin/audit/reports/${report.id}`, {
     token: admin.token,
@@ -91,11 +95,14 @@ test('report lifecycle: create, 409 twice, listed; admin lists by status, review
   t.is(dismissed.body.resolution_notes, 'Password reset enforced', 'notes kept when not given');
   t.false((await s.db('audit_events').where('id', eventId).first()).is_reported);
   await mailbox().waitFor(user.email, (m) => /dismissed/.test(m.subject));
-  await s.request('PATCH', `/v1/admin/audit/reports/${report.id}`, { token: admin.token, body: { status: 'reviewed' } });
+  await s.request('PATCH', `/v1/admin/audit/reports/${report.id}`, {
+    token: admin.token,
+    body: { status: 'reviewed' },
+  });
   t.true((await s.db('audit_events').where('id', eventId).first()).is_reported);
 });
 
-test('reports: 404 for another user\'s or an unknown event, 400 for a bad reason, 403/404 on review', async (t) => {
+test("reports: 404 for another user's or an unknown event, 400 for a bad reason, 403/404 on review", async (t) => {
   const s = stack();
   const user = await createUser(s.db);
   const other = await createUser(s.db);

@@ -11,7 +11,10 @@ test('events older than audit.retention_days go in batches; newer ones and their
   const seeded = await s.db('system_config').where('key', 'audit.retention_days').first();
   t.is(seeded.value, 365);
   t.true(schedules.purgeAuditEvents > 0);
-  await s.db('system_config').where('key', 'audit.retention_days').update({ value: JSON.stringify(30) });
+  await s
+    .db('system_config')
+    .where('key', 'audit.retention_days')
+    .update({ value: JSON.stringify(30) });
   const user = await createUser(s.db);
   const old = new Date(Date.now() - 40 * 86_400_000);
   const rows = Array.from({ length: 25 }, () => ({ user_id: user.id, event_type: 'login', created_at: old }));
@@ -20,7 +23,10 @@ test('events older than audit.retention_days go in batches; newer ones and their
     .db('audit_events')
     .insert({ user_id: user.id, event_type: 'login', created_at: new Date(Date.now() - 29 * 86_400_000) })
     .returning('id');
-  const [oldReported] = await s.db('audit_events').insert({ user_id: user.id, event_type: 'logout', created_at: old }).returning('id');
+  const [oldReported] = await s
+    .db('audit_events')
+    .insert({ user_id: user.id, event_type: 'logout', created_at: old })
+    .returning('id');
   await s.db('audit_reports').insert({ audit_event_id: oldReported.id, user_id: user.id, reason: 'other' });
 
   const result = await purgeExpiredAuditEvents(s.db, { batchSize: 10 });
@@ -32,6 +38,9 @@ test('events older than audit.retention_days go in batches; newer ones and their
 
   // No retention configured: nothing is deleted.
   await s.db('audit_events').insert({ user_id: user.id, event_type: 'login', created_at: old });
-  await s.db('system_config').where('key', 'audit.retention_days').update({ value: JSON.stringify(null) });
+  await s
+    .db('system_config')
+    .where('key', 'audit.retention_days')
+    .update({ value: JSON.stringify(null) });
   t.deepEqual(await purgeExpiredAuditEvents(s.db), { deleted: 0, batches: 0 });
 });
