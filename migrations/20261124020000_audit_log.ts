@@ -41,6 +41,23 @@ export async function up(knex: Knex): Promise<void> {
   await knex.raw('CREATE INDEX audit_events_resource_created ON audit_events (resource_type, created_at, id)');
   await knex.raw('CREATE INDEX audit_events_reported_created ON audit_events (created_at, id) WHERE is_reported');
 
+  // user_search matches usernames and emails by substring: trigram indexes serve that when the
+  // pg_trgm extension (trusted, shipped with PostgreSQL's contrib) can be created; without them the
+  // search scans users and platform_accounts, which is fine for tens of thousands of users.
+  await knex.raw(`DO $$ BEGIN
+    IF EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pg_trgm') THEN
+      BEGIN
+        CREATE EXTENSION IF NOT EXISTS pg_trgm;
+      EXCEPTION WHEN insufficient_privilege THEN
+        RAISE NOTICE 'pg_trgm not created: user_search scans users';
+      END;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm') THEN
+      CREATE INDEX IF NOT EXISTS users_username_trgm ON users USING gin (lower(username) gin_trgm_ops);
+      CREATE INDEX IF NOT EXISTS platform_accounts_email_trgm ON platform_accounts USING gin (lower(email) gin_trgm_ops);
+    END IF;
+  END $$`);
+
   await knex('system_config')
     .insert({
       key: 'audit.retention_days',
@@ -57,6 +74,8 @@ export async function down(knex: Knex): Promise<void> {
     await knex.raw(`DROP INDEX IF EXISTS audit_events_${name}`);
   await knex.raw('DROP INDEX IF EXISTS audit_events_resource_created');
   await knex.raw('DROP INDEX IF EXISTS audit_events_reported_created');
+  await knex.raw('DROP INDEX IF EXISTS users_username_trgm');
+  await knex.raw('DROP INDEX IF EXISTS platform_accounts_email_trgm');
   await knex.raw('CREATE INDEX audit_events_user_id_created_at_index ON audit_events (user_id, created_at)');
   await knex.raw('CREATE INDEX audit_events_event_type_index ON audit_events (event_type)');
   await knex.raw('CREATE INDEX audit_events_created_at_index ON audit_events (created_at)');
