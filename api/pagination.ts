@@ -21,8 +21,8 @@ export interface Paginated<T> {
   _links: { self: string; first: string; last: string; prev?: string; next?: string };
 }
 
-/** Builds the body of a paginated list, keeping the request's other query fields in the links. */
-function paginatedBody<T>(ctx: Context, data: T[], total: number, { page, limit }: Page): Paginated<T> {
+/** The _links of one page, keeping the request's other query fields. */
+export function pageLinks(ctx: Context, { page, limit }: Page, total: number): Paginated<unknown>['_links'] {
   const totalPages = Math.max(1, Math.ceil(total / limit));
   const link = (p: number) => {
     const q = new URLSearchParams(ctx.querystring);
@@ -30,9 +30,16 @@ function paginatedBody<T>(ctx: Context, data: T[], total: number, { page, limit 
     q.set('limit', String(limit));
     return `${ctx.path}?${q.toString()}`;
   };
-  const links: Paginated<T>['_links'] = { self: link(page), first: link(1), last: link(totalPages) };
+  const links: Paginated<unknown>['_links'] = { self: link(page), first: link(1), last: link(totalPages) };
   if (page > 1) links.prev = link(Math.min(page - 1, totalPages));
   if (page < totalPages) links.next = link(page + 1);
+  return links;
+}
+
+/** Builds the body of a paginated list, keeping the request's other query fields in the links. */
+function paginatedBody<T>(ctx: Context, data: T[], total: number, { page, limit }: Page): Paginated<T> {
+  const totalPages = Math.max(1, Math.ceil(total / limit));
+  const links = pageLinks(ctx, { page, limit }, total);
   return { data, pagination: { page, limit, total, total_pages: totalPages }, _links: links };
 }
 

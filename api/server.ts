@@ -17,6 +17,7 @@ import { buildGraphqlSchema } from './graphql';
 import { RateLimiter } from '../shared/caches/rateLimiter';
 import { listenForConfigChanges } from '../shared/caches/systemConfig';
 import type { ApiServices } from './services';
+import { loadGeoIp } from '../shared/geoip';
 
 export interface RunningApi {
   server: http.Server;
@@ -112,6 +113,8 @@ export async function startApi(
     idleGraceMs: opts.drainIdleGraceMs ?? DRAIN_IDLE_GRACE_MS,
   });
   forwardUpgrades(server, config, ctx.logger);
+  // geoip-lite's database (about a second) is loaded now, not by the first audit event a request writes.
+  loadGeoIp();
   await new Promise<void>((resolve) => server.listen(opts.port ?? config.port, config.host, resolve));
   const port = (server.address() as net.AddressInfo).port;
   ctx.outbox.start();

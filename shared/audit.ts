@@ -1,5 +1,7 @@
 import type { Knex } from 'knex';
+import { geoLookup } from './geoip';
 import { AuditEvent } from './models/AuditEvent';
+import { SIDE_EFFECT_OUTBOX } from './outbox';
 
 export const AUDIT_EVENT_TYPES = [
   'login',
@@ -67,9 +69,9 @@ export function attributed(by: Attribution, input: AuditInput): AuditInput {
   return { actor_id: by.actorId, ip_address: by.ipAddress ?? null, user_agent: by.userAgent ?? null, ...input };
 }
 
-/** Writes one audit event (inside `trx` when given, so it commits with the change it records). */
-export async function recordAuditEvent(input: AuditInput, trx: Knex | Knex.Transaction): Promise<AuditEvent> {
-  return AuditEvent.query(trx).insertAndFetch({
+/** The columns of one audit_events row for `input`, geo-IP resolved now (at write time). */
+export function auditRow(input: AuditInput): Record<string, unknown> {
+  return {
     user_id: input.user_id ?? null,
     event_type: input.event_type,
     resource_type: input.resource_type ?? null,
@@ -78,9 +80,39 @@ export async function recordAuditEvent(input: AuditInput, trx: Knex | Knex.Trans
     ip_address: input.ip_address ?? null,
     user_agent: input.user_agent ?? null,
     description: input.description ?? null,
-    metadata: input.metadata ?? {},
+    metadata: JSON.stringify(input.metadata ?? {}),
     status: input.status ?? 'success',
     error_message: input.error_message ?? null,
     source_service: input.source_service ?? 'api',
-  });
+    ...geoLookup(input.ip_address),
+  };
+}
+
+/**
+ * Inserts rows (from `auditRow`) and, in the same statement, the side-effect outbox row that pushes
+ * them to the live feed (`auditEvent` on `admin:audit`, shared/outbox.ts): one round trip, and the
+ * push happens iff the rows commit.
+ */
+export async function insertAuditRows(rows: Array<Record<string, unknown>>, db: Knex | Knex.Transaction) {
+  const { sql, bindings } = db('audit_events').insert(rows).returning('*').toSQL();
+  const { rows: out } = await db.raw<{ rows: Array<Record<string, unknown>> }>(
+    `WITH ev AS (${sql}),
+          ob AS (INSERT INTO ${SIDE_EFFECT_OUTBOX} (kind, payload)
+                 SELECT 'auditEvents', jsonb_build_object('ids', jsonb_agg(id)) FROM ev)
+     SELECT * FROM ev`,
+    bindings as Knex.RawBinding[],
+  );
+  return out.map((r) => AuditEvent.fromDatabaseJson(r));
+}
+
+/** Writes one audit event (inside `trx` when given, so it commits with the change it records). */
+export async function recordAuditEvent(input: AuditInput, trx: Knex | Knex.Transaction): Promise<AuditEvent> {
+  const [event] = await insertAuditRows([auditRow(input)], trx);
+  return event!;
+}
+
+/** Writes several audit events of one change in one statement (e.g. `login` and `session_created`). */
+export async function recordAuditEvents(inputs: AuditInput[], trx: Knex | Knex.Transaction): Promise<AuditEvent[]> {
+  if (inputs.length === 0) return [];
+  return insertAuditRows(inputs.map(auditRow), trx);
 }

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type Redis from 'ioredis';
+import { AuditBuffer } from './auditBuffer';
 import type { Config } from './config';
 import { createDb, onAfterCommitFailure } from './db';
 import { EventBus } from './events';
@@ -21,6 +22,8 @@ export interface ServiceContext {
   bus: EventBus;
   queues: Queues;
   outbox: OutboxRelay;
+  /** Buffered writer of audit events outside a request's transaction (shared/auditBuffer.ts). */
+  audit: AuditBuffer;
   close(): Promise<void>;
 }
 
@@ -35,6 +38,7 @@ export function createContext(config: Config, name: string, logger?: Logger): Se
   const bus = new EventBus(redis, config);
   const queues = new Queues(redis, config);
   const outbox = new OutboxRelay({ db, redis, bus, queues, config, logger: log });
+  const audit = new AuditBuffer({ db, logger: log });
   return {
     config,
     logger: log,
@@ -43,7 +47,10 @@ export function createContext(config: Config, name: string, logger?: Logger): Se
     bus,
     queues,
     outbox,
+    audit,
     async close() {
+      // Buffered audit events first: their live-feed rows join the relay's last drain.
+      await audit.close();
       // The relay's last drain still needs the queues and the connection.
       await outbox.close();
       await queues.close().catch(() => undefined);

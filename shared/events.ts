@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type Redis from 'ioredis';
 import type { Config } from './config';
+import type { AuditEventData } from './presenters/auditEvent';
 import { redisKey } from './redis';
 
 /**
@@ -29,6 +30,9 @@ export const PubSub = {
  * chatPermissionChanged here; bots receive them as protobuf (clients cannot subscribe to it).
  */
 export const CHAT_BOTS_WS_CHANNEL = 'bots:chat';
+
+/** WebSocket channel of the live audit feed: every new audit event as an `auditEvent` push (REST shape). */
+export const ADMIN_AUDIT_WS_CHANNEL = 'admin:audit';
 
 /** GPS point as pushed to clients (spec §6 gpsUpdate data, snake_case). */
 export interface GpsPushData {
@@ -83,6 +87,7 @@ export type ServerPush =
   | { type: 'oauthConsentRevoked'; userId: string; clientId: string; timestamp: string }
   | { type: 'emailLinkVerified'; userId: string; platformAccountId: string; timestamp: string }
   | { type: 'emailChangeVerified'; userId: string; email: string; timestamp: string }
+  | { type: 'auditEvent'; data: AuditEventData }
   // Protobuf-only bot events (spec §6), published on CHAT_BOTS_WS_CHANNEL.
   | {
       type: 'chatUserLinked';

@@ -2,7 +2,9 @@ import type { Knex } from 'knex';
 import type Redis from 'ioredis';
 import { recordLatestGps } from './caches/gpsLatest';
 import type { Config } from './config';
-import type { EventBus, ServerPush } from './events';
+import { ADMIN_AUDIT_WS_CHANNEL, type EventBus, type ServerPush } from './events';
+import { AuditEvent } from './models/AuditEvent';
+import { presentAuditEvent } from './presenters/auditEvent';
 import type { Logger } from './logger';
 import { GPS_POINT_COLUMNS, GpsPointRow, presentGpsPoint } from './presenters/gpsPoint';
 import type { Queues } from './queues';
@@ -37,11 +39,13 @@ export interface OutboxPayloads {
   gpsPoints: { ids: string[] };
   /** One row of email_outbox, for the `email` queue. */
   email: { outboxId: string };
+  /** Freshly written audit events: `auditEvent` pushes on `admin:audit` (the live feed). */
+  auditEvents: { ids: string[] };
 }
 export type OutboxKind = keyof OutboxPayloads;
 
 /** Kinds this version carries out; a relay of an older version leaves newer kinds to newer relays. */
-const KINDS: OutboxKind[] = ['gpsPoints', 'email'];
+const KINDS: OutboxKind[] = ['gpsPoints', 'email', 'auditEvents'];
 /** KINDS as one Postgres array literal (knex would expand a JS array into a list of parameters). */
 const KINDS_ARRAY = `{${KINDS.join(',')}}`;
 
@@ -251,6 +255,27 @@ export class OutboxRelay {
       // The job id makes a replayed row (at least once) a no-op while the first job exists.
       await this.deps.queues.enqueue('email', { outboxId }, { jobId: `email-${outboxId}` });
     }
+    const auditIds = rows.flatMap((r) =>
+      r.kind === 'auditEvents' ? (r.payload as OutboxPayloads['auditEvents']).ids : [],
+    );
+    if (auditIds.length) await this.relayAuditEvents(trx, auditIds);
+  }
+
+  /** `auditEvent` pushes (REST shape) on `admin:audit`, in write order, for the events still stored. */
+  private async relayAuditEvents(trx: Knex.Transaction, ids: string[]): Promise<void> {
+    const { rows } = await trx.raw<{ rows: Array<Record<string, unknown>> }>(
+      'SELECT * FROM audit_events WHERE id = ANY(?::uuid[])',
+      [`{${ids.join(',')}}`],
+    );
+    const byId = new Map(rows.map((r) => [r.id as string, AuditEvent.fromDatabaseJson(r)]));
+    const pushes: Array<{ channel: string; message: ServerPush }> = [];
+    for (const id of ids) {
+      const e = byId.get(id);
+      if (e)
+        pushes.push({ channel: ADMIN_AUDIT_WS_CHANNEL, message: { type: 'auditEvent', data: presentAuditEvent(e) } });
+    }
+    for (let i = 0; i < pushes.length; i += PUBLISH_CHUNK)
+      await this.deps.bus.publishMany(pushes.slice(i, i + PUBLISH_CHUNK));
   }
 
   /**

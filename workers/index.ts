@@ -14,6 +14,7 @@ import { passwordResetsProcessor } from './processors/passwordResets';
 import { scheduledProcessor } from './processors/scheduled';
 import { realtimeRequestsProcessor } from './processors/realtimeRequests';
 import type { Processor } from './processors/types';
+import { loadGeoIp } from '../shared/geoip';
 
 /** One processor per queue of the registry; the type makes a missing one a compile error. */
 export const processors: { [N in QueueName]: Processor<N> } = {
@@ -77,6 +78,8 @@ export async function startWorkers(config: Config, opts: { schedule?: boolean } 
     }
   }
   await Promise.all(workers.map((w) => w.waitUntilReady()));
+  // geoip-lite's database (about a second) is loaded now, not by the first audit event a request writes.
+  loadGeoIp();
   ctx.outbox.start();
   ctx.logger.info({ queues: Object.values(QueueName) }, 'workers ready');
   return {

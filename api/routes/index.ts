@@ -31,6 +31,7 @@ import { twoFactorRoutes } from './twoFactor';
 import { settingRoutes } from './settings';
 import { pegelRoutes } from './pegel';
 import { dataExportRoutes } from './dataExport';
+import { auditRoutes } from './audit';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -66,4 +67,5 @@ export const routeModules: Array<(router: ApiRouter) => void> = [
   settingRoutes,
   pegelRoutes,
   dataExportRoutes,
+  auditRoutes,
 ];

@@ -1,4 +1,4 @@
-import { attributed, Attribution, recordAuditEvent } from '../audit';
+import { attributed, Attribution, recordAuditEvents } from '../audit';
 import {
   clearLoginFailures,
   releaseAttempt,
@@ -66,14 +66,22 @@ export async function completeLogin(ctx: ServiceContext, attempt: LoginAttempt) 
   const { session, token } = await transaction(ctx.db, async (trx) => {
     const created = await createSession(trx, attempt.userId, expires, attempt);
     await User.query(trx).patch({ last_login_at: new Date() }).where('id', attempt.userId);
-    await recordAuditEvent(
-      attributed(attempt, {
-        user_id: attempt.userId,
-        event_type: 'login',
-        resource_type: 'session',
-        resource_id: created.session.id,
-        metadata: { platform: attempt.platformSlug, session_id: created.session.id },
-      }),
+    // Both events in one statement: the sign-in and the session it opened.
+    const event = {
+      user_id: attempt.userId,
+      resource_type: 'session',
+      resource_id: created.session.id,
+      metadata: { platform: attempt.platformSlug, session_id: created.session.id },
+    };
+    await recordAuditEvents(
+      [
+        attributed(attempt, { ...event, event_type: 'login' }),
+        attributed(attempt, {
+          ...event,
+          event_type: 'session_created',
+          metadata: { ...event.metadata, kind: 'login', expires_at: expires.toISOString() },
+        }),
+      ],
       trx,
     );
     return created;
@@ -107,8 +115,9 @@ export async function passwordLogin(
   meta: EmailRequest,
 ) {
   const who: Who = { subject: throttleSubjectForEmail(input.email), ip: clientIp };
+  // Not part of any transaction: buffered, so a failed attempt costs no database round trip.
   const failure = (userId: string | null, reason: string) =>
-    recordAuditEvent(
+    ctx.audit.record(
       attributed(
         { ...meta, actorId: userId },
         {
@@ -120,7 +129,6 @@ export async function passwordLogin(
           metadata: { platform: 'email', reason, email_sha256: sha256(input.email) },
         },
       ),
-      ctx.db,
     );
 
   if (!(await emailPlatform(ctx.db)).enabled)
@@ -131,7 +139,7 @@ export async function passwordLogin(
   const reservation = await reserveLoginAttempt(ctx.redis, ctx.config, who);
   if (reservation.retryAfterSeconds > 0) {
     const known = await findEmailAccountByAddress(ctx.db, input.email);
-    await failure(known?.user_id ?? null, 'too_many_attempts');
+    failure(known?.user_id ?? null, 'too_many_attempts');
     throw tooManyAttempts(reservation.retryAfterSeconds);
   }
   const account = await findEmailAccountByAddress(ctx.db, input.email);
@@ -139,7 +147,7 @@ export async function passwordLogin(
   const passwordOk = await verifyPassword(account?.password_hash, input.password);
   if (!account || !passwordOk) {
     // The reservation stays: it is this failure's count.
-    await failure(account?.user_id ?? null, account ? 'wrong_password' : 'unknown_account');
+    failure(account?.user_id ?? null, account ? 'wrong_password' : 'unknown_account');
     throw unauthorized(BAD_CREDENTIALS);
   }
   // The right password is not a failed guess, whatever is refused below (unverified, banned).

@@ -11,6 +11,15 @@ import { twoFactorRequirement } from '../queries/twoFactor';
 import { findPlatform, findUserIdByEmail, flatUser } from '../queries/users';
 import { addPlatformAccount, createUserWithAccount, uniqueUsername } from './users';
 
+/** Whether the user's audit log shows them unlinking this provider account before. */
+async function wasUnlinkedBy(trx: Knex.Transaction, userId: string, platform: string, platformUserId: string) {
+  const row = await trx('audit_events')
+    .where({ user_id: userId, event_type: 'account_unlinked' })
+    .whereRaw("metadata->>'platform' = ? AND metadata->>'platform_user_id' = ?", [platform, platformUserId])
+    .first('id');
+  return !!row;
+}
+
 /** Body of a provider sign-in (camelCase per spec §4.11), shared by REST and GraphQL. */
 export const oauthSigninSchema = z.object({
   email: z.string().trim().max(320).email({ message: 'must be an email address' }).nullable().optional(),
@@ -102,9 +111,11 @@ export async function oauthSignin(
         avatarUrl: owner!.avatars_enabled ? input.image : null,
       });
       await User.query(trx).patch({ last_login_at: new Date() }).where('id', ownerId);
+      // The same provider account this user unlinked before comes back: reconnected, not newly linked.
+      const reconnected = await wasUnlinkedBy(trx, ownerId, platform.slug, input.oauthProviderId);
       await record(trx, ownerId, {
         ...login(account.id),
-        event_type: 'account_linked',
+        event_type: reconnected ? 'account_reconnected' : 'account_linked',
         metadata: { platform: platform.slug, via: 'email_match' },
       });
       await record(trx, ownerId, login(account.id));

@@ -62,7 +62,8 @@ export async function unlinkAccount(
         event_type: 'account_unlinked',
         resource_type: 'platform_account',
         resource_id: account.id,
-        metadata: { platform: account.platform?.slug ?? null },
+        // The provider's id lets a later sign-in that re-attaches it be recorded as account_reconnected.
+        metadata: { platform: account.platform?.slug ?? null, platform_user_id: account.platform_user_id },
       }),
       trx,
     );

@@ -47,7 +47,18 @@ export async function createInternalSession(
   if (expires.getTime() <= Date.now()) throw badRequest('expires: must be in the future');
   const user = await User.query(ctx.db).findById(userId).whereNull('deleted_at');
   if (!user) throw badRequest('userId: no such user');
-  return createSession(ctx.db, user.id, expires, by);
+  const created = await createSession(ctx.db, user.id, expires, by);
+  // Outside a transaction: the buffered writer records it without a round trip of its own.
+  ctx.audit.record(
+    attributed(by, {
+      user_id: user.id,
+      event_type: 'session_created',
+      resource_type: 'session',
+      resource_id: created.session.id,
+      metadata: { session_id: created.session.id, kind: 'internal', expires_at: expires.toISOString() },
+    }),
+  );
+  return created;
 }
 
 /** Deletes a user's sessions (all, or all but one) inside `trx`; returns the deleted ids. */

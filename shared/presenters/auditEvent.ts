@@ -25,7 +25,9 @@ export const auditEventSchema = z.object({
   is_reported: z.boolean(),
 });
 
-export function presentAuditEvent(e: AuditEvent): z.infer<typeof auditEventSchema> {
+export type AuditEventData = z.infer<typeof auditEventSchema>;
+
+export function presentAuditEvent(e: AuditEvent): AuditEventData {
   return {
     id: e.id,
     user_id: e.user_id,
@@ -85,4 +87,39 @@ export const auditEventReceiptSchema = z.object({ success: z.literal(true), audi
 
 export function presentAuditEventReceipt(e: AuditEvent): z.infer<typeof auditEventReceiptSchema> {
   return { success: true, auditEventId: e.id };
+}
+
+/** Links of one page of a list (api/pagination.ts builds them from the request). */
+const pageLinksSchema = z.object({
+  self: z.string(),
+  first: z.string(),
+  last: z.string(),
+  prev: z.string().optional(),
+  next: z.string().optional(),
+});
+
+/** The audit lists of spec §4.24: {events, total_count, page, limit, total_pages, _links}. */
+export const auditPageSchema = z.object({
+  events: z.array(auditEventSchema),
+  total_count: z.number().int(),
+  page: z.number().int(),
+  limit: z.number().int(),
+  total_pages: z.number().int(),
+  _links: pageLinksSchema,
+});
+
+export function presentAuditPage(
+  events: AuditEvent[],
+  total: number,
+  page: { page: number; limit: number },
+  links: z.infer<typeof pageLinksSchema>,
+): z.infer<typeof auditPageSchema> {
+  return {
+    events: events.map(presentAuditEvent),
+    total_count: total,
+    page: page.page,
+    limit: page.limit,
+    total_pages: Math.max(1, Math.ceil(total / page.limit)),
+    _links: links,
+  };
 }

@@ -3,6 +3,7 @@ import Redis from 'ioredis';
 import { LOGIN_THROTTLE, releaseAttempt, reserveAttempt } from '../../shared/caches/loginThrottle';
 import { tokenOf } from '../helpers/mailbox';
 import { freshEmail, useAccountsStack } from '../helpers/accounts';
+import { eventually, sleep } from '../helpers/wait';
 
 const { stack, mailbox } = useAccountsStack(test);
 
@@ -14,6 +15,14 @@ async function registered(password: string): Promise<{ email: string; id: string
     body: { token: tokenOf(await mailbox().waitFor(email)) },
   });
   return { email, id: v.body.data.id };
+}
+
+/** The user's login_failed events once at least `n` are written (the buffered writer writes them moments later). */
+async function loginFailures(userId: string, n: number) {
+  const q = () => stack().db('audit_events').where({ user_id: userId, event_type: 'login_failed' });
+  await eventually(async () => (await q()).length >= n);
+  await sleep(100);
+  return q();
 }
 
 // Serial: the per-IP counter is shared by every request of this file (all from 127.0.0.1).
@@ -30,7 +39,8 @@ test.serial(
     t.is(blocked.body.error, 'TooManyRequests');
     const retry = Number(blocked.headers.get('retry-after'));
     t.true(retry > 0 && retry <= LOGIN_THROTTLE.account.windowSeconds, String(retry));
-    const failures = await s.db('audit_events').where({ user_id: id, event_type: 'login_failed' });
+    // login_failed goes through the buffered audit writer: written within moments, not before the answer.
+    const failures = await loginFailures(id, LOGIN_THROTTLE.account.max + 1);
     t.is(failures.length, LOGIN_THROTTLE.account.max + 1);
     t.true(failures.some((f) => f.metadata.reason === 'too_many_attempts'));
 
@@ -106,7 +116,7 @@ test.serial(
     t.is(r.ok + r.wrong + r.blocked, bodies.length);
     t.true(r.results.filter((x) => x.status === 429).every((x) => Number(x.headers.get('retry-after')) > 0));
     // Every request that did not sign in wrote its login_failed event (wrong_password or too_many_attempts).
-    const failures = await s.db('audit_events').where({ user_id: id, event_type: 'login_failed' });
+    const failures = await loginFailures(id, r.wrong + r.blocked);
     t.is(failures.length, r.wrong + r.blocked);
     t.is(failures.filter((f) => f.metadata.reason === 'too_many_attempts').length, r.blocked);
     await s.redis.del(...(await s.redis.keys(`${s.config.redisPrefix}loginfail:*`)));

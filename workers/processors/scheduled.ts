@@ -4,6 +4,7 @@ import type { Processor } from './types';
 import { cleanupOAuthArtifacts } from '../../shared/commands/oauthProvider';
 import { expireBans, purgeDeletedAccounts } from '../../shared/commands/userLifecycle';
 import { purgeExpiredGpsPoints } from '../../shared/commands/gpsRetention';
+import { purgeExpiredAuditEvents } from '../../shared/commands/auditRetention';
 
 /** Maintenance tasks by name; each returns a small summary stored as the job's result. */
 export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Promise<Record<string, number>>> = {
@@ -28,6 +29,8 @@ export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Prom
   cleanupOAuth: (ctx) => cleanupOAuthArtifacts(ctx.db),
   /** GPS points past gps.retention_days that belong to no trip. */
   purgeGpsPoints: (ctx) => purgeExpiredGpsPoints(ctx.db),
+  /** Audit events past audit.retention_days, in batches. */
+  purgeAuditEvents: (ctx) => purgeExpiredAuditEvents(ctx.db),
 };
 
 export const scheduledProcessor: Processor<'scheduled'> = async (job, ctx) => {

@@ -1,0 +1,216 @@
+import Router from '@koa/router';
+import { AUDIT_EVENT_TYPES, SOURCE_SERVICES } from '../../shared/audit';
+import { createAuditReport, reviewAuditReport } from '../../shared/commands/auditReports';
+import { badRequest } from '../../shared/errors';
+import { AUDIT_REPORT_REASONS, AUDIT_REPORT_STATUSES, AuditReport } from '../../shared/models/AuditReport';
+import { auditPageSchema, presentAuditPage } from '../../shared/presenters/auditEvent';
+import { auditReportCreatedSchema, auditReportSchema, presentAuditReport } from '../../shared/presenters/auditReport';
+import { AUDIT_SORT_FIELDS, AuditFilter, findAuditPage } from '../../shared/queries/audit';
+import { z, zQueryBool, zUuid } from '../../shared/zod';
+import { pageLinks, paginationQuery } from '../pagination';
+import { loadUser, requireActingUser } from '../params';
+import { AppContext, AppState, defineRoute, requestAttribution } from '../routing';
+import type { ApiServices } from '../services';
+
+type ApiRouter = Router<AppState, { services: ApiServices }>;
+
+const TAG = ['audit'];
+
+const oneOf = <T extends readonly [string, ...string[]]>(values: T) =>
+  z.enum(values, { errorMap: () => ({ message: `must be one of ${values.join(', ')}` }) });
+
+/** ISO 8601 date or date-time; a bare date as end_date means the end of that day (UTC). */
+const ISO_DATE = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/i;
+const zQueryDate = (endOfDay: boolean) =>
+  z
+    .string()
+    .refine((v) => ISO_DATE.test(v) && !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 date or date-time')
+    .transform((v) => new Date(endOfDay && v.length === 10 ? `${v}T23:59:59.999Z` : v));
+
+/** Filters of /v1/users/me/audit and /v1/users/{user_id}/audit (spec §4.24). */
+const userAuditQuery = paginationQuery(20).extend({
+  event_type: oneOf(AUDIT_EVENT_TYPES).optional(),
+  resource_type: z.string().min(1).max(64).optional(),
+  status: oneOf(['success', 'failure'] as const).optional(),
+});
+
+/** GET /v1/admin/audit adds these. */
+const adminAuditQuery = userAuditQuery.extend({
+  user_id: z.string().min(1).max(255).optional(),
+  user_search: z.string().trim().min(1, 'must not be empty').max(320).optional(),
+  source_service: oneOf(SOURCE_SERVICES).optional(),
+  start_date: zQueryDate(false).optional(),
+  end_date: zQueryDate(true).optional(),
+  sort_field: oneOf(AUDIT_SORT_FIELDS).default('created_at'),
+  sort_direction: oneOf(['asc', 'desc'] as const).default('desc'),
+  is_reported: zQueryBool().optional(),
+});
+
+const pageResponses = {
+  200: { description: '{events, total_count, page, limit, total_pages, _links}', schema: auditPageSchema },
+  400: { description: 'A bad filter value (the message names the parameter)' },
+};
+
+/** Runs the filtered page and answers it; an estimated total is flagged in X-Total-Count-Estimated. */
+async function answerPage(ctx: AppContext, filter: AuditFilter, page: { page: number; limit: number }) {
+  if (filter.start_date && filter.end_date && filter.start_date > filter.end_date)
+    throw badRequest('start_date: must not be after end_date');
+  const result = await findAuditPage(ctx.services.db, filter, page);
+  if (result.estimated) ctx.set('X-Total-Count-Estimated', 'true');
+  ctx.body = presentAuditPage(result.events, result.total, page, pageLinks(ctx, page, result.total));
+}
+
+/** Audit and activity log: a user's own events and reports, administrators' search and review (spec §4.24). */
+export function auditRoutes(router: ApiRouter): void {
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/users/me/audit',
+      summary: 'My activity log',
+      tags: TAG,
+      auth: 'authenticated',
+      query: userAuditQuery,
+      responses: pageResponses,
+    },
+    async (ctx, { query: { page, limit, ...filter } }) => {
+      const userId = requireActingUser(ctx.state.principal);
+      await answerPage(ctx, { ...filter, user_id: userId }, { page, limit });
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/users/me/audit/reports',
+      summary: 'My reports of suspicious events',
+      tags: TAG,
+      auth: 'authenticated',
+      responses: { 200: { description: 'Bare array of reports, newest first', schema: z.array(auditReportSchema) } },
+    },
+    async (ctx) => {
+      const userId = requireActingUser(ctx.state.principal);
+      const reports = await AuditReport.query(ctx.services.db)
+        .where('user_id', userId)
+        .orderBy([
+          { column: 'created_at', order: 'desc' },
+          { column: 'id', order: 'desc' },
+        ])
+        .limit(1000);
+      ctx.body = reports.map(presentAuditReport);
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'post',
+      path: '/v1/users/me/audit/:event_id/report',
+      summary: 'Report one of my events as suspicious',
+      tags: TAG,
+      auth: 'authenticated',
+      params: z.object({ event_id: z.string().max(64) }),
+      body: z.object({
+        reason: oneOf(AUDIT_REPORT_REASONS),
+        description: z.string().trim().max(2000).nullish(),
+      }),
+      responses: {
+        201: { description: '{success, report, error}', schema: auditReportCreatedSchema },
+        404: { description: 'No such event among mine' },
+        409: { description: 'The event is already reported' },
+      },
+    },
+    async (ctx, { params, body }) => {
+      const userId = requireActingUser(ctx.state.principal);
+      const report = await createAuditReport(ctx.services, userId, params.event_id, body);
+      ctx.status = 201;
+      ctx.body = { success: true, report: presentAuditReport(report), error: null };
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/users/:user_id/audit',
+      summary: "A user's activity log",
+      tags: TAG,
+      auth: { permission: 'audit:read' },
+      params: z.object({ user_id: zUuid() }),
+      query: userAuditQuery,
+      responses: { ...pageResponses, 404: { description: 'No such user' } },
+    },
+    async (ctx, { params, query: { page, limit, ...filter } }) => {
+      const user = await loadUser(ctx.services.db, params.user_id, { includeDeleted: true });
+      await answerPage(ctx, { ...filter, user_id: user.id }, { page, limit });
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/admin/audit',
+      summary: 'Search the audit log',
+      description:
+        "total_count is exact up to 10,000 matching events; beyond that it is the database planner's estimate and the " +
+        'response carries X-Total-Count-Estimated: true.',
+      tags: TAG,
+      auth: { permission: 'audit:read' },
+      query: adminAuditQuery,
+      responses: pageResponses,
+    },
+    async (ctx, { query: { page, limit, ...filter } }) => {
+      await answerPage(ctx, filter, { page, limit });
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/admin/audit/reports',
+      summary: 'Reports of suspicious events',
+      tags: TAG,
+      auth: { permission: 'audit:read' },
+      query: z.object({ status: oneOf(AUDIT_REPORT_STATUSES).optional() }),
+      responses: { 200: { description: 'Bare array of reports, newest first', schema: z.array(auditReportSchema) } },
+    },
+    async (ctx, { query }) => {
+      const q = AuditReport.query(ctx.services.db)
+        .orderBy([
+          { column: 'created_at', order: 'desc' },
+          { column: 'id', order: 'desc' },
+        ])
+        .limit(1000);
+      if (query.status) q.where('status', query.status);
+      ctx.body = (await q).map(presentAuditReport);
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'patch',
+      path: '/v1/admin/audit/reports/:report_id',
+      summary: 'Review a report',
+      description: 'Sets reviewed_by and reviewed_at and mails the reporting user the new status.',
+      tags: TAG,
+      auth: { permission: 'audit:write' },
+      params: z.object({ report_id: zUuid() }),
+      body: z.object({
+        status: oneOf(AUDIT_REPORT_STATUSES).optional(),
+        resolution_notes: z.string().trim().max(4000).nullish(),
+      }),
+      responses: {
+        200: { description: 'The report', schema: auditReportSchema },
+        404: { description: 'No such report' },
+      },
+    },
+    async (ctx, { params, body }) => {
+      const report = await reviewAuditReport(ctx.services, params.report_id, body, requestAttribution(ctx));
+      ctx.body = presentAuditReport(report);
+    },
+  );
+}

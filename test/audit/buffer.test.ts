@@ -1,0 +1,77 @@
+import test from 'ava';
+import { AuditBuffer } from '../../shared/auditBuffer';
+import { hashPassword } from '../../shared/domain/passwords';
+import { createLogger } from '../../shared/logger';
+import { createUser } from '../helpers/factories';
+import { useStack } from '../helpers/stack';
+import { eventually, sleep } from '../helpers/wait';
+
+const stack = useStack(test, { env: { RATE_LIMIT_ANONYMOUS: '100000' } });
+
+test.serial(
+  'a request succeeds while the audit table is unavailable; its event is written once it is back',
+  async (t) => {
+    const s = stack();
+    const user = await createUser(s.db);
+    await s
+      .db('platform_accounts')
+      .where({ user_id: user.id })
+      .update({ password_hash: await hashPassword('the right one') });
+    // Stop the writer's target: the table is gone for the buffered writer's inserts.
+    await s.db.raw('ALTER TABLE audit_events RENAME TO audit_events_away');
+    try {
+      const failed = await s.request('POST', '/v1/auth/login', { body: { email: user.email, password: 'nope nope' } });
+      t.is(failed.status, 401, failed.text);
+      const session = await s.request('POST', '/v1/sessions', {
+        token: s.systemKey,
+        body: { userId: user.id, expires: new Date(Date.now() + 3600_000).toISOString() },
+      });
+      t.is(session.status, 201, session.text);
+      await sleep(700); // a few failed attempts
+      t.is(Number((await s.db('audit_events_away').where('user_id', user.id).count())[0]?.count), 0);
+    } finally {
+      await s.db.raw('ALTER TABLE audit_events_away RENAME TO audit_events');
+    }
+    const rows = await eventually(async () => {
+      const r = await s.db('audit_events').where('user_id', user.id).orderBy('created_at');
+      return r.length === 2 ? r : null;
+    }, 15_000);
+    t.deepEqual(
+      rows.map((r) => r.event_type),
+      ['login_failed', 'session_created'],
+    );
+    // The time is that of the request, not of the late write.
+    t.true(rows[1].created_at.getTime() - rows[0].created_at.getTime() < 3000);
+  },
+);
+
+test.serial('a batch refused for one bad row writes the others and logs the bad one', async (t) => {
+  const s = stack();
+  const lines: string[] = [];
+  const logger = createLogger('test', 'info');
+  const buffer = new AuditBuffer({
+    db: s.db,
+    logger: Object.assign(Object.create(logger), {
+      error: (o: unknown, msg: string) => lines.push(`${msg} ${JSON.stringify(o)}`),
+    }),
+  });
+  const tag = `tag-${Date.now()}`;
+  for (let i = 0; i < 10; i++) buffer.record({ event_type: 'login', resource_id: `${tag}-${i}` });
+  buffer.record({ event_type: 'x'.repeat(100), resource_id: `${tag}-bad` });
+  await buffer.flush();
+  t.is(buffer.size, 0);
+  t.is(Number((await s.db('audit_events').where('resource_id', 'like', `${tag}-%`).count())[0]?.count), 10);
+  t.is(lines.length, 1);
+  t.regex(lines[0]!, /refused by the database/);
+  t.regex(lines[0]!, new RegExp(`${tag}-bad`));
+  await buffer.close();
+});
+
+test.serial('the buffered writer groups events into few inserts', async (t) => {
+  const s = stack();
+  const buffer = new AuditBuffer({ db: s.db, logger: createLogger('test', 'silent') });
+  const tag = `bulk-${Date.now()}`;
+  for (let i = 0; i < 2000; i++) buffer.record({ event_type: 'login', resource_id: tag });
+  await buffer.close();
+  t.is(Number((await s.db('audit_events').where('resource_id', tag).count())[0]?.count), 2000);
+});

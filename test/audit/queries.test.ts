@@ -1,0 +1,164 @@
+import test from 'ava';
+import { randomUUID } from 'node:crypto';
+import { createUser, TestUser } from '../helpers/factories';
+import { useStack } from '../helpers/stack';
+import { once } from '../helpers/tracking';
+
+const stack = useStack(test);
+
+let admin: TestUser;
+let alice: TestUser;
+let bob: TestUser;
+const day = (n: number) => new Date(Date.UTC(2026, 0, n, 12));
+
+/** A known set of events: alice 6, bob 3, one bot event with an external user id. */
+const seed = once(async () => {
+  const s = stack();
+  admin = await createUser(s.db, { roles: ['role_admin'] });
+  alice = await createUser(s.db, { username: `alice_${randomUUID().slice(0, 8)}` });
+  bob = await createUser(s.db, { email: `bob.${randomUUID().slice(0, 8)}@searchable.test` });
+  const row = (o: Record<string, unknown>) => ({ status: 'success', source_service: 'api', metadata: '{}', ...o });
+  await s
+    .db('audit_events')
+    .insert([
+      row({ user_id: alice.id, event_type: 'login', resource_type: 'session', created_at: day(1) }),
+      row({ user_id: alice.id, event_type: 'login_failed', status: 'failure', error_message: 'x', created_at: day(2) }),
+      row({ user_id: alice.id, event_type: 'api_key_created', resource_type: 'api_key', created_at: day(3) }),
+      row({ user_id: alice.id, event_type: 'logout', resource_type: 'session', created_at: day(4) }),
+      row({ user_id: alice.id, event_type: 'login', resource_type: 'session', created_at: day(5), is_reported: true }),
+      row({ user_id: alice.id, event_type: 'user_updated', resource_type: 'user', created_at: day(6) }),
+      row({ user_id: bob.id, event_type: 'login', resource_type: 'session', created_at: day(2) }),
+      row({ user_id: bob.id, event_type: 'login_failed', status: 'failure', created_at: day(3) }),
+      row({ user_id: bob.id, event_type: 'client_created', resource_type: 'oauth_client', created_at: day(7) }),
+      row({ user_id: 'chat:123', event_type: 'bot_command_executed', source_service: 'chat_bot', created_at: day(8) }),
+    ]);
+});
+
+const get = (path: string, token = admin.token) => stack().request('GET', path, { token });
+const types = (r: { body: { events: Array<{ event_type: string }> } }) => r.body.events.map((e) => e.event_type);
+
+test('/v1/users/me/audit: my events only, newest first, in the spec shape with links', async (t) => {
+  await seed();
+  const r = await get('/v1/users/me/audit?limit=4', alice.token);
+  t.is(r.status, 200, r.text);
+  t.deepEqual(Object.keys(r.body).sort(), ['_links', 'events', 'limit', 'page', 'total_count', 'total_pages']);
+  t.is(r.body.total_count, 6);
+  t.is(r.body.total_pages, 2);
+  t.is(r.body.page, 1);
+  t.is(r.body.limit, 4);
+  t.deepEqual(types(r), ['user_updated', 'login', 'logout', 'api_key_created']);
+  t.true(r.body.events.every((e: { user_id: string }) => e.user_id === alice.id));
+  t.regex(r.body._links.next, /page=2/);
+  t.is(r.body._links.prev, undefined);
+  const two = await get(r.body._links.next, alice.token);
+  t.deepEqual(types(two), ['login_failed', 'login']);
+  t.is((await get('/v1/users/me/audit')).body.total_count, 0);
+  t.is((await stack().request('GET', '/v1/users/me/audit')).status, 401);
+});
+
+test('user filters: event_type, resource_type, status; bad values are 400 naming the parameter', async (t) => {
+  await seed();
+  t.deepEqual(types(await get('/v1/users/me/audit?event_type=login', alice.token)), ['login', 'login']);
+  t.is((await get('/v1/users/me/audit?resource_type=session', alice.token)).body.total_count, 3);
+  t.deepEqual(types(await get('/v1/users/me/audit?status=failure', alice.token)), ['login_failed']);
+  for (const [q, name] of [
+    ['event_type=nope', 'event_type'],
+    ['status=maybe', 'status'],
+    ['limit=101', 'limit'],
+    ['page=0', 'page'],
+    ['resource_type=', 'resource_type'],
+  ]) {
+    const r = await get(`/v1/users/me/audit?${q}`, alice.token);
+    t.is(r.status, 400, q);
+    t.deepEqual(Object.keys(r.body).sort(), ['details', 'error', 'message']);
+    t.true(r.body.message.startsWith(`${name}:`), r.body.message);
+  }
+});
+
+test('/v1/users/{user_id}/audit needs audit:read; unknown user 404', async (t) => {
+  await seed();
+  const r = await get(`/v1/users/${bob.id}/audit`);
+  t.is(r.status, 200, r.text);
+  t.deepEqual(types(r), ['client_created', 'login_failed', 'login']);
+  t.is((await get(`/v1/users/${bob.id}/audit`, alice.token)).status, 403);
+  t.is((await get(`/v1/users/${randomUUID()}/audit`)).status, 404);
+  t.is((await get('/v1/users/not-a-uuid/audit')).status, 400);
+});
+
+test('/v1/admin/audit: every filter', async (t) => {
+  await seed();
+  const total = async (q: string) => {
+    const r = await get(`/v1/admin/audit?${q}`);
+    t.is(r.status, 200, `${q}: ${r.text}`);
+    return r.body.total_count as number;
+  };
+  const users = [alice.id, bob.id, 'chat:123'];
+  const mine = async (q: string) => {
+    const r = await get(`/v1/admin/audit?limit=100&${q}`);
+    t.is(r.status, 200, r.text);
+    return r.body.events.filter((e: { user_id: string }) => users.includes(e.user_id)).length;
+  };
+  t.is(await total(`user_id=${alice.id}`), 6);
+  t.is(await total('user_id=chat:123'), 1);
+  t.is(await total(`user_search=${alice.username.toUpperCase()}`), 6);
+  t.is(await total(`user_search=searchable.test`), 3);
+  t.is(await total(`user_search=${bob.id}`), 3);
+  t.is(await total(`user_id=${alice.id}&event_type=login`), 2);
+  t.is(await total(`user_id=${alice.id}&resource_type=session`), 3);
+  t.is(await total(`user_id=${bob.id}&status=failure`), 1);
+  t.is(await total('source_service=chat_bot'), 1);
+  t.is(await mine('start_date=2026-01-03&end_date=2026-01-05'), 4);
+  t.is(await mine('start_date=2026-01-07T00:00:00Z'), 2);
+  t.is(await mine('end_date=2026-01-01'), 1);
+  t.is(await total(`user_id=${alice.id}&is_reported=true`), 1);
+  t.is(await total(`user_id=${alice.id}&is_reported=false`), 5);
+  t.is(await mine('event_type=login&start_date=2026-01-02&end_date=2026-01-06'), 2);
+});
+
+test('/v1/admin/audit: each sort field both ways; bad sort and filter values are 400 naming the parameter', async (t) => {
+  await seed();
+  const q = `user_search=${alice.username}`;
+  const page = async (extra: string) => (await get(`/v1/admin/audit?${q}&${extra}`)).body.events;
+  const created = (await page('sort_field=created_at&sort_direction=asc')).map((e: any) => e.created_at);
+  t.deepEqual(created, [...created].sort());
+  const desc = (await page('')).map((e: any) => e.created_at);
+  t.deepEqual(desc, [...created].reverse());
+  const et = (await page('sort_field=event_type&sort_direction=asc')).map((e: any) => e.event_type);
+  t.deepEqual(et, [...et].sort());
+  t.deepEqual(
+    (await page('sort_field=event_type')).map((e: any) => e.event_type),
+    [...et].sort().reverse(),
+  );
+  const st = (await page('sort_field=status&sort_direction=asc')).map((e: any) => e.status);
+  t.deepEqual(st, ['failure', 'success', 'success', 'success', 'success', 'success']);
+  const all = await get('/v1/admin/audit?sort_field=user_id&sort_direction=asc&limit=100');
+  const expected = await stack()
+    .db('audit_events')
+    .orderBy([
+      { column: 'user_id', order: 'asc' },
+      { column: 'created_at', order: 'asc' },
+      { column: 'id', order: 'asc' },
+    ])
+    .limit(100)
+    .pluck('id');
+  t.deepEqual(
+    all.body.events.map((e: any) => e.id),
+    expected,
+  );
+
+  for (const [bad, name] of [
+    ['sort_field=ip_address', 'sort_field'],
+    ['sort_direction=up', 'sort_direction'],
+    ['is_reported=yes', 'is_reported'],
+    ['start_date=yesterday', 'start_date'],
+    ['end_date=2026-13-45', 'end_date'],
+    ['source_service=mail', 'source_service'],
+    ['user_search=', 'user_search'],
+    ['start_date=2026-02-01&end_date=2026-01-01', 'start_date'],
+  ]) {
+    const r = await get(`/v1/admin/audit?${bad}`);
+    t.is(r.status, 400, bad);
+    t.true(r.body.message.startsWith(`${name}:`), `${bad}: ${r.body.message}`);
+  }
+  t.is((await get('/v1/admin/audit', alice.token)).status, 403);
+});
