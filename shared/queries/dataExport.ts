@@ -8,6 +8,7 @@ import { Role } from '../models/Role';
 import { Session } from '../models/Session';
 import { User } from '../models/User';
 import { liveUserSessions } from './sessions';
+import { twoFactorState } from './twoFactor';
 
 /** Two-factor state as the export shows it (spec §2 twoFactorAuth); never the secret or the codes. */
 export interface TwoFactorState {
@@ -30,13 +31,15 @@ export interface DataExportRows {
   platformNames: Map<string, string>;
 }
 
-/**
- * The user's two-factor state. The 2FA tables are not part of this build yet: until they are, no
- * user has 2FA enabled. This is the one place that reads it for the export, so wiring the real
- * table in is a change here only.
- */
-export async function twoFactorStateForExport(_db: Knex, _userId: string): Promise<TwoFactorState> {
-  return { enabled: false, enabledAt: null, backupCodesRemaining: 0 };
+/** The user's two-factor state as the export shows it (never the secret): enabled only once verified. */
+export async function twoFactorStateForExport(db: Knex, userId: string): Promise<TwoFactorState> {
+  const state = await twoFactorState(db, userId);
+  const enabledAt = state.row?.enabled_at ?? null;
+  return {
+    enabled: !!enabledAt,
+    enabledAt: enabledAt ? new Date(enabledAt) : null,
+    backupCodesRemaining: enabledAt ? state.backupCodesRemaining : 0,
+  };
 }
 
 /** Loads a user's export data (undefined when the user does not exist), the sections in parallel. */

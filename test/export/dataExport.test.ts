@@ -8,6 +8,7 @@ import { sharedPdfRenderer } from '../../workers/export/pdfRenderer';
 import { createKey, createOAuthToken, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { download, pdfText, unzip } from './archive';
+import { enableTwoFactor } from '../twoFactor/helpers';
 
 const stack = useStack(test, { workers: true, env: { EXPORT_RATE_LIMIT_PER_HOUR: '3' } });
 
@@ -79,6 +80,7 @@ test('a German user exports every section of data.json, a German report.pdf and 
   const clientSecret: string = reg.body.client_secret;
   t.truthy(clientSecret);
   await createOAuthToken(s.db, user.id, ['users:read']);
+  const { secret: totpSecret, backupCodes } = await enableTwoFactor(s, user.token);
   const [earlier] = await s
     .db('export_logs')
     .insert({
@@ -155,8 +157,13 @@ test('a German user exports every section of data.json, a German report.pdf and 
     roles.map((r) => r.role_id),
   );
   t.is(data.roles[0].name, 'User');
-  // twoFactorAuth: no 2FA on this account
-  t.deepEqual(data.twoFactorAuth, { enabled: false, enabledAt: null, backupCodesRemaining: 0 });
+  // twoFactorAuth: enabled, ten codes left, never the secret
+  const tfa = await s.db('user_two_factor').where('user_id', user.id).first();
+  t.deepEqual(data.twoFactorAuth, {
+    enabled: true,
+    enabledAt: iso(tfa.enabled_at),
+    backupCodesRemaining: backupCodes.length,
+  });
   // deletionStatus
   t.deepEqual(data.deletionStatus, {
     isScheduledForDeletion: false,
@@ -214,6 +221,9 @@ test('a German user exports every section of data.json, a German report.pdf and 
     'session token': user.token,
     'other session token': other.token,
     'client secret': clientSecret,
+    'TOTP secret': totpSecret,
+    'TOTP secret (encrypted)': tfa.secret_encrypted,
+    'a backup code': backupCodes[0],
     'password hash': passwordHash,
     'full session IP': '203.0.113.45',
   };
