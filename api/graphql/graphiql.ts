@@ -27,7 +27,7 @@ const INIT_JS = `ReactDOM.createRoot(document.getElementById('graphiql')).render
 );`;
 
 const HTML = `<!doctype html>
-<html><head><meta charset="utf-8"><title>GraphiQL</title>
+<html><head><meta charset="utf-8"><title>GraphiQL</title><link rel="icon" href="data:,">
 <link rel="stylesheet" href="${BASE}/graphiql.min.css"></head>
 <body style="margin:0"><div id="graphiql" style="height:100vh"></div>
 <script src="${BASE}/react.production.min.js"></script>
