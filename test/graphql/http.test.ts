@@ -118,7 +118,7 @@ test('the SDL at /v1/schema (no auth) has every operation of the API', async (t)
   t.regex(sdl.text, /type Role \{[^}]*requiresTwoFactor: Boolean!/);
 });
 
-test('GraphiQL and its assets are not served in production', async (t) => {
+test('production: no GraphiQL or its assets, errors without stacks', async (t) => {
   const { startStack } = await import('../helpers/stack');
   const prod = await startStack({
     env: { NODE_ENV: 'production', SECRETS_KEY: Buffer.alloc(32, 7).toString('base64') },
@@ -126,8 +126,13 @@ test('GraphiQL and its assets are not served in production', async (t) => {
   try {
     t.is((await prod.request('GET', '/v1/graphiql')).status, 404);
     t.is((await prod.request('GET', '/v1/graphiql/graphiql.min.js')).status, 404);
-    const crash = await prod.request('POST', '/v1/gql', { body: { query: '{ platforms { id } }' } });
-    t.is(crash.status, 200, crash.text);
+    const ok = await prod.request('POST', '/v1/gql', { body: { query: '{ platforms { id } }' } });
+    t.is(ok.status, 200, ok.text);
+    const refused = await prod.request('POST', '/v1/gql', {
+      body: { query: '{ me { userId } trip(id: "x") { id } }' },
+    });
+    t.is(refused.body.errors[0].extensions.code, 'UNAUTHENTICATED');
+    t.false(/stack|\.js:\d+/.test(refused.text), refused.text);
   } finally {
     await prod.close();
   }
