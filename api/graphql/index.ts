@@ -45,7 +45,7 @@ export const resolvers: NonEmptyArray<Function> = [
 export const MAX_QUERY_DEPTH = 10;
 /**
  * Highest cost accepted: each field costs 1, a list field its items' cost times its `limit` or
- * `first` (a page of 100 trips with 10 points each costs about 6,000).
+ * `first` (a page of 100 trips with 10 points each costs about 7,400).
  */
 export const MAX_QUERY_COST = 20_000;
 
