@@ -60,6 +60,25 @@ export function errorName(status: number): string {
   return names[status] ?? (status >= 500 ? 'InternalServerError' : 'BadRequest');
 }
 
+/**
+ * The GraphQL `extensions.code` of an HTTP status (spec §4.16): what a GraphQL client branches on,
+ * where REST clients read the status.
+ */
+export function graphqlCode(status: number): string {
+  const codes: Record<number, string> = {
+    400: 'BAD_USER_INPUT',
+    401: 'UNAUTHENTICATED',
+    403: 'FORBIDDEN',
+    404: 'NOT_FOUND',
+    409: 'CONFLICT',
+    413: 'PAYLOAD_TOO_LARGE',
+    415: 'UNSUPPORTED_MEDIA_TYPE',
+    429: 'RATE_LIMITED',
+    503: 'SERVICE_UNAVAILABLE',
+  };
+  return codes[status] ?? (status >= 500 ? 'INTERNAL_SERVER_ERROR' : 'BAD_REQUEST');
+}
+
 /** What the database layers attach to their errors (pg, knex, Objection's db-errors wrappers). */
 interface DbErrorLike {
   code?: unknown;

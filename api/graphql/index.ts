@@ -1,24 +1,32 @@
 import 'reflect-metadata';
 import type Router from '@koa/router';
+import depthLimit from 'graphql-depth-limit';
 import { GraphQLError, GraphQLSchema, printSchema } from 'graphql';
 import { createHandler } from 'graphql-http/lib/use/koa';
+import { createComplexityRule, fieldExtensionsEstimator, simpleEstimator } from 'graphql-query-complexity';
 import { buildSchema, MiddlewareFn, NonEmptyArray } from 'type-graphql';
 import { authorizeGraphqlRootField } from '../../shared/policies';
-import { toHttpError, validationError } from '../../shared/errors';
+import { graphqlCode, toHttpError, validationError } from '../../shared/errors';
 import { z, zInput } from '../../shared/zod';
 import type { AppState } from '../routing';
 import type { ApiServices } from '../services';
 import type { GqlContext } from './context';
+import { graphiqlRoutes } from './graphiql';
+import { createLoaders } from './loaders';
 import { AuditResolver } from './audit';
 import { MeResolver } from './me';
 import { WsTicketResolver } from './wsTicket';
 import { AccountsResolver } from './accounts';
 import { GpsResolver } from './gps';
 import { TwoFactorResolver } from './twoFactor';
+import { UserResolver } from './users';
+import { TripResolver } from './trips';
+import { DeviceGeofenceResolver, LocationResolver, TripCatalogResolver } from './catalog';
 
 /**
- * Every resolver class of the schema. Resolvers call the same commands as REST and enforce their
- * own access through shared/policies (the endpoint itself allows anonymous callers).
+ * Every resolver class of the schema, one per line (add yours at the end). Resolvers call the same
+ * commands as REST and enforce their own access through shared/policies (the endpoint itself
+ * allows anonymous callers).
  */
 // eslint-disable-next-line @typescript-eslint/no-unsafe-function-type -- type-graphql's own type for resolver classes
 export const resolvers: NonEmptyArray<Function> = [
@@ -28,7 +36,20 @@ export const resolvers: NonEmptyArray<Function> = [
   GpsResolver,
   AuditResolver,
   TwoFactorResolver,
+  UserResolver,
+  TripResolver,
+  DeviceGeofenceResolver,
+  LocationResolver,
+  TripCatalogResolver,
 ];
+
+/** Deepest selection accepted (introspection fields are not counted). */
+export const MAX_QUERY_DEPTH = 10;
+/**
+ * Highest cost accepted: each field costs 1, a list field its items' cost times its `limit` or
+ * `first` (a page of 100 trips with 10 points each costs about 7,400).
+ */
+export const MAX_QUERY_COST = 20_000;
 
 /**
  * Root fields pass shared/policies' GraphQL gate first: the system key runs only the operations that
@@ -55,37 +76,49 @@ export async function buildGraphqlSchema(): Promise<GraphQLSchema> {
   return buildSchema({ resolvers, validate: false, globalMiddlewares: [rootFieldGate, inputGate] });
 }
 
+/** Codes of the errors graphql-js raises itself (no resolver involved). */
+function requestErrorCode(message: string): string {
+  if (message.startsWith('Syntax Error')) return 'GRAPHQL_PARSE_FAILED';
+  if (/exceeds maximum operation depth/.test(message)) return 'QUERY_TOO_DEEP';
+  if (/^Variable "\$/.test(message) || /^Argument "/.test(message)) return 'BAD_USER_INPUT';
+  return 'GRAPHQL_VALIDATION_FAILED';
+}
+
 /**
- * Resolver errors keep their status and name in `extensions`: HttpErrors as thrown, database
- * failures as shared/errors maps them for REST (constraint → 4xx, unreachable → 503).
+ * Every error carries `extensions.code` (UNAUTHENTICATED, FORBIDDEN, BAD_USER_INPUT, NOT_FOUND,
+ * RATE_LIMITED, …) and `status`: HttpErrors as thrown, database failures as shared/errors maps them
+ * for REST (constraint → 4xx, unreachable → 503), anything else a masked INTERNAL_SERVER_ERROR.
+ * GraphQL's error format has no stack, in any environment.
  */
 function formatError(e: Readonly<GraphQLError | Error>): GraphQLError | Error {
-  if (!(e instanceof GraphQLError)) return e as Error;
+  if (!(e instanceof GraphQLError)) {
+    // graphql-http's own refusals of a malformed request (answered 400).
+    return new GraphQLError(e.message, undefined, undefined, undefined, undefined, undefined, {
+      code: 'BAD_REQUEST',
+      status: 400,
+    });
+  }
   const err = e;
   const orig = err.originalError && toHttpError(err.originalError);
   if (orig) {
-    return new GraphQLError(orig.message, err.nodes, err.source, err.positions, err.path, orig, {
-      code: orig.error,
+    return new GraphQLError(orig.message, err.nodes, err.source, err.positions, err.path, undefined, {
+      code: graphqlCode(orig.status),
       status: orig.status,
+      ...(orig.extra ?? {}),
     });
   }
   if (err.originalError && !(err.originalError instanceof GraphQLError)) {
     return new GraphQLError('an unexpected error occurred', err.nodes, err.source, err.positions, err.path, undefined, {
-      code: 'InternalServerError',
+      code: 'INTERNAL_SERVER_ERROR',
       status: 500,
     });
   }
-  return err;
+  if (err.extensions?.code) return err;
+  return new GraphQLError(err.message, err.nodes, err.source, err.positions, err.path, undefined, {
+    ...err.extensions,
+    code: requestErrorCode(err.message),
+  });
 }
-
-const GRAPHIQL_HTML = `<!doctype html><html><head><meta charset="utf-8"><title>GraphiQL</title>
-<link rel="stylesheet" href="https://unpkg.com/graphiql@3/graphiql.min.css"></head>
-<body style="margin:0"><div id="g" style="height:100vh"></div>
-<script crossorigin src="https://unpkg.com/react@18/umd/react.production.min.js"></script>
-<script crossorigin src="https://unpkg.com/react-dom@18/umd/react-dom.production.min.js"></script>
-<script crossorigin src="https://unpkg.com/graphiql@3/graphiql.min.js"></script>
-<script>ReactDOM.createRoot(document.getElementById('g')).render(React.createElement(GraphiQL,{fetcher:GraphiQL.createFetcher({url:'/v1/gql'})}));</script>
-</body></html>`;
 
 /** POST/GET /v1/gql, the SDL at /v1/schema and, outside production, GraphiQL at /v1/graphiql. */
 export function graphqlRoutes(
@@ -97,6 +130,32 @@ export function graphqlRoutes(
     schema,
     formatError,
     context: (req) => (req.raw as unknown as { gqlContext: GqlContext }).gqlContext,
+    // Depth and cost are checked with the other validation rules, before anything runs; batching
+    // (an array of operations) is refused by graphql-http itself.
+    validationRules: (_req, args, specified) => [
+      ...specified,
+      depthLimit(MAX_QUERY_DEPTH),
+      createComplexityRule({
+        maximumComplexity: MAX_QUERY_COST,
+        variables: args.variableValues ?? {},
+        operationName: args.operationName ?? undefined,
+        estimators: [fieldExtensionsEstimator(), simpleEstimator({ defaultComplexity: 1 })],
+        createError: (max, actual) =>
+          new GraphQLError(
+            `query cost ${actual} exceeds the maximum of ${max}`,
+            undefined,
+            undefined,
+            undefined,
+            undefined,
+            undefined,
+            {
+              code: 'QUERY_TOO_COMPLEX',
+              cost: actual,
+              maximumCost: max,
+            },
+          ),
+      }),
+    ],
   });
   const gql: Router.Middleware<AppState, { services: ApiServices }> = async (ctx) => {
     (ctx.req as unknown as { gqlContext: GqlContext }).gqlContext = {
@@ -105,6 +164,7 @@ export function graphqlRoutes(
       ip: ctx.ip,
       userAgent: ctx.get('user-agent') || null,
       header: (name: string) => ctx.get(name) || null,
+      loaders: createLoaders(ctx.services.db),
     };
     await handler(ctx as never, async () => undefined);
   };
@@ -115,10 +175,5 @@ export function graphqlRoutes(
     ctx.type = 'text/plain';
     ctx.body = sdl;
   });
-  if (!production) {
-    router.get('/v1/graphiql', (ctx) => {
-      ctx.type = 'text/html';
-      ctx.body = GRAPHIQL_HTML;
-    });
-  }
+  if (!production) graphiqlRoutes(router);
 }

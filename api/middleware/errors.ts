@@ -1,12 +1,14 @@
 import type { Middleware } from 'koa';
-import { errorName, HttpError, toHttpError } from '../../shared/errors';
+import { errorName, graphqlCode, HttpError, toHttpError } from '../../shared/errors';
 import type { Logger } from '../../shared/logger';
+
+const GRAPHQL_PATH = '/v1/gql';
 
 /**
  * Turns every failure into `{error, message}` with the right status (and the error's headers, e.g.
  * Allow, Retry-After). Unknown routes are 404, malformed JSON 400, database failures whatever
  * shared/errors' toHttpError says (constraint → 4xx, unreachable → 503), and anything unexpected a
- * logged 500 that reveals nothing internal.
+ * logged 500 that reveals nothing internal. On /v1/gql the same answer is in GraphQL's error format.
  */
 export function errorHandler(logger: Logger): Middleware {
   return async (ctx, next) => {
@@ -39,7 +41,18 @@ export function errorHandler(logger: Logger): Middleware {
       }
       ctx.status = httpErr.status;
       if (httpErr.headers) ctx.set(httpErr.headers);
-      ctx.body = { error: httpErr.error, message: httpErr.message, ...(httpErr.extra ?? {}) };
+      ctx.body =
+        ctx.path === GRAPHQL_PATH
+          ? // A GraphQL client reads errors in GraphQL's format, whatever refused the request (rate limit, credentials, body).
+            {
+              errors: [
+                {
+                  message: httpErr.message,
+                  extensions: { code: graphqlCode(httpErr.status), status: httpErr.status, ...(httpErr.extra ?? {}) },
+                },
+              ],
+            }
+          : { error: httpErr.error, message: httpErr.message, ...(httpErr.extra ?? {}) };
     }
   };
 }

@@ -31,13 +31,13 @@ test('the system key logs an audit event for a user through GraphQL', async (t) 
   t.is(c.body.data.createAuditEvent.eventType, 'bot_command_executed');
 });
 
-test('without audit:write: Unauthorized anonymously, Forbidden for a plain user', async (t) => {
+test('without audit:write: UNAUTHENTICATED anonymously, FORBIDDEN for a plain user', async (t) => {
   const s = stack();
   const anon = await gql(MUTATION, { eventType: 'login' });
-  t.is(anon.body.errors[0].extensions.code, 'Unauthorized');
+  t.is(anon.body.errors[0].extensions.code, 'UNAUTHENTICATED');
   const user = await createUser(s.db);
   const denied = await gql(MUTATION, { eventType: 'login' }, { token: user.token });
-  t.is(denied.body.errors[0].extensions.code, 'Forbidden');
+  t.is(denied.body.errors[0].extensions.code, 'FORBIDDEN');
 });
 
 test('an internal app attributes an event to a user only with that user\u2019s assertion, once', async (t) => {
@@ -45,7 +45,7 @@ test('an internal app attributes an event to a user only with that user\u2019s a
   const user = await createUser(s.db);
   const headers = { 'x-id-app-key': APP_SECRET };
   const missing = await gql(MUTATION, { userId: user.id, eventType: 'logout', sourceService: 'id' }, { headers });
-  t.is(missing.body.errors[0].extensions.code, 'Unauthorized');
+  t.is(missing.body.errors[0].extensions.code, 'UNAUTHENTICATED');
   const assertion = signAppAssertion({ appId: 'idapp', secret: APP_SECRET, subject: user.id });
   const ok = await gql(
     MUTATION,
@@ -59,7 +59,7 @@ test('an internal app attributes an event to a user only with that user\u2019s a
     { userId: user.id, eventType: 'logout', sourceService: 'id' },
     { headers: { ...headers, 'x-id-app-assertion': assertion } },
   );
-  t.is(replay.body.errors[0].extensions.code, 'Unauthorized');
+  t.is(replay.body.errors[0].extensions.code, 'UNAUTHENTICATED');
 });
 
 test('an internal app naming an end user as actorId needs that user\u2019s assertion', async (t) => {
@@ -72,11 +72,11 @@ test('an internal app naming an end user as actorId needs that user\u2019s asser
     headers: { ...headers, 'x-id-app-assertion': signAppAssertion({ appId: 'idapp', secret: APP_SECRET, subject }) },
   });
   const missing = await gql(MUTATION, input, { headers });
-  t.is(missing.body.errors[0].extensions.code, 'Unauthorized');
+  t.is(missing.body.errors[0].extensions.code, 'UNAUTHENTICATED');
   const wrong = await gql(CREATE, input, vouching(other.id));
-  t.is(wrong.body.errors[0].extensions.code, 'Unauthorized');
+  t.is(wrong.body.errors[0].extensions.code, 'UNAUTHENTICATED');
   const two = await gql(MUTATION, { ...input, userId: other.id }, vouching(user.id));
-  t.is(two.body.errors[0].extensions.code, 'Forbidden');
+  t.is(two.body.errors[0].extensions.code, 'FORBIDDEN');
   const ok = await gql(CREATE, input, vouching(user.id));
   t.falsy(ok.body.errors, JSON.stringify(ok.body.errors));
   t.is((await s.db('audit_events').where('id', ok.body.data.createAuditEvent.id).first()).actor_id, user.id);
@@ -85,7 +85,7 @@ test('an internal app naming an end user as actorId needs that user\u2019s asser
 test('bad input is a BadRequest naming the field', async (t) => {
   const s = stack();
   const r = await gql(MUTATION, { eventType: 'made_up' }, { token: s.systemKey });
-  t.is(r.body.errors[0].extensions.code, 'BadRequest');
+  t.is(r.body.errors[0].extensions.code, 'BAD_USER_INPUT');
   t.regex(r.body.errors[0].message, /^event_type: must be one of/);
   const unknown = await gql(
     MUTATION,

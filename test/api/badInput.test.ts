@@ -400,7 +400,7 @@ test('GraphQL arguments pass the same text rule, inline or as variables', async 
   ] as const) {
     t.is(r.status, 200, r.text);
     const err = r.body.errors?.[0];
-    t.is(err?.extensions?.code, 'BadRequest', `${name}: ${r.text}`);
+    t.is(err?.extensions?.code, 'BAD_USER_INPUT', `${name}: ${r.text}`);
     t.is(err?.extensions?.status, 400, name);
     t.regex(err?.message ?? '', new RegExp(`^${field}: must not contain NUL`), name);
   }

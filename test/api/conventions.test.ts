@@ -109,5 +109,5 @@ test('GraphQL SDL at /v1/schema and `me` for a user', async (t) => {
   t.true(r.body.data.me.permissions.includes('two_factor:write'));
   t.false(r.body.data.me.isSuperAdmin);
   const anon = await s.request('POST', '/v1/gql', { body: { query: '{ me { userId } }' } });
-  t.is(anon.body.errors[0].extensions.code, 'Unauthorized');
+  t.is(anon.body.errors[0].extensions.code, 'UNAUTHENTICATED');
 });

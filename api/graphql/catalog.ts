@@ -1,0 +1,215 @@
+import { Arg, Args, Ctx, Field, FieldResolver, Float, Int, ObjectType, Query, Resolver, Root } from 'type-graphql';
+import { Device } from '../../shared/models/Device';
+import { Geofence } from '../../shared/models/Geofence';
+import { Location } from '../../shared/models/Location';
+import { TripCategory } from '../../shared/models/TripCategory';
+import { TripTemplate } from '../../shared/models/TripTemplate';
+import { authorizePermission } from '../../shared/policies';
+import { camelKeys, CamelKeys } from '../../shared/presenters/camel';
+import { deviceSchema, presentDevice } from '../../shared/presenters/device';
+import { geofenceSchema, presentGeofence } from '../../shared/presenters/geofence';
+import {
+  locationContactSchema,
+  locationSchema,
+  presentLocation,
+  presentLocationContact,
+} from '../../shared/presenters/location';
+import { presentTripCategory, tripCategorySchema } from '../../shared/presenters/tripCategory';
+import { presentTripTemplate, tripTemplateSchema } from '../../shared/presenters/tripTemplate';
+import { findOr404 } from '../../shared/rowLoader';
+import type { z } from '../../shared/zod';
+import type { GqlContext } from './context';
+import { JSONScalar, listCost, PageArgs, pageOf, PageOf } from './pagination';
+
+type Shape<S extends z.ZodTypeAny> = CamelKeys<z.infer<S>>;
+
+@ObjectType('Device')
+export class GqlDevice implements Shape<typeof deviceSchema> {
+  @Field(() => String) id!: string;
+  @Field(() => String) name!: string;
+  @Field(() => String, { nullable: true }) description!: string | null;
+  @Field(() => String, { nullable: true }) deviceType!: string | null;
+  @Field(() => Boolean) isActive!: boolean;
+  @Field(() => String, { nullable: true, description: 'Id of the linked tracker API key' }) apiKeyId!: string | null;
+  @Field(() => String) createdAt!: string;
+  @Field(() => String) updatedAt!: string;
+}
+
+@ObjectType('DevicePage')
+export class GqlDevicePage extends PageOf(GqlDevice) {}
+
+@ObjectType('Geofence')
+export class GqlGeofence implements Shape<typeof geofenceSchema> {
+  @Field(() => String) id!: string;
+  @Field(() => String) name!: string;
+  @Field(() => String, { nullable: true }) description!: string | null;
+  @Field(() => Float) latitude!: number;
+  @Field(() => Float) longitude!: number;
+  @Field(() => Float) radiusKm!: number;
+  @Field(() => Boolean) isActive!: boolean;
+  @Field(() => JSONScalar, { nullable: true }) metadata!: Record<string, unknown> | null;
+  @Field(() => String) createdAt!: string;
+  @Field(() => String) updatedAt!: string;
+}
+
+@ObjectType('GeofencePage')
+export class GqlGeofencePage extends PageOf(GqlGeofence) {}
+
+@ObjectType('LocationContact')
+export class GqlLocationContact implements Shape<typeof locationContactSchema> {
+  @Field(() => String) id!: string;
+  @Field(() => String) locationId!: string;
+  @Field(() => String) name!: string;
+  @Field(() => String, { nullable: true }) phone!: string | null;
+  @Field(() => String, { nullable: true }) email!: string | null;
+  @Field(() => String, { nullable: true }) role!: string | null;
+  @Field(() => String) createdAt!: string;
+}
+
+@ObjectType('Location')
+export class GqlLocation implements Omit<Shape<typeof locationSchema>, 'contacts'> {
+  @Field(() => String) id!: string;
+  @Field(() => String) name!: string;
+  @Field(() => String, { nullable: true }) street!: string | null;
+  @Field(() => String, { nullable: true }) zip!: string | null;
+  @Field(() => String, { nullable: true }) city!: string | null;
+  @Field(() => String, { nullable: true }) country!: string | null;
+  @Field(() => Float, { nullable: true }) latitude!: number | null;
+  @Field(() => Float, { nullable: true }) longitude!: number | null;
+  @Field(() => String, { nullable: true }) notes!: string | null;
+  @Field(() => Boolean) isActive!: boolean;
+  @Field(() => String) createdAt!: string;
+  @Field(() => String) updatedAt!: string;
+}
+
+@ObjectType('LocationPage')
+export class GqlLocationPage extends PageOf(GqlLocation) {}
+
+@ObjectType('TripCategory', { description: 'A node of the category tree' })
+export class GqlTripCategory implements Shape<typeof tripCategorySchema> {
+  @Field(() => String) id!: string;
+  @Field(() => String, { nullable: true }) parentId!: string | null;
+  @Field(() => String) name!: string;
+  @Field(() => String, { nullable: true }) description!: string | null;
+  @Field(() => String, { nullable: true }) color!: string | null;
+  @Field(() => Boolean) isActive!: boolean;
+  @Field(() => Int) sortOrder!: number;
+  @Field(() => String) createdAt!: string;
+  @Field(() => String) updatedAt!: string;
+  @Field(() => [GqlTripCategory], { description: 'Sub-categories by sort order, then name' })
+  children!: GqlTripCategory[];
+}
+
+@ObjectType('TripTemplate')
+export class GqlTripTemplate implements Shape<typeof tripTemplateSchema> {
+  @Field(() => String) id!: string;
+  @Field(() => String) name!: string;
+  @Field(() => String, { nullable: true }) description!: string | null;
+  @Field(() => String, { nullable: true }) categoryId!: string | null;
+  @Field(() => String, { nullable: true }) originId!: string | null;
+  @Field(() => String, { nullable: true }) destinationId!: string | null;
+  @Field(() => String, { nullable: true }) deviceId!: string | null;
+  @Field(() => Boolean) gpsLoggingEnabled!: boolean;
+  @Field(() => Float, { nullable: true }) defaultWeightKg!: number | null;
+  @Field(() => String, { nullable: true }) notes!: string | null;
+  @Field(() => [String]) tags!: string[];
+  @Field(() => String) createdAt!: string;
+  @Field(() => String) updatedAt!: string;
+}
+
+const byName = 'lower(name), name, id';
+
+/** Devices and geofences, each with the permission of its REST reads. */
+@Resolver()
+export class DeviceGeofenceResolver {
+  @Query(() => GqlDevicePage, { description: 'Devices by name. Needs devices:read.', complexity: listCost(20) })
+  devices(@Args(() => PageArgs) args: PageArgs, @Ctx() ctx: GqlContext): Promise<GqlDevicePage> {
+    authorizePermission(ctx.principal, 'devices:read');
+    return pageOf(Device.query(ctx.services.db).orderByRaw(byName), args, (d) => camelKeys(presentDevice(d)));
+  }
+
+  @Query(() => GqlDevice, { nullable: true, description: 'Needs devices:read.' })
+  async device(@Arg('id', () => String) id: string, @Ctx() ctx: GqlContext): Promise<GqlDevice> {
+    authorizePermission(ctx.principal, 'devices:read');
+    return camelKeys(presentDevice(await findOr404(Device, id, 'device')));
+  }
+
+  @Query(() => GqlGeofencePage, { description: 'Geofences by name. Needs geofences:read.', complexity: listCost(20) })
+  geofences(@Args(() => PageArgs) args: PageArgs, @Ctx() ctx: GqlContext): Promise<GqlGeofencePage> {
+    authorizePermission(ctx.principal, 'geofences:read');
+    return pageOf(Geofence.query(ctx.services.db).orderByRaw(byName), args, (g) => camelKeys(presentGeofence(g)));
+  }
+
+  @Query(() => GqlGeofence, { nullable: true, description: 'Needs geofences:read.' })
+  async geofence(@Arg('id', () => String) id: string, @Ctx() ctx: GqlContext): Promise<GqlGeofence> {
+    authorizePermission(ctx.principal, 'geofences:read');
+    return camelKeys(presentGeofence(await findOr404(Geofence, id, 'geofence')));
+  }
+}
+
+/** Locations with their contacts (batched per request). */
+@Resolver(() => GqlLocation)
+export class LocationResolver {
+  @Query(() => GqlLocationPage, { description: 'Locations by name. Needs locations:read.', complexity: listCost(20) })
+  locations(@Args(() => PageArgs) args: PageArgs, @Ctx() ctx: GqlContext): Promise<GqlLocationPage> {
+    authorizePermission(ctx.principal, 'locations:read');
+    return pageOf(Location.query(ctx.services.db).orderByRaw(byName), args, (l) => camelKeys(presentLocation(l)));
+  }
+
+  @Query(() => GqlLocation, { nullable: true, description: 'Needs locations:read.' })
+  async location(@Arg('id', () => String) id: string, @Ctx() ctx: GqlContext): Promise<GqlLocation> {
+    authorizePermission(ctx.principal, 'locations:read');
+    return camelKeys(presentLocation(await findOr404(Location, id, 'location')));
+  }
+
+  @FieldResolver(() => [GqlLocationContact], { description: 'By name' })
+  async contacts(@Root() location: GqlLocation, @Ctx() ctx: GqlContext): Promise<GqlLocationContact[]> {
+    const rows = await ctx.loaders.locationContacts.load(location.id);
+    return rows.map((c) => camelKeys(presentLocationContact(c)));
+  }
+}
+
+/** Every category in one statement, linked into a tree (ordered by sort order, then name). */
+async function categoryTree(
+  ctx: GqlContext,
+): Promise<{ roots: GqlTripCategory[]; nodes: Map<string, GqlTripCategory> }> {
+  const rows = await TripCategory.query(ctx.services.db).orderByRaw(`sort_order, ${byName}`);
+  const nodes = new Map<string, GqlTripCategory>(
+    rows.map((r) => [r.id, { ...camelKeys(presentTripCategory(r)), children: [] }]),
+  );
+  const roots: GqlTripCategory[] = [];
+  for (const n of nodes.values()) {
+    const parent = n.parentId ? nodes.get(n.parentId) : undefined;
+    (parent ? parent.children : roots).push(n);
+  }
+  return { roots, nodes };
+}
+
+/** Trip categories (a tree) and trip templates. */
+@Resolver()
+export class TripCatalogResolver {
+  @Query(() => [GqlTripCategory], {
+    description: 'The category tree: top-level categories with their children. Needs trip_categories:read.',
+  })
+  async tripCategories(@Ctx() ctx: GqlContext): Promise<GqlTripCategory[]> {
+    authorizePermission(ctx.principal, 'trip_categories:read');
+    return (await categoryTree(ctx)).roots;
+  }
+
+  @Query(() => GqlTripCategory, {
+    nullable: true,
+    description: 'One category with its subtree. Needs trip_categories:read.',
+  })
+  async tripCategory(@Arg('id', () => String) id: string, @Ctx() ctx: GqlContext): Promise<GqlTripCategory> {
+    authorizePermission(ctx.principal, 'trip_categories:read');
+    const row = await findOr404(TripCategory, id, 'trip category');
+    return (await categoryTree(ctx)).nodes.get(row.id)!;
+  }
+
+  @Query(() => [GqlTripTemplate], { description: 'Trip templates by name. Needs trips:read.' })
+  async tripTemplates(@Ctx() ctx: GqlContext): Promise<GqlTripTemplate[]> {
+    authorizePermission(ctx.principal, 'trips:read');
+    const rows = await TripTemplate.query(ctx.services.db).orderByRaw(byName);
+    return rows.map((t) => camelKeys(presentTripTemplate(t)));
+  }
+}

@@ -1,0 +1,93 @@
+import { GraphQLScalarType, Kind, ValueNode } from 'graphql';
+import type { Model, QueryBuilder } from 'objection';
+import { ArgsType, ClassType, Field, Int, ObjectType } from 'type-graphql';
+import { badRequest } from '../../shared/errors';
+
+/** The `pagination` object of REST pages (api/pagination.ts), in camelCase. */
+@ObjectType('Pagination')
+export class GqlPagination {
+  @Field(() => Int) page!: number;
+  @Field(() => Int) limit!: number;
+  @Field(() => Int) total!: number;
+  @Field(() => Int) totalPages!: number;
+}
+
+/** `page` and `limit` of a list (limit at most 100, as on REST). */
+@ArgsType()
+export class PageArgs {
+  @Field(() => Int, { defaultValue: 1, description: 'From 1' })
+  page: number = 1;
+
+  @Field(() => Int, { defaultValue: 20, description: '1 to 100' })
+  limit: number = 20;
+}
+
+/** A page type: `data` and `pagination`, like a REST page without `_links`. */
+export function PageOf<T extends object>(item: ClassType<T>) {
+  @ObjectType({ isAbstract: true })
+  abstract class Page {
+    @Field(() => [item]) data!: T[];
+    @Field(() => GqlPagination) pagination!: GqlPagination;
+  }
+  return Page;
+}
+
+/** Runs an Objection query one page at a time (a COUNT and a LIMIT/OFFSET statement), as REST does. */
+export async function pageOf<M extends Model, T>(
+  query: QueryBuilder<M, M[]>,
+  args: PageArgs,
+  present: (row: M) => T,
+): Promise<{ data: T[]; pagination: GqlPagination }> {
+  const { page, limit } = checkPage(args);
+  const { results, total } = await query.page(page - 1, limit);
+  return {
+    data: results.map(present),
+    pagination: { page, limit, total, totalPages: Math.max(1, Math.ceil(total / limit)) },
+  };
+}
+
+function checkPage(args: PageArgs): PageArgs {
+  if (!Number.isInteger(args.page) || args.page < 1 || args.page > 1_000_000)
+    throw badRequest('page: must be an integer from 1 to 1000000');
+  if (!Number.isInteger(args.limit) || args.limit < 1 || args.limit > 100)
+    throw badRequest('limit: must be an integer from 1 to 100');
+  return args;
+}
+
+/**
+ * Query cost of a list field: its items' cost times how many it may return (the `limit` or
+ * `first` argument, else `fallback`), so `trips(limit: 100) { gpsPoints(first: 1000) {…} }` is
+ * priced at what it would read.
+ */
+export const listCost =
+  (fallback: number) =>
+  ({ args, childComplexity }: { args: Record<string, unknown>; childComplexity: number }): number => {
+    const n = Number(args.limit ?? args.first ?? fallback);
+    return 1 + childComplexity * (Number.isFinite(n) && n > 0 ? n : fallback);
+  };
+
+function literal(ast: ValueNode): unknown {
+  switch (ast.kind) {
+    case Kind.STRING:
+    case Kind.BOOLEAN:
+      return ast.value;
+    case Kind.INT:
+    case Kind.FLOAT:
+      return Number(ast.value);
+    case Kind.OBJECT:
+      return Object.fromEntries(ast.fields.map((f) => [f.name.value, literal(f.value)]));
+    case Kind.LIST:
+      return ast.values.map(literal);
+    default:
+      return null;
+  }
+}
+
+/** Free-form JSON (a geofence's metadata), shown as REST shows it. */
+export const JSONScalar = new GraphQLScalarType({
+  name: 'JSON',
+  description: 'Any JSON value',
+  serialize: (v) => v,
+  parseValue: (v) => v,
+  parseLiteral: literal,
+});

@@ -1,0 +1,64 @@
+import type { Knex } from 'knex';
+import { LocationContact } from '../models/LocationContact';
+import { TripStatusHistory } from '../models/TripStatusHistory';
+import { GPS_POINT_COLUMNS, GpsPointRow } from '../presenters/gpsPoint';
+
+/**
+ * Batched reads for lists (GraphQL's DataLoaders): each answers many parents with one statement,
+ * so a page of 100 trips with their points costs the same number of statements as one trip.
+ */
+
+/** Location contacts of many locations, grouped by location id (each group ordered like contactsOf). */
+export async function contactsOfLocations(
+  db: Knex,
+  locationIds: readonly string[],
+): Promise<Map<string, LocationContact[]>> {
+  const rows = await LocationContact.query(db)
+    .whereRaw('location_id = ANY(?)', [locationIds as string[]])
+    .orderByRaw('lower(name), name, created_at');
+  return groupBy(rows, (r) => r.location_id);
+}
+
+/** Status history of many trips, grouped by trip id, oldest first. */
+export async function historyOfTrips(db: Knex, tripIds: readonly string[]): Promise<Map<string, TripStatusHistory[]>> {
+  const rows = await TripStatusHistory.query(db)
+    .whereRaw('trip_id = ANY(?)', [tripIds as string[]])
+    .orderBy([{ column: 'changed_at' }, { column: 'id' }]);
+  return groupBy(rows, (r) => r.trip_id);
+}
+
+/**
+ * Up to `first + 1` points of each trip in track order (timestamp, insertion, id), after the point
+ * `afterPointId` of that order when given: one statement for every trip (a window per trip). The
+ * extra point tells the caller whether there is a next page.
+ */
+export async function pointsOfTrips(
+  db: Knex,
+  tripIds: readonly string[],
+  first: number,
+  afterPointId: string | null,
+): Promise<Map<string, GpsPointRow[]>> {
+  const cols = GPS_POINT_COLUMNS.map((c) => `"${c}"`).join(', ');
+  const after = afterPointId
+    ? `AND ("timestamp", created_at, id) > (SELECT "timestamp", created_at, id FROM gps_points WHERE id = :after)`
+    : '';
+  const { rows } = await db.raw<{ rows: GpsPointRow[] }>(
+    `SELECT ${cols} FROM (
+       SELECT ${cols}, row_number() OVER (PARTITION BY trip_id ORDER BY "timestamp", created_at, id) AS rn
+         FROM gps_points WHERE trip_id = ANY(:ids) ${after}) p
+      WHERE rn <= :limit ORDER BY trip_id, rn`,
+    { ids: tripIds as string[], limit: first + 1, ...(afterPointId ? { after: afterPointId } : {}) },
+  );
+  return groupBy(rows, (r) => r.trip_id!);
+}
+
+function groupBy<T>(rows: T[], key: (r: T) => string): Map<string, T[]> {
+  const out = new Map<string, T[]>();
+  for (const r of rows) {
+    const k = key(r);
+    const list = out.get(k);
+    if (list) list.push(r);
+    else out.set(k, [r]);
+  }
+  return out;
+}

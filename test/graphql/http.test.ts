@@ -1,0 +1,140 @@
+import test from 'ava';
+import { serverAudits } from 'graphql-http';
+import { createUser } from '../helpers/factories';
+import { useStack } from '../helpers/stack';
+
+// The audits send ~60 anonymous requests: room for them in the anonymous tier.
+const stack = useStack(test, { env: { RATE_LIMIT_ANONYMOUS: '100000' } });
+
+test('graphql-http server audits: every one passes against /v1/gql (MUST, SHOULD and MAY)', async (t) => {
+  const s = stack();
+  const audits = serverAudits({ url: `${s.url}/v1/gql` });
+  t.true(audits.filter((a) => /^MUST/.test(a.name)).length >= 13);
+  t.true(audits.filter((a) => /^SHOULD/.test(a.name)).length >= 23);
+  const failed: string[] = [];
+  for (const audit of audits) {
+    const result = await audit.fn();
+    if (result.status !== 'ok') failed.push(`${audit.id} ${audit.name}: ${result.reason}`);
+  }
+  t.deepEqual(failed, []);
+});
+
+test('GET runs queries, refuses mutations; a batch (array of operations) is refused', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const get = await s.request('GET', `/v1/gql?query=${encodeURIComponent('{ me { userId } }')}`, {
+    token: user.token,
+    headers: { accept: 'application/graphql-response+json' },
+  });
+  t.is(get.status, 200, get.text);
+  t.is(get.body.data.me.userId, user.id);
+  const mutation = await s.request(
+    'GET',
+    `/v1/gql?query=${encodeURIComponent('mutation { mintWsTicket { ticket } }')}`,
+    {
+      token: user.token,
+    },
+  );
+  t.is(mutation.status, 405);
+  const batch = await s.request('POST', '/v1/gql', {
+    token: user.token,
+    body: [{ query: '{ me { userId } }' }, { query: '{ me { userId } }' }],
+  });
+  t.is(batch.status, 400);
+  t.truthy(batch.body.errors?.[0]?.message);
+});
+
+test('errors carry extension codes and never a stack', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const anon = await s.request('POST', '/v1/gql', { body: { query: '{ me { userId } }' } });
+  t.is(anon.body.errors[0].extensions.code, 'UNAUTHENTICATED');
+  const forbidden = await s.request('POST', '/v1/gql', {
+    token: user.token,
+    body: { query: '{ users { data { id } } }' },
+  });
+  t.is(forbidden.body.errors[0].extensions.code, 'FORBIDDEN');
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const missing = await s.request('POST', '/v1/gql', {
+    token: admin.token,
+    body: { query: '{ trip(id: "00000000-0000-4000-8000-000000000000") { id } }' },
+  });
+  t.is(missing.status, 200);
+  t.is(missing.body.data.trip, null);
+  t.is(missing.body.errors[0].extensions.code, 'NOT_FOUND');
+  const badInput = await s.request('POST', '/v1/gql', {
+    token: admin.token,
+    body: { query: '{ trips(limit: 1000) { data { id } } }' },
+  });
+  t.is(badInput.body.errors[0].extensions.code, 'BAD_USER_INPUT');
+  t.regex(badInput.body.errors[0].message, /^limit: /);
+  const badVariable = await s.request('POST', '/v1/gql', {
+    token: admin.token,
+    body: { query: 'query($id: String!) { trip(id: $id) { id } }', variables: { id: 5 } },
+  });
+  t.is(badVariable.body.errors[0].extensions.code, 'BAD_USER_INPUT');
+  const syntax = await s.request('POST', '/v1/gql', { token: admin.token, body: { query: '{ me { ' } });
+  t.is(syntax.body.errors[0].extensions.code, 'GRAPHQL_PARSE_FAILED');
+  const badCredential = await s.request('POST', '/v1/gql', {
+    token: 'sess_nope',
+    body: { query: '{ me { userId } }' },
+  });
+  t.is(badCredential.status, 401);
+  t.is(badCredential.body.errors[0].extensions.code, 'UNAUTHENTICATED');
+  for (const r of [anon, forbidden, missing, badInput, syntax, badCredential]) {
+    t.false(/"stack"|at .+\.js:\d+/.test(r.text), r.text);
+  }
+});
+
+test('the SDL at /v1/schema (no auth) has every operation of the API', async (t) => {
+  const s = stack();
+  const sdl = await s.request('GET', '/v1/schema');
+  t.is(sdl.status, 200);
+  for (const op of [
+    'platforms:',
+    'roles:',
+    'me:',
+    'mintWsTicket:',
+    'oauthSignin(',
+    'createAuditEvent(',
+    'logAuditEvent(',
+    'deleteGpsData(',
+    'findUserByPlatform(',
+    'user(id',
+    'users(',
+    'devices(',
+    'device(id',
+    'trips(',
+    'trip(id',
+    'gpsPoints(',
+    'history:',
+    'geofences(',
+    'locations(',
+    'contacts:',
+    'tripCategories:',
+    'tripTemplates:',
+  ])
+    t.true(sdl.text.includes(op), op);
+  t.regex(sdl.text, /type Role \{[^}]*requiresTwoFactor: Boolean!/);
+});
+
+test('production: no GraphiQL or its assets, errors without stacks', async (t) => {
+  const { startStack } = await import('../helpers/stack');
+  const prod = await startStack({
+    env: { NODE_ENV: 'production', SECRETS_KEY: Buffer.alloc(32, 7).toString('base64') },
+  });
+  try {
+    t.is((await prod.request('GET', '/v1/graphiql')).status, 404);
+    t.is((await prod.request('GET', '/v1/graphiql/graphiql.min.js')).status, 404);
+    const ok = await prod.request('POST', '/v1/gql', { body: { query: '{ platforms { id } }' } });
+    t.is(ok.status, 200, ok.text);
+    const refused = await prod.request('POST', '/v1/gql', {
+      body: { query: '{ me { userId } trip(id: "x") { id } }' },
+    });
+    t.is(refused.body.errors[0].extensions.code, 'UNAUTHENTICATED');
+    t.false(/stack|\.js:\d+/.test(refused.text), refused.text);
+  } finally {
+    await prod.close();
+  }
+  t.is((await stack().request('GET', '/v1/graphiql')).status, 200);
+});

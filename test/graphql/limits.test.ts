@@ -1,0 +1,177 @@
+import test from 'ava';
+import type { Knex } from 'knex';
+import { createUser } from '../helpers/factories';
+import { useStack } from '../helpers/stack';
+import { once } from '../helpers/tracking';
+
+const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000' } });
+const admin = once(() => createUser(stack().db, { roles: ['role_admin'] }));
+
+/** `n` trips (newest last), each with `points` GPS points one minute apart. */
+async function seedTrips(db: Knex, n: number, points: number, tag: string): Promise<string[]> {
+  const trips: Array<{ id: string }> = await db('trips')
+    .insert(Array.from({ length: n }, (_, i) => ({ name: `${tag} ${i}`, tags: [tag] })))
+    .returning('id');
+  const t0 = Date.UTC(2026, 0, 1);
+  await db('gps_points').insert(
+    trips.flatMap((trip) =>
+      Array.from({ length: points }, (_, i) => ({
+        trip_id: trip.id,
+        device_id: `dev-${tag}`,
+        latitude: 52 + i / 1000,
+        longitude: 13,
+        timestamp: new Date(t0 + i * 60_000),
+        speed_kmh: 1,
+        speed_mps: 0.28,
+        speed_mph: 0.62,
+        speed_knots: 0.54,
+      })),
+    ),
+  );
+  return trips.map((t) => t.id);
+}
+
+const LIST = `query($limit: Int!, $first: Int!) {
+  trips(limit: $limit) {
+    pagination { total }
+    data { id name history { newStatus } gpsPoints(first: $first) { nodes { id latitude } pageInfo { hasNextPage endCursor } } }
+  }
+}`;
+
+/** The api process's own background work (the side-effect outbox relay polls), not the request's. */
+const background = (sql: string) => /\bside_effect_outbox\b/.test(sql);
+
+/** Runs the query and counts the SQL statements the api sent while answering it. */
+async function countStatements(db: Knex, token: string, variables: Record<string, unknown>) {
+  const s = stack();
+  let statements = 0;
+  const sql: string[] = [];
+  const onQuery = (q: { sql: string }) => {
+    if (background(q.sql)) return;
+    statements++;
+    sql.push(q.sql.slice(0, 80));
+  };
+  db.on('query', onQuery);
+  try {
+    const r = await s.request('POST', '/v1/gql', { token, body: { query: LIST, variables } });
+    return { r, statements, sql };
+  } finally {
+    db.removeListener('query', onQuery);
+  }
+}
+
+test.serial('a list of trips with their points and history costs a constant number of SQL statements', async (t) => {
+  const s = stack();
+  const { token } = await admin();
+  await seedTrips(s.db, 100, 5, 'n1');
+  await countStatements(s.db, token, { limit: 1, first: 1 }); // warm the credential cache
+
+  const one = await countStatements(s.db, token, { limit: 1, first: 3 });
+  const hundred = await countStatements(s.db, token, { limit: 100, first: 3 });
+  t.is(hundred.r.status, 200, hundred.r.text);
+  t.is(hundred.r.body.errors, undefined, hundred.r.text);
+  const trips = hundred.r.body.data.trips.data;
+  t.is(trips.length, 100);
+  for (const trip of trips) {
+    t.is(trip.gpsPoints.nodes.length, 3);
+    t.true(trip.gpsPoints.pageInfo.hasNextPage);
+  }
+  // The page of trips and its COUNT, one statement for every trip's points, one for every trip's history.
+  t.is(hundred.statements, one.statements, `1 trip: ${one.sql.join(' | ')}, 100 trips: ${hundred.sql.join(' | ')}`);
+  t.is(hundred.statements, 4, hundred.sql.join(' | '));
+});
+
+test.serial('gpsPoints pages through a trip in track order with first/after', async (t) => {
+  const s = stack();
+  const { token } = await admin();
+  const [tripId] = await seedTrips(s.db, 1, 5, 'pages');
+  const Q = `query($id: String!, $after: String) { trip(id: $id) { gpsPoints(first: 2, after: $after) {
+    nodes { id latitude timestamp speedKmh } pageInfo { hasNextPage endCursor } } } }`;
+  const seen: number[] = [];
+  let after: string | null = null;
+  for (let page = 0; page < 3; page++) {
+    const r: { body: any } = await s.request('POST', '/v1/gql', {
+      token,
+      body: { query: Q, variables: { id: tripId, after } },
+    });
+    const conn: any = r.body.data.trip.gpsPoints;
+    seen.push(...conn.nodes.map((n: { latitude: number }) => Math.round((n.latitude - 52) * 1000)));
+    t.is(conn.pageInfo.hasNextPage, page < 2);
+    after = conn.pageInfo.endCursor;
+  }
+  t.deepEqual(seen, [0, 1, 2, 3, 4]);
+  const bad = await s.request('POST', '/v1/gql', { token, body: { query: Q, variables: { id: tripId, after: 'x' } } });
+  t.is(bad.body.errors[0].extensions.code, 'BAD_USER_INPUT');
+});
+
+test('a query deeper than the limit is refused with a GraphQL error, before running', async (t) => {
+  const s = stack();
+  const { token } = await admin();
+  let deep = '{ id }';
+  for (let i = 0; i < 12; i++) deep = `{ id children ${deep} }`;
+  const r = await s.request('POST', '/v1/gql', {
+    token,
+    headers: { accept: 'application/graphql-response+json' },
+    body: { query: `{ tripCategories ${deep} }` },
+  });
+  t.is(r.status, 400, r.text);
+  t.is(r.body.data, undefined);
+  t.is(r.body.errors[0].extensions.code, 'QUERY_TOO_DEEP');
+  // Plain application/json clients get 200 with the same error (GraphQL over HTTP).
+  const plain = await s.request('POST', '/v1/gql', { token, body: { query: `{ tripCategories ${deep} }` } });
+  t.is(plain.status, 200);
+  t.is(plain.body.errors[0].extensions.code, 'QUERY_TOO_DEEP');
+});
+
+test('an expensive query is refused by its cost, with a GraphQL error', async (t) => {
+  const s = stack();
+  const { token } = await admin();
+  const statements: string[] = [];
+  const onQuery = (q: { sql: string }) => void (background(q.sql) || statements.push(q.sql));
+  await s.request('POST', '/v1/gql', { token, body: { query: '{ me { userId } }' } }); // warm the credential cache
+  s.db.on('query', onQuery);
+  const r = await s.request('POST', '/v1/gql', {
+    token,
+    body: { query: '{ trips(limit: 100) { data { id gpsPoints(first: 1000) { nodes { id latitude longitude } } } } }' },
+  });
+  s.db.removeListener('query', onQuery);
+  t.is(r.status, 200, r.text);
+  t.is(r.body.data, undefined);
+  t.is(r.body.errors[0].extensions.code, 'QUERY_TOO_COMPLEX');
+  t.true(r.body.errors[0].extensions.cost > r.body.errors[0].extensions.maximumCost);
+  t.deepEqual(statements, [], 'nothing ran');
+  // Aliases multiply work too: they are priced the same way.
+  const aliases = Array.from({ length: 80 }, (_, i) => `a${i}: trips(limit: 100) { data { id name status } }`).join(
+    ' ',
+  );
+  const many = await s.request('POST', '/v1/gql', { token, body: { query: `{ ${aliases} }` } });
+  t.is(many.body.errors[0].extensions.code, 'QUERY_TOO_COMPLEX');
+});
+
+test('introspection is allowed (as GraphiQL sends it)', async (t) => {
+  const s = stack();
+  const { getIntrospectionQuery } = await import('graphql');
+  const r = await s.request('POST', '/v1/gql', { body: { query: getIntrospectionQuery() } });
+  t.is(r.status, 200, r.text.slice(0, 300));
+  t.true(r.body.data.__schema.types.some((ty: { name: string }) => ty.name === 'Trip'));
+});
+
+test('/v1/gql is counted in the caller’s tier and answers RATE_LIMITED in GraphQL’s format', async (t) => {
+  const { startStack } = await import('../helpers/stack');
+  const s = await startStack({ env: { RATE_LIMIT_USER: '3', RATE_LIMIT_USER_WINDOW_SECONDS: '60' } });
+  try {
+    const user = await createUser(s.db);
+    const statuses: number[] = [];
+    let last;
+    for (let i = 0; i < 4; i++) {
+      last = await s.request('POST', '/v1/gql', { token: user.token, body: { query: '{ me { userId } }' } });
+      statuses.push(last.status);
+    }
+    t.deepEqual(statuses, [200, 200, 200, 429]);
+    t.is(last!.headers.get('x-ratelimit-limit'), '3');
+    t.truthy(last!.headers.get('retry-after'));
+    t.is(last!.body.errors[0].extensions.code, 'RATE_LIMITED');
+  } finally {
+    await s.close();
+  }
+});
