@@ -114,6 +114,12 @@ const schema = z.object({
   RATE_LIMIT_API_KEY_WINDOW_SECONDS: int(0, 0),
   RATE_LIMIT_GPS_POST: int(30, 1),
   RATE_LIMIT_GPS_POST_WINDOW_SECONDS: int(60, 1),
+  STREAM_AUTH_URL: optionalUrl,
+  STREAM_API_URL: optionalUrl,
+  STREAM_CLIENT_ID: z.string().optional(),
+  STREAM_CLIENT_SECRET: z.string().optional(),
+  STREAM_TIMEOUT_MS: int(5000, 1),
+  STREAM_REFRESH_AHEAD_SECONDS: int(900, 0),
 });
 
 export interface RateTier {
@@ -164,6 +170,21 @@ export interface Config {
     maxMessagesPer10s: number;
   };
   rateLimit: { anonymous: RateTier; user: RateTier; apiKey: RateTier; gpsPost: RateTier };
+  /** The Twitch-compatible stream platform (spec §4.25); null until all four STREAM_* values are set. */
+  stream: StreamConfig | null;
+  /** Longest wait for one call to the stream platform (STREAM_TIMEOUT_MS). */
+  streamTimeoutMs: number;
+  /** The scheduled refresh renews tokens expiring within this many seconds (STREAM_REFRESH_AHEAD_SECONDS). */
+  streamRefreshAheadSeconds: number;
+}
+
+export interface StreamConfig {
+  /** OAuth base: `/authorize`, `/token`, `/revoke`, `/validate` below it. */
+  authUrl: string;
+  /** Helix-style API base: `/users`, `/streams`, `/channels/followers`, `/subscriptions` below it. */
+  apiUrl: string;
+  clientId: string;
+  clientSecret: string;
 }
 
 export class ConfigError extends Error {}
@@ -224,6 +245,17 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       apiKey: { limit: e.RATE_LIMIT_API_KEY, windowSeconds: e.RATE_LIMIT_API_KEY_WINDOW_SECONDS || window },
       gpsPost: { limit: e.RATE_LIMIT_GPS_POST, windowSeconds: e.RATE_LIMIT_GPS_POST_WINDOW_SECONDS },
     },
+    stream:
+      e.STREAM_AUTH_URL && e.STREAM_API_URL && e.STREAM_CLIENT_ID && e.STREAM_CLIENT_SECRET
+        ? {
+            authUrl: e.STREAM_AUTH_URL.replace(/\/+$/, ''),
+            apiUrl: e.STREAM_API_URL.replace(/\/+$/, ''),
+            clientId: e.STREAM_CLIENT_ID,
+            clientSecret: e.STREAM_CLIENT_SECRET,
+          }
+        : null,
+    streamTimeoutMs: e.STREAM_TIMEOUT_MS,
+    streamRefreshAheadSeconds: e.STREAM_REFRESH_AHEAD_SECONDS,
   };
 }
 

@@ -91,6 +91,8 @@ export const RedisKeys = {
   gpsLatestDevice: (deviceId: string) => `gps:latest:device:${deviceId}`,
   /** String: whether a device is inside a geofence (for enter/exit events). */
   geofenceState: (deviceId: string, geofenceId: string) => `geofence:state:${deviceId}:${geofenceId}`,
+  /** String: a pending stream-integration connect (user, redirect_uri, scopes), by the state's SHA-256 (single use, 10 min). */
+  integrationState: (stateHash: string) => `integration:state:${stateHash}`,
   /** BullMQ's own keys live under this prefix (see bullPrefix in shared/queues.ts). */
   bull: 'bull',
 } as const;

@@ -4,6 +4,7 @@ import type { Processor } from './types';
 import { cleanupOAuthArtifacts } from '../../shared/commands/oauthProvider';
 import { expireBans, purgeDeletedAccounts } from '../../shared/commands/userLifecycle';
 import { purgeExpiredGpsPoints } from '../../shared/commands/gpsRetention';
+import { refreshExpiringIntegrations } from '../../shared/commands/integrationTokens';
 
 /** Maintenance tasks by name; each returns a small summary stored as the job's result. */
 export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Promise<Record<string, number>>> = {
@@ -28,6 +29,8 @@ export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Prom
   cleanupOAuth: (ctx) => cleanupOAuthArtifacts(ctx.db),
   /** GPS points past gps.retention_days that belong to no trip. */
   purgeGpsPoints: (ctx) => purgeExpiredGpsPoints(ctx.db),
+  /** Stream-integration tokens expiring within STREAM_REFRESH_AHEAD_SECONDS are renewed before they lapse. */
+  refreshIntegrationTokens: (ctx) => refreshExpiringIntegrations(ctx),
 };
 
 export const scheduledProcessor: Processor<'scheduled'> = async (job, ctx) => {
