@@ -13,7 +13,7 @@ import { useStack } from '../helpers/stack';
  */
 
 let fake: FakeStreamPlatform;
-const env: Record<string, string> = { STREAM_TIMEOUT_MS: '400', RATE_LIMIT_ANONYMOUS: '100000' };
+const env: Record<string, string> = { STREAM_TIMEOUT_MS: '2000', RATE_LIMIT_ANONYMOUS: '100000' };
 test.before(async () => {
   fake = await startFakeStreamPlatform();
   Object.assign(env, fake.env);
@@ -447,8 +447,9 @@ test.serial('upstream failures and timeouts are 502 {error, message}, never a ha
     const started = Date.now();
     const r = await call('POST', `/v1/integrations/${id}/stats`, { token: u.token });
     t.is(r.status, 502);
-    t.regex(r.body.message, /did not answer within 400 ms/);
-    t.true(Date.now() - started < 3000);
+    t.regex(r.body.message, /did not answer within 2000 ms/);
+    const elapsed = Date.now() - started;
+    t.true(elapsed >= 1900 && elapsed < 10_000, `${elapsed} ms`);
   } finally {
     fake.hang.clear();
   }
