@@ -1,5 +1,6 @@
 import test from 'ava';
-import { decryptSecret, sha256 } from '../../shared/crypto';
+import { unsealToken } from '../../shared/commands/integrationTokens';
+import { sha256 } from '../../shared/crypto';
 import { redisKey, RedisKeys } from '../../shared/redis';
 import { createKey, createUser, TestUser } from '../helpers/factories';
 import { FakeStreamPlatform, FakeUser, fakeUser, startFakeStreamPlatform } from '../helpers/fakeStreamPlatform';
@@ -73,6 +74,9 @@ async function connected(user: TestUser, pu: FakeUser): Promise<string> {
   return id;
 }
 
+/** Opens a sealed column the way the service does (shared/crypto.ts through the integration commands). */
+const unseal = (sealed: string) => unsealToken(stack().api.services, sealed);
+
 const countFor = async (userId: string) =>
   Number((await stack().db('integrations').where('user_id', userId).count({ n: '*' }).first())!.n);
 
@@ -140,10 +144,9 @@ test.serial('connect → consent → callback creates the integration; tokens se
   t.falsy(Object.keys(got.body.data).find((k) => /token/i.test(k)));
 
   const row = await s.db('integrations').where('id', id).first();
-  t.true(row.access_token_sealed.startsWith('v1:'));
-  const access = decryptSecret(row.access_token_sealed, s.config.secretsKey);
+  const access = unseal(row.access_token_sealed);
   t.true(fake.accessTokens.has(access));
-  t.true(fake.refreshTokens.has(decryptSecret(row.refresh_token_sealed, s.config.secretsKey)));
+  t.true(fake.refreshTokens.has(unseal(row.refresh_token_sealed)));
   const dump = JSON.stringify(row);
   for (const tok of fake.issued) t.false(dump.includes(tok), 'a token in clear in the database');
   const expiresIn = (new Date(row.token_expires_at).getTime() - Date.now()) / 1000;
@@ -389,7 +392,7 @@ test.serial('a token the platform rejects is refreshed once and the call retried
   const after = await s.db('integrations').where('id', id).first();
   t.not(after.access_token_sealed, before.access_token_sealed);
   t.not(after.refresh_token_sealed, before.refresh_token_sealed);
-  t.true(fake.accessTokens.has(decryptSecret(after.access_token_sealed, s.config.secretsKey)));
+  t.true(fake.accessTokens.has(unseal(after.access_token_sealed)));
 
   // Rejected again after the refresh: a 502, and only one refresh was tried.
   fake.failWith.set('/helix/streams', 401);
@@ -409,7 +412,7 @@ test.serial('refresh rotates the tokens and answers expires_at; a refused refres
   const u = await createUser(s.db);
   const id = await connected(u, platformUser());
   const before = await s.db('integrations').where('id', id).first();
-  const oldRefresh = decryptSecret(before.refresh_token_sealed, s.config.secretsKey);
+  const oldRefresh = unseal(before.refresh_token_sealed);
   const r = await call('POST', `/v1/integrations/${id}/refresh`, { token: u.token });
   t.is(r.status, 200);
   t.true(r.body.success);
@@ -418,7 +421,7 @@ test.serial('refresh rotates the tokens and answers expires_at; a refused refres
   t.true(exp > fake.expiresIn - 60 && exp <= fake.expiresIn, `expires in ${exp}`);
   t.false(fake.refreshTokens.has(oldRefresh));
   const after = await s.db('integrations').where('id', id).first();
-  t.true(fake.refreshTokens.has(decryptSecret(after.refresh_token_sealed, s.config.secretsKey)));
+  t.true(fake.refreshTokens.has(unseal(after.refresh_token_sealed)));
   t.true(new Date(after.last_refreshed_at) >= new Date(before.last_refreshed_at));
 
   // The platform forgot the refresh token (revoked by the user there).
@@ -483,7 +486,7 @@ test.serial('delete revokes the token upstream and removes the integration', asy
   const u = await createUser(s.db);
   const id = await connected(u, platformUser());
   const row = await s.db('integrations').where('id', id).first();
-  const access = decryptSecret(row.access_token_sealed, s.config.secretsKey);
+  const access = unseal(row.access_token_sealed);
 
   fake.failWith.set('/oauth2/revoke', 500);
   try {
