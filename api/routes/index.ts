@@ -27,6 +27,7 @@ import { adminUserRoutes } from './adminUsers';
 import { authFlowRoutes } from './authFlows';
 import { emailPageRoutes } from './emailPages';
 import { platformRoutes } from './platforms';
+import { integrationConnectRoutes } from './integrationConnect';
 import { integrationRoutes } from './integrations';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
@@ -59,5 +60,6 @@ export const routeModules: Array<(router: ApiRouter) => void> = [
   authFlowRoutes,
   emailPageRoutes,
   platformRoutes,
+  integrationConnectRoutes,
   integrationRoutes,
 ];
