@@ -136,6 +136,12 @@ const schema = z.object({
   EXPORT_TIMEOUT_MS: int(60000, 1),
   EXPORT_PDF_MAX_PAGES: int(2, 1),
   EXPORT_ARCHIVE_TTL_SECONDS: int(300, 1),
+  STREAM_AUTH_URL: optionalUrl,
+  STREAM_API_URL: optionalUrl,
+  STREAM_CLIENT_ID: z.string().optional(),
+  STREAM_CLIENT_SECRET: z.string().optional(),
+  STREAM_TIMEOUT_MS: int(5000, 1),
+  STREAM_REFRESH_AHEAD_SECONDS: int(900, 0),
 });
 
 export interface RateTier {
@@ -199,6 +205,21 @@ export interface Config {
     /** Lifetime of a finished archive in Redis when no request downloads it. */
     archiveTtlSeconds: number;
   };
+  /** The Twitch-compatible stream platform (spec §4.25); null until all four STREAM_* values are set. */
+  stream: StreamConfig | null;
+  /** Longest wait for one call to the stream platform (STREAM_TIMEOUT_MS). */
+  streamTimeoutMs: number;
+  /** The scheduled refresh renews tokens expiring within this many seconds (STREAM_REFRESH_AHEAD_SECONDS). */
+  streamRefreshAheadSeconds: number;
+}
+
+export interface StreamConfig {
+  /** OAuth base: `/authorize`, `/token`, `/revoke`, `/validate` below it. */
+  authUrl: string;
+  /** Helix-style API base: `/users`, `/streams`, `/channels/followers`, `/subscriptions` below it. */
+  apiUrl: string;
+  clientId: string;
+  clientSecret: string;
 }
 
 export class ConfigError extends Error {}
@@ -266,6 +287,17 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       pdfMaxPages: e.EXPORT_PDF_MAX_PAGES,
       archiveTtlSeconds: e.EXPORT_ARCHIVE_TTL_SECONDS,
     },
+    stream:
+      e.STREAM_AUTH_URL && e.STREAM_API_URL && e.STREAM_CLIENT_ID && e.STREAM_CLIENT_SECRET
+        ? {
+            authUrl: e.STREAM_AUTH_URL.replace(/\/+$/, ''),
+            apiUrl: e.STREAM_API_URL.replace(/\/+$/, ''),
+            clientId: e.STREAM_CLIENT_ID,
+            clientSecret: e.STREAM_CLIENT_SECRET,
+          }
+        : null,
+    streamTimeoutMs: e.STREAM_TIMEOUT_MS,
+    streamRefreshAheadSeconds: e.STREAM_REFRESH_AHEAD_SECONDS,
   };
 }
 

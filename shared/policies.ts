@@ -1,4 +1,4 @@
-import { badRequest, forbidden, HttpError, unauthorized } from './errors';
+import { badRequest, forbidden, HttpError, notFound, unauthorized } from './errors';
 
 /**
  * The one authorisation module. REST routes, GraphQL resolvers and the realtime process all ask
@@ -324,6 +324,10 @@ export interface SubjectTypes {
   twoFactor: { userId: string; permissions: PermissionSet };
   /** A request sent over the WebSocket (audit, chat settings and sync, moderation). */
   wsRequest: { payload: string; action?: string; scope?: string };
+  /** A stream-platform integration (spec §4.25): its owner. */
+  integration: { userId: string };
+  /** A pending integration connect, completed by the browser's callback: the user it was issued to. */
+  integrationConnect: { userId: string };
 }
 
 export type SubjectType = keyof SubjectTypes;
@@ -417,6 +421,9 @@ function wsRequestPermission(r: SubjectTypes['wsRequest']): string | null {
       return null;
   }
 }
+
+/** Integrations are their owner's alone: anyone else is told there is no such integration. */
+const ownIntegration: Rule<'integration'> = (p, i) => isOwner(p, i.userId) || notFound('integration');
 
 const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
   apiKey: {
@@ -518,6 +525,17 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
       (p.kind === 'apiKey' && p.permissions.has('chat:sync')) ||
       forbidden('access denied to chat bot channel'),
   },
+  integration: {
+    read: ownIntegration,
+    update: ownIntegration,
+    refresh: ownIntegration,
+    delete: ownIntegration,
+  },
+  integrationConnect: {
+    /** The callback is authenticated by its state; a Bearer credential sent along must be the same user's. */
+    complete: (p, c) =>
+      isOwner(p, c.userId) || forbidden('the state was issued to another user than the credential sent with it'),
+  },
   wsRequest: {
     send: (p, r) => {
       const permission = wsRequestPermission(r);
@@ -540,6 +558,8 @@ function verdict<T extends SubjectType>(p: Principal, action: Action<T>, subject
       const permission = wsRequestPermission(s);
       return permission ? forbidden(`missing permission ${permission}`) : badRequest('not a request');
     }
+    // The browser reaching an integration callback carries no credential: the state authenticates it.
+    if (s.type === 'integrationConnect' && action === 'complete') return true;
     return unauthorized();
   }
   const rule = (rules[subject.type] as Record<string, Rule<T>>)[action];
@@ -613,6 +633,8 @@ export const subjects = {
     userId,
     permissions,
   }),
+  integration: (i: { user_id: string }): Subject<'integration'> => ({ type: 'integration', userId: i.user_id }),
+  integrationConnect: (userId: string): Subject<'integrationConnect'> => ({ type: 'integrationConnect', userId }),
   wsRequest: (payload: string, detail: { action?: string; scope?: string } = {}): Subject<'wsRequest'> => ({
     type: 'wsRequest',
     payload,

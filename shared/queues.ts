@@ -27,6 +27,7 @@ export type ScheduledTask =
   | 'cleanupOAuth'
   | 'purgeGpsPoints'
   | 'purgeAuditEvents';
+  | 'refreshIntegrationTokens';
 
 /** Who sent a realtime request: enough to attribute it, never a credential. */
 export interface RealtimeRequestJob {
@@ -123,6 +124,7 @@ export const schedules: Record<ScheduledTask, number> = {
   cleanupOAuth: 60 * 60 * 1000,
   purgeGpsPoints: 60 * 60 * 1000,
   purgeAuditEvents: 60 * 60 * 1000,
+  refreshIntegrationTokens: 5 * 60 * 1000,
 };
 
 /** The BullMQ prefix for this deployment, so tests (and tenants) never share queues. */

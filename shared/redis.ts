@@ -113,6 +113,8 @@ export const RedisKeys = {
   exportArchive: (id: string) => `export:archive:${id}`,
   /** Counter: requests of one user waiting for an export; the last one to download deletes the archive. */
   exportWaiters: (userId: string) => `export:waiters:${userId}`,
+  /** String: a pending stream-integration connect (user, redirect_uri, scopes), by the state's SHA-256 (single use, 10 min). */
+  integrationState: (stateHash: string) => `integration:state:${stateHash}`,
   /** BullMQ's own keys live under this prefix (see bullPrefix in shared/queues.ts). */
   bull: 'bull',
 } as const;

@@ -32,6 +32,8 @@ import { settingRoutes } from './settings';
 import { pegelRoutes } from './pegel';
 import { dataExportRoutes } from './dataExport';
 import { auditRoutes } from './audit';
+import { integrationConnectRoutes } from './integrationConnect';
+import { integrationRoutes } from './integrations';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -68,4 +70,6 @@ export const routeModules: Array<(router: ApiRouter) => void> = [
   pegelRoutes,
   dataExportRoutes,
   auditRoutes,
+  integrationConnectRoutes,
+  integrationRoutes,
 ];

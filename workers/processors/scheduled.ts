@@ -5,6 +5,7 @@ import { cleanupOAuthArtifacts } from '../../shared/commands/oauthProvider';
 import { expireBans, purgeDeletedAccounts } from '../../shared/commands/userLifecycle';
 import { purgeExpiredGpsPoints } from '../../shared/commands/gpsRetention';
 import { purgeExpiredAuditEvents } from '../../shared/commands/auditRetention';
+import { refreshExpiringIntegrations } from '../../shared/commands/integrationTokens';
 
 /** Maintenance tasks by name; each returns a small summary stored as the job's result. */
 export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Promise<Record<string, number>>> = {
@@ -31,6 +32,8 @@ export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Prom
   purgeGpsPoints: (ctx) => purgeExpiredGpsPoints(ctx.db),
   /** Audit events past audit.retention_days, in batches. */
   purgeAuditEvents: (ctx) => purgeExpiredAuditEvents(ctx.db),
+  /** Stream-integration tokens expiring within STREAM_REFRESH_AHEAD_SECONDS are renewed before they lapse. */
+  refreshIntegrationTokens: (ctx) => refreshExpiringIntegrations(ctx),
 };
 
 export const scheduledProcessor: Processor<'scheduled'> = async (job, ctx) => {
