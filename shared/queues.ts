@@ -26,7 +26,7 @@ export type ScheduledTask =
   | 'cleanupAccountTokens'
   | 'cleanupOAuth'
   | 'purgeGpsPoints'
-  | 'purgeAuditEvents';
+  | 'purgeAuditEvents'
   | 'refreshIntegrationTokens';
 
 /** Who sent a realtime request: enough to attribute it, never a credential. */
