@@ -93,6 +93,16 @@ export const RedisKeys = {
   geofenceState: (deviceId: string, geofenceId: string) => `geofence:state:${deviceId}:${geofenceId}`,
   /** BullMQ's own keys live under this prefix (see bullPrefix in shared/queues.ts). */
   bull: 'bull',
+  /** String: the worker instance holding the AIS feed lease (value: its token; PX lease). */
+  aisLease: 'ais:lease',
+  /** Hash: MMSI → merged vessel state (JSON, shared/domain/ais.ts VesselState). */
+  aisVessels: 'ais:vessels',
+  /** Sorted set: MMSI scored by when it was last heard (ms), for expiry. */
+  aisVesselsSeen: 'ais:vessels:seen',
+  /** Hash: AIS ingestion status (connected, sentences, errors, vessels, at) for /health. */
+  aisStatus: 'ais:status',
+  /** String: a (device, geofence) state change waiting out the fence's min_dwell_seconds. */
+  geofencePending: (deviceId: string, geofenceId: string) => `geofence:pending:${deviceId}:${geofenceId}`,
 } as const;
 
 /** `prefix + parts.join(':')`: the only way a Redis key or channel name is built. */

@@ -11,6 +11,7 @@ import { passwordResetsProcessor } from './processors/passwordResets';
 import { scheduledProcessor } from './processors/scheduled';
 import { realtimeRequestsProcessor } from './processors/realtimeRequests';
 import type { Processor } from './processors/types';
+import { AisIngestion } from './ais/ingest';
 
 /** One processor per queue of the registry; the type makes a missing one a compile error. */
 export const processors: { [N in QueueName]: Processor<N> } = {
@@ -24,6 +25,8 @@ export const processors: { [N in QueueName]: Processor<N> } = {
 export interface RunningWorkers {
   ctx: ServiceContext;
   workers: Worker[];
+  /** The AIS feed consumer of this instance (only the lease holder connects); absent without AIS_FEED_URL. */
+  ais?: AisIngestion;
   close(): Promise<void>;
 }
 
@@ -69,12 +72,17 @@ export async function startWorkers(config: Config, opts: { schedule?: boolean } 
   }
   await Promise.all(workers.map((w) => w.waitUntilReady()));
   ctx.outbox.start();
+  const ais = config.aisFeedUrl ? new AisIngestion(ctx) : undefined;
+  ais?.start();
   ctx.logger.info({ queues: Object.values(QueueName) }, 'workers ready');
   return {
     ctx,
     workers,
+    ais,
     async close() {
       const started = Date.now();
+      // Gives the feed lease back at once, so another instance takes over without waiting for expiry.
+      await ais?.close();
       // Worker.close() stops taking jobs and waits for the running ones to finish. A job still running
       // at PM2's kill_timeout dies with the process and is retried as stalled by another worker.
       await Promise.all(workers.map((w) => w.close()));
