@@ -20,4 +20,10 @@ declare module 'ggencoder' {
     dimD?: number;
     part?: number;
   }
+  /** Encoder: used by tests and benchmarks to make varied traffic. */
+  export class AisEncode {
+    constructor(msg: Record<string, unknown>);
+    valid: boolean;
+    nmea: string;
+  }
 }
