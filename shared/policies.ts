@@ -320,6 +320,8 @@ export interface SubjectTypes {
   channel: { name: string };
   /** A request sent over the WebSocket (audit, chat settings and sync, moderation). */
   wsRequest: { payload: string; action?: string; scope?: string };
+  /** The BullMQ dashboard (Bull Board) at /v1/admin/queues: every queue, its jobs, retries. */
+  queueDashboard: { name?: undefined };
 }
 
 export type SubjectType = keyof SubjectTypes;
@@ -479,6 +481,10 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
       (p.kind === 'apiKey' && p.permissions.has('chat:sync')) ||
       forbidden('access denied to chat bot channel'),
   },
+  queueDashboard: {
+    /** Seeing and retrying jobs exposes every queue's payloads: administrators only. */
+    view: (p) => needs(p, 'admin:read'),
+  },
   wsRequest: {
     send: (p, r) => {
       const permission = wsRequestPermission(r);
@@ -569,6 +575,7 @@ export const subjects = {
   ownConsents: (): Subject<'ownConsents'> => ({ type: 'ownConsents' }),
   relay: (): Subject<'relay'> => ({ type: 'relay' }),
   channel: (name: string): Subject<'channel'> => ({ type: 'channel', name }),
+  queueDashboard: (): Subject<'queueDashboard'> => ({ type: 'queueDashboard' }),
   wsRequest: (payload: string, detail: { action?: string; scope?: string } = {}): Subject<'wsRequest'> => ({
     type: 'wsRequest',
     payload,
