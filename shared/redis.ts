@@ -89,7 +89,7 @@ export const RedisKeys = {
   /** Hash/strings: the newest GPS point overall and per device. */
   gpsLatest: 'gps:latest',
   gpsLatestDevice: (deviceId: string) => `gps:latest:device:${deviceId}`,
-  /** String: whether a device is inside a geofence (for enter/exit events). */
+  /** String: whether a device is inside a geofence (for enter/exit events), with a pending change (min_dwell_seconds). */
   geofenceState: (deviceId: string, geofenceId: string) => `geofence:state:${deviceId}:${geofenceId}`,
   /** BullMQ's own keys live under this prefix (see bullPrefix in shared/queues.ts). */
   bull: 'bull',
@@ -101,8 +101,8 @@ export const RedisKeys = {
   aisVesselsSeen: 'ais:vessels:seen',
   /** Hash: AIS ingestion status (connected, sentences, errors, vessels, at) for /health. */
   aisStatus: 'ais:status',
-  /** String: a (device, geofence) state change waiting out the fence's min_dwell_seconds. */
-  geofencePending: (deviceId: string, geofenceId: string) => `geofence:pending:${deviceId}:${geofenceId}`,
+  /** Set: the geofences a device is inside (or pending inside), so an exit far from the fence is seen. */
+  geofenceInside: (deviceId: string) => `geofence:inside:${deviceId}`,
 } as const;
 
 /** `prefix + parts.join(':')`: the only way a Redis key or channel name is built. */
