@@ -30,8 +30,12 @@ export interface RunningWorkers {
   close(): Promise<void>;
 }
 
-/** Fails start-up when a registered queue has no processor (e.g. after a bad merge). */
-function assertEveryQueueHasProcessor(): void {
+/** Fails start-up when a registered queue has no processor (e.g. after a bad merge), or QUEUE_CONCURRENCY names no queue. */
+function assertEveryQueueHasProcessor(config: Config): void {
+  const unknown = Object.keys(config.queueConcurrency).filter(
+    (q) => !(Object.values(QueueName) as string[]).includes(q),
+  );
+  if (unknown.length) throw new Error(`QUEUE_CONCURRENCY names unknown queues: ${unknown.join(', ')}`);
   const missing = Object.values(QueueName).filter(
     (q) => typeof (processors as Record<string, unknown>)[q] !== 'function',
   );
@@ -40,7 +44,7 @@ function assertEveryQueueHasProcessor(): void {
 
 /** Starts one BullMQ Worker per queue and registers the repeatable maintenance jobs. */
 export async function startWorkers(config: Config, opts: { schedule?: boolean } = {}): Promise<RunningWorkers> {
-  assertEveryQueueHasProcessor();
+  assertEveryQueueHasProcessor(config);
   const ctx = createContext(config, 'workers');
   // Nothing to do without Redis (the scheduler registration below needs it): wait for it.
   while (!(await redisReady(ctx.redis, 10_000))) {
@@ -56,7 +60,7 @@ export async function startWorkers(config: Config, opts: { schedule?: boolean } 
     const worker = new Worker(name, (job) => processor(job as never, ctx), {
       connection,
       prefix: bullPrefix(config),
-      concurrency: config.workerConcurrency,
+      concurrency: config.queueConcurrency[name] ?? config.workerConcurrency,
     });
     worker.on('failed', (job, err) =>
       ctx.logger.warn({ queue: name, jobId: job?.id, attempts: job?.attemptsMade, err: err.message }, 'job failed'),
