@@ -25,7 +25,7 @@ test('every queue that retries backs off exponentially and keeps failed jobs', (
   }
 });
 
-test('a job that throws the same error 3 times lands in failed with the error, after backing off', async (t) => {
+test.serial('a job that throws the same error 3 times lands in failed with the error, after backing off', async (t) => {
   const s = stack();
   // An unknown task makes the scheduled processor throw; a short backoff keeps the test quick.
   const id = await s.api.services.queues.enqueue(
@@ -46,4 +46,22 @@ test('a job that throws the same error 3 times lands in failed with the error, a
   // Exponential: 200 ms then 400 ms between the attempts, so the whole run took at least 600 ms.
   t.true(job.finishedOn! - job.timestamp >= 600, `${job.finishedOn! - job.timestamp} ms`);
   t.true((await q.getFailed()).some((j) => j.id === id));
+});
+
+test.serial('job schedulers: several worker instances registering them still give one scheduler and one pending run per task', async (t) => {
+  const s = stack();
+  const { startWorkers } = await import('../../workers/index');
+  const { schedules } = await import('../../shared/queues');
+  const [a, b] = await Promise.all([startWorkers(s.config), startWorkers(s.config)]);
+  try {
+    const q = s.api.services.queues.queue('scheduled');
+    const schedulers = await q.getJobSchedulers();
+    t.deepEqual(schedulers.map((j) => j.key).sort(), Object.keys(schedules).sort());
+    const delayed = await q.getDelayed();
+    const perTask = new Map<string, number>();
+    for (const j of delayed) perTask.set(j.name, (perTask.get(j.name) ?? 0) + 1);
+    for (const task of Object.keys(schedules)) t.true((perTask.get(task) ?? 0) <= 1, task);
+  } finally {
+    await Promise.all([a.close(), b.close()]);
+  }
 });
