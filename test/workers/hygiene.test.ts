@@ -48,20 +48,23 @@ test.serial('a job that throws the same error 3 times lands in failed with the e
   t.true((await q.getFailed()).some((j) => j.id === id));
 });
 
-test.serial('job schedulers: several worker instances registering them still give one scheduler and one pending run per task', async (t) => {
-  const s = stack();
-  const { startWorkers } = await import('../../workers/index');
-  const { schedules } = await import('../../shared/queues');
-  const [a, b] = await Promise.all([startWorkers(s.config), startWorkers(s.config)]);
-  try {
-    const q = s.api.services.queues.queue('scheduled');
-    const schedulers = await q.getJobSchedulers();
-    t.deepEqual(schedulers.map((j) => j.key).sort(), Object.keys(schedules).sort());
-    const delayed = await q.getDelayed();
-    const perTask = new Map<string, number>();
-    for (const j of delayed) perTask.set(j.name, (perTask.get(j.name) ?? 0) + 1);
-    for (const task of Object.keys(schedules)) t.true((perTask.get(task) ?? 0) <= 1, task);
-  } finally {
-    await Promise.all([a.close(), b.close()]);
-  }
-});
+test.serial(
+  'job schedulers: several worker instances registering them still give one scheduler and one pending run per task',
+  async (t) => {
+    const s = stack();
+    const { startWorkers } = await import('../../workers/index');
+    const { schedules } = await import('../../shared/queues');
+    const [a, b] = await Promise.all([startWorkers(s.config), startWorkers(s.config)]);
+    try {
+      const q = s.api.services.queues.queue('scheduled');
+      const schedulers = await q.getJobSchedulers();
+      t.deepEqual(schedulers.map((j) => j.key).sort(), Object.keys(schedules).sort());
+      const delayed = await q.getDelayed();
+      const perTask = new Map<string, number>();
+      for (const j of delayed) perTask.set(j.name, (perTask.get(j.name) ?? 0) + 1);
+      for (const task of Object.keys(schedules)) t.true((perTask.get(task) ?? 0) <= 1, task);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  },
+);
