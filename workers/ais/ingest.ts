@@ -216,7 +216,24 @@ export class AisIngestion {
       this.deps.logger,
     );
     this.feed.start();
-    this.flushTimer = setInterval(() => void this.flush(), AIS_FLUSH_MS);
+    this.scheduleFlush(Date.now());
+  }
+
+  /**
+   * The next flush starts AIS_FLUSH_MS after the previous one started, never sooner (timers do not
+   * fire early, unlike a catching-up setInterval after a stall), so pushes are at least a second apart.
+   */
+  private scheduleFlush(lastStart: number): void {
+    if (!this.holding) return;
+    this.flushTimer = setTimeout(
+      () => {
+        const start = Date.now();
+        void this.flush()
+          .catch((err) => this.deps.logger.warn({ err: (err as Error).message }, 'ais flush failed'))
+          .finally(() => this.scheduleFlush(start));
+      },
+      Math.max(0, lastStart + AIS_FLUSH_MS - Date.now()),
+    );
   }
 
   /** Stops consuming; with `giveBack` the lease is deleted so another instance takes over at once. */
@@ -225,7 +242,7 @@ export class AisIngestion {
     this.holding = false;
     this.feed?.stop();
     this.feed = undefined;
-    clearInterval(this.flushTimer);
+    clearTimeout(this.flushTimer);
     await this.flush().catch(() => undefined);
     await this.redis.hset(this.key(RedisKeys.aisStatus), 'connected', '0').catch(() => undefined);
     if (giveBack) await this.redis.aisLeaseRelease(this.key(RedisKeys.aisLease), this.token).catch(() => undefined);
