@@ -19,6 +19,8 @@ export const SAMPLES = {
   ],
   /** Type 18: MMSI 338087471, SOG 0.1 kn, lon -74.072132, lat 40.68454, COG 79.6, heading 511 (n/a). */
   type18: ['!AIVDM,1,1,,A,B52K>;h00Fc>jpUlNV@ikwpUoP06,0*4C'],
+  /** Type 19: MMSI 367059850 "CAPT.J.RIMES", type 70, SOG 8.7 kn, COG 335.9, lat 29.543695, lon -88.810392, A 5 B 21 C 4 D 4. */
+  type19: ['!AIVDM,1,1,,B,C5N3SRgPEnJGEBT>NhWAwwo862PaLELTBJ:V00000000S0D:R220,0*0B'],
   /** Type 24 part A: MMSI 271041815, name "PROGUY". */
   type24a: ['!AIVDM,1,1,,A,H42O55i18tMET00000000000000,2*6D'],
   /** Type 24 part B: MMSI 271041815, ship type 60, A 0 B 15 C 0 D 5. */

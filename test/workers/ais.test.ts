@@ -189,7 +189,7 @@ test('a dropped TCP connection is reconnected and the feed resumes', async (t) =
   }
 });
 
-test('UDP feed: datagrams with a two-part type 5 and type 24 A/B are decoded', async (t) => {
+test('UDP feed: datagrams with a two-part type 5, type 19 and type 24 A/B are decoded', async (t) => {
   const port = await freeUdpPort();
   const s = await startStack({
     workers: true,
@@ -201,14 +201,27 @@ test('UDP feed: datagrams with a two-part type 5 and type 24 A/B are decoded', a
     // The socket binds once the lease is taken: send until the vessel shows up.
     await eventually(
       async () => {
-        await sendUdp(port, [...SAMPLES.type5, ...SAMPLES.type24a, ...SAMPLES.type24b, CORRUPT]);
-        return w.latest.get(271041815)?.ship_type === 60 && w.latest.has(351759000);
+        await sendUdp(port, [...SAMPLES.type5, ...SAMPLES.type24a, ...SAMPLES.type24b, ...SAMPLES.type19, CORRUPT]);
+        return w.latest.get(271041815)?.ship_type === 60 && w.latest.has(351759000) && w.latest.has(367059850);
       },
       15_000,
       300,
     );
     t.like(w.latest.get(351759000), EVER_DIADEM);
     t.like(w.latest.get(271041815), { name: 'PROGUY', length: 15, beam: 5 });
+    // Type 19: position and static data in one report; class B has no navigational status.
+    t.like(w.latest.get(367059850), {
+      name: 'CAPT.J.RIMES',
+      ship_type: 70,
+      length: 26,
+      beam: 8,
+      lat: 29.543695,
+      lng: -88.810392,
+      course: 335.9,
+      speed_kmh: 16.11,
+      heading: null,
+      nav_status: null,
+    });
     const h = await eventually(async () => {
       const b = (await s.request('GET', '/v1/health')).body;
       return b.services.ais.errors > 0 ? b : null;
