@@ -6,6 +6,7 @@ import { bodyParser } from './middleware/body';
 import { errorHandler } from './middleware/errors';
 import { rateLimit } from './middleware/rateLimit';
 import { graphqlRoutes } from './graphql';
+import { queueDashboard } from './queueDashboard';
 import { routeModules } from './routes';
 import type { AppState } from './routing';
 import type { ApiServices } from './services';
@@ -29,6 +30,7 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): Koa<App
   app.use(authenticate());
   app.use(rateLimit(services.config));
   app.use(rejectFailedCredentials());
+  app.use(queueDashboard(services));
   app.use(router.routes());
   app.use(router.allowedMethods());
   return app;

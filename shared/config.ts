@@ -87,6 +87,26 @@ const idApps = z
     return apps;
   });
 
+/** QUEUE_CONCURRENCY: comma-separated `queue:n` pairs overriding WORKER_CONCURRENCY per queue. */
+const queueConcurrency = z
+  .string()
+  .optional()
+  .transform((v, ctx) => {
+    const out: Record<string, number> = {};
+    for (const pair of (v ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)) {
+      const m = /^([A-Za-z]+):(\d+)$/.exec(pair);
+      if (!m || Number(m[2]) < 1) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'must be a comma-separated list of queue:n (n >= 1)' });
+        return z.NEVER;
+      }
+      out[m[1]] = Number(m[2]);
+    }
+    return out;
+  });
+
 const schema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   PORT: int(3000, 0),
@@ -109,11 +129,16 @@ const schema = z.object({
   MAIL_FROM: z.string().default('Service <no-reply@localhost>'),
   APP_URL: optionalUrl,
   PEGEL_API_URL: optionalUrl,
-  AIS_FEED_URL: optionalUrl,
+  AIS_FEED_URL: optionalUrl.refine((v) => v === undefined || /^(tcp|udp):\/\/[^/:]*:\d+\/?$/.test(v), {
+    message: 'must be tcp://host:port or udp://host:port',
+  }),
+  AIS_VESSEL_TTL_SECONDS: int(600, 1),
+  AIS_LEASE_MS: int(5000, 500),
   CHROMIUM_PATH: z.string().default('/usr/bin/chromium'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   SUPPORTED_LOCALES: z.string().default('en,de'),
   WORKER_CONCURRENCY: int(4, 1),
+  QUEUE_CONCURRENCY: queueConcurrency,
   DRAIN_TIMEOUT_MS: int(10000, 0),
   API_INSTANCES: z.string().default('max'),
   REALTIME_INSTANCES: int(1, 1),
@@ -179,10 +204,16 @@ export interface Config {
   appUrlSet: boolean;
   pegelApiUrl?: string;
   aisFeedUrl?: string;
+  /** AIS: a vessel not heard for this long is dropped from the state and from /health counts. */
+  aisVesselTtlSeconds: number;
+  /** AIS: lease of the one feed consumer; a dead holder is replaced within about this long. */
+  aisLeaseMs: number;
   chromiumPath: string;
   logLevel: string;
   supportedLocales: string[];
   workerConcurrency: number;
+  /** Per-queue concurrency overrides (QUEUE_CONCURRENCY); other queues use workerConcurrency. */
+  queueConcurrency: Record<string, number>;
   /** api: how long a SIGTERM drain waits for requests in flight before cutting them (below PM2's kill_timeout). */
   drainTimeoutMs: number;
   instances: { api: string; realtime: number; workers: number };
@@ -260,12 +291,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     appUrlSet: e.APP_URL !== undefined,
     pegelApiUrl: e.PEGEL_API_URL,
     aisFeedUrl: e.AIS_FEED_URL,
+    aisVesselTtlSeconds: e.AIS_VESSEL_TTL_SECONDS,
+    aisLeaseMs: e.AIS_LEASE_MS,
     chromiumPath: e.CHROMIUM_PATH,
     logLevel: e.LOG_LEVEL,
     supportedLocales: e.SUPPORTED_LOCALES.split(',')
       .map((s) => s.trim())
       .filter(Boolean),
     workerConcurrency: e.WORKER_CONCURRENCY,
+    queueConcurrency: e.QUEUE_CONCURRENCY,
     drainTimeoutMs: e.DRAIN_TIMEOUT_MS,
     instances: { api: e.API_INSTANCES, realtime: e.REALTIME_INSTANCES, workers: e.WORKER_INSTANCES },
     ws: {

@@ -328,6 +328,8 @@ export interface SubjectTypes {
   integration: { userId: string };
   /** A pending integration connect, completed by the browser's callback: the user it was issued to. */
   integrationConnect: { userId: string };
+  /** The BullMQ dashboard (Bull Board) at /v1/admin/queues: every queue, its jobs, retries. */
+  queueDashboard: { name?: undefined };
 }
 
 export type SubjectType = keyof SubjectTypes;
@@ -536,6 +538,10 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
     complete: (p, c) =>
       isOwner(p, c.userId) || forbidden('the state was issued to another user than the credential sent with it'),
   },
+  queueDashboard: {
+    /** Seeing and retrying jobs exposes every queue's payloads: administrators only. */
+    view: (p) => needs(p, 'admin:read'),
+  },
   wsRequest: {
     send: (p, r) => {
       const permission = wsRequestPermission(r);
@@ -635,6 +641,7 @@ export const subjects = {
   }),
   integration: (i: { user_id: string }): Subject<'integration'> => ({ type: 'integration', userId: i.user_id }),
   integrationConnect: (userId: string): Subject<'integrationConnect'> => ({ type: 'integrationConnect', userId }),
+  queueDashboard: (): Subject<'queueDashboard'> => ({ type: 'queueDashboard' }),
   wsRequest: (payload: string, detail: { action?: string; scope?: string } = {}): Subject<'wsRequest'> => ({
     type: 'wsRequest',
     payload,

@@ -91,11 +91,14 @@ export interface JobPayloads {
 }
 export type JobOf<N extends QueueName> = JobPayloads[N];
 
-/** Default options per queue: retries, backoff and how long finished jobs are kept. */
-const queueDefaults: Record<QueueName, JobsOptions> = {
+/**
+ * Default options per queue: retries with exponential backoff, and failed jobs kept (removeOnFail
+ * keeps the newest N) for inspection in the dashboard at /v1/admin/queues.
+ */
+export const queueDefaults: Record<QueueName, JobsOptions> = {
   email: { attempts: 5, backoff: { type: 'exponential', delay: 2000 }, removeOnComplete: 1000, removeOnFail: 5000 },
-  scheduled: { attempts: 3, backoff: { type: 'fixed', delay: 10000 }, removeOnComplete: 100, removeOnFail: 500 },
-  geofence: { attempts: 3, backoff: { type: 'fixed', delay: 1000 }, removeOnComplete: true, removeOnFail: 1000 },
+  scheduled: { attempts: 3, backoff: { type: 'exponential', delay: 10000 }, removeOnComplete: 100, removeOnFail: 500 },
+  geofence: { attempts: 3, backoff: { type: 'exponential', delay: 1000 }, removeOnComplete: true, removeOnFail: 1000 },
   // One attempt: the requester waits at most 30 s, and a replayed audit write would duplicate it.
   realtimeRequests: { attempts: 1, removeOnComplete: true, removeOnFail: 1000 },
   // Done jobs are dropped at once: they hold an address that may have no account.

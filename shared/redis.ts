@@ -97,7 +97,7 @@ export const RedisKeys = {
   /** Hash/strings: the newest GPS point overall and per device. */
   gpsLatest: 'gps:latest',
   gpsLatestDevice: (deviceId: string) => `gps:latest:device:${deviceId}`,
-  /** String: whether a device is inside a geofence (for enter/exit events). */
+  /** String: whether a device is inside a geofence (for enter/exit events), with a pending change (min_dwell_seconds). */
   geofenceState: (deviceId: string, geofenceId: string) => `geofence:state:${deviceId}:${geofenceId}`,
   /** String: the public statistics (GET /v1/stats/public), cached for a minute. */
   publicStats: 'stats:public',
@@ -117,6 +117,16 @@ export const RedisKeys = {
   integrationState: (stateHash: string) => `integration:state:${stateHash}`,
   /** BullMQ's own keys live under this prefix (see bullPrefix in shared/queues.ts). */
   bull: 'bull',
+  /** String: the worker instance holding the AIS feed lease (value: its token; PX lease). */
+  aisLease: 'ais:lease',
+  /** Hash: MMSI → merged vessel state (JSON, shared/domain/ais.ts VesselState). */
+  aisVessels: 'ais:vessels',
+  /** Sorted set: MMSI scored by when it was last heard (ms), for expiry. */
+  aisVesselsSeen: 'ais:vessels:seen',
+  /** Hash: AIS ingestion status (connected, sentences, errors, vessels, at) for /health. */
+  aisStatus: 'ais:status',
+  /** Set: the geofences a device is inside (or pending inside), so an exit far from the fence is seen. */
+  geofenceInside: (deviceId: string) => `geofence:inside:${deviceId}`,
 } as const;
 
 /** `prefix + parts.join(':')`: the only way a Redis key or channel name is built. */

@@ -15,6 +15,7 @@ import { scheduledProcessor } from './processors/scheduled';
 import { realtimeRequestsProcessor } from './processors/realtimeRequests';
 import type { Processor } from './processors/types';
 import { loadGeoIp } from '../shared/geoip';
+import { AisIngestion } from './ais/ingest';
 
 /** One processor per queue of the registry; the type makes a missing one a compile error. */
 export const processors: { [N in QueueName]: Processor<N> } = {
@@ -29,11 +30,17 @@ export const processors: { [N in QueueName]: Processor<N> } = {
 export interface RunningWorkers {
   ctx: ServiceContext;
   workers: Worker[];
+  /** The AIS feed consumer of this instance (only the lease holder connects); absent without AIS_FEED_URL. */
+  ais?: AisIngestion;
   close(): Promise<void>;
 }
 
-/** Fails start-up when a registered queue has no processor (e.g. after a bad merge). */
-function assertEveryQueueHasProcessor(): void {
+/** Fails start-up when a registered queue has no processor (e.g. after a bad merge), or QUEUE_CONCURRENCY names no queue. */
+function assertEveryQueueHasProcessor(config: Config): void {
+  const unknown = Object.keys(config.queueConcurrency).filter(
+    (q) => !(Object.values(QueueName) as string[]).includes(q),
+  );
+  if (unknown.length) throw new Error(`QUEUE_CONCURRENCY names unknown queues: ${unknown.join(', ')}`);
   const missing = Object.values(QueueName).filter(
     (q) => typeof (processors as Record<string, unknown>)[q] !== 'function',
   );
@@ -42,7 +49,7 @@ function assertEveryQueueHasProcessor(): void {
 
 /** Starts one BullMQ Worker per queue and registers the repeatable maintenance jobs. */
 export async function startWorkers(config: Config, opts: { schedule?: boolean } = {}): Promise<RunningWorkers> {
-  assertEveryQueueHasProcessor();
+  assertEveryQueueHasProcessor(config);
   const ctx = createContext(config, 'workers');
   // Nothing to do without Redis (the scheduler registration below needs it): wait for it.
   while (!(await redisReady(ctx.redis, 10_000))) {
@@ -63,7 +70,7 @@ export async function startWorkers(config: Config, opts: { schedule?: boolean } 
     const worker = new Worker(name, (job) => processor(job as never, ctx), {
       connection,
       prefix: bullPrefix(config),
-      concurrency: config.workerConcurrency,
+      concurrency: config.queueConcurrency[name] ?? config.workerConcurrency,
     });
     worker.on('failed', (job, err) =>
       ctx.logger.warn({ queue: name, jobId: job?.id, attempts: job?.attemptsMade, err: err.message }, 'job failed'),
@@ -81,12 +88,17 @@ export async function startWorkers(config: Config, opts: { schedule?: boolean } 
   // geoip-lite's database (about a second) is loaded now, not by the first audit event a request writes.
   loadGeoIp();
   ctx.outbox.start();
+  const ais = config.aisFeedUrl ? new AisIngestion(ctx) : undefined;
+  ais?.start();
   ctx.logger.info({ queues: Object.values(QueueName) }, 'workers ready');
   return {
     ctx,
     workers,
+    ais,
     async close() {
       const started = Date.now();
+      // Gives the feed lease back at once, so another instance takes over without waiting for expiry.
+      await ais?.close();
       // Worker.close() stops taking jobs and waits for the running ones to finish. A job still running
       // at PM2's kill_timeout dies with the process and is retried as stalled by another worker.
       await Promise.all(workers.map((w) => w.close()));

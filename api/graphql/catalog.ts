@@ -47,6 +47,7 @@ export class GqlGeofence implements Shape<typeof geofenceSchema> {
   @Field(() => Float) longitude!: number;
   @Field(() => Float) radiusKm!: number;
   @Field(() => Boolean) isActive!: boolean;
+  @Field(() => Int) minDwellSeconds!: number;
   @Field(() => JSONScalar, { nullable: true }) metadata!: Record<string, unknown> | null;
   @Field(() => String) createdAt!: string;
   @Field(() => String) updatedAt!: string;

@@ -1,4 +1,5 @@
 import Router from '@koa/router';
+import { aisStatus, AisHealth } from '../../shared/caches/aisStatus';
 import { redisKey, RedisKeys } from '../../shared/redis';
 import { defineRoute, AppState } from '../routing';
 import type { ApiServices } from '../services';
@@ -47,6 +48,17 @@ async function websocketStats(
   }
 }
 
+/** AIS ingestion counters (null when AIS_FEED_URL is not set); a slow Redis answers zeros. */
+async function aisHealth(s: ApiServices): Promise<(AisHealth & { configured: true }) | { configured: false }> {
+  if (!s.config.aisFeedUrl) return { configured: false };
+  const none = { connected: false, sentences: 0, errors: 0, vessels: 0 };
+  const status = await Promise.race([
+    aisStatus(s.redis, s.config).catch(() => none),
+    new Promise<AisHealth>((r) => setTimeout(() => r(none), 2000).unref()),
+  ]);
+  return { configured: true, ...status };
+}
+
 export function uptimeParts(startedAt: number) {
   const total = (Date.now() - startedAt) / 1000;
   const whole = Math.floor(total);
@@ -74,10 +86,11 @@ export function healthRoutes(router: Router<AppState, { services: ApiServices }>
       },
       async (ctx) => {
         const s = ctx.services;
-        const [database, cache, websocket] = await Promise.all([
+        const [database, cache, websocket, ais] = await Promise.all([
           timed(() => s.db.raw('select 1')),
           timed(() => s.redis.ping()),
           websocketStats(s),
+          aisHealth(s),
         ]);
         const healthy = database.status === 'ok' && cache.status === 'ok';
         ctx.status = healthy ? 200 : 503;
@@ -94,6 +107,7 @@ export function healthRoutes(router: Router<AppState, { services: ApiServices }>
               connections: websocket.connections,
               subscriptions: websocket.subscriptions,
             },
+            ais,
           },
           _links: { self: path, info: '/v1', openapi: '/v1/openapi.json' },
         };

@@ -34,6 +34,7 @@ import { dataExportRoutes } from './dataExport';
 import { auditRoutes } from './audit';
 import { integrationConnectRoutes } from './integrationConnect';
 import { integrationRoutes } from './integrations';
+import { queueDashboardRoutes } from './queueDashboard';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -72,4 +73,5 @@ export const routeModules: Array<(router: ApiRouter) => void> = [
   auditRoutes,
   integrationConnectRoutes,
   integrationRoutes,
+  queueDashboardRoutes,
 ];

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type Redis from 'ioredis';
 import type { Config } from '../config';
 import type { EventBus, ServerPush } from '../events';
-import { haversineKm } from '../geo';
+import { distanceKm, GeofenceIndex, IndexedFence } from '../domain/geofenceIndex';
 import type { Logger } from '../logger';
 import { redisKey, RedisKeys } from '../redis';
 import { gpsSortKey } from '../caches/gpsLatest';
@@ -14,24 +14,59 @@ const STATE_TTL_SECONDS = 7 * 24 * 3600;
 const SORT_KEY_LENGTH = 15 + 15 + 36;
 
 /*
- * One state per (device, geofence): `<sort key of the last point applied><0|1>`. Points apply in
- * database order only (a late, older point is ignored), so concurrent jobs and buffered batches
- * cannot flip the state backwards. Without a previous state a point inside counts as an entry.
- * Returns the 1-based indexes of the entries that changed the state.
+ * One state per (device, geofence): `<sort key of the last point applied>|<confirmed 0|1>|<pending
+ * -|0|1>|<pending since, ms of GPS time>`. Points apply in database order only (a late, older point
+ * is ignored), so concurrent jobs and buffered batches cannot flip the state backwards. A point
+ * whose inside/outside differs from the confirmed state starts (or continues) a pending change,
+ * which is confirmed, and reported, once it has held for the fence's min_dwell_seconds; a point
+ * agreeing with the confirmed state cancels it (border jitter). Without a previous state the
+ * device counts as outside. The device's set of fences it is inside (or pending inside) is kept
+ * beside it, so an exit is noticed even when the point is far from the fence.
+ * KEYS: state key, inside-set key per entry. ARGV: ttl, then sort, inside, ts, dwell ms, fence id per entry.
+ * Returns the 1-based indexes of the entries whose confirmed state changed.
  */
 const TRANSITION_SCRIPT = `
 local ttl = tonumber(ARGV[1])
 local out = {}
-for i, k in ipairs(KEYS) do
-  local sort = ARGV[2 * i]
-  local inside = ARGV[2 * i + 1]
+for i = 1, #KEYS / 2 do
+  local k = KEYS[2 * i - 1]
+  local set = KEYS[2 * i]
+  local a = 1 + (i - 1) * 5
+  local sort, inside, ts, dwell, fence = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5]
   local cur = redis.call('GET', k)
-  if not cur then
-    redis.call('SET', k, sort .. inside, 'EX', ttl)
-    if inside == '1' then out[#out + 1] = i end
-  elseif sort > string.sub(cur, 1, ${SORT_KEY_LENGTH}) then
-    redis.call('SET', k, sort .. inside, 'EX', ttl)
-    if string.sub(cur, ${SORT_KEY_LENGTH + 1}, ${SORT_KEY_LENGTH + 1}) ~= inside then out[#out + 1] = i end
+  local confirmed, pending, since, apply = '0', '-', 0, true
+  if cur then
+    local s, c, p, t = string.match(cur, '^([^|]*)|([01])|([-01])|(%d+)$')
+    if s == nil then
+      s = string.sub(cur, 1, ${SORT_KEY_LENGTH})
+      c = string.sub(cur, ${SORT_KEY_LENGTH + 1}, ${SORT_KEY_LENGTH + 1})
+      p = '-'
+      t = '0'
+    end
+    if sort > s then
+      confirmed, pending, since = c, p, tonumber(t)
+    else
+      apply = false
+    end
+  end
+  if apply then
+    local changed = false
+    if inside == confirmed then
+      pending, since = '-', 0
+    else
+      if pending ~= inside then pending, since = inside, ts end
+      if ts - since >= dwell then
+        confirmed, pending, since, changed = inside, '-', 0, true
+      end
+    end
+    redis.call('SET', k, sort .. '|' .. confirmed .. '|' .. pending .. '|' .. since, 'EX', ttl)
+    if confirmed == '1' or pending == '1' then
+      redis.call('SADD', set, fence)
+      redis.call('EXPIRE', set, ttl)
+    else
+      redis.call('SREM', set, fence)
+    end
+    if changed then out[#out + 1] = i end
   end
 end
 return out`;
@@ -48,31 +83,55 @@ function scripts(redis: Redis): TransitionRedis {
   return redis as TransitionRedis;
 }
 
-interface FenceRow {
-  id: string;
-  name: string;
+/**
+ * The active fences as a spatial index, rebuilt only when the fences changed: one small aggregate
+ * query per job tells (count, newest updated_at), and the evaluation switch.
+ */
+const indexes = new WeakMap<Knex, { version: string; index: GeofenceIndex }>();
+async function activeFenceIndex(db: Knex): Promise<GeofenceIndex | null> {
+  const {
+    rows: [v],
+  } = await db.raw<{ rows: Array<{ active: number; total: number; newest: Date | null; enabled: boolean }> }>(
+    `SELECT count(*) FILTER (WHERE is_active)::int AS active, count(*)::int AS total, max(updated_at) AS newest,
+            COALESCE((SELECT value FROM system_config WHERE key = 'geofence.evaluation_enabled'), 'true'::jsonb) <> 'false'::jsonb AS enabled
+       FROM geofences`,
+  );
+  if (!v.enabled) return null;
+  const version = `${v.active}:${v.total}:${v.newest?.getTime() ?? 0}`;
+  const cached = indexes.get(db);
+  if (cached?.version === version) return cached.index;
+  const { rows } = await db.raw<{ rows: IndexedFence[] }>(
+    'SELECT id, name, latitude, longitude, radius_km, min_dwell_seconds, metadata FROM geofences WHERE is_active',
+  );
+  const index = new GeofenceIndex(rows);
+  indexes.set(db, { version, index });
+  return index;
+}
+
+interface Entry {
+  data: GeofenceEventData;
   latitude: number;
   longitude: number;
-  radius_km: number;
-  metadata: Record<string, unknown> | null;
+  gpsPointId: string;
+  occurredAt: Date;
 }
 
 /**
- * Evaluates the given GPS points against every active geofence (haversine distance against
- * radius_km), records the inside/outside state per (device, geofence) in Redis and publishes a
- * `geofenceEvent` on `geofence` and `geofence:<id>` for each enter or exit. Points without a device
- * identifier share one anonymous track. Honours the `geofence.evaluation_enabled` system config.
+ * Evaluates the given GPS points against the active geofences: candidate fences come from a grid
+ * index (plus the fences the device is inside), the exact test is the haversine distance against
+ * radius_km. The inside/outside state per (device, geofence) lives in Redis with each fence's
+ * min_dwell_seconds debounce; every confirmed enter or exit is written to geofence_events (only
+ * for fences that still exist) and published as `geofenceEvent` on `geofence` and
+ * `geofence:<id>`. Points without a device identifier share one anonymous track. Honours the
+ * `geofence.evaluation_enabled` system config.
  */
 export async function evaluateGeofences(
   deps: { db: Knex; redis: Redis; bus: EventBus; config: Pick<Config, 'redisPrefix'>; logger: Logger },
   gpsPointIds: string[],
 ): Promise<GeofenceEventData[]> {
   if (gpsPointIds.length === 0) return [];
-  const { rows: fences } = await deps.db.raw<{ rows: FenceRow[] }>(
-    `SELECT id, name, latitude, longitude, radius_km, metadata FROM geofences
-      WHERE is_active AND COALESCE((SELECT value FROM system_config WHERE key = 'geofence.evaluation_enabled'), 'true'::jsonb) <> 'false'::jsonb`,
-  );
-  if (fences.length === 0) return [];
+  const index = await activeFenceIndex(deps.db);
+  if (!index || index.size === 0) return [];
   const points = await deps
     .db('gps_points')
     .whereIn('id', gpsPointIds)
@@ -80,32 +139,81 @@ export async function evaluateGeofences(
     .orderBy([{ column: 'timestamp' }, { column: 'created_at' }, { column: 'id' }]);
   if (points.length === 0) return [];
 
-  const keys: string[] = [];
-  const args: string[] = [];
-  const entries: GeofenceEventData[] = [];
+  // Per device: the fences it is inside (or pending inside) plus the candidates of each of its points.
+  const devices = [...new Set(points.map((p) => (p.device_id as string | null) ?? '-'))];
+  const setKey = (device: string) => redisKey(deps.config, RedisKeys.geofenceInside(device));
+  const inside = await Promise.all(devices.map((d) => deps.redis.smembers(setKey(d))));
+  const fencesOf = new Map<string, Set<string>>(devices.map((d, i) => [d, new Set(inside[i])]));
   for (const p of points) {
+    const set = fencesOf.get(p.device_id ?? '-')!;
+    for (const f of index.candidates(p.latitude, p.longitude)) set.add(f.id);
+  }
+
+  const keys: string[] = [];
+  const args: Array<string | number> = [];
+  const entries: Entry[] = [];
+  for (const p of points) {
+    const device = (p.device_id as string | null) ?? '-';
     const sort = gpsSortKey(p);
-    for (const f of fences) {
-      const distance = haversineKm(p.latitude, p.longitude, f.latitude, f.longitude);
-      const inside = distance <= f.radius_km;
-      keys.push(redisKey(deps.config, RedisKeys.geofenceState(p.device_id ?? '-', f.id)));
-      args.push(sort, inside ? '1' : '0');
+    const ts = (p.timestamp as Date).getTime();
+    for (const id of fencesOf.get(device)!) {
+      const f = index.byId.get(id);
+      if (!f) continue; // deleted or switched off: its state simply ages out
+      const distance = distanceKm(f, p.latitude, p.longitude);
+      const isInside = distance <= f.radius_km;
+      keys.push(redisKey(deps.config, RedisKeys.geofenceState(device, f.id)), setKey(device));
+      args.push(sort, isInside ? '1' : '0', ts, f.min_dwell_seconds * 1000, f.id);
       entries.push({
-        geofence_id: f.id,
-        geofence_name: f.name,
-        event: inside ? 'enter' : 'exit',
-        device_id: p.device_id,
-        distance_km: Math.round(distance * 1000) / 1000,
-        metadata: f.metadata ?? null,
+        data: {
+          geofence_id: f.id,
+          geofence_name: f.name,
+          event: isInside ? 'enter' : 'exit',
+          device_id: p.device_id,
+          distance_km: Math.round(distance * 1000) / 1000,
+          metadata: f.metadata ?? null,
+        },
+        latitude: p.latitude,
+        longitude: p.longitude,
+        gpsPointId: p.id,
+        occurredAt: p.timestamp,
       });
     }
   }
+  if (entries.length === 0) return [];
   const changed = await scripts(deps.redis).geofenceTransitions(keys.length, ...keys, STATE_TTL_SECONDS, ...args);
-  const events = changed.map((i) => entries[i - 1]);
+  if (changed.length === 0) return [];
+  const happened = changed.map((i) => entries[i - 1]);
+  // Recorded only for fences that still exist (one deleted meanwhile takes its history with it).
+  const { rows } = await deps.db.raw<{ rows: Array<{ geofence_id: string }> }>(
+    `INSERT INTO geofence_events (geofence_id, device_id, event, distance_km, latitude, longitude, gps_point_id, occurred_at)
+     SELECT x.geofence_id, x.device_id, x.event, x.distance_km, x.latitude, x.longitude, x.gps_point_id, x.occurred_at
+       FROM jsonb_to_recordset(?::jsonb) AS x(geofence_id uuid, device_id text, event text, distance_km float8,
+            latitude float8, longitude float8, gps_point_id uuid, occurred_at timestamptz)
+      WHERE EXISTS (SELECT 1 FROM geofences g WHERE g.id = x.geofence_id)
+     RETURNING geofence_id`,
+    [
+      JSON.stringify(
+        happened.map((e) => ({
+          geofence_id: e.data.geofence_id,
+          device_id: e.data.device_id,
+          event: e.data.event,
+          distance_km: e.data.distance_km,
+          latitude: e.latitude,
+          longitude: e.longitude,
+          gps_point_id: e.gpsPointId,
+          occurred_at: e.occurredAt.toISOString(),
+        })),
+      ),
+    ],
+  );
+  const existing = new Set(rows.map((r) => r.geofence_id));
+  const events = happened.filter((e) => existing.has(e.data.geofence_id)).map((e) => e.data);
+  const pushes: Array<{ channel: string; message: ServerPush }> = [];
   for (const data of events) {
-    const push: ServerPush = { type: 'geofenceEvent', data };
-    await Promise.all([deps.bus.publish('geofence', push), deps.bus.publish(`geofence:${data.geofence_id}`, push)]);
+    const message: ServerPush = { type: 'geofenceEvent', data };
+    pushes.push({ channel: 'geofence', message }, { channel: `geofence:${data.geofence_id}`, message });
   }
+  await deps.bus.publishMany(pushes);
   if (events.length)
     deps.logger.debug({ events: events.length, points: points.length }, 'geofence transitions published');
   return events;

@@ -11,6 +11,7 @@ export interface GeofenceInput {
   radius_km?: number;
   metadata?: Record<string, unknown> | null;
   is_active?: boolean;
+  min_dwell_seconds?: number;
 }
 
 /** Creates a circular geofence; the geofence worker evaluates it from the next GPS point on. */

@@ -12,6 +12,8 @@ export class Geofence extends BaseModel {
   radius_km!: number;
   is_active!: boolean;
   metadata!: Record<string, unknown> | null;
+  /** How long (GPS time) a new inside/outside state must hold before an enter/exit counts. */
+  min_dwell_seconds!: number;
   created_at!: Date;
   declare updated_at: Date;
 }

@@ -13,6 +13,7 @@ export const geofenceSchema = z
     radius_km: z.number(),
     is_active: z.boolean(),
     metadata: z.record(z.unknown()).nullable(),
+    min_dwell_seconds: z.number().int().describe('a state change counts only after it held this long'),
     created_at: z.string().describe('ISO 8601'),
     updated_at: z.string().describe('ISO 8601'),
   })
@@ -29,6 +30,7 @@ export function presentGeofence(g: Geofence): z.infer<typeof geofenceSchema> {
     radius_km: g.radius_km,
     is_active: g.is_active,
     metadata: g.metadata,
+    min_dwell_seconds: g.min_dwell_seconds,
     created_at: iso(g.created_at),
     updated_at: iso(g.updated_at),
   };

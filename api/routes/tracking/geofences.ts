@@ -1,6 +1,9 @@
 import Router from '@koa/router';
 import { createGeofence, deleteGeofence, updateGeofence } from '../../../shared/commands/geofences';
+import { Device } from '../../../shared/models/Device';
 import { Geofence } from '../../../shared/models/Geofence';
+import { GeofenceEvent } from '../../../shared/models/GeofenceEvent';
+import { geofenceEventSchema, presentGeofenceEvent } from '../../../shared/presenters/geofenceEvent';
 import { geofenceSchema, presentGeofence } from '../../../shared/presenters/geofence';
 import { findOr404 } from '../../../shared/rowLoader';
 import { atLeastOne, z, zFinite } from '../../../shared/zod';
@@ -23,6 +26,13 @@ const geofenceFields = {
     .nullable()
     .optional()
     .openapi({ description: 'Any JSON object; echoed in geofenceEvent pushes' }),
+  min_dwell_seconds: z
+    .number({ invalid_type_error: 'must be an integer' })
+    .int('must be an integer')
+    .min(0, 'must be at least 0')
+    .max(86400, 'must be at most 86400')
+    .optional()
+    .openapi({ description: 'A state change counts only after it held this long (GPS time); default 0' }),
 };
 const createBody = z.object(geofenceFields);
 const patchBody = atLeastOne(
@@ -33,6 +43,7 @@ const patchBody = atLeastOne(
     longitude: geofenceFields.longitude.optional(),
     radius_km: geofenceFields.radius_km.optional(),
     metadata: geofenceFields.metadata,
+    min_dwell_seconds: geofenceFields.min_dwell_seconds,
     is_active: z.boolean().optional(),
   }),
 );
@@ -125,6 +136,62 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
     async (ctx, { params }) => {
       await deleteGeofence(ctx.services.db, params.id);
       noContent(ctx);
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/geofences/:id/events',
+      summary: "A geofence's enter/exit history, newest first",
+      tags: ['geofences'],
+      auth: { permission: 'geofences:read' },
+      params: idParam,
+      query: paginationQuery(20),
+      responses: { 200: { description: 'Geofence events', schema: pageSchema(geofenceEventSchema) }, ...errors },
+    },
+    async (ctx, { params, query }) => {
+      const g = await findOr404(Geofence, params.id, 'geofence');
+      ctx.body = await paginate(
+        ctx,
+        GeofenceEvent.query(ctx.services.db)
+          .where('geofence_id', g.id)
+          .orderBy([
+            { column: 'occurred_at', order: 'desc' },
+            { column: 'id', order: 'desc' },
+          ]),
+        query,
+        presentGeofenceEvent,
+      );
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/devices/:id/geofence-events',
+      summary: "A device's geofence enters and exits, newest first",
+      tags: ['geofences'],
+      auth: { permission: 'geofences:read' },
+      params: idParam,
+      query: paginationQuery(20),
+      responses: { 200: { description: 'Geofence events', schema: pageSchema(geofenceEventSchema) }, ...errors },
+    },
+    async (ctx, { params, query }) => {
+      const d = await findOr404(Device, params.id, 'device');
+      ctx.body = await paginate(
+        ctx,
+        GeofenceEvent.query(ctx.services.db)
+          .where('device_id', d.id)
+          .orderBy([
+            { column: 'occurred_at', order: 'desc' },
+            { column: 'id', order: 'desc' },
+          ]),
+        query,
+        presentGeofenceEvent,
+      );
     },
   );
 }

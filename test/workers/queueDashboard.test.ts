@@ -1,0 +1,47 @@
+import test from 'ava';
+import { createUser } from '../helpers/factories';
+import { useStack } from '../helpers/stack';
+import { QueueName } from '../../shared/queues';
+
+const stack = useStack(test);
+
+test('the queue dashboard: 401 without a credential, 403 without admin:read, 200 with it (header or cookie)', async (t) => {
+  const s = stack();
+  const [admin, user] = await Promise.all([
+    createUser(s.db, { roles: ['role_admin'] }),
+    createUser(s.db, { roles: ['role_user'] }),
+  ]);
+  t.is((await s.request('GET', '/v1/admin/queues')).status, 401);
+  t.is((await s.request('GET', '/v1/admin/queues/api/queues')).status, 401);
+  const refused = await s.request('GET', '/v1/admin/queues/api/queues', { token: user.token });
+  t.is(refused.status, 403);
+  t.truthy(refused.body.error);
+  t.is((await s.request('GET', '/v1/admin/queues', { token: user.token })).status, 403);
+  t.is((await s.request('POST', '/v1/admin/queues/session', { token: user.token })).status, 403);
+
+  const page = await s.request('GET', '/v1/admin/queues', { token: admin.token });
+  t.is(page.status, 200);
+  t.regex(page.headers.get('content-type') ?? '', /html/);
+  const api = await s.request('GET', '/v1/admin/queues/api/queues', { token: admin.token });
+  t.is(api.status, 200);
+  // Every queue of the registry is on the board.
+  t.deepEqual(api.body.queues.map((q: { name: string }) => q.name).sort(), [...Object.values(QueueName)].sort());
+
+  // A browser: the session endpoint sets an HttpOnly cookie scoped to the dashboard, which then suffices.
+  const session = await s.request('POST', '/v1/admin/queues/session', { token: admin.token });
+  t.is(session.status, 204);
+  const setCookie = session.headers.get('set-cookie') ?? '';
+  t.regex(setCookie, /queue_dashboard_session=/);
+  t.regex(setCookie, /httponly/i);
+  t.regex(setCookie, /samesite=strict/i);
+  t.regex(setCookie, /path=\/v1\/admin\/queues/i);
+  const cookie = setCookie.split(';')[0];
+  const viaCookie = await s.request('GET', '/v1/admin/queues/api/queues', { headers: { cookie } });
+  t.is(viaCookie.status, 200);
+  const userCookie = `queue_dashboard_session=${user.token}`;
+  t.is((await s.request('GET', '/v1/admin/queues/api/queues', { headers: { cookie: userCookie } })).status, 403);
+  t.is(
+    (await s.request('GET', '/v1/admin/queues', { headers: { cookie: 'queue_dashboard_session=nope' } })).status,
+    401,
+  );
+});
