@@ -214,6 +214,14 @@ export function reserveLoginAttempt(redis: Redis, config: Cfg, who: Who): Promis
   return reserveAttempt(redis, loginCounters(config, who));
 }
 
+/**
+ * Reserves a code check on the IP's sign-in counter alone: wrong 2FA codes count per IP like failed
+ * passwords (decisions.md), beside the per-account 2FA lock-out. Release it when the code was right.
+ */
+export function reserveIpAttempt(redis: Redis, config: Cfg, ip: string): Promise<Reservation> {
+  return reserveAttempt(redis, [{ key: ipKey(config, ip), limit: LOGIN_THROTTLE.ip }]);
+}
+
 /** A successful sign-in (or a password reset) clears the account's counter; the IP's stays. */
 export async function clearLoginFailures(redis: Redis, config: Cfg, subject: string): Promise<void> {
   await resetAttempts(redis, [accountKey(config, subject)]);

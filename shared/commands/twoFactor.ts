@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import QRCode from 'qrcode';
 import { attributed, recordAuditEvent } from '../audit';
+import { releaseAttempt, reserveIpAttempt } from '../caches/loginThrottle';
 import { clearTwoFactorFailures, claimTotpStep, reserveTwoFactorAttempt } from '../caches/twoFactorThrottle';
 import { clock } from '../clock';
 import type { ServiceContext } from '../context';
@@ -144,8 +145,14 @@ export async function withTwoFactorCode<T>(
 ): Promise<T> {
   // State errors (nothing pending, not enabled) are not guesses: answered before anything counts.
   opts.state(await twoFactorState(ctx.db, userId));
-  const reservation = await reserveTwoFactorAttempt(ctx.redis, ctx.config, userId);
+  // Per IP first (the sign-in counter failed passwords use), then per account: a refusal counts nowhere.
+  const ipReservation = by.ipAddress ? await reserveIpAttempt(ctx.redis, ctx.config, by.ipAddress) : null;
+  const reservation =
+    ipReservation && ipReservation.retryAfterSeconds > 0
+      ? { ...ipReservation, userId }
+      : await reserveTwoFactorAttempt(ctx.redis, ctx.config, userId);
   if (reservation.retryAfterSeconds > 0) {
+    if (ipReservation) await releaseAttempt(ctx.redis, ipReservation);
     await recordAuditEvent(
       attributed(
         { ...by, actorId: by.actorId ?? userId },
@@ -185,6 +192,7 @@ export async function withTwoFactorCode<T>(
   });
   if (!outcome.ok) throw badRequest(INVALID_CODE);
   await clearTwoFactorFailures(ctx.redis, ctx.config, reservation);
+  if (ipReservation) await releaseAttempt(ctx.redis, ipReservation);
   return outcome.value;
 }
 
