@@ -114,6 +114,9 @@ const schema = z.object({
   RATE_LIMIT_API_KEY_WINDOW_SECONDS: int(0, 0),
   RATE_LIMIT_GPS_POST: int(30, 1),
   RATE_LIMIT_GPS_POST_WINDOW_SECONDS: int(60, 1),
+  CHAT_SYNC_TIMEOUT_SECONDS: int(30, 1),
+  CHAT_MEMBER_SYNC_TIMEOUT_SECONDS: int(60, 1),
+  CHAT_CDN_URL: z.string().url().default('https://cdn.discordapp.com'),
 });
 
 export interface RateTier {
@@ -164,6 +167,8 @@ export interface Config {
     maxMessagesPer10s: number;
   };
   rateLimit: { anonymous: RateTier; user: RateTier; apiKey: RateTier; gpsPost: RateTier };
+  /** Chat bot (spec §4.23, §8): how long a sync waits for the bot, and the CDN of icons and avatars. */
+  chat: { syncTimeoutMs: number; memberSyncTimeoutMs: number; cdnUrl: string };
 }
 
 export class ConfigError extends Error {}
@@ -223,6 +228,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       user: { limit: e.RATE_LIMIT_USER, windowSeconds: e.RATE_LIMIT_USER_WINDOW_SECONDS || window },
       apiKey: { limit: e.RATE_LIMIT_API_KEY, windowSeconds: e.RATE_LIMIT_API_KEY_WINDOW_SECONDS || window },
       gpsPost: { limit: e.RATE_LIMIT_GPS_POST, windowSeconds: e.RATE_LIMIT_GPS_POST_WINDOW_SECONDS },
+    },
+    chat: {
+      syncTimeoutMs: e.CHAT_SYNC_TIMEOUT_SECONDS * 1000,
+      memberSyncTimeoutMs: e.CHAT_MEMBER_SYNC_TIMEOUT_SECONDS * 1000,
+      cdnUrl: e.CHAT_CDN_URL.replace(/\/+$/, ''),
     },
   };
 }
