@@ -5,6 +5,7 @@ import { createDb, onAfterCommitFailure } from './db';
 import { EventBus } from './events';
 import { createLogger, Logger } from './logger';
 import { OutboxRelay } from './outbox';
+import { ChatBotClient } from './proto/rpc';
 import { Queues } from './queues';
 import { createRedis, FAIL_FAST } from './redis';
 
@@ -21,6 +22,8 @@ export interface ServiceContext {
   bus: EventBus;
   queues: Queues;
   outbox: OutboxRelay;
+  /** Requests to the connected chat bot (chat sync); opens its reply subscription on first use. */
+  chatBot: ChatBotClient;
   close(): Promise<void>;
 }
 
@@ -35,6 +38,7 @@ export function createContext(config: Config, name: string, logger?: Logger): Se
   const bus = new EventBus(redis, config);
   const queues = new Queues(redis, config);
   const outbox = new OutboxRelay({ db, redis, bus, queues, config, logger: log });
+  const chatBot = new ChatBotClient(redis, config);
   return {
     config,
     logger: log,
@@ -43,10 +47,12 @@ export function createContext(config: Config, name: string, logger?: Logger): Se
     bus,
     queues,
     outbox,
+    chatBot,
     async close() {
       // The relay's last drain still needs the queues and the connection.
       await outbox.close();
       await queues.close().catch(() => undefined);
+      await chatBot.close();
       bus.close();
       // QUIT lets commands already queued (publishes after a commit) finish; a dead Redis gets 1 s.
       await Promise.race([redis.quit().catch(() => undefined), new Promise((r) => setTimeout(r, 1000).unref())]);
