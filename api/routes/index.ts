@@ -27,6 +27,7 @@ import { adminUserRoutes } from './adminUsers';
 import { authFlowRoutes } from './authFlows';
 import { emailPageRoutes } from './emailPages';
 import { platformRoutes } from './platforms';
+import { chatRoutes } from './chat';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -58,4 +59,5 @@ export const routeModules: Array<(router: ApiRouter) => void> = [
   authFlowRoutes,
   emailPageRoutes,
   platformRoutes,
+  chatRoutes,
 ];
