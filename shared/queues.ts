@@ -24,7 +24,8 @@ export type ScheduledTask =
   | 'purgeDeletedAccounts'
   | 'cleanupAccountTokens'
   | 'cleanupOAuth'
-  | 'purgeGpsPoints';
+  | 'purgeGpsPoints'
+  | 'chatAutoSync';
 
 /** Who sent a realtime request: enough to attribute it, never a credential. */
 export interface RealtimeRequestJob {
@@ -92,6 +93,8 @@ export const schedules: Record<ScheduledTask, number> = {
   cleanupAccountTokens: 6 * 60 * 60 * 1000,
   cleanupOAuth: 60 * 60 * 1000,
   purgeGpsPoints: 60 * 60 * 1000,
+  // A tick: the task itself follows the chat bot settings (auto_sync_enabled, intervals).
+  chatAutoSync: 15 * 1000,
 };
 
 /** The BullMQ prefix for this deployment, so tests (and tenants) never share queues. */

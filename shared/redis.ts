@@ -91,6 +91,8 @@ export const RedisKeys = {
   gpsLatestDevice: (deviceId: string) => `gps:latest:device:${deviceId}`,
   /** String: whether a device is inside a geofence (for enter/exit events). */
   geofenceState: (deviceId: string, geofenceId: string) => `geofence:state:${deviceId}:${geofenceId}`,
+  /** Hash: scheduled chat auto-sync state (botSeenAt, lastSyncAt; Unix ms). */
+  chatAutoSync: 'chat:autosync',
   /** BullMQ's own keys live under this prefix (see bullPrefix in shared/queues.ts). */
   bull: 'bull',
 } as const;

@@ -4,6 +4,7 @@ import type { Processor } from './types';
 import { cleanupOAuthArtifacts } from '../../shared/commands/oauthProvider';
 import { expireBans, purgeDeletedAccounts } from '../../shared/commands/userLifecycle';
 import { purgeExpiredGpsPoints } from '../../shared/commands/gpsRetention';
+import { chatAutoSync } from '../../shared/commands/chatAutoSync';
 
 /** Maintenance tasks by name; each returns a small summary stored as the job's result. */
 export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Promise<Record<string, number>>> = {
@@ -28,6 +29,8 @@ export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Prom
   cleanupOAuth: (ctx) => cleanupOAuthArtifacts(ctx.db),
   /** GPS points past gps.retention_days that belong to no trip. */
   purgeGpsPoints: (ctx) => purgeExpiredGpsPoints(ctx.db),
+  /** Syncs the chat bot's guilds and members when due (chat bot settings: auto_sync_*, intervals). */
+  chatAutoSync: (ctx) => chatAutoSync(ctx),
 };
 
 export const scheduledProcessor: Processor<'scheduled'> = async (job, ctx) => {
