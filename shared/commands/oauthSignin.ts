@@ -5,10 +5,11 @@ import { User } from '../models/User';
 import { z, zHttpUrl } from '../zod';
 import type { Knex } from 'knex';
 import { attributed, Attribution, AuditInput, recordAuditEvent } from '../audit';
-import { transaction } from '../db';
+import { afterCommit, transaction } from '../db';
 import { normaliseEmail } from '../domain/accounts';
 import { findPlatform, findUserIdByEmail, flatUser } from '../queries/users';
 import { addPlatformAccount, createUserWithAccount, uniqueUsername } from './users';
+import { CHAT_PLATFORM_SLUG, publishChatUserLinked } from './chatUserEvents';
 
 /** Body of a provider sign-in (camelCase per spec §4.11), shared by REST and GraphQL. */
 export const oauthSigninSchema = z.object({
@@ -55,6 +56,12 @@ export async function oauthSignin(
   // The signing-in user acts: every event is theirs, from the relayed request's address.
   const record = (trx: Knex.Transaction, userId: string, event: Omit<AuditInput, 'user_id'>) =>
     recordAuditEvent(attributed({ ...meta, actorId: userId }, { user_id: userId, ...event }), trx);
+  // A chat account linked to a user (new user or matched by email): the chat bot hears of it.
+  const announceLink = (trx: Knex.Transaction, userId: string, avatarUrl: string | null) => {
+    if (platform.slug !== CHAT_PLATFORM_SLUG) return;
+    const link = { chatId: input.oauthProviderId, userId, chatUsername: input.name, avatarUrl };
+    afterCommit(trx, () => publishChatUserLinked(ctx, link));
+  };
   const login = (accountId: string) => ({
     event_type: 'login',
     resource_type: 'platform_account',
@@ -102,6 +109,7 @@ export async function oauthSignin(
         metadata: { platform: platform.slug, via: 'email_match' },
       });
       await record(trx, ownerId, login(account.id));
+      announceLink(trx, ownerId, account.avatar_url);
       return { userId: ownerId, created: false, linked: true };
     }
 
@@ -125,6 +133,7 @@ export async function oauthSignin(
       metadata: { platform: platform.slug },
     });
     await record(trx, user.id, login(account.id));
+    announceLink(trx, user.id, account.avatar_url);
     return { userId: user.id, created: true, linked: false };
   });
   return { user: await flatUser(ctx.db, result.userId), created: result.created, linked: result.linked };
