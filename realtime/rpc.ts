@@ -213,7 +213,7 @@ export class RpcBroker {
   }
 
   /** A chat bot answered (111 or 141): route the answer to whoever asked. */
-  handleBotResponse(c: Client, env: Envelope): void {
+  handleBotResponse(c: Client, env: Envelope, raw: Uint8Array): void {
     const requestId = env.requestId ?? '';
     const p = this.botPending.get(requestId);
     if (!p || p.bot !== c) {
@@ -230,12 +230,9 @@ export class RpcBroker {
       this.botPending.delete(requestId);
       clearTimeout(p.timer);
     }
-    const payload = env.payload as PayloadCase;
-    void this.publishReply(
-      p.replyTo,
-      requestId,
-      encodeEnvelope(payload, (env[payload] ?? {}) as Record<string, unknown>),
-    );
+    // The bot's frame goes on as it came (requesters match the server-side requestId, not the
+    // envelope's): no re-encoding of large answers.
+    void this.publishReply(p.replyTo, requestId, raw);
   }
 
   /** A client went away: forget its requests; requests its bot was serving fail now, not at timeout. */

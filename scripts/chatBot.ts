@@ -98,6 +98,16 @@ function answer(fixture: Fixture, req: Json): Json[] {
 
 const print = (o: Json) => process.stdout.write(`${JSON.stringify(o)}\n`);
 
+/** Sends the frames of one answer, yielding between them so pings are still answered. */
+async function send(sock: WebSocket, parts: Json[], requestId: string): Promise<void> {
+  for (const p of parts) {
+    if (sock.readyState !== WebSocket.OPEN) return;
+    sock.send(encodeEnvelope('chatSyncResponse', p, requestId));
+    await new Promise((r) => setImmediate(r));
+  }
+  print({ event: 'answered', request_id: requestId, frames: parts.length });
+}
+
 function main(): void {
   const { values } = parseArgs({
     options: {
@@ -151,9 +161,7 @@ function main(): void {
             guild_id: req.guildId ?? null,
           });
           if (values.silent) return;
-          const parts = answer(fixture, req);
-          for (const p of parts) sock.send(encodeEnvelope('chatSyncResponse', p, env.requestId));
-          print({ event: 'answered', request_id: env.requestId, frames: parts.length });
+          void send(sock, answer(fixture, req), env.requestId);
           return;
         }
         case 'chatSettingsResponse':

@@ -3,7 +3,9 @@ import { startChatBot } from '../helpers/chatBot';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 
-const stack = useStack(test, { realtime: 1 });
+// The member sync's timeout is raised: this test reports how long the sync takes, on whatever
+// machine runs it, rather than failing at the production 60 s on a loaded one.
+const stack = useStack(test, { realtime: 1, env: { CHAT_MEMBER_SYNC_TIMEOUT_SECONDS: '600' } });
 
 const GUILD = '333333333333333333';
 const N = 100_000;
@@ -29,6 +31,7 @@ function member(i: number) {
 }
 
 test.serial('a guild of 100,000 members syncs (through 64 KiB frames), then re-syncs and shrinks', async (t) => {
+  t.timeout(20 * 60_000);
   const s = stack();
   const mod = await createUser(s.db, { roles: ['role_moderator'] });
   const guild = {
@@ -52,9 +55,13 @@ test.serial('a guild of 100,000 members syncs (through 64 KiB frames), then re-s
   let started = Date.now();
   const r = await s.request('POST', `/v1/chat/guilds/${GUILD}/members/sync`, { token: mod.token });
   const first = Date.now() - started;
+  if (!r.body.success) {
+    await bot.waitFor((e) => e.event === 'closed').catch(() => undefined);
+    t.log(bot.events.slice(-3));
+  }
   t.deepEqual(r.body, { success: true, error: null, members_synced: N });
   t.log(`first sync of ${N} members: ${first} ms`);
-  const answered = bot.events.find((e) => e.event === 'answered');
+  const answered = bot.events.find((e) => e.event === 'answered' && e.frames > 1);
   t.true(answered!.frames > 100, `split into ${answered!.frames} frames`);
 
   const uuid = (await s.db('chat_guilds').where('guild_id', GUILD).first()).id;
@@ -65,9 +72,10 @@ test.serial('a guild of 100,000 members syncs (through 64 KiB frames), then re-s
   const role = await s.request('GET', `/v1/chat/guilds/${uuid}/members?has_role=9001&search=member_4999&limit=5`, {
     token: mod.token,
   });
+  // By display name: 49995 has a global name ("Global 49995"), 49990 only its username.
   t.deepEqual(
     role.body.members.map((m: any) => m.username),
-    ['member_49990', 'member_49995'],
+    ['member_49995', 'member_49990'],
   );
   t.like((await s.request('GET', `/v1/chat/guilds/${uuid}/members/10000070`, { token: mod.token })).body, {
     display_name: 'Nick 70',
