@@ -102,6 +102,10 @@ const TO_PROTO: Record<string, (m: Json) => [PayloadCase, Json]> = {
     'chatPermissionChanged',
     { chatId: str(m.chatId), userId: str(m.userId), permissions: arr(m.permissions), timestamp: ts(m.timestamp) },
   ],
+  chatSettingsChanged: (m) => [
+    'chatSettingsResponse',
+    { success: true, global: m.global ?? {}, ...(m.guild ? { guild: m.guild } : {}) },
+  ],
 };
 
 /** Push types that have a protobuf twin (sent as protobuf to clients speaking protobuf). */
@@ -114,6 +118,7 @@ export const PROTOBUF_ONLY_TYPES: ReadonlySet<string> = new Set([
   'chatUserLinked',
   'chatUserUnlinked',
   'chatPermissionChanged',
+  'chatSettingsChanged',
 ]);
 
 /** Encodes the protobuf twin of a JSON push; null when the JSON is not a known push. */

@@ -27,7 +27,11 @@ export function handleClientMessage(deps: MessageDeps, c: Client, data: RawData,
     c.windowStart = now;
     c.windowCount = 0;
   }
-  if (++c.windowCount > deps.maxMessagesPer10s) {
+  // A chat bot answering a request may need many frames (a large guild's members, 64 KiB each).
+  // They are not rate limited, and they count as signs of life: its Pong may queue behind them.
+  const serving = c.chatBot && deps.rpc.isServing(c);
+  if (serving) c.lastPong = now;
+  if (++c.windowCount > deps.maxMessagesPer10s && !serving) {
     deps.hub.close(c, CloseCode.policyViolation, 'too many messages');
     return;
   }
@@ -137,7 +141,7 @@ function handleBinary(deps: MessageDeps, c: Client, buf: Buffer): void {
     case 'moderationResponse':
       if (!c.chatBot)
         return reply('error', { message: 'only a chat bot connection answers chat requests', code: 'forbidden' }, rid);
-      return rpc.handleBotResponse(c, env);
+      return rpc.handleBotResponse(c, env, buf);
     case 'gpsUpdate':
       return reply(
         'error',

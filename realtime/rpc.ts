@@ -9,6 +9,7 @@ import {
   botRequestProblem,
   BotRequestMessage,
   failureReply,
+  isPartialReply,
   pickChatBotInstance,
   requestTimeoutMs,
   RpcReplyMessage,
@@ -85,7 +86,7 @@ export class RpcBroker {
       return;
     }
     const requestId = randomUUID();
-    const timeoutMs = requestTimeoutMs(env);
+    const timeoutMs = requestTimeoutMs(env, this.config);
     const timer = setTimeout(
       () => this.answer(requestId, failureReply(payload, 'request timed out', original)),
       timeoutMs,
@@ -136,8 +137,6 @@ export class RpcBroker {
   private answer(requestId: string, reply: [PayloadCase, Record<string, unknown>] | Uint8Array): void {
     const p = this.pending.get(requestId);
     if (!p) return;
-    this.pending.delete(requestId);
-    clearTimeout(p.timer);
     if (reply instanceof Uint8Array) {
       let env: Envelope;
       try {
@@ -145,11 +144,25 @@ export class RpcBroker {
       } catch {
         return;
       }
+      // A frame of a split ChatSyncResponse: forward it and keep waiting for the last one.
+      if (!isPartialReply(env)) {
+        this.pending.delete(requestId);
+        clearTimeout(p.timer);
+      }
       const payload = env.payload as PayloadCase;
       this.sendEnvelope(p.client, payload, (env[payload] ?? {}) as Record<string, unknown>, p.clientRequestId);
     } else {
+      this.pending.delete(requestId);
+      clearTimeout(p.timer);
       this.sendEnvelope(p.client, reply[0], reply[1], p.clientRequestId);
     }
+  }
+
+  /** Whether one of this chat bot's answers is awaited (its answer frames are then not rate limited). */
+  isServing(c: Client): boolean {
+    if (!c.chatBot) return false;
+    for (const p of this.botPending.values()) if (p.bot === c) return true;
+    return false;
   }
 
   /** A message on PubSub.rpcReply(this instance). */
@@ -200,7 +213,7 @@ export class RpcBroker {
   }
 
   /** A chat bot answered (111 or 141): route the answer to whoever asked. */
-  handleBotResponse(c: Client, env: Envelope): void {
+  handleBotResponse(c: Client, env: Envelope, raw: Uint8Array): void {
     const requestId = env.requestId ?? '';
     const p = this.botPending.get(requestId);
     if (!p || p.bot !== c) {
@@ -212,14 +225,14 @@ export class RpcBroker {
       );
       return;
     }
-    this.botPending.delete(requestId);
-    clearTimeout(p.timer);
-    const payload = env.payload as PayloadCase;
-    void this.publishReply(
-      p.replyTo,
-      requestId,
-      encodeEnvelope(payload, (env[payload] ?? {}) as Record<string, unknown>),
-    );
+    // Every frame of a split answer goes on; the request is settled by the last one.
+    if (!isPartialReply(env)) {
+      this.botPending.delete(requestId);
+      clearTimeout(p.timer);
+    }
+    // The bot's frame goes on as it came (requesters match the server-side requestId, not the
+    // envelope's): no re-encoding of large answers.
+    void this.publishReply(p.replyTo, requestId, raw);
   }
 
   /** A client went away: forget its requests; requests its bot was serving fail now, not at timeout. */

@@ -167,6 +167,9 @@ const schema = z.object({
   STREAM_CLIENT_SECRET: z.string().optional(),
   STREAM_TIMEOUT_MS: int(5000, 1),
   STREAM_REFRESH_AHEAD_SECONDS: int(900, 0),
+  CHAT_SYNC_TIMEOUT_SECONDS: int(30, 1),
+  CHAT_MEMBER_SYNC_TIMEOUT_SECONDS: int(60, 1),
+  CHAT_CDN_URL: z.string().url().default('https://cdn.discordapp.com'),
 });
 
 export interface RateTier {
@@ -242,6 +245,8 @@ export interface Config {
   streamTimeoutMs: number;
   /** The scheduled refresh renews tokens expiring within this many seconds (STREAM_REFRESH_AHEAD_SECONDS). */
   streamRefreshAheadSeconds: number;
+  /** Chat bot (spec §4.23, §8): how long a sync waits for the bot, and the CDN of icons and avatars. */
+  chat: { syncTimeoutMs: number; memberSyncTimeoutMs: number; cdnUrl: string };
 }
 
 export interface StreamConfig {
@@ -332,6 +337,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         : null,
     streamTimeoutMs: e.STREAM_TIMEOUT_MS,
     streamRefreshAheadSeconds: e.STREAM_REFRESH_AHEAD_SECONDS,
+    chat: {
+      syncTimeoutMs: e.CHAT_SYNC_TIMEOUT_SECONDS * 1000,
+      memberSyncTimeoutMs: e.CHAT_MEMBER_SYNC_TIMEOUT_SECONDS * 1000,
+      cdnUrl: e.CHAT_CDN_URL.replace(/\/+$/, ''),
+    },
   };
 }
 

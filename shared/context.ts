@@ -6,6 +6,7 @@ import { createDb, onAfterCommitFailure } from './db';
 import { EventBus } from './events';
 import { createLogger, Logger } from './logger';
 import { OutboxRelay } from './outbox';
+import { ChatBotClient } from './proto/rpc';
 import { Queues } from './queues';
 import { createRedis, FAIL_FAST } from './redis';
 
@@ -24,6 +25,8 @@ export interface ServiceContext {
   outbox: OutboxRelay;
   /** Buffered writer of audit events outside a request's transaction (shared/auditBuffer.ts). */
   audit: AuditBuffer;
+  /** Requests to the connected chat bot (chat sync); opens its reply subscription on first use. */
+  chatBot: ChatBotClient;
   close(): Promise<void>;
 }
 
@@ -39,6 +42,7 @@ export function createContext(config: Config, name: string, logger?: Logger): Se
   const queues = new Queues(redis, config);
   const outbox = new OutboxRelay({ db, redis, bus, queues, config, logger: log });
   const audit = new AuditBuffer({ db, logger: log });
+  const chatBot = new ChatBotClient(redis, config);
   return {
     config,
     logger: log,
@@ -48,12 +52,14 @@ export function createContext(config: Config, name: string, logger?: Logger): Se
     queues,
     outbox,
     audit,
+    chatBot,
     async close() {
       // Buffered audit events first: their live-feed rows join the relay's last drain.
       await audit.close();
       // The relay's last drain still needs the queues and the connection.
       await outbox.close();
       await queues.close().catch(() => undefined);
+      await chatBot.close();
       bus.close();
       // QUIT lets commands already queued (publishes after a commit) finish; a dead Redis gets 1 s.
       await Promise.race([redis.quit().catch(() => undefined), new Promise((r) => setTimeout(r, 1000).unref())]);

@@ -98,7 +98,13 @@ export type ServerPush =
       timestamp: string;
     }
   | { type: 'chatUserUnlinked'; chatId: string; userId: string; timestamp: string }
-  | { type: 'chatPermissionChanged'; chatId: string; userId: string; permissions: string[]; timestamp: string };
+  | { type: 'chatPermissionChanged'; chatId: string; userId: string; permissions: string[]; timestamp: string }
+  // Settings changed (REST or 120): reaches chat bots as an unsolicited ChatSettingsResponse (121).
+  | {
+      type: 'chatSettingsChanged';
+      global: Record<string, unknown>;
+      guild?: { guildId: string; defaultLanguage?: string; effectiveLanguage: string };
+    };
 
 export interface AuthInvalidation {
   userId?: string;

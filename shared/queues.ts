@@ -27,7 +27,8 @@ export type ScheduledTask =
   | 'cleanupOAuth'
   | 'purgeGpsPoints'
   | 'purgeAuditEvents'
-  | 'refreshIntegrationTokens';
+  | 'refreshIntegrationTokens'
+  | 'chatAutoSync';
 
 /** Who sent a realtime request: enough to attribute it, never a credential. */
 export interface RealtimeRequestJob {
@@ -128,6 +129,8 @@ export const schedules: Record<ScheduledTask, number> = {
   purgeGpsPoints: 60 * 60 * 1000,
   purgeAuditEvents: 60 * 60 * 1000,
   refreshIntegrationTokens: 5 * 60 * 1000,
+  // A tick: the task itself follows the chat bot settings (auto_sync_enabled, intervals).
+  chatAutoSync: 15 * 1000,
 };
 
 /** The BullMQ prefix for this deployment, so tests (and tenants) never share queues. */

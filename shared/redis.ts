@@ -115,6 +115,8 @@ export const RedisKeys = {
   exportWaiters: (userId: string) => `export:waiters:${userId}`,
   /** String: a pending stream-integration connect (user, redirect_uri, scopes), by the state's SHA-256 (single use, 10 min). */
   integrationState: (stateHash: string) => `integration:state:${stateHash}`,
+  /** Hash: scheduled chat auto-sync state (botSeenAt, lastSyncAt; Unix ms). */
+  chatAutoSync: 'chat:autosync',
   /** BullMQ's own keys live under this prefix (see bullPrefix in shared/queues.ts). */
   bull: 'bull',
   /** String: the worker instance holding the AIS feed lease (value: its token; PX lease). */

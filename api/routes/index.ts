@@ -35,6 +35,7 @@ import { auditRoutes } from './audit';
 import { integrationConnectRoutes } from './integrationConnect';
 import { integrationRoutes } from './integrations';
 import { queueDashboardRoutes } from './queueDashboard';
+import { chatRoutes } from './chat';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -74,4 +75,5 @@ export const routeModules: Array<(router: ApiRouter) => void> = [
   integrationConnectRoutes,
   integrationRoutes,
   queueDashboardRoutes,
+  chatRoutes,
 ];

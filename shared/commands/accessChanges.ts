@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import type { AuthInvalidation, EventBus, ServerPush } from '../events';
 import type { Logger } from '../logger';
 import type { UserAccessSnapshot } from '../queries/access';
+import { publishChatPermissionChanges } from './chatUserEvents';
 
 /** What credential invalidation and access pushes need: the bus, a logger, this instance's cache. */
 export interface AccessServices {
@@ -23,12 +24,13 @@ const NOTHING: UserAccessSnapshot = { permissions: [], roleIds: [], roles: [] };
  * logged: the change is committed and must not turn into a failed request.
  */
 export async function publishAccessChanges(
-  services: Pick<AccessServices, 'bus' | 'logger'>,
+  services: Pick<AccessServices, 'bus' | 'logger' | 'db'>,
   after: Map<string, UserAccessSnapshot>,
   opts: { before?: Map<string, UserAccessSnapshot>; roleChange?: { roleId: string; roleName: string } } = {},
 ): Promise<void> {
   const timestamp = new Date().toISOString();
   const pushes: Array<[string, ServerPush]> = [];
+  const permissionChanges: Array<{ userId: string; permissions: string[] }> = [];
   for (const userId of opts.before?.keys() ?? after.keys()) {
     const a = after.get(userId) ?? NOTHING;
     const b = opts.before?.get(userId);
@@ -39,6 +41,7 @@ export async function publishAccessChanges(
     }
     if (!b || !same(a.permissions, b.permissions)) {
       pushes.push([userId, { type: 'permissionsUpdated', userId, permissions: a.permissions, timestamp }]);
+      permissionChanges.push({ userId, permissions: a.permissions });
     }
     if (!b || !same(a.roleIds, b.roleIds) || !same(a.roles, b.roles)) {
       pushes.push([userId, { type: 'rolesUpdated', userId, roles: a.roles, roleIds: a.roleIds, timestamp }]);
@@ -47,6 +50,8 @@ export async function publishAccessChanges(
   const results = await Promise.allSettled(pushes.map(([userId, push]) => services.bus.publishToUser(userId, push)));
   const failed = results.filter((r) => r.status === 'rejected').length;
   if (failed) services.logger.warn({ failed }, 'could not publish access change pushes');
+  // The chat bot hears about users with a linked chat account (ChatPermissionChanged, spec §6).
+  await publishChatPermissionChanges(services, permissionChanges);
 }
 
 /**

@@ -1,8 +1,10 @@
 import type { Knex } from 'knex';
 import { attributed, Attribution, recordAuditEvent, SOURCE_SERVICES } from '../audit';
 import type { ServiceContext } from '../context';
-import { transaction } from '../db';
+import { afterCommit, transaction } from '../db';
 import { badRequest } from '../errors';
+import { CHAT_BOTS_WS_CHANNEL } from '../events';
+import { presentChatSettings } from '../presenters/chatBotSettings';
 import { supportedLocales } from '../queries/accountSettings';
 
 /** ChatSettingsRequest (120) as protobuf decodes it: camelCase, absent fields undefined. */
@@ -31,6 +33,8 @@ export interface ChatSettingsState {
 export interface ChatSettingsRequester {
   apiKeyId: string | null;
   sourceService: string | null;
+  /** How the change arrived, for the audit row: `websocket` (default) or `rest`. */
+  via?: 'websocket' | 'rest';
 }
 
 const SNOWFLAKE = /^\d{1,25}$/;
@@ -72,7 +76,7 @@ function globalPatch(p: NonNullable<ChatSettingsRequest['globalPatch']>, locales
  * the realtime instance. Bad input throws 400 naming the field.
  */
 export async function chatBotSettings(
-  ctx: Pick<ServiceContext, 'db' | 'config'>,
+  ctx: Pick<ServiceContext, 'db' | 'config' | 'bus' | 'logger'>,
   r: ChatSettingsRequest,
   by: Attribution,
   requester: ChatSettingsRequester,
@@ -83,18 +87,33 @@ export async function chatBotSettings(
   if (guildId && !SNOWFLAKE.test(guildId)) throw badRequest('guild_id: must be a snowflake (digits)');
   const locales = await supportedLocales(ctx.db, ctx.config);
 
+  const source = requester.sourceService;
+  const sourceService = source && (SOURCE_SERVICES as readonly string[]).includes(source) ? source : 'api';
   if (action === 'CHAT_SETTINGS_UPDATE_GLOBAL') {
     const patch = globalPatch(r.globalPatch ?? {}, locales);
     await loadGlobal(db);
-    await db('chat_bot_settings')
-      .where('id', 1)
-      .update({ ...patch, updated_at: db.fn.now() });
+    await transaction(db, async (trx) => {
+      await trx('chat_bot_settings')
+        .where('id', 1)
+        .update({ ...patch, updated_at: trx.fn.now() });
+      await recordAuditEvent(
+        attributed(by, {
+          user_id: by.actorId,
+          event_type: 'bot_guild_configured',
+          resource_type: 'chat_settings',
+          resource_id: 'global',
+          metadata: { changes: patch, api_key_id: requester.apiKeyId },
+          source_service: sourceService,
+        }),
+        trx,
+      );
+      afterCommit(trx, () => pushChatSettings(ctx, null));
+    });
   } else if (action === 'CHAT_SETTINGS_UPDATE_GUILD') {
     if (!guildId) throw badRequest('guild_id: required');
     const lang = r.guildDefaultLanguage ?? null;
     if (lang !== null && !locales.includes(lang))
       throw badRequest(`guild_default_language: must be one of ${locales.join(', ')}`);
-    const source = requester.sourceService;
     await transaction(db, async (trx) => {
       await trx('chat_guild_settings')
         .insert({ guild_id: guildId, default_language: lang })
@@ -107,18 +126,41 @@ export async function chatBotSettings(
           event_type: 'bot_guild_configured',
           resource_type: 'chat_guild',
           resource_id: guildId,
-          metadata: { default_language: lang, via: 'websocket', api_key_id: requester.apiKeyId },
-          source_service: source && (SOURCE_SERVICES as readonly string[]).includes(source) ? source : 'api',
+          metadata: { default_language: lang, via: requester.via ?? 'websocket', api_key_id: requester.apiKeyId },
+          source_service: sourceService,
         }),
         trx,
       );
+      afterCommit(trx, () => pushChatSettings(ctx, guildId));
     });
   } else if (action !== 'CHAT_SETTINGS_GET') {
     throw badRequest(`action: unknown action ${action}`);
   }
 
+  return currentChatSettings(db, guildId);
+}
+
+/** The global settings and, when `guildId` is given, that guild's own language. */
+export async function currentChatSettings(db: Knex, guildId: string | null): Promise<ChatSettingsState> {
   const global = await loadGlobal(db);
   if (!guildId) return { global, guild: null };
   const g = await db('chat_guild_settings').where('guild_id', guildId).first();
   return { global, guild: { guildId, defaultLanguage: g?.default_language ?? null } };
+}
+
+/**
+ * Tells the connected chat bots the settings changed: an unsolicited ChatSettingsResponse (121,
+ * empty request_id) with the current global settings and the changed guild's, on the bot channel.
+ * A push that cannot go out is logged; the bot also reads the settings with a 120 request.
+ */
+export async function pushChatSettings(
+  ctx: Pick<ServiceContext, 'db' | 'bus' | 'logger'>,
+  guildId: string | null,
+): Promise<void> {
+  try {
+    const { success: _ok, ...settings } = presentChatSettings(await currentChatSettings(ctx.db, guildId));
+    await ctx.bus.publish(CHAT_BOTS_WS_CHANNEL, { type: 'chatSettingsChanged', ...settings });
+  } catch (err) {
+    ctx.logger.warn({ err: (err as Error).message }, 'could not push chat settings to the bot');
+  }
 }

@@ -5,11 +5,12 @@ import { User } from '../models/User';
 import { z, zHttpUrl } from '../zod';
 import type { Knex } from 'knex';
 import { attributed, Attribution, AuditInput, recordAuditEvent } from '../audit';
-import { transaction } from '../db';
+import { afterCommit, transaction } from '../db';
 import { normaliseEmail } from '../domain/accounts';
 import { twoFactorRequirement } from '../queries/twoFactor';
 import { findPlatform, findUserIdByEmail, flatUser } from '../queries/users';
 import { addPlatformAccount, createUserWithAccount, uniqueUsername } from './users';
+import { CHAT_PLATFORM_SLUG, publishChatUserLinked } from './chatUserEvents';
 
 /** Whether the user's audit log shows them unlinking this provider account before. */
 async function wasUnlinkedBy(trx: Knex.Transaction, userId: string, platform: string, platformUserId: string) {
@@ -70,6 +71,12 @@ export async function oauthSignin(
   // The signing-in user acts: every event is theirs, from the relayed request's address.
   const record = (trx: Knex.Transaction, userId: string, event: Omit<AuditInput, 'user_id'>) =>
     recordAuditEvent(attributed({ ...meta, actorId: userId }, { user_id: userId, ...event }), trx);
+  // A chat account linked to a user (new user or matched by email): the chat bot hears of it.
+  const announceLink = (trx: Knex.Transaction, userId: string, avatarUrl: string | null) => {
+    if (platform.slug !== CHAT_PLATFORM_SLUG) return;
+    const link = { chatId: input.oauthProviderId, userId, chatUsername: input.name, avatarUrl };
+    afterCommit(trx, () => publishChatUserLinked(ctx, link));
+  };
   const login = (accountId: string) => ({
     event_type: 'login',
     resource_type: 'platform_account',
@@ -119,6 +126,7 @@ export async function oauthSignin(
         metadata: { platform: platform.slug, via: 'email_match' },
       });
       await record(trx, ownerId, login(account.id));
+      announceLink(trx, ownerId, account.avatar_url);
       return { userId: ownerId, created: false, linked: true };
     }
 
@@ -142,6 +150,7 @@ export async function oauthSignin(
       metadata: { platform: platform.slug },
     });
     await record(trx, user.id, login(account.id));
+    announceLink(trx, user.id, account.avatar_url);
     return { userId: user.id, created: true, linked: false };
   });
   const requirement = await twoFactorRequirement(ctx.db, result.userId);

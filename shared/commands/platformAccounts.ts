@@ -1,10 +1,11 @@
 import { attributed, Attribution, recordAuditEvent } from '../audit';
 import type { ServiceContext } from '../context';
-import { transaction } from '../db';
+import { afterCommit, transaction } from '../db';
 import { badRequest, conflict, notFound } from '../errors';
 import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
 import { userAccounts } from '../queries/users';
+import { CHAT_PLATFORM_SLUG, publishChatUserUnlinked } from './chatUserEvents';
 
 /** A live user, locked for the change; 404 otherwise. */
 async function lockUser(trx: Parameters<typeof User.query>[0], userId: string): Promise<User> {
@@ -56,6 +57,10 @@ export async function unlinkAccount(
       throw conflict('cannot unlink the primary account: make another account primary first');
     }
     await PlatformAccount.query(trx).deleteById(account.id);
+    if (account.platform?.slug === CHAT_PLATFORM_SLUG) {
+      const unlink = { chatId: account.platform_user_id, userId };
+      afterCommit(trx, () => publishChatUserUnlinked(ctx, unlink));
+    }
     await recordAuditEvent(
       attributed(by, {
         user_id: userId,

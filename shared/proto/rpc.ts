@@ -55,10 +55,46 @@ export function failureReply(
   return [response, body];
 }
 
-/** Timeouts of spec §8: 30 s for guild syncs and other requests, 60 s for member syncs. */
-export function requestTimeoutMs(env: Envelope): number {
+/**
+ * Timeouts of spec §8: 30 s for guild syncs and other requests, 60 s for member syncs
+ * (CHAT_SYNC_TIMEOUT_SECONDS, CHAT_MEMBER_SYNC_TIMEOUT_SECONDS).
+ */
+export function requestTimeoutMs(env: Envelope, config?: Pick<Config, 'chat'>): number {
   const sync = env.chatSyncRequest as { scope?: string } | undefined;
-  return env.payload === 'chatSyncRequest' && sync?.scope === 'CHAT_SYNC_SCOPE_MEMBERS' ? 60_000 : 30_000;
+  const members = env.payload === 'chatSyncRequest' && sync?.scope === 'CHAT_SYNC_SCOPE_MEMBERS';
+  if (members) return config?.chat.memberSyncTimeoutMs ?? 60_000;
+  return config?.chat.syncTimeoutMs ?? 30_000;
+}
+
+/** Repeated fields of a ChatSyncResponse that a bot may split over several frames (`more`). */
+const SYNC_LISTS = ['guilds', 'channels', 'roles', 'members'] as const;
+
+/** Whether a reply is a ChatSyncResponse frame with more frames to follow. */
+export function isPartialReply(env: Envelope): boolean {
+  return env.payload === 'chatSyncResponse' && !!(env.chatSyncResponse as { more?: boolean } | undefined)?.more;
+}
+
+/** Collects the frames of a split ChatSyncResponse; `finish` merges them with the last frame. */
+export class SyncResponseAssembler {
+  private readonly lists: Record<string, unknown[]> = {};
+
+  add(body: Record<string, unknown>): void {
+    for (const k of SYNC_LISTS) {
+      const items = body[k];
+      if (Array.isArray(items) && items.length) {
+        const into = (this.lists[k] ??= []);
+        for (const item of items) into.push(item);
+      }
+    }
+  }
+
+  finish(last: Record<string, unknown>): Record<string, unknown> {
+    this.add(last);
+    const out: Record<string, unknown> = { ...last };
+    delete out.more;
+    for (const k of SYNC_LISTS) if (this.lists[k]) out[k] = this.lists[k];
+    return out;
+  }
 }
 
 const SNOWFLAKE = /^\d{1,25}$/;
@@ -188,15 +224,18 @@ export class ChatBotClient {
     const target = await pickChatBotInstance(this.redis, this.config);
     if (!target) return fail('no chat bot is connected');
     const requestId = randomUUID();
+    const parts = new SyncResponseAssembler();
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.pending.delete(requestId);
         resolve(fail('request timed out'));
       }, timeoutMs);
       this.pending.set(requestId, (env) => {
+        // A split answer: keep collecting until the last frame.
+        if (isPartialReply(env)) return parts.add(unwrap(env));
         clearTimeout(timer);
         this.pending.delete(requestId);
-        resolve(unwrap(env));
+        resolve(env.payload === 'chatSyncResponse' ? parts.finish(unwrap(env)) : unwrap(env));
       });
       const msg: BotRequestMessage = {
         requestId,

@@ -113,9 +113,18 @@ const pathParams = (r: Route) => (r.op.parameters ?? []).filter((p) => p.in === 
 const queryParams = (r: Route) => (r.op.parameters ?? []).filter((p) => p.in === 'query');
 const bodySchema = (r: Route) => r.op.requestBody?.content['application/json'].schema;
 
-/** The route's path with every parameter a fresh UUID, except `override`. */
+/**
+ * The route's path with every parameter a fresh UUID, except `override`, and except parameters
+ * whose schema is a pattern a UUID does not match (chat snowflakes): those get digits.
+ */
 function concretePath(r: Route, override: Record<string, string> = {}): string {
-  return r.path.replace(/\{([^}]+)\}/g, (_, name: string) => override[name] ?? randomUUID());
+  const patterns = new Map(pathParams(r).map((p) => [p.name, (p.schema as { pattern?: string }).pattern]));
+  const fresh = (name: string) => {
+    const id = randomUUID();
+    const pattern = patterns.get(name);
+    return pattern && !new RegExp(pattern).test(id) ? String(Date.now()) : id;
+  };
+  return r.path.replace(/\{([^}]+)\}/g, (_, name: string) => override[name] ?? fresh(name));
 }
 
 /** Why an answer is not a 4xx `{error, message}`, or null when it is. */

@@ -6,6 +6,7 @@ import { expireBans, purgeDeletedAccounts } from '../../shared/commands/userLife
 import { purgeExpiredGpsPoints } from '../../shared/commands/gpsRetention';
 import { purgeExpiredAuditEvents } from '../../shared/commands/auditRetention';
 import { refreshExpiringIntegrations } from '../../shared/commands/integrationTokens';
+import { chatAutoSync } from '../../shared/commands/chatAutoSync';
 
 /** Maintenance tasks by name; each returns a small summary stored as the job's result. */
 export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Promise<Record<string, number>>> = {
@@ -34,6 +35,8 @@ export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Prom
   purgeAuditEvents: (ctx) => purgeExpiredAuditEvents(ctx.db),
   /** Stream-integration tokens expiring within STREAM_REFRESH_AHEAD_SECONDS are renewed before they lapse. */
   refreshIntegrationTokens: (ctx) => refreshExpiringIntegrations(ctx),
+  /** Syncs the chat bot's guilds and members when due (chat bot settings: auto_sync_*, intervals). */
+  chatAutoSync: (ctx) => chatAutoSync(ctx),
 };
 
 export const scheduledProcessor: Processor<'scheduled'> = async (job, ctx) => {

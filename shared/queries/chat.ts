@@ -1,0 +1,79 @@
+import type { Knex } from 'knex';
+import { ChatChannel } from '../models/ChatChannel';
+import { ChatGuild } from '../models/ChatGuild';
+import { ChatMember } from '../models/ChatMember';
+
+/** Read-only lookups of the chat bot's synced data (spec §4.23). */
+
+/** A synced guild by its snowflake. */
+export async function guildBySnowflake(db: Knex, guildId: string): Promise<ChatGuild | undefined> {
+  return ChatGuild.query(db).findOne({ guild_id: guildId });
+}
+
+/** Every synced guild, by name. */
+export async function listGuilds(db: Knex): Promise<ChatGuild[]> {
+  return ChatGuild.query(db).orderByRaw('lower(name), guild_id');
+}
+
+/** A guild's channels in the platform's order: position, then id. */
+export async function guildChannels(db: Knex, guildUuid: string): Promise<ChatChannel[]> {
+  return ChatChannel.query(db).where('guild_id', guildUuid).orderBy(['position', 'channel_id']);
+}
+
+export interface MemberFilter {
+  search?: string;
+  botOnly?: boolean;
+  humansOnly?: boolean;
+  hasRole?: string;
+  limit: number;
+  offset: number;
+}
+
+const likeEscape = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+/**
+ * A page of a guild's members, by display name: search (case-insensitive substring of username,
+ * global name or nickname), bots or humans only, holders of a role. The total comes from the same
+ * statement (a window count), so one round trip answers the page.
+ */
+function applyFilter<Q extends ReturnType<typeof ChatMember.query>>(q: Q, guildUuid: string, f: MemberFilter): Q {
+  q.where('guild_id', guildUuid);
+  if (f.search) {
+    const pattern = `%${likeEscape(f.search)}%`;
+    q.where((w) =>
+      w.whereILike('username', pattern).orWhereILike('global_name', pattern).orWhereILike('nickname', pattern),
+    );
+  }
+  if (f.botOnly) q.where('bot', true);
+  if (f.humansOnly) q.where('bot', false);
+  if (f.hasRole) q.whereRaw('roles @> ARRAY[?]::text[]', [f.hasRole]);
+  return q;
+}
+
+export async function searchMembers(
+  db: Knex,
+  guildUuid: string,
+  f: MemberFilter,
+): Promise<{ members: ChatMember[]; total: number }> {
+  const q = applyFilter(ChatMember.query(db), guildUuid, f)
+    .select('chat_members.*', db.raw('count(*) OVER () AS total_count'))
+    .orderByRaw('lower(coalesce(nickname, global_name, username)), user_id')
+    .limit(f.limit)
+    .offset(f.offset);
+  const rows = (await q) as Array<ChatMember & { total_count?: string | number }>;
+  let total = rows.length ? Number(rows[0].total_count) : 0;
+  if (!rows.length && f.offset > 0) {
+    // Past the end there is no row to carry the window count: count on its own.
+    const c = (await applyFilter(ChatMember.query(db), guildUuid, f).count('* as n').first()) as unknown as {
+      n: string;
+    };
+    total = Number(c.n);
+  }
+  for (const r of rows) delete r.total_count;
+  return { members: rows, total };
+}
+
+/** One member of a guild by the user's snowflake. */
+export async function guildMember(db: Knex, guildUuid: string, userId: string): Promise<ChatMember | undefined> {
+  return ChatMember.query(db).findOne({ guild_id: guildUuid, user_id: userId });
+}
