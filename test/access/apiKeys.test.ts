@@ -191,7 +191,9 @@ test('PATCH changes only given fields; deactivation and expiry take effect at on
   await new Promise((r) => setTimeout(r, 1700));
   const expired = await me(made.key);
   t.is(expired.status, 401);
-  t.regex(expired.body.message, /expired/);
+  // /v1/gql answers refusals in the GraphQL error format.
+  t.regex(expired.body.errors[0].message, /expired/);
+  t.is(expired.body.errors[0].extensions.code, 'UNAUTHENTICATED');
 
   const other = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   t.is(
