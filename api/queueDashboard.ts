@@ -20,15 +20,22 @@ export const QUEUE_DASHBOARD_COOKIE = 'queue_dashboard_session';
  * the header and then carries the token in an HttpOnly, SameSite=Strict cookie scoped to this path.
  */
 export function queueDashboard(services: ApiServices): Middleware {
-  const adapter = new KoaAdapter();
-  adapter.setBasePath(QUEUE_DASHBOARD_PATH);
-  createBullBoard({
-    queues: (Object.values(QueueName) as QueueName[]).map((n) => new BullMQAdapter(services.queues.queue(n))),
-    // @bull-board/koa pins its own patch release of @bull-board/api: same interface, separate declarations.
-    serverAdapter: adapter as unknown as IServerAdapter,
-    options: { uiConfig: { boardTitle: 'Queues' } },
-  });
-  const board = adapter.registerPlugin();
+  // Built on the first dashboard request: the app can be assembled (e.g. to read its route table)
+  // without the queue connections.
+  let board: Middleware | undefined;
+  const boardFor = (): Middleware => {
+    if (board) return board;
+    const adapter = new KoaAdapter();
+    adapter.setBasePath(QUEUE_DASHBOARD_PATH);
+    createBullBoard({
+      queues: (Object.values(QueueName) as QueueName[]).map((n) => new BullMQAdapter(services.queues.queue(n))),
+      // @bull-board/koa pins its own patch release of @bull-board/api: same interface, separate declarations.
+      serverAdapter: adapter as unknown as IServerAdapter,
+      options: { uiConfig: { boardTitle: 'Queues' } },
+    });
+    board = adapter.registerPlugin() as Middleware;
+    return board;
+  };
   return async (ctx, next) => {
     const path = ctx.path;
     if (path !== QUEUE_DASHBOARD_PATH && !path.startsWith(`${QUEUE_DASHBOARD_PATH}/`)) return next();
@@ -44,6 +51,6 @@ export function queueDashboard(services: ApiServices): Middleware {
     authorize(c.state.principal, 'view', subjects.queueDashboard());
     // Bull Board's pages are not ours to cache or frame.
     ctx.set('Cache-Control', 'no-store');
-    return board(ctx, next);
+    return boardFor()(ctx, next);
   };
 }

@@ -1,5 +1,5 @@
 import Router from '@koa/router';
-import { chatBotSettings, currentChatSettings } from '../../shared/commands/chatBotSettings';
+import { chatBotSettings, currentChatSettings, guildSettingsView } from '../../shared/commands/chatBotSettings';
 import { deleteChatGuild } from '../../shared/commands/chatGuilds';
 import { syncChatGuilds, syncChatMembers } from '../../shared/commands/chatSync';
 import { SNOWFLAKE } from '../../shared/domain/chat';
@@ -264,14 +264,9 @@ export function chatRoutes(router: Router<AppState, { services: ApiServices }>):
       responses: { 200: { description: 'Guild settings', schema: chatGuildSettingsSchema }, ...errors },
     },
     async (ctx, { params }) => {
-      const state = await currentChatSettings(ctx.services.db, params.guild_id);
-      const own = await ctx.services.db('chat_guild_settings').where('guild_id', params.guild_id).first('guild_id');
-      if (!own) await bySnowflake(ctx, params.guild_id);
-      ctx.body = presentChatGuildSettings(
-        params.guild_id,
-        state.guild?.defaultLanguage ?? null,
-        state.global.default_language,
-      );
+      const view = await guildSettingsView(ctx.services.db, params.guild_id);
+      if (!view.known) throw notFound('guild');
+      ctx.body = presentChatGuildSettings(params.guild_id, view.defaultLanguage, view.globalLanguage);
     },
   );
 

@@ -43,6 +43,12 @@ export interface Fixtures {
     oauthClients: string[];
     gpsPoints: string[];
     platforms: string[];
+    settings: string[];
+    systemConfig: string[];
+    integrations: string[];
+    chatGuilds: string[];
+    chatGuildUuids: string[];
+    chatMembers: string[];
   };
   /** Row counts per table after seeding (what the report states). */
   counts: Record<string, number>;
@@ -118,6 +124,11 @@ export async function tableCounts(db: Knex): Promise<Record<string, number>> {
     'oauth_consents',
     'api_key_roles',
     'bans',
+    'settings',
+    'audit_events',
+    'geofence_events',
+    'chat_members',
+    'integrations',
   ]) {
     counts[t] = Number((await db(t).count({ n: '*' }))[0].n);
   }
@@ -291,6 +302,43 @@ export async function seedFixtures(db: Knex, o: FixtureOptions, log: (s: string)
     },
   );
 
+  await step(
+    `${N} settings, ${N} audit events, ${N} geofence events, a chat guild with ${N} members, integrations of the admin`,
+    async () => {
+      await db.raw(
+        `INSERT INTO settings (key, value, description, is_public) SELECT 'bench.setting.' || i, to_jsonb(i), 'bench fixture', i % 2 = 0 FROM generate_series(1, ?::int) i`,
+        [N],
+      );
+      // The admin's own events and everyone else's, a day apart, newest now.
+      await db.raw(
+        `INSERT INTO audit_events (user_id, event_type, resource_type, resource_id, actor_id, ip_address, user_agent, status, source_service, created_at)
+         SELECT CASE WHEN i % 10 = 0 THEN ?::text ELSE u.id::text END, (ARRAY['login','logout','session_created','api_key_created'])[1 + i % 4], 'user', u.id::text, u.id::text, '203.0.113.' || (i % 250), 'bench', 'success', 'api', now() - make_interval(secs => i)
+         FROM generate_series(1, ?::int) i JOIN (SELECT id, row_number() OVER (ORDER BY id) AS n FROM users WHERE username LIKE 'bench\\_u%') u ON u.n = 1 + i % ?::int`,
+        [admin.id, N, N],
+      );
+      await db.raw(
+        `INSERT INTO geofence_events (geofence_id, device_id, event, distance_km, latitude, longitude, occurred_at)
+         SELECT g.id, d.id::text, CASE WHEN g.n % 2 = 0 THEN 'enter' ELSE 'exit' END, 0.1, 47, 6, now() - make_interval(secs => g.n::int)
+         FROM ${numbered('geofences', 'bench geofence %')} g JOIN ${numbered('devices', 'bench device %')} d ON d.n = g.n`,
+      );
+      await db.raw(
+        `INSERT INTO chat_guilds (guild_id, name, member_count) VALUES ('100000000000000001', 'Bench guild', ?::int)`,
+        [N],
+      );
+      await db.raw(
+        `INSERT INTO chat_members (guild_id, user_id, username, global_name, joined_at)
+         SELECT (SELECT id FROM chat_guilds WHERE guild_id = '100000000000000001'), (200000000000000000 + i)::text, 'member' || i, 'Member ' || i, now() - make_interval(days => i % 400)
+         FROM generate_series(1, ?::int) i`,
+        [N],
+      );
+      await db.raw(
+        `INSERT INTO integrations (user_id, platform_slug, platform_user_id, username, access_token_sealed, scopes)
+         SELECT ?::uuid, 'stream', 'bench' || i, 'bench_streamer_' || i, 'sealed-bench-placeholder', '["user:read:email"]' FROM generate_series(1, 3) i`,
+        [admin.id],
+      );
+    },
+  );
+
   await step('VACUUM ANALYZE', () => db.raw('VACUUM ANALYZE'));
 
   const counts = await tableCounts(db);
@@ -339,6 +387,18 @@ export async function seedFixtures(db: Knex, o: FixtureOptions, log: (s: string)
       oauthClients: await pick(db, 'oauth_clients', S),
       gpsPoints: await pick(db, 'gps_points', S),
       platforms: platforms.flatMap((p: { id: string; slug: string }) => [p.slug, p.id]),
+      settings: (await db('settings').orderBy('key').limit(S).select('key')).map((r: { key: string }) => r.key),
+      systemConfig: (await db('system_config').orderBy('key').limit(S).select('key')).map(
+        (r: { key: string }) => r.key,
+      ),
+      integrations: (await db('integrations').where('user_id', admin.id).select('id')).map((r: { id: string }) => r.id),
+      chatGuilds: ['100000000000000001'],
+      chatGuildUuids: (await db('chat_guilds').where('guild_id', '100000000000000001').select('id')).map(
+        (r: { id: string }) => r.id,
+      ),
+      chatMembers: (await db('chat_members').orderBy('user_id').limit(S).select('user_id')).map(
+        (r: { user_id: string }) => r.user_id,
+      ),
     },
     counts,
   };

@@ -7,6 +7,7 @@ import path from 'node:path';
 import Redis from 'ioredis';
 import type { Knex } from 'knex';
 import { freshBenchDatabase } from '../benchDatabase';
+import { startFakePegel } from '../../test/helpers/fakePegel';
 import { Fixtures, insertSessions, seedFixtures, tableCounts } from './fixtures';
 import { Credential, fillRoute, FilledRoute, readRouteTable, RouteEntry, UnfilledRoute } from './table';
 
@@ -582,7 +583,11 @@ const median = (xs: number[]) => {
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 
 async function main(): Promise<void> {
+  // The water-level provider is outside (PEGELONLINE): a local fake in its real format, so the
+  // /v1/pegel routes are measured as served from the shared cache.
+  const pegel = await startFakePegel();
   const settings: Record<string, string> = {
+    PEGEL_API_URL: pegel.url,
     NODE_ENV: 'production',
     SECRETS_KEY: randomBytes(32).toString('base64'),
     REDIS_URL: process.env.REDIS_URL || 'redis://127.0.0.1:6379',
@@ -618,6 +623,7 @@ async function main(): Promise<void> {
       await admin.destroy();
     }
     await deleteRedisPrefix(settings.REDIS_URL, settings.REDIS_PREFIX);
+    await pegel.close();
   };
   process.once('SIGINT', () => {
     log('interrupted: stopping targets');

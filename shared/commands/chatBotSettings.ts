@@ -40,7 +40,9 @@ export interface ChatSettingsRequester {
 const SNOWFLAKE = /^\d{1,25}$/;
 
 async function loadGlobal(db: Knex): Promise<Record<string, any>> {
-  // The migration inserts the row; recreating it keeps a wiped table usable.
+  const row = await db('chat_bot_settings').where('id', 1).first();
+  if (row) return row;
+  // The migration inserts the row; recreating it keeps a wiped table usable (a read never writes otherwise).
   await db('chat_bot_settings').insert({ id: 1 }).onConflict('id').ignore();
   return db('chat_bot_settings').where('id', 1).first();
 }
@@ -146,6 +148,25 @@ export async function currentChatSettings(db: Knex, guildId: string | null): Pro
   if (!guildId) return { global, guild: null };
   const g = await db('chat_guild_settings').where('guild_id', guildId).first();
   return { global, guild: { guildId, defaultLanguage: g?.default_language ?? null } };
+}
+
+/**
+ * A guild's settings as GET /v1/chat/guilds/{guild_id}/settings shows them, in two statements: the
+ * global row, and whether the guild is known (synced, or has settings of its own) with its language.
+ */
+export async function guildSettingsView(
+  db: Knex,
+  guildId: string,
+): Promise<{ known: boolean; defaultLanguage: string | null; globalLanguage: string }> {
+  const [global, { rows }] = await Promise.all([
+    loadGlobal(db),
+    db.raw<{ rows: Array<{ known: boolean; lang: string | null }> }>(
+      `SELECT EXISTS (SELECT 1 FROM chat_guilds WHERE guild_id = ?) OR s.guild_id IS NOT NULL AS known, s.default_language AS lang
+       FROM (SELECT 1) one LEFT JOIN chat_guild_settings s ON s.guild_id = ?`,
+      [guildId, guildId],
+    ),
+  ]);
+  return { known: rows[0].known, defaultLanguage: rows[0].lang, globalLanguage: global.default_language };
 }
 
 /**

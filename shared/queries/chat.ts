@@ -2,11 +2,14 @@ import type { Knex } from 'knex';
 import { ChatChannel } from '../models/ChatChannel';
 import { ChatGuild } from '../models/ChatGuild';
 import { ChatMember } from '../models/ChatMember';
+import { rowBy } from '../rowLoader';
 
 /** Read-only lookups of the chat bot's synced data (spec §4.23). */
 
 /** A synced guild by its snowflake. */
 export async function guildBySnowflake(db: Knex, guildId: string): Promise<ChatGuild | undefined> {
+  // Outside a transaction: the batched unique-key read (guild_id is unique).
+  if (!(db as Knex.Transaction).isTransaction) return rowBy(ChatGuild, 'guild_id').load(guildId);
   return ChatGuild.query(db).findOne({ guild_id: guildId });
 }
 
