@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { EmailRequest } from '../shared/commands/emailFlows';
 import { notFound } from '../shared/errors';
 import { User } from '../shared/models/User';
-import { findOr404 } from '../shared/rowLoader';
+import { rowById } from '../shared/rowLoader';
 import { authorizeSelf, can, Principal, subjects } from '../shared/policies';
 import { z, isUuid } from '../shared/zod';
 import type { AppContext } from './routing';
@@ -36,8 +36,8 @@ export async function loadUser(
   opts: { includeDeleted?: boolean; forUpdate?: boolean } = {},
 ): Promise<User> {
   if (!opts.forUpdate && !(db as Knex.Transaction).isTransaction) {
-    const user = await findOr404(User, id, 'user');
-    if (!opts.includeDeleted && user.deleted_at) throw notFound('user');
+    const user = await rowById(User, db).load(id);
+    if (!user || (!opts.includeDeleted && user.deleted_at)) throw notFound('user');
     return user;
   }
   const q = User.query(db).findById(id);

@@ -113,7 +113,7 @@ export const queueDefaults: Record<QueueName, JobsOptions> = {
   // request joining just as the job ends still reads its result.
   dataExport: {
     attempts: 3,
-    backoff: { type: 'fixed', delay: 200 },
+    backoff: { type: 'exponential', delay: 200 },
     removeOnComplete: { age: 300, count: 1000 },
     removeOnFail: { age: 3600, count: 1000 },
   },

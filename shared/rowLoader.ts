@@ -1,4 +1,5 @@
 import DataLoader from 'dataloader';
+import type { Knex } from 'knex';
 import type { Model } from 'objection';
 import { notFound } from './errors';
 import { isUuid } from './zod';
@@ -33,6 +34,8 @@ export class RowLoader<M extends Model> {
   constructor(
     private readonly model: typeof Model & (new () => M),
     column?: string,
+    /** The database to read; by default the one the models are bound to. */
+    private readonly db?: Knex,
   ) {
     this.column = column ?? (model.idColumn as string);
     this.statement = `row_by_${this.column}:${model.tableName}`;
@@ -51,8 +54,7 @@ export class RowLoader<M extends Model> {
 
   private async select(ids: readonly string[], name?: string): Promise<M[]> {
     const table = this.model.tableName;
-    const q = this.model
-      .knex()
+    const q = (this.db ?? this.model.knex())
       .select('*')
       .from(table)
       .whereRaw('?? = ANY(?)', [`${table}.${this.column}`, ids as string[]]);
@@ -99,25 +101,42 @@ export class RowLoader<M extends Model> {
 
 const loaders = new WeakMap<object, RowLoader<Model>>();
 const keyLoaders = new WeakMap<object, Map<string, RowLoader<Model>>>();
+const dbLoaders = new WeakMap<Knex, Map<string, RowLoader<Model>>>();
 
-/** The process-wide RowLoader of a model: `rowById(Trip).load(id)` for a plain read by primary key. */
-export function rowById<M extends Model>(model: typeof Model & (new () => M)): RowLoader<M> {
-  let loader = loaders.get(model);
-  if (!loader) loaders.set(model, (loader = new RowLoader(model) as unknown as RowLoader<Model>));
+function loaderOf<M extends Model>(model: typeof Model & (new () => M), column?: string, db?: Knex): RowLoader<M> {
+  let byKey: Map<string, RowLoader<Model>> | undefined;
+  if (db) {
+    byKey = dbLoaders.get(db);
+    if (!byKey) dbLoaders.set(db, (byKey = new Map()));
+  } else if (column) {
+    byKey = keyLoaders.get(model);
+    if (!byKey) keyLoaders.set(model, (byKey = new Map()));
+  } else {
+    let loader = loaders.get(model);
+    if (!loader) loaders.set(model, (loader = new RowLoader(model) as unknown as RowLoader<Model>));
+    return loader as unknown as RowLoader<M>;
+  }
+  const key = `${model.tableName}:${column ?? ''}`;
+  let loader = byKey.get(key);
+  if (!loader) byKey.set(key, (loader = new RowLoader(model, column, db) as unknown as RowLoader<Model>));
   return loader as unknown as RowLoader<M>;
 }
 
 /**
- * The process-wide RowLoader of a model by a UNIQUE column: `rowBy(Session, 'token_hash').load(h)`.
+ * The process-wide RowLoader of a model: `rowById(Trip).load(id)` for a plain read by primary key.
+ * Pass `db` to read that database rather than the one the models are bound to.
+ */
+export function rowById<M extends Model>(model: typeof Model & (new () => M), db?: Knex): RowLoader<M> {
+  return loaderOf(model, undefined, db);
+}
+
+/**
+ * The process-wide RowLoader of a model by a UNIQUE column: `rowBy(Session, 'token_hash', db).load(h)`.
  * The same batching and prepared statement as rowById; the column must hold at most one row per
  * value (a unique index), or the loader answers one of them.
  */
-export function rowBy<M extends Model>(model: typeof Model & (new () => M), column: string): RowLoader<M> {
-  let byColumn = keyLoaders.get(model);
-  if (!byColumn) keyLoaders.set(model, (byColumn = new Map()));
-  let loader = byColumn.get(column);
-  if (!loader) byColumn.set(column, (loader = new RowLoader(model, column) as unknown as RowLoader<Model>));
-  return loader as unknown as RowLoader<M>;
+export function rowBy<M extends Model>(model: typeof Model & (new () => M), column: string, db?: Knex): RowLoader<M> {
+  return loaderOf(model, column, db);
 }
 
 /** `trip_categories` → `trip category`: the default name of a model's rows in a 404 message. */

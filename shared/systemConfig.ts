@@ -53,7 +53,7 @@ export const SYSTEM_CONFIG = {
   ),
   'accounts.deletion_grace_days': entry(int(1, 365), 7, 'Grace period before a scheduled deletion, in days'),
   'ui.maintenance_mode': entry(bool(), false, 'Show the maintenance banner in clients'),
-  'audit.retention_days': entry(int(1, 36_500), 90, 'Days audit events are kept'),
+  'audit.retention_days': entry(int(0, 36_500), 365, 'Days audit events are kept (0 keeps every event)'),
   'export.rate_limit_per_hour': entry(int(1, 1000), 5, 'Data exports a user may request per hour'),
   'export.timeout_seconds': entry(int(1, 3600), 60, 'Longest a data export may run, in seconds'),
 } satisfies Record<string, ConfigEntry>;

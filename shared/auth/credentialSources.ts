@@ -92,9 +92,9 @@ export const sessionSource: CredentialSource = {
   matches: (t) => t.startsWith(SESSION_PREFIX),
   async load(db, hash, access) {
     // The batched unique-key reads every route uses: concurrent first requests share a statement.
-    const row = await rowBy(Session, 'token_hash').load(hash);
+    const row = await rowBy(Session, 'token_hash', db).load(hash);
     if (!row) return null;
-    const owner = await rowById(User).load(row.user_id);
+    const owner = await rowById(User, db).load(row.user_id);
     if (!owner || owner.deleted_at) return null;
     return buildUserCredentialEntry(
       db,
@@ -110,10 +110,10 @@ export const apiKeySource: CredentialSource = {
   name: 'apiKey',
   matches: () => true,
   async load(db, hash, access) {
-    const key = await rowBy(ApiKey, 'key_hash').load(hash);
+    const key = await rowBy(ApiKey, 'key_hash', db).load(hash);
     if (!key || !key.is_active) return null;
     if (key.user_id) {
-      const owner = await rowById(User).load(key.user_id);
+      const owner = await rowById(User, db).load(key.user_id);
       if (!owner || owner.deleted_at) return null;
     }
     const expiresAt = key.expires_at ? new Date(key.expires_at).getTime() : Infinity;

@@ -9,7 +9,7 @@ import { rowBy } from '../rowLoader';
 /** A synced guild by its snowflake. */
 export async function guildBySnowflake(db: Knex, guildId: string): Promise<ChatGuild | undefined> {
   // Outside a transaction: the batched unique-key read (guild_id is unique).
-  if (!(db as Knex.Transaction).isTransaction) return rowBy(ChatGuild, 'guild_id').load(guildId);
+  if (!(db as Knex.Transaction).isTransaction) return rowBy(ChatGuild, 'guild_id', db).load(guildId);
   return ChatGuild.query(db).findOne({ guild_id: guildId });
 }
 

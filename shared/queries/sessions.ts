@@ -9,7 +9,7 @@ export async function findSessionByToken(db: Knex, token: string): Promise<Sessi
     return Session.query(db)
       .findOne({ token_hash: sha256(token) })
       .where('expires_at', '>', new Date());
-  const session = await rowBy(Session, 'token_hash').load(sha256(token));
+  const session = await rowBy(Session, 'token_hash', db).load(sha256(token));
   return session && new Date(session.expires_at).getTime() > Date.now() ? session : undefined;
 }
 

@@ -3,6 +3,7 @@ import { listenPushes } from '../helpers/pushes';
 import { createUser } from '../helpers/factories';
 import { tokenOf } from '../helpers/mailbox';
 import { freshEmail, sentOutboxRow, useAccountsStack } from '../helpers/accounts';
+import { eventually } from '../helpers/wait';
 
 const { stack, mailbox } = useAccountsStack(test);
 
@@ -200,7 +201,11 @@ test('wrong password and unknown email get the same 401, each writing login_fail
   t.is(wrong.status, 401);
   t.is(unknown.status, 401);
   t.deepEqual(wrong.body, unknown.body);
-  const failed = await s.db('audit_events').where({ event_type: 'login_failed' }).orderBy('created_at');
+  // login_failed goes through the buffered audit writer: it lands moments after the answer.
+  const failed = await eventually(async () => {
+    const rows = await s.db('audit_events').where({ event_type: 'login_failed' }).orderBy('created_at');
+    return rows.length >= 2 ? rows : undefined;
+  });
   t.true(
     failed.some(
       (e) => e.user_id === v.body.data.id && e.status === 'failure' && e.metadata.reason === 'wrong_password',

@@ -17,7 +17,7 @@ export interface RawResponse {
  * closes or `waitMs` passes. For what fetch refuses to send: invalid method tokens, TRACE, broken
  * chunking, oversize headers, hand-made WebSocket handshakes.
  */
-export function rawRequest(port: number, request: string | Buffer, waitMs = 3000): Promise<RawResponse> {
+export function rawRequest(port: number, request: string | Buffer, waitMs = 10_000): Promise<RawResponse> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     const socket = net.connect(port, '127.0.0.1', () => socket.write(request));

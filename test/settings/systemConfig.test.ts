@@ -29,7 +29,7 @@ test('every declared key is seeded with its default, and nothing undeclared is',
   for (const [key, e] of Object.entries(SYSTEM_CONFIG)) t.true(e.schema.safeParse(e.default).success, key);
   const { admin } = await users();
   const audit = (await req('GET', '/v1/system-config/audit.retention_days', admin)).body.data;
-  t.like(audit, { key: 'audit.retention_days', value: 90 });
+  t.like(audit, { key: 'audit.retention_days', value: 365 });
   t.is((await req('GET', '/v1/system-config/export.rate_limit_per_hour', admin)).body.data.value, 5);
   t.is((await req('GET', '/v1/system-config/export.timeout_seconds', admin)).body.data.value, 60);
 });
@@ -95,7 +95,7 @@ test('PATCH sets a value of each declared type; wrong types and ranges are 400 n
     ['ui.maintenance_mode', 'yes', /^value: must be a boolean/],
     ['audit.retention_days', '30', /^value: must be an integer/],
     ['audit.retention_days', 1.5, /^value: must be an integer/],
-    ['audit.retention_days', 0, /^value: must be >= 1/],
+    ['audit.retention_days', -1, /^value: must be >= 0/],
     ['export.timeout_seconds', -5, /^value: must be >= 1/],
     ['gps.latest_cache_seconds', null, /^value: /],
     ['auth.supported_locales', [], /^value: must not be empty/],
@@ -115,7 +115,7 @@ test('PATCH sets a value of each declared type; wrong types and ranges are 400 n
     .db('audit_events')
     .where({ event_type: 'system_config_updated', resource_id: 'audit.retention_days' });
   t.true(audit.length >= 1);
-  t.deepEqual(audit[0].metadata, { key: 'audit.retention_days', old_value: 90, new_value: 30 });
+  t.deepEqual(audit[0].metadata, { key: 'audit.retention_days', old_value: 365, new_value: 30 });
 });
 
 test('no create or delete; unknown keys are 404', async (t) => {

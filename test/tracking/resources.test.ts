@@ -193,6 +193,7 @@ test('geofences: radius_km > 0, metadata any JSON object, PATCH at least one, pa
     'latitude',
     'longitude',
     'metadata',
+    'min_dwell_seconds',
     'name',
     'radius_km',
     'updated_at',
