@@ -9,6 +9,7 @@ import { z, zInput } from '../../shared/zod';
 import type { AppState } from '../routing';
 import type { ApiServices } from '../services';
 import type { GqlContext } from './context';
+import { documentGraphqlRoutes } from './openapi';
 import { AuditResolver } from './audit';
 import { MeResolver } from './me';
 import { WsTicketResolver } from './wsTicket';
@@ -108,6 +109,7 @@ export function graphqlRoutes(
     };
     await handler(ctx as never, async () => undefined);
   };
+  documentGraphqlRoutes(production);
   router.post('/v1/gql', gql);
   router.get('/v1/gql', gql);
   const sdl = printSchema(schema);

@@ -1,5 +1,6 @@
 import Router from '@koa/router';
 import { redisKey, RedisKeys } from '../../shared/redis';
+import { z } from '../../shared/zod';
 import { defineRoute, AppState } from '../routing';
 import type { ApiServices } from '../services';
 
@@ -47,6 +48,36 @@ async function websocketStats(
   }
 }
 
+const probe = z.object({ status: z.enum(['ok', 'down']), responseTime: z.number() });
+/** Uptime split into parts, with the total in seconds. */
+export const uptimeSchema = z
+  .object({
+    days: z.number().int(),
+    hours: z.number().int(),
+    minutes: z.number().int(),
+    seconds: z.number().int(),
+    total: z.number(),
+  })
+  .openapi('Uptime');
+const healthSchema = z
+  .object({
+    status: z.enum(['ok', 'degraded', 'unhealthy']),
+    version: z.string(),
+    timestamp: z.string().datetime(),
+    uptime: uptimeSchema,
+    services: z.object({
+      database: probe,
+      cache: probe,
+      websocket: z.object({
+        status: z.enum(['ok', 'down']),
+        connections: z.number().int(),
+        subscriptions: z.number().int(),
+      }),
+    }),
+    _links: z.object({ self: z.string(), info: z.string(), openapi: z.string() }),
+  })
+  .openapi('Health');
+
 export function uptimeParts(startedAt: number) {
   const total = (Date.now() - startedAt) / 1000;
   const whole = Math.floor(total);
@@ -70,7 +101,10 @@ export function healthRoutes(router: Router<AppState, { services: ApiServices }>
         summary: 'Service health',
         tags: ['health'],
         auth: 'public',
-        responses: { 200: { description: 'Healthy' }, 503: { description: 'Database or cache down' } },
+        responses: {
+          200: { description: 'Healthy', schema: healthSchema },
+          503: { description: 'Database or cache down', schema: healthSchema },
+        },
       },
       async (ctx) => {
         const s = ctx.services;

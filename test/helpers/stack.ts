@@ -7,7 +7,9 @@ import { startApi, RunningApi } from '../../api/server';
 import { Config, loadConfig } from '../../shared/config';
 import { startRealtime, RunningRealtime } from '../../realtime/server';
 import { startWorkers, RunningWorkers } from '../../workers/index';
+import { openApiDocument } from '../../api/openapiSpec';
 import { createTestDatabase } from './db';
+import { ResponseChecker, responseChecker } from './openapiCheck';
 
 export interface HttpResult<T = any> {
   status: number;
@@ -95,7 +97,19 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     } catch {
       /* not JSON */
     }
-    return { status: res.status, body: parsed as T, headers: res.headers, text };
+    const result = { status: res.status, body: parsed as T, headers: res.headers, text };
+    checkDocumented(method, path, result);
+    return result;
+  }
+
+  // Every 2xx JSON answer a test receives must match the schema the OpenAPI document gives its
+  // route and status: a mismatch fails the test that made the request.
+  let checker: ResponseChecker | undefined;
+  function checkDocumented(method: string, path: string, r: HttpResult): void {
+    if (r.status < 200 || r.status >= 300 || !/^application\/json\b/.test(r.headers.get('content-type') ?? '')) return;
+    checker ??= responseChecker(openApiDocument(api.services.version) as never);
+    const problem = checker.check(method, path, r.status, r.body);
+    if (problem) throw new Error(`response does not match the OpenAPI document: ${problem}`);
   }
 
   return {
