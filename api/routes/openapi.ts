@@ -4,19 +4,22 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { notFound } from '../../shared/errors';
 import { z } from '../../shared/zod';
+import { asyncApiDocument } from '../asyncapiDocument';
 import { documentRoute, openApiDocument } from '../openapiSpec';
 import type { AppState } from '../routing';
 import type { ApiServices } from '../services';
 
-let cached: { json: string; etag: string } | undefined;
+const serialised = new Map<string, { json: string; etag: string }>();
 
-/** The OpenAPI document, serialised once with its ETag. */
-function openApiJson(version: string): { json: string; etag: string } {
-  if (!cached) {
-    const json = JSON.stringify(openApiDocument(version));
-    cached = { json, etag: `"${createHash('sha1').update(json).digest('base64url')}"` };
+/** A document, serialised once with its ETag (the route table does not change while the process runs). */
+function documentJson(name: string, build: () => unknown): { json: string; etag: string } {
+  let doc = serialised.get(name);
+  if (!doc) {
+    const json = JSON.stringify(build());
+    doc = { json, etag: `"${createHash('sha1').update(json).digest('base64url')}"` };
+    serialised.set(name, doc);
   }
-  return cached;
+  return doc;
 }
 
 /** Swagger UI's files, read once each (a handful, from the installed package). */
@@ -78,17 +81,31 @@ export function openApiRoutes(router: Router<AppState, { services: ApiServices }
       404: { description: 'No such file' },
     },
   });
-  router.get('/v1/openapi.json', (ctx) => {
-    const doc = openApiJson((ctx as unknown as { services: ApiServices }).services.version);
-    ctx.set('ETag', doc.etag);
-    ctx.status = 200;
-    if (ctx.fresh) {
-      ctx.status = 304;
-      return;
-    }
-    ctx.type = 'application/json';
-    ctx.body = doc.json;
+  documentRoute({
+    method: 'get',
+    path: '/v1/asyncapi.json',
+    summary: 'The AsyncAPI 3.0 document of the WebSocket API (/v1/ws)',
+    tags: ['docs'],
+    auth: 'public',
+    responses: { 200: { description: 'The document', schema: z.object({ asyncapi: z.string() }).passthrough() } },
   });
+  const documents = {
+    '/v1/openapi.json': (version: string) => openApiDocument(version),
+    '/v1/asyncapi.json': (version: string) => asyncApiDocument(version),
+  };
+  for (const [route, build] of Object.entries(documents))
+    router.get(route, (ctx) => {
+      const version = (ctx as unknown as { services: ApiServices }).services.version;
+      const doc = documentJson(route, () => build(version));
+      ctx.set('ETag', doc.etag);
+      ctx.status = 200;
+      if (ctx.fresh) {
+        ctx.status = 304;
+        return;
+      }
+      ctx.type = 'application/json';
+      ctx.body = doc.json;
+    });
   router.get('/v1/swagger-ui/', (ctx) => {
     ctx.type = 'text/html';
     ctx.body = SWAGGER_HTML;
