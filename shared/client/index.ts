@@ -2,3 +2,4 @@
 export * from './http';
 export * from './ws';
 export type { WsClientMessage, WsServerMessage } from '../wsMessages';
+export * from './typed';
