@@ -120,7 +120,8 @@ export class WsClient {
       const url = `${this.o.baseUrl.replace(/^http/, 'ws').replace(/\/$/, '')}/v1/ws`;
       const factory: SocketFactory =
         this.o.socket ??
-        ((u, p) => new (globalThis as unknown as { WebSocket: new (u: string, p: string[]) => SocketLike }).WebSocket(u, p));
+        ((u, p) =>
+          new (globalThis as unknown as { WebSocket: new (u: string, p: string[]) => SocketLike }).WebSocket(u, p));
       const socket = factory(url, protocols, headers);
       socket.binaryType = 'arraybuffer';
       this.socket = socket;
