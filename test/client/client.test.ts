@@ -3,6 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import WebSocket from 'ws';
 import { startRealtime } from '../../realtime/server';
+import { decodeEnvelope, encodeEnvelope } from '../../shared/proto';
 import { ApiClient, CallAuth, SocketFactory, WsClient } from '../../shared/client';
 import type { WsServerMessage } from '../../shared/client';
 import { createUser } from '../helpers/factories';
@@ -95,6 +96,15 @@ test('WebSocket client: ticket auth, reconnect with backoff and resubscribe afte
   const pong = messages.length;
   t.true(ws.sendJson({ type: 'ping' }));
   await waitFor(() => messages.slice(pong).some((m) => m.type === 'pong'));
+
+  // Protobuf frames: an encoded WsEnvelope ping is answered with a binary pong.
+  const binary: Uint8Array[] = [];
+  ws.on('binary', (b) => binary.push(b));
+  t.true(ws.sendBinary(encodeEnvelope('ping', { timestamp: 42 }, 'r1')));
+  await waitFor(() => binary.length > 0);
+  const env = decodeEnvelope(binary[0]);
+  t.is(env.payload, 'pong');
+  t.is(env.requestId, 'r1');
 
   // Restart the realtime process on the same port: the client reconnects with a new ticket and resubscribes.
   const port = s.realtime[0].port;
