@@ -19,14 +19,25 @@ export function resource<T>(ctx: Pick<Context, 'path'>, data: T, self?: string):
   return { data, _links: { self: self ?? ctx.path } };
 }
 
-const selfLinks = z.object({ self: z.string() });
-const pageLinks = z.object({
-  self: z.string(),
-  first: z.string(),
-  last: z.string(),
-  prev: z.string().optional(),
-  next: z.string().optional(),
-});
+const selfLinks = z.object({ self: z.string() }).openapi('SelfLinks');
+const pageLinks = z
+  .object({
+    self: z.string(),
+    first: z.string(),
+    last: z.string(),
+    prev: z.string().optional(),
+    next: z.string().optional(),
+  })
+  .openapi('PageLinks');
+
+const pagination = z
+  .object({
+    page: z.number().int(),
+    limit: z.number().int(),
+    total: z.number().int(),
+    total_pages: z.number().int(),
+  })
+  .openapi('Pagination');
 
 /** Schema of `resource(ctx, data)` for a presenter's schema. */
 export const resourceSchema = <T extends ZodTypeAny>(data: T) => z.object({ data, _links: selfLinks });
@@ -38,12 +49,7 @@ export const listSchema = <T extends ZodTypeAny>(item: T) => z.object({ data: z.
 export const pageSchema = <T extends ZodTypeAny>(item: T) =>
   z.object({
     data: z.array(item),
-    pagination: z.object({
-      page: z.number().int(),
-      limit: z.number().int(),
-      total: z.number().int(),
-      total_pages: z.number().int(),
-    }),
+    pagination,
     _links: pageLinks,
   });
 
@@ -73,3 +79,14 @@ export function sendHtml(ctx: Context, html: string, contentSecurityPolicy: stri
   ctx.type = 'text/html; charset=utf-8';
   ctx.body = html;
 }
+
+/** `{message}`: an accepted request whose outcome arrives by email, or a plain confirmation. */
+export const messageSchema = z.object({ message: z.string() }).openapi('Message');
+
+/** `{success, message}`: a confirmation. */
+export const successSchema = z.object({ success: z.boolean(), message: z.string() }).openapi('Success');
+
+/** `{message, expires_at}`: a verification email was sent. */
+export const emailSentSchema = z
+  .object({ message: z.string(), expires_at: z.string().datetime() })
+  .openapi('VerificationEmailSent');

@@ -16,7 +16,8 @@ import {
   requireSystem,
   subjects,
 } from '../shared/policies';
-import { openApiRegistry, z, zInput } from '../shared/zod';
+import { z, zInput } from '../shared/zod';
+import { registerOperation, ResponseDoc } from './openapiSpec';
 import type { ApiServices } from './services';
 
 export interface AppState {
@@ -63,7 +64,9 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends Zo
   query?: Q;
   body?: B;
   /** Documented responses; defaults to a bare 200. */
-  responses?: Record<number, { description: string; schema?: ZodTypeAny; contentType?: string }>;
+  responses?: Record<number, ResponseDoc>;
+  /** An example request body for the document. */
+  bodyExample?: unknown;
 }
 
 export interface RouteInput<P extends AnyObject, Q extends AnyObject, B extends ZodTypeAny> {
@@ -120,8 +123,6 @@ function describeAuth(auth: AuthRule): string {
   return parts.join(' ');
 }
 
-const toOpenApiPath = (path: string) => path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
-
 /**
  * Registers one route: authenticate (already done by middleware) → check access → validate
  * params, query and body → handler. Also documents the route in the OpenAPI registry, so the
@@ -163,29 +164,18 @@ export function defineRoute<
     return handler(c, { params, query, body });
   });
 
-  const security = def.auth === 'public' ? [] : [{ bearerAuth: [] }];
-  const responses: Record<string, { description: string; content?: Record<string, { schema: ZodTypeAny }> }> = {};
-  for (const [status, r] of Object.entries(def.responses ?? { 200: { description: 'OK' } })) {
-    responses[status] = {
-      description: r.description,
-      ...(r.schema ? { content: { [r.contentType ?? 'application/json']: { schema: r.schema } } } : {}),
-    };
-  }
-  openApiRegistry.registerPath({
-    method: def.method,
-    path: toOpenApiPath(def.path),
-    summary: def.summary,
-    description: [def.description, describeAuth(def.auth)].filter(Boolean).join('\n\n'),
-    tags: def.tags,
-    security,
-    request: {
-      ...(def.params ? { params: def.params as z.ZodObject<z.ZodRawShape> } : {}),
-      ...(def.query ? { query: def.query as z.ZodObject<z.ZodRawShape> } : {}),
-      ...(def.body && !(def.body instanceof z.ZodUnknown)
-        ? { body: { content: { 'application/json': { schema: def.body } } } }
-        : {}),
-    },
-    responses: responses as never,
+  // A documented example must pass the route's own validation (checked once, at mount).
+  if (def.bodyExample !== undefined && def.body && !def.body.safeParse(def.bodyExample).success)
+    throw new Error(`${def.method.toUpperCase()} ${def.path}: bodyExample does not pass the body schema`);
+  const permission = typeof def.auth === 'object' && 'permission' in def.auth ? def.auth.permission : undefined;
+  registerOperation({
+    ...def,
+    access: describeAuth(def.auth),
+    secured: def.auth !== 'public',
+    permission,
+    validates: Boolean(def.params || def.query || def.body),
+    // A permission or an account scope can be refused to a valid credential ('system' answers 401).
+    forbids: typeof def.auth === 'object',
   });
 }
 

@@ -13,6 +13,7 @@ import type { ApiServices } from '../services';
 import type { GqlContext } from './context';
 import { graphiqlRoutes } from './graphiql';
 import { createLoaders } from './loaders';
+import { documentGraphqlRoutes } from './openapi';
 import { AuditResolver } from './audit';
 import { MeResolver } from './me';
 import { WsTicketResolver } from './wsTicket';
@@ -168,6 +169,7 @@ export function graphqlRoutes(
     };
     await handler(ctx as never, async () => undefined);
   };
+  documentGraphqlRoutes(production);
   router.post('/v1/gql', gql);
   router.get('/v1/gql', gql);
   const sdl = printSchema(schema);

@@ -2,6 +2,7 @@ import Router from '@koa/router';
 import { cancelDeletion, purgeUser } from '../../shared/commands/userLifecycle';
 import { notFound } from '../../shared/errors';
 import { z } from '../../shared/zod';
+import { successSchema } from '../responses';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 import { loadUser, resolveUserRef, userIdParam } from '../params';
@@ -43,7 +44,7 @@ export function adminUserRoutes(router: ApiRouter): void {
       params: userIdParam,
       body: z.object({ reason: z.string().trim().min(1).max(1000).optional() }),
       responses: {
-        200: { description: '{success, message}' },
+        200: { description: '{success, message}', schema: successSchema },
         400: { description: 'Deleting oneself' },
         404: { description: 'No such user' },
       },
@@ -72,7 +73,7 @@ export function adminUserRoutes(router: ApiRouter): void {
       auth: { permission: 'users:write', manages: 'id' },
       params: userIdParam,
       responses: {
-        200: { description: '{success, message}' },
+        200: { description: '{success, message}', schema: successSchema },
         404: { description: 'No such user' },
         409: { description: 'No deletion scheduled' },
       },

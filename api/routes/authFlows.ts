@@ -8,6 +8,8 @@ import { authRequestMeta, clientIp } from '../params';
 import { defineRoute, AppState } from '../routing';
 import type { ApiServices } from '../services';
 import { registrationRoutes } from './registration';
+import { messageSchema, successSchema } from '../responses';
+import { loginResultSchema } from '../../shared/presenters/login';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -31,8 +33,9 @@ export function authFlowRoutes(router: ApiRouter): void {
       tags: TAG,
       auth: 'public',
       body: z.object({ email: zEmail(), password: z.string().min(1, { message: 'is required' }).max(PASSWORD_MAX) }),
+      bodyExample: { email: 'alice@example.com', password: 'correct horse battery staple' },
       responses: {
-        200: { description: 'Signed in, or a 2FA challenge' },
+        200: { description: 'Signed in, or a 2FA challenge', schema: loginResultSchema },
         401: { description: 'Wrong email or password' },
         403: { description: 'Email sign-in disabled, address not verified, or account banned' },
         429: { description: 'Too many failed attempts (Retry-After)' },
@@ -55,7 +58,7 @@ export function authFlowRoutes(router: ApiRouter): void {
       tags: TAG,
       auth: 'public',
       body: z.object({ email: zEmail() }),
-      responses: { 202: { description: '{message}' } },
+      responses: { 202: { description: '{message}', schema: messageSchema } },
     },
     async (ctx, { body }) => {
       await requestPasswordReset(ctx.services, body.email, authRequestMeta(ctx));
@@ -74,7 +77,10 @@ export function authFlowRoutes(router: ApiRouter): void {
       tags: TAG,
       auth: 'public',
       body: z.object({ token: zEmailedToken(), password: zNewPassword() }),
-      responses: { 200: { description: '{success, message}' }, 400: { description: 'Invalid or expired token' } },
+      responses: {
+        200: { description: '{success, message}', schema: successSchema },
+        400: { description: 'Invalid or expired token' },
+      },
     },
     async (ctx, { body }) => {
       await resetPassword(ctx.services, body.token, body.password, authRequestMeta(ctx));

@@ -14,7 +14,7 @@ import { z } from '../../shared/zod';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 import { loadUser, resolveUserRef, userIdParam } from '../params';
-import { created, listSchema, resource, resourceSchema } from '../responses';
+import { created, listSchema, resource, resourceSchema, successSchema } from '../responses';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -92,7 +92,10 @@ export function banRoutes(router: ApiRouter): void {
       tags: TAG,
       auth: { permission: 'users:ban', manages: 'id' },
       params: userIdParam,
-      responses: { 200: { description: '{success, message}' }, 404: { description: 'Not banned' } },
+      responses: {
+        200: { description: '{success, message}', schema: successSchema },
+        404: { description: 'Not banned' },
+      },
     },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);

@@ -1,6 +1,7 @@
 import Router from '@koa/router';
 import { aisStatus, AisHealth } from '../../shared/caches/aisStatus';
 import { redisKey, RedisKeys } from '../../shared/redis';
+import { z } from '../../shared/zod';
 import { defineRoute, AppState } from '../routing';
 import type { ApiServices } from '../services';
 
@@ -58,6 +59,42 @@ async function aisHealth(s: ApiServices): Promise<(AisHealth & { configured: tru
   ]);
   return { configured: true, ...status };
 }
+const probe = z.object({ status: z.enum(['ok', 'down']), responseTime: z.number() });
+/** Uptime split into parts, with the total in seconds. */
+export const uptimeSchema = z
+  .object({
+    days: z.number().int(),
+    hours: z.number().int(),
+    minutes: z.number().int(),
+    seconds: z.number().int(),
+    total: z.number(),
+  })
+  .openapi('Uptime');
+const healthSchema = z
+  .object({
+    status: z.enum(['ok', 'degraded', 'unhealthy']),
+    version: z.string(),
+    timestamp: z.string().datetime(),
+    uptime: uptimeSchema,
+    services: z.object({
+      database: probe,
+      cache: probe,
+      websocket: z.object({
+        status: z.enum(['ok', 'down']),
+        connections: z.number().int(),
+        subscriptions: z.number().int(),
+      }),
+      ais: z.object({
+        configured: z.boolean(),
+        connected: z.boolean().optional(),
+        sentences: z.number().int().optional(),
+        errors: z.number().int().optional(),
+        vessels: z.number().int().optional(),
+      }),
+    }),
+    _links: z.object({ self: z.string(), info: z.string(), openapi: z.string() }),
+  })
+  .openapi('Health');
 
 export function uptimeParts(startedAt: number) {
   const total = (Date.now() - startedAt) / 1000;
@@ -82,7 +119,10 @@ export function healthRoutes(router: Router<AppState, { services: ApiServices }>
         summary: 'Service health',
         tags: ['health'],
         auth: 'public',
-        responses: { 200: { description: 'Healthy' }, 503: { description: 'Database or cache down' } },
+        responses: {
+          200: { description: 'Healthy', schema: healthSchema },
+          503: { description: 'Database or cache down', schema: healthSchema },
+        },
       },
       async (ctx) => {
         const s = ctx.services;

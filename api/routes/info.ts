@@ -4,7 +4,7 @@ import { parseUserAgent } from '../../shared/userAgent';
 import { z } from '../../shared/zod';
 import { defineRoute, AppState } from '../routing';
 import type { ApiServices } from '../services';
-import { uptimeParts } from './health';
+import { uptimeParts, uptimeSchema } from './health';
 
 const LINKS = Object.freeze({
   self: '/v1',
@@ -16,6 +16,21 @@ const LINKS = Object.freeze({
   websocket: '/v1/ws',
 });
 
+const infoSchema = z
+  .object({
+    version: z.string(),
+    server: z.object({ uptime: uptimeSchema }),
+    client: z.object({
+      ip: z.string(),
+      userAgent: z.string().nullable(),
+      browser: z.unknown(),
+      os: z.unknown(),
+    }),
+    timestamp: z.string().datetime(),
+    _links: z.record(z.string()),
+  })
+  .openapi('ServiceInfo');
+
 /** GET /v1 (service and client info) and the POST /v1/auth/validate placeholder. */
 export function infoRoutes(router: Router<AppState, { services: ApiServices }>): void {
   defineRoute(
@@ -26,6 +41,7 @@ export function infoRoutes(router: Router<AppState, { services: ApiServices }>):
       summary: 'API version, server uptime and what the server sees of the client',
       tags: ['health'],
       auth: 'public',
+      responses: { 200: { description: 'Version, uptime and client', schema: infoSchema } },
     },
     (ctx) => {
       const ua = ctx.get('user-agent');

@@ -1,39 +1,25 @@
 import Router from '@koa/router';
-import { OpenApiGeneratorV31 } from '@asteasolutions/zod-to-openapi';
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { notFound } from '../../shared/errors';
-import { openApiRegistry } from '../../shared/zod';
+import { z } from '../../shared/zod';
+import { asyncApiDocument } from '../asyncapiDocument';
+import { documentRoute, openApiDocument } from '../openapiSpec';
 import type { AppState } from '../routing';
 import type { ApiServices } from '../services';
 
-let cached: { json: string; etag: string } | undefined;
+const serialised = new Map<string, { json: string; etag: string }>();
 
-/**
- * The OpenAPI 3.1 document, generated once from the routes' own zod schemas and kept serialised
- * (the route table does not change while the process runs).
- */
-function openApiDocument(version: string): { json: string; etag: string } {
-  if (!cached) {
-    openApiRegistry.registerComponent('securitySchemes', 'bearerAuth', {
-      type: 'http',
-      scheme: 'bearer',
-      description: 'Session token, OAuth access token, API key or system key',
-    });
-    const doc = new OpenApiGeneratorV31(openApiRegistry.definitions).generateDocument({
-      openapi: '3.1.0',
-      info: {
-        title: 'Service API',
-        version,
-        description: 'Accounts, access control, tracking and real-time API. Errors are {error, message}.',
-      },
-      servers: [{ url: '/' }],
-    });
-    const json = JSON.stringify(doc);
-    cached = { json, etag: `"${createHash('sha1').update(json).digest('base64url')}"` };
+/** A document, serialised once with its ETag (the route table does not change while the process runs). */
+function documentJson(name: string, build: () => unknown): { json: string; etag: string } {
+  let doc = serialised.get(name);
+  if (!doc) {
+    const json = JSON.stringify(build());
+    doc = { json, etag: `"${createHash('sha1').update(json).digest('base64url')}"` };
+    serialised.set(name, doc);
   }
-  return cached;
+  return doc;
 }
 
 /** Swagger UI's files, read once each (a handful, from the installed package). */
@@ -55,7 +41,7 @@ const SWAGGER_HTML = `<!doctype html>
 <link rel="stylesheet" href="/v1/swagger-ui/swagger-ui.css"></head>
 <body><div id="ui"></div>
 <script src="/v1/swagger-ui/swagger-ui-bundle.js"></script>
-<script>window.ui = SwaggerUIBundle({ url: '/v1/openapi.json', dom_id: '#ui' });</script>
+<script>window.ui = SwaggerUIBundle({ url: '/v1/openapi.json', dom_id: '#ui', validatorUrl: null, deepLinking: true });</script>
 </body></html>`;
 
 const STATIC_TYPES: Record<string, string> = {
@@ -67,17 +53,59 @@ const STATIC_TYPES: Record<string, string> = {
 
 /** /v1/openapi.json and the Swagger UI (served from the swagger-ui-dist package, no CDN). */
 export function openApiRoutes(router: Router<AppState, { services: ApiServices }>): void {
-  router.get('/v1/openapi.json', (ctx) => {
-    const doc = openApiDocument((ctx as unknown as { services: ApiServices }).services.version);
-    ctx.set('ETag', doc.etag);
-    ctx.status = 200;
-    if (ctx.fresh) {
-      ctx.status = 304;
-      return;
-    }
-    ctx.type = 'application/json';
-    ctx.body = doc.json;
+  documentRoute({
+    method: 'get',
+    path: '/v1/openapi.json',
+    summary: 'This OpenAPI 3.1 document',
+    tags: ['docs'],
+    auth: 'public',
+    responses: { 200: { description: 'The document', schema: z.object({ openapi: z.string() }).passthrough() } },
   });
+  documentRoute({
+    method: 'get',
+    path: '/v1/swagger-ui/',
+    summary: 'Swagger UI for this document',
+    tags: ['docs'],
+    auth: 'public',
+    responses: { 200: { description: 'HTML page', schema: z.string(), contentType: 'text/html' } },
+  });
+  documentRoute({
+    method: 'get',
+    path: '/v1/swagger-ui/:file',
+    summary: "A file of Swagger UI's bundle",
+    tags: ['docs'],
+    auth: 'public',
+    params: z.object({ file: z.string() }),
+    responses: {
+      200: { description: 'CSS, JavaScript, image or source map', schema: z.string(), contentType: 'text/plain' },
+      404: { description: 'No such file' },
+    },
+  });
+  documentRoute({
+    method: 'get',
+    path: '/v1/asyncapi.json',
+    summary: 'The AsyncAPI 3.0 document of the WebSocket API (/v1/ws)',
+    tags: ['docs'],
+    auth: 'public',
+    responses: { 200: { description: 'The document', schema: z.object({ asyncapi: z.string() }).passthrough() } },
+  });
+  const documents = {
+    '/v1/openapi.json': (version: string) => openApiDocument(version),
+    '/v1/asyncapi.json': (version: string) => asyncApiDocument(version),
+  };
+  for (const [route, build] of Object.entries(documents))
+    router.get(route, (ctx) => {
+      const version = (ctx as unknown as { services: ApiServices }).services.version;
+      const doc = documentJson(route, () => build(version));
+      ctx.set('ETag', doc.etag);
+      ctx.status = 200;
+      if (ctx.fresh) {
+        ctx.status = 304;
+        return;
+      }
+      ctx.type = 'application/json';
+      ctx.body = doc.json;
+    });
   router.get('/v1/swagger-ui/', (ctx) => {
     ctx.type = 'text/html';
     ctx.body = SWAGGER_HTML;

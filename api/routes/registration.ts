@@ -6,7 +6,7 @@ import { flatUserSchema } from '../../shared/presenters/user';
 import { flatUser } from '../../shared/queries/users';
 import { z } from '../../shared/zod';
 import { authRequestMeta } from '../params';
-import { created, resource, resourceSchema } from '../responses';
+import { created, messageSchema, resource, resourceSchema, successSchema } from '../responses';
 import { defineRoute, AppState } from '../routing';
 import type { ApiServices } from '../services';
 
@@ -42,7 +42,11 @@ export function registrationRoutes(router: ApiRouter): void {
         username: zUsername().optional(),
         locale: z.string().max(10).optional(),
       }),
-      responses: { 202: { description: '{message}' }, 403: { description: 'Email sign-in is disabled' } },
+      bodyExample: { email: 'alice@example.com', password: 'correct horse battery staple', username: 'alice' },
+      responses: {
+        202: { description: '{message}', schema: messageSchema },
+        403: { description: 'Email sign-in is disabled' },
+      },
     },
     async (ctx, { body }) => {
       await startRegistration(ctx.services, body, authRequestMeta(ctx));
@@ -88,7 +92,7 @@ export function registrationRoutes(router: ApiRouter): void {
       auth: 'public',
       body: z.object({ token: zEmailedToken() }),
       responses: {
-        200: { description: '{success, message}' },
+        200: { description: '{success, message}', schema: successSchema },
         400: { description: 'Invalid or expired token' },
         409: { description: 'Address taken meanwhile' },
       },

@@ -20,6 +20,7 @@ import { defineRoute, AppContext, AppState, requestAttribution } from '../routin
 import type { ApiServices } from '../services';
 import { authorizeTwoFactor } from '../twoFactorAccess';
 import { z, zUuid } from '../../shared/zod';
+import { signedInSchema } from '../../shared/presenters/login';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -198,7 +199,7 @@ export function twoFactorRoutes(router: ApiRouter): void {
         code: codeField,
       }),
       responses: {
-        200: { description: '{data: flattened user, session: {sessionToken, expires}}' },
+        200: { description: '{data: flattened user, session: {sessionToken, expires}}', schema: signedInSchema },
         400: { description: 'Invalid or expired challenge, or invalid code' },
         429: { description: 'Too many wrong codes (Retry-After)' },
       },

@@ -22,6 +22,7 @@ import { z } from '../../shared/zod';
 import { defineRoute, AppContext, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 import { loadUser, resolveUserRef, userIdParam } from '../params';
+import { emailSentSchema, messageSchema, successSchema } from '../responses';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -63,7 +64,7 @@ export function userEmailRoutes(router: ApiRouter): void {
       params: userIdParam,
       body: z.object({ email: zEmail() }),
       responses: {
-        200: { description: '{message, expires_at}' },
+        200: { description: '{message, expires_at}', schema: emailSentSchema },
         400: { description: 'Invalid email or not an email account' },
         404: { description: 'No such user' },
         409: { description: 'Email in use' },
@@ -86,7 +87,7 @@ export function userEmailRoutes(router: ApiRouter): void {
       auth: { account: ACCOUNT_SCOPES.email },
       body: tokenBody,
       responses: {
-        200: { description: '{success, message}' },
+        200: { description: '{success, message}', schema: successSchema },
         400: { description: 'Invalid or expired token' },
         409: { description: 'Email in use' },
       },
@@ -125,7 +126,10 @@ export function userEmailRoutes(router: ApiRouter): void {
       tags: TAG,
       auth: securing('users:write'),
       params: userIdParam,
-      responses: { 200: { description: '{success, message}' }, 404: { description: 'None pending' } },
+      responses: {
+        200: { description: '{success, message}', schema: successSchema },
+        404: { description: 'None pending' },
+      },
     },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
@@ -148,7 +152,7 @@ export function userEmailRoutes(router: ApiRouter): void {
       params: userIdParam,
       body: z.object({ email: zEmail(), password: zNewPassword() }),
       responses: {
-        200: { description: '{message, expires_at}' },
+        200: { description: '{message, expires_at}', schema: emailSentSchema },
         400: { description: 'Invalid input or already linked' },
         404: { description: 'No such user' },
         409: { description: 'Email in use' },
@@ -171,7 +175,10 @@ export function userEmailRoutes(router: ApiRouter): void {
       auth: { account: ACCOUNT_SCOPES.email },
       body: tokenBody,
       responses: {
-        200: { description: '{message, platform_account_id}' },
+        200: {
+          description: '{message, platform_account_id}',
+          schema: messageSchema.extend({ platform_account_id: z.string() }),
+        },
         400: { description: 'Invalid or expired token' },
         409: { description: 'Email in use' },
       },
@@ -210,7 +217,7 @@ export function userEmailRoutes(router: ApiRouter): void {
       tags: TAG,
       auth: securing('users:write'),
       params: userIdParam,
-      responses: { 200: { description: '{message}' }, 404: { description: 'None pending' } },
+      responses: { 200: { description: '{message}', schema: messageSchema }, 404: { description: 'None pending' } },
     },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);

@@ -6,6 +6,7 @@ import { liveUserSessions } from '../../shared/queries/sessions';
 import { zUuid, z } from '../../shared/zod';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
+import { successSchema } from '../responses';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
@@ -49,8 +50,8 @@ export function userSessionRoutes(router: ApiRouter): void {
       auth: { account: ACCOUNT_SCOPES.sessions },
       params: z.object({ session_id: zUuid() }),
       responses: {
-        200: { description: '{success, message}' },
-        400: { description: '{success: false, message}: the current session' },
+        200: { description: '{success, message}', schema: successSchema },
+        400: { description: '{success: false, message}: the current session', schema: successSchema },
         404: { description: 'No such session' },
       },
     },
@@ -69,7 +70,12 @@ export function userSessionRoutes(router: ApiRouter): void {
       summary: 'Revoke all my sessions except the current one',
       tags: TAG,
       auth: { account: ACCOUNT_SCOPES.sessions },
-      responses: { 200: { description: '{success, revoked_count, message}' } },
+      responses: {
+        200: {
+          description: '{success, revoked_count, message}',
+          schema: successSchema.extend({ revoked_count: z.number().int() }),
+        },
+      },
     },
     async (ctx) => {
       const { userId, sessionId } = sessionCaller(ctx.state.principal);

@@ -10,7 +10,7 @@ import { userView } from '../../shared/queries/users';
 import { atLeastOne, z, zHttpUrl, zQueryBool } from '../../shared/zod';
 import { paginate, paginationQuery } from '../pagination';
 import { loadUser, requireActingUser, resolveUserRef, userIdParam } from '../params';
-import { noContent, pageSchema, resource, resourceSchema } from '../responses';
+import { noContent, pageSchema, resource, resourceSchema, successSchema } from '../responses';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 import { userLookupRoutes } from './userLookup';
@@ -56,7 +56,12 @@ export function userRoutes(router: ApiRouter): void {
         'Schedules the deletion after the grace period (7 days); the account stays usable until then and the deletion can be cancelled.',
       tags: TAG,
       auth: { account: ACCOUNT_SCOPES.delete },
-      responses: { 200: { description: '{success, message, scheduled_deletion_at}' } },
+      responses: {
+        200: {
+          description: '{success, message, scheduled_deletion_at}',
+          schema: successSchema.extend({ scheduled_deletion_at: z.string().datetime() }),
+        },
+      },
     },
     async (ctx) => {
       const id = requireActingUser(ctx.state.principal);
@@ -77,7 +82,10 @@ export function userRoutes(router: ApiRouter): void {
       summary: 'Cancel the scheduled deletion of the own account',
       tags: TAG,
       auth: { account: ACCOUNT_SCOPES.delete },
-      responses: { 200: { description: '{success, message}' }, 409: { description: 'No deletion scheduled' } },
+      responses: {
+        200: { description: '{success, message}', schema: successSchema },
+        409: { description: 'No deletion scheduled' },
+      },
     },
     async (ctx) => {
       const id = requireActingUser(ctx.state.principal);

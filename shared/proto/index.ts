@@ -18,7 +18,8 @@ function protoPath(): string {
   return found;
 }
 
-const PROTO_PATH = protoPath();
+/** Where ws.proto was found (the AsyncAPI document embeds it). */
+export const PROTO_PATH = protoPath();
 const protoRoot = protobuf.loadSync(PROTO_PATH);
 
 const PKG = 'service.ws.v1';

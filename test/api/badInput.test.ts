@@ -48,8 +48,11 @@ function init(): Promise<void> {
   ready ??= (async () => {
     const s = stack();
     doc = (await s.request('GET', '/v1/openapi.json')).body;
+    // GraphQL endpoints answer GraphQL-over-HTTP errors ({errors}), not {error, message}.
     routes = Object.entries(doc.paths).flatMap(([path, ops]) =>
-      Object.entries(ops).map(([method, op]) => ({ method: method.toUpperCase(), path, op })),
+      Object.entries(ops)
+        .filter(([, op]) => (op as Record<string, unknown>)['x-protocol'] !== 'graphql')
+        .map(([method, op]) => ({ method: method.toUpperCase(), path, op })),
     );
     admin = await createUser(s.db, { roles: ['role_admin'] });
   })();

@@ -7,7 +7,10 @@ import { startApi, RunningApi } from '../../api/server';
 import { Config, loadConfig } from '../../shared/config';
 import { startRealtime, RunningRealtime } from '../../realtime/server';
 import { startWorkers, RunningWorkers } from '../../workers/index';
+import { openApiDocument } from '../../api/openapiSpec';
+import { ApiClient, CallAuth } from '../../shared/client';
 import { createTestDatabase } from './db';
+import { ResponseChecker, responseChecker } from './openapiCheck';
 
 export interface HttpResult<T = any> {
   status: number;
@@ -79,23 +82,34 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const workers = opts.workers ? await startWorkers(config, { schedule: false }) : undefined;
   const url = `http://127.0.0.1:${api.port}`;
 
+  // Requests go through the first-party client (shared/client), so every test that talks HTTP
+  // exercises it against the real server: a token is the user's (or the system key), no token is
+  // an explicit anonymous call. Only a test that sends its own Authorization header (a malformed
+  // credential on purpose) bypasses the client, which never lets a hand-made header through.
+  const client = new ApiClient({ baseUrl: url });
   async function request<T>(method: string, path: string, o: RequestOptions = {}): Promise<HttpResult<T>> {
-    const headers: Record<string, string> = { ...(o.headers ?? {}) };
-    if (o.token) headers.authorization = `Bearer ${o.token}`;
-    let body: string | undefined = o.rawBody;
-    if (o.body !== undefined) {
-      body = JSON.stringify(o.body);
-      headers['content-type'] = 'application/json';
-    } else if (o.rawBody !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
-    const res = await fetch(url + path, { method, headers, body });
-    const text = await res.text();
-    let parsed: unknown = text;
-    try {
-      parsed = text ? JSON.parse(text) : undefined;
-    } catch {
-      /* not JSON */
-    }
-    return { status: res.status, body: parsed as T, headers: res.headers, text };
+    const rawAuthorization = Object.keys(o.headers ?? {}).some((k) => k.toLowerCase() === 'authorization');
+    const auth: CallAuth = !o.token
+      ? { anonymous: true }
+      : o.token === systemKey
+        ? { systemKey }
+        : { userToken: o.token };
+    const res = rawAuthorization
+      ? await rawRequest(url + path, method, o)
+      : await client.request(method, path, { auth, body: o.body, rawBody: o.rawBody, headers: o.headers });
+    const result = { status: res.status, body: res.body as T, headers: res.headers, text: res.text };
+    checkDocumented(method, path, result);
+    return result;
+  }
+
+  // Every 2xx JSON answer a test receives must match the schema the OpenAPI document gives its
+  // route and status: a mismatch fails the test that made the request.
+  // Built before the first request (document and schemas), so no test times its construction.
+  const checker: ResponseChecker = responseChecker(openApiDocument(api.services.version) as never);
+  function checkDocumented(method: string, path: string, r: HttpResult): void {
+    if (r.status < 200 || r.status >= 300 || !/^application\/json\b/.test(r.headers.get('content-type') ?? '')) return;
+    const problem = checker.check(method, path, r.status, r.body);
+    if (problem) throw new Error(`response does not match the OpenAPI document: ${problem}`);
   }
 
   return {
@@ -148,6 +162,30 @@ export async function deleteKeysWithPrefix(redisUrl: string, prefix: string): Pr
     redis.disconnect();
   }
   return deleted;
+}
+
+/** A request with a hand-made Authorization header, sent as is (see Stack.request). */
+async function rawRequest(
+  target: string,
+  method: string,
+  o: RequestOptions,
+): Promise<{ status: number; body: unknown; headers: Headers; text: string }> {
+  const headers: Record<string, string> = { ...(o.headers ?? {}) };
+  if (o.token) headers.authorization = `Bearer ${o.token}`;
+  let body: string | undefined = o.rawBody;
+  if (o.body !== undefined) {
+    body = JSON.stringify(o.body);
+    headers['content-type'] = 'application/json';
+  } else if (o.rawBody !== undefined && !headers['content-type']) headers['content-type'] = 'application/json';
+  const res = await fetch(target, { method, headers, body });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    /* not JSON */
+  }
+  return { status: res.status, body: parsed, headers: res.headers, text };
 }
 
 /** Starts a stack before the file's tests and closes it after them. */

@@ -136,6 +136,15 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       tags: ['gps'],
       auth: { permission: 'gps:write' },
       body: gpsPointInput,
+      bodyExample: {
+        latitude: 52.52,
+        longitude: 13.405,
+        timestamp: 1795000000,
+        speed_kmh: 36,
+        speed_mps: 10,
+        speed_mph: 22.37,
+        speed_knots: 19.44,
+      },
       responses: {
         201: { description: 'Stored point', schema: resourceSchema(gpsPointSchema) },
         ...errors,

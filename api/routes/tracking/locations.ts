@@ -106,6 +106,7 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
       tags: ['locations'],
       auth: { permission: 'locations:write' },
       body: createBody,
+      bodyExample: { name: 'Depot', latitude: 52.52, longitude: 13.405 },
       responses: {
         201: { description: 'Created location with contacts', schema: resourceSchema(locationSchema) },
         ...errors,

@@ -100,6 +100,7 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       tags: ['trips'],
       auth: { permission: 'trips:write' },
       body: createBody,
+      bodyExample: { name: 'Berlin to Hamburg', description: 'Weekly delivery', gps_logging_enabled: true },
       responses: { 201: { description: 'Created trip', schema: resourceSchema(tripSchema) }, ...errors },
     },
     async (ctx, { body }) => {

@@ -1,0 +1,111 @@
+import test from 'ava';
+import type Koa from 'koa';
+import { createApp } from '../../api/app';
+import { buildGraphqlSchema } from '../../api/graphql';
+import { createUser } from '../helpers/factories';
+import { responseChecker } from '../helpers/openapiCheck';
+import { useStack } from '../helpers/stack';
+
+const stack = useStack(test);
+
+type Doc = {
+  openapi: string;
+  paths: Record<string, Record<string, Record<string, any>>>;
+  components: { schemas: Record<string, unknown>; securitySchemes: Record<string, unknown> };
+};
+const getDoc = async () => (await stack().request<Doc>('GET', '/v1/openapi.json')).body;
+
+/** Every method+path the application's router answers, read from its layers (as bench/routes does). */
+async function routerRoutes(): Promise<string[]> {
+  const app = createApp(stack().api.services, await buildGraphqlSchema()) as unknown as Koa;
+  const dispatch = app.middleware.find((m) => (m as unknown as { router?: unknown }).router) as unknown as {
+    router: { stack: Array<{ path: string | RegExp; methods: string[] }> };
+  };
+  const out = new Set<string>();
+  for (const layer of dispatch.router.stack)
+    for (const m of layer.methods) if (m !== 'HEAD') out.add(`${m.toLowerCase()} ${String(layer.path)}`);
+  return [...out];
+}
+
+test('the document is valid OpenAPI 3.1 (@seriousme/openapi-schema-validator)', async (t) => {
+  const doc = await getDoc();
+  const { Validator } =
+    (await import('@seriousme/openapi-schema-validator')) as typeof import('@seriousme/openapi-schema-validator');
+  const validator = new Validator();
+  const result = await validator.validate(doc as never);
+  t.deepEqual(result.errors, undefined);
+  t.true(result.valid);
+  t.is(validator.version, '3.1');
+});
+
+test('every route the router answers is in the document', async (t) => {
+  const doc = await getDoc();
+  const documented = new Set<string>();
+  for (const [path, ops] of Object.entries(doc.paths))
+    for (const m of Object.keys(ops)) documented.add(`${m} ${path.replace(/\{([A-Za-z0-9_]+)\}/g, ':$1')}`);
+  const routes = await routerRoutes();
+  t.true(routes.length > 100, `router lists ${routes.length} routes`);
+  const missing = routes.filter((r) => !documented.has(r));
+  t.deepEqual(missing, [], 'routes missing from /v1/openapi.json');
+  // Routes mounted on the router directly are documented through documentRoute.
+  for (const r of ['post /v1/gql', 'get /v1/schema', 'get /v1/openapi.json', 'get /v1/swagger-ui/:file'])
+    t.true(documented.has(r), r);
+});
+
+test('every 2xx JSON response documents a schema; errors use the Error component', async (t) => {
+  const doc = await getDoc();
+  const problems: string[] = [];
+  for (const [path, ops] of Object.entries(doc.paths))
+    for (const [method, op] of Object.entries(ops)) {
+      for (const [status, r] of Object.entries(op.responses as Record<string, any>)) {
+        if (Number(status) >= 200 && Number(status) < 300 && status !== '204' && !r.content)
+          problems.push(`${method} ${path} ${status}: no content schema`);
+        if (Number(status) >= 400 && !r.content) problems.push(`${method} ${path} ${status}: no error schema`);
+      }
+      if (!op.responses['429']) problems.push(`${method} ${path}: no 429`);
+      if (op.security?.length && !op.responses['401']) problems.push(`${method} ${path}: secured but no 401`);
+      if (op['x-permission'] && !op.responses['403']) problems.push(`${method} ${path}: permission but no 403`);
+      if (path.includes('{') && !op.responses['404']) problems.push(`${method} ${path}: path params but no 404`);
+    }
+  t.deepEqual(problems, []);
+});
+
+test('reusable components, bearer scheme, x-permission and examples', async (t) => {
+  const doc = await getDoc();
+  for (const name of ['Error', 'SelfLinks', 'PageLinks', 'Pagination', 'Message', 'Success'])
+    t.truthy(doc.components.schemas[name], name);
+  t.deepEqual(doc.components.securitySchemes.bearerAuth, {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'Session token, OAuth access token, API key or system key',
+  });
+  const list = doc.paths['/v1/trips'].get;
+  t.is(list['x-permission'], 'trips:read');
+  t.deepEqual(list.security, [{ bearerAuth: [] }]);
+  const page = list.responses['200'].content['application/json'].schema;
+  t.deepEqual(page.properties.pagination, { $ref: '#/components/schemas/Pagination' });
+  t.deepEqual(page.properties._links, { $ref: '#/components/schemas/PageLinks' });
+  t.deepEqual(list.responses['403'].content['application/json'].schema, { $ref: '#/components/schemas/Error' });
+  t.truthy(list.responses['429'].headers['Retry-After']);
+  t.deepEqual(doc.paths['/v1/health'].get.security, []);
+  t.falsy(doc.paths['/v1/health'].get.responses['401']);
+  const withExamples = Object.values(doc.paths)
+    .flatMap((ops) => Object.values(ops))
+    .filter((op) => JSON.stringify(op).includes('"example'));
+  t.true(withExamples.length >= 5, `${withExamples.length} operations carry examples`);
+  t.truthy(doc.paths['/v1/auth/login'].post.requestBody.content['application/json'].example);
+});
+
+test('the response check catches a body that departs from its schema', async (t) => {
+  const s = stack();
+  const doc = await getDoc();
+  const checker = responseChecker(doc as never);
+  const user = await createUser(s.db, { username: 'shape' });
+  const good = await s.request('GET', `/v1/users/${user.id}`, { token: user.token });
+  t.is(good.status, 200);
+  t.is(checker.check('GET', `/v1/users/${user.id}`, 200, good.body), null);
+  t.regex(checker.check('GET', `/v1/users/${user.id}`, 200, { data: {} }) ?? '', /required property/);
+  t.regex(checker.check('GET', '/v1/users/me', 200, { ...good.body, _links: 1 }) ?? '', /_links/);
+  t.regex(checker.check('GET', '/v1/nope', 200, {}) ?? '', /not in the OpenAPI document/);
+  t.regex(checker.check('GET', '/v1/health', 201, {}) ?? '', /does not document status 201/);
+});

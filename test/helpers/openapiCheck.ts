@@ -1,0 +1,77 @@
+import Ajv2020 from 'ajv/dist/2020';
+import addFormats from 'ajv-formats';
+import type { ValidateFunction } from 'ajv';
+
+/**
+ * Checks responses against the OpenAPI document: finds the operation of a method and concrete
+ * path, and validates a JSON body against the schema documented for its status. The document's
+ * component schemas are compiled once (their `#/components/schemas/X` refs rewritten to one
+ * shared schema), each response schema on first use.
+ */
+type Doc = { paths: Record<string, Record<string, Operation>>; components?: { schemas?: Record<string, unknown> } };
+type Operation = { responses?: Record<string, { content?: Record<string, { schema?: unknown }> }> };
+
+const COMPONENTS_ID = 'openapi-components';
+
+export interface ResponseChecker {
+  /** The documented path template matching `path` for `method`, or undefined. */
+  operationOf(method: string, path: string): { template: string; op: Operation } | undefined;
+  /** A message saying how the body departs from its documented schema, or null when it matches. */
+  check(method: string, path: string, status: number, body: unknown): string | null;
+}
+
+export function responseChecker(doc: Doc): ResponseChecker {
+  const ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: true });
+  addFormats(ajv);
+  const rewrite = (schema: unknown) =>
+    JSON.parse(JSON.stringify(schema).replaceAll('"#/components/schemas/', `"${COMPONENTS_ID}#/$defs/`));
+  ajv.addSchema({ $id: COMPONENTS_ID, $defs: rewrite(doc.components?.schemas ?? {}) });
+  // Compiled now (at stack start), not inside the first request a test times.
+  ajv.getSchema(COMPONENTS_ID);
+  const templates = Object.keys(doc.paths).map((template) => ({
+    template,
+    re: new RegExp(`^${template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\\?\{[^}]+\\?\}/g, '[^/]+')}$`),
+    literal: !template.includes('{'),
+  }));
+  // Literal paths win over templated ones (/v1/users/me before /v1/users/{id}).
+  templates.sort((a, b) => Number(b.literal) - Number(a.literal));
+  const compiled = new Map<string, ValidateFunction | null>();
+
+  function operationOf(method: string, path: string) {
+    const bare = path.split('?')[0];
+    for (const t of templates) {
+      const op = doc.paths[t.template][method.toLowerCase()];
+      if (op && t.re.test(bare)) return { template: t.template, op };
+    }
+    return undefined;
+  }
+
+  return {
+    operationOf,
+    check(method, path, status, body) {
+      const found = operationOf(method, path);
+      if (!found) return `${method} ${path} is not in the OpenAPI document`;
+      const key = `${method} ${found.template} ${status}`;
+      if (!compiled.has(key)) {
+        const response = found.op.responses?.[String(status)];
+        if (!response) {
+          compiled.set(key, null);
+          return `${method} ${found.template} does not document status ${status}`;
+        }
+        const schema = response.content?.['application/json']?.schema;
+        compiled.set(key, schema ? ajv.compile(rewrite(schema)) : null);
+      }
+      const validate = compiled.get(key);
+      if (!validate) {
+        const response = found.op.responses?.[String(status)];
+        if (!response) return `${method} ${found.template} does not document status ${status}`;
+        if (!response.content?.['application/json'])
+          return `${method} ${found.template} ${status}: no JSON response schema documented`;
+        return null;
+      }
+      if (validate(body)) return null;
+      const e = validate.errors?.[0];
+      return `${method} ${found.template} ${status}: body${e?.instancePath ?? ''} ${e?.message ?? 'does not match'} (${JSON.stringify(e?.params)})`;
+    },
+  };
+}
