@@ -1,6 +1,7 @@
 import test from 'ava';
 import { paginate, paginationQuery } from '../../api/pagination';
 import { routeModules } from '../../api/routes';
+import { pageSchema, resourceSchema } from '../../api/responses';
 import { defineRoute } from '../../api/routing';
 import { Permission } from '../../shared/models/Permission';
 import { z, zUuid } from '../../shared/zod';
@@ -18,6 +19,9 @@ routeModules.push((router) => {
       tags: ['test'],
       auth: { permission: 'permissions:read' },
       query: paginationQuery(10),
+      responses: {
+        200: { description: 'test page', schema: pageSchema(z.object({ id: z.string(), name: z.string() })) },
+      },
     },
     async (ctx, { query }) => {
       ctx.body = await paginate(ctx, Permission.query().orderBy(['resource', 'action']), query, (p) => ({
@@ -35,6 +39,7 @@ routeModules.push((router) => {
       tags: ['test'],
       auth: { permission: 'users:read', self: 'id' },
       params: z.object({ id: zUuid() }),
+      responses: { 200: { description: 'test user', schema: resourceSchema(z.object({ id: z.string() })) } },
     },
     (ctx, { params }) => {
       ctx.body = { data: { id: params.id }, _links: { self: ctx.path } };
