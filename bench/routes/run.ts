@@ -209,9 +209,28 @@ function summarise(r: autocannon.Result): Run {
   };
 }
 
+/**
+ * Waits until the target answers a cheap request quickly again (at most 60 s): after a run of
+ * multi-megabyte answers the api may still be writing queued responses when autocannon stops,
+ * and the next case would otherwise be measured against that backlog.
+ */
+async function quiesce(url: string): Promise<void> {
+  const until = Date.now() + 60_000;
+  while (Date.now() < until) {
+    const t0 = performance.now();
+    await fetch(`${url}/v1`).then(
+      (r) => r.arrayBuffer(),
+      () => undefined,
+    );
+    if (performance.now() - t0 < 20) return;
+    await sleep(200);
+  }
+}
+
 /** Warm-up, then a measured run with the api's statement count read around it. */
 async function measure(target: Target, spec: () => RunSpec, baselinePerMs: number): Promise<Run> {
   const url = `http://127.0.0.1:${target.port}`;
+  await quiesce(url);
   if (WARMUP > 0) {
     const w = spec();
     // A pool of single-use values: the warm-up may take a quarter of what is left.
