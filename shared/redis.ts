@@ -28,9 +28,6 @@ const FAIL_FAST_COMMAND_TIMEOUT_MS = 1000;
  * the database) or leave the work to the side-effect outbox (shared/outbox.ts).
  */
 export const FAIL_FAST: RedisOptions = {
-  // Commands issued in the same turn of the event loop (many concurrent requests' cache reads and
-  // counters) leave in one write: one syscall and one Redis wake-up instead of one per command.
-  enableAutoPipelining: true,
   enableOfflineQueue: false,
   maxRetriesPerRequest: 0,
   commandTimeout: FAIL_FAST_COMMAND_TIMEOUT_MS,
@@ -42,8 +39,6 @@ export const FAIL_FAST: RedisOptions = {
  * `duplicate()` of a fail-fast connection, whose options it would otherwise inherit.
  */
 export const WAIT_FOR_REDIS: RedisOptions = {
-  // Blocking readers and subscribers send one command at a time.
-  enableAutoPipelining: false,
   enableOfflineQueue: true,
   maxRetriesPerRequest: null,
   commandTimeout: undefined,
