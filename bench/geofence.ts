@@ -8,7 +8,7 @@
  *                       same answers (checked);
  *   2. worker path      evaluateGeofences (fence index, Redis state with dwell, geofence_events
  *                       insert, publish) on batches of 100 stored points: points/s of one worker;
- *   3. end to end       api + workers + realtime in this process, a WebSocket subscriber of
+ *   3. end to end       api, workers and realtime as three processes, a WebSocket subscriber of
  *                       `geofence`; POST /v1/gps at BENCH_GEOFENCE_RATE (500) points/s for
  *                       BENCH_SECONDS (10), every point crossing a fence border, and the time from
  *                       sending the POST to receiving its geofenceEvent frame (p50/p99/max).
@@ -21,14 +21,12 @@ import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
-import { startApi } from '../api/server';
 import { evaluateGeofences } from '../shared/commands/evaluateGeofences';
 import { createSession } from '../shared/commands/sessions';
 import { loadConfig } from '../shared/config';
 import { createContext } from '../shared/context';
 import { containingNaive, GeofenceIndex, IndexedFence } from '../shared/domain/geofenceIndex';
-import { startRealtime } from '../realtime/server';
-import { startWorkers } from '../workers/index';
+import { freePort, spawnService } from '../test/helpers/processes';
 import { freshBenchDatabase } from './benchDatabase';
 
 const FENCES = Number(process.env.BENCH_GEOFENCE_FENCES || 10_000);
@@ -175,12 +173,21 @@ async function main(): Promise<void> {
   const workerRate = (ids.length - 100) / ((performance.now() - t) / 1000);
   await ctx.close();
 
-  // 3. end to end
-  const realtime = await startRealtime(config0, { port: 0 });
-  const config = loadConfig({ ...process.env, ...settings, DATABASE_URL: url, REALTIME_PORT: String(realtime.port) });
-  const api = await startApi(config, { port: 0, drainIdleGraceMs: 0 });
-  const workers = await startWorkers(config, { schedule: false });
-  const ws = new WebSocket(`ws://127.0.0.1:${realtime.port}/v1/ws`, { headers: { authorization: `Bearer ${token}` } });
+  // 3. end to end, with api, workers and realtime as three processes (as PM2 runs them), so the
+  // load generator and the subscriber here do not share an event loop with the service.
+  const realtimePort = await freePort();
+  const apiPort = await freePort();
+  const env = {
+    ...settings,
+    DATABASE_URL: url,
+    PORT: String(apiPort),
+    REALTIME_PORT: String(realtimePort),
+    API_INSTANCES: '1',
+  };
+  const realtime = await spawnService('realtime', env, 'realtime listening');
+  const api = await spawnService('api', env, 'api listening');
+  const workers = await spawnService('workers', env, 'workers ready');
+  const ws = new WebSocket(`ws://127.0.0.1:${realtimePort}/v1/ws`, { headers: { authorization: `Bearer ${token}` } });
   await new Promise((r, j) => (ws.once('open', r), ws.once('error', j)));
   const sent = new Map<string, number[]>();
   const latencies: number[] = [];
@@ -223,7 +230,7 @@ async function main(): Promise<void> {
       q.push(performance.now());
       sent.set(device, q);
     }
-    pending.push(post(api.port, token, body).then((s) => (s === 201 ? s : (statusErrors++, s))));
+    pending.push(post(apiPort, token, body).then((s) => (s === 201 ? s : (statusErrors++, s))));
   }
   await Promise.all(pending);
   const sendSeconds = (performance.now() - start) / 1000;
@@ -231,9 +238,8 @@ async function main(): Promise<void> {
   const expected = [...sent.values()].reduce((n, q) => n + q.length, 0) + latencies.length;
   latencies.sort((x, y) => x - y);
   ws.close();
-  await workers.close();
-  await api.close();
-  await realtime.close();
+  for (const p of [api, workers, realtime]) p.child.kill('SIGTERM');
+  await Promise.all([api.exited, workers.exited, realtime.exited]);
   await db.destroy();
 
   process.stdout.write('\n| run | points/s | note |\n|---|---:|---|\n');

@@ -8,6 +8,7 @@ import { presentSystemConfig, systemConfigSchema, SystemConfigRow } from '../../
 import { findOr404 } from '../../shared/rowLoader';
 import { notFound } from '../../shared/errors';
 import { z } from '../../shared/zod';
+import { cachedResponse } from '../responseCache';
 import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
 import { AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
@@ -64,8 +65,9 @@ export function settingRoutes(router: Router<AppState, { services: ApiServices }
       responses: { 200: { description: 'Settings', schema: listSchema(settingSchema) }, ...errors },
     },
     async (ctx) => {
-      const rows = await Setting.query(ctx.services.db).orderBy('key');
-      ctx.body = resource(ctx, rows.map(presentSetting));
+      await cachedResponse(ctx, ['settings'], async () =>
+        resource(ctx, (await Setting.query(ctx.services.db).orderBy('key')).map(presentSetting)),
+      );
     },
   );
 
@@ -81,8 +83,12 @@ export function settingRoutes(router: Router<AppState, { services: ApiServices }
       responses: { 200: { description: 'Public settings', schema: listSchema(settingSchema) } },
     },
     async (ctx) => {
-      const rows = await Setting.query(ctx.services.db).where('is_public', true).orderBy('key');
-      ctx.body = resource(ctx, rows.map(presentSetting));
+      await cachedResponse(ctx, ['settings'], async () =>
+        resource(
+          ctx,
+          (await Setting.query(ctx.services.db).where('is_public', true).orderBy('key')).map(presentSetting),
+        ),
+      );
     },
   );
 

@@ -84,20 +84,20 @@ function scripts(redis: Redis): TransitionRedis {
 }
 
 /**
- * The active fences as a spatial index, rebuilt only when the fences changed: one small aggregate
- * query per job tells (count, newest updated_at), and the evaluation switch.
+ * The active fences as a spatial index, rebuilt only when the fences changed: the `geofences`
+ * version (bumped by a trigger in every writing statement, migration 20261124080000) and the
+ * evaluation switch come from one read of two indexed rows per job.
  */
 const indexes = new WeakMap<Knex, { version: string; index: GeofenceIndex }>();
 async function activeFenceIndex(db: Knex): Promise<GeofenceIndex | null> {
   const {
     rows: [v],
-  } = await db.raw<{ rows: Array<{ active: number; total: number; newest: Date | null; enabled: boolean }> }>(
-    `SELECT count(*) FILTER (WHERE is_active)::int AS active, count(*)::int AS total, max(updated_at) AS newest,
-            COALESCE((SELECT value FROM system_config WHERE key = 'geofence.evaluation_enabled'), 'true'::jsonb) <> 'false'::jsonb AS enabled
-       FROM geofences`,
+  } = await db.raw<{ rows: Array<{ version: string | null; enabled: boolean }> }>(
+    `SELECT (SELECT version FROM table_versions WHERE table_name = 'geofences') AS version,
+            COALESCE((SELECT value FROM system_config WHERE key = 'geofence.evaluation_enabled'), 'true'::jsonb) <> 'false'::jsonb AS enabled`,
   );
   if (!v.enabled) return null;
-  const version = `${v.active}:${v.total}:${v.newest?.getTime() ?? 0}`;
+  const version = String(v.version);
   const cached = indexes.get(db);
   if (cached?.version === version) return cached.index;
   const { rows } = await db.raw<{ rows: IndexedFence[] }>(

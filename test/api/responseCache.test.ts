@@ -100,3 +100,23 @@ test('the OpenAPI document and Swagger UI files are served from memory with ETag
   }
   t.is((await fetch(`${s.url}/v1/swagger-ui/nope.css`)).status, 404);
 });
+
+test.serial('settings lists follow their table: a new setting, and one no longer public', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const keys = async (path: string, token?: string) =>
+    ((await s.request('GET', path, { token })).body.data as Array<{ key: string }>).map((x) => x.key);
+  t.false((await keys('/v1/settings', admin.token)).includes('cache.probe'));
+  t.false((await keys('/v1/settings/public')).includes('cache.probe'));
+  const made = await s.request('POST', '/v1/settings', {
+    token: admin.token,
+    body: { key: 'cache.probe', value: 1, is_public: true },
+  });
+  t.is(made.status, 201);
+  t.true((await keys('/v1/settings', admin.token)).includes('cache.probe'));
+  t.true((await keys('/v1/settings/public')).includes('cache.probe'));
+  // Straight in the database, as an operator would: the public list drops it on the next request.
+  await s.db('settings').where('key', 'cache.probe').update({ is_public: false });
+  t.false((await keys('/v1/settings/public')).includes('cache.probe'));
+  t.true((await keys('/v1/settings', admin.token)).includes('cache.probe'));
+});
