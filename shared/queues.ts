@@ -24,6 +24,7 @@ export type ScheduledTask =
   | 'expireBans'
   | 'purgeDeletedAccounts'
   | 'cleanupAccountTokens'
+  | 'cleanupTwoFactorSetups'
   | 'cleanupOAuth'
   | 'purgeGpsPoints'
   | 'purgeAuditEvents'
@@ -125,6 +126,7 @@ export const schedules: Record<ScheduledTask, number> = {
   expireBans: 60 * 1000,
   purgeDeletedAccounts: 15 * 60 * 1000,
   cleanupAccountTokens: 6 * 60 * 60 * 1000,
+  cleanupTwoFactorSetups: 60 * 60 * 1000,
   cleanupOAuth: 60 * 60 * 1000,
   purgeGpsPoints: 60 * 60 * 1000,
   purgeAuditEvents: 60 * 60 * 1000,

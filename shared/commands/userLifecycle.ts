@@ -4,7 +4,7 @@ import { Ban } from '../models/Ban';
 import { User } from '../models/User';
 import { findActiveBan } from '../queries/access';
 import { deletionGraceMs } from '../queries/accountSettings';
-import { attributed, Attribution, recordAuditEvent } from '../audit';
+import { attributed, Attribution, recordAuditEvent, recordAuditEvents } from '../audit';
 import { afterCommit, transaction } from '../db';
 import { invalidateCredentials } from './accessChanges';
 import { announceSessionsRevoked, deleteUserSessions } from './sessions';
@@ -103,7 +103,9 @@ export async function unbanUser(ctx: ServiceContext, userId: string, actor: Attr
 /**
  * Scheduled task: timed bans whose expires_at has passed are closed (unbanned_at = expires_at,
  * unbanned_by null). Credentials already work again at expires_at (the credential check compares
- * the time); this keeps the history and the "active ban" view exact.
+ * the time); this keeps the history and the "active ban" view exact, and records a `user_updated`
+ * audit event (action `ban_expired`, no actor) per ban, pushed to the admin:audit feed. The user's
+ * own clients were signed out by the ban and get nothing: they learn by signing in again.
  */
 export async function expireBans(ctx: ServiceContext): Promise<{ ended: number }> {
   const rows = await transaction(ctx.db, async (trx) => {
@@ -113,6 +115,23 @@ export async function expireBans(ctx: ServiceContext): Promise<{ ended: number }
       .where('expires_at', '<=', trx.fn.now())
       .update({ unbanned_at: trx.ref('expires_at') })
       .returning(['id', 'user_id']);
+    // One audit event per ended ban, by the system; the outbox pushes each as auditEvent on admin:audit.
+    await recordAuditEvents(
+      rows.map((r) =>
+        attributed(
+          { actorId: null },
+          {
+            user_id: r.user_id,
+            event_type: 'user_updated',
+            resource_type: 'ban',
+            resource_id: r.id,
+            description: 'timed ban expired',
+            metadata: { action: 'ban_expired' },
+          },
+        ),
+      ),
+      trx,
+    );
     afterCommit(trx, async () => {
       for (const userId of new Set(rows.map((r) => r.user_id))) await invalidateCredentials(ctx, { userId });
     });

@@ -149,12 +149,23 @@ test('timed ban: credentials work again at expires_at by themselves; expireBans 
   t.is((await s.request('GET', '/v1/users/me', { token: key.key })).status, 200);
   t.false((await s.request('GET', `/v1/users/${user.id}/ban`, { token: mod.token })).body.is_banned);
 
-  const result = await s.api.services.queues.enqueueAndWait<'scheduled', { ended: number }>(
-    'scheduled',
-    { task: 'expireBans' },
-    10_000,
-  );
-  t.true(result.ended >= 1);
+  const feed = await listenPushes(s.redis, s.config, 'admin:audit');
+  try {
+    const result = await s.api.services.queues.enqueueAndWait<'scheduled', { ended: number }>(
+      'scheduled',
+      { task: 'expireBans' },
+      10_000,
+    );
+    t.true(result.ended >= 1);
+    // The expiry is audited, by no actor, and the admins' live feed hears of it.
+    const pushed = await feed.waitFor((m) => m.type === 'auditEvent' && m.data.resource_id === ban.id);
+    t.is(pushed.data.event_type, 'user_updated');
+    t.is(pushed.data.actor_id, null);
+    t.is(pushed.data.user_id, user.id);
+    t.is(pushed.data.metadata.action, 'ban_expired');
+  } finally {
+    feed.close();
+  }
   const history = (await s.request('GET', `/v1/users/${user.id}/bans`, { token: mod.token })).body.data;
   t.is(history[0].unbanned_at, ban.expires_at);
   t.is(history[0].unbanned_by, null);

@@ -128,3 +128,30 @@ test('rotate-secrets re-encrypts every registered column under the new key; 2FA 
     Model.knex(s.db);
   }
 });
+
+test.serial('cleanupTwoFactorSetups deletes setups never confirmed in time, and nothing else', async (t) => {
+  const s = stack();
+  const stale = await createUser(s.db);
+  const fresh = await createUser(s.db);
+  const enabled = await createUser(s.db);
+  for (const u of [stale, fresh])
+    t.is((await s.request('POST', '/v1/users/me/2fa/setup', { token: u.token, body: {} })).status, 200);
+  await enableTwoFactor(s, enabled.token);
+  // The stale setup's 10 minutes are over; the enabled row's old setup time is too (it must stay).
+  await s
+    .db('user_two_factor')
+    .whereIn('user_id', [stale.id, enabled.id])
+    .update({ setup_expires_at: new Date(Date.now() - 60_000) });
+  const { scheduledTasks } = await import('../../workers/processors/scheduled');
+  const result = await scheduledTasks.cleanupTwoFactorSetups(s.api.services);
+  t.true(result.deleted >= 1);
+  const left = (await s.db('user_two_factor').whereIn('user_id', [stale.id, fresh.id, enabled.id])).map(
+    (r: { user_id: string }) => r.user_id,
+  );
+  t.false(left.includes(stale.id));
+  t.true(left.includes(fresh.id));
+  t.true(left.includes(enabled.id));
+  t.true((await s.request('GET', '/v1/users/me/2fa/status', { token: enabled.token })).body.enabled);
+  // The rotation test of this file counts the table's rows.
+  await s.db('user_two_factor').whereIn('user_id', [fresh.id, enabled.id]).delete();
+});

@@ -27,6 +27,18 @@ export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Prom
       .delete();
     return { deleted };
   },
+  /**
+   * Two-factor setups never confirmed within their 10 minutes: the sealed secret is a credential in
+   * waiting and is not kept. Enabled rows (enabled_at set) are never touched.
+   */
+  async cleanupTwoFactorSetups(ctx) {
+    const deleted = await ctx
+      .db('user_two_factor')
+      .whereNull('enabled_at')
+      .where('setup_expires_at', '<', ctx.db.fn.now())
+      .delete();
+    return { deleted };
+  },
   /** Expired OAuth codes and tokens are dead weight once a day past expiry. */
   cleanupOAuth: (ctx) => cleanupOAuthArtifacts(ctx.db),
   /** GPS points past gps.retention_days that belong to no trip. */
