@@ -14,12 +14,24 @@ import pg from 'pg';
  * measured server, so reading it costs the measured process nothing but one tiny request.
  */
 let statements = 0;
+/** SQL_TEXTS=1: statements counted by text too, printed to stderr at exit (most frequent first). */
+const texts = process.env.SQL_TEXTS ? new Map<string, number>() : undefined;
 const clientProto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
 const originalQuery = clientProto.query;
 clientProto.query = function countedQuery(this: unknown, ...args: unknown[]) {
   statements++;
+  if (texts) {
+    const q = args[0] as string | { text?: string };
+    const text = (typeof q === 'string' ? q : (q?.text ?? '')).replace(/\s+/g, ' ').slice(0, 160);
+    texts.set(text, (texts.get(text) ?? 0) + 1);
+  }
   return originalQuery.apply(this, args);
 };
+if (texts)
+  process.once('exit', () => {
+    for (const [text, n] of [...texts].sort((a, b) => b[1] - a[1]).slice(0, 25))
+      process.stderr.write(`${String(n).padStart(9)}  ${text}\n`);
+  });
 
 const BODY = { status: 'ok', version: '1.0.0', timestamp: '2026-01-01T00:00:00.000Z' };
 

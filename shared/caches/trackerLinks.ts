@@ -16,23 +16,37 @@ const LINK_TTL_MS = 30_000;
  * reaches every api instance), so dropping the credential also drops its link: no extra pub/sub
  * channel, and no query per GPS point on the hot path.
  */
-const links = new WeakMap<object, { link: TrackerLink | null; at: number }>();
+const links = new WeakMap<object, { link: Promise<TrackerLink | null>; at: number }>();
 
-/** The tracker link of an API-key caller (null for every other caller and for unlinked keys). */
-export async function trackerLinkFor(db: Knex, principal: Principal): Promise<TrackerLink | null> {
-  if (principal.kind !== 'apiKey') return null;
+/**
+ * The tracker link of an API-key caller (null for every other caller and for unlinked keys).
+ * Concurrent first requests of one key share one lookup: without that, a fleet's burst sent one
+ * query per request until the first answered, and those queries queued behind each other on the
+ * pool long enough for the next burst to miss too.
+ */
+export function trackerLinkFor(db: Knex, principal: Principal): Promise<TrackerLink | null> {
+  if (principal.kind !== 'apiKey') return Promise.resolve(null);
   const cached = links.get(principal);
   const now = Date.now();
   if (cached && now - cached.at < LINK_TTL_MS) return cached.link;
+  const link = lookUp(db, principal.apiKeyId);
+  const entry = { link, at: now };
+  links.set(principal, entry);
+  // A failed lookup is not remembered: the next request tries again.
+  link.catch(() => {
+    if (links.get(principal) === entry) links.delete(principal);
+  });
+  return link;
+}
+
+async function lookUp(db: Knex, apiKeyId: string): Promise<TrackerLink | null> {
   const row = await db('devices as d')
     .leftJoin('trips as t', function joinActiveTrip() {
       this.on('t.device_id', 'd.id')
         .andOn('t.gps_logging_enabled', db.raw('true'))
         .andOn('t.status', db.raw("'active'"));
     })
-    .where('d.api_key_id', principal.apiKeyId)
+    .where('d.api_key_id', apiKeyId)
     .first('d.id as device_id', 't.id as trip_id');
-  const link = row ? { deviceId: row.device_id as string, tripId: (row.trip_id as string | null) ?? null } : null;
-  links.set(principal, { link, at: now });
-  return link;
+  return row ? { deviceId: row.device_id as string, tripId: (row.trip_id as string | null) ?? null } : null;
 }

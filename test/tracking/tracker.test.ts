@@ -320,3 +320,29 @@ test('devices: CRUD, pagination (default 10), at-least-one PATCH, permissions', 
   t.is((await s.request('DELETE', `/v1/devices/${id}`, { token: admin.token })).status, 404);
   t.is((await s.request('PATCH', `/v1/devices/${id}`, { token: owner.token, body: { name: 'x' } })).status, 404);
 });
+
+test('a burst of first points from one tracker key looks its link up once', async (t) => {
+  const s = stack();
+  const { owner } = await users();
+  const key = await trackerKey(owner.id);
+  const device = await make(s, owner.token, '/v1/devices', { name: 'Burst boat', api_key_id: key.id });
+  const lookups: string[] = [];
+  const listener = (q: { sql: string }) => {
+    if (/from "devices" as "d" left join "trips"/.test(q.sql)) lookups.push(q.sql);
+  };
+  s.db.on('query', listener);
+  try {
+    const answers = await Promise.all(
+      Array.from({ length: 30 }, () => s.request('POST', '/v1/gps', { token: key.key, body: gpsBody() })),
+    );
+    t.deepEqual(
+      answers.map((a) => a.status),
+      answers.map(() => 201),
+    );
+    // Every point still carries the key's device.
+    t.true(answers.every((a) => a.body.data.device_id === device.id));
+  } finally {
+    s.db.off('query', listener);
+  }
+  t.is(lookups.length, 1);
+});
