@@ -327,8 +327,9 @@ test('a burst of first points from one tracker key looks its link up once', asyn
   const key = await trackerKey(owner.id);
   const device = await make(s, owner.token, '/v1/devices', { name: 'Burst boat', api_key_id: key.id });
   const lookups: string[] = [];
-  const listener = (q: { sql: string }) => {
-    if (/from "devices" as "d" left join "trips"/.test(q.sql)) lookups.push(q.sql);
+  // Only this key's lookups: the file's other tests post points with their own keys meanwhile.
+  const listener = (q: { sql: string; bindings?: unknown[] }) => {
+    if (/from "devices" as "d" left join "trips"/.test(q.sql) && q.bindings?.includes(key.id)) lookups.push(q.sql);
   };
   s.db.on('query', listener);
   try {
