@@ -1,12 +1,12 @@
 import type { Knex } from 'knex';
 
 /**
- * Two more tables get a version row (migration 20261124000100_table_versions): `geofences`, whose
+ * More tables get a version row (migration 20261124000100_table_versions): `geofences`, whose
  * version tells a worker whether its spatial index of the active fences is current with one
- * indexed read instead of an aggregate over every fence per job, and `settings`, whose list
- * answers are cached by version like the other reference tables (api/responseCache.ts).
+ * indexed read instead of an aggregate over every fence per job, and `settings` and `platforms`,
+ * whose answers are cached by version like the other reference tables (api/responseCache.ts).
  */
-const TABLES = ['geofences', 'settings'];
+const TABLES = ['geofences', 'settings', 'platforms'];
 
 export async function up(knex: Knex): Promise<void> {
   for (const t of TABLES) {

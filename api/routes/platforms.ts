@@ -10,6 +10,7 @@ import {
   presentPlatformSwitch,
 } from '../../shared/presenters/platform';
 import { z } from '../../shared/zod';
+import { cachedResponse } from '../responseCache';
 import { listSchema, resource, resourceSchema } from '../responses';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
@@ -30,8 +31,9 @@ export function platformRoutes(router: Router<AppState, { services: ApiServices 
       responses: platformList,
     },
     async (ctx) => {
-      const rows = await Platform.query(ctx.services.db).orderBy('name');
-      ctx.body = resource(ctx, rows.map(presentPlatform));
+      await cachedResponse(ctx, ['platforms'], async () =>
+        resource(ctx, (await Platform.query(ctx.services.db).orderBy('name')).map(presentPlatform)),
+      );
     },
   );
 
@@ -47,8 +49,12 @@ export function platformRoutes(router: Router<AppState, { services: ApiServices 
       responses: platformList,
     },
     async (ctx) => {
-      const rows = await Platform.query(ctx.services.db).where('enabled', true).orderBy('name');
-      ctx.body = resource(ctx, rows.map(presentPlatform));
+      await cachedResponse(ctx, ['platforms'], async () =>
+        resource(
+          ctx,
+          (await Platform.query(ctx.services.db).where('enabled', true).orderBy('name')).map(presentPlatform),
+        ),
+      );
     },
   );
 
@@ -67,9 +73,11 @@ export function platformRoutes(router: Router<AppState, { services: ApiServices 
       },
     },
     async (ctx, { params }) => {
-      const p = await findPlatform(ctx.services.db, params.id_or_slug);
-      if (!p) throw notFound('platform');
-      ctx.body = resource(ctx, presentPlatform(p), `/v1/platforms/${p.slug}`);
+      await cachedResponse(ctx, ['platforms'], async () => {
+        const p = await findPlatform(ctx.services.db, params.id_or_slug);
+        if (!p) throw notFound('platform');
+        return resource(ctx, presentPlatform(p), `/v1/platforms/${p.slug}`);
+      });
     },
   );
 

@@ -1,15 +1,40 @@
+import DataLoader from 'dataloader';
 import type { Knex } from 'knex';
 
 /**
- * The versions of reference tables (kept by triggers, migration 20261124000100_table_versions), as
- * one tag: `trip_templates:12`. Equal tags mean no write committed to those tables in between.
- * One indexed read, sent as a named prepared statement.
+ * Version reads of one process and database, batched: the reads asked for while one turn of the
+ * event loop handles incoming requests share one statement (as the row loader does), so N
+ * concurrent cached answers cost one indexed read, not N. Nothing is kept between batches: each
+ * request's versions are read after it arrived, so a write committed before it is always seen.
+ */
+const loaders = new WeakMap<Knex, DataLoader<string, string>>();
+
+function loaderFor(db: Knex): DataLoader<string, string> {
+  let loader = loaders.get(db);
+  if (!loader) {
+    loader = new DataLoader<string, string>(
+      async (tables) => {
+        const rows: Array<{ table_name: string; version: string }> = await db('table_versions')
+          .whereRaw('table_name = ANY(?)', [tables as string[]])
+          .select('table_name', 'version')
+          .options({ name: 'table_versions_read' });
+        const byName = new Map(rows.map((r) => [r.table_name, String(r.version)]));
+        return tables.map((t) => byName.get(t) ?? '0');
+      },
+      { cache: false, batchScheduleFn: (run) => setImmediate(run) },
+    );
+    loaders.set(db, loader);
+  }
+  return loader;
+}
+
+/**
+ * The versions of reference tables (kept by triggers, migrations 20261124000100_table_versions and
+ * 20261124080000_more_table_versions), as one tag: `trip_templates:12`. Equal tags mean no write
+ * committed to those tables in between.
  */
 export async function tableVersionTag(db: Knex, tables: readonly string[]): Promise<string> {
-  const rows: Array<{ table_name: string; version: string }> = await db('table_versions')
-    .whereRaw('table_name = ANY(?)', [tables as string[]])
-    .select('table_name', 'version')
-    .options({ name: 'table_versions_read' });
-  const byName = new Map(rows.map((r) => [r.table_name, r.version]));
-  return tables.map((t) => `${t}:${byName.get(t) ?? 0}`).join(',');
+  const loader = loaderFor(db);
+  const versions = await Promise.all(tables.map((t) => loader.load(t)));
+  return tables.map((t, i) => `${t}:${versions[i]}`).join(',');
 }

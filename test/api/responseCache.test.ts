@@ -1,4 +1,5 @@
 import test from 'ava';
+import { tableVersionTag } from '../../shared/caches/tableVersions';
 import { createUser } from '../helpers/factories';
 import { startSecondApi } from '../helpers/secondApi';
 import { useStack } from '../helpers/stack';
@@ -119,4 +120,41 @@ test.serial('settings lists follow their table: a new setting, and one no longer
   await s.db('settings').where('key', 'cache.probe').update({ is_public: false });
   t.false((await keys('/v1/settings/public')).includes('cache.probe'));
   t.true((await keys('/v1/settings', admin.token)).includes('cache.probe'));
+});
+
+test.serial('platforms follow their table; concurrent cached answers share one version read', async (t) => {
+  const s = stack();
+  const enabled = async () =>
+    ((await s.request('GET', '/v1/platforms/enabled')).body.data as Array<{ slug: string }>).map((p) => p.slug);
+  const before = await enabled();
+  t.true(before.length > 0);
+  const slug = before[0];
+  t.is((await s.request('GET', `/v1/platforms/${slug}`)).body.data.enabled, true);
+  // An operator switches the platform off in SQL: the lists and the single answer follow at once.
+  await s.db('platforms').where('slug', slug).update({ enabled: false });
+  t.false((await enabled()).includes(slug));
+  t.is((await s.request('GET', `/v1/platforms/${slug}`)).body.data.enabled, false);
+  const all = (await s.request('GET', '/v1/platforms')).body.data as Array<{ slug: string; enabled: boolean }>;
+  t.is(all.find((p) => p.slug === slug)?.enabled, false);
+  await s.db('platforms').where('slug', slug).update({ enabled: true });
+  t.true((await enabled()).includes(slug));
+  t.is((await s.request('GET', '/v1/platforms/no-such-platform')).status, 404);
+
+  // Version reads asked for in the same turn of the event loop (the requests one I/O phase
+  // delivers) share one statement.
+  const reads: string[] = [];
+  const listener = (q: { sql: string }) => {
+    if (/from "table_versions"/.test(q.sql)) reads.push(q.sql);
+  };
+  s.db.on('query', listener);
+  try {
+    const tags = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => tableVersionTag(s.db, i % 2 ? ['platforms'] : ['platforms', 'roles'])),
+    );
+    t.regex(tags[0], /^platforms:\d+,roles:\d+$/);
+    t.regex(tags[1], /^platforms:\d+$/);
+  } finally {
+    s.db.off('query', listener);
+  }
+  t.is(reads.length, 1);
 });
