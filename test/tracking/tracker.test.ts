@@ -1,5 +1,6 @@
 import test from 'ava';
 import Redis from 'ioredis';
+import { trackerLinkFor } from '../../shared/caches/trackerLinks';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { countRows, gpsBody, make, once, setStatus } from '../helpers/tracking';
@@ -326,6 +327,9 @@ test('a burst of first points from one tracker key looks its link up once', asyn
   const { owner } = await users();
   const key = await trackerKey(owner.id);
   const device = await make(s, owner.token, '/v1/devices', { name: 'Burst boat', api_key_id: key.id });
+  // The key's principal as the credential cache hands it out: one object until an invalidation.
+  const resolved = await s.api.services.credentials.resolve(key.key);
+  if (!resolved.ok) throw new Error(resolved.message);
   const lookups: string[] = [];
   // Only this key's lookups: the file's other tests post points with their own keys meanwhile.
   const listener = (q: { sql: string; bindings?: unknown[] }) => {
@@ -333,17 +337,19 @@ test('a burst of first points from one tracker key looks its link up once', asyn
   };
   s.db.on('query', listener);
   try {
-    const answers = await Promise.all(
-      Array.from({ length: 30 }, () => s.request('POST', '/v1/gps', { token: key.key, body: gpsBody() })),
-    );
-    t.deepEqual(
-      answers.map((a) => a.status),
-      answers.map(() => 201),
-    );
-    // Every point still carries the key's device.
-    t.true(answers.every((a) => a.body.data.device_id === device.id));
+    const links = await Promise.all(Array.from({ length: 30 }, () => trackerLinkFor(s.db, resolved.principal)));
+    t.true(links.every((l) => l?.deviceId === device.id));
   } finally {
     s.db.off('query', listener);
   }
   t.is(lookups.length, 1);
+  // And through HTTP: a burst of points, each stored with the key's device.
+  const answers = await Promise.all(
+    Array.from({ length: 30 }, () => s.request('POST', '/v1/gps', { token: key.key, body: gpsBody() })),
+  );
+  t.deepEqual(
+    answers.map((a) => a.status),
+    answers.map(() => 201),
+  );
+  t.true(answers.every((a) => a.body.data.device_id === device.id));
 });
