@@ -36,10 +36,10 @@ test.serial('a job that throws the same error 3 times lands in failed with the e
     },
   );
   const q = s.api.services.queues.queue('scheduled');
-  const job = await eventually(async () => {
-    const j = await q.getJob(id);
-    return j && (await j.getState()) === 'failed' ? j : null;
-  }, 20_000);
+  // State first, then the job: a job read before its state can be a snapshot of the attempt
+  // that was still running when the state turned failed.
+  await eventually(async () => ((await q.getJobState(id)) === 'failed' ? true : null), 20_000);
+  const job = (await q.getJob(id))!;
   t.is(job.attemptsMade, 3);
   t.is(job.failedReason, 'unknown scheduled task noSuchTask');
   t.is(job.stacktrace?.length, 3);
