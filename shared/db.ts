@@ -3,12 +3,15 @@ import { Model } from 'objection';
 import pg from 'pg';
 import path from 'node:path';
 import type { Config } from './config';
+import { parseTimestamptz } from './pgDates';
 import { preparingPgClient } from './preparedStatements';
 
 // COUNT(*) and BIGINT come back as strings by default; our counts fit in a double.
 pg.types.setTypeParser(20, (v) => Number.parseInt(v, 10));
 // NUMERIC columns (weights, distances) are plain numbers in the API.
 pg.types.setTypeParser(1700, (v) => Number.parseFloat(v));
+// timestamptz: the same Dates as pg's parser, by char codes instead of four regexps (shared/pgDates.ts).
+pg.types.setTypeParser(pg.types.builtins.TIMESTAMPTZ, parseTimestamptz);
 
 /** Where the compiled knex migrations live (dist/migrations). */
 const migrationsDirectory = path.resolve(__dirname, '..', 'migrations');
