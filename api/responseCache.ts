@@ -9,8 +9,16 @@ interface Entry {
   etag: string;
 }
 
-/** Serialised answers by request path and query; at most this many per process. */
-const entries = new LRUCache<string, Entry>({ max: 256 });
+/**
+ * Serialised answers by request path and query, least recently used out first: up to 4,096 of
+ * them and 64 MB of JSON per process (a page of a list is a few KB; a whole reference table can be
+ * MBs).
+ */
+const entries = new LRUCache<string, Entry>({
+  max: 4096,
+  maxSize: 64 * 1024 * 1024,
+  sizeCalculation: (e, key) => e.json.length + key.length + 64,
+});
 /** One build per path and version at a time: concurrent misses share it. */
 const building = new Map<string, Promise<Entry>>();
 

@@ -17,7 +17,9 @@ import {
   subjects,
 } from '../shared/policies';
 import { z, zInput } from '../shared/zod';
+import { VERSIONED_TABLES, VersionedTable } from '../shared/caches/tableVersions';
 import { registerOperation, ResponseDoc } from './openapiSpec';
+import { cachedResponse } from './responseCache';
 import type { ApiServices } from './services';
 
 export interface AppState {
@@ -67,6 +69,12 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends Zo
   responses?: Record<number, ResponseDoc>;
   /** An example request body for the document. */
   bodyExample?: unknown;
+  /**
+   * For a GET whose answer depends only on these tables and the URL (never on the caller beyond
+   * the access check): the serialised answer is reused while the tables' versions are unchanged
+   * (api/responseCache.ts). Each table needs a version trigger (VERSIONED_TABLES).
+   */
+  cacheBy?: readonly VersionedTable[];
 }
 
 export interface RouteInput<P extends AnyObject, Q extends AnyObject, B extends ZodTypeAny> {
@@ -111,6 +119,26 @@ async function checkHierarchy(ctx: AppContext, param: string, params: Record<str
   authorize(p, 'manage', subjects.user(target, (await ctx.services.credentials.access.user(target)).permissionSet));
 }
 
+/**
+ * A cached answer is shared by every caller who passes the route's access check, so only a GET
+ * whose rule is a plain permission (or public) may be cached: 'or self', hierarchy, own-account and
+ * scope rules make the answer depend on the caller.
+ */
+function assertCacheable(def: { method: string; path: string; auth: AuthRule; cacheBy?: readonly string[] }): void {
+  const plain =
+    def.auth === 'public' ||
+    (typeof def.auth === 'object' &&
+      'permission' in def.auth &&
+      !def.auth.self &&
+      !def.auth.manages &&
+      !def.auth.scope);
+  if (def.method !== 'get' || !plain || def.path.includes('/me/') || def.path.endsWith('/me'))
+    throw new Error(`${def.method.toUpperCase()} ${def.path}: cacheBy needs a GET with a plain permission rule`);
+  for (const t of def.cacheBy ?? [])
+    if (!VERSIONED_TABLES.includes(t as VersionedTable))
+      throw new Error(`${def.method.toUpperCase()} ${def.path}: ${t} has no version trigger`);
+}
+
 /** The access rule in words, for the OpenAPI description. */
 function describeAuth(auth: AuthRule): string {
   if (typeof auth === 'string') return `Access: ${auth}.`;
@@ -146,6 +174,8 @@ export function defineRoute<
     query: zInput(def.query ?? z.unknown()),
     body: zInput(def.body ?? z.unknown()),
   };
+  const cacheBy = def.cacheBy;
+  if (cacheBy) assertCacheable(def);
   router[def.method](def.path, (ctx) => {
     const c = ctx as unknown as AppContext;
     // Permission checks come before validation (a caller without access learns nothing about the
@@ -161,6 +191,11 @@ export function defineRoute<
       return checkHierarchy(c, manages, params as Record<string, unknown>).then(() =>
         handler(c, { params, query, body }),
       );
+    if (cacheBy)
+      return cachedResponse(c, cacheBy, async () => {
+        await handler(c, { params, query, body });
+        return c.body;
+      });
     return handler(c, { params, query, body });
   });
 

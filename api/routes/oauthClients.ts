@@ -91,6 +91,7 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
       summary: 'List every OAuth client (admins)',
       tags: ['oauth'],
       auth: { permission: 'oauth_clients:read' },
+      cacheBy: ['oauth_clients'],
       query: paginationQuery(20),
       responses: { 200: { description: 'Paginated clients', schema: pageSchema(oauthClientSchema) } },
     },

@@ -10,7 +10,6 @@ import {
   presentPlatformSwitch,
 } from '../../shared/presenters/platform';
 import { z } from '../../shared/zod';
-import { cachedResponse } from '../responseCache';
 import { listSchema, resource, resourceSchema } from '../responses';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
@@ -28,12 +27,11 @@ export function platformRoutes(router: Router<AppState, { services: ApiServices 
       summary: 'List sign-in platforms',
       tags: ['platforms'],
       auth: 'public',
+      cacheBy: ['platforms'],
       responses: platformList,
     },
     async (ctx) => {
-      await cachedResponse(ctx, ['platforms'], async () =>
-        resource(ctx, (await Platform.query(ctx.services.db).orderBy('name')).map(presentPlatform)),
-      );
+      ctx.body = resource(ctx, (await Platform.query(ctx.services.db).orderBy('name')).map(presentPlatform));
     },
   );
 
@@ -46,14 +44,13 @@ export function platformRoutes(router: Router<AppState, { services: ApiServices 
       summary: 'List enabled sign-in platforms',
       tags: ['platforms'],
       auth: 'public',
+      cacheBy: ['platforms'],
       responses: platformList,
     },
     async (ctx) => {
-      await cachedResponse(ctx, ['platforms'], async () =>
-        resource(
-          ctx,
-          (await Platform.query(ctx.services.db).where('enabled', true).orderBy('name')).map(presentPlatform),
-        ),
+      ctx.body = resource(
+        ctx,
+        (await Platform.query(ctx.services.db).where('enabled', true).orderBy('name')).map(presentPlatform),
       );
     },
   );
@@ -66,6 +63,7 @@ export function platformRoutes(router: Router<AppState, { services: ApiServices 
       summary: 'Get a platform by id or slug',
       tags: ['platforms'],
       auth: 'public',
+      cacheBy: ['platforms'],
       params: idOrSlug,
       responses: {
         200: { description: 'Platform', schema: resourceSchema(platformSchema) },
@@ -73,11 +71,9 @@ export function platformRoutes(router: Router<AppState, { services: ApiServices 
       },
     },
     async (ctx, { params }) => {
-      await cachedResponse(ctx, ['platforms'], async () => {
-        const p = await findPlatform(ctx.services.db, params.id_or_slug);
-        if (!p) throw notFound('platform');
-        return resource(ctx, presentPlatform(p), `/v1/platforms/${p.slug}`);
-      });
+      const p = await findPlatform(ctx.services.db, params.id_or_slug);
+      if (!p) throw notFound('platform');
+      ctx.body = resource(ctx, presentPlatform(p), `/v1/platforms/${p.slug}`);
     },
   );
 

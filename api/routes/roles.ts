@@ -18,7 +18,6 @@ import { atLeastOne, z, zUuid } from '../../shared/zod';
 import { AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
 import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
-import { cachedResponse } from '../responseCache';
 
 const roleIdParam = z.object({ id: z.string().min(1).max(64) });
 const roleName = z.string().trim().min(1).max(100);
@@ -34,12 +33,11 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       summary: 'List roles',
       tags: ['roles'],
       auth: { permission: 'roles:read' },
+      cacheBy: ['roles'],
       responses: { 200: { description: 'Roles', schema: listSchema(roleSchema) } },
     },
     async (ctx) => {
-      await cachedResponse(ctx, ['roles'], async () =>
-        resource(ctx, (await Role.query(ctx.services.db).orderBy('name')).map(presentRole)),
-      );
+      ctx.body = resource(ctx, (await Role.query(ctx.services.db).orderBy('name')).map(presentRole));
     },
   );
 
@@ -243,11 +241,13 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       summary: 'List permissions',
       tags: ['permissions'],
       auth: { permission: 'permissions:read' },
+      cacheBy: ['permissions'],
       responses: { 200: { description: 'Permissions', schema: listSchema(permissionSchema) } },
     },
     async (ctx) => {
-      await cachedResponse(ctx, ['permissions'], async () =>
-        resource(ctx, (await Permission.query(ctx.services.db).orderBy(['resource', 'action'])).map(presentPermission)),
+      ctx.body = resource(
+        ctx,
+        (await Permission.query(ctx.services.db).orderBy(['resource', 'action'])).map(presentPermission),
       );
     },
   );

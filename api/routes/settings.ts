@@ -8,7 +8,6 @@ import { presentSystemConfig, systemConfigSchema, SystemConfigRow } from '../../
 import { findOr404 } from '../../shared/rowLoader';
 import { notFound } from '../../shared/errors';
 import { z } from '../../shared/zod';
-import { cachedResponse } from '../responseCache';
 import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
 import { AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
@@ -62,12 +61,11 @@ export function settingRoutes(router: Router<AppState, { services: ApiServices }
       summary: 'All settings, by key',
       tags: ['settings'],
       auth: { permission: 'settings:read' },
+      cacheBy: ['settings'],
       responses: { 200: { description: 'Settings', schema: listSchema(settingSchema) }, ...errors },
     },
     async (ctx) => {
-      await cachedResponse(ctx, ['settings'], async () =>
-        resource(ctx, (await Setting.query(ctx.services.db).orderBy('key')).map(presentSetting)),
-      );
+      ctx.body = resource(ctx, (await Setting.query(ctx.services.db).orderBy('key')).map(presentSetting));
     },
   );
 
@@ -80,14 +78,13 @@ export function settingRoutes(router: Router<AppState, { services: ApiServices }
       summary: 'The public settings (is_public), by key',
       tags: ['settings'],
       auth: 'public',
+      cacheBy: ['settings'],
       responses: { 200: { description: 'Public settings', schema: listSchema(settingSchema) } },
     },
     async (ctx) => {
-      await cachedResponse(ctx, ['settings'], async () =>
-        resource(
-          ctx,
-          (await Setting.query(ctx.services.db).where('is_public', true).orderBy('key')).map(presentSetting),
-        ),
+      ctx.body = resource(
+        ctx,
+        (await Setting.query(ctx.services.db).where('is_public', true).orderBy('key')).map(presentSetting),
       );
     },
   );

@@ -7,6 +7,29 @@ import type { Knex } from 'knex';
  * concurrent cached answers cost one indexed read, not N. Nothing is kept between batches: each
  * request's versions are read after it arrived, so a write committed before it is always seen.
  */
+/**
+ * The tables whose statement-level trigger bumps their `table_versions` row (migrations
+ * 20261124000100_table_versions, 20261124080000_more_table_versions, 20261125000000_list_versions).
+ * A test checks each has its trigger. Tables written on hot paths (gps_points, sessions, users,
+ * audit_events) must not join: every writer of a versioned table waits on its version row.
+ */
+export const VERSIONED_TABLES = [
+  'trip_templates',
+  'trip_categories',
+  'roles',
+  'role_permissions',
+  'permissions',
+  'geofences',
+  'settings',
+  'platforms',
+  'trips',
+  'trip_status_history',
+  'devices',
+  'locations',
+  'oauth_clients',
+] as const;
+export type VersionedTable = (typeof VERSIONED_TABLES)[number];
+
 const loaders = new WeakMap<Knex, DataLoader<string, string>>();
 
 function loaderFor(db: Knex): DataLoader<string, string> {
@@ -14,10 +37,11 @@ function loaderFor(db: Knex): DataLoader<string, string> {
   if (!loader) {
     loader = new DataLoader<string, string>(
       async (tables) => {
+        // A table's version is the sum of its shards (migration 20261125000000_list_versions).
         const rows: Array<{ table_name: string; version: string }> = await db('table_versions')
           .whereRaw('table_name = ANY(?)', [tables as string[]])
-          .select('table_name', 'version')
-          .options({ name: 'table_versions_read' });
+          .groupBy('table_name')
+          .select('table_name', db.raw('sum(version) AS version'));
         const byName = new Map(rows.map((r) => [r.table_name, String(r.version)]));
         return tables.map((t) => byName.get(t) ?? '0');
       },

@@ -85,7 +85,8 @@ function scripts(redis: Redis): TransitionRedis {
 
 /**
  * The active fences as a spatial index, rebuilt only when the fences changed: the `geofences`
- * version (bumped by a trigger in every writing statement, migration 20261124080000) and the
+ * version (the sum of its shards, bumped by a trigger in every writing statement, migrations 20261124080000
+ * and 20261125000000) and the
  * evaluation switch come from one read of two indexed rows per job.
  */
 const indexes = new WeakMap<Knex, { version: string; index: GeofenceIndex }>();
@@ -93,7 +94,7 @@ async function activeFenceIndex(db: Knex): Promise<GeofenceIndex | null> {
   const {
     rows: [v],
   } = await db.raw<{ rows: Array<{ version: string | null; enabled: boolean }> }>(
-    `SELECT (SELECT version FROM table_versions WHERE table_name = 'geofences') AS version,
+    `SELECT (SELECT sum(version) FROM table_versions WHERE table_name = 'geofences') AS version,
             COALESCE((SELECT value FROM system_config WHERE key = 'geofence.evaluation_enabled'), 'true'::jsonb) <> 'false'::jsonb AS enabled`,
   );
   if (!v.enabled) return null;

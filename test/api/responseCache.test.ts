@@ -1,5 +1,8 @@
 import test from 'ava';
-import { tableVersionTag } from '../../shared/caches/tableVersions';
+import type { Knex } from 'knex';
+import { IndexedRouter } from '../../api/indexedRouter';
+import { defineRoute } from '../../api/routing';
+import { tableVersionTag, VERSIONED_TABLES } from '../../shared/caches/tableVersions';
 import { createUser } from '../helpers/factories';
 import { startSecondApi } from '../helpers/secondApi';
 import { useStack } from '../helpers/stack';
@@ -157,4 +160,164 @@ test.serial('platforms follow their table; concurrent cached answers share one v
     s.db.off('query', listener);
   }
   t.is(reads.length, 1);
+});
+
+test.serial(
+  'paginated lists declared cacheBy follow their tables on every instance, pages and filters apart',
+  async (t) => {
+    const s = stack();
+    const admin = await createUser(s.db, { roles: ['role_admin'] });
+    const second = await startSecondApi(s);
+    try {
+      const get = async (url: string, path: string) => {
+        const r = await fetch(`${url}${path}`, { headers: { authorization: `Bearer ${admin.token}` } });
+        t.is(r.status, 200, path);
+        return (await r.json()) as { data: Array<{ id: string; name?: string }>; pagination: { total: number } };
+      };
+      const made = {
+        trips: (await s.request('POST', '/v1/trips', { token: admin.token, body: { name: 'cache trip' } })).body.data,
+        devices: (await s.request('POST', '/v1/devices', { token: admin.token, body: { name: 'cache device' } })).body
+          .data,
+        locations: (
+          await s.request('POST', '/v1/locations', {
+            token: admin.token,
+            body: { name: 'cache location', latitude: 1, longitude: 2 },
+          })
+        ).body.data,
+        geofences: (
+          await s.request('POST', '/v1/geofences', {
+            token: admin.token,
+            body: { name: 'cache fence', latitude: 1, longitude: 2, radius_km: 1 },
+          })
+        ).body.data,
+      };
+      for (const [table, row] of Object.entries(made)) {
+        t.truthy(row?.id, table);
+        const path = `/v1/${table}?limit=100`;
+        const before = await get(s.url, path);
+        t.true(
+          before.data.some((x) => x.id === row.id),
+          table,
+        );
+        t.is((await get(second.url, path)).pagination.total, before.pagination.total, table);
+        // Renamed and then deleted straight in SQL: both instances follow on their next request.
+        await s
+          .db(table)
+          .where('id', row.id)
+          .update({ name: `renamed ${table}` });
+        for (const url of [s.url, second.url])
+          t.is((await get(url, path)).data.find((x) => x.id === row.id)?.name, `renamed ${table}`, table);
+        await s.db(table).where('id', row.id).delete();
+        for (const url of [s.url, second.url]) {
+          const after = await get(url, path);
+          t.false(
+            after.data.some((x) => x.id === row.id),
+            table,
+          );
+          t.is(after.pagination.total, before.pagination.total - 1, table);
+        }
+        // Served from the cache: an unchanged table answers its ETag with 304.
+        const first = await fetch(`${s.url}${path}`, { headers: { authorization: `Bearer ${admin.token}` } });
+        const etag = first.headers.get('etag');
+        t.truthy(etag, table);
+        const conditional = await fetch(`${s.url}${path}`, {
+          headers: { authorization: `Bearer ${admin.token}`, 'if-none-match': etag!, 'cache-control': 'max-age=0' },
+        });
+        t.is(conditional.status, 304, table);
+        // Each page and limit is its own answer.
+        t.is((await get(s.url, `/v1/${table}?limit=1`)).data.length, Math.min(1, before.pagination.total - 1), table);
+      }
+
+      // A trip's history follows both the trip and the history table; a missing trip is a 404, never cached.
+      const trip = (await s.request('POST', '/v1/trips', { token: admin.token, body: { name: 'history trip' } })).body
+        .data;
+      const history = async () => (await s.request('GET', `/v1/trips/${trip.id}/history`, { token: admin.token })).body;
+      t.deepEqual(await history(), []);
+      t.is(
+        (await s.request('PATCH', `/v1/trips/${trip.id}`, { token: admin.token, body: { status: 'active' } })).status,
+        200,
+      );
+      t.is((await history()).length, 1);
+      await s.db('trips').where('id', trip.id).delete();
+      t.is((await s.request('GET', `/v1/trips/${trip.id}/history`, { token: admin.token })).status, 404);
+
+      // OAuth clients (admin list).
+      const clients = async () => (await get(s.url, '/v1/oauth/clients/all?limit=100')).pagination.total;
+      const n = await clients();
+      await s.db('oauth_clients').insert({
+        user_id: admin.id,
+        name: 'cache probe',
+        redirect_uris: JSON.stringify(['https://example.test/cb']),
+        client_type: 'public',
+      });
+      t.is(await clients(), n + 1);
+    } finally {
+      await second.close();
+    }
+  },
+);
+
+test('every versioned table has its trigger, and writers on different shards do not wait for each other', async (t) => {
+  const s = stack();
+  const triggers = (
+    await s.db.raw<{ rows: Array<{ table: string }> }>(
+      `SELECT c.relname AS table FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid
+        JOIN pg_proc p ON p.oid = g.tgfoid WHERE p.proname = 'bump_table_version' AND NOT g.tgisinternal`,
+    )
+  ).rows.map((r) => r.table);
+  t.deepEqual([...new Set(triggers)].sort(), [...VERSIONED_TABLES].sort());
+
+  // Two writing transactions of devices on backends whose pids fall on different shards: the second
+  // commits while the first is still open (with one version row it would wait for the first).
+  const conns: Array<{ trx: Knex.Transaction; pid: number }> = [];
+  const spare: Knex.Transaction[] = [];
+  try {
+    while (conns.length < 2) {
+      const trx = await s.db.transaction();
+      const { rows } = await trx.raw<{ rows: Array<{ pid: number }> }>('SELECT pg_backend_pid() AS pid');
+      // A backend on the first one's shard is held aside (so the pool hands out another one).
+      if (conns.some((c) => c.pid % 16 === rows[0].pid % 16)) spare.push(trx);
+      else conns.push({ trx, pid: rows[0].pid });
+    }
+    for (const trx of spare.splice(0)) await trx.rollback();
+    const before = await tableVersionTag(s.db, ['devices']);
+    await conns[0].trx('devices').insert({ name: 'shard one' });
+    await conns[1].trx.raw("SET LOCAL lock_timeout = '2s'");
+    await conns[1].trx('devices').insert({ name: 'shard two' });
+    await conns[1].trx.commit();
+    const mid = await tableVersionTag(s.db, ['devices']);
+    t.not(mid, before);
+    await conns[0].trx.commit();
+    t.not(await tableVersionTag(s.db, ['devices']), mid);
+  } finally {
+    for (const trx of [...conns.map((c) => c.trx), ...spare]) if (!trx.isCompleted()) await trx.rollback();
+  }
+});
+
+test('cacheBy is refused on routes whose answer depends on the caller', (t) => {
+  const router = new IndexedRouter();
+  const def = { method: 'get' as const, summary: 'x', tags: ['x'], cacheBy: ['trips'] as const };
+  t.throws(
+    () =>
+      defineRoute(
+        router as never,
+        { ...def, path: '/v1/x/:id', auth: { permission: 'trips:read', self: 'id' } },
+        () => undefined,
+      ),
+    { message: /cacheBy needs a GET with a plain permission rule/ },
+  );
+  t.throws(() => defineRoute(router as never, { ...def, path: '/v1/y', auth: { own: 'trips:read' } }, () => undefined));
+  t.throws(() => defineRoute(router as never, { ...def, path: '/v1/users/me', auth: 'public' }, () => undefined));
+  t.throws(() =>
+    defineRoute(router as never, { ...def, method: 'post', path: '/v1/z', auth: 'public' }, () => undefined),
+  );
+  t.throws(
+    () =>
+      defineRoute(
+        router as never,
+        { ...def, path: '/v1/w', auth: 'public', cacheBy: ['gps_points' as never] },
+        () => undefined,
+      ),
+    { message: /gps_points has no version trigger/ },
+  );
 });

@@ -35,6 +35,7 @@ export function deviceRoutes(router: Router<AppState, { services: ApiServices }>
       summary: 'List devices by name',
       tags: ['devices'],
       auth: { permission: 'devices:read' },
+      cacheBy: ['devices'],
       query: paginationQuery(10),
       responses: { 200: { description: 'Devices', schema: pageSchema(deviceSchema) }, ...errors },
     },

@@ -58,6 +58,7 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
       summary: 'List geofences by name',
       tags: ['geofences'],
       auth: { permission: 'geofences:read' },
+      cacheBy: ['geofences'],
       query: paginationQuery(10),
       responses: { 200: { description: 'Geofences', schema: pageSchema(geofenceSchema) }, ...errors },
     },

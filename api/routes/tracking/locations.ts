@@ -67,6 +67,7 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
       summary: 'List locations by name',
       tags: ['locations'],
       auth: { permission: 'locations:read' },
+      cacheBy: ['locations'],
       query: paginationQuery(10),
       responses: {
         200: { description: 'Locations (without contacts)', schema: pageSchema(locationSchema) },

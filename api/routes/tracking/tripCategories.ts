@@ -8,7 +8,6 @@ import { created, noContent, resource, resourceSchema } from '../../responses';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
 import { errors, idParam, zName, zText } from './schemas';
-import { cachedResponse } from '../../responseCache';
 
 const categoryFields = {
   parent_id: zUuid().nullable().optional(),
@@ -48,13 +47,12 @@ export function tripCategoryRoutes(router: Router<AppState, { services: ApiServi
       summary: 'All trip categories by sort_order then name (bare array)',
       tags: ['trip-categories'],
       auth: { permission: 'trip_categories:read' },
+      cacheBy: ['trip_categories'],
       responses: { 200: { description: 'Categories', schema: z.array(tripCategorySchema) }, ...errors },
     },
     async (ctx) => {
-      await cachedResponse(ctx, ['trip_categories'], async () =>
-        (await TripCategory.query(ctx.services.db).orderByRaw('sort_order, lower(name), name, id')).map(
-          presentTripCategory,
-        ),
+      ctx.body = (await TripCategory.query(ctx.services.db).orderByRaw('sort_order, lower(name), name, id')).map(
+        presentTripCategory,
       );
     },
   );

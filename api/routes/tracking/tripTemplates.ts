@@ -10,7 +10,6 @@ import { created, noContent, resource, resourceSchema } from '../../responses';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
 import { errors, idParam, zName, zTags, zText, zWeight } from './schemas';
-import { cachedResponse } from '../../responseCache';
 
 // Leaves room for the " (from template)" suffix within a trip name's 255 characters.
 const templateFields = {
@@ -39,11 +38,12 @@ export function tripTemplateRoutes(router: Router<AppState, { services: ApiServi
       summary: 'All trip templates by name (bare array)',
       tags: ['trip-templates'],
       auth: { permission: 'trips:read' },
+      cacheBy: ['trip_templates'],
       responses: { 200: { description: 'Templates', schema: z.array(tripTemplateSchema) }, ...errors },
     },
     async (ctx) => {
-      await cachedResponse(ctx, ['trip_templates'], async () =>
-        (await TripTemplate.query(ctx.services.db).orderByRaw('lower(name), name, id')).map(presentTripTemplate),
+      ctx.body = (await TripTemplate.query(ctx.services.db).orderByRaw('lower(name), name, id')).map(
+        presentTripTemplate,
       );
     },
   );
