@@ -108,6 +108,39 @@ export function uptimeParts(startedAt: number) {
   };
 }
 
+async function runProbes(s: ApiServices) {
+  const [database, cache, websocket, ais] = await Promise.all([
+    timed(() => s.db.raw('select 1')),
+    timed(() => s.redis.ping()),
+    websocketStats(s),
+    aisHealth(s),
+  ]);
+  return { database, cache, websocket, ais };
+}
+
+/**
+ * The probes, shared by the health requests that arrive in one turn of the event loop: they are
+ * started once that turn's requests are in (setImmediate), so every answer still reflects probes
+ * begun after its request arrived, but a load balancer polling many times a second costs one
+ * `select 1` and one PING per turn, not per request.
+ */
+const probeRuns = new WeakMap<ApiServices, () => ReturnType<typeof runProbes>>();
+export function probesFor(s: ApiServices): () => ReturnType<typeof runProbes> {
+  let run = probeRuns.get(s);
+  if (!run) {
+    let next: ReturnType<typeof runProbes> | null = null;
+    run = () =>
+      (next ??= new Promise((resolve) =>
+        setImmediate(() => {
+          next = null;
+          resolve(runProbes(s));
+        }),
+      ));
+    probeRuns.set(s, run);
+  }
+  return run;
+}
+
 /** GET /health and /v1/health: real probes of Postgres and Redis, realtime counts, uptime. */
 export function healthRoutes(router: Router<AppState, { services: ApiServices }>): void {
   for (const path of ['/health', '/v1/health']) {
@@ -126,12 +159,7 @@ export function healthRoutes(router: Router<AppState, { services: ApiServices }>
       },
       async (ctx) => {
         const s = ctx.services;
-        const [database, cache, websocket, ais] = await Promise.all([
-          timed(() => s.db.raw('select 1')),
-          timed(() => s.redis.ping()),
-          websocketStats(s),
-          aisHealth(s),
-        ]);
+        const { database, cache, websocket, ais } = await probesFor(s)();
         const healthy = database.status === 'ok' && cache.status === 'ok';
         ctx.status = healthy ? 200 : 503;
         ctx.body = {

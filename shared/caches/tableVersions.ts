@@ -27,6 +27,7 @@ export const VERSIONED_TABLES = [
   'devices',
   'locations',
   'oauth_clients',
+  'system_config',
 ] as const;
 export type VersionedTable = (typeof VERSIONED_TABLES)[number];
 

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Model } from 'objection';
+import { probesFor } from '../../api/routes/health';
 import { startApi } from '../../api/server';
 import { loadConfig } from '../../shared/config';
 import { toHttpError } from '../../shared/errors';
@@ -172,3 +173,32 @@ test.serial('an api whose database refuses connections answers 503 with Retry-Af
     Model.knex(s.db);
   }
 });
+
+test.serial(
+  'health requests of one event-loop turn share one database probe, started after they arrived',
+  async (t) => {
+    const s = stack();
+    const probes: string[] = [];
+    const listener = (q: { sql: string }) => {
+      if (q.sql === 'select 1') probes.push(q.sql);
+    };
+    const db = s.api.services.db;
+    db.on('query', listener);
+    try {
+      // Asked in one turn (as the requests one I/O phase delivers): one probe, started after all of them.
+      const run = probesFor(s.api.services);
+      const shared = await Promise.all(Array.from({ length: 30 }, () => run()));
+      t.is(probes.length, 1);
+      t.true(shared.every((r) => r === shared[0] && r.database.status === 'ok'));
+      // Asked again after it answered: a new probe.
+      await run();
+      t.is(probes.length, 2);
+      // Over HTTP: every answer healthy, never more probes than requests.
+      const answers = await Promise.all(Array.from({ length: 30 }, () => s.request('GET', '/v1/health')));
+      for (const a of answers) t.is(a.body.services.database.status, 'ok');
+      t.true(probes.length <= 2 + 30);
+    } finally {
+      db.off('query', listener);
+    }
+  },
+);

@@ -241,6 +241,24 @@ test.serial(
       await s.db('trips').where('id', trip.id).delete();
       t.is((await s.request('GET', `/v1/trips/${trip.id}/history`, { token: admin.token })).status, 404);
 
+      // System config, list and single entry, changed straight in SQL.
+      const key = 'geofence.evaluation_enabled';
+      const entry = async () =>
+        (await s.request('GET', `/v1/system-config/${key}`, { token: admin.token })).body.data.description;
+      const listed = async () =>
+        (
+          (await s.request('GET', '/v1/system-config?prefix=geofence.', { token: admin.token })).body as Array<{
+            key: string;
+            description: string;
+          }>
+        ).find((e) => e.key === key)?.description;
+      await entry();
+      await listed();
+      await s.db('system_config').where('key', key).update({ description: 'cache probe description' });
+      t.is(await entry(), 'cache probe description');
+      t.is(await listed(), 'cache probe description');
+      t.is((await s.request('GET', '/v1/system-config/no.such.key', { token: admin.token })).status, 404);
+
       // OAuth clients (admin list).
       const clients = async () => (await get(s.url, '/v1/oauth/clients/all?limit=100')).pagination.total;
       const n = await clients();
