@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { AuditEvent } from '../models/AuditEvent';
 import { isUuid } from '../zod';
+import { COUNTER_SQL } from './counters';
 
 /** Sort fields of GET /v1/admin/audit (spec §4.24); every one is served by an index ending in (created_at, id). */
 export const AUDIT_SORT_FIELDS = ['event_type', 'user_id', 'status', 'created_at'] as const;
@@ -22,12 +23,10 @@ export interface AuditFilter {
 }
 
 /**
- * Counts are exact up to this many matching events; beyond it the total is the planner's estimate
- * (flagged with X-Total-Count-Estimated), so a page never pays for counting a million rows.
+ * Filtered counts are exact up to this many matching events; beyond it the total is the planner's
+ * estimate (flagged with X-Total-Count-Estimated), so a page never pays for counting a million rows.
  */
 export const AUDIT_COUNT_CAP = 10_000;
-/** An estimate this many times the cap is trusted without counting (estimates are rarely off by 10×). */
-const ESTIMATE_TRUST = 10;
 /** Most users one user_search matches (a search matching more is too broad to be useful anyway). */
 const USER_SEARCH_MAX = 500;
 
@@ -82,11 +81,18 @@ async function estimateRows(db: Knex, q: Knex.QueryBuilder): Promise<number> {
   return Math.round(rows[0]!['QUERY PLAN'][0]!.Plan['Plan Rows']);
 }
 
+/** Column alias of the total read in the page's own statement. */
+const TOTAL = '__audit_total';
+
 /**
  * One page of audit events, newest first unless sorted otherwise (ties broken by created_at, then
- * id, in the same direction, so every sort walks one index). The count is exact up to
- * AUDIT_COUNT_CAP matches and estimated beyond (never below the cap + 1); when the planner already
- * expects ten times the cap, no counting happens at all.
+ * id, in the same direction, so every sort walks one index).
+ *
+ * Without filters the total is the exact `audit_events` row counter, read in the page's own
+ * statement. With filters it is a count capped at AUDIT_COUNT_CAP + 1 matches, also in the page's
+ * statement; only when the cap is reached does the planner's estimate (EXPLAIN, a second
+ * statement) give the total, flagged as estimated (never below the cap + 1). So the usual page is
+ * one round trip.
  */
 export async function findAuditPage(
   db: Knex,
@@ -97,37 +103,40 @@ export async function findAuditPage(
   const dir = f.sort_direction ?? 'desc';
   const field = f.sort_field ?? 'created_at';
   const order = field === 'created_at' ? ['created_at', 'id'] : [field, 'created_at', 'id'];
-  const rowsQ = base
+  const unfiltered = Object.entries(f).every(
+    ([k, v]) => v === undefined || k === 'sort_field' || k === 'sort_direction',
+  );
+  const capped = base
     .clone()
-    .select('*')
+    .select(db.raw('1'))
+    .limit(AUDIT_COUNT_CAP + 1)
+    .toSQL();
+  const totalSql = unfiltered
+    ? db.raw(`${COUNTER_SQL} AS ${TOTAL}`, ['audit_events'])
+    : db.raw(`(SELECT count(*) FROM (${capped.sql}) AS capped) AS ${TOTAL}`, capped.bindings as Knex.RawBinding[]);
+  const rows = (await base
+    .clone()
+    .select('*', totalSql)
     .orderBy(order.map((column) => ({ column, order: dir })))
     .limit(page.limit)
-    .offset((page.page - 1) * page.limit);
-  // The planner's estimate comes first (no execution): far above the cap, counting is skipped.
-  const [rows, guess] = await Promise.all([rowsQ, estimateRows(db, base)]);
+    .offset((page.page - 1) * page.limit)) as Array<Record<string, unknown>>;
   let total: number;
+  if (rows.length) total = Number(rows[0]![TOTAL]);
+  else {
+    // Past the last page (or nothing matches): the total alone.
+    const [r] = (await db.select(totalSql)) as Array<Record<string, unknown>>;
+    total = Number(r![TOTAL]);
+  }
   let estimated = false;
-  if (guess > AUDIT_COUNT_CAP * ESTIMATE_TRUST) {
-    total = guess;
+  if (!unfiltered && total > AUDIT_COUNT_CAP) {
+    total = Math.max(AUDIT_COUNT_CAP + 1, await estimateRows(db, base));
     estimated = true;
-  } else {
-    const counted = await db
-      .from(
-        base
-          .clone()
-          .select(db.raw('1'))
-          .limit(AUDIT_COUNT_CAP + 1)
-          .as('capped'),
-      )
-      .count<Array<{ count: string }>>({ count: '*' });
-    total = Number(counted[0]!.count);
-    if (total > AUDIT_COUNT_CAP) {
-      total = Math.max(AUDIT_COUNT_CAP + 1, guess);
-      estimated = true;
-    }
   }
   return {
-    events: (rows as Array<Record<string, unknown>>).map((r) => AuditEvent.fromDatabaseJson(r)),
+    events: rows.map((r) => {
+      delete r[TOTAL];
+      return AuditEvent.fromDatabaseJson(r);
+    }),
     total,
     estimated,
   };

@@ -15,6 +15,7 @@ export const ROW_COUNTERS = {
   locations: { table: 'locations', where: 'true' },
   trips: { table: 'trips', where: 'true' },
   oauth_clients: { table: 'oauth_clients', where: 'true' },
+  audit_events: { table: 'audit_events', where: 'true' },
 } as const;
 export type RowCounter = keyof typeof ROW_COUNTERS;
 

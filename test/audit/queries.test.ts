@@ -162,3 +162,55 @@ test('/v1/admin/audit: each sort field both ways; bad sort and filter values are
   }
   t.is((await get('/v1/admin/audit', alice.token)).status, 403);
 });
+
+test.serial(
+  'totals: exact without filters from the row counter; filtered counts capped, then estimated; one statement a page',
+  async (t) => {
+    const s = stack();
+    await seed();
+    const carol = await createUser(s.db);
+    // One more than the cap, straight in SQL (the counter trigger sees them too).
+    await s.db.raw(
+      `INSERT INTO audit_events (user_id, event_type, status, source_service, metadata, created_at)
+     SELECT ?, 'login', 'success', 'api', '{}', now() - make_interval(secs => g) FROM generate_series(1, 10001) g`,
+      [carol.id],
+    );
+    await s.db.raw('ANALYZE audit_events');
+    const statements: string[] = [];
+    const listener = (q: { sql: string }) => {
+      if (/audit_events/.test(q.sql)) statements.push(q.sql);
+    };
+    const db = s.api.services.db;
+    db.on('query', listener);
+    try {
+      const [{ n }] = (await s.db('audit_events').count({ n: '*' })) as Array<{ n: number }>;
+      statements.length = 0;
+      const all = await get('/v1/admin/audit');
+      t.is(all.status, 200);
+      t.is(all.body.total_count, Number(n));
+      t.is(all.headers.get('x-total-count-estimated'), null);
+      t.is(statements.length, 1, statements.join('\n'));
+
+      statements.length = 0;
+      const few = await get(`/v1/admin/audit?user_id=${alice.id}`);
+      t.is(few.body.total_count, 6);
+      t.is(statements.length, 1, statements.join('\n'));
+
+      statements.length = 0;
+      const many = await get(`/v1/admin/audit?user_id=${carol.id}`);
+      t.is(many.status, 200);
+      t.true(many.body.total_count > 10_000);
+      t.is(many.headers.get('x-total-count-estimated'), 'true');
+      t.is(many.body.events.length, 20);
+      t.is(statements.length, 2, statements.join('\n'));
+
+      // Past the last page: no rows, the total still given.
+      const past = await get(`/v1/admin/audit?user_id=${alice.id}&page=50`);
+      t.deepEqual(past.body.events, []);
+      t.is(past.body.total_count, 6);
+    } finally {
+      db.off('query', listener);
+      await s.db('audit_events').where('user_id', carol.id).delete();
+    }
+  },
+);
