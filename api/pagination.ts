@@ -1,4 +1,5 @@
 import type { Context } from 'koa';
+import type { Knex } from 'knex';
 import type { QueryBuilder, Model } from 'objection';
 import { z, zQueryInt } from '../shared/zod';
 import { COUNTER_SQL, RowCounter, wholeTableCounter } from '../shared/queries/counters';
@@ -56,10 +57,48 @@ export interface PaginateOptions {
 const TOTAL = '__page_total';
 
 /**
- * Runs an Objection query one page at a time and presents it. When the total is a maintained
- * counter (see PaginateOptions), the page and its total are one statement (the counter is a scalar
- * subquery, so both come from one snapshot); otherwise a COUNT and a LIMIT/OFFSET query.
+ * One page of an Objection query and the total of its matches, from one statement: the total is a
+ * scalar subquery of the page's statement (evaluated once, from the same snapshot). When the total
+ * is a maintained counter (see PaginateOptions) it is the counter's read; otherwise a COUNT over the
+ * query without its order and page. Only a page past the end costs a second statement (the total
+ * alone). REST (`paginate`) and GraphQL pages both read this way.
  */
+export async function readPage<M extends Model>(
+  query: QueryBuilder<M, M[]>,
+  page: Page,
+  opts: PaginateOptions = {},
+): Promise<{ results: M[]; total: number }> {
+  const model = query.modelClass();
+  const knex = query.knex();
+  const counter = opts.counter ?? (query.has(/where/i) ? undefined : wholeTableCounter(model.tableName));
+  let total: Knex.Raw;
+  if (counter) total = knex.raw(`${COUNTER_SQL} AS ${TOTAL}`, [counter]);
+  else {
+    const matches = query.clone().clear(/orderBy|offset|limit/);
+    // Without a select of its own (or grouping), the count needs no columns.
+    if (!query.has(/select|distinct|groupBy/i)) matches.select(knex.raw('1'));
+    const { sql, bindings } = matches.toKnexQuery().toSQL();
+    total = knex.raw(`(SELECT count(*) FROM (${sql}) AS matches) AS ${TOTAL}`, bindings as Knex.RawBinding[]);
+  }
+  const paged = query.clone();
+  if (query.has(/select/i)) paged.select(total);
+  else paged.select(`${model.tableName}.*`, total);
+  const rows = (await paged.limit(page.limit).offset((page.page - 1) * page.limit)) as Array<
+    M & { [TOTAL]?: string | number }
+  >;
+  let n: number;
+  if (rows.length) {
+    n = Number(rows[0][TOTAL]);
+    for (const r of rows) delete r[TOTAL];
+  } else {
+    // Past the last page: the total alone.
+    const [r] = (await knex.select(total)) as Array<Record<string, unknown>>;
+    n = Number(r[TOTAL]);
+  }
+  return { results: rows, total: n };
+}
+
+/** Runs an Objection query one page at a time (readPage, one statement) and presents it. */
 export async function paginate<M extends Model, T>(
   ctx: Context,
   query: QueryBuilder<M, M[]>,
@@ -67,26 +106,6 @@ export async function paginate<M extends Model, T>(
   present: (row: M) => T,
   opts: PaginateOptions = {},
 ): Promise<Paginated<T>> {
-  const model = query.modelClass();
-  const knex = query.knex();
-  const counter = opts.counter ?? (query.has(/where/i) ? undefined : wholeTableCounter(model.tableName));
-  if (!counter) {
-    const { results, total } = await query.page(page.page - 1, page.limit);
-    return paginatedBody(ctx, results.map(present), total, page);
-  }
-  const rows = (await query
-    .clone()
-    .select(`${model.tableName}.*`, knex.raw(`${COUNTER_SQL} AS ${TOTAL}`, [counter]))
-    .limit(page.limit)
-    .offset((page.page - 1) * page.limit)) as Array<M & { [TOTAL]?: string }>;
-  let total: number;
-  if (rows.length) {
-    total = Number(rows[0][TOTAL]);
-    for (const r of rows) delete r[TOTAL];
-  } else {
-    // Past the last page: the total alone.
-    const [{ n }] = (await knex.select(knex.raw(`${COUNTER_SQL} AS n`, [counter]))) as Array<{ n: string }>;
-    total = Number(n);
-  }
-  return paginatedBody(ctx, rows.map(present), total, page);
+  const { results, total } = await readPage(query, page, opts);
+  return paginatedBody(ctx, results.map(present), total, page);
 }

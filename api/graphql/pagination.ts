@@ -2,6 +2,7 @@ import { GraphQLScalarType, Kind, ValueNode } from 'graphql';
 import type { Model, QueryBuilder } from 'objection';
 import { ArgsType, ClassType, Field, Int, ObjectType } from 'type-graphql';
 import { badRequest } from '../../shared/errors';
+import { readPage } from '../pagination';
 
 /** The `pagination` object of REST pages (api/pagination.ts), in camelCase. */
 @ObjectType('Pagination')
@@ -32,14 +33,14 @@ export function PageOf<T extends object>(item: ClassType<T>) {
   return Page;
 }
 
-/** Runs an Objection query one page at a time (a COUNT and a LIMIT/OFFSET statement), as REST does. */
+/** Runs an Objection query one page at a time (one statement, `readPage`), as REST does. */
 export async function pageOf<M extends Model, T>(
   query: QueryBuilder<M, M[]>,
   args: PageArgs,
   present: (row: M) => T,
 ): Promise<{ data: T[]; pagination: GqlPagination }> {
   const { page, limit } = checkPage(args);
-  const { results, total } = await query.page(page - 1, limit);
+  const { results, total } = await readPage(query, { page, limit });
   return {
     data: results.map(present),
     pagination: { page, limit, total, totalPages: Math.max(1, Math.ceil(total / limit)) },
