@@ -3,14 +3,14 @@ import type { Knex } from 'knex';
 /**
  * Version rows (migration 20261124000100_table_versions) for the tables whose lists are answered
  * from the version-checked response cache (`cacheBy` in api/routing.ts): trips and their status
- * history, devices, locations, OAuth clients and system config.
+ * history, devices, locations, OAuth clients, system config and users.
  *
- * These are written more often than the reference tables, and a writer holds its version row
+ * These are written more often than the reference tables (users at every sign-in), and a writer holds its version row
  * until it commits, so the versions are now sharded the way row_counters are: a statement bumps
  * one of 16 rows picked by its backend's pid, and a table's version is the sum of its shards.
  * The sum only grows, so any committed write changes it; concurrent writers rarely wait.
  */
-const TABLES = ['trips', 'trip_status_history', 'devices', 'locations', 'oauth_clients', 'system_config'];
+const TABLES = ['trips', 'trip_status_history', 'devices', 'locations', 'oauth_clients', 'system_config', 'users'];
 const SHARDS = 16;
 
 export async function up(knex: Knex): Promise<void> {

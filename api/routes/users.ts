@@ -103,6 +103,7 @@ export function userRoutes(router: ApiRouter): void {
       summary: 'List users',
       tags: TAG,
       auth: { permission: 'users:read' },
+      cacheBy: ['users'],
       query: paginationQuery(20).extend({ include_deleted: zQueryBool().optional() }),
       responses: { 200: { description: 'A page of users', schema: pageSchema(userSchema) } },
     },

@@ -241,6 +241,17 @@ test.serial(
       await s.db('trips').where('id', trip.id).delete();
       t.is((await s.request('GET', `/v1/trips/${trip.id}/history`, { token: admin.token })).status, 404);
 
+      // Users: the live list and the one with deleted users, on both instances.
+      const users = async (url: string, q = '') => (await get(url, `/v1/users?limit=1${q}`)).pagination.total;
+      const live = await users(s.url);
+      const everyone = await users(second.url, '&include_deleted=true');
+      const newcomer = await createUser(s.db);
+      t.is(await users(second.url), live + 1);
+      await s.db('users').where('id', newcomer.id).update({ deleted_at: new Date() });
+      t.is(await users(s.url), live);
+      t.is(await users(second.url), live);
+      t.is(await users(s.url, '&include_deleted=true'), everyone + 1);
+
       // System config, list and single entry, changed straight in SQL.
       const key = 'geofence.evaluation_enabled';
       const entry = async () =>
