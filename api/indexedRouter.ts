@@ -90,10 +90,11 @@ export class IndexedRouter<StateT = unknown, ContextT = unknown> extends Router<
   }
 
   /**
-   * @koa/router's dispatch, minus its per-request `reduce` + `compose` when one route with one
-   * handler matched (every route defineRoute() registers): params are set exactly as its own
-   * param layer sets them and the handler gets the outer `next`. Any other case (several layers,
-   * router middleware, host or routerPath options) takes @koa/router's own dispatch.
+   * @koa/router's dispatch, minus its per-request `reduce` + `compose` when every matching route
+   * has one handler (every route defineRoute() registers), also when several match the path
+   * (/v1/users/me and /v1/users/:id): params are set exactly as its own param layer sets them
+   * and each handler's next is the next route, the last one's the outer `next`. Any other case
+   * (router middleware, host, routerPath or exclusive options) takes @koa/router's own dispatch.
    */
   override middleware(): Router.Middleware<StateT, ContextT> {
     const general = super.middleware();
@@ -103,18 +104,26 @@ export class IndexedRouter<StateT = unknown, ContextT = unknown> extends Router<
       if (c.newRouterPath || c.matched) return general(ctx, next);
       const path = c.path;
       const matched = this.match(path, c.method);
-      const layers = matched.pathAndMethod;
-      if (!matched.route || layers.length !== 1 || layers[0].stack.length !== 1) return general(ctx, next);
-      const layer = layers[0] as unknown as DispatchLayer;
+      const layers = matched.pathAndMethod as unknown as DispatchLayer[];
+      if (!matched.route || this.opts.exclusive) return general(ctx, next);
+      for (const layer of layers) if (layer.stack.length !== 1) return general(ctx, next);
       c.matched = matched.path;
       c.router = this;
-      c.captures = layer.captures(path, c.captures);
-      c.params = c.request.params = layer.params(path, c.captures, c.params);
-      c.routerPath = layer.path;
-      c.routerName = layer.name;
-      c._matchedRoute = layer.path;
-      if (layer.name) c._matchedRouteName = layer.name;
-      return layer.stack[0](ctx, next);
+      // The layers in order, each after its params are set, as @koa/router's composed chain runs
+      // them: a handler that calls next() reaches the next matching route (/v1/users/me before
+      // /v1/users/:id), the last one the outer next.
+      const run = (i: number): unknown => {
+        if (i === layers.length) return next();
+        const layer = layers[i];
+        c.captures = layer.captures(path, c.captures);
+        c.params = c.request.params = layer.params(path, c.captures, c.params);
+        c.routerPath = layer.path;
+        c.routerName = layer.name;
+        c._matchedRoute = layer.path;
+        if (layer.name) c._matchedRouteName = layer.name;
+        return layer.stack[0](ctx, i + 1 === layers.length ? next : () => Promise.resolve(run(i + 1)));
+      };
+      return run(0);
     };
     (dispatch as unknown as { router: Router }).router = this as unknown as Router;
     return dispatch;

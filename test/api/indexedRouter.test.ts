@@ -142,3 +142,32 @@ test('several layers on one path (router middleware, two handlers) run in order 
     'indexed:second:9',
   ]);
 });
+
+test('two routes matching one path (/me and /:id): the first answers; next() reaches the second with its params, as with @koa/router', async (t) => {
+  const seen: unknown[] = [];
+  const fields = (ctx: Router.RouterContext) => ({
+    params: { ...ctx.params },
+    routerPath: (ctx as never as { routerPath: string }).routerPath,
+    matched: (ctx as never as { _matchedRoute: string })._matchedRoute,
+    captures: (ctx as never as { captures: string[] }).captures,
+  });
+  const make = (r: Router, passOn: boolean) => {
+    r.get('/v1/people/me', async (ctx, next) => {
+      seen.push(['me', fields(ctx)]);
+      if (passOn) await next();
+    });
+    r.get('/v1/people/:id', (ctx) => void seen.push(['id', fields(ctx)]));
+    return r;
+  };
+  for (const passOn of [false, true]) {
+    seen.length = 0;
+    let after = 0;
+    await dispatch(make(new Router(), passOn), '/v1/people/me', () => after++);
+    const plain = [...seen];
+    seen.length = 0;
+    await dispatch(make(new IndexedRouter() as unknown as Router, passOn), '/v1/people/me', () => after++);
+    t.deepEqual(seen, plain);
+    t.is(seen.length, passOn ? 2 : 1);
+    t.is(after, 0);
+  }
+});
