@@ -31,7 +31,8 @@ export async function pendingAccountToken(
     q
       .where('account_tokens.purpose', purpose)
       .whereNull('account_tokens.used_at')
-      .where('account_tokens.expires_at', '>', new Date())
+      // The database's clock, so every call has the same statement and the reads batch.
+      .where('account_tokens.expires_at', '>', db.fn.now())
       .orderBy('account_tokens.created_at', 'desc'),
   );
 }

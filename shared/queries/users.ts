@@ -1,3 +1,4 @@
+import DataLoader from 'dataloader';
 import type { Knex } from 'knex';
 import type { Model } from 'objection';
 import { Ban } from '../models/Ban';
@@ -203,11 +204,38 @@ export async function hasRole(db: Knex, userId: string, roleId: string): Promise
   return !!(await db('user_roles').where({ user_id: userId, role_id: roleId }).first('role_id'));
 }
 
+type LatestRow = Record<string, unknown> & { _user_id: string };
+
+/** The batch loaders of userAndLatest, per database and statement shape (SQL and bindings). */
+const latestLoaders = new WeakMap<Knex, Map<string, DataLoader<string, LatestRow | null>>>();
+/** Distinct shapes kept per database before the map starts over (the shapes are a handful). */
+const MAX_SHAPES = 256;
+
+/** One statement for many users: each user's id with its newest row (LATERAL), live users unless `includeDeleted`. */
+async function latestRows(
+  db: Knex,
+  sub: Knex.Sql,
+  includeDeleted: boolean,
+  ids: readonly string[],
+): Promise<Map<string, LatestRow>> {
+  const q = db('users as u')
+    .joinRaw(`LEFT JOIN LATERAL (${sub.sql}) AS x ON true`, [...sub.bindings])
+    .whereRaw('u.id = ANY(?)', [ids as string[]])
+    .select(db.raw('u.id::text AS _user_id'), 'x.*');
+  if (!includeDeleted) q.whereNull('u.deleted_at');
+  const rows = (await q) as LatestRow[];
+  return new Map(rows.map((r) => [r._user_id, r]));
+}
+
 /**
  * A user's newest row of a table (`pick` narrows and orders a query on it; it is limited to one row
  * of the user) together with whether the user exists, in one statement (a LATERAL join):
  * undefined when there is no such user (no live one unless `includeDeleted`), `{ row: undefined }`
  * when the user has no such row. For single-resource reads that would otherwise load the user first.
+ *
+ * Batched like the row loader (shared/rowLoader.ts): the calls of one event-loop turn with the same
+ * statement shape (same `pick`, same bindings) share one `WHERE u.id = ANY($1)` statement; nothing
+ * is kept between batches. If a batch fails (a malformed id), each id is read on its own.
  */
 export async function userAndLatest<M extends Model>(
   db: Knex,
@@ -220,13 +248,37 @@ export async function userAndLatest<M extends Model>(
   const latest = db(table).select(`${table}.*`).whereRaw('??.user_id = u.id', [table]).limit(1);
   pick(latest);
   const sub = latest.toSQL();
-  const q = db('users as u')
-    .joinRaw(`LEFT JOIN LATERAL (${sub.sql}) AS x ON true`, [...sub.bindings])
-    .where('u.id', userId)
-    .first(db.raw('u.id AS _user_id'), 'x.*');
-  if (!opts.includeDeleted) q.whereNull('u.deleted_at');
-  const columns: Record<string, unknown> | undefined = await q;
-  if (!columns) return undefined;
-  delete columns._user_id;
+  const includeDeleted = Boolean(opts.includeDeleted);
+  const shape = `${includeDeleted}\n${sub.sql}\n${JSON.stringify(sub.bindings)}`;
+  let shapes = latestLoaders.get(db);
+  if (!shapes) latestLoaders.set(db, (shapes = new Map()));
+  let loader = shapes.get(shape);
+  if (!loader) {
+    if (shapes.size >= MAX_SHAPES) shapes.clear();
+    loader = new DataLoader<string, LatestRow | null>(
+      async (ids) => {
+        const keys = ids.map((id) => (isUuid(id) ? id.toLowerCase() : id));
+        try {
+          const found = await latestRows(db, sub, includeDeleted, keys);
+          return keys.map((k) => found.get(k) ?? null);
+        } catch (err) {
+          if (keys.length === 1) return [err as Error];
+          return Promise.all(
+            keys.map((k) =>
+              latestRows(db, sub, includeDeleted, [k]).then(
+                (found) => found.get(k) ?? null,
+                (e: Error) => e,
+              ),
+            ),
+          );
+        }
+      },
+      { cache: false, maxBatchSize: 1000, batchScheduleFn: (run) => setImmediate(run) },
+    );
+    shapes.set(shape, loader);
+  }
+  const found = await loader.load(userId);
+  if (!found) return undefined;
+  const { _user_id: _, ...columns } = found;
   return { row: columns[model.idColumn as string] == null ? undefined : (model.fromDatabaseJson(columns) as M) };
 }

@@ -2,6 +2,7 @@ import test from 'ava';
 import { hashPassword } from '../../shared/domain/passwords';
 import { createKey, createUser, TestUser } from '../helpers/factories';
 import { listenPushes } from '../helpers/pushes';
+import { userActiveBan } from '../../shared/queries/users';
 import { useStack } from '../helpers/stack';
 import { sleep } from '../helpers/wait';
 
@@ -171,4 +172,40 @@ test('timed ban: credentials work again at expires_at by themselves; expireBans 
   t.is(history[0].unbanned_by, null);
   // A new ban is possible after expiry.
   t.is((await s.request('POST', `/v1/users/${user.id}/ban`, { token: mod.token, body: {} })).status, 201);
+});
+
+test('active-ban reads of one turn share one statement, each with its own answer; a malformed id fails alone', async (t) => {
+  const s = stack();
+  const users = await Promise.all(Array.from({ length: 4 }, () => createUser(s.db)));
+  const [banned, , deleted] = users;
+  await s.db('bans').insert({ user_id: banned.id, reason: 'batch probe', is_permanent: true });
+  await s.db('users').where('id', deleted.id).update({ deleted_at: new Date() });
+  const statements: string[] = [];
+  const listener = (q: { sql: string }) => {
+    if (/LEFT JOIN LATERAL/.test(q.sql)) statements.push(q.sql);
+  };
+  s.db.on('query', listener);
+  try {
+    const ids = [...users.map((u) => u.id), '00000000-0000-4000-8000-000000000000'];
+    const answers = await Promise.all(ids.map((id) => userActiveBan(s.db, id)));
+    t.is(statements.length, 1);
+    t.is(answers[0]?.row?.reason, 'batch probe');
+    t.deepEqual(answers[1], { row: undefined });
+    // A deleted user is still a user here (bans are read with deleted users included).
+    t.deepEqual(answers[2], { row: undefined });
+    t.deepEqual(answers[3], { row: undefined });
+    t.is(answers[4], undefined);
+
+    statements.length = 0;
+    const mixed = await Promise.allSettled([userActiveBan(s.db, banned.id), userActiveBan(s.db, 'not-a-uuid')]);
+    t.is(mixed[0].status, 'fulfilled');
+    t.is(
+      (mixed[0] as PromiseFulfilledResult<Awaited<ReturnType<typeof userActiveBan>>>).value?.row?.reason,
+      'batch probe',
+    );
+    t.is(mixed[1].status, 'rejected');
+    t.is(statements.length, 3);
+  } finally {
+    s.db.off('query', listener);
+  }
 });
