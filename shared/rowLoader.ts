@@ -158,3 +158,36 @@ export async function findOr404<M extends Model>(
   if (!row) throw notFound(what);
   return row;
 }
+
+/**
+ * A keyed read batched per event-loop turn, for reads the row loader cannot express (joins,
+ * subqueries, a user's latest row): the keys asked for while one turn handles incoming requests go
+ * to one `fetch(keys)`, which answers the rows it found by key (uuids lower-cased). Nothing is kept
+ * between batches. If a batch fails (a malformed key, say), each key is read on its own, so one bad
+ * key fails only its caller.
+ */
+export function turnBatcher<V>(
+  fetch: (keys: string[]) => Promise<Map<string, V>>,
+): (key: string) => Promise<V | undefined> {
+  const loader = new DataLoader<string, V | undefined>(
+    async (ids) => {
+      const keys = ids.map(keyOf);
+      try {
+        const found = await fetch(keys);
+        return keys.map((k) => found.get(k));
+      } catch (err) {
+        if (keys.length === 1) return [err as Error];
+        return Promise.all(
+          keys.map((k) =>
+            fetch([k]).then(
+              (found) => found.get(k),
+              (e: Error) => e,
+            ),
+          ),
+        );
+      }
+    },
+    { cache: false, maxBatchSize: MAX_BATCH, batchScheduleFn: (run) => setImmediate(run) },
+  );
+  return (key) => loader.load(key);
+}

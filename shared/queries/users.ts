@@ -1,4 +1,3 @@
-import DataLoader from 'dataloader';
 import type { Knex } from 'knex';
 import type { Model } from 'objection';
 import { Ban } from '../models/Ban';
@@ -7,6 +6,7 @@ import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
 import { normaliseEmail } from '../domain/accounts';
 import { DisplayedAccount, FlatUser, presentFlatUser } from '../presenters/user';
+import { turnBatcher } from '../rowLoader';
 import { isUuid } from '../zod';
 
 /** Whether a username is taken (case-insensitively), optionally ignoring one user. */
@@ -112,35 +112,31 @@ export interface UserView {
   lastSignInPlatform: string | null;
 }
 
-/**
- * The user whose id `target` is (a value, or a subquery answering one id) with their accounts, ban
- * state and last sign-in platform, in one statement: single-user reads (profile, flattened user)
- * cost one round trip.
- */
-export async function userView(db: Knex, target: string | Knex.QueryBuilder): Promise<UserView | undefined> {
-  const row:
-    (Record<string, unknown> & { _accounts: AccountJson[]; _banned: boolean; _last: string | null }) | undefined =
-    await db('users as u')
-      .where('u.id', target)
-      .first(
-        'u.*',
-        db.raw(
-          `COALESCE((SELECT json_agg(json_build_object('id', pa.id, 'username', pa.username, 'email', pa.email,
-                  'avatar_url', pa.avatar_url, 'created_at', pa.created_at, 'slug', p.slug)
-                  ORDER BY pa.created_at, pa.id)
-             FROM platform_accounts pa JOIN platforms p ON p.id = pa.platform_id WHERE pa.user_id = u.id), '[]'::json)
-             AS _accounts`,
-        ),
-        db.raw(
-          `EXISTS (SELECT 1 FROM bans b WHERE b.user_id = u.id AND b.unbanned_at IS NULL
-                     AND (b.expires_at IS NULL OR b.expires_at > now())) AS _banned`,
-        ),
-        db.raw(
-          `(SELECT s.platform_slug FROM sessions s WHERE s.user_id = u.id AND s.platform_slug IS NOT NULL
-             ORDER BY s.created_at DESC LIMIT 1) AS _last`,
-        ),
-      );
-  if (!row) return undefined;
+type ViewRow = Record<string, unknown> & { _accounts: AccountJson[]; _banned: boolean; _last: string | null };
+
+/** The users table with what the user presenters show of each user, as columns. */
+function viewQuery(db: Knex): Knex.QueryBuilder {
+  return db('users as u').select(
+    'u.*',
+    db.raw(
+      `COALESCE((SELECT json_agg(json_build_object('id', pa.id, 'username', pa.username, 'email', pa.email,
+              'avatar_url', pa.avatar_url, 'created_at', pa.created_at, 'slug', p.slug)
+              ORDER BY pa.created_at, pa.id)
+         FROM platform_accounts pa JOIN platforms p ON p.id = pa.platform_id WHERE pa.user_id = u.id), '[]'::json)
+         AS _accounts`,
+    ),
+    db.raw(
+      `EXISTS (SELECT 1 FROM bans b WHERE b.user_id = u.id AND b.unbanned_at IS NULL
+                 AND (b.expires_at IS NULL OR b.expires_at > now())) AS _banned`,
+    ),
+    db.raw(
+      `(SELECT s.platform_slug FROM sessions s WHERE s.user_id = u.id AND s.platform_slug IS NOT NULL
+         ORDER BY s.created_at DESC LIMIT 1) AS _last`,
+    ),
+  );
+}
+
+function toView(row: ViewRow): UserView {
   const { _accounts, _banned, _last, ...userColumns } = row;
   return {
     user: User.fromDatabaseJson(userColumns),
@@ -155,6 +151,31 @@ export async function userView(db: Knex, target: string | Knex.QueryBuilder): Pr
     isBanned: _banned,
     lastSignInPlatform: _last,
   };
+}
+
+/** The batched by-id reads of userView, per database. */
+const viewReads = new WeakMap<Knex, (id: string) => Promise<ViewRow | undefined>>();
+
+/**
+ * The user whose id `target` is (a value, or a subquery answering one id) with their accounts, ban
+ * state and last sign-in platform, in one statement: single-user reads (profile, flattened user)
+ * cost one round trip. Reads by id are batched per event-loop turn (`turnBatcher`).
+ */
+export async function userView(db: Knex, target: string | Knex.QueryBuilder): Promise<UserView | undefined> {
+  if (typeof target !== 'string') {
+    const row = (await viewQuery(db).where('u.id', target).first()) as ViewRow | undefined;
+    return row && toView(row);
+  }
+  let read = viewReads.get(db);
+  if (!read) {
+    read = turnBatcher(async (ids) => {
+      const rows = (await viewQuery(db).whereRaw('u.id = ANY(?)', [ids])) as ViewRow[];
+      return new Map(rows.map((r) => [String(r.id), r]));
+    });
+    viewReads.set(db, read);
+  }
+  const row = await read(target);
+  return row && toView(row);
 }
 
 interface AccountJson {
@@ -206,8 +227,8 @@ export async function hasRole(db: Knex, userId: string, roleId: string): Promise
 
 type LatestRow = Record<string, unknown> & { _user_id: string };
 
-/** The batch loaders of userAndLatest, per database and statement shape (SQL and bindings). */
-const latestLoaders = new WeakMap<Knex, Map<string, DataLoader<string, LatestRow | null>>>();
+/** The batched reads of userAndLatest, per database and statement shape (SQL and bindings). */
+const latestReads = new WeakMap<Knex, Map<string, (userId: string) => Promise<LatestRow | undefined>>>();
 /** Distinct shapes kept per database before the map starts over (the shapes are a handful). */
 const MAX_SHAPES = 256;
 
@@ -216,11 +237,11 @@ async function latestRows(
   db: Knex,
   sub: Knex.Sql,
   includeDeleted: boolean,
-  ids: readonly string[],
+  ids: string[],
 ): Promise<Map<string, LatestRow>> {
   const q = db('users as u')
     .joinRaw(`LEFT JOIN LATERAL (${sub.sql}) AS x ON true`, [...sub.bindings])
-    .whereRaw('u.id = ANY(?)', [ids as string[]])
+    .whereRaw('u.id = ANY(?)', [ids])
     .select(db.raw('u.id::text AS _user_id'), 'x.*');
   if (!includeDeleted) q.whereNull('u.deleted_at');
   const rows = (await q) as LatestRow[];
@@ -233,9 +254,8 @@ async function latestRows(
  * undefined when there is no such user (no live one unless `includeDeleted`), `{ row: undefined }`
  * when the user has no such row. For single-resource reads that would otherwise load the user first.
  *
- * Batched like the row loader (shared/rowLoader.ts): the calls of one event-loop turn with the same
- * statement shape (same `pick`, same bindings) share one `WHERE u.id = ANY($1)` statement; nothing
- * is kept between batches. If a batch fails (a malformed id), each id is read on its own.
+ * Batched per event-loop turn (`turnBatcher`): calls with the same statement shape (same `pick`,
+ * same bindings) share one `WHERE u.id = ANY($1)` statement.
  */
 export async function userAndLatest<M extends Model>(
   db: Knex,
@@ -250,34 +270,15 @@ export async function userAndLatest<M extends Model>(
   const sub = latest.toSQL();
   const includeDeleted = Boolean(opts.includeDeleted);
   const shape = `${includeDeleted}\n${sub.sql}\n${JSON.stringify(sub.bindings)}`;
-  let shapes = latestLoaders.get(db);
-  if (!shapes) latestLoaders.set(db, (shapes = new Map()));
-  let loader = shapes.get(shape);
-  if (!loader) {
+  let shapes = latestReads.get(db);
+  if (!shapes) latestReads.set(db, (shapes = new Map()));
+  let read = shapes.get(shape);
+  if (!read) {
     if (shapes.size >= MAX_SHAPES) shapes.clear();
-    loader = new DataLoader<string, LatestRow | null>(
-      async (ids) => {
-        const keys = ids.map((id) => (isUuid(id) ? id.toLowerCase() : id));
-        try {
-          const found = await latestRows(db, sub, includeDeleted, keys);
-          return keys.map((k) => found.get(k) ?? null);
-        } catch (err) {
-          if (keys.length === 1) return [err as Error];
-          return Promise.all(
-            keys.map((k) =>
-              latestRows(db, sub, includeDeleted, [k]).then(
-                (found) => found.get(k) ?? null,
-                (e: Error) => e,
-              ),
-            ),
-          );
-        }
-      },
-      { cache: false, maxBatchSize: 1000, batchScheduleFn: (run) => setImmediate(run) },
-    );
-    shapes.set(shape, loader);
+    read = turnBatcher((ids) => latestRows(db, sub, includeDeleted, ids));
+    shapes.set(shape, read);
   }
-  const found = await loader.load(userId);
+  const found = await read(userId);
   if (!found) return undefined;
   const { _user_id: _, ...columns } = found;
   return { row: columns[model.idColumn as string] == null ? undefined : (model.fromDatabaseJson(columns) as M) };

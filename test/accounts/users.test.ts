@@ -1,6 +1,7 @@
 import test from 'ava';
 import { createKey, createUser } from '../helpers/factories';
 import { listenPushes } from '../helpers/pushes';
+import { userView } from '../../shared/queries/users';
 import { useStack } from '../helpers/stack';
 
 const stack = useStack(test);
@@ -351,4 +352,35 @@ test('roles: users:write alone cannot hand out roles with permissions the caller
       .status,
     403,
   );
+});
+
+test('user views read by id in one turn share one statement, each with its own user', async (t) => {
+  const s = stack();
+  const users = await Promise.all(Array.from({ length: 5 }, () => createUser(s.db)));
+  const statements: string[] = [];
+  const listener = (q: { sql: string }) => {
+    if (/AS _accounts/.test(q.sql)) statements.push(q.sql);
+  };
+  s.db.on('query', listener);
+  try {
+    const ids = [...users.map((u) => u.id.toUpperCase()), '00000000-0000-4000-8000-000000000000'];
+    const views = await Promise.all(ids.map((id) => userView(s.db, id)));
+    t.is(statements.length, 1);
+    t.deepEqual(
+      views.map((v) => v?.user.id),
+      [...users.map((u) => u.id), undefined],
+    );
+    t.true(views.slice(0, 5).every((v) => Array.isArray(v!.accounts) && v!.isBanned === false));
+    // Over HTTP, the profile route answers each its own user.
+    const admin = await createUser(s.db, { roles: ['role_admin'] });
+    const profiles = await Promise.all(
+      users.map((u) => s.request('GET', `/v1/users/${u.id}/profile`, { token: admin.token })),
+    );
+    t.deepEqual(
+      profiles.map((p) => p.body.name),
+      users.map((u) => u.username),
+    );
+  } finally {
+    s.db.off('query', listener);
+  }
 });
