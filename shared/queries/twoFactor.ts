@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { UserTwoFactor } from '../models/UserTwoFactor';
+import { turnBatcher } from '../rowLoader';
 
 /** A user's 2FA row with its platform and how many backup codes are left, read in one statement. */
 export interface TwoFactorState {
@@ -9,15 +10,13 @@ export interface TwoFactorState {
   backupCodesRemaining: number;
 }
 
-export async function twoFactorState(
-  db: Knex,
-  userId: string,
-  opts: { forUpdate?: boolean } = {},
-): Promise<TwoFactorState> {
-  const q = db('user_two_factor as t')
+type StateRow = Record<string, unknown> & { _slug: string | null; _name: string | null; _left: number };
+
+/** The 2FA rows (one per user) with platform and backup codes left, of the users `where` picks. */
+function stateQuery(db: Knex): Knex.QueryBuilder {
+  return db('user_two_factor as t')
     .leftJoin('platforms as p', 'p.id', 't.platform_id')
-    .where('t.user_id', userId)
-    .first(
+    .select(
       't.*',
       'p.slug as _slug',
       'p.name as _name',
@@ -25,9 +24,34 @@ export async function twoFactorState(
         '(SELECT count(*)::int FROM two_factor_backup_codes b WHERE b.user_id = t.user_id AND b.used_at IS NULL) AS _left',
       ),
     );
-  if (opts.forUpdate) q.forUpdate('t');
-  const r: (Record<string, unknown> & { _slug: string | null; _name: string | null; _left: number }) | undefined =
-    await q;
+}
+
+/** The batched reads of twoFactorState outside a transaction, per database (turnBatcher). */
+const stateReads = new WeakMap<Knex, (userId: string) => Promise<StateRow | undefined>>();
+
+/**
+ * A user's 2FA state. Reads without `forUpdate` are batched per event-loop turn
+ * (`turnBatcher`): concurrent status checks share one statement.
+ */
+export async function twoFactorState(
+  db: Knex,
+  userId: string,
+  opts: { forUpdate?: boolean } = {},
+): Promise<TwoFactorState> {
+  let r: StateRow | undefined;
+  if (opts.forUpdate) {
+    r = (await stateQuery(db).where('t.user_id', userId).forUpdate('t').first()) as StateRow | undefined;
+  } else {
+    let read = stateReads.get(db);
+    if (!read) {
+      read = turnBatcher(async (ids) => {
+        const rows = (await stateQuery(db).whereRaw('t.user_id = ANY(?)', [ids])) as StateRow[];
+        return new Map(rows.map((row) => [String(row.user_id), row]));
+      });
+      stateReads.set(db, read);
+    }
+    r = await read(userId);
+  }
   if (!r) return { row: undefined, platformSlug: null, platformName: null, backupCodesRemaining: 0 };
   const { _slug, _name, _left, ...cols } = r;
   return {
