@@ -191,3 +191,18 @@ export function turnBatcher<V>(
   );
   return (key) => loader.load(key);
 }
+
+/**
+ * `turnBatcher` for a read that takes its database: one batcher per database (a pool or a
+ * transaction), made on first use, so callers pass `db` as they would to a plain query.
+ */
+export function turnBatcherByDb<V>(
+  fetch: (db: Knex, keys: string[]) => Promise<Map<string, V>>,
+): (db: Knex, key: string) => Promise<V | undefined> {
+  const byDb = new WeakMap<Knex, (key: string) => Promise<V | undefined>>();
+  return (db, key) => {
+    let read = byDb.get(db);
+    if (!read) byDb.set(db, (read = turnBatcher((keys) => fetch(db, keys))));
+    return read(key);
+  };
+}

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { UserTwoFactor } from '../models/UserTwoFactor';
-import { turnBatcher } from '../rowLoader';
+import { turnBatcherByDb } from '../rowLoader';
 
 /** A user's 2FA row with its platform and how many backup codes are left, read in one statement. */
 export interface TwoFactorState {
@@ -26,8 +26,11 @@ function stateQuery(db: Knex): Knex.QueryBuilder {
     );
 }
 
-/** The batched reads of twoFactorState outside a transaction, per database (turnBatcher). */
-const stateReads = new WeakMap<Knex, (userId: string) => Promise<StateRow | undefined>>();
+/** 2FA states by user id, batched per event-loop turn and database (without FOR UPDATE). */
+const readStates = turnBatcherByDb(async (db, ids) => {
+  const rows = (await stateQuery(db).whereRaw('t.user_id = ANY(?)', [ids])) as StateRow[];
+  return new Map(rows.map((row) => [String(row.user_id), row]));
+});
 
 /**
  * A user's 2FA state. Reads without `forUpdate` are batched per event-loop turn
@@ -42,15 +45,7 @@ export async function twoFactorState(
   if (opts.forUpdate) {
     r = (await stateQuery(db).where('t.user_id', userId).forUpdate('t').first()) as StateRow | undefined;
   } else {
-    let read = stateReads.get(db);
-    if (!read) {
-      read = turnBatcher(async (ids) => {
-        const rows = (await stateQuery(db).whereRaw('t.user_id = ANY(?)', [ids])) as StateRow[];
-        return new Map(rows.map((row) => [String(row.user_id), row]));
-      });
-      stateReads.set(db, read);
-    }
-    r = await read(userId);
+    r = await readStates(db, userId);
   }
   if (!r) return { row: undefined, platformSlug: null, platformName: null, backupCodesRemaining: 0 };
   const { _slug, _name, _left, ...cols } = r;

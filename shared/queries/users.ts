@@ -6,7 +6,7 @@ import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
 import { normaliseEmail } from '../domain/accounts';
 import { DisplayedAccount, FlatUser, presentFlatUser } from '../presenters/user';
-import { turnBatcher } from '../rowLoader';
+import { turnBatcher, turnBatcherByDb } from '../rowLoader';
 import { isUuid } from '../zod';
 
 /** Whether a username is taken (case-insensitively), optionally ignoring one user. */
@@ -153,8 +153,11 @@ function toView(row: ViewRow): UserView {
   };
 }
 
-/** The batched by-id reads of userView, per database. */
-const viewReads = new WeakMap<Knex, (id: string) => Promise<ViewRow | undefined>>();
+/** User views by id, batched per event-loop turn and database. */
+const readViews = turnBatcherByDb(async (db, ids) => {
+  const rows = (await viewQuery(db).whereRaw('u.id = ANY(?)', [ids])) as ViewRow[];
+  return new Map(rows.map((r) => [String(r.id), r]));
+});
 
 /**
  * The user whose id `target` is (a value, or a subquery answering one id) with their accounts, ban
@@ -166,15 +169,7 @@ export async function userView(db: Knex, target: string | Knex.QueryBuilder): Pr
     const row = (await viewQuery(db).where('u.id', target).first()) as ViewRow | undefined;
     return row && toView(row);
   }
-  let read = viewReads.get(db);
-  if (!read) {
-    read = turnBatcher(async (ids) => {
-      const rows = (await viewQuery(db).whereRaw('u.id = ANY(?)', [ids])) as ViewRow[];
-      return new Map(rows.map((r) => [String(r.id), r]));
-    });
-    viewReads.set(db, read);
-  }
-  const row = await read(target);
+  const row = await readViews(db, target);
   return row && toView(row);
 }
 
