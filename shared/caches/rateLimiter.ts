@@ -62,6 +62,14 @@ export interface RateDecision {
   retryAfterSeconds: number;
 }
 
+interface QueuedCount {
+  keys: string[];
+  ttlsMs: number[];
+  increments: number[];
+  resolve(counts: number[]): void;
+  reject(err: unknown): void;
+}
+
 type HitFn = (n: number, ...a: Array<string | number>) => Promise<number[]>;
 
 /**
@@ -81,6 +89,8 @@ export class RateLimiter {
   private pruneAt = 0;
   private flushTimer?: NodeJS.Timeout;
   private downUntil = 0;
+  /** Requests waiting for the end of this turn to be counted in Redis together (`countInRedis`). */
+  private queued: QueuedCount[] = [];
 
   constructor(
     private readonly redis: Redis,
@@ -261,7 +271,11 @@ export class RateLimiter {
     });
     let counts: number[];
     try {
-      counts = await this.script(cs.length, ...cs.map((c) => c.key), ...ws.map((w) => w.ttlMs), ...sent);
+      counts = await this.countInRedis(
+        cs.map((c) => c.key),
+        ws.map((w) => w.ttlMs),
+        sent,
+      );
     } catch (err) {
       this.markDown(err);
       return null;
@@ -276,6 +290,40 @@ export class RateLimiter {
     // The flush also forgets windows that have ended.
     this.scheduleFlush();
     return worst!;
+  }
+
+  /**
+   * Adds `increments` to `keys` in Redis and answers their new counts. The requests decided in
+   * Redis during one turn of the event loop share one script call (one round trip and one command
+   * for the whole turn, not one per request). The script runs its increments in order, so each
+   * request still gets a count of its own, as with one call per request.
+   */
+  private countInRedis(keys: string[], ttlsMs: number[], increments: number[]): Promise<number[]> {
+    return new Promise((resolve, reject) => {
+      if (this.queued.push({ keys, ttlsMs, increments, resolve, reject }) === 1)
+        setImmediate(() => void this.sendQueued());
+    });
+  }
+
+  private async sendQueued(): Promise<void> {
+    const batch = this.queued;
+    this.queued = [];
+    const keys = batch.flatMap((q) => q.keys);
+    try {
+      const counts = await this.script(
+        keys.length,
+        ...keys,
+        ...batch.flatMap((q) => q.ttlsMs),
+        ...batch.flatMap((q) => q.increments),
+      );
+      let at = 0;
+      for (const q of batch) {
+        q.resolve(counts.slice(at, at + q.keys.length));
+        at += q.keys.length;
+      }
+    } catch (err) {
+      for (const q of batch) q.reject(err);
+    }
   }
 
   /** Flushes what is still counted locally (shutdown). */

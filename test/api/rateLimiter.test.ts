@@ -97,3 +97,37 @@ test.serial('near the limit every request is counted in Redis, with what was cou
   await limiter.flush();
   t.is(await redis.get(key), '20001');
 });
+
+test.serial('requests decided in Redis in one turn share one script call, each with its own count', async (t) => {
+  const limit = 5;
+  // A limit this small leaves no local budget: every request is decided in Redis.
+  const counters = Array.from({ length: 3 }, (_, i) => counter(`turn${i}`, limit));
+  const calls: number[] = [];
+  const script = (redis as unknown as { rlHit: (...a: unknown[]) => Promise<number[]> }).rlHit;
+  (redis as unknown as { rlHit: unknown }).rlHit = (n: number, ...rest: unknown[]) => {
+    calls.push(n);
+    return script.call(redis, n, ...rest);
+  };
+  try {
+    // 8 requests per identity in the same turn: 24 requests, one call.
+    const pending = counters.flatMap(({ counter: c }) => Array.from({ length: 8 }, () => limiter.hit(c)));
+    t.true(pending.every((d) => d instanceof Promise));
+    const decisions = await Promise.all(pending);
+    t.deepEqual(calls, [24]);
+    for (let i = 0; i < counters.length; i++) {
+      const mine = decisions.slice(i * 8, i * 8 + 8);
+      // Exactly the limit let through, remaining counting down one by one, then refusals.
+      t.deepEqual(
+        mine.map((d) => d!.allowed),
+        [true, true, true, true, true, false, false, false],
+      );
+      t.deepEqual(
+        mine.map((d) => d!.remaining),
+        [4, 3, 2, 1, 0, 0, 0, 0],
+      );
+      t.is(await redis.get(counters[i].key), '8');
+    }
+  } finally {
+    (redis as unknown as { rlHit: unknown }).rlHit = script;
+  }
+});
