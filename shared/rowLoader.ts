@@ -206,3 +206,57 @@ export function turnBatcherByDb<V>(
     return read(key);
   };
 }
+
+/** `rowsBy` readers per database, by statement name (table, column and order make the SQL). */
+const rowsByLoaders = new WeakMap<Knex, Map<string, (key: string) => Promise<Model[] | undefined>>>();
+
+/**
+ * All rows whose `column` equals a key, in `orderBy` order: a user's integrations, consents or
+ * OAuth clients. The keys asked for during one turn share one prepared `SELECT … WHERE column =
+ * ANY($1) ORDER BY …` (as `rowBy` does for one row per key), so N concurrent requests for N owners'
+ * lists cost one statement. For small per-key lists with no paging; filter further in the caller.
+ */
+export function rowsBy<M extends Model>(
+  model: typeof Model & (new () => M),
+  column: string,
+  orderBy: ReadonlyArray<readonly [string, 'asc' | 'desc']>,
+  db: Knex = model.knex(),
+): { load(key: string): Promise<M[]> } {
+  const table = model.tableName;
+  const name = `rows_by_${column}:${table}:${orderBy.map(([c, d]) => `${c}_${d}`).join(',')}`;
+  let byName = rowsByLoaders.get(db);
+  if (!byName) rowsByLoaders.set(db, (byName = new Map()));
+  let read = byName.get(name);
+  if (!read) {
+    let generation = 0;
+    const select = (keys: string[]): Promise<Array<Record<string, unknown>>> =>
+      db
+        .select('*')
+        .from(table)
+        .whereRaw('?? = ANY(?)', [`${table}.${column}`, keys])
+        .orderBy([...orderBy.map(([c, order]) => ({ column: c, order })), { column: model.idColumn as string }])
+        .options({ name: `${name}:${generation}` });
+    read = turnBatcher(async (keys) => {
+      let rows: Array<Record<string, unknown>>;
+      try {
+        rows = await select(keys);
+      } catch (err) {
+        // A column added while this process runs changes `SELECT *`: prepare the new shape (see RowLoader).
+        if ((err as { code?: string }).code !== STALE_PLAN) throw err;
+        generation++;
+        rows = await select(keys);
+      }
+      const grouped = new Map<string, Model[]>();
+      for (const r of rows) {
+        const k = keyOf(String(r[column]));
+        let list = grouped.get(k);
+        if (!list) grouped.set(k, (list = []));
+        list.push(model.fromDatabaseJson(r));
+      }
+      return grouped;
+    });
+    byName.set(name, read);
+  }
+  const load = read;
+  return { load: async (key) => ((await load(key)) ?? []) as M[] };
+}

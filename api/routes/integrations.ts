@@ -10,6 +10,7 @@ import {
   presentChannelStats,
   presentIntegration,
 } from '../../shared/presenters/integration';
+import { integrationsOf } from '../../shared/queries/integrations';
 import { findOr404 } from '../../shared/rowLoader';
 import { z, zUuid } from '../../shared/zod';
 import { listSchema, resource, resourceSchema } from '../responses';
@@ -55,10 +56,8 @@ export function integrationRoutes(router: ApiRouter): void {
     async (ctx, { params }) => {
       const userId = authorizeSelf(ctx.state.principal);
       const platform = platformOr404(params.slug);
-      const rows = await Integration.query(ctx.services.db)
-        .where({ user_id: userId, platform_slug: platform.slug })
-        .orderBy('connected_at');
-      ctx.body = resource(ctx, rows.map(present));
+      const rows = await integrationsOf(ctx.services.db).load(userId);
+      ctx.body = resource(ctx, rows.filter((r) => r.platform_slug === platform.slug).map(present));
     },
   );
 
@@ -74,7 +73,7 @@ export function integrationRoutes(router: ApiRouter): void {
     },
     async (ctx) => {
       const userId = authorizeSelf(ctx.state.principal);
-      const rows = await Integration.query(ctx.services.db).where('user_id', userId).orderBy('connected_at');
+      const rows = await integrationsOf(ctx.services.db).load(userId);
       ctx.body = resource(ctx, rows.map(present));
     },
   );

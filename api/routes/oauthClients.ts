@@ -16,6 +16,7 @@ import {
   presentRegisteredOAuthClient,
   registeredOAuthClientSchema,
 } from '../../shared/presenters/oauthClient';
+import { ownedClients } from '../../shared/queries/oauth';
 import { findOr404 } from '../../shared/rowLoader';
 import { atLeastOne, z, zHttpUrl, zScope, zUuid } from '../../shared/zod';
 import { paginate, paginationQuery } from '../pagination';
@@ -75,9 +76,7 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
     },
     async (ctx) => {
       const uid = actingUserId(ctx.state.principal);
-      const clients = uid
-        ? await OAuthClient.query(ctx.services.db).where('user_id', uid).orderBy('created_at', 'desc')
-        : [];
+      const clients = uid ? await ownedClients(ctx.services.db).load(uid) : [];
       ctx.body = resource(ctx, clients.map(presentOAuthClient));
     },
   );

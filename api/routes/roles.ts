@@ -163,6 +163,7 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       summary: "List a role's permissions",
       tags: ['roles'],
       auth: { permission: 'roles:read' },
+      cacheBy: ['roles', 'role_permissions', 'permissions'],
       params: roleIdParam,
       responses: {
         200: { description: 'Permissions', schema: listSchema(permissionSchema) },

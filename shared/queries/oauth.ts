@@ -1,7 +1,8 @@
 import type { Knex } from 'knex';
 import type { AuthInvalidation } from '../events';
-import type { OAuthClient } from '../models/OAuthClient';
+import { OAuthClient } from '../models/OAuthClient';
 import { OAuthConsent } from '../models/OAuthConsent';
+import { rowById, rowsBy } from '../rowLoader';
 
 /** Whether the user's consent for the client stands (not revoked). */
 export async function consentActive(db: Knex | Knex.Transaction, userId: string, clientId: string): Promise<boolean> {
@@ -18,12 +19,21 @@ export async function userActive(db: Knex | Knex.Transaction, userId: string): P
 
 /** A user's standing consents with their clients, newest first. */
 export async function activeConsents(db: Knex, userId: string): Promise<Array<OAuthConsent & { client: OAuthClient }>> {
-  const rows = await OAuthConsent.query(db)
-    .where('oauth_consents.user_id', userId)
-    .whereNull('oauth_consents.revoked_at')
-    .withGraphJoined('client')
-    .orderBy('oauth_consents.granted_at', 'desc');
-  return rows as Array<OAuthConsent & { client: OAuthClient }>;
+  // Two batched reads (the user's consents, then their clients by id): concurrent requests share both.
+  const consents = (await rowsBy(OAuthConsent, 'user_id', [['granted_at', 'desc']], db).load(userId)).filter(
+    (c) => c.revoked_at === null,
+  );
+  const clients = rowById(OAuthClient, db);
+  const withClients = await Promise.all(
+    consents.map(async (c) => Object.assign(c.$clone(), { client: await clients.load(c.client_id) })),
+  );
+  // A consent's client is a foreign key (ON DELETE CASCADE): present unless deleted meanwhile.
+  return withClients.filter((c): c is OAuthConsent & { client: OAuthClient } => c.client !== undefined);
+}
+
+/** A user's own OAuth clients, newest first; concurrent requests share one statement per turn. */
+export function ownedClients(db: Knex): { load(userId: string): Promise<OAuthClient[]> } {
+  return rowsBy(OAuthClient, 'user_id', [['created_at', 'desc']], db);
 }
 
 /**

@@ -3,7 +3,8 @@ import { randomUUID } from 'node:crypto';
 import knex from 'knex';
 import { Role } from '../../shared/models/Role';
 import { User } from '../../shared/models/User';
-import { RowLoader } from '../../shared/rowLoader';
+import { OAuthClient } from '../../shared/models/OAuthClient';
+import { RowLoader, rowsBy } from '../../shared/rowLoader';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 
@@ -105,4 +106,39 @@ test.serial('a column added while the process runs: reads go on (the prepared st
     await stack().db.schema.alterTable('roles', (tb) => void tb.dropColumn('added_later'));
     await db1.destroy();
   }
+});
+
+test.serial('rowsBy: concurrent owners share one statement; each gets its own rows, in order', async (t) => {
+  const db = stack().db;
+  const [a, b, none] = [await createUser(db), await createUser(db), await createUser(db)];
+  const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s));
+  await db('oauth_clients').insert([
+    { user_id: a.id, name: 'a-old', created_at: at(1) },
+    { user_id: b.id, name: 'b-only', created_at: at(2) },
+    { user_id: a.id, name: 'a-new', created_at: at(3) },
+  ]);
+  const clients = rowsBy(OAuthClient, 'user_id', [['created_at', 'desc']], db);
+  const sql: string[] = [];
+  const listener = (q: { sql: string }) => {
+    if (/oauth_clients/.test(q.sql)) sql.push(q.sql);
+  };
+  db.on('query', listener);
+  let lists: OAuthClient[][];
+  try {
+    lists = await Promise.all([a.id, b.id, none.id, a.id.toUpperCase()].map((id) => clients.load(id)));
+  } finally {
+    db.off('query', listener);
+  }
+  t.is(sql.length, 1);
+  t.deepEqual(
+    lists.map((l) => l.map((c) => c.name)),
+    [['a-new', 'a-old'], ['b-only'], [], ['a-new', 'a-old']],
+  );
+  t.true(lists[0][0] instanceof OAuthClient);
+  // Nothing is kept between batches: a new row is in the next read.
+  await db('oauth_clients').insert({ user_id: b.id, name: 'b-second', created_at: at(4) });
+  t.deepEqual(
+    (await clients.load(b.id)).map((c) => c.name),
+    ['b-second', 'b-only'],
+  );
 });
