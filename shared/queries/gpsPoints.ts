@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { EARTH_RADIUS_KM, haversineSql } from '../geo';
 import { GPS_POINT_COLUMNS, GpsPointRow } from '../presenters/gpsPoint';
 import type { TripStats } from '../presenters/trip';
+import { turnBatcherByDb } from '../rowLoader';
 
 /** The latest point of every device identifier, newest first. */
 export async function latestPointPerDevice(db: Knex): Promise<GpsPointRow[]> {
@@ -38,18 +39,31 @@ export async function tripTrack(db: Knex, tripId: string): Promise<GpsPointRow[]
  * point, in seconds) of a trip's track, computed in SQL.
  */
 export async function tripStats(db: Knex, tripId: string): Promise<TripStats> {
-  const { rows } = await db.raw<{ rows: Array<{ distance_km: number | null; duration_seconds: number | null }> }>(
-    `SELECT COALESCE(SUM(${haversineSql('plat', 'plon', 'latitude', 'longitude')}), 0) AS distance_km,
-            COALESCE(EXTRACT(EPOCH FROM MAX(ts) - MIN(ts)), 0) AS duration_seconds
-       FROM (SELECT latitude, longitude, "timestamp" AS ts,
-                    lag(latitude) OVER w AS plat, lag(longitude) OVER w AS plon
-               FROM gps_points WHERE trip_id = ?
-             WINDOW w AS (ORDER BY "timestamp", created_at, id)) legs`,
-    [EARTH_RADIUS_KM, tripId],
-  );
-  const r = rows[0];
-  return {
-    distance_km: Math.round(Number(r.distance_km ?? 0) * 1000) / 1000,
-    duration_seconds: Math.round(Number(r.duration_seconds ?? 0)),
-  };
+  return (await statsInTurn(db, tripId)) ?? { distance_km: 0, duration_seconds: 0 };
 }
+
+/** Stats of every trip asked for in one turn: one statement, a window per trip (PARTITION BY). */
+const statsInTurn = turnBatcherByDb(async (db, tripIds): Promise<Map<string, TripStats>> => {
+  const { rows } = await db.raw<{
+    rows: Array<{ trip_id: string; distance_km: number | null; duration_seconds: number | null }>;
+  }>(
+    `SELECT trip_id,
+            COALESCE(SUM(${haversineSql('plat', 'plon', 'latitude', 'longitude')}), 0) AS distance_km,
+            COALESCE(EXTRACT(EPOCH FROM MAX(ts) - MIN(ts)), 0) AS duration_seconds
+       FROM (SELECT trip_id, latitude, longitude, "timestamp" AS ts,
+                    lag(latitude) OVER w AS plat, lag(longitude) OVER w AS plon
+               FROM gps_points WHERE trip_id = ANY(?::uuid[])
+             WINDOW w AS (PARTITION BY trip_id ORDER BY "timestamp", created_at, id)) legs
+      GROUP BY trip_id`,
+    [EARTH_RADIUS_KM, tripIds],
+  );
+  return new Map(
+    rows.map((r) => [
+      r.trip_id,
+      {
+        distance_km: Math.round(Number(r.distance_km ?? 0) * 1000) / 1000,
+        duration_seconds: Math.round(Number(r.duration_seconds ?? 0)),
+      },
+    ]),
+  );
+});

@@ -391,3 +391,32 @@ test('trip GPS: ascending by timestamp, default limit 10; distance_km and durati
   );
   t.is((await s.request('GET', `/v1/trips/${trip.id}/gpx`)).status, 401);
 });
+
+test('concurrent single GETs of different trips each get their own stats (stats are read in one batch)', async (t) => {
+  const s = stack();
+  const { developer, reader } = await users();
+  const t0 = 1_700_100_000;
+  // Trip k: k + 2 points 0.01° of latitude apart, one minute apart; trip 3 has none.
+  const trips: Array<{ id: string }> = [];
+  for (let k = 0; k < 4; k++) {
+    const trip = await make(s, developer.token, '/v1/trips', { name: `stats ${k}` });
+    if (k < 3) {
+      const points = Array.from({ length: k + 2 }, (_, i) =>
+        gpsBody({ trip_id: trip.id, latitude: 50 + i * 0.01, longitude: 8, timestamp: t0 + i * 60 }),
+      );
+      t.is((await s.request('POST', '/v1/gps/batch', { token: developer.token, body: { points } })).status, 201);
+    }
+    trips.push(trip);
+  }
+  const leg = haversineKm(50, 8, 50.01, 8);
+  const answers = await Promise.all(
+    [...trips, ...trips].map((trip) => s.request('GET', `/v1/trips/${trip.id}`, { token: reader.token })),
+  );
+  answers.forEach((a, i) => {
+    const k = i % 4;
+    t.is(a.status, 200);
+    t.is(a.body.data.id, trips[k].id);
+    t.is(a.body.data.duration_seconds, k < 3 ? (k + 1) * 60 : 0);
+    t.true(Math.abs(a.body.data.distance_km - (k < 3 ? (k + 1) * leg : 0)) < 0.002, `trip ${k}`);
+  });
+});
