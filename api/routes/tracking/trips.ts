@@ -87,8 +87,12 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       },
     },
     async (ctx, { params }) => {
-      const trip = await findOr404(Trip, params.id, 'trip');
-      ctx.body = resource(ctx, presentTrip(trip, await tripStats(ctx.services.db, trip.id)));
+      // Both reads in the same turn's batches: one round trip, not two.
+      const [trip, stats] = await Promise.all([
+        findOr404(Trip, params.id, 'trip'),
+        tripStats(ctx.services.db, params.id),
+      ]);
+      ctx.body = resource(ctx, presentTrip(trip, stats));
     },
   );
 
