@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { sha256 } from '../crypto';
 import { Session } from '../models/Session';
-import { rowBy } from '../rowLoader';
+import { rowBy, turnBatcherByDb } from '../rowLoader';
 
 /** A live session by its raw token (outside a transaction: the batched unique-key read). */
 export async function findSessionByToken(db: Knex, token: string): Promise<Session | undefined> {
@@ -26,17 +26,31 @@ export async function liveUserSessions(
   db: Knex,
   userId: string,
 ): Promise<{ sessions: Session[]; platformNames: Map<string, string> }> {
+  const rows = (await liveSessionsInTurn(db, userId)) ?? [];
+  const platformNames = new Map<string, string>();
+  const sessions = rows.map(({ session, platformName }) => {
+    if (session.platform_slug && platformName != null) platformNames.set(session.platform_slug, platformName);
+    return session;
+  });
+  return { sessions, platformNames };
+}
+
+/** The live sessions of every user asked for in one turn, with their platform's name: one statement. */
+const liveSessionsInTurn = turnBatcherByDb(async (db, userIds) => {
   const rows = (await Session.query(db)
     .leftJoin('platforms as p', 'p.slug', 'sessions.platform_slug')
-    .where('sessions.user_id', userId)
+    .whereRaw('sessions.user_id = ANY(?)', [userIds])
     .where('sessions.expires_at', '>', new Date())
     .orderBy('sessions.last_activity_at', 'desc')
     .orderBy('sessions.id')
     .select('sessions.*', 'p.name as _platform_name')) as Array<Session & { _platform_name?: string | null }>;
-  const platformNames = new Map<string, string>();
+  const byUser = new Map<string, Array<{ session: Session; platformName: string | null }>>();
   for (const s of rows) {
-    if (s.platform_slug && s._platform_name != null) platformNames.set(s.platform_slug, s._platform_name);
+    const platformName = s._platform_name ?? null;
     delete s._platform_name;
+    let list = byUser.get(s.user_id);
+    if (!list) byUser.set(s.user_id, (list = []));
+    list.push({ session: s, platformName });
   }
-  return { sessions: rows, platformNames };
-}
+  return byUser;
+});
