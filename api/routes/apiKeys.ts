@@ -237,8 +237,12 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       responses: { 200: { description: 'Roles', schema: keyRolesBody }, 404: { description: 'No such key' } },
     },
     async (ctx, { params }) => {
-      const key = await loadKey(ctx.state.principal, params.id, 'read');
-      ctx.body = resource(ctx, (await apiKeyRoles(ctx.services.db, key.id)).map(presentRole));
+      // The key (access, 404) and its roles in the same turn's batches; the roles are shown only if allowed.
+      const [, roles] = await Promise.all([
+        loadKey(ctx.state.principal, params.id, 'read'),
+        apiKeyRoles(ctx.services.db, params.id),
+      ]);
+      ctx.body = resource(ctx, roles.map(presentRole));
     },
   );
 

@@ -31,12 +31,12 @@ export function platformAccountRoutes(router: ApiRouter): void {
     },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
-      await loadUser(ctx.services.db, id, { includeDeleted: true });
-      ctx.body = resource(
-        ctx,
-        (await userAccounts(ctx.services.db, id)).map(presentPlatformAccount),
-        `/v1/users/${id}/accounts`,
-      );
+      // The user (404) and the accounts in the same turn's batches: one round trip.
+      const [, accounts] = await Promise.all([
+        loadUser(ctx.services.db, id, { includeDeleted: true }),
+        userAccounts(ctx.services.db, id),
+      ]);
+      ctx.body = resource(ctx, accounts.map(presentPlatformAccount), `/v1/users/${id}/accounts`);
     },
   );
 

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { Permission } from '../models/Permission';
 import { Role } from '../models/Role';
+import { turnBatcherByDb } from '../rowLoader';
 
 /** Effective grants of a user: the union of their roles' permissions, and the role ids. */
 export async function loadUserAccess(db: Knex, userId: string): Promise<{ permissions: string[]; roleIds: string[] }> {
@@ -156,9 +157,23 @@ export async function roleHasPermission(
 
 /** The roles put on an API key, by name. */
 export async function apiKeyRoles(db: Knex, apiKeyId: string): Promise<Role[]> {
-  return Role.query(db)
-    .join('api_key_roles as kr', 'kr.role_id', 'roles.id')
-    .where('kr.api_key_id', apiKeyId)
-    .orderBy('roles.name')
-    .select('roles.*');
+  return (await keyRolesInTurn(db, apiKeyId)) ?? [];
 }
+
+/** The roles of every API key asked for in one turn: one statement. */
+const keyRolesInTurn = turnBatcherByDb(async (db, keyIds) => {
+  const rows = (await Role.query(db)
+    .join('api_key_roles as kr', 'kr.role_id', 'roles.id')
+    .whereRaw('kr.api_key_id = ANY(?)', [keyIds])
+    .orderBy('roles.name')
+    .select('roles.*', 'kr.api_key_id as _api_key_id')) as Array<Role & { _api_key_id?: string }>;
+  const byKey = new Map<string, Role[]>();
+  for (const r of rows) {
+    const key = r._api_key_id!;
+    delete r._api_key_id;
+    let list = byKey.get(key);
+    if (!list) byKey.set(key, (list = []));
+    list.push(r);
+  }
+  return byKey;
+});

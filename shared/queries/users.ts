@@ -94,12 +94,24 @@ export async function ownsEmail(db: Knex, userId: string, email: string): Promis
 
 /** A user's platform accounts with their platforms, oldest first. */
 export async function userAccounts(db: Knex, userId: string): Promise<PlatformAccount[]> {
-  return PlatformAccount.query(db)
-    .where('user_id', userId)
+  return (await accountsInTurn(db, userId)) ?? [];
+}
+
+/** The accounts (with platform) of every user asked for in one turn: two statements for all of them. */
+const accountsInTurn = turnBatcherByDb(async (db, userIds) => {
+  const rows = await PlatformAccount.query(db)
+    .whereRaw('user_id = ANY(?)', [userIds])
     .withGraphFetched('platform')
     .orderBy('created_at', 'asc')
     .orderBy('id');
-}
+  const byUser = new Map<string, PlatformAccount[]>();
+  for (const a of rows) {
+    let list = byUser.get(a.user_id);
+    if (!list) byUser.set(a.user_id, (list = []));
+    list.push(a);
+  }
+  return byUser;
+});
 
 /** A user (deleted or not) with what the user presenters show of them, read in one statement. */
 export interface UserView {
