@@ -120,8 +120,12 @@ export function banRoutes(router: ApiRouter): void {
     },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
-      await loadUser(ctx.services.db, id, { includeDeleted: true });
-      ctx.body = resource(ctx, (await banHistory(ctx.services.db, id)).map(presentBanHistoryEntry));
+      // The user (404) and the history in the same turn's batches: one round trip.
+      const [, bans] = await Promise.all([
+        loadUser(ctx.services.db, id, { includeDeleted: true }),
+        banHistory(ctx.services.db, id),
+      ]);
+      ctx.body = resource(ctx, bans.map(presentBanHistoryEntry));
     },
   );
 }

@@ -81,8 +81,12 @@ export function twoFactorRoutes(router: ApiRouter): void {
     },
     async (ctx, { query }) => {
       const userId = await authorizeTwoFactor(ctx.services, ctx.state.principal, 'read', query.user_id);
-      await loadUser(ctx.services.db, userId);
-      ctx.body = await twoFactorRequirement(ctx.services.db, userId);
+      // The user (404) and the requirement in the same turn's batches: one round trip.
+      const [, requirement] = await Promise.all([
+        loadUser(ctx.services.db, userId),
+        twoFactorRequirement(ctx.services.db, userId),
+      ]);
+      ctx.body = requirement;
     },
   );
 

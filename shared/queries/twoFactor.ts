@@ -75,6 +75,30 @@ export async function noticeAddress(db: Knex, userId: string): Promise<string | 
 }
 
 /** What makes 2FA required for a user (spec §4.15 requirement): their roles and their sign-in platforms. */
+interface RequirementRow {
+  user_id: string;
+  roles: string[];
+  platforms: string[];
+  enabled: boolean;
+  supported: boolean;
+}
+
+/** What the requirement of every user asked for in one turn rests on: one statement, a row per user. */
+const requirementInTurn = turnBatcherByDb(async (db, userIds): Promise<Map<string, RequirementRow>> => {
+  const r = await db.raw<{ rows: RequirementRow[] }>(
+    `SELECT u.id AS user_id,
+       COALESCE((SELECT array_agg(r.name ORDER BY r.name) FROM user_roles ur JOIN roles r ON r.id = ur.role_id
+                  WHERE ur.user_id = u.id AND r.requires_two_factor), '{}') AS roles,
+       COALESCE((SELECT array_agg(DISTINCT p.slug) FROM platform_accounts pa JOIN platforms p ON p.id = pa.platform_id
+                  WHERE pa.user_id = u.id AND p.two_factor_required), '{}') AS platforms,
+       EXISTS (SELECT 1 FROM user_two_factor t WHERE t.user_id = u.id AND t.enabled_at IS NOT NULL) AS enabled,
+       EXISTS (SELECT 1 FROM platforms p WHERE p.two_factor_supported AND p.enabled) AS supported
+     FROM unnest(?::uuid[]) AS u(id)`,
+    [userIds],
+  );
+  return new Map(r.rows.map((row) => [row.user_id, row]));
+});
+
 export interface TwoFactorRequirement {
   required: boolean;
   enabled: boolean;
@@ -85,19 +109,9 @@ export interface TwoFactorRequirement {
 }
 
 export async function twoFactorRequirement(db: Knex, userId: string): Promise<TwoFactorRequirement> {
-  const r = await db.raw<{
-    rows: Array<{ roles: string[]; platforms: string[]; enabled: boolean; supported: boolean }>;
-  }>(
-    `SELECT
-       COALESCE((SELECT array_agg(r.name ORDER BY r.name) FROM user_roles ur JOIN roles r ON r.id = ur.role_id
-                  WHERE ur.user_id = :u AND r.requires_two_factor), '{}') AS roles,
-       COALESCE((SELECT array_agg(DISTINCT p.slug) FROM platform_accounts pa JOIN platforms p ON p.id = pa.platform_id
-                  WHERE pa.user_id = :u AND p.two_factor_required), '{}') AS platforms,
-       EXISTS (SELECT 1 FROM user_two_factor t WHERE t.user_id = :u AND t.enabled_at IS NOT NULL) AS enabled,
-       EXISTS (SELECT 1 FROM platforms p WHERE p.two_factor_supported AND p.enabled) AS supported`,
-    { u: userId },
-  );
-  const { roles, platforms, enabled, supported } = r.rows[0];
+  const row = await requirementInTurn(db, userId);
+  if (!row) throw new Error(`two-factor requirement: no answer for ${userId}`);
+  const { roles, platforms, enabled, supported } = row;
   const required = roles.length > 0 || platforms.length > 0;
   const canEnable = !enabled && supported;
   const why = [

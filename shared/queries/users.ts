@@ -6,7 +6,7 @@ import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
 import { normaliseEmail } from '../domain/accounts';
 import { DisplayedAccount, FlatUser, presentFlatUser } from '../presenters/user';
-import { turnBatcher, turnBatcherByDb } from '../rowLoader';
+import { rowsBy, turnBatcher, turnBatcherByDb } from '../rowLoader';
 import { isUuid } from '../zod';
 
 /** Whether a username is taken (case-insensitively), optionally ignoring one user. */
@@ -224,7 +224,7 @@ export async function userActiveBan(db: Knex, userId: string): Promise<{ row: Ba
 
 /** Every ban of a user, newest first. */
 export async function banHistory(db: Knex, userId: string): Promise<Ban[]> {
-  return Ban.query(db).where('user_id', userId).orderBy('banned_at', 'desc').orderBy('id');
+  return rowsBy(Ban, 'user_id', [['banned_at', 'desc']], db).load(userId);
 }
 
 /** Whether the user holds the role (a direct assignment). */
