@@ -260,3 +260,13 @@ export function rowsBy<M extends Model>(
   const load = read;
   return { load: async (key) => ((await load(key)) ?? []) as M[] };
 }
+
+/**
+ * One read shared by every caller in a turn (a settings row, a short reference list): concurrent
+ * requests cost one statement. Nothing is kept between turns, so each caller still sees every
+ * write committed before it asked.
+ */
+export function sharedPerTurn<V>(fetch: (db: Knex) => Promise<V>): (db: Knex) => Promise<V> {
+  const read = turnBatcherByDb(async (db) => new Map([['*', await fetch(db)]]));
+  return async (db) => (await read(db, '*')) as V;
+}

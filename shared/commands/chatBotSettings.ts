@@ -6,6 +6,7 @@ import { badRequest } from '../errors';
 import { CHAT_BOTS_WS_CHANNEL } from '../events';
 import { presentChatSettings } from '../presenters/chatBotSettings';
 import { supportedLocales } from '../queries/accountSettings';
+import { sharedPerTurn, turnBatcherByDb } from '../rowLoader';
 
 /** ChatSettingsRequest (120) as protobuf decodes it: camelCase, absent fields undefined. */
 export interface ChatSettingsRequest {
@@ -39,8 +40,13 @@ export interface ChatSettingsRequester {
 
 const SNOWFLAKE = /^\d{1,25}$/;
 
+/** The global row, read once per turn for every request asking. */
+const globalRowInTurn = sharedPerTurn((db): Promise<Record<string, any> | undefined> =>
+  db('chat_bot_settings').where('id', 1).first(),
+);
+
 async function loadGlobal(db: Knex): Promise<Record<string, any>> {
-  const row = await db('chat_bot_settings').where('id', 1).first();
+  const row = await globalRowInTurn(db);
   if (row) return row;
   // The migration inserts the row; recreating it keeps a wiped table usable (a read never writes otherwise).
   await db('chat_bot_settings').insert({ id: 1 }).onConflict('id').ignore();
@@ -158,16 +164,21 @@ export async function guildSettingsView(
   db: Knex,
   guildId: string,
 ): Promise<{ known: boolean; defaultLanguage: string | null; globalLanguage: string }> {
-  const [global, { rows }] = await Promise.all([
-    loadGlobal(db),
-    db.raw<{ rows: Array<{ known: boolean; lang: string | null }> }>(
-      `SELECT EXISTS (SELECT 1 FROM chat_guilds WHERE guild_id = ?) OR s.guild_id IS NOT NULL AS known, s.default_language AS lang
-       FROM (SELECT 1) one LEFT JOIN chat_guild_settings s ON s.guild_id = ?`,
-      [guildId, guildId],
-    ),
-  ]);
-  return { known: rows[0].known, defaultLanguage: rows[0].lang, globalLanguage: global.default_language };
+  const [global, view] = await Promise.all([loadGlobal(db), guildViewInTurn(db, guildId)]);
+  return { known: view!.known, defaultLanguage: view!.lang, globalLanguage: global.default_language };
 }
+
+/** Whether each guild asked for in one turn is known, and its own language: one statement. */
+const guildViewInTurn = turnBatcherByDb(async (db, guildIds) => {
+  const { rows } = await db.raw<{ rows: Array<{ guild_id: string; known: boolean; lang: string | null }> }>(
+    `SELECT k.id AS guild_id,
+            EXISTS (SELECT 1 FROM chat_guilds WHERE guild_id = k.id) OR s.guild_id IS NOT NULL AS known,
+            s.default_language AS lang
+       FROM unnest(?::text[]) AS k(id) LEFT JOIN chat_guild_settings s ON s.guild_id = k.id`,
+    [guildIds],
+  );
+  return new Map(rows.map((r) => [r.guild_id, r]));
+});
 
 /**
  * Tells the connected chat bots the settings changed: an unsolicited ChatSettingsResponse (121,

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { ChatChannel } from '../models/ChatChannel';
 import { ChatGuild } from '../models/ChatGuild';
 import { ChatMember } from '../models/ChatMember';
-import { rowBy } from '../rowLoader';
+import { rowBy, rowsBy, sharedPerTurn, turnBatcherByDb } from '../rowLoader';
 
 /** Read-only lookups of the chat bot's synced data (spec §4.23). */
 
@@ -15,12 +15,25 @@ export async function guildBySnowflake(db: Knex, guildId: string): Promise<ChatG
 
 /** Every synced guild, by name. */
 export async function listGuilds(db: Knex): Promise<ChatGuild[]> {
-  return ChatGuild.query(db).orderByRaw('lower(name), guild_id');
+  return guildsInTurn(db);
 }
+
+/** The guild list, read once per turn for every request asking. */
+const guildsInTurn = sharedPerTurn(async (db): Promise<ChatGuild[]> =>
+  ChatGuild.query(db).orderByRaw('lower(name), guild_id'),
+);
 
 /** A guild's channels in the platform's order: position, then id. */
 export async function guildChannels(db: Knex, guildUuid: string): Promise<ChatChannel[]> {
-  return ChatChannel.query(db).where('guild_id', guildUuid).orderBy(['position', 'channel_id']);
+  return rowsBy(
+    ChatChannel,
+    'guild_id',
+    [
+      ['position', 'asc'],
+      ['channel_id', 'asc'],
+    ],
+    db,
+  ).load(guildUuid);
 }
 
 export interface MemberFilter {
@@ -78,5 +91,15 @@ export async function searchMembers(
 
 /** One member of a guild by the user's snowflake. */
 export async function guildMember(db: Knex, guildUuid: string, userId: string): Promise<ChatMember | undefined> {
-  return ChatMember.query(db).findOne({ guild_id: guildUuid, user_id: userId });
+  return membersInTurn(db, `${guildUuid.toLowerCase()} ${userId}`);
 }
+
+/** The members asked for in one turn, by (guild uuid, user snowflake) pairs: one statement. */
+const membersInTurn = turnBatcherByDb(async (db, pairs) => {
+  const split = pairs.map((p) => p.split(' '));
+  const rows = await ChatMember.query(db).whereRaw(
+    '(guild_id, user_id) IN (SELECT * FROM unnest(?::uuid[], ?::text[]))',
+    [split.map(([g]) => g), split.map(([, u]) => u)],
+  );
+  return new Map(rows.map((m) => [`${m.guild_id} ${m.user_id}`, m]));
+});

@@ -212,6 +212,16 @@ test.serial('a member sync stores the members; search, filters and pagination', 
   // A timeout in the past is over; no avatar hash, no URL.
   t.like(helper.body, { display_name: 'Helper Bot', is_timed_out: false, bot: true, avatar_url: null });
   t.is((await s.request('GET', `/v1/chat/guilds/${uuid}/members/4999`, { token: mod.token })).status, 404);
+  // Asked together (one batched read): each answer is its own member, an unknown one 404.
+  const together = await Promise.all(
+    ['4001', '4002', '4999', '4003', '4001'].map((id) =>
+      s.request('GET', `/v1/chat/guilds/${uuid.toUpperCase()}/members/${id}`, { token: mod.token }),
+    ),
+  );
+  t.deepEqual(
+    together.map((r) => (r.status === 200 ? r.body.user_id : r.status)),
+    ['4001', '4002', 404, '4003', '4001'],
+  );
   // An unknown guild's members cannot be synced.
   t.is((await s.request('POST', '/v1/chat/guilds/5/members/sync', { token: mod.token })).status, 404);
 });
