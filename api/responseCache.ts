@@ -5,7 +5,8 @@ import type { AppContext } from './routing';
 
 interface Entry {
   tag: string;
-  json: string;
+  /** The body as UTF-8 bytes: a string would be measured and encoded again on every answer. */
+  json: Buffer;
   etag: string;
 }
 
@@ -42,7 +43,7 @@ export async function cachedResponse(ctx: AppContext, tables: readonly string[],
     if (!pending) {
       // The tag was read before the rows: a write in between makes the next request rebuild.
       pending = build().then((body) => {
-        const json = JSON.stringify(body);
+        const json = Buffer.from(JSON.stringify(body));
         const made = { tag, json, etag: `W/"${createHash('sha1').update(`${key}\n${tag}`).digest('base64url')}"` };
         const current = entries.get(key);
         if (!current || current.tag !== tag) entries.set(key, made);

@@ -9,13 +9,16 @@ import { documentRoute, openApiDocument } from '../openapiSpec';
 import type { AppState } from '../routing';
 import type { ApiServices } from '../services';
 
-const serialised = new Map<string, { json: string; etag: string }>();
+const serialised = new Map<string, { json: Buffer; etag: string }>();
 
-/** A document, serialised once with its ETag (the route table does not change while the process runs). */
-function documentJson(name: string, build: () => unknown): { json: string; etag: string } {
+/**
+ * A document, serialised once with its ETag (the route table does not change while the process
+ * runs), kept as UTF-8 bytes: a string body would be measured and encoded again on every request.
+ */
+function documentJson(name: string, build: () => unknown): { json: Buffer; etag: string } {
   let doc = serialised.get(name);
   if (!doc) {
-    const json = JSON.stringify(build());
+    const json = Buffer.from(JSON.stringify(build()));
     doc = { json, etag: `"${createHash('sha1').update(json).digest('base64url')}"` };
     serialised.set(name, doc);
   }
