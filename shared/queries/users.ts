@@ -203,9 +203,24 @@ export async function flatUser(db: Knex, userId: string): Promise<FlatUser> {
 
 /** The flattened user of the live user an address belongs to (findUserIdByEmail), in one statement. */
 export async function flatUserByEmail(db: Knex, email: string): Promise<FlatUser | undefined> {
-  const view = await userView(db, userIdByEmailQuery(db, email));
+  // Two batched reads (the address's user, then the user's view): concurrent lookups share both.
+  const userId = await userIdByEmailInTurn(db, normaliseEmail(email));
+  const view = userId ? await userView(db, userId) : undefined;
   return view && presentFlatUser(view.user, view.accounts, view.isBanned);
 }
+
+/** The live user of every (lowercased) address asked for in one turn, chosen as userIdByEmailQuery does. */
+const userIdByEmailInTurn = turnBatcherByDb(async (db, emails) => {
+  const { rows } = await db.raw<{ rows: Array<{ email: string; user_id: string }> }>(
+    `SELECT DISTINCT ON (lower(pa.email)) lower(pa.email) AS email, pa.user_id
+       FROM platform_accounts pa JOIN users u ON u.id = pa.user_id JOIN platforms p ON p.id = pa.platform_id
+      WHERE lower(pa.email) = ANY(?) AND u.deleted_at IS NULL
+      ORDER BY lower(pa.email), (p.slug = 'email') DESC, (pa.email_verified_at IS NOT NULL) DESC, pa.is_primary DESC,
+               pa.created_at ASC`,
+    [emails],
+  );
+  return new Map(rows.map((r) => [r.email, r.user_id]));
+});
 
 /** A user's active ban (as findActiveBan decides), and whether the user exists (deleted or not), in one statement. */
 export async function userActiveBan(db: Knex, userId: string): Promise<{ row: Ban | undefined } | undefined> {
