@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import type { QueryBuilder, Model } from 'objection';
 import { z, zQueryInt } from '../shared/zod';
 import { COUNTER_SQL, RowCounter, wholeTableCounter } from '../shared/queries/counters';
+import { readOncePerTurn } from '../shared/rowLoader';
 
 /** `page` and `limit` query fields; limit defaults per endpoint and never exceeds 100. */
 export const paginationQuery = (defaultLimit: number) =>
@@ -83,9 +84,8 @@ export async function readPage<M extends Model>(
   const paged = query.clone();
   if (query.has(/select/i)) paged.select(total);
   else paged.select(`${model.tableName}.*`, total);
-  const rows = (await paged.limit(page.limit).offset((page.page - 1) * page.limit)) as Array<
-    M & { [TOTAL]?: string | number }
-  >;
+  paged.limit(page.limit).offset((page.page - 1) * page.limit);
+  const rows = (await pageRows(paged, knex)) as Array<M & { [TOTAL]?: string | number }>;
   let n: number;
   if (rows.length) {
     n = Number(rows[0][TOTAL]);
@@ -96,6 +96,20 @@ export async function readPage<M extends Model>(
     n = Number(r[TOTAL]);
   }
   return { results: rows, total: n };
+}
+
+/**
+ * The page's rows. Outside a transaction, identical pages asked for in one turn (the same SQL and
+ * bindings: the first page of a busy list) are one statement (readOncePerTurn), each caller with
+ * its own model instances. Queries that load relations or run hooks after the read take the
+ * model's own path.
+ */
+async function pageRows<M extends Model>(paged: QueryBuilder<M, M[]>, knex: Knex): Promise<M[]> {
+  if ((knex as Knex.Transaction).isTransaction || paged.hasWithGraph() || paged.has(/^run(After|Before)$|^onBuild/))
+    return paged;
+  const { sql, bindings } = paged.toKnexQuery().toSQL();
+  const model = paged.modelClass();
+  return (await readOncePerTurn(knex, sql, bindings)).map((r) => model.fromDatabaseJson(r) as M);
 }
 
 /** Runs an Objection query one page at a time (readPage, one statement) and presents it. */

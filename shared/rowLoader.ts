@@ -270,3 +270,54 @@ export function sharedPerTurn<V>(fetch: (db: Knex) => Promise<V>): (db: Knex) =>
   const read = turnBatcherByDb(async (db) => new Map([['*', await fetch(db)]]));
   return async (db) => (await read(db, '*')) as V;
 }
+
+/**
+ * Identical reads asked for in one turn, run once: the statement (SQL and bindings) is sent at the
+ * end of the turn, as every batch here is, and each caller gets the rows. For reads whose answer
+ * many callers share at once (the first page of a busy list, say). The rows are shared: callers
+ * must copy what they change (model instances are made per caller from them).
+ */
+interface IdenticalRead {
+  sql: string;
+  bindings: readonly unknown[];
+  waiters: Array<{ resolve(rows: Array<Record<string, unknown>>): void; reject(err: unknown): void }>;
+}
+
+/** The reads asked for during this turn, per database and statement (SQL and bindings as JSON). */
+let thisTurn: Map<Knex, Map<string, IdenticalRead>> | undefined;
+
+function sendIdenticalReads(): void {
+  const turn = thisTurn!;
+  thisTurn = undefined;
+  for (const [db, reads] of turn)
+    for (const read of reads.values())
+      db.raw<{ rows: Array<Record<string, unknown>> }>(read.sql, read.bindings as Knex.RawBinding[]).then(
+        ({ rows }) => read.waiters.forEach((w) => w.resolve(rows)),
+        (err: unknown) => read.waiters.forEach((w) => w.reject(err)),
+      );
+}
+
+export function readOncePerTurn(
+  db: Knex,
+  sql: string,
+  bindings: readonly unknown[],
+): Promise<Array<Record<string, unknown>>> {
+  return new Promise((resolve, reject) => {
+    if (!thisTurn) {
+      thisTurn = new Map();
+      setImmediate(sendIdenticalReads);
+    }
+    let reads = thisTurn.get(db);
+    if (!reads) thisTurn.set(db, (reads = new Map()));
+    let key: string;
+    try {
+      key = JSON.stringify([sql, bindings]);
+    } catch {
+      // A binding JSON cannot spell (a BigInt): this read is not shared.
+      key = `${sql}\0${reads.size}\0${Math.random()}`;
+    }
+    let read = reads.get(key);
+    if (!read) reads.set(key, (read = { sql, bindings, waiters: [] }));
+    read.waiters.push({ resolve, reject });
+  });
+}

@@ -4,7 +4,7 @@ import knex from 'knex';
 import { Role } from '../../shared/models/Role';
 import { User } from '../../shared/models/User';
 import { OAuthClient } from '../../shared/models/OAuthClient';
-import { RowLoader, rowsBy } from '../../shared/rowLoader';
+import { readOncePerTurn, RowLoader, rowsBy } from '../../shared/rowLoader';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 
@@ -142,3 +142,44 @@ test.serial('rowsBy: concurrent owners share one statement; each gets its own ro
     ['b-second', 'b-only'],
   );
 });
+
+test.serial(
+  'readOncePerTurn: identical reads in one turn are one statement; others and failures stay apart',
+  async (t) => {
+    const db = stack().db;
+    const sql: string[] = [];
+    const listener = (q: { sql: string }) => {
+      if (/from "roles"/.test(q.sql)) sql.push(q.sql);
+    };
+    db.on('query', listener);
+    try {
+      const text = 'select id from "roles" where id = ANY(?) order by id';
+      const [a, b, c, d] = await Promise.all([
+        readOncePerTurn(db, text, [['role_user', 'role_admin']]),
+        readOncePerTurn(db, text, [['role_user', 'role_admin']]),
+        readOncePerTurn(db, text, [['role_developer']]),
+        readOncePerTurn(db, text, [['role_user', 'role_admin']]),
+      ]);
+      t.is(sql.length, 2);
+      t.deepEqual(
+        a.map((r) => r.id),
+        ['role_admin', 'role_user'],
+      );
+      t.is(b, a);
+      t.is(d, a);
+      t.deepEqual(
+        c.map((r) => r.id),
+        ['role_developer'],
+      );
+      // A failing statement fails each of its callers with the database's own error.
+      const bad = 'select nope from "roles"';
+      const failures = await Promise.allSettled([readOncePerTurn(db, bad, []), readOncePerTurn(db, bad, [])]);
+      for (const f of failures) {
+        t.is(f.status, 'rejected');
+        t.regex(String((f as PromiseRejectedResult).reason), /nope/);
+      }
+    } finally {
+      db.off('query', listener);
+    }
+  },
+);
