@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import type { QueryBuilder, Model } from 'objection';
 import { z, zQueryInt } from '../shared/zod';
 import { COUNTER_SQL, RowCounter, wholeTableCounter } from '../shared/queries/counters';
-import { readOncePerTurn } from '../shared/rowLoader';
+import { queryOncePerTurn } from '../shared/rowLoader';
 
 /** `page` and `limit` query fields; limit defaults per endpoint and never exceeds 100. */
 export const paginationQuery = (defaultLimit: number) =>
@@ -107,9 +107,9 @@ export async function readPage<M extends Model>(
 async function pageRows<M extends Model>(paged: QueryBuilder<M, M[]>, knex: Knex): Promise<M[]> {
   if ((knex as Knex.Transaction).isTransaction || paged.hasWithGraph() || paged.has(/^run(After|Before)$|^onBuild/))
     return paged;
-  const { sql, bindings } = paged.toKnexQuery().toSQL();
   const model = paged.modelClass();
-  return (await readOncePerTurn(knex, sql, bindings)).map((r) => model.fromDatabaseJson(r) as M);
+  // A copy per caller: the model layer may parse JSON attributes in place.
+  return (await queryOncePerTurn(knex, paged.toKnexQuery())).map((r) => model.fromDatabaseJson({ ...r }) as M);
 }
 
 /** Runs an Objection query one page at a time (readPage, one statement) and presents it. */

@@ -321,3 +321,16 @@ export function readOncePerTurn(
     read.waiters.push({ resolve, reject });
   });
 }
+
+/**
+ * A knex query's rows through readOncePerTurn, outside a transaction (in one, the query runs as
+ * is). The rows may be shared with other callers: copy before changing them.
+ */
+export async function queryOncePerTurn(
+  db: Knex,
+  query: Knex.QueryBuilder,
+): Promise<ReadonlyArray<Readonly<Record<string, unknown>>>> {
+  if ((db as Knex.Transaction).isTransaction) return (await query) as Array<Record<string, unknown>>;
+  const { sql, bindings } = query.toSQL();
+  return readOncePerTurn(db, sql, bindings);
+}

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { AuditEvent } from '../models/AuditEvent';
 import { isUuid } from '../zod';
+import { queryOncePerTurn } from '../rowLoader';
 import { COUNTER_SQL } from './counters';
 
 /** Sort fields of GET /v1/admin/audit (spec §4.24); every one is served by an index ending in (created_at, id). */
@@ -114,12 +115,16 @@ export async function findAuditPage(
   const totalSql = unfiltered
     ? db.raw(`${COUNTER_SQL} AS ${TOTAL}`, ['audit_events'])
     : db.raw(`(SELECT count(*) FROM (${capped.sql}) AS capped) AS ${TOTAL}`, capped.bindings as Knex.RawBinding[]);
-  const rows = (await base
-    .clone()
-    .select('*', totalSql)
-    .orderBy(order.map((column) => ({ column, order: dir })))
-    .limit(page.limit)
-    .offset((page.page - 1) * page.limit)) as Array<Record<string, unknown>>;
+  // Identical pages asked for in one turn share the statement (the rows are shared: not changed here).
+  const rows = await queryOncePerTurn(
+    db,
+    base
+      .clone()
+      .select('*', totalSql)
+      .orderBy(order.map((column) => ({ column, order: dir })))
+      .limit(page.limit)
+      .offset((page.page - 1) * page.limit),
+  );
   let total: number;
   if (rows.length) total = Number(rows[0]![TOTAL]);
   else {
@@ -133,10 +138,7 @@ export async function findAuditPage(
     estimated = true;
   }
   return {
-    events: rows.map((r) => {
-      delete r[TOTAL];
-      return AuditEvent.fromDatabaseJson(r);
-    }),
+    events: rows.map(({ [TOTAL]: _total, ...r }) => AuditEvent.fromDatabaseJson(r)),
     total,
     estimated,
   };
