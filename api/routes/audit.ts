@@ -52,10 +52,16 @@ const pageResponses = {
 };
 
 /** Runs the filtered page and answers it; an estimated total is flagged in X-Total-Count-Estimated. */
-async function answerPage(ctx: AppContext, filter: AuditFilter, page: { page: number; limit: number }) {
+async function answerPage(
+  ctx: AppContext,
+  filter: AuditFilter,
+  page: { page: number; limit: number },
+  /** A check to pass before answering (a 404), read in the same turn as the page. */
+  check?: () => Promise<unknown>,
+) {
   if (filter.start_date && filter.end_date && filter.start_date > filter.end_date)
     throw badRequest('start_date: must not be after end_date');
-  const result = await findAuditPage(ctx.services.db, filter, page);
+  const [, result] = await Promise.all([check?.(), findAuditPage(ctx.services.db, filter, page)]);
   if (result.estimated) ctx.set('X-Total-Count-Estimated', 'true');
   ctx.body = presentAuditPage(result.events, result.total, page, pageLinks(ctx, page, result.total));
 }
@@ -142,8 +148,9 @@ export function auditRoutes(router: ApiRouter): void {
       responses: { ...pageResponses, 404: { description: 'No such user' } },
     },
     async (ctx, { params, query: { page, limit, ...filter } }) => {
-      const user = await loadUser(ctx.services.db, params.user_id, { includeDeleted: true });
-      await answerPage(ctx, { ...filter, user_id: user.id }, { page, limit });
+      await answerPage(ctx, { ...filter, user_id: params.user_id.toLowerCase() }, { page, limit }, () =>
+        loadUser(ctx.services.db, params.user_id, { includeDeleted: true }),
+      );
     },
   );
 
