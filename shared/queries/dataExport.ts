@@ -9,6 +9,7 @@ import { Session } from '../models/Session';
 import { User } from '../models/User';
 import { liveUserSessions } from './sessions';
 import { twoFactorState } from './twoFactor';
+import { queryOncePerTurn } from '../rowLoader';
 
 /** Two-factor state as the export shows it (spec §2 twoFactorAuth); never the secret or the codes. */
 export interface TwoFactorState {
@@ -89,10 +90,21 @@ export async function exportLogPage(
   limit: number,
   offset: number,
 ): Promise<{ logs: ExportLog[]; total: number }> {
-  const { results, total } = await ExportLog.query(db)
-    .where('user_id', userId)
-    .orderBy('exported_at', 'desc')
-    .orderBy('id', 'desc')
-    .range(offset, offset + limit - 1);
-  return { logs: results, total };
+  // The page and its total in one statement (a window count); identical pages in a turn share it.
+  const rows = await queryOncePerTurn(
+    db,
+    db('export_logs')
+      .where('user_id', userId)
+      .select('*', db.raw('count(*) OVER () AS __total'))
+      .orderBy([
+        { column: 'exported_at', order: 'desc' },
+        { column: 'id', order: 'desc' },
+      ])
+      .limit(limit)
+      .offset(offset),
+  );
+  const total = rows.length
+    ? Number(rows[0]!.__total)
+    : Number(((await db('export_logs').where('user_id', userId).count('* as n').first()) as { n: string }).n);
+  return { logs: rows.map(({ __total: _t, ...r }) => ExportLog.fromDatabaseJson(r)), total };
 }
