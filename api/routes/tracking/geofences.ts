@@ -153,18 +153,22 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
       responses: { 200: { description: 'Geofence events', schema: pageSchema(geofenceEventSchema) }, ...errors },
     },
     async (ctx, { params, query }) => {
-      const g = await findOr404(Geofence, params.id, 'geofence');
-      ctx.body = await paginate(
-        ctx,
-        GeofenceEvent.query(ctx.services.db)
-          .where('geofence_id', g.id)
-          .orderBy([
-            { column: 'occurred_at', order: 'desc' },
-            { column: 'id', order: 'desc' },
-          ]),
-        query,
-        presentGeofenceEvent,
-      );
+      // The geofence (404) and the page in the same turn's batches: one round trip.
+      const [, page] = await Promise.all([
+        findOr404(Geofence, params.id, 'geofence'),
+        paginate(
+          ctx,
+          GeofenceEvent.query(ctx.services.db)
+            .where('geofence_id', params.id.toLowerCase())
+            .orderBy([
+              { column: 'occurred_at', order: 'desc' },
+              { column: 'id', order: 'desc' },
+            ]),
+          query,
+          presentGeofenceEvent,
+        ),
+      ]);
+      ctx.body = page;
     },
   );
 
@@ -181,18 +185,22 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
       responses: { 200: { description: 'Geofence events', schema: pageSchema(geofenceEventSchema) }, ...errors },
     },
     async (ctx, { params, query }) => {
-      const d = await findOr404(Device, params.id, 'device');
-      ctx.body = await paginate(
-        ctx,
-        GeofenceEvent.query(ctx.services.db)
-          .where('device_id', d.id)
-          .orderBy([
-            { column: 'occurred_at', order: 'desc' },
-            { column: 'id', order: 'desc' },
-          ]),
-        query,
-        presentGeofenceEvent,
-      );
+      // The device (404) and the page in the same turn's batches: one round trip.
+      const [, page] = await Promise.all([
+        findOr404(Device, params.id, 'device'),
+        paginate(
+          ctx,
+          GeofenceEvent.query(ctx.services.db)
+            .where('device_id', params.id.toLowerCase())
+            .orderBy([
+              { column: 'occurred_at', order: 'desc' },
+              { column: 'id', order: 'desc' },
+            ]),
+          query,
+          presentGeofenceEvent,
+        ),
+      ]);
+      ctx.body = page;
     },
   );
 }

@@ -168,11 +168,15 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       responses: { 200: { description: 'GPS points', schema: pageSchema(gpsPointSchema) }, ...errors },
     },
     async (ctx, { params, query }) => {
-      const trip = await findOr404(Trip, params.id, 'trip');
       const q = GpsPoint.query(ctx.services.db)
-        .where('trip_id', trip.id)
+        .where('trip_id', params.id)
         .orderBy([{ column: 'timestamp' }, { column: 'created_at' }, { column: 'id' }]);
-      ctx.body = await paginate(ctx, q, query, presentGpsPoint);
+      // The trip (404) and the page in the same turn's batches: one round trip.
+      const [, page] = await Promise.all([
+        findOr404(Trip, params.id, 'trip'),
+        paginate(ctx, q, query, presentGpsPoint),
+      ]);
+      ctx.body = page;
     },
   );
 
