@@ -1,4 +1,5 @@
 import Router from '@koa/router';
+import type { Knex } from 'knex';
 import { AUDIT_EVENT_TYPES, SOURCE_SERVICES } from '../../shared/audit';
 import { createAuditReport, reviewAuditReport } from '../../shared/commands/auditReports';
 import { badRequest } from '../../shared/errors';
@@ -6,6 +7,7 @@ import { AUDIT_REPORT_REASONS, AUDIT_REPORT_STATUSES, AuditReport } from '../../
 import { auditPageSchema, presentAuditPage } from '../../shared/presenters/auditEvent';
 import { auditReportCreatedSchema, auditReportSchema, presentAuditReport } from '../../shared/presenters/auditReport';
 import { AUDIT_SORT_FIELDS, AuditFilter, findAuditPage } from '../../shared/queries/audit';
+import { queryOncePerTurn } from '../../shared/rowLoader';
 import { z, zQueryBool, zUuid } from '../../shared/zod';
 import { pageLinks, paginationQuery } from '../pagination';
 import { loadUser, requireActingUser } from '../params';
@@ -66,6 +68,18 @@ async function answerPage(
   ctx.body = presentAuditPage(result.events, result.total, page, pageLinks(ctx, page, result.total));
 }
 
+/**
+ * Reports newest first (at most 1,000); identical lists asked for in one turn share the statement
+ * (queryOncePerTurn), each caller with its own models.
+ */
+async function reportRows(db: Knex, q: ReturnType<typeof AuditReport.query>): Promise<AuditReport[]> {
+  q.orderBy([
+    { column: 'created_at', order: 'desc' },
+    { column: 'id', order: 'desc' },
+  ]).limit(1000);
+  return (await queryOncePerTurn(db, q.toKnexQuery())).map((r) => AuditReport.fromDatabaseJson({ ...r }));
+}
+
 /** Audit and activity log: a user's own events and reports, administrators' search and review (spec §4.24). */
 export function auditRoutes(router: ApiRouter): void {
   defineRoute(
@@ -97,13 +111,7 @@ export function auditRoutes(router: ApiRouter): void {
     },
     async (ctx) => {
       const userId = requireActingUser(ctx.state.principal);
-      const reports = await AuditReport.query(ctx.services.db)
-        .where('user_id', userId)
-        .orderBy([
-          { column: 'created_at', order: 'desc' },
-          { column: 'id', order: 'desc' },
-        ])
-        .limit(1000);
+      const reports = await reportRows(ctx.services.db, AuditReport.query(ctx.services.db).where('user_id', userId));
       ctx.body = reports.map(presentAuditReport);
     },
   );
@@ -185,14 +193,9 @@ export function auditRoutes(router: ApiRouter): void {
       responses: { 200: { description: 'Bare array of reports, newest first', schema: z.array(auditReportSchema) } },
     },
     async (ctx, { query }) => {
-      const q = AuditReport.query(ctx.services.db)
-        .orderBy([
-          { column: 'created_at', order: 'desc' },
-          { column: 'id', order: 'desc' },
-        ])
-        .limit(1000);
+      const q = AuditReport.query(ctx.services.db);
       if (query.status) q.where('status', query.status);
-      ctx.body = (await q).map(presentAuditReport);
+      ctx.body = (await reportRows(ctx.services.db, q)).map(presentAuditReport);
     },
   );
 

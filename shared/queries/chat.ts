@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { ChatChannel } from '../models/ChatChannel';
 import { ChatGuild } from '../models/ChatGuild';
 import { ChatMember } from '../models/ChatMember';
-import { rowBy, rowsBy, sharedPerTurn, turnBatcherByDb } from '../rowLoader';
+import { queryOncePerTurn, rowBy, rowsBy, sharedPerTurn, turnBatcherByDb } from '../rowLoader';
 
 /** Read-only lookups of the chat bot's synced data (spec §4.23). */
 
@@ -76,8 +76,10 @@ export async function searchMembers(
     .orderByRaw('lower(coalesce(nickname, global_name, username)), user_id')
     .limit(f.limit)
     .offset(f.offset);
-  const rows = (await q) as Array<ChatMember & { total_count?: string | number }>;
-  let total = rows.length ? Number(rows[0].total_count) : 0;
+  // Identical pages asked for in one turn share the statement; each caller builds its own models.
+  const found = await queryOncePerTurn(db, q.toKnexQuery());
+  let total = found.length ? Number(found[0]!.total_count) : 0;
+  const rows = found.map(({ total_count: _total, ...r }) => ChatMember.fromDatabaseJson(r));
   if (!rows.length && f.offset > 0) {
     // Past the end there is no row to carry the window count: count on its own.
     const c = (await applyFilter(ChatMember.query(db), guildUuid, f).count('* as n').first()) as unknown as {
@@ -85,7 +87,6 @@ export async function searchMembers(
     };
     total = Number(c.n);
   }
-  for (const r of rows) delete r.total_count;
   return { members: rows, total };
 }
 
