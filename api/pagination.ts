@@ -39,7 +39,7 @@ export function pageLinks(ctx: Context, { page, limit }: Page, total: number): P
 }
 
 /** Builds the body of a paginated list, keeping the request's other query fields in the links. */
-function paginatedBody<T>(ctx: Context, data: T[], total: number, { page, limit }: Page): Paginated<T> {
+export function paginatedBody<T>(ctx: Context, data: T[], total: number, { page, limit }: Page): Paginated<T> {
   const totalPages = Math.max(1, Math.ceil(total / limit));
   const links = pageLinks(ctx, { page, limit }, total);
   return { data, pagination: { page, limit, total, total_pages: totalPages }, _links: links };

@@ -334,3 +334,60 @@ export async function queryOncePerTurn(
   const { sql, bindings } = query.toSQL();
   return readOncePerTurn(db, sql, bindings);
 }
+
+/**
+ * Pages of a parent's rows (a trip's points, a geofence's events): `load(parentId, limit,
+ * offset)` answers the page and the parent's exact row count. The parents asked for in one turn
+ * with the same limit and offset share one statement: a LATERAL page per parent and a count per
+ * parent, over the (parent, order) index. Make one per list at module level (its batches live in
+ * it). A page may be shared by the turn's callers of the same parent: do not change it.
+ */
+export function pagesOf<M extends Model>(
+  model: typeof Model & (new () => M),
+  parentColumn: string,
+  /** The parent column's PostgreSQL type (`uuid`, `text`): the keys are sent as one array of it. */
+  parentType: 'uuid' | 'text',
+  orderBy: ReadonlyArray<readonly [string, 'asc' | 'desc']>,
+): { load(db: Knex, parentId: string, limit: number, offset: number): Promise<{ results: M[]; total: number }> } {
+  const table = model.tableName;
+  const id = model.idColumn as string;
+  const order = orderBy.map(([c, d]) => `x."${c}" ${d === 'desc' ? 'DESC' : 'ASC'}`).join(', ');
+  const inner = orderBy.map(([c, d]) => `"${c}" ${d === 'desc' ? 'DESC' : 'ASC'}`).join(', ');
+  const read = turnBatcherByDb(async (db, keys) => {
+    // Keys are `limit offset parent`: one statement per (limit, offset) asked for in the turn.
+    const groups = new Map<string, string[]>();
+    for (const k of keys) {
+      // The parent is the rest of the key: a text identifier may hold spaces.
+      const cut = k.indexOf(' ', k.indexOf(' ') + 1);
+      const g = k.slice(0, cut);
+      groups.set(g, [...(groups.get(g) ?? []), k.slice(cut + 1)]);
+    }
+    const found = new Map<string, { results: M[]; total: number }>();
+    await Promise.all(
+      [...groups].map(async ([g, parents]) => {
+        const [limit, offset] = g.split(' ').map(Number);
+        const { rows } = await db.raw<{ rows: Array<Record<string, unknown>> }>(
+          `SELECT k.id::text AS __parent, (SELECT count(*) FROM "${table}" c WHERE c."${parentColumn}" = k.id) AS __total, x.*
+             FROM unnest(?::${parentType}[]) WITH ORDINALITY AS k(id, n)
+             LEFT JOIN LATERAL (SELECT * FROM "${table}" WHERE "${parentColumn}" = k.id
+                                 ORDER BY ${inner} LIMIT ? OFFSET ?) x ON true
+            ORDER BY k.n, ${order}`,
+          [[...new Set(parents)], limit, offset],
+        );
+        for (const { __parent, __total, ...r } of rows) {
+          const key = `${limit} ${offset} ${keyOf(String(__parent))}`;
+          let page = found.get(key);
+          if (!page) found.set(key, (page = { results: [], total: Number(__total) }));
+          if (r[id] !== null) page.results.push(model.fromDatabaseJson(r) as M);
+        }
+      }),
+    );
+    return found;
+  });
+  return {
+    load: async (db, parentId, limit, offset) => {
+      const page = await read(db, `${limit} ${offset} ${keyOf(parentId)}`);
+      return page ?? { results: [], total: 0 };
+    },
+  };
+}

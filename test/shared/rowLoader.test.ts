@@ -4,7 +4,7 @@ import knex from 'knex';
 import { Role } from '../../shared/models/Role';
 import { User } from '../../shared/models/User';
 import { OAuthClient } from '../../shared/models/OAuthClient';
-import { readOncePerTurn, RowLoader, rowsBy } from '../../shared/rowLoader';
+import { pagesOf, readOncePerTurn, RowLoader, rowsBy } from '../../shared/rowLoader';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 
@@ -183,3 +183,43 @@ test.serial(
     }
   },
 );
+
+test.serial('pagesOf: pages of several parents in one statement, each with its own rows and exact total', async (t) => {
+  const db = stack().db;
+  const [a, b, none] = [await createUser(db), await createUser(db), await createUser(db)];
+  const at = (s: number) => new Date(Date.UTC(2026, 1, 1, 0, 0, s));
+  // a: 5 clients, b: 2; text parents with a space in the key go through as well (name as parent).
+  await db('oauth_clients').insert([
+    ...[1, 2, 3, 4, 5].map((i) => ({ user_id: a.id, name: `a ${i}`, created_at: at(i) })),
+    ...[1, 2].map((i) => ({ user_id: b.id, name: `b ${i}`, created_at: at(i) })),
+  ]);
+  const byOwner = pagesOf(OAuthClient, 'user_id', 'uuid', [['created_at', 'desc']]);
+  const byName = pagesOf(OAuthClient, 'name', 'text', [['created_at', 'asc']]);
+  const sql: string[] = [];
+  const listener = (q: { sql: string }) => {
+    if (/LATERAL/.test(q.sql)) sql.push(q.sql);
+  };
+  db.on('query', listener);
+  try {
+    const [a1, a2, b1, n1, a1again, named] = await Promise.all([
+      byOwner.load(db, a.id, 2, 0),
+      byOwner.load(db, a.id.toUpperCase(), 2, 2),
+      byOwner.load(db, b.id, 2, 0),
+      byOwner.load(db, none.id, 2, 0),
+      byOwner.load(db, a.id, 2, 0),
+      byName.load(db, 'a 3', 10, 0),
+    ]);
+    // One statement per (limit, offset) of each list: (2,0) and (2,2) by owner, (10,0) by name.
+    t.is(sql.length, 3);
+    const names = (p: { results: OAuthClient[] }) => p.results.map((c) => c.name);
+    t.deepEqual([names(a1), a1.total], [['a 5', 'a 4'], 5]);
+    t.deepEqual([names(a2), a2.total], [['a 3', 'a 2'], 5]);
+    t.deepEqual([names(b1), b1.total], [['b 2', 'b 1'], 2]);
+    t.deepEqual([names(n1), n1.total], [[], 0]);
+    t.deepEqual(names(a1again), ['a 5', 'a 4']);
+    t.deepEqual([names(named), named.total], [['a 3'], 1]);
+    t.true(a1.results[0] instanceof OAuthClient);
+  } finally {
+    db.off('query', listener);
+  }
+});

@@ -5,9 +5,9 @@ import { Geofence } from '../../../shared/models/Geofence';
 import { GeofenceEvent } from '../../../shared/models/GeofenceEvent';
 import { geofenceEventSchema, presentGeofenceEvent } from '../../../shared/presenters/geofenceEvent';
 import { geofenceSchema, presentGeofence } from '../../../shared/presenters/geofence';
-import { findOr404 } from '../../../shared/rowLoader';
+import { findOr404, pagesOf } from '../../../shared/rowLoader';
 import { atLeastOne, z, zFinite } from '../../../shared/zod';
-import { paginate, paginationQuery } from '../../pagination';
+import { paginate, paginatedBody, paginationQuery } from '../../pagination';
 import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
@@ -47,6 +47,14 @@ const patchBody = atLeastOne(
     is_active: z.boolean().optional(),
   }),
 );
+
+/** Geofence events newest first, a page per geofence or device (pagesOf). */
+const EVENT_ORDER = [
+  ['occurred_at', 'desc'],
+  ['id', 'desc'],
+] as const;
+const fenceEvents = pagesOf(GeofenceEvent, 'geofence_id', 'uuid', EVENT_ORDER);
+const deviceEvents = pagesOf(GeofenceEvent, 'device_id', 'text', EVENT_ORDER);
 
 /** Spec §4.6: circular geofences, evaluated by the geofence worker for every GPS point. */
 export function geofenceRoutes(router: Router<AppState, { services: ApiServices }>): void {
@@ -153,22 +161,13 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
       responses: { 200: { description: 'Geofence events', schema: pageSchema(geofenceEventSchema) }, ...errors },
     },
     async (ctx, { params, query }) => {
-      // The geofence (404) and the page in the same turn's batches: one round trip.
-      const [, page] = await Promise.all([
+      // The geofence (404) and the page in the same turn's batches: one round trip; the pages of
+      // every geofence asked for in the turn are one statement.
+      const [, { results, total }] = await Promise.all([
         findOr404(Geofence, params.id, 'geofence'),
-        paginate(
-          ctx,
-          GeofenceEvent.query(ctx.services.db)
-            .where('geofence_id', params.id.toLowerCase())
-            .orderBy([
-              { column: 'occurred_at', order: 'desc' },
-              { column: 'id', order: 'desc' },
-            ]),
-          query,
-          presentGeofenceEvent,
-        ),
+        fenceEvents.load(ctx.services.db, params.id.toLowerCase(), query.limit, (query.page - 1) * query.limit),
       ]);
-      ctx.body = page;
+      ctx.body = paginatedBody(ctx, results.map(presentGeofenceEvent), total, query);
     },
   );
 
@@ -185,22 +184,13 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
       responses: { 200: { description: 'Geofence events', schema: pageSchema(geofenceEventSchema) }, ...errors },
     },
     async (ctx, { params, query }) => {
-      // The device (404) and the page in the same turn's batches: one round trip.
-      const [, page] = await Promise.all([
+      // The device (404) and the page in the same turn's batches: one round trip; the pages of
+      // every device asked for in the turn are one statement.
+      const [, { results, total }] = await Promise.all([
         findOr404(Device, params.id, 'device'),
-        paginate(
-          ctx,
-          GeofenceEvent.query(ctx.services.db)
-            .where('device_id', params.id.toLowerCase())
-            .orderBy([
-              { column: 'occurred_at', order: 'desc' },
-              { column: 'id', order: 'desc' },
-            ]),
-          query,
-          presentGeofenceEvent,
-        ),
+        deviceEvents.load(ctx.services.db, params.id.toLowerCase(), query.limit, (query.page - 1) * query.limit),
       ]);
-      ctx.body = page;
+      ctx.body = paginatedBody(ctx, results.map(presentGeofenceEvent), total, query);
     },
   );
 }

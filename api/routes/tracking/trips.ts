@@ -9,9 +9,9 @@ import { actingUserId } from '../../../shared/policies';
 import { gpsPointSchema, presentGpsPoint } from '../../../shared/presenters/gpsPoint';
 import { presentTrip, presentTripHistory, tripHistorySchema, tripSchema } from '../../../shared/presenters/trip';
 import { tripStats, tripTrack } from '../../../shared/queries/gpsPoints';
-import { findOr404 } from '../../../shared/rowLoader';
+import { findOr404, pagesOf } from '../../../shared/rowLoader';
 import { z, zUuid } from '../../../shared/zod';
-import { paginate, paginationQuery } from '../../pagination';
+import { paginate, paginatedBody, paginationQuery } from '../../pagination';
 import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
@@ -47,6 +47,13 @@ const patchBody = z.object({
   }),
   longitude: zLongitude().nullable().optional().openapi({ description: 'See latitude' }),
 });
+
+/** A trip's points in track order, a page per trip (pagesOf). */
+const tripPoints = pagesOf(GpsPoint, 'trip_id', 'uuid', [
+  ['timestamp', 'asc'],
+  ['created_at', 'asc'],
+  ['id', 'asc'],
+]);
 
 /** Spec §4.4 and §3, plus GPX export. */
 export function tripRoutes(router: Router<AppState, { services: ApiServices }>): void {
@@ -168,15 +175,13 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       responses: { 200: { description: 'GPS points', schema: pageSchema(gpsPointSchema) }, ...errors },
     },
     async (ctx, { params, query }) => {
-      const q = GpsPoint.query(ctx.services.db)
-        .where('trip_id', params.id)
-        .orderBy([{ column: 'timestamp' }, { column: 'created_at' }, { column: 'id' }]);
-      // The trip (404) and the page in the same turn's batches: one round trip.
-      const [, page] = await Promise.all([
+      // The trip (404) and the page in the same turn's batches: one round trip; the pages of every
+      // trip asked for in the turn are one statement.
+      const [, { results, total }] = await Promise.all([
         findOr404(Trip, params.id, 'trip'),
-        paginate(ctx, q, query, presentGpsPoint),
+        tripPoints.load(ctx.services.db, params.id, query.limit, (query.page - 1) * query.limit),
       ]);
-      ctx.body = page;
+      ctx.body = paginatedBody(ctx, results.map(presentGpsPoint), total, query);
     },
   );
 
