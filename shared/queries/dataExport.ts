@@ -9,7 +9,7 @@ import { Session } from '../models/Session';
 import { User } from '../models/User';
 import { liveUserSessions } from './sessions';
 import { twoFactorState } from './twoFactor';
-import { queryOncePerTurn } from '../rowLoader';
+import { pagesOf } from '../rowLoader';
 
 /** Two-factor state as the export shows it (spec §2 twoFactorAuth); never the secret or the codes. */
 export interface TwoFactorState {
@@ -83,6 +83,12 @@ export async function loadDataExportRows(db: Knex, userId: string): Promise<Data
   };
 }
 
+/** A user's export logs, newest first, a page per user (pagesOf). */
+const logPages = pagesOf(ExportLog, 'user_id', 'uuid', [
+  ['exported_at', 'desc'],
+  ['id', 'desc'],
+]);
+
 /** One page of a user's export log, newest first, and how many entries there are in all. */
 export async function exportLogPage(
   db: Knex,
@@ -90,21 +96,7 @@ export async function exportLogPage(
   limit: number,
   offset: number,
 ): Promise<{ logs: ExportLog[]; total: number }> {
-  // The page and its total in one statement (a window count); identical pages in a turn share it.
-  const rows = await queryOncePerTurn(
-    db,
-    db('export_logs')
-      .where('user_id', userId)
-      .select('*', db.raw('count(*) OVER () AS __total'))
-      .orderBy([
-        { column: 'exported_at', order: 'desc' },
-        { column: 'id', order: 'desc' },
-      ])
-      .limit(limit)
-      .offset(offset),
-  );
-  const total = rows.length
-    ? Number(rows[0]!.__total)
-    : Number(((await db('export_logs').where('user_id', userId).count('* as n').first()) as { n: string }).n);
-  return { logs: rows.map(({ __total: _t, ...r }) => ExportLog.fromDatabaseJson(r)), total };
+  // The pages of every user asked for in one turn (same limit and offset): one statement.
+  const { results, total } = await logPages.load(db, userId, limit, offset);
+  return { logs: results, total };
 }
