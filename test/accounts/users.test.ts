@@ -358,8 +358,10 @@ test('user views read by id in one turn share one statement, each with its own u
   const s = stack();
   const users = await Promise.all(Array.from({ length: 5 }, () => createUser(s.db)));
   const statements: string[] = [];
-  const listener = (q: { sql: string }) => {
-    if (/AS _accounts/.test(q.sql)) statements.push(q.sql);
+  // Only this test's reads: other tests of this file read user views concurrently.
+  const mine = (bindings: unknown) => users.some((u) => JSON.stringify(bindings ?? []).includes(u.id));
+  const listener = (q: { sql: string; bindings?: unknown }) => {
+    if (/AS _accounts/.test(q.sql) && mine(q.bindings)) statements.push(q.sql);
   };
   s.db.on('query', listener);
   try {
