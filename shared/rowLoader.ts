@@ -7,6 +7,25 @@ import { isUuid } from './zod';
 /** Postgres compares uuids case-insensitively; text ids stay exact. */
 const keyOf = (id: string) => (isUuid(id) ? id.toLowerCase() : id);
 
+/**
+ * Rows grouped by key, in their order (a batch's answer per key): `value` turns each row into what
+ * the group holds (the row itself by default); the key is read before it.
+ */
+export function groupBy<T, V = T>(
+  rows: readonly T[],
+  key: (r: T) => string,
+  value: (r: T) => V = (r) => r as unknown as V,
+): Map<string, V[]> {
+  const out = new Map<string, V[]>();
+  for (const r of rows) {
+    const k = key(r);
+    const list = out.get(k);
+    if (list) list.push(value(r));
+    else out.set(k, [value(r)]);
+  }
+  return out;
+}
+
 /** Postgres: a prepared statement's result shape no longer matches its table. */
 const STALE_PLAN = '0A000';
 
@@ -246,14 +265,11 @@ export function rowsBy<M extends Model>(
         generation++;
         rows = await select(keys);
       }
-      const grouped = new Map<string, Model[]>();
-      for (const r of rows) {
-        const k = keyOf(String(r[column]));
-        let list = grouped.get(k);
-        if (!list) grouped.set(k, (list = []));
-        list.push(model.fromDatabaseJson(r));
-      }
-      return grouped;
+      return groupBy(
+        rows,
+        (r) => keyOf(String(r[column])),
+        (r): Model => model.fromDatabaseJson(r),
+      );
     });
     byName.set(name, read);
   }
@@ -355,13 +371,13 @@ export function pagesOf<M extends Model>(
   const inner = orderBy.map(([c, d]) => `"${c}" ${d === 'desc' ? 'DESC' : 'ASC'}`).join(', ');
   const read = turnBatcherByDb(async (db, keys) => {
     // Keys are `limit offset parent`: one statement per (limit, offset) asked for in the turn.
-    const groups = new Map<string, string[]>();
-    for (const k of keys) {
-      // The parent is the rest of the key: a text identifier may hold spaces.
-      const cut = k.indexOf(' ', k.indexOf(' ') + 1);
-      const g = k.slice(0, cut);
-      groups.set(g, [...(groups.get(g) ?? []), k.slice(cut + 1)]);
-    }
+    // The parent is the rest of the key: a text identifier may hold spaces.
+    const cut = (k: string) => k.indexOf(' ', k.indexOf(' ') + 1);
+    const groups = groupBy(
+      keys,
+      (k) => k.slice(0, cut(k)),
+      (k) => k.slice(cut(k) + 1),
+    );
     const found = new Map<string, { results: M[]; total: number }>();
     await Promise.all(
       [...groups].map(async ([g, parents]) => {

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { Permission } from '../models/Permission';
 import { Role } from '../models/Role';
-import { turnBatcherByDb } from '../rowLoader';
+import { groupBy, turnBatcherByDb } from '../rowLoader';
 
 /** Effective grants of a user: the union of their roles' permissions, and the role ids. */
 export async function loadUserAccess(db: Knex, userId: string): Promise<{ permissions: string[]; roleIds: string[] }> {
@@ -167,13 +167,12 @@ const keyRolesInTurn = turnBatcherByDb(async (db, keyIds) => {
     .whereRaw('kr.api_key_id = ANY(?)', [keyIds])
     .orderBy('roles.name')
     .select('roles.*', 'kr.api_key_id as _api_key_id')) as Array<Role & { _api_key_id?: string }>;
-  const byKey = new Map<string, Role[]>();
-  for (const r of rows) {
-    const key = r._api_key_id!;
-    delete r._api_key_id;
-    let list = byKey.get(key);
-    if (!list) byKey.set(key, (list = []));
-    list.push(r);
-  }
-  return byKey;
+  return groupBy(
+    rows,
+    (r) => r._api_key_id!,
+    (r): Role => {
+      delete r._api_key_id;
+      return r;
+    },
+  );
 });

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { sha256 } from '../crypto';
 import { Session } from '../models/Session';
-import { rowBy, turnBatcherByDb } from '../rowLoader';
+import { groupBy, rowBy, turnBatcherByDb } from '../rowLoader';
 
 /** A live session by its raw token (outside a transaction: the batched unique-key read). */
 export async function findSessionByToken(db: Knex, token: string): Promise<Session | undefined> {
@@ -44,13 +44,13 @@ const liveSessionsInTurn = turnBatcherByDb(async (db, userIds) => {
     .orderBy('sessions.last_activity_at', 'desc')
     .orderBy('sessions.id')
     .select('sessions.*', 'p.name as _platform_name')) as Array<Session & { _platform_name?: string | null }>;
-  const byUser = new Map<string, Array<{ session: Session; platformName: string | null }>>();
-  for (const s of rows) {
-    const platformName = s._platform_name ?? null;
-    delete s._platform_name;
-    let list = byUser.get(s.user_id);
-    if (!list) byUser.set(s.user_id, (list = []));
-    list.push({ session: s, platformName });
-  }
-  return byUser;
+  return groupBy(
+    rows,
+    (s) => s.user_id,
+    (s) => {
+      const platformName = s._platform_name ?? null;
+      delete s._platform_name;
+      return { session: s as Session, platformName };
+    },
+  );
 });

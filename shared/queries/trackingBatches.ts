@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { LocationContact } from '../models/LocationContact';
 import { TripStatusHistory } from '../models/TripStatusHistory';
 import { GPS_POINT_COLUMNS, GpsPointRow } from '../presenters/gpsPoint';
+import { groupBy } from '../rowLoader';
 
 /**
  * Batched reads for lists (GraphQL's DataLoaders): each answers many parents with one statement,
@@ -50,15 +51,4 @@ export async function pointsOfTrips(
     { ids: tripIds as string[], limit: first + 1, ...(afterPointId ? { after: afterPointId } : {}) },
   );
   return groupBy(rows, (r) => r.trip_id!);
-}
-
-function groupBy<T>(rows: T[], key: (r: T) => string): Map<string, T[]> {
-  const out = new Map<string, T[]>();
-  for (const r of rows) {
-    const k = key(r);
-    const list = out.get(k);
-    if (list) list.push(r);
-    else out.set(k, [r]);
-  }
-  return out;
 }

@@ -6,7 +6,7 @@ import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
 import { normaliseEmail } from '../domain/accounts';
 import { DisplayedAccount, FlatUser, presentFlatUser } from '../presenters/user';
-import { rowsBy, turnBatcher, turnBatcherByDb } from '../rowLoader';
+import { groupBy, rowsBy, turnBatcher, turnBatcherByDb } from '../rowLoader';
 import { isUuid } from '../zod';
 
 /** Whether a username is taken (case-insensitively), optionally ignoring one user. */
@@ -104,13 +104,7 @@ const accountsInTurn = turnBatcherByDb(async (db, userIds) => {
     .withGraphFetched('platform')
     .orderBy('created_at', 'asc')
     .orderBy('id');
-  const byUser = new Map<string, PlatformAccount[]>();
-  for (const a of rows) {
-    let list = byUser.get(a.user_id);
-    if (!list) byUser.set(a.user_id, (list = []));
-    list.push(a);
-  }
-  return byUser;
+  return groupBy(rows, (a) => a.user_id);
 });
 
 /** A user (deleted or not) with what the user presenters show of them, read in one statement. */
