@@ -91,9 +91,10 @@ const GPS_MIN_POINTS_PER_S = 8000;
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
 interface Target {
+  kind: 'api' | 'koa';
   child: ChildProcess;
   port: number;
-  countPort?: number;
+  countPort: number;
 }
 
 function startTarget(kind: 'api' | 'koa', env: Record<string, string>): Promise<Target> {
@@ -111,10 +112,10 @@ function startTarget(kind: 'api' | 'koa', env: Record<string, string>): Promise<
       // After READY, whatever the target prints (warnings) goes to our stderr.
       if (ready) return void process.stderr.write(d);
       out += d;
-      const m = /READY (\d+)(?: (\d+))?/.exec(out);
+      const m = /READY (\d+) (\d+)/.exec(out);
       if (m) {
         ready = true;
-        resolve({ child, port: Number(m[1]), countPort: m[2] ? Number(m[2]) : undefined });
+        resolve({ kind, child, port: Number(m[1]), countPort: Number(m[2]) });
       }
     });
     child.on('exit', (code, signal) => {
@@ -141,9 +142,18 @@ function stopTarget(t: Target): Promise<void> {
   });
 }
 
-async function statementCount(t: Target): Promise<number> {
+/** The target's statements sent and CPU time used so far (bench/routes/target.ts). */
+async function counters(t: Target): Promise<{ statements: number; cpuMicros: number }> {
   const res = await fetch(`http://127.0.0.1:${t.countPort}/`);
-  return ((await res.json()) as { statements: number }).statements;
+  return (await res.json()) as { statements: number; cpuMicros: number };
+}
+
+/** A run's CPU per request for the log. */
+const cpu = (r: Run) => (r.cpuPerRequest !== undefined ? r.cpuPerRequest.toFixed(1) : '—');
+/** The median CPU per request over runs that measured it. */
+function medianCpu(runs: readonly Run[]): number | undefined {
+  const xs = runs.flatMap((r) => (r.cpuPerRequest !== undefined ? [r.cpuPerRequest] : []));
+  return xs.length ? median(xs) : undefined;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -176,6 +186,8 @@ interface Run {
   rps: number;
   p99: number;
   statements?: number;
+  /** The target process's CPU time (user + system) per request answered, in µs. */
+  cpuPerRequest?: number;
 }
 
 async function cannon(url: string, spec: RunSpec, seconds: number): Promise<autocannon.Result> {
@@ -240,12 +252,14 @@ async function measure(target: Target, spec: () => RunSpec, baselinePerMs: numbe
   const s = spec();
   if (s.maxRequests !== undefined && s.maxRequests < CONNECTIONS)
     throw new Error('pool of single-use values exhausted by the warm-up');
-  const before = target.countPort ? await statementCount(target) : 0;
+  const before = await counters(target);
   const t0 = Date.now();
   const run = summarise(await cannon(url, s, DURATION));
-  if (target.countPort) {
+  const after = await counters(target);
+  if (run.total) run.cpuPerRequest = (after.cpuMicros - before.cpuMicros) / run.total;
+  if (target.kind === 'api') {
     await sleep(SETTLE_MS);
-    const delta = (await statementCount(target)) - before;
+    const delta = (await counters(target)).statements - before.statements;
     run.statements = Math.max(0, delta - baselinePerMs * (Date.now() - t0));
   }
   return run;
@@ -678,9 +692,9 @@ async function main(): Promise<void> {
 
     // Background statements (outbox relay polling) while nothing is asked of the api.
     await sleep(1000);
-    const idle0 = await statementCount(api);
+    const idle0 = (await counters(api)).statements;
     await sleep(BASELINE_MS);
-    const baselinePerMs = ((await statementCount(api)) - idle0) / BASELINE_MS;
+    const baselinePerMs = ((await counters(api)).statements - idle0) / BASELINE_MS;
     log(`idle statement rate of the api process: ${(baselinePerMs * 1000).toFixed(1)}/s (subtracted)`);
 
     const unfilled: UnfilledRoute[] = [];
@@ -717,7 +731,7 @@ async function main(): Promise<void> {
       const runKoa = async () => {
         const r = await measure(koa, koaSpec, 0);
         koaThisRound.push(r);
-        log(`round ${round}/${ROUNDS} Koa: ${fmt(r.rps)} req/s, p99 ${r.p99} ms`);
+        log(`round ${round}/${ROUNDS} Koa: ${fmt(r.rps)} req/s, p99 ${r.p99} ms, ${cpu(r)} µs CPU/req`);
         // Cases since the previous Koa run take the mean of the Koa runs around them.
         for (const p of pending.splice(0)) {
           const ref = (p.koaBefore + r.rps) / 2;
@@ -735,7 +749,7 @@ async function main(): Promise<void> {
           const perReq = run.statements !== undefined && run.total ? (run.statements / run.total).toFixed(2) : '—';
           const bad = run.non2xx + run.errors ? `, ${run.non2xx} non-2xx, ${run.errors} errors/timeouts` : '';
           log(
-            `round ${round}/${ROUNDS} ${c.label}: ${fmt(run.rps * (c.pointsPerRequest ?? 1))} ${c.pointsPerRequest ? 'points' : 'req'}/s, p99 ${run.p99} ms, ${perReq} SQL/req${bad}`,
+            `round ${round}/${ROUNDS} ${c.label}: ${fmt(run.rps * (c.pointsPerRequest ?? 1))} ${c.pointsPerRequest ? 'points' : 'req'}/s, p99 ${run.p99} ms, ${perReq} SQL/req, ${cpu(run)} µs CPU/req${bad}`,
           );
         } catch (err) {
           c.probeFailure = `load failed in round ${round}: ${(err as Error).message}`;
@@ -757,6 +771,7 @@ async function main(): Promise<void> {
       rate: number;
       p99: number;
       sql?: number;
+      cpu?: number;
       failures: string[];
     }
     const rows: Row[] = cases.map((c) => {
@@ -791,6 +806,7 @@ async function main(): Promise<void> {
         rate: rps * (c.pointsPerRequest ?? 1),
         p99,
         sql: stmts !== undefined && total ? stmts / total : undefined,
+        cpu: medianCpu(c.runs),
         failures,
       };
     });
@@ -800,8 +816,8 @@ async function main(): Promise<void> {
     const out: string[] = [];
     out.push(
       '',
-      '| route | kind | req/s | p99 ms | SQL/req | × Koa | target | result |',
-      '|---|---|---:|---:|---:|---:|---|---|',
+      '| route | kind | req/s | p99 ms | SQL/req | µs CPU/req | × Koa | target | result |',
+      '|---|---|---:|---:|---:|---:|---:|---|---|',
     );
     for (const r of rows) {
       const loaded = r.c.runs.length > 0;
@@ -811,12 +827,12 @@ async function main(): Promise<void> {
       const shortest = Math.min(...r.c.runs.map((x) => x.seconds));
       if (loaded && shortest < DURATION * 0.9) r.c.detail += `; a run ended after ${shortest} s (pool used up)`;
       out.push(
-        `| ${r.c.label} | ${r.c.detail}; ${r.c.credential} | ${rate} | ${loaded ? r.p99 : '—'} | ${r.sql !== undefined ? r.sql.toFixed(2) : '—'} | ${loaded ? r.ratio.toFixed(r.ratio < 0.1 ? 3 : 2) : '—'} | ${r.c.target?.text ?? '—'} | ${result.replace(/\|/g, '\\|')} |`,
+        `| ${r.c.label} | ${r.c.detail}; ${r.c.credential} | ${rate} | ${loaded ? r.p99 : '—'} | ${r.sql !== undefined ? r.sql.toFixed(2) : '—'} | ${r.cpu !== undefined ? r.cpu.toFixed(0) : '—'} | ${loaded ? r.ratio.toFixed(r.ratio < 0.1 ? 3 : 2) : '—'} | ${r.c.target?.text ?? '—'} | ${result.replace(/\|/g, '\\|')} |`,
       );
     }
     out.push(
       '',
-      `Koa baseline (bare Koa, small JSON, same node flags, ${koaAll.length} runs): median ${fmt(median(koaAll.map((r) => r.rps)))} req/s, p99 ${median(koaAll.map((r) => r.p99))} ms`,
+      `Koa baseline (bare Koa, small JSON, same node flags, ${koaAll.length} runs): median ${fmt(median(koaAll.map((r) => r.rps)))} req/s, p99 ${median(koaAll.map((r) => r.p99))} ms, ${medianCpu(koaAll)?.toFixed(1) ?? '—'} µs CPU/req`,
     );
     if (unfilled.length) {
       out.push('', 'Skipped: cannot fill (not loaded, not failing the run):');
@@ -829,7 +845,8 @@ async function main(): Promise<void> {
         .join(', ')}.`,
       `Settings: ${ROUNDS} rounds × ${DURATION} s per case after ${WARMUP} s warm-up, ${CONNECTIONS} connections, one api process and one Koa process (node ${NODE_ARGS.join(' ')}), loopback; ` +
         `Koa every ${KOA_EVERY} cases, ratio = median over rounds of req/s ÷ mean of the Koa runs around it; req/s counts 2xx only; ` +
-        `SQL/req = statements the api sent during the measured runs, less ${(baselinePerMs * 1000).toFixed(1)}/s idle, ÷ requests answered.${ONLY ? ` ONLY=${ONLY.source}.` : ''}`,
+        `SQL/req = statements the api sent during the measured runs, less ${(baselinePerMs * 1000).toFixed(1)}/s idle, ÷ requests answered; ` +
+        `µs CPU/req = the process's CPU time (user + system) over the measured run ÷ requests answered, median over rounds (PostgreSQL's and Redis's not included).${ONLY ? ` ONLY=${ONLY.source}.` : ''}`,
     );
     const after = await tableCounts(db);
     const drift = Object.keys(after).filter((t) => after[t] !== seeded[t]);

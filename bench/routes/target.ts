@@ -10,8 +10,11 @@ import pg from 'pg';
  * 'api' is the real api (api/server.ts startApi) with one addition: every statement this process
  * sends to PostgreSQL is counted, at the driver (pg.Client#query), so statements that bypass knex's
  * query builder (the prepared row loader, GPS ingest's named INSERT, BEGIN/COMMIT) count too. The
- * count is read over a second HTTP port on loopback (GET / → {"statements": n}), outside the
- * measured server, so reading it costs the measured process nothing but one tiny request.
+ * count is read over a second HTTP port on loopback (GET / → {"statements": n, "cpuMicros": t}),
+ * outside the measured server, so reading it costs the measured process nothing but one tiny
+ * request. `cpuMicros` is the process's CPU time so far (user + system): both targets serve it, so
+ * the run can report CPU per request, which a busy or noisy machine does not move as it moves
+ * req/s.
  */
 let statements = 0;
 /** SQL_TEXTS=1: statements counted by text too, printed to stderr at exit (most frequent first). */
@@ -39,6 +42,15 @@ function listen(server: http.Server): Promise<number> {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
 }
 
+/** The loopback server that reports the statement count and the CPU time used so far. */
+function counterServer(): http.Server {
+  return http.createServer((_req, res) => {
+    const cpu = process.cpuUsage();
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ statements, cpuMicros: cpu.user + cpu.system }));
+  });
+}
+
 async function main(kind: string): Promise<void> {
   if (kind === 'koa') {
     const app = new Koa();
@@ -46,7 +58,7 @@ async function main(kind: string): Promise<void> {
       ctx.body = BODY;
     });
     const port = await listen(http.createServer(app.callback()));
-    process.stdout.write(`READY ${port}\n`);
+    process.stdout.write(`READY ${port} ${await listen(counterServer())}\n`);
     return;
   }
   if (kind !== 'api') throw new Error(`unknown target ${kind}`);
@@ -55,10 +67,7 @@ async function main(kind: string): Promise<void> {
   const { loadConfig } = await import('../../shared/config');
   const config = loadConfig({ ...process.env, PORT: '0', HOST: '127.0.0.1' });
   const api = await startApi(config, { port: 0 });
-  const counter = http.createServer((_req, res) => {
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ statements }));
-  });
+  const counter = counterServer();
   const countPort = await listen(counter);
   process.stdout.write(`READY ${api.port} ${countPort}\n`);
   const stop = () => {
