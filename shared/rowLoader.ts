@@ -26,9 +26,6 @@ export function groupBy<T, V = T>(
   return out;
 }
 
-/** Postgres: a prepared statement's result shape no longer matches its table. */
-const STALE_PLAN = '0A000';
-
 /** Upper bound of ids in one statement (the array is one bind parameter). */
 const MAX_BATCH = 1000;
 
@@ -45,8 +42,6 @@ const MAX_BATCH = 1000;
  */
 export class RowLoader<M extends Model> {
   private readonly loader: DataLoader<string, M | undefined>;
-  private readonly statement: string;
-  private generation = 0;
 
   private readonly column: string;
 
@@ -57,7 +52,6 @@ export class RowLoader<M extends Model> {
     private readonly db?: Knex,
   ) {
     this.column = column ?? (model.idColumn as string);
-    this.statement = `row_by_${this.column}:${model.tableName}`;
     this.loader = new DataLoader((ids) => this.fetch(ids), {
       cache: false,
       maxBatchSize: MAX_BATCH,
@@ -71,36 +65,29 @@ export class RowLoader<M extends Model> {
     return this.loader.load(id);
   }
 
-  private async select(ids: readonly string[], name?: string): Promise<M[]> {
-    const table = this.model.tableName;
-    const q = (this.db ?? this.model.knex())
-      .select('*')
-      .from(table)
-      .whereRaw('?? = ANY(?)', [`${table}.${this.column}`, ids as string[]]);
-    const rows: Array<Record<string, unknown>> = name ? await q.options({ name }) : await q;
-    return rows.map((r) => this.model.fromDatabaseJson(r) as M);
-  }
+  /** The batch's SQL text, compiled once (knex's query compiler cost more than the batch's round trip). */
+  private sql?: string;
 
-  /**
-   * The batch through the prepared statement. A schema change that alters `SELECT *` (a column
-   * added by a migration while this process runs) makes Postgres refuse a statement prepared
-   * before it (0A000, cached plan must not change result type): the name then moves on, so every
-   * connection prepares the new shape once.
-   */
-  private async selectPrepared(ids: readonly string[]): Promise<M[]> {
-    try {
-      return await this.select(ids, `${this.statement}:${this.generation}`);
-    } catch (err) {
-      if ((err as { code?: string }).code !== STALE_PLAN) throw err;
-      this.generation++;
-      return this.select(ids, `${this.statement}:${this.generation}`);
+  private async select(ids: readonly string[]): Promise<M[]> {
+    const db = this.db ?? this.model.knex();
+    if (this.sql === undefined) {
+      const table = this.model.tableName;
+      this.sql = db
+        .select('*')
+        .from(table)
+        .whereRaw('?? = ANY(?)', [`${table}.${this.column}`, []])
+        .toSQL().sql;
     }
+    // A named prepared statement (shared/preparedStatements.ts), which also moves on to a new name
+    // when a migration changed the table's columns since it was prepared.
+    const { rows } = await db.raw<{ rows: Array<Record<string, unknown>> }>(this.sql, [ids as string[]]);
+    return rows.map((r) => this.model.fromDatabaseJson(r) as M);
   }
 
   private async fetch(ids: readonly string[]): Promise<Array<M | undefined | Error>> {
     let rows: M[];
     try {
-      rows = await this.selectPrepared(ids);
+      rows = await this.select(ids);
     } catch (err) {
       if (ids.length === 1) return [err as Error];
       return Promise.all(
@@ -247,24 +234,15 @@ export function rowsBy<M extends Model>(
   if (!byName) rowsByLoaders.set(db, (byName = new Map()));
   let read = byName.get(name);
   if (!read) {
-    let generation = 0;
-    const select = (keys: string[]): Promise<Array<Record<string, unknown>>> =>
-      db
-        .select('*')
-        .from(table)
-        .whereRaw('?? = ANY(?)', [`${table}.${column}`, keys])
-        .orderBy([...orderBy.map(([c, order]) => ({ column: c, order })), { column: model.idColumn as string }])
-        .options({ name: `${name}:${generation}` });
+    // Compiled once; sent as a named prepared statement (shared/preparedStatements.ts).
+    const sql = db
+      .select('*')
+      .from(table)
+      .whereRaw('?? = ANY(?)', [`${table}.${column}`, []])
+      .orderBy([...orderBy.map(([c, order]) => ({ column: c, order })), { column: model.idColumn as string }])
+      .toSQL().sql;
     read = turnBatcher(async (keys) => {
-      let rows: Array<Record<string, unknown>>;
-      try {
-        rows = await select(keys);
-      } catch (err) {
-        // A column added while this process runs changes `SELECT *`: prepare the new shape (see RowLoader).
-        if ((err as { code?: string }).code !== STALE_PLAN) throw err;
-        generation++;
-        rows = await select(keys);
-      }
+      const { rows } = await db.raw<{ rows: Array<Record<string, unknown>> }>(sql, [keys]);
       return groupBy(
         rows,
         (r) => keyOf(String(r[column])),
