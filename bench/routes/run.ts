@@ -39,7 +39,8 @@ import { Credential, fillRoute, FilledRoute, readRouteTable, RouteEntry, Unfille
  * - Each run has a warm-up (JIT, pools, credential cache, prepared statements), then the measured
  *   run. Throughput counts 2xx answers only; any non-2xx, error or timeout fails the route.
  * - Before loading, every concrete path of every GET (all rotated values) is requested once and
- *   must answer 2xx; its body classifies the route (a list returns an array, or `data` as one).
+ *   must answer 2xx; its body classifies the route (a list returns an array, `data` as one, or one
+ *   array beside page or total fields, as the audit lists' `events`).
  * - SQL statements per request: the api process counts every statement it sends (pg driver level),
  *   read before and after each measured run, less the idle rate (the outbox relay's polling)
  *   measured before the first round, divided by the requests answered.
@@ -322,6 +323,11 @@ async function probeGet(
     if (Array.isArray(body)) return { status: res.status, type, list: body.length };
     const data = (body as { data?: unknown }).data;
     if (Array.isArray(data)) return { status: res.status, type, list: data.length };
+    // A page under another name (the audit lists' `events`): one array beside page or total fields.
+    const fields = body !== null && typeof body === 'object' ? (body as Record<string, unknown>) : {};
+    const arrays = Object.values(fields).filter((v): v is unknown[] => Array.isArray(v));
+    const paged = ['page', 'limit', 'total', 'total_count', 'pagination'].some((k) => k in fields);
+    if (arrays.length === 1 && paged) return { status: res.status, type, list: arrays[0].length };
     return { status: res.status, type };
   } catch (err) {
     return { status: 0, type: '', error: String((err as Error).message ?? err) };
