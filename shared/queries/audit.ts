@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { AuditEvent } from '../models/AuditEvent';
 import { isUuid } from '../zod';
-import { queryOncePerTurn } from '../rowLoader';
+import { computeOncePerTurn, pagesOf, queryOncePerTurn, withoutColumns } from '../rowLoader';
 import { COUNTER_SQL } from './counters';
 
 /** Sort fields of GET /v1/admin/audit (spec §4.24); every one is served by an index ending in (created_at, id). */
@@ -85,6 +85,9 @@ async function estimateRows(db: Knex, q: Knex.QueryBuilder): Promise<number> {
 /** Column alias of the total read in the page's own statement. */
 const TOTAL = '__audit_total';
 
+/** What a page row holds beyond the event's columns. */
+const PAGE_COLUMNS: ReadonlySet<string> = new Set([TOTAL]);
+
 /**
  * One page of audit events, newest first unless sorted otherwise (ties broken by created_at, then
  * id, in the same direction, so every sort walks one index).
@@ -95,11 +98,45 @@ const TOTAL = '__audit_total';
  * statement) give the total, flagged as estimated (never below the cap + 1). So the usual page is
  * one round trip.
  */
-export async function findAuditPage(
-  db: Knex,
-  f: AuditFilter,
-  page: { page: number; limit: number },
-): Promise<AuditPage> {
+export function findAuditPage(db: Knex, f: AuditFilter, page: { page: number; limit: number }): Promise<AuditPage> {
+  // Identical pages asked for in one turn (a dashboard's first page, polled by many) are built once.
+  return samePage(db, JSON.stringify([f, page]), () => readAuditPage(db, f, page));
+}
+
+const samePage = computeOncePerTurn<AuditPage>();
+
+/**
+ * A user's events, newest first, for every user asked for in one turn with the same page: one
+ * statement (a LATERAL page and a capped count per user) instead of one per user.
+ */
+const userPages = pagesOf(
+  AuditEvent,
+  'user_id',
+  'text',
+  [
+    ['created_at', 'desc'],
+    ['id', 'desc'],
+  ],
+  { countCap: AUDIT_COUNT_CAP + 1 },
+);
+
+/** Only the user filter, newest first: what /v1/users/{id}/audit asks without filters. */
+const onlyUser = (f: AuditFilter) =>
+  f.user_id !== undefined &&
+  (f.sort_field ?? 'created_at') === 'created_at' &&
+  (f.sort_direction ?? 'desc') === 'desc' &&
+  Object.entries(f).every(
+    ([k, v]) => v === undefined || k === 'user_id' || k === 'sort_field' || k === 'sort_direction',
+  );
+
+async function readAuditPage(db: Knex, f: AuditFilter, page: { page: number; limit: number }): Promise<AuditPage> {
+  if (onlyUser(f)) {
+    const userId = isUuid(f.user_id) ? f.user_id.toLowerCase() : f.user_id!;
+    const { results, total } = await userPages.load(db, userId, page.limit, (page.page - 1) * page.limit);
+    if (total <= AUDIT_COUNT_CAP) return { events: results, total, estimated: false };
+    const { q } = await filtered(db, f);
+    return { events: results, total: Math.max(AUDIT_COUNT_CAP + 1, await estimateRows(db, q)), estimated: true };
+  }
   const { q: base } = await filtered(db, f);
   const dir = f.sort_direction ?? 'desc';
   const field = f.sort_field ?? 'created_at';
@@ -138,7 +175,7 @@ export async function findAuditPage(
     estimated = true;
   }
   return {
-    events: rows.map(({ [TOTAL]: _total, ...r }) => AuditEvent.fromDatabaseJson(r)),
+    events: rows.map((row) => AuditEvent.fromDatabaseJson(withoutColumns(row, PAGE_COLUMNS))),
     total,
     estimated,
   };

@@ -1,5 +1,6 @@
 import test from 'ava';
 import { randomUUID } from 'node:crypto';
+import { findAuditPage } from '../../shared/queries/audit';
 import { createUser, TestUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { once } from '../helpers/tracking';
@@ -190,6 +191,45 @@ test.serial(
       t.is(all.body.total_count, Number(n));
       t.is(all.headers.get('x-total-count-estimated'), null);
       t.is(statements.length, 1, statements.join('\n'));
+
+      // Identical pages asked for in one turn are built and read once, each caller with the full page.
+      statements.length = 0;
+      const same = await Promise.all(
+        [1, 2, 3].map(() => findAuditPage(db, { user_id: alice.id }, { page: 1, limit: 5 })),
+      );
+      t.is(statements.length, 1, statements.join('\n'));
+      t.is(same[0].events.length, 5);
+      t.is(same[2], same[0]);
+      const separate = await findAuditPage(db, { user_id: alice.id }, { page: 1, limit: 5 });
+      t.is(statements.length, 2, 'the next turn reads again');
+      t.deepEqual(
+        separate.events.map((e) => e.id),
+        same[0].events.map((e) => e.id),
+      );
+
+      // Different users' pages asked for in one turn: one statement, each user's own events and total.
+      statements.length = 0;
+      const perUser = await Promise.all(
+        [alice.id, bob.id, alice.id.toUpperCase(), randomUUID()].map((u) =>
+          findAuditPage(db, { user_id: u }, { page: 1, limit: 4 }),
+        ),
+      );
+      t.is(statements.length, 1, statements.join('\n'));
+      t.deepEqual(
+        perUser.map((p) => [p.total, p.events.length, [...new Set(p.events.map((e) => e.user_id))]]),
+        [
+          [6, 4, [alice.id]],
+          [3, 3, [bob.id]],
+          [6, 4, [alice.id]],
+          [0, 0, []],
+        ],
+      );
+      const times = perUser[0].events.map((e) => new Date(e.created_at).getTime());
+      t.deepEqual(
+        times,
+        [...times].sort((a, b) => b - a),
+        'newest first',
+      );
 
       statements.length = 0;
       const few = await get(`/v1/admin/audit?user_id=${alice.id}`);

@@ -4,7 +4,7 @@ import knex from 'knex';
 import { Role } from '../../shared/models/Role';
 import { User } from '../../shared/models/User';
 import { OAuthClient } from '../../shared/models/OAuthClient';
-import { pagesOf, readOncePerTurn, RowLoader, rowsBy } from '../../shared/rowLoader';
+import { computeOncePerTurn, pagesOf, readOncePerTurn, RowLoader, rowsBy } from '../../shared/rowLoader';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 
@@ -222,4 +222,44 @@ test.serial('pagesOf: pages of several parents in one statement, each with its o
   } finally {
     db.off('query', listener);
   }
+});
+
+test('computeOncePerTurn: identical keys in one turn share one computation and its result or error', async (t) => {
+  const shared = computeOncePerTurn<{ key: string; run: number }>();
+  const db = stack().db;
+  let runs = 0;
+  const compute = (key: string) => async () => {
+    runs++;
+    const run = runs;
+    await new Promise((r) => setImmediate(r));
+    if (key === 'bad') throw new Error(`failed ${run}`);
+    return { key, run };
+  };
+  const [a1, a2, b, a3] = await Promise.all([
+    shared(db, 'a', compute('a')),
+    shared(db, 'a', compute('a')),
+    shared(db, 'b', compute('b')),
+    shared(db, 'a', compute('a')),
+  ]);
+  t.is(runs, 2);
+  t.is(a1, a2);
+  t.is(a1, a3);
+  t.deepEqual(a1, { key: 'a', run: 1 });
+  t.deepEqual(b, { key: 'b', run: 2 });
+  // A later turn computes again: nothing is kept between turns.
+  const again = await shared(db, 'a', compute('a'));
+  t.deepEqual(again, { key: 'a', run: 3 });
+  // Another database never joins.
+  const other = knex({ client: 'pg' });
+  try {
+    const [x, y] = await Promise.all([shared(db, 'a', compute('a')), shared(other, 'a', compute('a'))]);
+    t.not(x, y);
+  } finally {
+    await other.destroy();
+  }
+  const errors = await Promise.allSettled([shared(db, 'bad', compute('bad')), shared(db, 'bad', compute('bad'))]);
+  t.deepEqual(
+    errors.map((e) => (e.status === 'rejected' ? (e.reason as Error).message : 'ok')),
+    ['failed 6', 'failed 6'],
+  );
 });
