@@ -2,6 +2,7 @@ import DataLoader from 'dataloader';
 import type { Knex } from 'knex';
 import type { Model } from 'objection';
 import { notFound } from './errors';
+import { KEYED_ROW_COUNTERS, KeyedRowCounter, keyedCounterSql } from './queries/counters';
 import { isUuid } from './zod';
 
 /** Postgres compares uuids case-insensitively; text ids stay exact. */
@@ -384,13 +385,20 @@ export function pagesOf<M extends Model>(
   /** The parent column's PostgreSQL type (`uuid`, `text`): the keys are sent as one array of it. */
   parentType: 'uuid' | 'text',
   orderBy: ReadonlyArray<readonly [string, 'asc' | 'desc']>,
-  /** Count at most this many rows per parent (the total then says "at least"), for parents with millions. */
-  opts: { countCap?: number } = {},
+  opts: {
+    /** Count at most this many rows per parent (the total then says "at least"), for parents with millions. */
+    countCap?: number;
+    /** Read each parent's exact total from this keyed row counter instead of counting its rows. */
+    counter?: KeyedRowCounter;
+  } = {},
 ): { load(db: Knex, parentId: string, limit: number, offset: number): Promise<{ results: M[]; total: number }> } {
   const table = model.tableName;
   const id = model.idColumn as string;
-  const count =
-    opts.countCap === undefined
+  if (opts.counter && KEYED_ROW_COUNTERS[opts.counter].column !== parentColumn)
+    throw new Error(`pagesOf(${table}): counter ${opts.counter} does not count by ${parentColumn}`);
+  const count = opts.counter
+    ? keyedCounterSql(opts.counter, 'k.id::text')
+    : opts.countCap === undefined
       ? `SELECT count(*) FROM "${table}" c WHERE c."${parentColumn}" = k.id`
       : `SELECT count(*) FROM (SELECT 1 FROM "${table}" c WHERE c."${parentColumn}" = k.id LIMIT ${Math.floor(opts.countCap)}) capped`;
   const order = orderBy.map(([c, d]) => `x."${c}" ${d === 'desc' ? 'DESC' : 'ASC'}`).join(', ');

@@ -107,7 +107,8 @@ const samePage = computeOncePerTurn<AuditPage>();
 
 /**
  * A user's events, newest first, for every user asked for in one turn with the same page: one
- * statement (a LATERAL page and a capped count per user) instead of one per user.
+ * statement (a LATERAL page per user, the exact total from the user's keyed row counter) instead
+ * of one per user, and no count over a user's events however many there are.
  */
 const userPages = pagesOf(
   AuditEvent,
@@ -117,7 +118,7 @@ const userPages = pagesOf(
     ['created_at', 'desc'],
     ['id', 'desc'],
   ],
-  { countCap: AUDIT_COUNT_CAP + 1 },
+  { counter: 'audit_events_by_user' },
 );
 
 /** Only the user filter, newest first: what /v1/users/{id}/audit asks without filters. */
@@ -133,9 +134,7 @@ async function readAuditPage(db: Knex, f: AuditFilter, page: { page: number; lim
   if (onlyUser(f)) {
     const userId = isUuid(f.user_id) ? f.user_id.toLowerCase() : f.user_id!;
     const { results, total } = await userPages.load(db, userId, page.limit, (page.page - 1) * page.limit);
-    if (total <= AUDIT_COUNT_CAP) return { events: results, total, estimated: false };
-    const { q } = await filtered(db, f);
-    return { events: results, total: Math.max(AUDIT_COUNT_CAP + 1, await estimateRows(db, q)), estimated: true };
+    return { events: results, total, estimated: false };
   }
   const { q: base } = await filtered(db, f);
   const dir = f.sort_direction ?? 'desc';

@@ -19,6 +19,20 @@ export const ROW_COUNTERS = {
 } as const;
 export type RowCounter = keyof typeof ROW_COUNTERS;
 
+/**
+ * Keyed row counters (migration 20261126000000_keyed_row_counters): the rows of a table per value of
+ * one column, each value's count under `<name>:<value>`. pagesOf (shared/rowLoader.ts) reads a
+ * parent's exact total from one with its `counter` option.
+ */
+export const KEYED_ROW_COUNTERS = {
+  audit_events_by_user: { table: 'audit_events', column: 'user_id' },
+} as const;
+export type KeyedRowCounter = keyof typeof KEYED_ROW_COUNTERS;
+
+/** SQL of a scalar subquery reading a keyed counter's value for the key in the SQL expression `key`. */
+export const keyedCounterSql = (name: KeyedRowCounter, key: string) =>
+  `(SELECT coalesce(sum(n), 0)::bigint FROM row_counters WHERE counter = '${name}:' || ${key})`;
+
 /** The counter of every row of `table`, if there is one. */
 export function wholeTableCounter(table: string): RowCounter | undefined {
   for (const [name, c] of Object.entries(ROW_COUNTERS))

@@ -76,3 +76,48 @@ test.serial('concurrent writers on many connections keep the counter exact', asy
   t.is(await readCounter(db, 'geofences'), await counted('geofences'));
   t.true((await readCounter(db, 'geofences')) > before);
 });
+
+test.serial('a keyed counter follows each key through inserts, deletes, key changes and truncates', async (t) => {
+  const byUser = async () => {
+    const { rows } = await db.raw(
+      `SELECT substr(counter, length('audit_events_by_user:') + 1) AS k, sum(n)::int AS n FROM row_counters
+        WHERE counter LIKE 'audit_events_by_user:%' GROUP BY 1 HAVING sum(n) <> 0 ORDER BY 1`,
+    );
+    return rows as Array<{ k: string; n: number }>;
+  };
+  const counted = async () => {
+    const { rows } = await db.raw(
+      `SELECT user_id AS k, count(*)::int AS n FROM audit_events WHERE user_id IS NOT NULL GROUP BY 1 ORDER BY 1`,
+    );
+    return rows as Array<{ k: string; n: number }>;
+  };
+  const insert = (user: string | null, n: number) =>
+    db.raw(
+      `INSERT INTO audit_events (user_id, event_type, status, source_service, metadata)
+       SELECT ?, 'login', 'success', 'api', '{}' FROM generate_series(1, ?)`,
+      [user, n],
+    );
+  await Promise.all([insert('ext-bot:1', 5), insert('ext-bot:2', 3), insert(null, 2), insert('ext-bot:1', 2)]);
+  t.deepEqual(
+    (await byUser()).filter((r) => r.k.startsWith('ext-bot')),
+    [
+      { k: 'ext-bot:1', n: 7 },
+      { k: 'ext-bot:2', n: 3 },
+    ],
+  );
+  t.deepEqual(await byUser(), await counted());
+  await db.raw(
+    `DELETE FROM audit_events WHERE id IN (SELECT id FROM audit_events WHERE user_id = 'ext-bot:1' LIMIT 4)`,
+  );
+  await db.raw(`UPDATE audit_events SET user_id = 'ext-bot:3' WHERE user_id = 'ext-bot:2'`);
+  t.deepEqual(await byUser(), await counted());
+  t.deepEqual(
+    (await byUser()).filter((r) => r.k.startsWith('ext-bot')),
+    [
+      { k: 'ext-bot:1', n: 3 },
+      { k: 'ext-bot:3', n: 3 },
+    ],
+  );
+  await db.raw('TRUNCATE audit_events CASCADE');
+  t.deepEqual(await byUser(), []);
+});
