@@ -90,3 +90,21 @@ export const successSchema = z.object({ success: z.boolean(), message: z.string(
 export const emailSentSchema = z
   .object({ message: z.string(), expires_at: z.string().datetime() })
   .openapi('VerificationEmailSent');
+
+/** JSON answers already serialised, per shared result and URL (see sharedJson). */
+const serialised = new WeakMap<object, Map<string, Buffer>>();
+
+/**
+ * Answers `build()` as JSON, serialised once per `shared` result and request URL: the callers of
+ * one turn that share a result (computeOncePerTurn in shared/rowLoader.ts) and ask the same URL get
+ * the same bytes, built by the first. `build` must depend only on `shared` and the URL. The bytes
+ * live as long as `shared` does (the turn's callers), never longer.
+ */
+export function sharedJson(ctx: Context, shared: object, build: () => unknown): void {
+  let byUrl = serialised.get(shared);
+  if (!byUrl) serialised.set(shared, (byUrl = new Map()));
+  let json = byUrl.get(ctx.url);
+  if (!json) byUrl.set(ctx.url, (json = Buffer.from(JSON.stringify(build()))));
+  ctx.type = 'application/json';
+  ctx.body = json;
+}

@@ -10,6 +10,7 @@ import { AUDIT_SORT_FIELDS, AuditFilter, findAuditPage } from '../../shared/quer
 import { queryOncePerTurn } from '../../shared/rowLoader';
 import { z, zQueryBool, zUuid } from '../../shared/zod';
 import { pageLinks, paginationQuery } from '../pagination';
+import { sharedJson } from '../responses';
 import { loadUser, requireActingUser } from '../params';
 import { AppContext, AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
@@ -65,7 +66,10 @@ async function answerPage(
     throw badRequest('start_date: must not be after end_date');
   const [, result] = await Promise.all([check?.(), findAuditPage(ctx.services.db, filter, page)]);
   if (result.estimated) ctx.set('X-Total-Count-Estimated', 'true');
-  ctx.body = presentAuditPage(result.events, result.total, page, pageLinks(ctx, page, result.total));
+  // The turn's callers of one page and URL share its bytes (the page is shared by findAuditPage).
+  sharedJson(ctx, result, () =>
+    presentAuditPage(result.events, result.total, page, pageLinks(ctx, page, result.total)),
+  );
 }
 
 /**
