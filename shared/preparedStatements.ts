@@ -6,7 +6,7 @@ import type { Knex } from 'knex';
  * prepared statement: PostgreSQL parses it once per connection and, after a few executions, reuses
  * a generic plan. Parsing and planning were most of the database's time on the api's small reads
  * (a one-row user view: 2,900/s unnamed, 10,300/s named through the same pool), so this is the
- * first of the hot-path mechanisms (docs/hot-paths.md) and every query gets it without asking.
+ * first of the hot-path mechanisms (README "Hot paths") and every query gets it without asking.
  *
  * The name is a hash of the SQL text, so one text is one statement on each connection whatever
  * its bind values. Left unnamed: statements with a `;` (several commands cannot be prepared),
