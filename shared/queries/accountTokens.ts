@@ -1,7 +1,10 @@
 import type { Knex } from 'knex';
 import { sha256 } from '../crypto';
 import { AccountToken, AccountTokenPurpose } from '../models/AccountToken';
-import { userAndLatest } from './users';
+import { latestOfUser, type LatestOfUser } from './users';
+
+/** The pending-token read of each purpose (a handful), made on first use. */
+const pendingReads = new Map<AccountTokenPurpose, LatestOfUser<AccountToken>>();
 
 /** Reads a usable token without claiming it (to check who it belongs to before acting). */
 export async function peekAccountToken(
@@ -27,12 +30,17 @@ export async function pendingAccountToken(
   userId: string,
   purpose: AccountTokenPurpose,
 ): Promise<{ row: AccountToken | undefined } | undefined> {
-  return userAndLatest(db, userId, AccountToken, (q) =>
-    q
-      .where('account_tokens.purpose', purpose)
-      .whereNull('account_tokens.used_at')
-      // The database's clock, so every call has the same statement and the reads batch.
-      .where('account_tokens.expires_at', '>', db.fn.now())
-      .orderBy('account_tokens.created_at', 'desc'),
-  );
+  let read = pendingReads.get(purpose);
+  if (!read) {
+    read = latestOfUser(AccountToken, (q, knex) =>
+      q
+        .where('account_tokens.purpose', purpose)
+        .whereNull('account_tokens.used_at')
+        // The database's clock, so every call has the same statement and the reads batch.
+        .where('account_tokens.expires_at', '>', knex.fn.now())
+        .orderBy('account_tokens.created_at', 'desc'),
+    );
+    pendingReads.set(purpose, read);
+  }
+  return read(db, userId);
 }

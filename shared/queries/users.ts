@@ -6,7 +6,7 @@ import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
 import { normaliseEmail } from '../domain/accounts';
 import { DisplayedAccount, FlatUser, presentFlatUser } from '../presenters/user';
-import { groupBy, rowsBy, turnBatcher, turnBatcherByDb } from '../rowLoader';
+import { groupBy, rowsBy, turnBatcherByDb, withoutColumns } from '../rowLoader';
 import { isUuid } from '../zod';
 
 /** Whether a username is taken (case-insensitively), optionally ignoring one user. */
@@ -217,18 +217,17 @@ const userIdByEmailInTurn = turnBatcherByDb(async (db, emails) => {
 });
 
 /** A user's active ban (as findActiveBan decides), and whether the user exists (deleted or not), in one statement. */
+const activeBanOf = latestOfUser(
+  Ban,
+  (q, db) =>
+    q
+      .whereNull('bans.unbanned_at')
+      .where((w) => w.whereNull('bans.expires_at').orWhere('bans.expires_at', '>', db.fn.now()))
+      .orderBy('bans.banned_at', 'desc'),
+  { includeDeleted: true },
+);
 export async function userActiveBan(db: Knex, userId: string): Promise<{ row: Ban | undefined } | undefined> {
-  return userAndLatest(
-    db,
-    userId,
-    Ban,
-    (q) =>
-      q
-        .whereNull('bans.unbanned_at')
-        .where((w) => w.whereNull('bans.expires_at').orWhere('bans.expires_at', '>', db.fn.now()))
-        .orderBy('bans.banned_at', 'desc'),
-    { includeDeleted: true },
-  );
+  return activeBanOf(db, userId);
 }
 
 /** Every ban of a user, newest first. */
@@ -243,59 +242,59 @@ export async function hasRole(db: Knex, userId: string, roleId: string): Promise
 
 type LatestRow = Record<string, unknown> & { _user_id: string };
 
-/** The batched reads of userAndLatest, per database and statement shape (SQL and bindings). */
-const latestReads = new WeakMap<Knex, Map<string, (userId: string) => Promise<LatestRow | undefined>>>();
-/** Distinct shapes kept per database before the map starts over (the shapes are a handful). */
-const MAX_SHAPES = 256;
+/** The column latestOfUser adds to each row: whose row it is. */
+const LATEST_COLUMNS: ReadonlySet<string> = new Set(['_user_id']);
 
-/** One statement for many users: each user's id with its newest row (LATERAL), live users unless `includeDeleted`. */
-async function latestRows(
-  db: Knex,
-  sub: Knex.Sql,
-  includeDeleted: boolean,
-  ids: string[],
-): Promise<Map<string, LatestRow>> {
-  const q = db('users as u')
-    .joinRaw(`LEFT JOIN LATERAL (${sub.sql}) AS x ON true`, [...sub.bindings])
-    .whereRaw('u.id = ANY(?)', [ids])
-    .select(db.raw('u.id::text AS _user_id'), 'x.*');
-  if (!includeDeleted) q.whereNull('u.deleted_at');
-  const rows = (await q) as LatestRow[];
-  return new Map(rows.map((r) => [r._user_id, r]));
-}
+/** A read made by `latestOfUser`. */
+export type LatestOfUser<M> = (db: Knex, userId: string) => Promise<{ row: M | undefined } | undefined>;
 
 /**
- * A user's newest row of a table (`pick` narrows and orders a query on it; it is limited to one row
- * of the user) together with whether the user exists, in one statement (a LATERAL join):
- * undefined when there is no such user (no live one unless `includeDeleted`), `{ row: undefined }`
- * when the user has no such row. For single-resource reads that would otherwise load the user first.
+ * The read of a user's newest row of a table (`pick` narrows and orders a query on it; it is
+ * limited to one row of the user) together with whether the user exists, in one statement (a
+ * LATERAL join): undefined when there is no such user (no live one unless `includeDeleted`),
+ * `{ row: undefined }` when the user has no such row. For single-resource reads that would
+ * otherwise load the user first.
  *
- * Batched per event-loop turn (`turnBatcher`): calls with the same statement shape (same `pick`,
- * same bindings) share one `WHERE u.id = ANY($1)` statement.
+ * Define it once (module level): its statement is built and compiled on first use only, and the
+ * reads of one event-loop turn share it (`turnBatcherByDb`), one `WHERE u.id = ANY($1)` for all.
+ * `pick` gets the database for its expressions (`db.fn.now()`: the database's clock keeps the
+ * statement the same for every call); a value in it is fixed for the read's lifetime.
  */
-export async function userAndLatest<M extends Model>(
-  db: Knex,
-  userId: string,
+export function latestOfUser<M extends Model>(
   model: typeof Model & (new () => M),
-  pick: (q: Knex.QueryBuilder) => void,
+  pick: (q: Knex.QueryBuilder, db: Knex) => void,
   opts: { includeDeleted?: boolean } = {},
-): Promise<{ row: M | undefined } | undefined> {
+): LatestOfUser<M> {
   const table = model.tableName;
-  const latest = db(table).select(`${table}.*`).whereRaw('??.user_id = u.id', [table]).limit(1);
-  pick(latest);
-  const sub = latest.toSQL();
-  const includeDeleted = Boolean(opts.includeDeleted);
-  const shape = `${includeDeleted}\n${sub.sql}\n${JSON.stringify(sub.bindings)}`;
-  let shapes = latestReads.get(db);
-  if (!shapes) latestReads.set(db, (shapes = new Map()));
-  let read = shapes.get(shape);
-  if (!read) {
-    if (shapes.size >= MAX_SHAPES) shapes.clear();
-    read = turnBatcher((ids) => latestRows(db, sub, includeDeleted, ids));
-    shapes.set(shape, read);
-  }
-  const found = await read(userId);
-  if (!found) return undefined;
-  const { _user_id: _, ...columns } = found;
-  return { row: columns[model.idColumn as string] == null ? undefined : (model.fromDatabaseJson(columns) as M) };
+  let compiled: { sql: string; bindings: readonly unknown[]; idsAt: number } | undefined;
+  const compile = (db: Knex) => {
+    const latest = db(table).select(`${table}.*`).whereRaw('??.user_id = u.id', [table]).limit(1);
+    pick(latest, db);
+    const sub = latest.toSQL();
+    const ids: string[] = [];
+    const q = db('users as u')
+      .joinRaw(`LEFT JOIN LATERAL (${sub.sql}) AS x ON true`, [...sub.bindings])
+      .whereRaw('u.id = ANY(?)', [ids])
+      .select(db.raw('u.id::text AS _user_id'), 'x.*');
+    if (!opts.includeDeleted) q.whereNull('u.deleted_at');
+    const { sql, bindings } = q.toSQL();
+    const idsAt = bindings.indexOf(ids as never);
+    if (idsAt < 0) throw new Error(`latestOfUser(${table}): the ids parameter is not among the bindings`);
+    return { sql, bindings, idsAt };
+  };
+  const read = turnBatcherByDb(async (db, ids) => {
+    compiled ??= compile(db);
+    const bindings = [...compiled.bindings];
+    bindings[compiled.idsAt] = ids;
+    // Sent raw, as a named prepared statement (shared/preparedStatements.ts).
+    const { rows } = await db.raw<{ rows: LatestRow[] }>(compiled.sql, bindings as Knex.RawBinding[]);
+    return new Map(rows.map((r) => [r._user_id, r]));
+  });
+  const idColumn = model.idColumn as string;
+  return async (db, userId) => {
+    const found = await read(db, userId);
+    if (!found) return undefined;
+    const columns = withoutColumns(found, LATEST_COLUMNS);
+    return { row: columns[idColumn] == null ? undefined : (model.fromDatabaseJson(columns) as M) };
+  };
 }
