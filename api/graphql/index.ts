@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import type Router from '@koa/router';
 import depthLimit from 'graphql-depth-limit';
-import { GraphQLError, GraphQLSchema, printSchema } from 'graphql';
+import { GraphQLError, GraphQLSchema, printSchema, specifiedRules, ValidationRule } from 'graphql';
 import { createHandler } from 'graphql-http/lib/use/koa';
 import { createComplexityRule, fieldExtensionsEstimator, simpleEstimator } from 'graphql-query-complexity';
 import { buildSchema, MiddlewareFn, NonEmptyArray } from 'type-graphql';
@@ -14,6 +14,7 @@ import type { GqlContext } from './context';
 import { graphiqlRoutes } from './graphiql';
 import { createLoaders } from './loaders';
 import { documentGraphqlRoutes } from './openapi';
+import { operationCache } from './operationCache';
 import { AuditResolver } from './audit';
 import { MeResolver } from './me';
 import { WsTicketResolver } from './wsTicket';
@@ -127,36 +128,54 @@ export function graphqlRoutes(
   schema: GraphQLSchema,
   production: boolean,
 ): void {
+  // Depth and cost are checked with the other validation rules, before anything runs; batching
+  // (an array of operations) is refused by graphql-http itself.
+  const rulesFor = (variables: Record<string, unknown>, operationName: string | undefined): ValidationRule[] => [
+    ...specifiedRules,
+    depthLimit(MAX_QUERY_DEPTH),
+    createComplexityRule({
+      maximumComplexity: MAX_QUERY_COST,
+      variables,
+      operationName,
+      estimators: [fieldExtensionsEstimator(), simpleEstimator({ defaultComplexity: 1 })],
+      createError: (max, actual) =>
+        new GraphQLError(
+          `query cost ${actual} exceeds the maximum of ${max}`,
+          undefined,
+          undefined,
+          undefined,
+          undefined,
+          undefined,
+          {
+            code: 'QUERY_TOO_COMPLEX',
+            cost: actual,
+            maximumCost: max,
+          },
+        ),
+    }),
+  ];
+  const operations = operationCache(schema, rulesFor);
+  const contextOf = (req: { raw: unknown }) => (req.raw as { gqlContext: GqlContext }).gqlContext;
   const handler = createHandler<GqlContext>({
     schema,
     formatError,
-    context: (req) => (req.raw as unknown as { gqlContext: GqlContext }).gqlContext,
-    // Depth and cost are checked with the other validation rules, before anything runs; batching
-    // (an array of operations) is refused by graphql-http itself.
-    validationRules: (_req, args, specified) => [
-      ...specified,
-      depthLimit(MAX_QUERY_DEPTH),
-      createComplexityRule({
-        maximumComplexity: MAX_QUERY_COST,
-        variables: args.variableValues ?? {},
-        operationName: args.operationName ?? undefined,
-        estimators: [fieldExtensionsEstimator(), simpleEstimator({ defaultComplexity: 1 })],
-        createError: (max, actual) =>
-          new GraphQLError(
-            `query cost ${actual} exceeds the maximum of ${max}`,
-            undefined,
-            undefined,
-            undefined,
-            undefined,
-            undefined,
-            {
-              code: 'QUERY_TOO_COMPLEX',
-              cost: actual,
-              maximumCost: max,
-            },
-          ),
-      }),
-    ],
+    context: contextOf,
+    // A repeated operation skips parsing and validation (operationCache); one that is not cached
+    // (too long, or not parseable) takes graphql-http's own path with the same rules.
+    onSubscribe: (req, params) => {
+      if (typeof params.query !== 'string') return undefined;
+      const op = operations.get(params.query, params.variables, params.operationName);
+      if (!op) return undefined;
+      if (op.errors.length) return op.errors;
+      return {
+        schema,
+        document: op.document,
+        operationName: params.operationName,
+        variableValues: params.variables,
+        contextValue: contextOf(req),
+      };
+    },
+    validationRules: (_req, args) => rulesFor(args.variableValues ?? {}, args.operationName ?? undefined),
   });
   const gql: Router.Middleware<AppState, { services: ApiServices }> = async (ctx) => {
     (ctx.req as unknown as { gqlContext: GqlContext }).gqlContext = {
