@@ -148,38 +148,41 @@ test('an expensive query is refused by its cost, with a GraphQL error', async (t
   t.is(many.body.errors[0].extensions.code, 'QUERY_TOO_COMPLEX');
 });
 
-test('the same operation text is priced with each request’s variables (cached parse and validation)', async (t) => {
-  const s = stack();
-  const { token } = await admin();
-  const Q =
-    'query($limit: Int!, $first: Int!) { trips(limit: $limit) { data { id gpsPoints(first: $first) { nodes { id } } } } }';
-  const ask = (limit: number, first: number) =>
-    s.request('POST', '/v1/gql', { token, body: { query: Q, variables: { limit, first } } });
-  for (const [limit, first, refused] of [
-    [1, 1, false],
-    [100, 1000, true],
-    [1, 1, false],
-    [100, 1000, true],
-  ] as const) {
-    const r = await ask(limit, first);
-    t.is(r.status, 200, r.text);
-    if (refused) t.is(r.body.errors[0].extensions.code, 'QUERY_TOO_COMPLEX', r.text);
-    else t.is(r.body.errors, undefined, r.text);
-  }
-  // An invalid operation answers the same error every time; a mutation over GET stays refused.
-  for (let i = 0; i < 2; i++) {
-    const bad = await s.request('POST', '/v1/gql', { token, body: { query: '{ noSuchField }' } });
-    t.is(bad.body.errors[0].extensions.code, 'GRAPHQL_VALIDATION_FAILED', bad.text);
-    const syntax = await s.request('POST', '/v1/gql', { token, body: { query: '{ me {' } });
-    t.is(syntax.body.errors[0].extensions.code, 'GRAPHQL_PARSE_FAILED', syntax.text);
-    const viaGet = await s.request(
-      'GET',
-      `/v1/gql?query=${encodeURIComponent('mutation { mintWsTicket { ticket } }')}`,
-      { token },
-    );
-    t.is(viaGet.status, 405, viaGet.text);
-  }
-});
+test.serial(
+  'the same operation text is priced with each request’s variables (cached parse and validation)',
+  async (t) => {
+    const s = stack();
+    const { token } = await admin();
+    const Q =
+      'query($limit: Int!, $first: Int!) { trips(limit: $limit) { data { id gpsPoints(first: $first) { nodes { id } } } } }';
+    const ask = (limit: number, first: number) =>
+      s.request('POST', '/v1/gql', { token, body: { query: Q, variables: { limit, first } } });
+    for (const [limit, first, refused] of [
+      [1, 1, false],
+      [100, 1000, true],
+      [1, 1, false],
+      [100, 1000, true],
+    ] as const) {
+      const r = await ask(limit, first);
+      t.is(r.status, 200, r.text);
+      if (refused) t.is(r.body.errors[0].extensions.code, 'QUERY_TOO_COMPLEX', r.text);
+      else t.is(r.body.errors, undefined, r.text);
+    }
+    // An invalid operation answers the same error every time; a mutation over GET stays refused.
+    for (let i = 0; i < 2; i++) {
+      const bad = await s.request('POST', '/v1/gql', { token, body: { query: '{ noSuchField }' } });
+      t.is(bad.body.errors[0].extensions.code, 'GRAPHQL_VALIDATION_FAILED', bad.text);
+      const syntax = await s.request('POST', '/v1/gql', { token, body: { query: '{ me {' } });
+      t.is(syntax.body.errors[0].extensions.code, 'GRAPHQL_PARSE_FAILED', syntax.text);
+      const viaGet = await s.request(
+        'GET',
+        `/v1/gql?query=${encodeURIComponent('mutation { mintWsTicket { ticket } }')}`,
+        { token },
+      );
+      t.is(viaGet.status, 405, viaGet.text);
+    }
+  },
+);
 
 test('introspection is allowed (as GraphiQL sends it)', async (t) => {
   const s = stack();
