@@ -22,7 +22,7 @@ import {
 import { guildBySnowflake, guildChannels, guildMember, listGuilds, searchMembers } from '../../shared/queries/chat';
 import { findOr404 } from '../../shared/rowLoader';
 import { atLeastOne, isUuid, z, zQueryBool, zQueryInt, zUuid } from '../../shared/zod';
-import { listSchema, noContent, resource } from '../responses';
+import { listSchema, noContent, resource, sharedJson } from '../responses';
 import { AppContext, AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 
@@ -322,7 +322,7 @@ export function chatRoutes(router: Router<AppState, { services: ApiServices }>):
     },
     async (ctx, { params, query }) => {
       const guild = await findOr404(ChatGuild, params.guild_id, 'guild');
-      const { members, total } = await searchMembers(ctx.services.db, guild.id, {
+      const page = await searchMembers(ctx.services.db, guild.id, {
         search: query.search || undefined,
         botOnly: query.bot_only,
         humansOnly: query.humans_only,
@@ -330,12 +330,12 @@ export function chatRoutes(router: Router<AppState, { services: ApiServices }>):
         limit: query.limit,
         offset: query.offset,
       });
-      const now = Date.now();
-      ctx.body = {
-        members: members.map((m) => presentChatMember(m, cdn(ctx), now)),
-        total_count: total,
-        has_more: query.offset + members.length < total,
-      };
+      // The callers of a turn that asked for this page share its JSON (the page is all it depends on).
+      sharedJson(ctx, page, () => ({
+        members: page.members.map((m) => presentChatMember(m, cdn(ctx), page.at)),
+        total_count: page.total,
+        has_more: query.offset + page.members.length < page.total,
+      }));
     },
   );
 

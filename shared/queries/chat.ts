@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { ChatChannel } from '../models/ChatChannel';
 import { ChatGuild } from '../models/ChatGuild';
 import { ChatMember } from '../models/ChatMember';
-import { queryOncePerTurn, rowBy, rowsBy, sharedPerTurn, turnBatcherByDb } from '../rowLoader';
+import { computeOncePerTurn, rowBy, rowsBy, sharedPerTurn, turnBatcherByDb, withoutColumns } from '../rowLoader';
 
 /** Read-only lookups of the chat bot's synced data (spec §4.23). */
 
@@ -66,28 +66,46 @@ function applyFilter<Q extends ReturnType<typeof ChatMember.query>>(q: Q, guildU
   return q;
 }
 
-export async function searchMembers(
-  db: Knex,
-  guildUuid: string,
-  f: MemberFilter,
-): Promise<{ members: ChatMember[]; total: number }> {
-  const q = applyFilter(ChatMember.query(db), guildUuid, f)
+/** A page of members, as read: shared by the callers of one turn that ask for the same page. */
+export interface MemberPage {
+  readonly members: readonly ChatMember[];
+  readonly total: number;
+  /** When it was read (ms): presenters that depend on the time use this, so the page's callers agree. */
+  readonly at: number;
+}
+
+const TOTAL_COLUMN: ReadonlySet<string> = new Set(['total_count']);
+
+async function readMembers(db: Knex, guildUuid: string, f: MemberFilter): Promise<MemberPage> {
+  const found = (await applyFilter(ChatMember.query(db), guildUuid, f)
     .select('chat_members.*', db.raw('count(*) OVER () AS total_count'))
     .orderByRaw('lower(coalesce(nickname, global_name, username)), user_id')
     .limit(f.limit)
-    .offset(f.offset);
-  // Identical pages asked for in one turn share the statement; each caller builds its own models.
-  const found = await queryOncePerTurn(db, q.toKnexQuery());
+    .offset(f.offset)
+    .toKnexQuery()) as Array<Record<string, unknown>>;
   let total = found.length ? Number(found[0]!.total_count) : 0;
-  const rows = found.map(({ total_count: _total, ...r }) => ChatMember.fromDatabaseJson(r));
-  if (!rows.length && f.offset > 0) {
+  const members = found.map((r) => ChatMember.fromDatabaseJson(withoutColumns(r, TOTAL_COLUMN)));
+  if (!members.length && f.offset > 0) {
     // Past the end there is no row to carry the window count: count on its own.
     const c = (await applyFilter(ChatMember.query(db), guildUuid, f).count('* as n').first()) as unknown as {
       n: string;
     };
     total = Number(c.n);
   }
-  return { members: rows, total };
+  return { members, total, at: Date.now() };
+}
+
+/** Identical member pages asked for in one turn: one read, built once (computeOncePerTurn). */
+const memberPagesInTurn = computeOncePerTurn<MemberPage>();
+
+/**
+ * A page of a guild's members and the filter's exact total. The callers of one turn asking for the
+ * same page share it (statement, models and all): present it, do not change it.
+ */
+export async function searchMembers(db: Knex, guildUuid: string, f: MemberFilter): Promise<MemberPage> {
+  if ((db as Knex.Transaction).isTransaction) return readMembers(db, guildUuid, f);
+  const key = `${guildUuid.toLowerCase()}\n${JSON.stringify([f.search, f.botOnly, f.humansOnly, f.hasRole, f.limit, f.offset])}`;
+  return memberPagesInTurn(db, key, () => readMembers(db, guildUuid, f));
 }
 
 /** One member of a guild by the user's snowflake. */

@@ -1,5 +1,6 @@
 import test from 'ava';
 import { startChatBot } from '../helpers/chatBot';
+import { searchMembers } from '../../shared/queries/chat';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 
@@ -50,6 +51,7 @@ test.serial('a guild of 100,000 members syncs (through 64 KiB frames), then re-s
     members: Array.from({ length: N }, (_, i) => member(i)),
   };
   let bot = await startChatBot(s, { guilds: [guild] });
+  t.teardown(() => bot.stop());
   t.like((await s.request('POST', '/v1/chat/sync', { token: mod.token, body: {} })).body, { success: true });
 
   let started = Date.now();
@@ -76,6 +78,36 @@ test.serial('a guild of 100,000 members syncs (through 64 KiB frames), then re-s
   t.deepEqual(
     role.body.members.map((m: any) => m.username),
     ['member_49995', 'member_49990'],
+  );
+  // Concurrent requests for one page agree, and another page is its own.
+  const same = `/v1/chat/guilds/${uuid}/members?bot_only=true&limit=100`;
+  const burst = await Promise.all([
+    ...Array.from({ length: 6 }, () => s.request('GET', same, { token: mod.token })),
+    s.request('GET', `${same}&offset=100`, { token: mod.token }),
+  ]);
+  for (const r of burst.slice(0, 6)) t.deepEqual(r.body, page.body);
+  t.is(burst[6].body.total_count, N / 100);
+  t.notDeepEqual(burst[6].body.members, page.body.members);
+  // The reads of one turn for the same page share one statement and one page; another page reads its own.
+  const statements: string[] = [];
+  const onQuery = (q: { sql: string }) => void (/\bchat_members\b/.test(q.sql) && statements.push(q.sql));
+  s.db.on('query', onQuery);
+  const filter = { botOnly: true, limit: 100, offset: 0 };
+  const [p1, p2, p3, other] = await Promise.all([
+    searchMembers(s.db, uuid, filter),
+    searchMembers(s.db, uuid, { ...filter }),
+    searchMembers(s.db, uuid.toUpperCase(), filter),
+    searchMembers(s.db, uuid, { ...filter, offset: 100 }),
+  ]);
+  s.db.removeListener('query', onQuery);
+  t.is(statements.length, 2, statements.join('\n'));
+  t.is(p1, p2);
+  t.is(p1, p3);
+  t.not(p1, other);
+  t.is(p1.total, N / 100);
+  t.deepEqual(
+    p1.members.map((m) => m.user_id),
+    page.body.members.map((m: { user_id: string }) => m.user_id),
   );
   t.like((await s.request('GET', `/v1/chat/guilds/${uuid}/members/10000070`, { token: mod.token })).body, {
     display_name: 'Nick 70',
