@@ -4,6 +4,7 @@ import type { Config } from '../config';
 import type { GpsPushData } from '../events';
 import { GPS_POINT_COLUMNS, GpsPointRow, presentGpsPoint } from '../presenters/gpsPoint';
 import { redisKey, RedisKeys } from '../redis';
+import { computeOncePerTurn } from '../rowLoader';
 import { trackingConfig } from './trackingConfig';
 
 /** Spec §8: the latest GPS point is cached for 5 minutes (system config gps.latest_cache_seconds). */
@@ -132,17 +133,29 @@ export async function forgetLatestGps(
   await redis.del(...keys);
 }
 
+/** Identical latest-point reads of one turn (computeOncePerTurn): one cache read and decode for all. */
+const latestInTurn = computeOncePerTurn<GpsPushData | null>();
+
 /**
  * The latest point, globally or for one device identifier (null when there is none): from the
- * cache when it holds a complete value, else from the database, merged into the cache.
+ * cache when it holds a complete value, else from the database, merged into the cache. The
+ * callers of one event-loop turn asking for the same key share one read and its (frozen) answer;
+ * nothing is kept past the turn.
  */
-export async function latestGps(
+export function latestGps(
   db: Knex,
   redis: Redis,
   config: Pick<Config, 'redisPrefix'>,
   deviceId?: string,
 ): Promise<GpsPushData | null> {
   const key = latestKey(config, deviceId);
+  return latestInTurn(db, key, async () => {
+    const point = await readLatestGps(db, redis, key, deviceId);
+    return point && Object.freeze(point);
+  });
+}
+
+async function readLatestGps(db: Knex, redis: Redis, key: string, deviceId?: string): Promise<GpsPushData | null> {
   const cached = await redis.get(key).catch(() => undefined);
   if (cached && cached[0] === 'c') return decode(cached);
   const q = db('gps_points')
