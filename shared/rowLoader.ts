@@ -309,6 +309,57 @@ export function computeOncePerTurn<V>(): (db: Knex, key: string, compute: () => 
 }
 
 /**
+ * Identical expensive computations (a whole table as one answer), at most one running per key:
+ * `coalesced()` makes a function `(db, key, compute)` whose callers share a computation that starts
+ * after they asked. Callers of one turn share one that starts at the end of the turn; callers who
+ * ask while it runs share the next one, which starts when the running one ends. So N concurrent
+ * requests for a read that takes longer than a turn cost about two computations, not N piled up on
+ * the pool (each of which would take longer the more there are), and every caller's answer still
+ * comes from statements sent after it asked. The result is shared: callers must not change it.
+ */
+export function coalesced<V>(): (db: Knex, key: string, compute: () => Promise<V>) => Promise<V> {
+  interface Flight {
+    running: boolean;
+    next?: { promise: Promise<V>; start(): void };
+  }
+  const flights = new WeakMap<Knex, Map<string, Flight>>();
+  const run = (compute: () => Promise<V>): Promise<V> => {
+    try {
+      return compute();
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  };
+  return (db, key, compute) => {
+    let byKey = flights.get(db);
+    if (!byKey) flights.set(db, (byKey = new Map()));
+    let flight = byKey.get(key);
+    if (!flight) byKey.set(key, (flight = { running: false }));
+    if (flight.next) return flight.next.promise;
+    const f = flight;
+    const map = byKey;
+    let start!: () => void;
+    const promise = new Promise<V>((resolve, reject) => {
+      start = () => {
+        f.next = undefined;
+        f.running = true;
+        run(compute)
+          .then(resolve, reject)
+          .finally(() => {
+            f.running = false;
+            if (f.next) f.next.start();
+            else if (map.get(key) === f) map.delete(key);
+          });
+      };
+    });
+    f.next = { promise, start };
+    // Not while one runs: the running one starts this one when it ends.
+    if (!f.running) setImmediate(() => f.next?.promise === promise && !f.running && start());
+    return promise;
+  };
+}
+
+/**
  * Identical reads asked for in one turn, run once: the statement (SQL and bindings) is sent at the
  * end of the turn, as every batch here is, and each caller gets the rows. For reads whose answer
  * many callers share at once (the first page of a busy list, say). The rows are shared: callers

@@ -149,6 +149,30 @@ test('list and get: callers see their own keys; super admins see all, system key
   t.is((await s.request('GET', '/v1/api-keys', { token: a.key })).status, 403);
 });
 
+test('concurrent lists share reads per caller only: each caller gets its own keys, and a new key at once', async (t) => {
+  const s = stack();
+  const alice = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
+  const bob = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const a = await createKey({ userId: alice.id, scopes: ['gps:read'], name: 'alice key' });
+  const b = await createKey({ userId: bob.id, scopes: ['gps:read'], name: 'bob key' });
+  const ids = (r: { body: { data: Array<{ id: string }> } }) => r.body.data.map((k) => k.id);
+  // Interleaved, so the lists of all three callers are asked for together.
+  const callers = [alice, bob, admin, alice, bob, admin, alice, bob, admin];
+  const answers = await Promise.all(callers.map((c) => s.request('GET', '/v1/api-keys', { token: c.token })));
+  answers.forEach((r, i) => {
+    t.is(r.status, 200);
+    const got = ids(r);
+    if (callers[i] === alice) t.deepEqual(got, [a.id]);
+    else if (callers[i] === bob) t.deepEqual(got, [b.id]);
+    else t.true(got.includes(a.id) && got.includes(b.id));
+  });
+  // A key created just before the next request is in its list.
+  const a2 = await createKey({ userId: alice.id, scopes: ['gps:read'], name: 'alice second' });
+  const after = await Promise.all([alice, alice].map((c) => s.request('GET', '/v1/api-keys', { token: c.token })));
+  for (const r of after) t.deepEqual(ids(r).sort(), [a.id, a2.id].sort());
+});
+
 test('PATCH changes only given fields; deactivation and expiry take effect at once', async (t) => {
   const s = stack();
   const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });

@@ -4,7 +4,7 @@ import knex from 'knex';
 import { Role } from '../../shared/models/Role';
 import { User } from '../../shared/models/User';
 import { OAuthClient } from '../../shared/models/OAuthClient';
-import { computeOncePerTurn, pagesOf, readOncePerTurn, RowLoader, rowsBy } from '../../shared/rowLoader';
+import { coalesced, computeOncePerTurn, pagesOf, readOncePerTurn, RowLoader, rowsBy } from '../../shared/rowLoader';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 
@@ -262,4 +262,74 @@ test('computeOncePerTurn: identical keys in one turn share one computation and i
     errors.map((e) => (e.status === 'rejected' ? (e.reason as Error).message : 'ok')),
     ['failed 6', 'failed 6'],
   );
+});
+
+test('coalesced: one computation per key at a time; callers during one share the next, started after they asked', async (t) => {
+  const shared = coalesced<{ run: number; saw: number }>();
+  const db = stack().db;
+  // `version` stands for the data: a caller must see every change made before it asked.
+  let version = 0;
+  let runs = 0;
+  const log: string[] = [];
+  const gates: Array<() => void> = [];
+  const compute = async () => {
+    const run = ++runs;
+    const saw = version;
+    log.push(`start ${run}`);
+    await new Promise<void>((r) => gates.push(r));
+    log.push(`end ${run}`);
+    if (saw < 0) throw new Error(`failed ${run}`);
+    return { run, saw };
+  };
+  const turn = () => new Promise((r) => setImmediate(r));
+  // Three callers in one turn: one computation, started at the end of the turn.
+  const first = [shared(db, 'k', compute), shared(db, 'k', compute), shared(db, 'k', compute)];
+  t.is(runs, 0);
+  await turn();
+  t.is(runs, 1);
+  // While it runs, the data changes and more callers ask (over several turns): they wait for the next one.
+  version = 1;
+  const second = [shared(db, 'k', compute)];
+  await turn();
+  second.push(shared(db, 'k', compute));
+  await turn();
+  t.is(runs, 1, 'no second computation while the first runs');
+  // Another key is not held back.
+  const other = shared(db, 'other', compute);
+  await turn();
+  t.is(runs, 2);
+  gates.shift()!(); // ends run 1: run 3 (the waiting callers) starts
+  const a = await Promise.all(first);
+  await turn();
+  t.is(runs, 3);
+  gates.shift()!(); // ends run 2 (other)
+  gates.shift()!(); // ends run 3
+  const b = await Promise.all(second);
+  t.is(a[0], a[1]);
+  t.is(a[0], a[2]);
+  t.deepEqual(a[0], { run: 1, saw: 0 });
+  t.is(b[0], b[1]);
+  t.deepEqual(b[0], { run: 3, saw: 1 }, 'callers who asked after the change see it');
+  t.deepEqual((await other).run, 2);
+  t.deepEqual(log.slice(0, 4), ['start 1', 'start 2', 'end 1', 'start 3']);
+  // Nothing is kept: the next caller computes afresh.
+  const again = shared(db, 'k', compute);
+  await turn();
+  gates.shift()!();
+  t.is((await again).run, 4);
+  // An error reaches every caller of that computation, and the next computation is not affected.
+  version = -1;
+  const failing = [shared(db, 'k', compute), shared(db, 'k', compute)];
+  await turn();
+  gates.shift()!();
+  const settled = await Promise.allSettled(failing);
+  t.deepEqual(
+    settled.map((e) => (e.status === 'rejected' ? (e.reason as Error).message : 'ok')),
+    ['failed 5', 'failed 5'],
+  );
+  version = 2;
+  const after = shared(db, 'k', compute);
+  await turn();
+  gates.shift()!();
+  t.deepEqual(await after, { run: 6, saw: 2 });
 });

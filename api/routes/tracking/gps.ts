@@ -6,14 +6,16 @@ import { badRequest, notFound } from '../../../shared/errors';
 import { GpsPoint } from '../../../shared/models/GpsPoint';
 import { gpsBatchResultSchema, gpsPointSchema, presentGpsPoint } from '../../../shared/presenters/gpsPoint';
 import { latestPointPerDevice } from '../../../shared/queries/gpsPoints';
-import { findOr404 } from '../../../shared/rowLoader';
+import { coalesced, findOr404 } from '../../../shared/rowLoader';
 import { z, zUuid } from '../../../shared/zod';
 import { paginate, paginationQuery } from '../../pagination';
-import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
+import { created, noContent, pageSchema, resource, resourceSchema, sharedJson } from '../../responses';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
 import { errors, GPS_BATCH_MAX, gpsBatchBody, gpsBatchPoints, gpsPointInput, idParam } from './schemas';
 
+/** The latest point of every device, presented (see coalesced). */
+const latestPerDevice = coalesced<ReturnType<typeof presentGpsPoint>[]>();
 const zDeviceIdQuery = () => z.string().trim().min(1).max(100);
 
 /** Spec §4.2 plus batched ingest. */
@@ -74,7 +76,11 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       },
     },
     async (ctx) => {
-      ctx.body = (await latestPointPerDevice(ctx.services.db)).map(presentGpsPoint);
+      // A read over every device: concurrent requests share it and its JSON (coalesced).
+      const points = await latestPerDevice(ctx.services.db, '*', async () =>
+        (await latestPointPerDevice(ctx.services.db)).map(presentGpsPoint),
+      );
+      sharedJson(ctx, points, () => points);
     },
   );
 
