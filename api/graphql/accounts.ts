@@ -3,6 +3,7 @@ import { oauthSignin, oauthSigninSchema } from '../../shared/commands/oauthSigni
 import { validationError } from '../../shared/errors';
 import { Platform } from '../../shared/models/Platform';
 import { authorize, requireSystem, subjects } from '../../shared/policies';
+import { coalesced } from '../../shared/rowLoader';
 import {
   GqlFlatUserShape,
   GqlPlatformShape,
@@ -93,13 +94,16 @@ export class GqlFlatUser implements GqlFlatUserShape {
   twoFactorSetupRequired?: boolean | null;
 }
 
+/** Every platform, presented: concurrent callers share the read (coalesced). */
+const allPlatforms = coalesced<GqlPlatform[]>();
+
 /** Accounts in GraphQL: platforms, the oauthSignin twin of POST /v1/users/oauth, findUserByPlatform. */
 @Resolver()
 export class AccountsResolver {
   @Query(() => [GqlPlatform], { description: 'Sign-in platforms (no authentication needed)' })
   async platforms(@Ctx() ctx: GqlContext): Promise<GqlPlatform[]> {
-    const rows = await Platform.query(ctx.services.db).orderBy('name');
-    return rows.map(presentGqlPlatform);
+    const db = ctx.services.db;
+    return allPlatforms(db, '*', async () => (await Platform.query(db).orderBy('name')).map(presentGqlPlatform));
   }
 
   /** System key only, like POST /v1/users/oauth. */

@@ -16,7 +16,7 @@ import {
 } from '../../shared/presenters/location';
 import { presentTripCategory, tripCategorySchema } from '../../shared/presenters/tripCategory';
 import { presentTripTemplate, tripTemplateSchema } from '../../shared/presenters/tripTemplate';
-import { findOr404 } from '../../shared/rowLoader';
+import { coalesced, findOr404 } from '../../shared/rowLoader';
 import type { z } from '../../shared/zod';
 import type { GqlContext } from './context';
 import { JSONScalar, listCost, PageArgs, pageOf, PageOf } from './pagination';
@@ -170,11 +170,23 @@ export class LocationResolver {
   }
 }
 
+interface CategoryTree {
+  roots: GqlTripCategory[];
+  nodes: Map<string, GqlTripCategory>;
+}
+
+/** The category tree and the template list: concurrent callers share the read (coalesced). */
+const categoryTrees = coalesced<CategoryTree>();
+const templateLists = coalesced<GqlTripTemplate[]>();
+
 /** Every category in one statement, linked into a tree (ordered by sort order, then name). */
-async function categoryTree(
-  ctx: GqlContext,
-): Promise<{ roots: GqlTripCategory[]; nodes: Map<string, GqlTripCategory> }> {
-  const rows = await TripCategory.query(ctx.services.db).orderByRaw(`sort_order, ${byName}`);
+function categoryTree(ctx: GqlContext): Promise<CategoryTree> {
+  const db = ctx.services.db;
+  return categoryTrees(db, '*', () => buildCategoryTree(db));
+}
+
+async function buildCategoryTree(db: GqlContext['services']['db']): Promise<CategoryTree> {
+  const rows = await TripCategory.query(db).orderByRaw(`sort_order, ${byName}`);
   const nodes = new Map<string, GqlTripCategory>(
     rows.map((r) => [r.id, { ...camelKeys(presentTripCategory(r)), children: [] }]),
   );
@@ -210,7 +222,9 @@ export class TripCatalogResolver {
   @Query(() => [GqlTripTemplate], { description: 'Trip templates by name. Needs trips:read.' })
   async tripTemplates(@Ctx() ctx: GqlContext): Promise<GqlTripTemplate[]> {
     authorizePermission(ctx.principal, 'trips:read');
-    const rows = await TripTemplate.query(ctx.services.db).orderByRaw(byName);
-    return rows.map((t) => camelKeys(presentTripTemplate(t)));
+    const db = ctx.services.db;
+    return templateLists(db, '*', async () =>
+      (await TripTemplate.query(db).orderByRaw(byName)).map((t) => camelKeys(presentTripTemplate(t))),
+    );
   }
 }

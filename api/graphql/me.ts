@@ -1,7 +1,11 @@
 import { Ctx, Field, ObjectType, Query, Resolver } from 'type-graphql';
 import { requireAuthenticated } from '../../shared/policies';
 import { GqlMeShape, presentGqlMe } from '../../shared/presenters/graphqlAccounts';
+import { Role } from '../../shared/models/Role';
+import { rowById } from '../../shared/rowLoader';
 import type { GqlContext } from './context';
+
+const byName = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 @ObjectType({ description: 'The caller as the service sees it' })
 export class Me implements GqlMeShape {
@@ -28,12 +32,9 @@ export class MeResolver {
     const p = ctx.principal;
     requireAuthenticated(p);
     const roleIds = p.kind === 'system' ? [] : p.roleIds;
-    const roles: Array<{ name: string }> = roleIds.length
-      ? await ctx.services.db('roles').whereIn('id', roleIds).orderBy('name').select('name')
-      : [];
-    return presentGqlMe(
-      p,
-      roles.map((r) => r.name),
-    );
+    // By primary key through the batched row loader: concurrent callers share one statement.
+    const roles = await Promise.all(roleIds.map((id) => rowById(Role, ctx.services.db).load(id)));
+    const names = roles.flatMap((r) => (r ? [r.name] : [])).sort(byName);
+    return presentGqlMe(p, names);
   }
 }

@@ -115,8 +115,11 @@ export class TripResolver {
   @Query(() => GqlTrip, { nullable: true, description: 'A trip with its distance and duration. Needs trips:read.' })
   async trip(@Arg('id', () => String) id: string, @Ctx() ctx: GqlContext): Promise<GqlTrip> {
     authorizePermission(ctx.principal, 'trips:read');
+    // Both reads in the same turn's batches (as REST does); a missing trip's 404 decides the answer.
+    const stats = tripStats(ctx.services.db, id);
+    stats.catch(() => undefined);
     const trip = await findOr404(Trip, id, 'trip');
-    return camelKeys(presentTrip(trip, await tripStats(ctx.services.db, trip.id)));
+    return camelKeys(presentTrip(trip, await stats));
   }
 
   @FieldResolver(() => GqlGpsPointConnection, {

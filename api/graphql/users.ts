@@ -5,7 +5,7 @@ import { authorizePermission } from '../../shared/policies';
 import { camelKeys, CamelKeys } from '../../shared/presenters/camel';
 import { presentRole, roleSchema } from '../../shared/presenters/role';
 import { presentUser, userSchema } from '../../shared/presenters/user';
-import { findOr404 } from '../../shared/rowLoader';
+import { coalesced, findOr404 } from '../../shared/rowLoader';
 import type { z } from '../../shared/zod';
 import type { GqlContext } from './context';
 import { listCost, PageArgs, pageOf, PageOf } from './pagination';
@@ -41,6 +41,9 @@ export class GqlRole implements CamelKeys<z.infer<typeof roleSchema>> {
 }
 
 /** Users (users:read, or oneself for user(id)) and roles (roles:read), as their REST reads. */
+/** Every role, presented: concurrent callers share the read (coalesced). */
+const roleLists = coalesced<GqlRole[]>();
+
 @Resolver()
 export class UserResolver {
   @Query(() => GqlUser, { nullable: true, description: 'A user: yourself, or anyone with users:read.' })
@@ -64,7 +67,7 @@ export class UserResolver {
   @Query(() => [GqlRole], { description: 'Every role by name. Needs roles:read.' })
   async roles(@Ctx() ctx: GqlContext): Promise<GqlRole[]> {
     authorizePermission(ctx.principal, 'roles:read');
-    const rows = await Role.query(ctx.services.db).orderBy('name');
-    return rows.map((r) => camelKeys(presentRole(r)));
+    const db = ctx.services.db;
+    return roleLists(db, '*', async () => (await Role.query(db).orderBy('name')).map((r) => camelKeys(presentRole(r))));
   }
 }

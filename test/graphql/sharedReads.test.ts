@@ -1,0 +1,120 @@
+import test from 'ava';
+import { randomUUID } from 'node:crypto';
+import { createUser } from '../helpers/factories';
+import { useStack } from '../helpers/stack';
+import { make } from '../helpers/tracking';
+
+const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000' } });
+
+/** Statements on `table` the stack's knex sends while `fn` runs. */
+async function statementsOn<T>(table: string, fn: () => Promise<T>): Promise<{ result: T; count: number }> {
+  const db = stack().db;
+  let count = 0;
+  const re = new RegExp(`\\b${table}\\b`);
+  const listener = (q: { sql: string }) => {
+    if (re.test(q.sql)) {
+      count++;
+      if (process.env.DEBUG_SQL) console.log(q.sql);
+    }
+  };
+  db.on('query', listener);
+  try {
+    return { result: await fn(), count };
+  } finally {
+    db.off('query', listener);
+  }
+}
+
+const gql = (token: string, query: string) =>
+  stack()
+    .request('POST', '/v1/gql', { token, body: { query } })
+    .then((r) => r.body);
+
+test.serial('me: concurrent callers share one roles read; each gets its own role names, sorted', async (t) => {
+  const db = stack().db;
+  const [a, b, c] = await Promise.all([
+    createUser(db, { roles: ['role_user', 'role_developer'] }),
+    createUser(db, { roles: ['role_moderator'] }),
+    createUser(db, { roles: [] }),
+  ]);
+  // Warm the credentials, so only the resolvers' reads are counted.
+  await Promise.all([a, b, c].map((u) => gql(u.token, '{ me { userId } }')));
+  const callers = [a, b, c, a, b, c];
+  const { result, count } = await statementsOn('roles', () =>
+    Promise.all(callers.map((u) => gql(u.token, '{ me { userId roles } }'))),
+  );
+  const names = async (ids: string[]) =>
+    (await db('roles').whereIn('id', ids).select('name')).map((r: { name: string }) => r.name as string).sort();
+  const expected = new Map([
+    [a.id, await names(['role_user', 'role_developer'])],
+    [b.id, await names(['role_moderator'])],
+    [c.id, []],
+  ]);
+  result.forEach((body, i) => {
+    t.falsy(body.errors);
+    t.is(body.data.me.userId, callers[i].id);
+    t.deepEqual(body.data.me.roles, expected.get(callers[i].id));
+  });
+  t.true(count <= 2, `${count} statements on roles for ${callers.length} concurrent me queries`);
+});
+
+test.serial(
+  'trip(id): stats come with the trip; an unknown id is NOT_FOUND, a malformed one BAD_USER_INPUT',
+  async (t) => {
+    const s = stack();
+    const user = await createUser(s.db, { roles: ['role_developer'] });
+    const trip = await make(s, user.token, '/v1/trips', { name: 'GraphQL trip' });
+    const now = Math.floor(Date.now() / 1000);
+    for (const [i, lat] of [52.5, 52.51].entries())
+      await make(s, user.token, '/v1/gps', {
+        latitude: lat,
+        longitude: 13.4,
+        altitude: 0,
+        heading: 0,
+        timestamp: now + i * 60,
+        speed_kmh: 0,
+        speed_mps: 0,
+        speed_mph: 0,
+        speed_knots: 0,
+        trip_id: trip.id,
+      });
+    const body = await gql(user.token, `{ trip(id: "${trip.id}") { id distanceKm durationSeconds } }`);
+    t.falsy(body.errors);
+    t.is(body.data.trip.id, trip.id);
+    t.true(body.data.trip.distanceKm > 1 && body.data.trip.distanceKm < 1.2);
+    t.is(body.data.trip.durationSeconds, 60);
+    const missing = await gql(user.token, `{ trip(id: "${randomUUID()}") { id } }`);
+    t.is(missing.errors[0].extensions.code, 'NOT_FOUND');
+    const malformed = await gql(user.token, '{ trip(id: "not-a-uuid") { id } }');
+    t.is(malformed.errors[0].extensions.code, 'BAD_USER_INPUT');
+  },
+);
+
+test.serial(
+  'roles, templates, categories and platforms: concurrent callers share a read, and a change shows at once',
+  async (t) => {
+    const s = stack();
+    const admin = await createUser(s.db, { roles: ['role_admin'] });
+    await gql(admin.token, '{ me { userId } }');
+    const { result, count } = await statementsOn('roles', () =>
+      Promise.all(Array.from({ length: 6 }, () => gql(admin.token, '{ roles { id name } }'))),
+    );
+    for (const body of result) t.deepEqual(body.data.roles, result[0].data.roles);
+    t.true(count <= 2, `${count} statements on roles for 6 concurrent lists`);
+    // A role created just before the next request is in its answer.
+    const name = `Shared ${Date.now()}`;
+    await s.db('roles').insert({ id: `role_shared_${Date.now()}`, name, description: 'x' });
+    const after = await gql(admin.token, '{ roles { name } }');
+    t.true(after.data.roles.some((r: { name: string }) => r.name === name));
+
+    const category = `Cat ${Date.now()}`;
+    const template = `Tpl ${Date.now()}`;
+    await make(s, admin.token, '/v1/trip-categories', { name: category });
+    await make(s, admin.token, '/v1/trip-templates', { name: template });
+    const lists = await gql(admin.token, '{ tripCategories { name } tripTemplates { name } platforms { slug } }');
+    t.falsy(lists.errors);
+    t.true(lists.data.tripCategories.some((c: { name: string }) => c.name === category));
+    t.true(lists.data.tripTemplates.some((c: { name: string }) => c.name === template));
+    t.true(lists.data.platforms.some((p: { slug: string }) => p.slug === 'email'));
+  },
+);
