@@ -91,8 +91,8 @@ export async function readPage<M extends Model>(
     n = Number(rows[0][TOTAL]);
     for (const r of rows) delete r[TOTAL];
   } else {
-    // Past the last page: the total alone.
-    const [r] = (await knex.select(total)) as Array<Record<string, unknown>>;
+    // Past the last page (an empty list, most often): the total alone, shared like the page.
+    const [r] = (await queryOncePerTurn(knex, knex.select(total))) as Array<Record<string, unknown>>;
     n = Number(r[TOTAL]);
   }
   return { results: rows, total: n };

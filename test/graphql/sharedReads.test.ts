@@ -118,3 +118,25 @@ test.serial(
     t.true(lists.data.platforms.some((p: { slug: string }) => p.slug === 'email'));
   },
 );
+
+test.serial(
+  'a page past the end (an empty list): concurrent callers share its total read, which stays exact',
+  async (t) => {
+    const s = stack();
+    const admin = await createUser(s.db, { roles: ['role_admin'] });
+    await gql(admin.token, '{ me { userId } }');
+    const total = Number((await s.db('trips').count('* as n'))[0].n);
+    const page = Math.ceil(total / 100) + 5;
+    const query = `{ trips(limit: 100, page: ${page}) { data { id } pagination { total } } }`;
+    const { result, count } = await statementsOn('row_counters', () =>
+      Promise.all(Array.from({ length: 6 }, () => gql(admin.token, query))),
+    );
+    for (const body of result) {
+      t.falsy(body.errors);
+      t.deepEqual(body.data.trips.data, []);
+      t.is(body.data.trips.pagination.total, total);
+    }
+    // Six pages and six totals alone would be twelve statements; shared, they are a few.
+    t.true(count <= 4, `${count} statements for 6 concurrent pages past the end`);
+  },
+);
