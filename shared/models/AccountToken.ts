@@ -1,10 +1,10 @@
-import { Model } from 'objection';
+import { AppModel } from './AppModel';
 
 export type AccountTokenPurpose =
   'registration' | 'email_verification' | 'email_change' | 'email_link' | 'password_reset';
 
 /** A one-time token of an email flow; only its sha256 is stored. */
-export class AccountToken extends Model {
+export class AccountToken extends AppModel {
   static override tableName = 'account_tokens';
   static override jsonAttributes = ['payload'];
   id!: string;

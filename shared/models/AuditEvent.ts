@@ -1,6 +1,6 @@
-import { Model } from 'objection';
+import { AppModel } from './AppModel';
 
-export class AuditEvent extends Model {
+export class AuditEvent extends AppModel {
   static override tableName = 'audit_events';
   static override jsonAttributes = ['metadata'];
   id!: string;

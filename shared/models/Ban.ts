@@ -1,6 +1,6 @@
-import { Model } from 'objection';
+import { AppModel } from './AppModel';
 
-export class Ban extends Model {
+export class Ban extends AppModel {
   static override tableName = 'bans';
   id!: string;
   user_id!: string;

@@ -1,7 +1,7 @@
-import { Model } from 'objection';
+import { AppModel } from './AppModel';
 
 /** Common base for tables with updated_at: keeps it current on every update and patch. */
-export class BaseModel extends Model {
+export class BaseModel extends AppModel {
   updated_at?: Date;
 
   override $beforeUpdate(): void {

@@ -1,6 +1,6 @@
-import { Model } from 'objection';
+import { AppModel } from './AppModel';
 
-export class EmailOutbox extends Model {
+export class EmailOutbox extends AppModel {
   static override tableName = 'email_outbox';
   id!: string;
   to_address!: string;

@@ -1,7 +1,7 @@
-import { Model } from 'objection';
+import { AppModel } from './AppModel';
 
 /** One personal data export handed to its user (spec §2 Export log entry). */
-export class ExportLog extends Model {
+export class ExportLog extends AppModel {
   static override tableName = 'export_logs';
   id!: string;
   user_id!: string;

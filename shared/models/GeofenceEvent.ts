@@ -1,7 +1,7 @@
-import { Model } from 'objection';
+import { AppModel } from './AppModel';
 
 /** One enter or exit of a device at a geofence, as the geofence worker published it. */
-export class GeofenceEvent extends Model {
+export class GeofenceEvent extends AppModel {
   static override tableName = 'geofence_events';
   id!: string;
   geofence_id!: string;

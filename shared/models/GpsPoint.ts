@@ -1,7 +1,7 @@
-import { Model } from 'objection';
+import { AppModel } from './AppModel';
 
 /** One GPS fix (spec §2 GPS point). Written on the hot path with plain knex, read through this model. */
-export class GpsPoint extends Model {
+export class GpsPoint extends AppModel {
   static override tableName = 'gps_points';
   id!: string;
   device_id!: string | null;

@@ -1,7 +1,7 @@
-import { Model } from 'objection';
+import { AppModel } from './AppModel';
 
 /** A person to reach at a location (spec §2 Location contact). */
-export class LocationContact extends Model {
+export class LocationContact extends AppModel {
   static override tableName = 'location_contacts';
   id!: string;
   location_id!: string;

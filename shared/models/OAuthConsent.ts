@@ -1,8 +1,9 @@
 import { Model } from 'objection';
+import { AppModel } from './AppModel';
 import { OAuthClient } from './OAuthClient';
 
 /** A user's grant of scopes to an OAuth client; revoked_at set when the user withdraws it. */
-export class OAuthConsent extends Model {
+export class OAuthConsent extends AppModel {
   static override tableName = 'oauth_consents';
   static override jsonAttributes = ['scopes'];
   id!: string;

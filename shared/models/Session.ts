@@ -1,6 +1,6 @@
-import { Model } from 'objection';
+import { AppModel } from './AppModel';
 
-export class Session extends Model {
+export class Session extends AppModel {
   static override tableName = 'sessions';
   id!: string;
   token_hash!: string;

@@ -1,8 +1,8 @@
-import { Model } from 'objection';
+import { AppModel } from './AppModel';
 import type { TripStatus } from './Trip';
 
 /** One status change of a trip (spec §2 Trip status history entry). */
-export class TripStatusHistory extends Model {
+export class TripStatusHistory extends AppModel {
   static override tableName = 'trip_status_history';
   id!: string;
   trip_id!: string;
