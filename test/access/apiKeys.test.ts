@@ -122,13 +122,20 @@ test('scope escalation is refused with 403; super admins are exempt', async (t) 
   t.is(sa.status, 201);
 });
 
-test('list and get: callers see their own keys; super admins see all, system keys included', async (t) => {
-  const s = stack();
-  const alice = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
-  const bob = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
-  const admin = await createUser(s.db, { roles: ['role_admin'] });
+/** Alice and Bob with one key each, and an admin. */
+async function twoOwnersAndAnAdmin() {
+  const db = stack().db;
+  const alice = await createUser(db, { roles: ['role_user', 'role_api_read_only'] });
+  const bob = await createUser(db, { roles: ['role_user', 'role_api_read_only'] });
+  const admin = await createUser(db, { roles: ['role_admin'] });
   const a = await createKey({ userId: alice.id, scopes: ['gps:read'], name: 'alice key' });
   const b = await createKey({ userId: bob.id, scopes: ['gps:read'], name: 'bob key' });
+  return { alice, bob, admin, a, b };
+}
+
+test('list and get: callers see their own keys; super admins see all, system keys included', async (t) => {
+  const s = stack();
+  const { alice, admin, a, b } = await twoOwnersAndAnAdmin();
   const mine = await s.request('GET', '/v1/api-keys', { token: alice.token });
   t.is(mine.status, 200);
   t.deepEqual(
@@ -151,11 +158,7 @@ test('list and get: callers see their own keys; super admins see all, system key
 
 test('concurrent lists share reads per caller only: each caller gets its own keys, and a new key at once', async (t) => {
   const s = stack();
-  const alice = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
-  const bob = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
-  const admin = await createUser(s.db, { roles: ['role_admin'] });
-  const a = await createKey({ userId: alice.id, scopes: ['gps:read'], name: 'alice key' });
-  const b = await createKey({ userId: bob.id, scopes: ['gps:read'], name: 'bob key' });
+  const { alice, bob, admin, a, b } = await twoOwnersAndAnAdmin();
   const ids = (r: { body: { data: Array<{ id: string }> } }) => r.body.data.map((k) => k.id);
   // Interleaved, so the lists of all three callers are asked for together.
   const callers = [alice, bob, admin, alice, bob, admin, alice, bob, admin];

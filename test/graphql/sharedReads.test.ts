@@ -6,28 +6,12 @@ import type { GqlContext } from '../../api/graphql/context';
 import { createLoaders } from '../../api/graphql/loaders';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
+import { statementsOn as helperStatementsOn } from '../helpers/statements';
 import { make } from '../helpers/tracking';
 
 const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000' } });
 
-/** Statements on `table` the stack's knex sends while `fn` runs. */
-async function statementsOn<T>(table: string, fn: () => Promise<T>): Promise<{ result: T; count: number }> {
-  const db = stack().db;
-  let count = 0;
-  const re = new RegExp(`\\b${table}\\b`);
-  const listener = (q: { sql: string }) => {
-    if (re.test(q.sql)) {
-      count++;
-      if (process.env.DEBUG_SQL) console.log(q.sql);
-    }
-  };
-  db.on('query', listener);
-  try {
-    return { result: await fn(), count };
-  } finally {
-    db.off('query', listener);
-  }
-}
+const statementsOn = <T>(table: string, fn: () => PromiseLike<T>) => helperStatementsOn(stack().db, table, fn);
 
 let schema: GraphQLSchema | undefined;
 

@@ -3,24 +3,11 @@ import { randomUUID } from 'node:crypto';
 import { ApiKey } from '../../shared/models/ApiKey';
 import { Role } from '../../shared/models/Role';
 import { useStack } from '../helpers/stack';
+import { statementsOn as helperStatementsOn } from '../helpers/statements';
 
 const stack = useStack(test);
 
-/** Statements on `table` sent while `fn` runs. */
-async function statementsOn<T>(table: string, fn: () => PromiseLike<T>): Promise<{ result: T; sql: string[] }> {
-  const db = stack().db;
-  const sql: string[] = [];
-  const re = new RegExp(`\\b${table}\\b`);
-  const listener = (q: { sql: string }) => {
-    if (re.test(q.sql)) sql.push(q.sql);
-  };
-  db.on('query', listener);
-  try {
-    return { result: await fn(), sql };
-  } finally {
-    db.off('query', listener);
-  }
-}
+const statementsOn = <T>(table: string, fn: () => PromiseLike<T>) => helperStatementsOn(stack().db, table, fn);
 
 test.serial('insertAndFetch, patchAndFetchById and $query().patchAndFetch are one statement each', async (t) => {
   const db = stack().db;
