@@ -1,0 +1,89 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { PerformanceObserver, constants } from 'node:perf_hooks';
+import v8 from 'node:v8';
+import { trackConnections } from '../../api/drain';
+
+/**
+ * A child process of test/api/drainGarbage.test.ts: `node gcProbe.js tracked|plain|retain [requests]`.
+ * Serves keep-alive requests the way the api does (keepAliveTimeout 65 s, each answer after one
+ * turn of waiting, as a batched read makes it), with or without the api's connection tracker
+ * (api/drain.ts), loads itself over 50 keep-alive sockets, and prints how many bytes the young
+ * generation's collections moved into the old one per request: what lived through a scavenge.
+ * `retain` is the control: it keeps every answered response for half a second, which the
+ * measurement must see.
+ */
+const mode = process.argv[2];
+const requests = Number(process.argv[3] ?? 20000);
+const CONNECTIONS = 50;
+const silent = { info() {}, warn() {}, debug() {}, error() {} };
+
+async function main(): Promise<void> {
+  const kept: http.ServerResponse[] = [];
+  if (mode === 'retain') setInterval(() => (kept.length = 0), 500).unref();
+  const server = http.createServer((_req, res) => {
+    if (mode === 'retain') kept.push(res);
+    setImmediate(() => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ ok: true, at: Date.now() }));
+    });
+  });
+  server.keepAliveTimeout = 65_000;
+  if (mode === 'tracked') trackConnections(server, silent as never);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS });
+  const get = () =>
+    new Promise<void>((resolve, reject) => {
+      http
+        .get({ host: '127.0.0.1', port, path: '/', agent }, (res) => {
+          res.resume();
+          res.on('end', resolve);
+        })
+        .on('error', reject);
+    });
+  // Warm-up: sockets, JIT, and the young generation grown to its size under this load.
+  let sent = 0;
+  const run = async (n: number) => {
+    const worker = async () => {
+      while (sent < n) {
+        sent++;
+        await get();
+      }
+    };
+    await Promise.all(Array.from({ length: CONNECTIONS }, worker));
+  };
+  await run(5000);
+
+  let promoted = 0;
+  let lastOld = oldSpaceUsed();
+  let measuring = true;
+  const obs = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      const kind = (e as unknown as { detail?: { kind?: number } }).detail?.kind;
+      const old = oldSpaceUsed();
+      // Growth of the old space across a scavenge is what it promoted (full collections shrink it).
+      if (measuring && kind === constants.NODE_PERFORMANCE_GC_MINOR && old > lastOld) promoted += old - lastOld;
+      lastOld = old;
+    }
+  });
+  obs.observe({ entryTypes: ['gc'] });
+  sent = 0;
+  lastOld = oldSpaceUsed();
+  await run(requests);
+  measuring = false;
+  obs.disconnect();
+  agent.destroy();
+  server.close();
+  process.stdout.write(`${JSON.stringify({ mode, requests, promotedPerRequest: promoted / requests })}\n`);
+  process.exit(0);
+}
+
+function oldSpaceUsed(): number {
+  return v8.getHeapSpaceStatistics().find((s) => s.space_name === 'old_space')!.space_used_size;
+}
+
+main().catch((err) => {
+  process.stderr.write(`${err?.stack ?? err}\n`);
+  process.exit(1);
+});
