@@ -26,7 +26,7 @@ import { Credential, fillRoute, FilledRoute, readRouteTable, RouteEntry, Unfille
  * "METHOD /path"), SAMPLE (distinct path values rotated per route, 100), TRACKERS (devices POST
  * /v1/gps rotates through, 1000), GPS_BATCH (points per POST /v1/gps/batch, 100), SESSION_POOL
  * (fresh sessions per DELETE /v1/sessions/{token} run, 30000), KOA_EVERY (cases between two Koa
- * runs, 4), KEEP_DB=1 (keep the database), PROFILE=<dir> (CPU profile of the api target), TARGET_LOG_LEVEL (api log level, silent),
+ * runs, 4), KEEP_DB=1 (keep the database), PROFILE=<dir> (CPU profile of the api target), TARGET_NODE_ARGS (extra node flags for the api target), TARGET_LOG_LEVEL (api log level, silent),
  * DATABASE_URL / REDIS_URL (as for the service).
  *
  * How it measures:
@@ -103,6 +103,9 @@ function startTarget(kind: 'api' | 'koa', env: Record<string, string>): Promise<
     // PROFILE=<dir>: the api target writes a V8 CPU profile there when it exits (node --cpu-prof).
     const profile =
       process.env.PROFILE && kind !== 'koa' ? ['--cpu-prof', `--cpu-prof-dir=${process.env.PROFILE}`] : [];
+    // TARGET_NODE_ARGS: extra node flags for the api target (--trace-gc, say), space-separated.
+    if (kind !== 'koa' && process.env.TARGET_NODE_ARGS)
+      profile.push(...process.env.TARGET_NODE_ARGS.split(/\s+/).filter(Boolean));
     const child = spawn(process.execPath, [...NODE_ARGS, ...profile, TARGET, kind], {
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'inherit'],
