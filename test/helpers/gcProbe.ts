@@ -3,14 +3,16 @@ import type { AddressInfo } from 'node:net';
 import { PerformanceObserver, constants } from 'node:perf_hooks';
 import v8 from 'node:v8';
 import { trackConnections } from '../../api/drain';
+import { z } from '../../shared/zod';
 
 /**
- * A child process of test/api/drainGarbage.test.ts: `node gcProbe.js tracked|plain|retain [requests]`.
+ * A child process of test/api/drainGarbage.test.ts: `node gcProbe.js tracked|plain|effects|retain [requests]`.
  * Serves keep-alive requests the way the api does (keepAliveTimeout 65 s, each answer after one
  * turn of waiting, as a batched read makes it), with or without the api's connection tracker
  * (api/drain.ts), loads itself over 50 keep-alive sockets, and prints how many bytes the young
  * generation's collections moved into the old one per request: what lived through a scavenge.
- * `retain` is the control: it keeps every answered response for half a second, which the
+ * `effects` also validates each request's path with a refinement and a transform (zod's
+ * ZodEffects, as route params and queries do) before waiting. `retain` is the control: it keeps every answered response for half a second, which the
  * measurement must see.
  */
 const mode = process.argv[2];
@@ -19,10 +21,18 @@ const CONNECTIONS = 50;
 const silent = { info() {}, warn() {}, debug() {}, error() {} };
 
 async function main(): Promise<void> {
+  const effects = z.object({
+    id: z.string().refine((v) => v.length > 0, 'must not be empty'),
+    n: z
+      .string()
+      .transform((v) => v.length)
+      .optional(),
+  });
   const kept: http.ServerResponse[] = [];
   if (mode === 'retain') setInterval(() => (kept.length = 0), 500).unref();
-  const server = http.createServer((_req, res) => {
+  const server = http.createServer((req, res) => {
     if (mode === 'retain') kept.push(res);
+    if (mode === 'effects' && !effects.safeParse({ id: req.url, n: req.method }).success) throw new Error('bad');
     setImmediate(() => {
       res.setHeader('content-type', 'application/json');
       res.end(JSON.stringify({ ok: true, at: Date.now() }));
