@@ -78,10 +78,9 @@ export function trackConnections(server: http.Server, logger: Logger, opts: { id
     else if (!draining) untracked.add(res);
     res.once('close', () => {
       if (!state) return void untracked.delete(res);
-      const open = state.open;
-      // Answered in order: the first is the usual one (and the only one without pipelining).
-      if (open[0] === res) open.shift();
-      else if (open.includes(res)) open.splice(open.indexOf(res), 1);
+      // Usually the first (the only one without pipelining).
+      const i = state.open.indexOf(res);
+      if (i !== -1) state.open.splice(i, 1);
       state.quietSince = Date.now();
       state.bytesRead = req.socket.bytesRead;
     });
