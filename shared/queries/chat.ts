@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { ChatChannel } from '../models/ChatChannel';
 import { ChatGuild } from '../models/ChatGuild';
 import { ChatMember } from '../models/ChatMember';
+import { keyedCounterSql } from './counters';
 import { computeOncePerTurn, rowBy, rowsBy, sharedPerTurn, turnBatcherByDb, withoutColumns } from '../rowLoader';
 
 /** Read-only lookups of the chat bot's synced data (spec §4.23). */
@@ -50,7 +51,7 @@ const likeEscape = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
 /**
  * A page of a guild's members, by display name: search (case-insensitive substring of username,
  * global name or nickname), bots or humans only, holders of a role. The total comes from the same
- * statement (a window count), so one round trip answers the page.
+ * statement (readMembers), so one round trip answers the page.
  */
 function applyFilter<Q extends ReturnType<typeof ChatMember.query>>(q: Q, guildUuid: string, f: MemberFilter): Q {
   q.where('guild_id', guildUuid);
@@ -76,9 +77,19 @@ export interface MemberPage {
 
 const TOTAL_COLUMN: ReadonlySet<string> = new Set(['total_count']);
 
+const unfiltered = (f: MemberFilter) => !f.search && !f.botOnly && !f.humansOnly && !f.hasRole;
+
+/**
+ * The page and its exact total in one statement. Without a filter the total is the guild's keyed
+ * row counter (a scalar subquery, same snapshot), so the page reads its rows over the display order
+ * index and stops at the limit; with one, a window count over the matching members.
+ */
 async function readMembers(db: Knex, guildUuid: string, f: MemberFilter): Promise<MemberPage> {
+  const total_count = unfiltered(f)
+    ? db.raw(`${keyedCounterSql('chat_members_by_guild', '?::text')} AS total_count`, [guildUuid.toLowerCase()])
+    : db.raw('count(*) OVER () AS total_count');
   const found = (await applyFilter(ChatMember.query(db), guildUuid, f)
-    .select('chat_members.*', db.raw('count(*) OVER () AS total_count'))
+    .select('chat_members.*', total_count)
     .orderByRaw('lower(coalesce(nickname, global_name, username)), user_id')
     .limit(f.limit)
     .offset(f.offset)
@@ -86,11 +97,19 @@ async function readMembers(db: Knex, guildUuid: string, f: MemberFilter): Promis
   let total = found.length ? Number(found[0]!.total_count) : 0;
   const members = found.map((r) => ChatMember.fromDatabaseJson(withoutColumns(r, TOTAL_COLUMN)));
   if (!members.length && f.offset > 0) {
-    // Past the end there is no row to carry the window count: count on its own.
-    const c = (await applyFilter(ChatMember.query(db), guildUuid, f).count('* as n').first()) as unknown as {
-      n: string;
-    };
-    total = Number(c.n);
+    // Past the end there is no row to carry the total: count (or read the counter) on its own.
+    if (unfiltered(f)) {
+      const { rows } = await db.raw<{ rows: Array<{ n: string }> }>(
+        `SELECT ${keyedCounterSql('chat_members_by_guild', '?::text')} AS n`,
+        [guildUuid.toLowerCase()],
+      );
+      total = Number(rows[0].n);
+    } else {
+      const c = (await applyFilter(ChatMember.query(db), guildUuid, f).count('* as n').first()) as unknown as {
+        n: string;
+      };
+      total = Number(c.n);
+    }
   }
   return { members, total, at: Date.now() };
 }

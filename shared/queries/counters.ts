@@ -26,6 +26,7 @@ export type RowCounter = keyof typeof ROW_COUNTERS;
  */
 export const KEYED_ROW_COUNTERS = {
   audit_events_by_user: { table: 'audit_events', column: 'user_id' },
+  chat_members_by_guild: { table: 'chat_members', column: 'guild_id' },
 } as const;
 export type KeyedRowCounter = keyof typeof KEYED_ROW_COUNTERS;
 

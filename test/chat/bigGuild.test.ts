@@ -68,6 +68,10 @@ test.serial('a guild of 100,000 members syncs (through 64 KiB frames), then re-s
 
   const uuid = (await s.db('chat_guilds').where('guild_id', GUILD).first()).id;
   t.is(Number((await s.db('chat_members').where('guild_id', uuid).count('* as n'))[0].n), N);
+  // Unfiltered, the total is the guild's keyed row counter: exact, without counting 100,000 rows.
+  const unfilteredPage = await s.request('GET', `/v1/chat/guilds/${uuid}/members?limit=3`, { token: mod.token });
+  t.is(unfilteredPage.body.total_count, N);
+  t.true(unfilteredPage.body.has_more);
   const page = await s.request('GET', `/v1/chat/guilds/${uuid}/members?bot_only=true&limit=100`, { token: mod.token });
   t.is(page.body.total_count, N / 100);
   t.true(page.body.has_more);
@@ -127,5 +131,10 @@ test.serial('a guild of 100,000 members syncs (through 64 KiB frames), then re-s
   t.is((await s.db('chat_members').where({ guild_id: uuid, user_id: '10000001' })).length, 0);
   t.is((await s.db('chat_members').where({ guild_id: uuid, user_id: '10000002' }).first()).username, 'member_2_v2');
   t.is((await s.db('chat_guilds').where('id', uuid).first()).member_count, smaller.length);
+  // The counter followed the deletes; past the end the total still comes from it.
+  const after = await s.request('GET', `/v1/chat/guilds/${uuid}/members?limit=2`, { token: mod.token });
+  t.is(after.body.total_count, smaller.length);
+  const past = await s.request('GET', `/v1/chat/guilds/${uuid}/members?offset=${N}`, { token: mod.token });
+  t.deepEqual(past.body, { members: [], total_count: smaller.length, has_more: false });
   await bot.stop();
 });

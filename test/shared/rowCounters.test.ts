@@ -121,3 +121,44 @@ test.serial('a keyed counter follows each key through inserts, deletes, key chan
   await db.raw('TRUNCATE audit_events CASCADE');
   t.deepEqual(await byUser(), []);
 });
+
+test.serial("a guild's member counter follows inserts, moves between guilds and a cascaded guild delete", async (t) => {
+  const byGuild = async () => {
+    const { rows } = await db.raw(
+      `SELECT substr(counter, length('chat_members_by_guild:') + 1) AS k, sum(n)::int AS n FROM row_counters
+        WHERE counter LIKE 'chat_members_by_guild:%' GROUP BY 1 HAVING sum(n) <> 0 ORDER BY 1`,
+    );
+    return rows as Array<{ k: string; n: number }>;
+  };
+  const counted = async () => {
+    const { rows } = await db.raw(`SELECT guild_id::text AS k, count(*)::int AS n FROM chat_members GROUP BY 1 ORDER BY 1`);
+    return rows as Array<{ k: string; n: number }>;
+  };
+  const [a, b] = await db('chat_guilds')
+    .insert([
+      { guild_id: '900000000000000001', name: 'counter a' },
+      { guild_id: '900000000000000002', name: 'counter b' },
+    ])
+    .returning('id')
+    .then((rows: Array<{ id: string }>) => rows.map((r) => r.id));
+  const members = (guild: string, from: number, n: number) =>
+    db.raw(
+      `INSERT INTO chat_members (guild_id, user_id, username) SELECT ?, (? + j)::text, 'm' || j FROM generate_series(1, ?::int) j`,
+      [guild, from, n],
+    );
+  await Promise.all([members(a, 0, 30), members(b, 100, 12)]);
+  t.deepEqual(
+    (await byGuild()).filter((r) => r.k === a || r.k === b),
+    [
+      { k: a, n: 30 },
+      { k: b, n: 12 },
+    ].sort((x, y) => (x.k < y.k ? -1 : 1)),
+  );
+  await db('chat_members').where('guild_id', a).whereIn('user_id', ['1', '2', '3']).update({ guild_id: b });
+  await db('chat_guilds').where('id', b).delete(); // its members go by ON DELETE CASCADE
+  t.deepEqual(await byGuild(), await counted());
+  t.deepEqual(
+    (await byGuild()).filter((r) => r.k === a || r.k === b),
+    [{ k: a, n: 27 }],
+  );
+});
