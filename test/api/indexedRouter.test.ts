@@ -65,6 +65,31 @@ test('matches exactly what @koa/router matches, in the same order', (t) => {
   }
 });
 
+test('every route of the table, filled and bent (case, trailing delimiters, segments added or dropped), matches as with @koa/router', (t) => {
+  const { plain, indexed } = both();
+  const values = ['me', '123e4567-e89b-12d3-a456-426614174000', 'A%2FB', 'x y', 'Ω'];
+  const paths = new Set<string>();
+  for (const layer of plain.stack) {
+    if (typeof layer.path !== 'string') continue;
+    for (const v of values) {
+      const filled = layer.path.replace(/:[A-Za-z_][A-Za-z0-9_]*/g, v);
+      for (const p of [filled, filled.toUpperCase(), `${filled}/`, `${filled}#`, `${filled}?`, `${filled}//`]) paths.add(p);
+      paths.add(`${filled}/extra`);
+      paths.add(filled.replace(/\/[^/]*$/, ''));
+      paths.add(filled.replace('/v1/', '/v1//'));
+    }
+  }
+  t.true(paths.size > 1000, `${paths.size} paths`);
+  for (const path of paths) {
+    for (const method of ['GET', 'POST', 'DELETE']) {
+      const a = summary(indexed.match(path, method));
+      const b = summary(plain.match(path, method));
+      if (JSON.stringify(a) !== JSON.stringify(b)) t.deepEqual(a, b, `${method} ${path}`);
+    }
+  }
+  t.pass();
+});
+
 test('routes added after the first match are found (the index rebuilds)', (t) => {
   const r = new IndexedRouter();
   r.get('/v1/a', () => undefined);
