@@ -70,7 +70,7 @@ export function noContent(ctx: Context): void {
  * Answers an HTML page (the pages behind email links): never cached (the URL carries a one-time
  * token), never framed or sniffed, no referrer, and the page's own Content-Security-Policy.
  */
-export function sendHtml(ctx: Context, html: string, contentSecurityPolicy: string): void {
+export function sendHtml(ctx: Context, html: string | Buffer, contentSecurityPolicy: string): void {
   ctx.set('Content-Security-Policy', contentSecurityPolicy);
   ctx.set('Cache-Control', 'no-store');
   ctx.set('Referrer-Policy', 'no-referrer');

@@ -227,18 +227,37 @@ ${body}
 `;
 }
 
+/** Stands for the link's token while a page is rendered once (escapeHtml leaves it as it is). */
+const TOKEN_MARK = '\u0000token\u0000';
+
+/**
+ * A page rendered once, at module load: its bytes without a token, and the text around each place
+ * the token goes (escaped) for a link that has one. A request only escapes and joins its token.
+ */
+function prerender(page: Page): (token: string | undefined) => string | Buffer {
+  const plain = Buffer.from(renderEmailPage(page, undefined));
+  const parts = renderEmailPage(page, TOKEN_MARK).split(TOKEN_MARK);
+  return (token) => (token === undefined ? plain : parts.join(escapeHtml(token)));
+}
+
+/** APP_URL's host (lower-cased), parsed once per value. */
+let appHost: { url: string; host: string } | undefined;
+
 /**
  * Whether this API serves the pages: not when APP_URL names another host, whose web app serves the
  * links itself (the host is compared, so a proxy that rewrites the scheme still counts as this API).
  */
 export function servesEmailPages(ctx: AppContext): boolean {
   const { appUrl, appUrlSet } = ctx.services.config;
-  return !appUrlSet || new URL(appUrl).host.toLowerCase() === ctx.host.toLowerCase();
+  if (!appUrlSet) return true;
+  if (appHost?.url !== appUrl) appHost = { url: appUrl, host: new URL(appUrl).host.toLowerCase() };
+  return appHost.host === ctx.host.toLowerCase();
 }
 
 /** GET routes for every link path of the account mails (see the module comment). */
 export function emailPageRoutes(router: Router<AppState, { services: ApiServices }>): void {
   for (const page of EMAIL_PAGES) {
+    const render = prerender(page);
     const posts = [...new Set(page.forms.map((f) => `POST ${f.endpoint}`))].join(' and ');
     defineRoute(
       router,
@@ -257,7 +276,7 @@ export function emailPageRoutes(router: Router<AppState, { services: ApiServices
       },
       (ctx, { query }) => {
         if (!servesEmailPages(ctx)) throw notFound('page');
-        sendHtml(ctx, renderEmailPage(page, query.token || undefined), CSP);
+        sendHtml(ctx, render(query.token || undefined), CSP);
       },
     );
   }

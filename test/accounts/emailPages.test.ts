@@ -71,6 +71,13 @@ test('the pages escape what the link carries and say so when its token is missin
   t.is(r.status, 200);
   t.false(r.text.includes('<script>alert(1)'));
   t.true(r.text.includes('value="&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"'));
+  // Pages are rendered once: each request still carries its own token, and a page without one stays tokenless.
+  const [one, two] = await Promise.all(
+    ['first-token', 'second-token'].map((tok) => s.request('GET', `${EMAIL_LINK_PATHS.password_reset}?token=${tok}`)),
+  );
+  t.true(one.text.includes('value="first-token"') && !one.text.includes('second-token'));
+  t.true(two.text.includes('value="second-token"') && !two.text.includes('first-token'));
+  t.regex((await s.request('GET', EMAIL_LINK_PATHS.password_reset)).text, /This link is incomplete/);
   const bare = await s.request('GET', EMAIL_LINK_PATHS.registration);
   t.is(bare.status, 200);
   t.regex(bare.text, /This link is incomplete/);
