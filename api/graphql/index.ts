@@ -267,7 +267,8 @@ export function graphqlRoutes(
   documentGraphqlRoutes(production);
   router.post('/v1/gql', gql);
   router.get('/v1/gql', gql);
-  const sdl = printSchema(schema);
+  // Kept as UTF-8 bytes, like the OpenAPI document: a large text is not measured and encoded per answer.
+  const sdl = Buffer.from(printSchema(schema));
   router.get('/v1/schema', (ctx) => {
     ctx.type = 'text/plain';
     ctx.body = sdl;

@@ -97,6 +97,8 @@ test('GraphQL SDL at /v1/schema and `me` for a user', async (t) => {
   const sdl = await s.request('GET', '/v1/schema');
   t.is(sdl.status, 200);
   t.regex(sdl.text, /type Me/);
+  t.is(sdl.headers.get('content-type'), 'text/plain; charset=utf-8');
+  t.is(Number(sdl.headers.get('content-length')), Buffer.byteLength(sdl.text));
   const user = await createUser(s.db);
   const r = await s.request('POST', '/v1/gql', {
     token: user.token,
