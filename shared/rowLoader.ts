@@ -214,6 +214,22 @@ export function turnBatcherByDb<V>(
   };
 }
 
+/**
+ * The SQL text of a batch read, compiled once per database: knex's query compiler costs more than
+ * most batches' round trip. `build` makes the query with a placeholder value for each binding (an
+ * empty array for the keys); callers send the text with `db.raw(sql(db), bindings)`, bindings in
+ * the order the query takes them. The text is then sent as a named prepared statement
+ * (shared/preparedStatements.ts) like any other.
+ */
+export function compiledOnce(build: (db: Knex) => { toSQL(): { sql: string } }): (db: Knex) => string {
+  const byDb = new WeakMap<Knex, string>();
+  return (db) => {
+    let sql = byDb.get(db);
+    if (sql === undefined) byDb.set(db, (sql = build(db).toSQL().sql));
+    return sql;
+  };
+}
+
 /** `rowsBy` readers per database, by statement name (table, column and order make the SQL). */
 const rowsByLoaders = new WeakMap<Knex, Map<string, (key: string) => Promise<Model[] | undefined>>>();
 

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { sha256 } from '../crypto';
 import { Session } from '../models/Session';
-import { groupBy, rowBy, turnBatcherByDb } from '../rowLoader';
+import { compiledOnce, groupBy, rowBy, turnBatcherByDb, withoutColumns } from '../rowLoader';
 
 /** A live session by its raw token (outside a transaction: the batched unique-key read). */
 export async function findSessionByToken(db: Knex, token: string): Promise<Session | undefined> {
@@ -36,21 +36,27 @@ export async function liveUserSessions(
 }
 
 /** The live sessions of every user asked for in one turn, with their platform's name: one statement. */
-const liveSessionsInTurn = turnBatcherByDb(async (db, userIds) => {
-  const rows = (await Session.query(db)
+const liveSessionsSql = compiledOnce((db) =>
+  db('sessions')
     .leftJoin('platforms as p', 'p.slug', 'sessions.platform_slug')
-    .whereRaw('sessions.user_id = ANY(?)', [userIds])
-    .where('sessions.expires_at', '>', new Date())
+    .whereRaw('sessions.user_id = ANY(?)', [[]])
+    .where('sessions.expires_at', '>', new Date(0))
     .orderBy('sessions.last_activity_at', 'desc')
     .orderBy('sessions.id')
-    .select('sessions.*', 'p.name as _platform_name')) as Array<Session & { _platform_name?: string | null }>;
+    .select('sessions.*', 'p.name as _platform_name'),
+);
+const PLATFORM_NAME: ReadonlySet<string> = new Set(['_platform_name']);
+const liveSessionsInTurn = turnBatcherByDb(async (db, userIds) => {
+  const { rows } = await db.raw<{ rows: Array<Record<string, unknown> & { _platform_name: string | null }> }>(
+    liveSessionsSql(db),
+    [userIds, new Date()],
+  );
   return groupBy(
     rows,
-    (s) => s.user_id,
-    (s) => {
-      const platformName = s._platform_name ?? null;
-      delete s._platform_name;
-      return { session: s as Session, platformName };
-    },
+    (r) => String(r.user_id),
+    (r) => ({
+      session: Session.fromDatabaseJson(withoutColumns(r, PLATFORM_NAME)) as Session,
+      platformName: r._platform_name ?? null,
+    }),
   );
 });

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { UserTwoFactor } from '../models/UserTwoFactor';
-import { turnBatcherByDb } from '../rowLoader';
+import { compiledOnce, turnBatcherByDb } from '../rowLoader';
 
 /** A user's 2FA row with its platform and how many backup codes are left, read in one statement. */
 export interface TwoFactorState {
@@ -27,8 +27,9 @@ function stateQuery(db: Knex): Knex.QueryBuilder {
 }
 
 /** 2FA states by user id, batched per event-loop turn and database (without FOR UPDATE). */
+const statesByUserSql = compiledOnce((db) => stateQuery(db).whereRaw('t.user_id = ANY(?)', [[]]));
 const readStates = turnBatcherByDb(async (db, ids) => {
-  const rows = (await stateQuery(db).whereRaw('t.user_id = ANY(?)', [ids])) as StateRow[];
+  const { rows } = await db.raw<{ rows: StateRow[] }>(statesByUserSql(db), [ids]);
   return new Map(rows.map((row) => [String(row.user_id), row]));
 });
 

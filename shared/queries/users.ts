@@ -6,7 +6,7 @@ import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
 import { normaliseEmail } from '../domain/accounts';
 import { DisplayedAccount, FlatUser, presentFlatUser } from '../presenters/user';
-import { groupBy, rowsBy, turnBatcherByDb, withoutColumns } from '../rowLoader';
+import { compiledOnce, groupBy, rowsBy, turnBatcherByDb, withoutColumns } from '../rowLoader';
 import { isUuid } from '../zod';
 
 /** Whether a username is taken (case-insensitively), optionally ignoring one user. */
@@ -160,8 +160,9 @@ function toView(row: ViewRow): UserView {
 }
 
 /** User views by id, batched per event-loop turn and database. */
+const viewsByIdSql = compiledOnce((db) => viewQuery(db).whereRaw('u.id = ANY(?)', [[]]));
 const readViews = turnBatcherByDb(async (db, ids) => {
-  const rows = (await viewQuery(db).whereRaw('u.id = ANY(?)', [ids])) as ViewRow[];
+  const { rows } = await db.raw<{ rows: ViewRow[] }>(viewsByIdSql(db), [ids]);
   return new Map(rows.map((r) => [String(r.id), r]));
 });
 
