@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { Permission } from '../models/Permission';
 import { Role } from '../models/Role';
-import { groupBy, turnBatcherByDb } from '../rowLoader';
+import { compiledOnce, groupBy, turnBatcherByDb, withoutColumns } from '../rowLoader';
 
 /** Effective grants of a user: the union of their roles' permissions, and the role ids. */
 export async function loadUserAccess(db: Knex, userId: string): Promise<{ permissions: string[]; roleIds: string[] }> {
@@ -161,18 +161,19 @@ export async function apiKeyRoles(db: Knex, apiKeyId: string): Promise<Role[]> {
 }
 
 /** The roles of every API key asked for in one turn: one statement. */
-const keyRolesInTurn = turnBatcherByDb(async (db, keyIds) => {
-  const rows = (await Role.query(db)
+const keyRolesSql = compiledOnce((db) =>
+  db('roles')
     .join('api_key_roles as kr', 'kr.role_id', 'roles.id')
-    .whereRaw('kr.api_key_id = ANY(?)', [keyIds])
+    .whereRaw('kr.api_key_id = ANY(?)', [[]])
     .orderBy('roles.name')
-    .select('roles.*', 'kr.api_key_id as _api_key_id')) as Array<Role & { _api_key_id?: string }>;
+    .select('roles.*', 'kr.api_key_id as _api_key_id'),
+);
+const KEY_COLUMN: ReadonlySet<string> = new Set(['_api_key_id']);
+const keyRolesInTurn = turnBatcherByDb(async (db, keyIds) => {
+  const { rows } = await db.raw<{ rows: Array<Record<string, unknown>> }>(keyRolesSql(db), [keyIds]);
   return groupBy(
     rows,
-    (r) => r._api_key_id!,
-    (r): Role => {
-      delete r._api_key_id;
-      return r;
-    },
+    (r) => String(r._api_key_id),
+    (r) => Role.fromDatabaseJson(withoutColumns(r, KEY_COLUMN)) as Role,
   );
 });

@@ -3,7 +3,15 @@ import { ChatChannel } from '../models/ChatChannel';
 import { ChatGuild } from '../models/ChatGuild';
 import { ChatMember } from '../models/ChatMember';
 import { keyedCounterSql } from './counters';
-import { computeOncePerTurn, rowBy, rowsBy, sharedPerTurn, turnBatcherByDb, withoutColumns } from '../rowLoader';
+import {
+  compiledOnce,
+  computeOncePerTurn,
+  rowBy,
+  rowsBy,
+  sharedPerTurn,
+  turnBatcherByDb,
+  withoutColumns,
+} from '../rowLoader';
 
 /** Read-only lookups of the chat bot's synced data (spec §4.23). */
 
@@ -133,11 +141,17 @@ export async function guildMember(db: Knex, guildUuid: string, userId: string): 
 }
 
 /** The members asked for in one turn, by (guild uuid, user snowflake) pairs: one statement. */
+const membersByPairSql = compiledOnce((db) =>
+  db('chat_members')
+    .select('chat_members.*')
+    .whereRaw('(guild_id, user_id) IN (SELECT * FROM unnest(?::uuid[], ?::text[]))', [[], []]),
+);
 const membersInTurn = turnBatcherByDb(async (db, pairs) => {
   const split = pairs.map((p) => p.split(' '));
-  const rows = await ChatMember.query(db).whereRaw(
-    '(guild_id, user_id) IN (SELECT * FROM unnest(?::uuid[], ?::text[]))',
-    [split.map(([g]) => g), split.map(([, u]) => u)],
-  );
-  return new Map(rows.map((m) => [`${m.guild_id} ${m.user_id}`, m]));
+  const { rows } = await db.raw<{ rows: Array<Record<string, unknown>> }>(membersByPairSql(db), [
+    split.map(([g]) => g),
+    split.map(([, u]) => u),
+  ]);
+  const members = rows.map((r) => ChatMember.fromDatabaseJson(r) as ChatMember);
+  return new Map(members.map((m) => [`${m.guild_id} ${m.user_id}`, m]));
 });
