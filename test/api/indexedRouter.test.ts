@@ -73,7 +73,8 @@ test('every route of the table, filled and bent (case, trailing delimiters, segm
     if (typeof layer.path !== 'string') continue;
     for (const v of values) {
       const filled = layer.path.replace(/:[A-Za-z_][A-Za-z0-9_]*/g, v);
-      for (const p of [filled, filled.toUpperCase(), `${filled}/`, `${filled}#`, `${filled}?`, `${filled}//`]) paths.add(p);
+      for (const p of [filled, filled.toUpperCase(), `${filled}/`, `${filled}#`, `${filled}?`, `${filled}//`])
+        paths.add(p);
       paths.add(`${filled}/extra`);
       paths.add(filled.replace(/\/[^/]*$/, ''));
       paths.add(filled.replace('/v1/', '/v1//'));

@@ -131,7 +131,9 @@ test.serial("a guild's member counter follows inserts, moves between guilds and 
     return rows as Array<{ k: string; n: number }>;
   };
   const counted = async () => {
-    const { rows } = await db.raw(`SELECT guild_id::text AS k, count(*)::int AS n FROM chat_members GROUP BY 1 ORDER BY 1`);
+    const { rows } = await db.raw(
+      `SELECT guild_id::text AS k, count(*)::int AS n FROM chat_members GROUP BY 1 ORDER BY 1`,
+    );
     return rows as Array<{ k: string; n: number }>;
   };
   const [a, b] = await db('chat_guilds')
