@@ -92,16 +92,21 @@ const unfiltered = (f: MemberFilter) => !f.search && !f.botOnly && !f.humansOnly
  * row counter (a scalar subquery, same snapshot), so the page reads its rows over the display order
  * index and stops at the limit; with one, a window count over the matching members.
  */
+const DISPLAY_ORDER = 'lower(coalesce(nickname, global_name, username)), user_id';
+/** The unfiltered page as fixed text (the usual read): nothing to build or compile per read. */
+const UNFILTERED_PAGE = `SELECT chat_members.*, ${keyedCounterSql('chat_members_by_guild', '?::text')} AS total_count
+   FROM chat_members WHERE guild_id = ?::uuid ORDER BY ${DISPLAY_ORDER} LIMIT ?::int OFFSET ?::int`;
+
 async function readMembers(db: Knex, guildUuid: string, f: MemberFilter): Promise<MemberPage> {
-  const total_count = unfiltered(f)
-    ? db.raw(`${keyedCounterSql('chat_members_by_guild', '?::text')} AS total_count`, [guildUuid.toLowerCase()])
-    : db.raw('count(*) OVER () AS total_count');
-  const found = (await applyFilter(ChatMember.query(db), guildUuid, f)
-    .select('chat_members.*', total_count)
-    .orderByRaw('lower(coalesce(nickname, global_name, username)), user_id')
-    .limit(f.limit)
-    .offset(f.offset)
-    .toKnexQuery()) as Array<Record<string, unknown>>;
+  const guild = guildUuid.toLowerCase();
+  const found = unfiltered(f)
+    ? (await db.raw<{ rows: Array<Record<string, unknown>> }>(UNFILTERED_PAGE, [guild, guild, f.limit, f.offset])).rows
+    : ((await applyFilter(ChatMember.query(db), guildUuid, f)
+        .select('chat_members.*', db.raw('count(*) OVER () AS total_count'))
+        .orderByRaw(DISPLAY_ORDER)
+        .limit(f.limit)
+        .offset(f.offset)
+        .toKnexQuery()) as Array<Record<string, unknown>>);
   let total = found.length ? Number(found[0]!.total_count) : 0;
   const members = found.map((r) => ChatMember.fromDatabaseJson(withoutColumns(r, TOTAL_COLUMN)));
   if (!members.length && f.offset > 0) {
@@ -109,7 +114,7 @@ async function readMembers(db: Knex, guildUuid: string, f: MemberFilter): Promis
     if (unfiltered(f)) {
       const { rows } = await db.raw<{ rows: Array<{ n: string }> }>(
         `SELECT ${keyedCounterSql('chat_members_by_guild', '?::text')} AS n`,
-        [guildUuid.toLowerCase()],
+        [guild],
       );
       total = Number(rows[0].n);
     } else {
