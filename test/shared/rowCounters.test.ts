@@ -2,7 +2,13 @@ import test from 'ava';
 import type { Knex } from 'knex';
 import knexFactory from 'knex';
 import { createTestDatabase } from '../helpers/db';
-import { ROW_COUNTERS, readCounter, RowCounter } from '../../shared/queries/counters';
+import {
+  KEYED_ROW_COUNTERS,
+  KeyedRowCounter,
+  ROW_COUNTERS,
+  readCounter,
+  RowCounter,
+} from '../../shared/queries/counters';
 
 let db: Knex;
 let drop: () => Promise<void>;
@@ -77,20 +83,28 @@ test.serial('concurrent writers on many connections keep the counter exact', asy
   t.true((await readCounter(db, 'geofences')) > before);
 });
 
+/** A keyed counter's non-zero values, by key, in key order. */
+async function keyedValues(name: KeyedRowCounter): Promise<Array<{ k: string; n: number }>> {
+  const { rows } = await db.raw(
+    `SELECT substr(counter, length(?) + 2) AS k, sum(n)::int AS n FROM row_counters
+      WHERE counter LIKE ? || ':%' GROUP BY 1 HAVING sum(n) <> 0 ORDER BY 1`,
+    [name, name],
+  );
+  return rows as Array<{ k: string; n: number }>;
+}
+
+/** The same counts taken with count(*) over the counter's table, by its column. */
+async function keyedCounted(name: KeyedRowCounter): Promise<Array<{ k: string; n: number }>> {
+  const { table, column } = KEYED_ROW_COUNTERS[name];
+  const { rows } = await db.raw(
+    `SELECT ${column}::text AS k, count(*)::int AS n FROM ${table} WHERE ${column} IS NOT NULL GROUP BY 1 ORDER BY 1`,
+  );
+  return rows as Array<{ k: string; n: number }>;
+}
+
 test.serial('a keyed counter follows each key through inserts, deletes, key changes and truncates', async (t) => {
-  const byUser = async () => {
-    const { rows } = await db.raw(
-      `SELECT substr(counter, length('audit_events_by_user:') + 1) AS k, sum(n)::int AS n FROM row_counters
-        WHERE counter LIKE 'audit_events_by_user:%' GROUP BY 1 HAVING sum(n) <> 0 ORDER BY 1`,
-    );
-    return rows as Array<{ k: string; n: number }>;
-  };
-  const counted = async () => {
-    const { rows } = await db.raw(
-      `SELECT user_id AS k, count(*)::int AS n FROM audit_events WHERE user_id IS NOT NULL GROUP BY 1 ORDER BY 1`,
-    );
-    return rows as Array<{ k: string; n: number }>;
-  };
+  const byUser = () => keyedValues('audit_events_by_user');
+  const counted = () => keyedCounted('audit_events_by_user');
   const insert = (user: string | null, n: number) =>
     db.raw(
       `INSERT INTO audit_events (user_id, event_type, status, source_service, metadata)
@@ -123,19 +137,8 @@ test.serial('a keyed counter follows each key through inserts, deletes, key chan
 });
 
 test.serial("a guild's member counter follows inserts, moves between guilds and a cascaded guild delete", async (t) => {
-  const byGuild = async () => {
-    const { rows } = await db.raw(
-      `SELECT substr(counter, length('chat_members_by_guild:') + 1) AS k, sum(n)::int AS n FROM row_counters
-        WHERE counter LIKE 'chat_members_by_guild:%' GROUP BY 1 HAVING sum(n) <> 0 ORDER BY 1`,
-    );
-    return rows as Array<{ k: string; n: number }>;
-  };
-  const counted = async () => {
-    const { rows } = await db.raw(
-      `SELECT guild_id::text AS k, count(*)::int AS n FROM chat_members GROUP BY 1 ORDER BY 1`,
-    );
-    return rows as Array<{ k: string; n: number }>;
-  };
+  const byGuild = () => keyedValues('chat_members_by_guild');
+  const counted = () => keyedCounted('chat_members_by_guild');
   const [a, b] = await db('chat_guilds')
     .insert([
       { guild_id: '900000000000000001', name: 'counter a' },
