@@ -45,8 +45,14 @@ export function toGpsRow(p: GpsPointInput, link: TrackerLink | null): NewGpsRow 
   };
 }
 
-/** Columns written by ingestion and their Postgres array types for unnest(). */
-const INSERT_COLUMNS: Array<[keyof NewGpsRow | 'id', string]> = [
+/**
+ * Columns written by ingestion, how each travels as a Postgres array literal, and its array type
+ * for unnest(). The literals are built here (`arrayLiteral`) rather than by pg's generic value
+ * serializer: one string per column, no per-element type dispatch, and timestamps as UTC ISO
+ * strings (Date#toISOString) instead of pg's local-time formatting.
+ */
+type ColumnKind = 'uuid' | 'text' | 'float8' | 'timestamptz';
+const INSERT_COLUMNS: Array<[keyof NewGpsRow | 'id', ColumnKind]> = [
   ['id', 'uuid'],
   ['device_id', 'text'],
   ['trip_id', 'uuid'],
@@ -63,29 +69,35 @@ const INSERT_COLUMNS: Array<[keyof NewGpsRow | 'id', string]> = [
   ['hdop', 'float8'],
   ['vdop', 'float8'],
 ];
-const INSERT_COLUMN_LIST = INSERT_COLUMNS.map(([c]) => `"${c}"`).join(', ');
+/** created_at is written explicitly as now(): one value for the whole statement, returned once. */
+const INSERT_COLUMN_LIST = [...INSERT_COLUMNS.map(([c]) => `"${c}"`), '"created_at"'].join(', ');
 /**
  * The points' side effects go to the outbox in the same statement (a data-modifying CTE runs
  * whether or not it is referenced): one row per request, carrying the new ids in request order.
  */
 const OUTBOX_ONE = `INSERT INTO ${SIDE_EFFECT_OUTBOX} (kind, payload) VALUES ('gpsPoints', jsonb_build_object('ids', jsonb_build_array($1::uuid)))`;
 const OUTBOX_MANY = `INSERT INTO ${SIDE_EFFECT_OUTBOX} (kind, payload) VALUES ('gpsPoints', jsonb_build_object('ids', to_jsonb($1::uuid[])))`;
+/**
+ * Every statement returns one row, now(): the transaction's start, which is the created_at of
+ * every point it wrote. The ids are made here, so nothing else needs reading back.
+ */
+const RETURN_CREATED_AT = 'SELECT now() AS created_at';
 /** One row: a plain VALUES insert. Both statements are named, so each connection parses and plans them once. */
 const INSERT_ONE = {
-  name: 'gps_points_insert_one_v2',
+  name: 'gps_points_insert_one_v3',
   text: `WITH ins AS (
-    INSERT INTO gps_points (${INSERT_COLUMN_LIST}) VALUES (${INSERT_COLUMNS.map(([, type], i) => `$${i + 1}::${type}`).join(', ')}) RETURNING id, created_at
+    INSERT INTO gps_points (${INSERT_COLUMN_LIST}) VALUES (${INSERT_COLUMNS.map(([, type], i) => `$${i + 1}::${type}`).join(', ')}, now())
   ), fx AS (${OUTBOX_ONE})
-  SELECT id, created_at FROM ins`,
+  ${RETURN_CREATED_AT}`,
 };
 /** Many rows: one array per column (unnest), so the statement has 15 parameters whatever the batch size. */
 const INSERT_MANY = {
-  name: 'gps_points_insert_many_v2',
+  name: 'gps_points_insert_many_v3',
   text: `WITH ins AS (
     INSERT INTO gps_points (${INSERT_COLUMN_LIST})
-    SELECT * FROM unnest(${INSERT_COLUMNS.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')}) RETURNING id, created_at
+    SELECT *, now() FROM unnest(${INSERT_COLUMNS.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')})
   ), fx AS (${OUTBOX_MANY})
-  SELECT id, created_at FROM ins`,
+  ${RETURN_CREATED_AT}`,
 };
 
 /**
@@ -94,24 +106,71 @@ const INSERT_MANY = {
  */
 const OUTBOX_PER_ROW = `INSERT INTO ${SIDE_EFFECT_OUTBOX} (kind, payload) SELECT 'gpsPoints', jsonb_build_object('ids', jsonb_build_array(t.id)) FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, n) ORDER BY t.n`;
 const INSERT_MANY_OUTBOX_PER_ROW = {
-  name: 'gps_points_insert_many_outbox_per_row_v1',
+  name: 'gps_points_insert_many_outbox_per_row_v2',
   text: INSERT_MANY.text.replace(OUTBOX_MANY, OUTBOX_PER_ROW),
 };
 
+/** A text element of an array literal: always quoted (so a value spelled NULL stays text), `"` and `\\` escaped. */
+const quoteText = (s: string) => `"${s.replace(/["\\]/g, '\\$&')}"`;
+
+/** One element of a column's array literal. */
+function element(kind: ColumnKind, v: unknown): string {
+  if (v === null || v === undefined) return 'NULL';
+  switch (kind) {
+    case 'uuid':
+      // Ours (randomUUID) or validated at the edge: hex and dashes, nothing to quote.
+      return v as string;
+    case 'text':
+      return quoteText(v as string);
+    case 'timestamptz':
+      return (v as Date).toISOString();
+    case 'float8':
+      if (typeof v !== 'number' || !Number.isFinite(v)) throw new TypeError(`not a finite number: ${String(v)}`);
+      return String(v);
+  }
+}
+
+/** A Postgres array literal of one column of `rows`. */
+function arrayLiteral(kind: ColumnKind, column: string, rows: ReadonlyArray<Record<string, unknown>>): string {
+  let out = '{';
+  for (let i = 0; i < rows.length; i++) out += (i ? ',' : '') + element(kind, rows[i][column]);
+  return out + '}';
+}
+
+/** One parameter of the single-row statement (pg sends it as text). */
+const scalar = (kind: ColumnKind, v: unknown) =>
+  v === null || v === undefined ? null : kind === 'timestamptz' ? (v as Date).toISOString() : v;
+
 /** The pg client API this module uses on a connection borrowed from knex's pool. */
 interface PgConnection {
-  query(q: {
-    name: string;
-    text: string;
-    values: unknown[];
-  }): Promise<{ rows: Array<{ id: string; created_at: Date }> }>;
+  query(q: { name: string; text: string; values: unknown[] }): Promise<{ rows: Array<{ created_at: Date }> }>;
 }
+
+/** The stored row of a new point: one object of one shape (the presenter's column order). */
+const storedRow = (r: NewGpsRow, id: string, createdAt: Date): GpsPointRow => ({
+  id,
+  device_id: r.device_id,
+  trip_id: r.trip_id,
+  latitude: r.latitude,
+  longitude: r.longitude,
+  altitude: r.altitude,
+  heading: r.heading,
+  timestamp: r.timestamp,
+  speed_kmh: r.speed_kmh,
+  speed_mps: r.speed_mps,
+  speed_mph: r.speed_mph,
+  speed_knots: r.speed_knots,
+  pdop: r.pdop,
+  hdop: r.hdop,
+  vdop: r.vdop,
+  created_at: createdAt,
+});
 
 /**
  * Inserts all rows and their outbox row with one statement, as a named (prepared) statement on a
  * connection of knex's pool: the hot path skips query building and the server skips parsing and
- * planning. Ids are made here (v4, like gen_random_uuid()), so the stored rows are known without
- * reading them back: only created_at, the database's clock, is returned. Rows come back in order.
+ * planning. Ids are made here (v4, like gen_random_uuid()), and created_at is the statement's
+ * now(), so the stored rows are known from one returned value. Rows come back in order.
  * One outbox row carries all the points, or with `outboxRowPerPoint` each point has its own.
  */
 export async function insertGpsRows(
@@ -119,21 +178,27 @@ export async function insertGpsRows(
   rows: NewGpsRow[],
   opts: { outboxRowPerPoint?: boolean } = {},
 ): Promise<GpsPointRow[]> {
-  const withIds = rows.map((r) => ({ ...r, id: randomUUID() }));
-  const values =
-    withIds.length === 1
-      ? INSERT_COLUMNS.map(([c]) => withIds[0][c])
-      : // Each parameter is a whole column: pg sends a JS array as a Postgres array literal.
-        INSERT_COLUMNS.map(([c]) => withIds.map((r) => r[c]));
+  const ids = rows.map(() => randomUUID());
+  let statement: { name: string; text: string };
+  let values: unknown[];
+  if (rows.length === 1) {
+    const row = rows[0] as unknown as Record<string, unknown>;
+    statement = INSERT_ONE;
+    values = INSERT_COLUMNS.map(([c, kind]) => (c === 'id' ? ids[0] : scalar(kind, row[c])));
+  } else {
+    statement = opts.outboxRowPerPoint ? INSERT_MANY_OUTBOX_PER_ROW : INSERT_MANY;
+    const records = rows as unknown as Array<Record<string, unknown>>;
+    // Each parameter is a whole column, as one array literal.
+    values = INSERT_COLUMNS.map(([c, kind]) => (c === 'id' ? `{${ids.join(',')}}` : arrayLiteral(kind, c, records)));
+  }
   const conn = (await db.client.acquireConnection()) as PgConnection;
-  let returned: Array<{ id: string; created_at: Date }>;
+  let createdAt: Date;
   try {
-    const statement =
-      withIds.length === 1 ? INSERT_ONE : opts.outboxRowPerPoint ? INSERT_MANY_OUTBOX_PER_ROW : INSERT_MANY;
-    ({ rows: returned } = await conn.query({ ...statement, values }));
+    ({
+      rows: [{ created_at: createdAt }],
+    } = await conn.query({ ...statement, values }));
   } finally {
     await db.client.releaseConnection(conn);
   }
-  const createdAt = new Map(returned.map((r) => [r.id, r.created_at]));
-  return withIds.map((r) => ({ ...r, created_at: createdAt.get(r.id)! }));
+  return rows.map((r, i) => storedRow(r, ids[i], createdAt));
 }

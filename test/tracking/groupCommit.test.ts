@@ -123,3 +123,49 @@ test.serial(
     t.is(await s.db('gps_points').where('altitude', BAD_ALTITUDE).first(), undefined);
   },
 );
+
+test.serial(
+  'a shared INSERT stores every value exactly as posted: text that needs quoting, nulls, extreme floats',
+  async (t) => {
+    const s = stack();
+    const owner = await createUser(s.db, { roles: ['role_developer'] });
+    // Not linked to a device: the body's device_id is stored as given.
+    const key = await createKey({ userId: owner.id, scopes: ['gps:write', 'gps:read'], name: 'unlinked' });
+    const deviceIds = ['a"b', 'back\\slash', 'NULL', 'null', '{x,y}', 'a,b', "it's", 'ü ∑ 🚤', '"', '\\'];
+    const floats = [1e-7, -0.000001, 123456.789012345, 0.1 + 0.2, 5e-324, 179.99999999999997];
+    const longitudes = [1e-7, -0.000001, 179.99999999999997, 0.1 + 0.2, 5e-324, -179.123456789];
+    const ts = nowSeconds() - 3600;
+    const bodies = deviceIds.map((device_id, i) =>
+      gpsBody({
+        device_id,
+        latitude: -89.999999999 + i,
+        longitude: longitudes[i % longitudes.length],
+        altitude: i % 2 ? null : floats[(i + 1) % floats.length],
+        heading: i % 3 ? null : 359.99999,
+        timestamp: ts + i,
+        speed_kmh: floats[(i + 2) % floats.length] + 1,
+        hdop: i % 2 ? 0 : null,
+      }),
+    );
+    const { result, inserts } = await countGpsInserts(() =>
+      Promise.all(bodies.map((body) => s.request('POST', '/v1/gps', { token: key.key, body }))),
+    );
+    t.true(inserts < bodies.length, `${inserts} INSERT statements for ${bodies.length} concurrent points`);
+    for (const [i, r] of result.entries()) {
+      t.is(r.status, 201, r.text);
+      const b = bodies[i];
+      const stored = await s.request('GET', `/v1/gps/${r.body.data.id}`, { token: key.key });
+      t.is(stored.status, 200, stored.text);
+      // What the 201 said is what was stored, and both are what was posted.
+      t.deepEqual(stored.body.data, r.body.data);
+      const p = stored.body.data;
+      t.is(p.device_id, deviceIds[i]);
+      for (const f of ['latitude', 'longitude', 'altitude', 'heading', 'speed_kmh', 'hdop'] as const)
+        t.is(p[f], b[f] ?? null, `${f} of point ${i}`);
+      t.is(p.timestamp, new Date((ts + i) * 1000).toISOString());
+      t.is(p.pdop, null);
+    }
+    // One statement, one created_at: the points of a shared INSERT were created together.
+    t.true(new Set(result.map((r) => r.body.data.created_at)).size < bodies.length);
+  },
+);
