@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import type Redis from 'ioredis';
 import { recordLatestGps } from './caches/gpsLatest';
 import type { Config } from './config';
+import { transaction } from './db';
 import { ADMIN_AUDIT_WS_CHANNEL, type EventBus, type ServerPush } from './events';
 import { AuditEvent } from './models/AuditEvent';
 import { presentAuditEvent } from './presenters/auditEvent';
@@ -227,7 +228,7 @@ export class OutboxRelay {
 
   /** One transaction: lock, claim the oldest rows, carry them out, commit (which deletes them). */
   private pass(): Promise<PassResult> {
-    return this.deps.db.transaction(async (trx) => {
+    return transaction(this.deps.db, async (trx) => {
       const { rows: lock } = await trx.raw('SELECT pg_try_advisory_xact_lock(?) AS ok', [OUTBOX_RELAY_LOCK]);
       if (!lock[0].ok) return 'busy';
       const { rows } = await trx.raw<{ rows: OutboxRow[] }>(
