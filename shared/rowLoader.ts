@@ -1,6 +1,6 @@
 import DataLoader from 'dataloader';
 import type { Knex } from 'knex';
-import type { Model } from 'objection';
+import type { Model, ModelObject } from 'objection';
 import { notFound } from './errors';
 import { KEYED_ROW_COUNTERS, KeyedRowCounter, keyedCounterSql } from './queries/counters';
 import { isUuid } from './zod';
@@ -446,7 +446,7 @@ export async function queryOncePerTurn(
  * parent, over the (parent, order) index. Make one per list at module level (its batches live in
  * it). A page may be shared by the turn's callers of the same parent: do not change it.
  */
-export function pagesOf<M extends Model>(
+export function pagesOf<M extends Model, Plain extends boolean = false>(
   model: typeof Model & (new () => M),
   parentColumn: string,
   /** The parent column's PostgreSQL type (`uuid`, `text`): the keys are sent as one array of it. */
@@ -457,8 +457,22 @@ export function pagesOf<M extends Model>(
     countCap?: number;
     /** Read each parent's exact total from this keyed row counter instead of counting its rows. */
     counter?: KeyedRowCounter;
+    /**
+     * Results as the rows pg returned (the table's columns, plus this statement's `__parent` and
+     * `__total`), not model instances: for a presenter that reads plain rows, which then skips a
+     * copy and a model per row.
+     */
+    plain?: Plain;
   } = {},
-): { load(db: Knex, parentId: string, limit: number, offset: number): Promise<{ results: M[]; total: number }> } {
+): {
+  load(
+    db: Knex,
+    parentId: string,
+    limit: number,
+    offset: number,
+  ): Promise<{ results: Array<Plain extends true ? ModelObject<M> : M>; total: number }>;
+} {
+  type Result = Plain extends true ? ModelObject<M> : M;
   const table = model.tableName;
   const id = model.idColumn as string;
   if (opts.counter && KEYED_ROW_COUNTERS[opts.counter].column !== parentColumn)
@@ -479,7 +493,7 @@ export function pagesOf<M extends Model>(
       (k) => k.slice(0, cut(k)),
       (k) => k.slice(cut(k) + 1),
     );
-    const found = new Map<string, { results: M[]; total: number }>();
+    const found = new Map<string, { results: Result[]; total: number }>();
     await Promise.all(
       [...groups].map(async ([g, parents]) => {
         const [limit, offset] = g.split(' ').map(Number);
@@ -495,7 +509,8 @@ export function pagesOf<M extends Model>(
           const key = `${limit} ${offset} ${keyOf(String(row.__parent))}`;
           let page = found.get(key);
           if (!page) found.set(key, (page = { results: [], total: Number(row.__total) }));
-          if (row[id] !== null) page.results.push(model.fromDatabaseJson(withoutColumns(row, PAGE_COLUMNS)) as M);
+          if (row[id] === null) continue;
+          page.results.push((opts.plain ? row : model.fromDatabaseJson(withoutColumns(row, PAGE_COLUMNS))) as Result);
         }
       }),
     );

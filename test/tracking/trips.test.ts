@@ -339,7 +339,10 @@ test('trip GPS: ascending by timestamp, default limit 10; distance_km and durati
     Array.from({ length: 10 }, (_, i) => new Date((t0 + i * 30) * 1000).toISOString()),
   );
   t.is(page1.body.data[0].hdop, 0.8);
-  t.true('pdop' in page1.body.data[0] && 'vdop' in page1.body.data[0]);
+  // Each item is exactly a GPS point, the same as GET /v1/gps/{id} answers it (nothing of the page's statement).
+  const asPoint = await s.request('GET', `/v1/gps/${page1.body.data[0].id}`, { token: reader.token });
+  t.is(asPoint.status, 200, asPoint.text);
+  t.deepEqual(page1.body.data[0], asPoint.body.data);
   t.is((await s.request('GET', `/v1/trips/${trip.id}/gps?page=2`, { token: reader.token })).body.data.length, 2);
   t.is((await s.request('GET', `/v1/trips/${trip.id}/gps?limit=101`, { token: reader.token })).status, 400);
   t.is(

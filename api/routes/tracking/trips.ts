@@ -48,12 +48,18 @@ const patchBody = z.object({
   longitude: zLongitude().nullable().optional().openapi({ description: 'See latitude' }),
 });
 
-/** A trip's points in track order, a page per trip (pagesOf). */
-const tripPoints = pagesOf(GpsPoint, 'trip_id', 'uuid', [
-  ['timestamp', 'asc'],
-  ['created_at', 'asc'],
-  ['id', 'asc'],
-]);
+/** A trip's points in track order, a page per trip (pagesOf), as plain rows: presentGpsPoint reads rows. */
+const tripPoints = pagesOf(
+  GpsPoint,
+  'trip_id',
+  'uuid',
+  [
+    ['timestamp', 'asc'],
+    ['created_at', 'asc'],
+    ['id', 'asc'],
+  ],
+  { plain: true },
+);
 
 /** Spec §4.4 and §3, plus GPX export. */
 export function tripRoutes(router: Router<AppState, { services: ApiServices }>): void {
