@@ -58,13 +58,16 @@ interface PooledConnection {
 /** Knex's root instance with the parts a transactor is built from (not in knex's typings). */
 type KnexRoot = Knex & { context: Record<string, unknown> };
 
+/** A query or savepoint asked for after its transaction (or savepoint) ended, refused as knex refuses it. */
+const refuseEnded = () => Promise.reject(new Error('Transaction query already complete: the transaction has ended'));
+
 const refuseManual = () =>
   Promise.reject(new Error('transaction() commits and rolls back; work resolves or throws instead'));
 
-/** One transaction's connection and whether it (or the savepoint a transactor stands for) has ended. */
+/** What the transactors of one transaction share: its connection and how many savepoints it opened. */
 interface TxState {
   conn: PooledConnection;
-  /** Savepoints opened so far (their names). */
+  /** Savepoints opened so far (numbers their names). */
   savepoints: number;
 }
 
@@ -81,10 +84,7 @@ function transactor(db: Knex, tx: TxState, ended: () => boolean, parent?: Knex.T
   const root = db as KnexRoot;
   const client = Object.create(db.client) as Record<string, unknown>;
   client.transacting = true;
-  client.acquireConnection = () =>
-    ended()
-      ? Promise.reject(new Error('Transaction query already complete: the transaction has ended'))
-      : Promise.resolve(tx.conn);
+  client.acquireConnection = () => (ended() ? refuseEnded() : Promise.resolve(tx.conn));
   client.releaseConnection = () => Promise.resolve();
   const context = Object.create(root.context) as Record<string, unknown>;
   context.client = client;
@@ -93,7 +93,7 @@ function transactor(db: Knex, tx: TxState, ended: () => boolean, parent?: Knex.T
     return tableName ? (qb as unknown as { table(t: string, o?: unknown): unknown }).table(tableName, options) : qb;
   } as unknown as Knex.Transaction & Record<string, unknown>;
   const nested = <T>(work: (inner: Knex.Transaction) => Promise<T>) => {
-    if (ended()) return Promise.reject(new Error('Transaction query already complete: the transaction has ended'));
+    if (ended()) return refuseEnded();
     return savepoint(db, tx, ended, trx, work);
   };
   context.transaction = nested;
@@ -161,7 +161,7 @@ export async function transaction<T>(db: Knex, work: (trx: Knex.Transaction) => 
       afterCommitHooks.set(trx, hooks);
       result = await work(trx);
     } catch (err) {
-      state.done = true;
+      state.done = true; // before the ROLLBACK: a late query must not run after it, outside the transaction
       // A connection that cannot roll back is not handed out again.
       await conn.query('ROLLBACK').catch((rollbackErr: unknown) => {
         conn.__knex__disposed = rollbackErr;
@@ -171,6 +171,7 @@ export async function transaction<T>(db: Knex, work: (trx: Knex.Transaction) => 
     state.done = true;
     await conn.query('COMMIT');
   } finally {
+    // BEGIN may have failed before either of the above.
     state.done = true;
     await db.client.releaseConnection(conn);
   }
