@@ -22,7 +22,9 @@ export type RowCounter = keyof typeof ROW_COUNTERS;
 /**
  * Keyed row counters (migration 20261126000000_keyed_row_counters): the rows of a table per value of
  * one column, each value's count under `<name>:<value>`. pagesOf (shared/rowLoader.ts) reads a
- * parent's exact total from one with its `counter` option.
+ * parent's exact total from one with its `counter` option. Each has a trigger function of its own
+ * with its column in static SQL (migration 20261128000100_static_keyed_counts): a new keyed
+ * counter gets one the same way, so its writes are not re-planned on every statement.
  */
 export const KEYED_ROW_COUNTERS = {
   audit_events_by_user: { table: 'audit_events', column: 'user_id' },
