@@ -36,10 +36,7 @@ export function queueDashboard(services: ApiServices): Middleware {
     board = adapter.registerPlugin() as Middleware;
     return board;
   };
-  return async (ctx, next) => {
-    const path = ctx.path;
-    if (path !== QUEUE_DASHBOARD_PATH && !path.startsWith(`${QUEUE_DASHBOARD_PATH}/`)) return next();
-    if (path === `${QUEUE_DASHBOARD_PATH}/session`) return next(); // a regular route (api/routes/queueDashboard.ts)
+  const serve: Middleware = async (ctx, next) => {
     const c = ctx as unknown as AppContext;
     if (c.state.principal.kind === 'anonymous') {
       const token = ctx.cookies.get(QUEUE_DASHBOARD_COOKIE);
@@ -52,5 +49,12 @@ export function queueDashboard(services: ApiServices): Middleware {
     // Bull Board's pages are not ours to cache or frame.
     ctx.set('Cache-Control', 'no-store');
     return boardFor()(ctx, next);
+  };
+  // Every other request passes straight on: no promise of this middleware's own.
+  return (ctx, next) => {
+    const path = ctx.path;
+    if (path !== QUEUE_DASHBOARD_PATH && !path.startsWith(`${QUEUE_DASHBOARD_PATH}/`)) return next();
+    if (path === `${QUEUE_DASHBOARD_PATH}/session`) return next(); // a regular route (api/routes/queueDashboard.ts)
+    return serve(ctx, next);
   };
 }

@@ -1,4 +1,5 @@
-import type { Middleware } from 'koa';
+import type { Middleware, Next } from 'koa';
+import type { CredentialResult } from '../../shared/auth/credentials';
 import { forbidden, HttpError, unauthorized } from '../../shared/errors';
 import { ANONYMOUS, systemKeyAllowed } from '../../shared/policies';
 import type { AppContext } from '../routing';
@@ -27,20 +28,26 @@ export function authenticate(): Middleware {
       return next();
     }
     if (!token) return next();
-    return c.services.credentials.resolve(token).then((result) => {
-      if (result.ok) {
-        c.state.principal = result.principal;
-        c.state.token = token;
-      } else {
-        (c.state as { authFailure?: HttpError }).authFailure =
-          result.status === 403 ? new HttpError(403, 'Forbidden', result.message) : unauthorized(result.message);
-      }
-      if (c.state.principal.kind === 'system' && !systemKeyAllowed(ctx.path)) {
-        throw forbidden('system key not permitted on this route');
-      }
-      return next();
-    });
+    const resolved = c.services.credentials.resolve(token);
+    // A cached credential is resolved synchronously: no promise on the hot path.
+    if (!(resolved instanceof Promise)) return accept(c, token, resolved, next);
+    return resolved.then((result) => accept(c, token, result, next));
   };
+}
+
+/** Sets the principal of a resolved credential (or remembers its failure), then continues. */
+function accept(c: AppContext, token: string, result: CredentialResult, next: Next): Promise<unknown> {
+  if (result.ok) {
+    c.state.principal = result.principal;
+    c.state.token = token;
+  } else {
+    (c.state as { authFailure?: HttpError }).authFailure =
+      result.status === 403 ? new HttpError(403, 'Forbidden', result.message) : unauthorized(result.message);
+  }
+  if (c.state.principal.kind === 'system' && !systemKeyAllowed(c.path)) {
+    throw forbidden('system key not permitted on this route');
+  }
+  return next();
 }
 
 /** Raises the remembered credential failure (after rate limiting has counted it). */

@@ -53,14 +53,21 @@ export class CredentialResolver {
     this.access = new AccessSets(db, () => this.listening);
   }
 
-  /** Resolves a raw Bearer token. */
-  async resolve(token: string): Promise<CredentialResult> {
+  /**
+   * Resolves a raw Bearer token: synchronously when its entry is cached (the hot path makes no
+   * promise), otherwise once the entry is loaded.
+   */
+  resolve(token: string): CredentialResult | Promise<CredentialResult> {
     const hash = sha256(token);
-    let entry = this.cache.get(hash);
-    if (!entry) {
-      entry = (await (this.inflight.get(hash) ?? this.load(token, hash))) ?? undefined;
-      if (!entry) return { ok: false, status: 401, message: 'invalid or revoked credentials' };
-    }
+    const entry = this.cache.get(hash);
+    if (entry) return this.check(entry, hash);
+    return (this.inflight.get(hash) ?? this.load(token, hash)).then((loaded) =>
+      loaded ? this.check(loaded, hash) : { ok: false, status: 401, message: 'invalid or revoked credentials' },
+    );
+  }
+
+  /** What a resolved entry allows now: expired, banned, or the principal (noting the use). */
+  private check(entry: CredentialEntry, hash: string): CredentialResult {
     const now = Date.now();
     if (entry.expiresAt <= now) {
       this.cache.delete(hash);

@@ -31,8 +31,11 @@ test.serial('concurrent first requests with one token share one load', async (t)
   t.true(result.every((r) => r.ok));
   const principals = new Set(result.map((r) => (r.ok ? r.principal : null)));
   t.is(principals.size, 1, 'every caller gets the same entry');
-  // Cached afterwards: no statement at all.
-  t.is((await keyLoads(() => credentials.resolve(key))).loads, 0);
+  // Cached afterwards: no statement at all, and the answer is synchronous (no promise per request).
+  t.is((await keyLoads(async () => credentials.resolve(key))).loads, 0);
+  const cached = credentials.resolve(key);
+  t.false(cached instanceof Promise);
+  t.true(!(cached instanceof Promise) && cached.ok && cached.principal === [...principals][0]);
 });
 
 test.serial('a request after an invalidation never joins a load that started before it', async (t) => {
