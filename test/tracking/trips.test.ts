@@ -423,3 +423,42 @@ test('concurrent single GETs of different trips each get their own stats (stats 
     t.true(Math.abs(a.body.data.distance_km - (k < 3 ? (k + 1) * leg : 0)) < 0.002, `trip ${k}`);
   });
 });
+
+test("a trip's stats are read from the track index alone (index-only scan in track order, no sort)", async (t) => {
+  const s = stack();
+  const { developer } = await users();
+  const trip = await make(s, developer.token, '/v1/trips', { name: 'covered' });
+  const batch = await s.request('POST', '/v1/gps/batch', {
+    token: developer.token,
+    body: { points: [0, 1, 2].map((i) => gpsBody({ trip_id: trip.id, timestamp: 1_700_000_000 + i })) },
+  });
+  t.is(batch.status, 201, batch.text);
+  // The statement GET /v1/trips/{id} sends for the stats, as the query builder emits it.
+  let stats: { sql: string; bindings: unknown[] } | undefined;
+  const listen = (q: { sql: string; bindings: unknown[] }) => {
+    if (/lag\(latitude\)/.test(q.sql)) stats = q;
+  };
+  s.api.services.db.on('query', listen);
+  const r = await s.request('GET', `/v1/trips/${trip.id}`, { token: developer.token });
+  s.api.services.db.off('query', listen);
+  t.is(r.status, 200, r.text);
+  t.truthy(stats, 'the stats statement ran');
+  // A small table would be scanned whole; with scans that visit rows ruled out, the index must
+  // still answer it by itself and in order (the rows vacuumed, as they are once settled).
+  await s.db.raw('VACUUM (ANALYZE) gps_points');
+  // On one connection of its own, as sent ($n parameters).
+  type Conn = { query(text: string, values?: unknown[]): Promise<{ rows: Array<Record<string, unknown>> }> };
+  const conn = (await s.db.client.acquireConnection()) as Conn;
+  let plan: string;
+  try {
+    await conn.query('SET enable_seqscan = off');
+    await conn.query('SET enable_bitmapscan = off');
+    const { rows } = await conn.query(`EXPLAIN (FORMAT JSON) ${stats!.sql}`, stats!.bindings);
+    plan = JSON.stringify(rows[0]['QUERY PLAN']);
+  } finally {
+    await conn.query('RESET ALL');
+    await s.db.client.releaseConnection(conn);
+  }
+  t.regex(plan, /"Node Type":"Index Only Scan"/);
+  t.notRegex(plan, /"Node Type":"Sort"/);
+});
