@@ -174,6 +174,63 @@ test('GET /v1/users/email/{email}: 401 without auth, 403 for another user, 404 u
   t.is((await s.request('GET', '/v1/users/email/not-an-email', { token: s.systemKey })).status, 400);
 });
 
+test.serial(
+  'GET /v1/users/email/{email}: the email platform account wins, deleted users are skipped, one statement per lookup',
+  async (t) => {
+    const s = stack();
+    const address = `shared-${uniq()}@example.test`;
+    // An older account on another platform with the same address (other case), on another user.
+    const other = await createUser(s.db);
+    const github = await s.db('platforms').where('slug', 'github').first('id');
+    await s.db('platform_accounts').insert({
+      user_id: other.id,
+      platform_id: github.id,
+      platform_user_id: `gh-${uniq()}`,
+      is_oauth: true,
+      is_primary: false,
+      email: address.toUpperCase(),
+      email_verified_at: new Date(),
+      created_at: new Date(Date.now() - 86_400_000),
+    });
+    const owner = await createUser(s.db, { email: address });
+    const lookup = (email: string) =>
+      s.request('GET', `/v1/users/email/${encodeURIComponent(email)}`, { token: s.systemKey });
+
+    await lookup(address); // warm: the system key's credential is cached from here on
+    // Serial, so no other test's requests run meanwhile; the fewest of three, so a poll of the outbox
+    // relay landing in one window is not counted.
+    const counts: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      let statements = 0;
+      const count = () => statements++;
+      s.db.on('query', count);
+      const found = await lookup(address);
+      s.db.off('query', count);
+      t.is(found.status, 200);
+      t.is(found.body.data.id, owner.id);
+      t.is(found.body.data.email, address);
+      counts.push(statements);
+    }
+    t.is(Math.min(...counts), 1);
+
+    // Concurrent lookups of different addresses share a statement and each gets its own user.
+    const [a, b, none] = await Promise.all([
+      lookup(other.email),
+      lookup(address),
+      lookup(`nobody-${uniq()}@example.test`),
+    ]);
+    t.is(a.body.data.id, other.id);
+    t.is(b.body.data.id, owner.id);
+    t.is(none.status, 404);
+
+    // With the email platform's user deleted, the address belongs to the other platform's account.
+    await s.db('users').where('id', owner.id).update({ deleted_at: new Date() });
+    const after = await lookup(address);
+    t.is(after.status, 200);
+    t.is(after.body.data.id, other.id);
+  },
+);
+
 test('GraphQL: platforms (anonymous), oauthSignin (system key only), findUserByPlatform', async (t) => {
   const s = stack();
   const user = await createUser(s.db);
