@@ -141,6 +141,26 @@ function failingField(e: DbErrorLike): string | undefined {
   return typeof e.column === 'string' ? e.column : undefined;
 }
 
+/**
+ * What a row of a referenced table is called in a 400 for a reference to a missing one. A write
+ * whose row carries its references (a trip's device_id, category_id, origin_id, destination_id…)
+ * needs no read to check them first: the foreign keys check them in the same statement, and their
+ * failure reads as `device_id: no such device`.
+ */
+const REFERENCED_NOUNS: Record<string, string> = {
+  trip_categories: 'trip category',
+  locations: 'location',
+  devices: 'device',
+  api_keys: 'API key',
+  trips: 'trip',
+  users: 'user',
+  roles: 'role',
+  permissions: 'permission',
+  geofences: 'geofence',
+  platforms: 'platform',
+  oauth_clients: 'OAuth client',
+};
+
 /** A PostgreSQL error code as the client error it stands for, or undefined for server faults. */
 function fromSqlState(e: DbErrorLike): HttpError | undefined {
   const field = failingField(e);
@@ -150,10 +170,14 @@ function fromSqlState(e: DbErrorLike): HttpError | undefined {
       return conflict(named('already exists'));
     case '23503': {
       // Deleting what others still reference conflicts with the current state; inserting or
-      // updating a reference to a missing record is invalid input (like an unknown id in a body).
-      const from =
-        typeof e.detail === 'string' ? /still referenced from table "([^"]+)"/.exec(e.detail)?.[1] : undefined;
-      return from ? conflict(`still in use by ${from}`) : badRequest(named('referenced record does not exist'));
+      // updating a reference to a missing record is invalid input (like an unknown id in a body),
+      // named by the field and what it points to: `origin_id: no such location`.
+      const detail = typeof e.detail === 'string' ? e.detail : '';
+      const from = /still referenced from table "([^"]+)"/.exec(detail)?.[1];
+      if (from) return conflict(`still in use by ${from}`);
+      const into = /is not present in table "([^"]+)"/.exec(detail)?.[1];
+      const noun = into === undefined ? undefined : REFERENCED_NOUNS[into];
+      return badRequest(named(noun ? `no such ${noun}` : 'referenced record does not exist'));
     }
     case '23502':
       return badRequest(named('is required'));

@@ -1,7 +1,6 @@
 import type { Knex } from 'knex';
 import { notFound } from '../errors';
 import { TripTemplate } from '../models/TripTemplate';
-import { assertReferencesExist } from '../queries/references';
 
 /** Fields of POST/PATCH /v1/trip-templates. */
 export interface TripTemplateInput {
@@ -17,19 +16,23 @@ export interface TripTemplateInput {
   tags?: string[];
 }
 
-/** Creates a trip template; unknown references are a 400 naming the field. */
+/**
+ * Creates a trip template in one statement; unknown references are a 400 naming the field (the
+ * foreign keys check them, shared/errors.ts).
+ */
 export async function createTripTemplate(db: Knex, input: TripTemplateInput & { name: string }): Promise<TripTemplate> {
-  await assertReferencesExist(db, input);
   return TripTemplate.query(db).insertAndFetch(input);
 }
 
-/** Patches a template the caller loaded; only provided fields change (an empty body changes nothing). */
+/**
+ * Patches a template the caller loaded; only provided fields change (an empty body changes nothing).
+ * Unknown references are a 400 naming the field, as on create.
+ */
 export async function updateTripTemplate(
   db: Knex,
   template: TripTemplate,
   input: TripTemplateInput,
 ): Promise<TripTemplate> {
-  await assertReferencesExist(db, input);
   const changed = Object.values(input).some((v) => v !== undefined);
   return changed ? template.$query(db).patchAndFetch(input) : template;
 }

@@ -4,8 +4,7 @@ import { conflict, notFound } from '../errors';
 import { Trip, TripStatus } from '../models/Trip';
 import { TripStatusHistory } from '../models/TripStatusHistory';
 import type { TripTemplate } from '../models/TripTemplate';
-import { assertReferencesExist } from '../queries/references';
-import { readTrackingConfig } from '../caches/trackingConfig';
+import { trackingConfig } from '../caches/trackingConfig';
 import { trackerKeysOfDevices } from '../queries/trackerKeys';
 import { invalidateTrackerLinks, TrackerLinkServices } from './trackerLinks';
 import { afterCommit, transaction } from '../db';
@@ -53,16 +52,13 @@ const defined = <T extends object>(o: T): Partial<T> =>
 
 /**
  * Creates a trip; new trips are always draft (spec §3). Unknown references are a 400 naming the
- * field. Without gps_logging_enabled the trips.default_gps_logging system config applies (seeded false).
+ * field (by their foreign keys). Without gps_logging_enabled the trips.default_gps_logging system
+ * config applies (seeded false; the process's config cache, which a change clears at once).
  */
 export async function createTrip(db: Knex, input: TripInput): Promise<Trip> {
-  await assertReferencesExist(db, {
-    device_id: input.device_id,
-    category_id: input.category_id,
-    origin_id: input.origin_id,
-    destination_id: input.destination_id,
-  });
-  const gpsLogging = input.gps_logging_enabled ?? (await readTrackingConfig(db)).defaultGpsLogging;
+  const gpsLogging = input.gps_logging_enabled ?? (await trackingConfig(db)).defaultGpsLogging;
+  // One statement: the foreign keys check the references (a missing one is a 400 naming the field,
+  // shared/errors.ts), so nothing is read before.
   return Trip.query(db).insertAndFetch({ ...defined(input), gps_logging_enabled: gpsLogging, status: 'draft' });
 }
 
@@ -82,12 +78,6 @@ export async function updateTrip(
   return transaction(services.db, async (trx) => {
     const trip = await Trip.query(trx).findById(id).forUpdate();
     if (!trip) throw notFound('trip');
-    await assertReferencesExist(trx, {
-      device_id: patch.device_id,
-      category_id: patch.category_id,
-      origin_id: patch.origin_id,
-      destination_id: patch.destination_id,
-    });
     const { status, latitude, longitude, ...fields } = patch;
     const changes: PartialModelObject<Trip> = defined(fields);
     let history: PartialModelObject<TripStatusHistory> | undefined;

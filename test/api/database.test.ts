@@ -65,7 +65,13 @@ test.serial('constraint and data errors map to their status whatever wraps them'
       'foreign key, missing reference',
       () => s.db('user_roles').insert({ user_id: randomUUID(), role_id: 'role_user' }),
       400,
-      /user_id: referenced/,
+      /^user_id: no such user$/,
+    ],
+    [
+      'foreign key, missing reference into a table without a noun',
+      () => s.db('chat_roles').insert({ guild_id: randomUUID(), role_id: 'r', name: 'r' }),
+      400,
+      /^guild_id: referenced record does not exist$/,
     ],
     ['foreign key, still referenced', () => s.db('platforms').where('slug', 'email').delete(), 409, /still in use/],
     [

@@ -8,7 +8,10 @@ import { gpsBody, make, nowSeconds, once } from '../helpers/tracking';
 const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_GPS_POST: '100000' } });
 const users = once(async () => {
   const s = stack();
-  return { developer: await createUser(s.db, { roles: ['role_developer'] }) };
+  return {
+    developer: await createUser(s.db, { roles: ['role_developer'] }),
+    admin: await createUser(s.db, { roles: ['role_admin'] }),
+  };
 });
 const setConfig = (s: ReturnType<typeof stack>, key: string, value: unknown) =>
   s
@@ -29,9 +32,12 @@ test.serial('gps.latest_cache_seconds sets the lifetime of the latest-point cach
 
 test('trips.default_gps_logging is the default of gps_logging_enabled for new trips (seeded false)', async (t) => {
   const s = stack();
-  const { developer } = await users();
+  const { developer, admin } = await users();
   t.is((await make(s, developer.token, '/v1/trips', { name: 'default' })).gps_logging_enabled, false);
-  await setConfig(s, 'trips.default_gps_logging', true);
+  // Through the API, as an operator changes it: the process's config cache is cleared at once.
+  const patch = (value: boolean) =>
+    s.request('PATCH', '/v1/system-config/trips.default_gps_logging', { token: admin.token, body: { value } });
+  t.is((await patch(true)).status, 200);
   try {
     t.is((await make(s, developer.token, '/v1/trips', { name: 'configured' })).gps_logging_enabled, true);
     t.is(
@@ -40,8 +46,9 @@ test('trips.default_gps_logging is the default of gps_logging_enabled for new tr
       false,
     );
   } finally {
-    await setConfig(s, 'trips.default_gps_logging', false);
+    t.is((await patch(false)).status, 200);
   }
+  t.is((await make(s, developer.token, '/v1/trips', { name: 'default again' })).gps_logging_enabled, false);
 });
 
 test('the purgeGpsPoints task deletes points older than gps.retention_days that belong to no trip', async (t) => {
