@@ -40,6 +40,10 @@ export async function saveDevice(
   id: string | null,
   input: DeviceInput,
 ): Promise<Device> {
+  const fields = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) as Partial<Device>;
+  // A new device without a tracker key is one INSERT: nothing to lock, take or invalidate, so no
+  // transaction (BEGIN and COMMIT would be two more round trips).
+  if (id === null && typeof input.api_key_id !== 'string') return Device.query(services.db).insertAndFetch(fields);
   return transaction(services.db, async (trx) => {
     const before = id ? await Device.query(trx).findById(id).forUpdate() : undefined;
     if (id && !before) throw notFound('device');
@@ -49,7 +53,6 @@ export async function saveDevice(
     }
     if (before?.api_key_id && input.api_key_id !== undefined && input.api_key_id !== before.api_key_id)
       trackerKeys.push(before.api_key_id);
-    const fields = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) as Partial<Device>;
     const device = before
       ? await before.$query(trx).patchAndFetch(fields)
       : await Device.query(trx).insertAndFetch(fields);

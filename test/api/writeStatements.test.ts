@@ -1,0 +1,93 @@
+import test from 'ava';
+import { createUser } from '../helpers/factories';
+import { useStack } from '../helpers/stack';
+import { make } from '../helpers/tracking';
+
+/**
+ * README "Hot paths": a write whose row carries its references is one statement. The foreign keys
+ * check the references in that statement (a missing one is a 400 naming the field, and nothing is
+ * written), the trip default comes from the process's config cache, and a new device without a
+ * tracker key needs no transaction. Every test is serial, so the stack's knex 'query' events count
+ * only its own requests; each write is measured three times and the fewest counts, so a poll of the
+ * outbox relay landing in one window is not charged to it.
+ */
+const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000' } });
+const MISSING = '00000000-0000-4000-8000-000000000000';
+
+async function fewestStatements(send: () => Promise<{ status: number; text: string }>, expect: number) {
+  const s = stack();
+  const counts: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    let statements = 0;
+    const count = () => statements++;
+    s.db.on('query', count);
+    try {
+      const r = await send();
+      if (r.status !== expect) throw new Error(`answered ${r.status}: ${r.text}`);
+    } finally {
+      s.db.off('query', count);
+    }
+    counts.push(statements);
+  }
+  return Math.min(...counts);
+}
+
+test.serial(
+  'POST /v1/trips and /v1/trip-templates with references, POST /v1/devices: one statement each',
+  async (t) => {
+    const s = stack();
+    const developer = await createUser(s.db, { roles: ['role_developer'] });
+    const token = developer.token;
+    const device = await make(s, token, '/v1/devices', { name: 'referenced' });
+    const place = await make(s, token, '/v1/locations', { name: 'Harbour', latitude: 53.5, longitude: 9.9 });
+    const category = await make(s, token, '/v1/trip-categories', { name: 'Cargo' });
+    const refs = { device_id: device.id, origin_id: place.id, destination_id: place.id, category_id: category.id };
+    // Warm: the credential and the trip defaults are cached from here on.
+    await make(s, token, '/v1/trips', { name: 'warm', ...refs });
+
+    t.is(
+      await fewestStatements(() => s.request('POST', '/v1/trips', { token, body: { name: 'one', ...refs } }), 201),
+      1,
+    );
+    t.is(
+      await fewestStatements(
+        () => s.request('POST', '/v1/trip-templates', { token, body: { name: 'one', ...refs } }),
+        201,
+      ),
+      1,
+    );
+    t.is(await fewestStatements(() => s.request('POST', '/v1/devices', { token, body: { name: 'plain' } }), 201), 1);
+
+    const trip = await s.request('POST', '/v1/trips', { token, body: { name: 'stored', ...refs } });
+    t.like(trip.body.data, { ...refs, status: 'draft', gps_logging_enabled: false });
+    const read = await s.request('GET', `/v1/trips/${trip.body.data.id}`, { token });
+    t.like(read.body.data, refs);
+  },
+);
+
+test.serial('a missing reference is a 400 naming the field and what it points to, and writes nothing', async (t) => {
+  const s = stack();
+  const developer = await createUser(s.db, { roles: ['role_developer'] });
+  const token = developer.token;
+  const nouns = {
+    device_id: 'device',
+    origin_id: 'location',
+    destination_id: 'location',
+    category_id: 'trip category',
+  };
+  for (const [field, noun] of Object.entries(nouns)) {
+    for (const path of ['/v1/trips', '/v1/trip-templates']) {
+      const name = `missing ${field} ${path}`;
+      const r = await s.request('POST', path, { token, body: { name, [field]: MISSING } });
+      t.is(r.status, 400, `${path} ${field}`);
+      t.is(r.body.error, 'BadRequest');
+      t.is(r.body.message, `${field}: no such ${noun}`);
+      const table = path === '/v1/trips' ? 'trips' : 'trip_templates';
+      t.is(Number((await s.db(table).where('name', name).count({ n: '*' }))[0].n), 0);
+    }
+  }
+  // A device's tracker key is still checked (and locked) in its transaction.
+  const key = await s.request('POST', '/v1/devices', { token, body: { name: 'keyed', api_key_id: MISSING } });
+  t.is(key.status, 400);
+  t.regex(key.body.message, /^api_key_id: no such API key/);
+});
