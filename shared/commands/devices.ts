@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { afterCommit, transaction } from '../db';
 import { badRequest, notFound } from '../errors';
 import { Device } from '../models/Device';
+import { insertGrouped } from '../groupedInsert';
 import { authorize, Principal, subjects } from '../policies';
 import { invalidateTrackerLinks, TrackerLinkServices } from './trackerLinks';
 
@@ -41,9 +42,9 @@ export async function saveDevice(
   input: DeviceInput,
 ): Promise<Device> {
   const fields = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) as Partial<Device>;
-  // A new device without a tracker key is one INSERT: nothing to lock, take or invalidate, so no
-  // transaction (BEGIN and COMMIT would be two more round trips).
-  if (id === null && typeof input.api_key_id !== 'string') return Device.query(services.db).insertAndFetch(fields);
+  // A new device without a tracker key is one INSERT (shared with concurrent creates, insertGrouped):
+  // nothing to lock, take or invalidate, so no transaction (BEGIN and COMMIT would be two more round trips).
+  if (id === null && typeof input.api_key_id !== 'string') return insertGrouped(Device, services.db, fields);
   return transaction(services.db, async (trx) => {
     const before = id ? await Device.query(trx).findById(id).forUpdate() : undefined;
     if (id && !before) throw notFound('device');

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { notFound } from '../errors';
 import { TripTemplate } from '../models/TripTemplate';
+import { insertGrouped } from '../groupedInsert';
 
 /** Fields of POST/PATCH /v1/trip-templates. */
 export interface TripTemplateInput {
@@ -17,11 +18,11 @@ export interface TripTemplateInput {
 }
 
 /**
- * Creates a trip template in one statement; unknown references are a 400 naming the field (the
+ * Creates a trip template in one statement (shared with concurrent creates, insertGrouped); unknown references are a 400 naming the field (the
  * foreign keys check them, shared/errors.ts).
  */
 export async function createTripTemplate(db: Knex, input: TripTemplateInput & { name: string }): Promise<TripTemplate> {
-  return TripTemplate.query(db).insertAndFetch(input);
+  return insertGrouped(TripTemplate, db, input);
 }
 
 /**

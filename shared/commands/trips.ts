@@ -8,6 +8,7 @@ import { trackingConfig } from '../caches/trackingConfig';
 import { trackerKeysOfDevices } from '../queries/trackerKeys';
 import { invalidateTrackerLinks, TrackerLinkServices } from './trackerLinks';
 import { afterCommit, transaction } from '../db';
+import { insertGrouped } from '../groupedInsert';
 import { forgetDeletedGps, GpsDeleteDeps } from './gpsPoints';
 import { canDeleteTrip, transitionPatch } from '../domain/tripStatus';
 
@@ -57,9 +58,9 @@ const defined = <T extends object>(o: T): Partial<T> =>
  */
 export async function createTrip(db: Knex, input: TripInput): Promise<Trip> {
   const gpsLogging = input.gps_logging_enabled ?? (await trackingConfig(db)).defaultGpsLogging;
-  // One statement: the foreign keys check the references (a missing one is a 400 naming the field,
-  // shared/errors.ts), so nothing is read before.
-  return Trip.query(db).insertAndFetch({ ...defined(input), gps_logging_enabled: gpsLogging, status: 'draft' });
+  // One statement, shared with the trips created meanwhile (insertGrouped): the foreign keys check
+  // the references (a missing one is a 400 naming the field, shared/errors.ts), so nothing is read before.
+  return insertGrouped(Trip, db, { ...defined(input), gps_logging_enabled: gpsLogging, status: 'draft' });
 }
 
 /**

@@ -91,3 +91,35 @@ test.serial('a missing reference is a 400 naming the field and what it points to
   t.is(key.status, 400);
   t.regex(key.body.message, /^api_key_id: no such API key/);
 });
+
+test.serial(
+  'concurrent POST /v1/trips: each 201 is its own stored trip; a missing reference fails only its own',
+  async (t) => {
+    const s = stack();
+    const developer = await createUser(s.db, { roles: ['role_developer'] });
+    const token = developer.token;
+    const answers = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        s.request('POST', '/v1/trips', {
+          token,
+          body:
+            i === 5
+              ? { name: `burst-${i}`, category_id: MISSING }
+              : { name: `burst-${i}`, weight_kg: i, tags: [`t${i}`] },
+        }),
+      ),
+    );
+    for (const [i, r] of answers.entries()) {
+      if (i === 5) {
+        t.is(r.status, 400);
+        t.is(r.body.message, 'category_id: no such trip category');
+        continue;
+      }
+      t.is(r.status, 201, r.text);
+      t.like(r.body.data, { name: `burst-${i}`, weight_kg: i, tags: [`t${i}`], status: 'draft' });
+      const read = await s.request('GET', `/v1/trips/${r.body.data.id}`, { token });
+      t.like(read.body.data, r.body.data); // GET adds the track stats
+    }
+    t.is(Number((await s.db('trips').where('name', 'burst-5').count({ n: '*' }))[0].n), 0);
+  },
+);
