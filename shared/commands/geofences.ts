@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { notFound } from '../errors';
 import { Geofence } from '../models/Geofence';
+import { insertGrouped } from '../groupedInsert';
 
 /** Fields of POST/PATCH /v1/geofences. */
 export interface GeofenceInput {
@@ -19,7 +20,7 @@ export async function createGeofence(
   db: Knex,
   input: GeofenceInput & Pick<Geofence, 'name' | 'latitude' | 'longitude' | 'radius_km'>,
 ): Promise<Geofence> {
-  return Geofence.query(db).insertAndFetch(input);
+  return insertGrouped(Geofence, db, input);
 }
 
 /** Patches a geofence the caller loaded. */

@@ -8,6 +8,8 @@ import { badRequest, notFound } from '../errors';
 import { Session } from '../models/Session';
 import { User } from '../models/User';
 import { findAnySessionByToken } from '../queries/sessions';
+import { insertGrouped } from '../groupedInsert';
+import { rowById } from '../rowLoader';
 import { invalidateCredentials } from './accessChanges';
 
 /** Where a session is opened from: the request's attribution and the platform signed in with. */
@@ -26,14 +28,18 @@ export async function createSession(
   meta: SessionMeta = {},
 ): Promise<{ session: Session; token: string }> {
   const token = randomToken(SESSION_PREFIX, 32);
-  const session = await Session.query(db).insertAndFetch({
+  const row = {
     token_hash: sha256(token),
     user_id: userId,
     expires_at: expires,
     ip_address: meta.ipAddress ?? null,
     user_agent: meta.userAgent ?? null,
     platform_slug: meta.platformSlug ?? null,
-  });
+  };
+  // Outside a transaction the INSERT is shared with the sessions opened meanwhile (insertGrouped).
+  const session = (db as Knex.Transaction).isTransaction
+    ? await Session.query(db).insertAndFetch(row)
+    : await insertGrouped(Session, db, row);
   return { session, token };
 }
 
@@ -45,8 +51,9 @@ export async function createInternalSession(
   by: Attribution,
 ): Promise<{ session: Session; token: string }> {
   if (expires.getTime() <= Date.now()) throw badRequest('expires: must be in the future');
-  const user = await User.query(ctx.db).findById(userId).whereNull('deleted_at');
-  if (!user) throw badRequest('userId: no such user');
+  // The batched read by id (rowById), so concurrent sign-ins share it.
+  const user = await rowById(User, ctx.db).load(userId);
+  if (!user || user.deleted_at) throw badRequest('userId: no such user');
   const created = await createSession(ctx.db, user.id, expires, by);
   // Outside a transaction: the buffered writer records it without a round trip of its own.
   ctx.audit.record(

@@ -33,7 +33,7 @@ async function fewestStatements(send: () => Promise<{ status: number; text: stri
 }
 
 test.serial(
-  'POST /v1/trips and /v1/trip-templates with references, POST /v1/devices: one statement each',
+  'creates of trips, templates (with references), devices, locations and geofences: one statement each',
   async (t) => {
     const s = stack();
     const developer = await createUser(s.db, { roles: ['role_developer'] });
@@ -57,6 +57,12 @@ test.serial(
       1,
     );
     t.is(await fewestStatements(() => s.request('POST', '/v1/devices', { token, body: { name: 'plain' } }), 201), 1);
+    t.is(await fewestStatements(() => s.request('POST', '/v1/locations', { token, body: { name: 'Pier' } }), 201), 1);
+    const fence = { name: 'Fence', latitude: 53.5, longitude: 9.9, radius_km: 1 };
+    t.is(await fewestStatements(() => s.request('POST', '/v1/geofences', { token, body: fence }), 201), 1);
+    // The location's batched read (404 when missing), then the INSERT.
+    const contact = () => s.request('POST', `/v1/locations/${place.id}/contacts`, { token, body: { name: 'Mia' } });
+    t.is(await fewestStatements(contact, 201), 2);
 
     const trip = await s.request('POST', '/v1/trips', { token, body: { name: 'stored', ...refs } });
     t.like(trip.body.data, { ...refs, status: 'draft', gps_logging_enabled: false });
