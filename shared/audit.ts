@@ -105,6 +105,33 @@ export async function insertAuditRows(rows: Array<Record<string, unknown>>, db: 
   return out.map((r) => AuditEvent.fromDatabaseJson(r));
 }
 
+/**
+ * Runs `write` (an INSERT, UPDATE or DELETE with RETURNING) and records `input` in the same
+ * statement, iff the write touched a row: the change, its audit event and the event's outbox row
+ * commit together without a transaction, so the whole command is one round trip instead of four
+ * (BEGIN, the write, the event, COMMIT). Returns the write's RETURNING rows (none: no event).
+ */
+export async function writeAudited(
+  db: Knex,
+  write: Knex.QueryBuilder,
+  input: AuditInput,
+): Promise<Array<Record<string, unknown>>> {
+  const change = write.toSQL();
+  const row = auditRow(input);
+  const columns = Object.keys(row);
+  // INSERT … SELECT keeps the parameters' types open, so each takes its column's type as in VALUES.
+  const { rows } = await db.raw<{ rows: Array<Record<string, unknown>> }>(
+    `WITH w AS (${change.sql}),
+          ev AS (INSERT INTO audit_events (${columns.map(() => '??').join(', ')})
+                 SELECT ${columns.map(() => '?').join(', ')} WHERE EXISTS (SELECT 1 FROM w) RETURNING id),
+          ob AS (INSERT INTO ${SIDE_EFFECT_OUTBOX} (kind, payload)
+                 SELECT 'auditEvents', jsonb_build_object('ids', jsonb_agg(id)) FROM ev HAVING count(*) > 0)
+     SELECT * FROM w`,
+    [...(change.bindings as Knex.RawBinding[]), ...columns, ...columns.map((c) => row[c] as Knex.RawBinding)],
+  );
+  return rows;
+}
+
 /** Writes one audit event (inside `trx` when given, so it commits with the change it records). */
 export async function recordAuditEvent(input: AuditInput, trx: Knex | Knex.Transaction): Promise<AuditEvent> {
   const [event] = await insertAuditRows([auditRow(input)], trx);

@@ -175,14 +175,21 @@ export async function transaction<T>(db: Knex, work: (trx: Knex.Transaction) => 
     state.done = true;
     await db.client.releaseConnection(conn);
   }
-  for (const hook of hooks) {
-    try {
-      await hook();
-    } catch (err) {
-      reportHookFailure(err);
-    }
-  }
+  for (const hook of hooks) await runCommitted(hook);
   return result;
+}
+
+/**
+ * Runs a side effect of a change that has committed (an afterCommit hook, or the follow-up of a
+ * one-statement write without a transaction): awaited, and its failure reported rather than thrown,
+ * since the change stands.
+ */
+export async function runCommitted(hook: AfterCommit): Promise<void> {
+  try {
+    await hook();
+  } catch (err) {
+    reportHookFailure(err);
+  }
 }
 
 /**

@@ -1,9 +1,9 @@
 import type { Knex } from 'knex';
-import { attributed, Attribution, recordAuditEvent } from '../audit';
+import { attributed, Attribution, recordAuditEvent, writeAudited } from '../audit';
 import { SESSION_PREFIX } from '../auth/credentialSources';
 import type { ServiceContext } from '../context';
 import { randomToken, sha256 } from '../crypto';
-import { afterCommit, transaction } from '../db';
+import { afterCommit, runCommitted, transaction } from '../db';
 import { badRequest, notFound } from '../errors';
 import { Session } from '../models/Session';
 import { User } from '../models/User';
@@ -157,31 +157,32 @@ export async function endSession(
   const session = await findAnySessionByToken(ctx.db, token);
   if (!session) throw notFound('session');
   const userId = session.user_id;
-  await transaction(ctx.db, async (trx) => {
-    await Session.query(trx).deleteById(session.id);
-    await recordAuditEvent(
-      attributed(
-        { ...by, actorId: userId },
-        {
-          user_id: userId,
-          event_type: 'logout',
-          resource_type: 'session',
-          resource_id: session.id,
-          metadata: { reason: input.reason, session_id: session.id, app: input.app },
-          source_service: 'api',
-        },
-      ),
-      trx,
-    );
-    afterCommit(trx, async () => {
-      await invalidateCredentials(ctx, { userId });
-      await ctx.bus.publishToUser(userId, {
-        type: 'sessionRevoked',
-        userId,
-        sessionId: session.id,
-        reason: input.reason,
-        timestamp: new Date().toISOString(),
-      });
+  // The delete and its `logout` event in one statement (writeAudited): no transaction needed.
+  const deleted = await writeAudited(
+    ctx.db,
+    ctx.db('sessions').where('id', session.id).delete().returning('id'),
+    attributed(
+      { ...by, actorId: userId },
+      {
+        user_id: userId,
+        event_type: 'logout',
+        resource_type: 'session',
+        resource_id: session.id,
+        metadata: { reason: input.reason, session_id: session.id, app: input.app },
+        source_service: 'api',
+      },
+    ),
+  );
+  // Ended meanwhile by another request: that one recorded and announced it.
+  if (deleted.length === 0) throw notFound('session');
+  await runCommitted(async () => {
+    await invalidateCredentials(ctx, { userId });
+    await ctx.bus.publishToUser(userId, {
+      type: 'sessionRevoked',
+      userId,
+      sessionId: session.id,
+      reason: input.reason,
+      timestamp: new Date().toISOString(),
     });
   });
 }

@@ -13,9 +13,9 @@ export async function findSessionByToken(db: Knex, token: string): Promise<Sessi
   return session && new Date(session.expires_at).getTime() > Date.now() ? session : undefined;
 }
 
-/** A session by its raw token, expired or not (logout of a session that ran out still works). */
+/** A session by its raw token, expired or not (logout of a session that ran out still works); batched. */
 export async function findAnySessionByToken(db: Knex, token: string): Promise<Session | undefined> {
-  return Session.query(db).findOne({ token_hash: sha256(token) });
+  return rowBy(Session, 'token_hash', db).load(sha256(token));
 }
 
 /**

@@ -36,6 +36,14 @@ test('admins subscribed to admin:audit receive each new event as auditEvent in t
   t.is(session.status, 201);
   const opened = await conn.nextJson((m) => m.type === 'auditEvent' && m.data.user_id === user.id);
   t.is(opened.data.event_type, 'session_created');
+  // A logout: the delete and its event are one statement (writeAudited), its outbox row with them.
+  const token = session.body.data.sessionToken as string;
+  t.is((await s.request('DELETE', `/v1/sessions/${token}`, { token: s.systemKey })).status, 204);
+  const logout = await conn.nextJson(
+    (m) => m.type === 'auditEvent' && m.data.event_type === 'logout' && m.data.user_id === user.id,
+  );
+  t.is(logout.data.resource_id, opened.data.resource_id);
+  t.like(logout.data.metadata, { reason: 'user_initiated', session_id: opened.data.resource_id });
   conn.close();
 });
 
