@@ -45,6 +45,15 @@ export async function saveDevice(
   // A new device without a tracker key is one INSERT (shared with concurrent creates, insertGrouped):
   // nothing to lock, take or invalidate, so no transaction (BEGIN and COMMIT would be two more round trips).
   if (id === null && typeof input.api_key_id !== 'string') return insertGrouped(Device, services.db, fields);
+  if (id !== null && input.api_key_id === undefined) {
+    // A change that leaves the tracker key alone: one UPDATE … RETURNING, no lock, no transaction.
+    const [updated] = (await Device.query(services.db)
+      .patch(fields)
+      .where('id', id)
+      .returning('*')) as unknown as Device[];
+    if (!updated) throw notFound('device');
+    return updated;
+  }
   return transaction(services.db, async (trx) => {
     const before = id ? await Device.query(trx).findById(id).forUpdate() : undefined;
     if (id && !before) throw notFound('device');

@@ -9,6 +9,7 @@ import { trackerKeysOfDevices } from '../queries/trackerKeys';
 import { invalidateTrackerLinks, TrackerLinkServices } from './trackerLinks';
 import { afterCommit, transaction } from '../db';
 import { insertGrouped } from '../groupedInsert';
+import { findOr404 } from '../rowLoader';
 import { forgetDeletedGps, GpsDeleteDeps } from './gpsPoints';
 import { canDeleteTrip, transitionPatch } from '../domain/tripStatus';
 
@@ -76,6 +77,19 @@ export async function updateTrip(
   patch: TripPatch,
   actorUserId: string | null,
 ): Promise<Trip> {
+  if (patch.status === undefined && patch.device_id === undefined && patch.gps_logging_enabled === undefined) {
+    // Plain fields only (name, notes, references, coordinates…): nothing depends on the row as it
+    // was and no tracker link moves, so one UPDATE … RETURNING, without a lock or a transaction.
+    const { latitude: _lat, longitude: _lon, ...fields } = patch;
+    const changes = defined(fields);
+    if (Object.keys(changes).length === 0) return findOr404(Trip, id, 'trip');
+    const [updated] = (await Trip.query(services.db)
+      .patch(changes)
+      .where('id', id)
+      .returning('*')) as unknown as Trip[];
+    if (!updated) throw notFound('trip');
+    return updated;
+  }
   return transaction(services.db, async (trx) => {
     const trip = await Trip.query(trx).findById(id).forUpdate();
     if (!trip) throw notFound('trip');

@@ -129,3 +129,28 @@ test.serial(
     t.is(Number((await s.db('trips').where('name', 'burst-5').count({ n: '*' }))[0].n), 0);
   },
 );
+
+test.serial('a PATCH of plain fields is one UPDATE; unknown ids are 404 and missing references 400', async (t) => {
+  const s = stack();
+  const developer = await createUser(s.db, { roles: ['role_developer'] });
+  const token = developer.token;
+  const trip = await make(s, token, '/v1/trips', { name: 'patched', notes: 'before' });
+  const device = await make(s, token, '/v1/devices', { name: 'patched device' });
+  const patch = (path: string, body: unknown) => s.request('PATCH', path, { token, body });
+
+  t.is(await fewestStatements(() => patch(`/v1/trips/${trip.id}`, { notes: 'after' }), 200), 1);
+  t.is(await fewestStatements(() => patch(`/v1/devices/${device.id}`, { description: 'moved' }), 200), 1);
+
+  const read = await s.request('GET', `/v1/trips/${trip.id}`, { token });
+  t.like(read.body.data, { name: 'patched', notes: 'after', status: 'draft' });
+  t.true(new Date(read.body.data.updated_at).getTime() >= new Date(trip.updated_at).getTime());
+  const dev = await s.request('GET', `/v1/devices/${device.id}`, { token });
+  t.like(dev.body.data, { name: 'patched device', description: 'moved' });
+
+  t.is((await patch(`/v1/trips/${MISSING}`, { notes: 'x' })).status, 404);
+  t.is((await patch(`/v1/devices/${MISSING}`, { name: 'x' })).status, 404);
+  const bad = await patch(`/v1/trips/${trip.id}`, { category_id: MISSING });
+  t.is(bad.status, 400);
+  t.is(bad.body.message, 'category_id: no such trip category');
+  t.like((await s.request('GET', `/v1/trips/${trip.id}`, { token })).body.data, { category_id: null, notes: 'after' });
+});
