@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { afterCommit, transaction } from '../db';
+import { afterCommit, runCommitted, transaction } from '../db';
 import { badRequest, notFound } from '../errors';
 import { Device } from '../models/Device';
 import { insertGrouped } from '../groupedInsert';
@@ -73,9 +73,8 @@ export async function saveDevice(
 
 /** Deletes a device; its trips and templates keep existing without it. Its tracker key's link is dropped. */
 export async function deleteDevice(services: TrackerLinkServices, id: string): Promise<void> {
-  await transaction(services.db, async (trx) => {
-    const [row] = await trx('devices').where('id', id).delete().returning('api_key_id');
-    if (!row) throw notFound('device');
-    afterCommit(trx, () => invalidateTrackerLinks(services, [row.api_key_id]));
-  });
+  // One statement, so no transaction: the key's link is dropped once the delete has committed.
+  const [row] = await services.db('devices').where('id', id).delete().returning('api_key_id');
+  if (!row) throw notFound('device');
+  await runCommitted(() => invalidateTrackerLinks(services, [row.api_key_id]));
 }
