@@ -31,6 +31,9 @@ export function platformOr404(slug: string): IntegrationPlatform {
   return platform;
 }
 
+/** GET …/scopes as UTF-8 bytes per platform (the catalogue is code). */
+const scopesJson = new WeakMap<IntegrationPlatform, Buffer>();
+
 /** Only a short machine code of the platform's `error` reaches the client's redirect_uri. */
 const providerError = (e: string) => (/^[a-z_]{1,64}$/.test(e) ? e : 'access_denied');
 
@@ -71,7 +74,12 @@ export function integrationConnectRoutes(router: ApiRouter): void {
       },
     },
     (ctx, { params }) => {
-      ctx.body = presentPlatformScopes(platformOr404(params.slug));
+      // Code, not data: the answer is serialised once per platform (README "Static answers").
+      const platform = platformOr404(params.slug);
+      let json = scopesJson.get(platform);
+      if (!json) scopesJson.set(platform, (json = Buffer.from(JSON.stringify(presentPlatformScopes(platform)))));
+      ctx.type = 'application/json';
+      ctx.body = json;
     },
   );
 
