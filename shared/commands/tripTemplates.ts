@@ -18,8 +18,8 @@ export interface TripTemplateInput {
 }
 
 /**
- * Creates a trip template in one statement (shared with concurrent creates, insertGrouped); unknown references are a 400 naming the field (the
- * foreign keys check them, shared/errors.ts).
+ * Creates a trip template in one statement, shared with concurrent creates (insertGrouped). Unknown
+ * references are a 400 naming the field: the foreign keys check them (shared/errors.ts).
  */
 export async function createTripTemplate(db: Knex, input: TripTemplateInput & { name: string }): Promise<TripTemplate> {
   return insertGrouped(TripTemplate, db, input);
