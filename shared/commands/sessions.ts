@@ -95,17 +95,14 @@ export async function announceSessionsRevoked(
 }
 
 /** The `session_revoked` audit event of a user ending their own sessions. */
-function recordRevocation(trx: Knex.Transaction, userId: string, sessionIds: string[], by: Attribution) {
-  return recordAuditEvent(
-    attributed(by, {
-      user_id: userId,
-      event_type: 'session_revoked',
-      resource_type: 'session',
-      resource_id: sessionIds.length === 1 ? sessionIds[0] : null,
-      metadata: { reason: REVOKED_BY_USER, session_ids: sessionIds },
-    }),
-    trx,
-  );
+function revocation(userId: string, sessionIds: string[], by: Attribution) {
+  return attributed(by, {
+    user_id: userId,
+    event_type: 'session_revoked',
+    resource_type: 'session',
+    resource_id: sessionIds.length === 1 ? sessionIds[0] : null,
+    metadata: { reason: REVOKED_BY_USER, session_ids: sessionIds },
+  });
 }
 
 /** A user revokes one of their other sessions (never the current one: they sign out instead). */
@@ -118,12 +115,14 @@ export async function revokeOwnSession(
 ): Promise<void> {
   if (sessionId === currentSessionId)
     throw badRequest('cannot revoke the current session; sign out instead', { success: false });
-  await transaction(ctx.db, async (trx) => {
-    const deleted = await Session.query(trx).where({ id: sessionId, user_id: userId }).delete();
-    if (!deleted) throw notFound('session');
-    await recordRevocation(trx, userId, [sessionId], by);
-    afterCommit(trx, () => announceSessionsRevoked(ctx, userId, [sessionId], REVOKED_BY_USER));
-  });
+  // The delete and its event in one statement (writeAudited), then the announcement.
+  const deleted = await writeAudited(
+    ctx.db,
+    ctx.db('sessions').where({ id: sessionId, user_id: userId }).delete().returning('id'),
+    revocation(userId, [sessionId], by),
+  );
+  if (deleted.length === 0) throw notFound('session');
+  await runCommitted(() => announceSessionsRevoked(ctx, userId, [sessionId], REVOKED_BY_USER));
 }
 
 /** A user revokes every session but the current one; returns the revoked ids. */
@@ -136,7 +135,7 @@ export async function revokeOtherSessions(
   return transaction(ctx.db, async (trx) => {
     const ids = await deleteUserSessions(trx, userId, currentSessionId);
     if (ids.length) {
-      await recordRevocation(trx, userId, ids, by);
+      await recordAuditEvent(revocation(userId, ids, by), trx);
       afterCommit(trx, () => announceSessionsRevoked(ctx, userId, ids, REVOKED_BY_USER));
     }
     return ids;

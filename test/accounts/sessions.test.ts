@@ -79,6 +79,8 @@ test("revoke one: 400 {success:false} for the current one, 404 for others' sessi
   t.false(cur.body.success);
   t.truthy(cur.body.message);
   t.is((await s.request('DELETE', `/v1/users/me/sessions/${stranger.sessionId}`, { token: user.token })).status, 404);
+  // Nothing was revoked, so nothing is recorded (the delete and its event are one statement).
+  t.is(await s.db('audit_events').where({ user_id: user.id, event_type: 'session_revoked' }).first(), undefined);
   t.is((await s.request('GET', '/v1', { token: stranger.token })).status, 200);
   t.is((await s.request('GET', '/v1', { token: second.token })).status, 200); // cached now
 
