@@ -21,11 +21,11 @@ const commits = new WeakMap<Knex, Map<ModelClass<Model>, GroupCommit<object, Mod
  * transaction, whose row is their only statement.
  */
 export function insertGrouped<M extends Model>(model: ModelClass<M>, db: Knex, row: PartialModelObject<M>): Promise<M> {
+  const idColumn = model.idColumn as string;
   let byModel = commits.get(db);
   if (!byModel) commits.set(db, (byModel = new Map()));
   let commit = byModel.get(model);
   if (!commit) {
-    const idColumn = model.idColumn as string;
     const insert = (rows: object[]) =>
       model
         .query(db)
@@ -48,7 +48,6 @@ export function insertGrouped<M extends Model>(model: ModelClass<M>, db: Knex, r
     byModel.set(model, commit);
   }
   const item = { ...(row as Record<string, unknown>) };
-  const idColumn = model.idColumn as string;
   if (item[idColumn] === undefined) item[idColumn] = randomUUID();
   return commit.submit(item) as Promise<M>;
 }

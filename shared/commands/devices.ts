@@ -47,10 +47,7 @@ export async function saveDevice(
   if (id === null && typeof input.api_key_id !== 'string') return insertGrouped(Device, services.db, fields);
   if (id !== null && input.api_key_id === undefined) {
     // A change that leaves the tracker key alone: one UPDATE … RETURNING, no lock, no transaction.
-    const [updated] = (await Device.query(services.db)
-      .patch(fields)
-      .where('id', id)
-      .returning('*')) as unknown as Device[];
+    const updated = await Device.query(services.db).patchAndFetchById(id, fields);
     if (!updated) throw notFound('device');
     return updated;
   }

@@ -83,10 +83,7 @@ export async function updateTrip(
     const { latitude: _lat, longitude: _lon, ...fields } = patch;
     const changes = defined(fields);
     if (Object.keys(changes).length === 0) return findOr404(Trip, id, 'trip');
-    const [updated] = (await Trip.query(services.db)
-      .patch(changes)
-      .where('id', id)
-      .returning('*')) as unknown as Trip[];
+    const updated = await Trip.query(services.db).patchAndFetchById(id, changes);
     if (!updated) throw notFound('trip');
     return updated;
   }
