@@ -73,7 +73,9 @@ const INSERT_COLUMNS: Array<[keyof NewGpsRow | 'id', ColumnKind]> = [
 const INSERT_COLUMN_LIST = [...INSERT_COLUMNS.map(([c]) => `"${c}"`), '"created_at"'].join(', ');
 /**
  * The points' side effects go to the outbox in the same statement (a data-modifying CTE runs
- * whether or not it is referenced): one row per request, carrying the new ids in request order.
+ * whether or not it is referenced): one row per statement, carrying the new ids in row order. The
+ * relay carries out claimed rows in id order and each row's ids in order, so a row of many points
+ * is relayed exactly as that many rows of one point would be, for a fraction of the writes.
  */
 const OUTBOX_ONE = `INSERT INTO ${SIDE_EFFECT_OUTBOX} (kind, payload) VALUES ('gpsPoints', jsonb_build_object('ids', jsonb_build_array($1::uuid)))`;
 const OUTBOX_MANY = `INSERT INTO ${SIDE_EFFECT_OUTBOX} (kind, payload) VALUES ('gpsPoints', jsonb_build_object('ids', to_jsonb($1::uuid[])))`;
@@ -98,16 +100,6 @@ const INSERT_MANY = {
     SELECT *, now() FROM unnest(${INSERT_COLUMNS.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')})
   ), fx AS (${OUTBOX_MANY})
   ${RETURN_CREATED_AT}`,
-};
-
-/**
- * Many rows, one outbox row per point (group commit of single-point requests): the outbox then
- * looks exactly as if each request had inserted its point alone, in the same order.
- */
-const OUTBOX_PER_ROW = `INSERT INTO ${SIDE_EFFECT_OUTBOX} (kind, payload) SELECT 'gpsPoints', jsonb_build_object('ids', jsonb_build_array(t.id)) FROM unnest($1::uuid[]) WITH ORDINALITY AS t(id, n) ORDER BY t.n`;
-const INSERT_MANY_OUTBOX_PER_ROW = {
-  name: 'gps_points_insert_many_outbox_per_row_v2',
-  text: INSERT_MANY.text.replace(OUTBOX_MANY, OUTBOX_PER_ROW),
 };
 
 /** A text element of an array literal: always quoted (so a value spelled NULL stays text), `"` and `\\` escaped. */
@@ -171,13 +163,9 @@ const storedRow = (r: NewGpsRow, id: string, createdAt: Date): GpsPointRow => ({
  * connection of knex's pool: the hot path skips query building and the server skips parsing and
  * planning. Ids are made here (v4, like gen_random_uuid()), and created_at is the statement's
  * now(), so the stored rows are known from one returned value. Rows come back in order.
- * One outbox row carries all the points, or with `outboxRowPerPoint` each point has its own.
+ * One outbox row carries all the points.
  */
-export async function insertGpsRows(
-  db: Knex,
-  rows: NewGpsRow[],
-  opts: { outboxRowPerPoint?: boolean } = {},
-): Promise<GpsPointRow[]> {
+export async function insertGpsRows(db: Knex, rows: NewGpsRow[]): Promise<GpsPointRow[]> {
   const ids = rows.map(() => randomUUID());
   let statement: { name: string; text: string };
   let values: unknown[];
@@ -186,7 +174,7 @@ export async function insertGpsRows(
     statement = INSERT_ONE;
     values = INSERT_COLUMNS.map(([c, kind]) => (c === 'id' ? ids[0] : scalar(kind, row[c])));
   } else {
-    statement = opts.outboxRowPerPoint ? INSERT_MANY_OUTBOX_PER_ROW : INSERT_MANY;
+    statement = INSERT_MANY;
     const records = rows as unknown as Array<Record<string, unknown>>;
     // Each parameter is a whole column, as one array literal.
     values = INSERT_COLUMNS.map(([c, kind]) => (c === 'id' ? `{${ids.join(',')}}` : arrayLiteral(kind, c, records)));

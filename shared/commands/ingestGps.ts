@@ -53,10 +53,10 @@ function pointCommit(deps: IngestDeps): GroupCommit<NewGpsRow, GpsPointRow> {
   let commit = pointCommits.get(deps);
   if (!commit) {
     commit = new GroupCommit<NewGpsRow, GpsPointRow>({
-      // Each point keeps its own outbox row, as if it had been inserted alone. The cache step
-      // after the commit does not throw, so a failure here means nothing was written.
+      // The batch's points share one outbox row, in submission order. The cache step after the
+      // commit does not throw, so a failure here means nothing was written.
       flush: async (rows) => {
-        const inserted = await insertGpsRows(deps.db, rows, { outboxRowPerPoint: true });
+        const inserted = await insertGpsRows(deps.db, rows);
         await afterGpsInsert(deps, inserted);
         return inserted;
       },

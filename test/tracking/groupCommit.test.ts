@@ -1,8 +1,11 @@
 import test from 'ava';
+import Redis from 'ioredis';
 import pg from 'pg';
+import { OUTBOX_RELAY_LOCK, SIDE_EFFECT_OUTBOX } from '../../shared/outbox';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { gpsBody, make, nowSeconds, once } from '../helpers/tracking';
+import { eventually } from '../helpers/wait';
 
 const stack = useStack(test, {
   env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_API_KEY: '100000', RATE_LIMIT_GPS_POST: '100000' },
@@ -167,5 +170,50 @@ test.serial(
     }
     // One statement, one created_at: the points of a shared INSERT were created together.
     t.true(new Set(result.map((r) => r.body.data.created_at)).size < bodies.length);
+  },
+);
+
+test.serial(
+  'the points of a shared INSERT share one outbox row; the relay still pushes each, in submission order',
+  async (t) => {
+    const s = stack();
+    const list = await trackers();
+    const sub = new Redis(s.config.redisUrl);
+    // Hold the relay (each pass takes this lock) so the burst's outbox rows can be read.
+    const hold = await s.db.transaction();
+    try {
+      const received: string[] = [];
+      sub.on('message', (_channel, raw) => received.push(JSON.parse(raw).data.id));
+      await sub.subscribe(`${s.config.redisPrefix}ws:gps`);
+      await hold.raw('SELECT pg_advisory_xact_lock(?)', [OUTBOX_RELAY_LOCK]);
+      const { result, inserts } = await countGpsInserts(() =>
+        Promise.all(list.map((tr) => s.request('POST', '/v1/gps', { token: tr.token, body: gpsBody() }))),
+      );
+      t.true(inserts < N, `${inserts} INSERT statements for ${N} concurrent points`);
+      const ids = result.map((r) => {
+        t.is(r.status, 201, r.text);
+        return r.body.data.id as string;
+      });
+      const burst = new Set(ids);
+      const rows = (
+        (await s.db(SIDE_EFFECT_OUTBOX).where('kind', 'gpsPoints').orderBy('id')) as Array<{
+          payload: { ids: string[] };
+        }>
+      ).filter((r) => r.payload.ids.some((id) => burst.has(id)));
+      // One row per statement, each carrying its points; together exactly the burst's points.
+      t.is(rows.length, inserts);
+      t.deepEqual(rows.flatMap((r) => r.payload.ids).sort(), [...ids].sort());
+      await hold.rollback();
+      // Each point pushed once, in the order of the rows and of the ids within each row.
+      const order = rows.flatMap((r) => r.payload.ids);
+      await eventually(async () => order.every((id) => received.includes(id)), 10_000);
+      t.deepEqual(
+        received.filter((id) => order.includes(id)),
+        order,
+      );
+    } finally {
+      if (!hold.isCompleted()) await hold.rollback();
+      sub.disconnect();
+    }
   },
 );
