@@ -169,7 +169,7 @@ type Request = {
   path: string;
   headers?: Record<string, string>;
   body?: string;
-  setupRequest?: (r: any) => any;
+  setupRequest?: (r: any, context?: any) => any;
 };
 
 interface RunSpec {
@@ -194,13 +194,38 @@ interface Run {
   cpuPerRequest?: number;
 }
 
+/**
+ * The requests of a run, each connection starting at its own place in the list. autocannon gives
+ * every connection the same list from its first entry, so without this the connections would ask
+ * for the same value at the same moment (one id, one tracker key) all run long: one device's points
+ * in every group commit, one id in every batched read, answers shared within a turn. Real clients
+ * ask for different values at once. A connection takes its offset on its first request (and again
+ * when it comes round to the start of the list, autocannon's context being reset then), offsets
+ * spread evenly over the list. The request is then built per request, which costs the load
+ * generator a few microseconds; lists with their own setupRequest are left as they are.
+ */
+function staggered(requests: Request[]): Request[] {
+  const n = requests.length;
+  if (n < 2 || requests.some((r) => r.setupRequest)) return requests;
+  const stride = Math.max(1, Math.floor(n / CONNECTIONS));
+  let started = 0;
+  return requests.map((placeholder, i) => ({
+    ...placeholder,
+    setupRequest: (req: Request, context: { offset?: number }) => {
+      context.offset ??= (started++ * stride) % n;
+      const chosen = requests[(i + context.offset) % n];
+      return { ...req, ...chosen, headers: { ...req.headers, ...chosen.headers } };
+    },
+  }));
+}
+
 async function cannon(url: string, spec: RunSpec, seconds: number): Promise<autocannon.Result> {
   const opts: autocannon.Options = {
     url,
     connections: CONNECTIONS,
     duration: seconds,
     headers: spec.headers,
-    requests: spec.requests as autocannon.Request[],
+    requests: staggered(spec.requests) as autocannon.Request[],
   };
   if (spec.maxRequests !== undefined) opts.maxOverallRequests = Math.max(spec.maxRequests, CONNECTIONS);
   return autocannon(opts);
