@@ -41,10 +41,11 @@ function loaderFor(db: Knex): DataLoader<string, string> {
     loader = new DataLoader<string, string>(
       async (tables) => {
         // A table's version is the sum of its shards (migration 20261125000000_list_versions).
-        const rows: Array<{ table_name: string; version: string }> = await db('table_versions')
-          .whereRaw('table_name = ANY(?)', [tables as string[]])
-          .groupBy('table_name')
-          .select('table_name', db.raw('sum(version) AS version'));
+        // Plain SQL: the query builder cost more per batch than the statement's round trip.
+        const { rows } = await db.raw<{ rows: Array<{ table_name: string; version: string }> }>(
+          'SELECT table_name, sum(version) AS version FROM table_versions WHERE table_name = ANY(?) GROUP BY table_name',
+          [tables as string[]],
+        );
         const byName = new Map(rows.map((r) => [r.table_name, String(r.version)]));
         return tables.map((t) => byName.get(t) ?? '0');
       },

@@ -2,30 +2,51 @@ import type { Knex } from 'knex';
 import { LocationContact } from '../models/LocationContact';
 import { TripStatusHistory } from '../models/TripStatusHistory';
 import { GPS_POINT_COLUMNS, GpsPointRow } from '../presenters/gpsPoint';
-import { groupBy } from '../rowLoader';
+import { compiledOnce, groupBy } from '../rowLoader';
 
 /**
  * Batched reads for lists (GraphQL's DataLoaders): each answers many parents with one statement,
  * so a page of 100 trips with their points costs the same number of statements as one trip.
  */
 
+// The SQL of each batch read is compiled once (compiledOnce): building and compiling it through the
+// query builder cost about 250 µs per batch, more than the statement's own round trip.
+
+const contactsSql = compiledOnce((db) =>
+  db(LocationContact.tableName)
+    .select('*')
+    .whereRaw('location_id = ANY(?)', [[]])
+    .orderByRaw('lower(name), name, created_at'),
+);
+
 /** Location contacts of many locations, grouped by location id (each group ordered like contactsOf). */
 export async function contactsOfLocations(
   db: Knex,
   locationIds: readonly string[],
 ): Promise<Map<string, LocationContact[]>> {
-  const rows = await LocationContact.query(db)
-    .whereRaw('location_id = ANY(?)', [locationIds as string[]])
-    .orderByRaw('lower(name), name, created_at');
-  return groupBy(rows, (r) => r.location_id);
+  const { rows } = await db.raw<{ rows: Array<Record<string, unknown>> }>(contactsSql(db), [locationIds as string[]]);
+  return groupBy(
+    rows,
+    (r) => String(r.location_id),
+    (r) => LocationContact.fromDatabaseJson(r) as LocationContact,
+  );
 }
+
+const historySql = compiledOnce((db) =>
+  db(TripStatusHistory.tableName)
+    .select('*')
+    .whereRaw('trip_id = ANY(?)', [[]])
+    .orderBy([{ column: 'changed_at' }, { column: 'id' }]),
+);
 
 /** Status history of many trips, grouped by trip id, oldest first. */
 export async function historyOfTrips(db: Knex, tripIds: readonly string[]): Promise<Map<string, TripStatusHistory[]>> {
-  const rows = await TripStatusHistory.query(db)
-    .whereRaw('trip_id = ANY(?)', [tripIds as string[]])
-    .orderBy([{ column: 'changed_at' }, { column: 'id' }]);
-  return groupBy(rows, (r) => r.trip_id);
+  const { rows } = await db.raw<{ rows: Array<Record<string, unknown>> }>(historySql(db), [tripIds as string[]]);
+  return groupBy(
+    rows,
+    (r) => String(r.trip_id),
+    (r) => TripStatusHistory.fromDatabaseJson(r) as TripStatusHistory,
+  );
 }
 
 /**
