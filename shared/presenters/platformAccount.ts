@@ -1,4 +1,5 @@
 import type { PlatformAccount } from '../models/PlatformAccount';
+import type { Platform } from '../models/Platform';
 import { z } from '../zod';
 import { iso } from './iso';
 
@@ -19,7 +20,9 @@ export const platformAccountSchema = z.object({
 });
 
 /** Platform account (spec §2); `platform` must be loaded. Never shows the password hash. */
-export function presentPlatformAccount(a: PlatformAccount): z.infer<typeof platformAccountSchema> {
+export function presentPlatformAccount(
+  a: Omit<PlatformAccount, 'platform'> & { platform?: Pick<Platform, 'slug' | 'name'> },
+): z.infer<typeof platformAccountSchema> {
   return {
     id: a.id,
     platform_id: a.platform_id,

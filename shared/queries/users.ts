@@ -92,19 +92,41 @@ export async function ownsEmail(db: Knex, userId: string, email: string): Promis
   return !!(await db('platform_accounts').where('user_id', userId).whereRaw('lower(email) = ?', [email]).first('id'));
 }
 
-/** A user's platform accounts with their platforms, oldest first. */
-export async function userAccounts(db: Knex, userId: string): Promise<PlatformAccount[]> {
+/** A platform account with what the readers of a user's accounts use of its platform. */
+export type AccountWithPlatform = Omit<PlatformAccount, 'platform'> & {
+  platform?: Pick<Platform, 'id' | 'slug' | 'name'>;
+};
+
+/** A user's platform accounts with their platforms' slug and name, oldest first. */
+export async function userAccounts(db: Knex, userId: string): Promise<AccountWithPlatform[]> {
   return (await accountsInTurn(db, userId)) ?? [];
 }
 
-/** The accounts (with platform, joined) of every user asked for in one turn: one statement for all of them. */
+/**
+ * The accounts (with their platform's slug and name, joined) of every user asked for in one turn:
+ * one statement for all of them, its SQL compiled once (objection's withGraphJoined built and
+ * compiled a join of both tables' columns on every batch: 720 µs of CPU, the route's largest cost).
+ */
+const PLATFORM_COLUMNS: ReadonlySet<string> = new Set(['_platform_slug', '_platform_name']);
+const accountsSql = compiledOnce((db) =>
+  db('platform_accounts as pa')
+    .leftJoin('platforms as p', 'p.id', 'pa.platform_id')
+    .select('pa.*', 'p.slug as _platform_slug', 'p.name as _platform_name')
+    .whereRaw('pa.user_id = ANY(?)', [[]])
+    .orderBy([{ column: 'pa.created_at' }, { column: 'pa.id' }]),
+);
 const accountsInTurn = turnBatcherByDb(async (db, userIds) => {
-  const rows = await PlatformAccount.query(db)
-    .withGraphJoined('platform')
-    .whereRaw('platform_accounts.user_id = ANY(?)', [userIds])
-    .orderBy('platform_accounts.created_at', 'asc')
-    .orderBy('platform_accounts.id');
-  return groupBy(rows, (a) => a.user_id);
+  const { rows } = await db.raw<{ rows: Array<Record<string, unknown>> }>(accountsSql(db), [userIds]);
+  return groupBy(
+    rows,
+    (r) => String(r.user_id),
+    (r): AccountWithPlatform => {
+      const account = PlatformAccount.fromDatabaseJson(withoutColumns(r, PLATFORM_COLUMNS)) as AccountWithPlatform;
+      if (r._platform_slug != null)
+        account.platform = { id: account.platform_id, slug: String(r._platform_slug), name: String(r._platform_name) };
+      return account;
+    },
+  );
 });
 
 /** A user (deleted or not) with what the user presenters show of them, read in one statement. */
