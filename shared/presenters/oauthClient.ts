@@ -1,5 +1,5 @@
 import type { OAuthClient } from '../models/OAuthClient';
-import type { OAuthConsent } from '../models/OAuthConsent';
+import type { ConsentWithClient } from '../queries/oauth';
 import { z } from '../zod';
 import { iso } from './iso';
 
@@ -91,7 +91,7 @@ export function presentOAuthClientSecret(c: OAuthClient, secret: string): z.infe
 }
 
 /** A consent with its client. */
-export function presentConsent(c: OAuthConsent & { client: OAuthClient }): z.infer<typeof consentSchema> {
+export function presentConsent(c: ConsentWithClient): z.infer<typeof consentSchema> {
   return {
     id: c.id,
     client_id: c.client_id,

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { AuthInvalidation } from '../events';
 import { OAuthClient } from '../models/OAuthClient';
 import { OAuthConsent } from '../models/OAuthConsent';
-import { rowById, rowsBy } from '../rowLoader';
+import { compiledOnce, groupBy, rowsBy, turnBatcherByDb, withoutColumns } from '../rowLoader';
 
 /** Whether the user's consent for the client stands (not revoked). */
 export async function consentActive(db: Knex | Knex.Transaction, userId: string, clientId: string): Promise<boolean> {
@@ -17,23 +17,53 @@ export async function userActive(db: Knex | Knex.Transaction, userId: string): P
   return !!(await db('users').where('id', userId).whereNull('deleted_at').first('id'));
 }
 
-/** A user's standing consents with their clients, newest first. */
-export async function activeConsents(db: Knex, userId: string): Promise<Array<OAuthConsent & { client: OAuthClient }>> {
-  // Two batched reads (the user's consents, then their clients by id): concurrent requests share both.
-  const consents = (await rowsBy(OAuthConsent, 'user_id', [['granted_at', 'desc']], db).load(userId)).filter(
-    (c) => c.revoked_at === null,
+/** A standing consent with what its list shows of the client. */
+export type ConsentWithClient = Omit<OAuthConsent, 'client'> & {
+  client: Pick<OAuthClient, 'name' | 'description' | 'logo_url' | 'homepage_url' | 'is_first_party'>;
+};
+
+/** The client columns a consent list shows, as the statement names them. */
+const CLIENT_COLUMNS = ['name', 'description', 'logo_url', 'homepage_url', 'is_first_party'] as const;
+const CLIENT_ALIASES: ReadonlySet<string> = new Set(CLIENT_COLUMNS.map((c) => `_client_${c}`));
+
+/**
+ * The standing consents of every user asked for in one turn, each with its client (joined): one
+ * statement, compiled once. A consent's client is a foreign key (ON DELETE CASCADE), so the join
+ * drops nothing but consents deleted with their client.
+ */
+const consentsSql = compiledOnce((db) =>
+  db('oauth_consents as c')
+    .join('oauth_clients as oc', 'oc.id', 'c.client_id')
+    .select('c.*', ...CLIENT_COLUMNS.map((col) => `oc.${col} as _client_${col}`))
+    .whereRaw('c.user_id = ANY(?)', [[]])
+    .whereNull('c.revoked_at')
+    .orderBy([
+      { column: 'c.granted_at', order: 'desc' },
+      { column: 'c.id', order: 'asc' },
+    ]),
+);
+const consentsInTurn = turnBatcherByDb(async (db, userIds) => {
+  const { rows } = await db.raw<{ rows: Array<Record<string, unknown>> }>(consentsSql(db), [userIds]);
+  return groupBy(
+    rows,
+    (r) => String(r.user_id),
+    (r): ConsentWithClient => {
+      const consent = OAuthConsent.fromDatabaseJson(withoutColumns(r, CLIENT_ALIASES)) as ConsentWithClient;
+      consent.client = {
+        name: r._client_name as string,
+        description: r._client_description as string | null,
+        logo_url: r._client_logo_url as string | null,
+        homepage_url: r._client_homepage_url as string | null,
+        is_first_party: r._client_is_first_party as boolean,
+      };
+      return consent;
+    },
   );
-  const clients = rowById(OAuthClient, db);
-  const withClients = await Promise.all(
-    consents.map(async (c) =>
-      // A shallow copy (the rows may be shared by the turn's callers); objection's $clone is deep and slow.
-      Object.assign(Object.create(Object.getPrototypeOf(c) as object) as OAuthConsent, c, {
-        client: await clients.load(c.client_id),
-      }),
-    ),
-  );
-  // A consent's client is a foreign key (ON DELETE CASCADE): present unless deleted meanwhile.
-  return withClients.filter((c): c is OAuthConsent & { client: OAuthClient } => c.client !== undefined);
+});
+
+/** A user's standing consents with their clients, newest first (one batched statement). */
+export async function activeConsents(db: Knex, userId: string): Promise<ConsentWithClient[]> {
+  return (await consentsInTurn(db, userId)) ?? [];
 }
 
 /** A user's own OAuth clients, newest first; concurrent requests share one statement per turn. */
