@@ -2,6 +2,7 @@ import test from 'ava';
 import { randomUUID } from 'node:crypto';
 import { tableVersionTag } from '../../shared/caches/tableVersions';
 import { contactsOfLocations, historyOfTrips } from '../../shared/queries/trackingBatches';
+import { activeConsents } from '../../shared/queries/oauth';
 import { userAccounts } from '../../shared/queries/users';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
@@ -9,12 +10,12 @@ import { useStack } from '../helpers/stack';
 const stack = useStack(test);
 
 /** The tables these batch reads read: a query-builder compilation on one of them is a regression. */
-const READ_TABLES = /^(platform_accounts|location_contacts|trip_status_history|table_versions)\b/;
+const READ_TABLES = /^(platform_accounts|location_contacts|trip_status_history|table_versions|oauth_consents)\b/;
 
 // Building and compiling a batch's query through knex or objection cost about 250 µs of CPU per
 // batch (700 µs for withGraphJoined), more than its round trip: these reads compile their SQL once.
 test.serial(
-  'batched reads of accounts, contacts, trip history and table versions compile no SQL per batch',
+  'batched reads of accounts, consents, contacts, trip history and table versions compile no SQL per batch',
   async (t) => {
     const db = stack().db;
     const user = await createUser(db);
@@ -25,12 +26,19 @@ test.serial(
     ]);
     const [trip] = await db('trips').insert({ name: 'crossing' }).returning('id');
     await db('trip_status_history').insert({ trip_id: trip.id, old_status: 'planned', new_status: 'active' });
+    const [app] = await db('oauth_clients').insert({ name: 'Tide app' }).returning('id');
+    const [revoked] = await db('oauth_clients').insert({ name: 'Old app' }).returning('id');
+    await db('oauth_consents').insert([
+      { user_id: user.id, client_id: app.id, scopes: JSON.stringify(['gps:read']) },
+      { user_id: user.id, client_id: revoked.id, revoked_at: new Date() },
+    ]);
     const read = () =>
       Promise.all([
         userAccounts(db, user.id),
         contactsOfLocations(db, [location.id, randomUUID()]),
         historyOfTrips(db, [trip.id]),
         tableVersionTag(db, ['trips']),
+        activeConsents(db, user.id),
       ]);
     await read(); // the first batch of each may compile its text
 
@@ -53,7 +61,7 @@ test.serial(
     );
 
     // And the answers are the same as before: the account with its platform's slug and name.
-    const [accounts, contacts, history, tag] = last!;
+    const [accounts, contacts, history, tag, consents] = last!;
     t.is(accounts.length, 1);
     t.is(accounts[0].user_id, user.id);
     t.is(accounts[0].email, user.email);
@@ -69,5 +77,10 @@ test.serial(
     t.is(history.get(trip.id)?.[0].new_status, 'active');
     t.true(history.get(trip.id)?.[0].changed_at instanceof Date);
     t.regex(tag, /^trips:\d+$/);
+    // Only the standing consent, with its client's name.
+    t.deepEqual(
+      consents.map((c) => [c.client_id, c.client.name, c.scopes]),
+      [[app.id, 'Tide app', ['gps:read']]],
+    );
   },
 );
