@@ -498,8 +498,12 @@ export function pagesOf<M extends Model, Plain extends boolean = false>(
       [...groups].map(async ([g, parents]) => {
         const [limit, offset] = g.split(' ').map(Number);
         const { rows } = await db.raw<{ rows: Array<Record<string, unknown>> }>(
-          `SELECT k.id::text AS __parent, (${count}) AS __total, x.*
+          // The total is a lateral of the parent, so it is counted once per parent: as a subquery in
+          // the select list PostgreSQL ran it once per returned row (a page of 10 counted 10 times).
+          // OFFSET 0 keeps the planner from pulling the lateral up into the select list again.
+          `SELECT k.id::text AS __parent, t.__total, x.*
              FROM unnest(?::${parentType}[]) WITH ORDINALITY AS k(id, n)
+             CROSS JOIN LATERAL (SELECT (${count}) AS __total OFFSET 0) t
              LEFT JOIN LATERAL (SELECT * FROM "${table}" WHERE "${parentColumn}" = k.id
                                  ORDER BY ${inner} LIMIT ? OFFSET ?) x ON true
             ORDER BY k.n, ${order}`,

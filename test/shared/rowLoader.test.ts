@@ -224,6 +224,51 @@ test.serial('pagesOf: pages of several parents in one statement, each with its o
   }
 });
 
+/** Every node of a plan of `EXPLAIN (ANALYZE, FORMAT JSON)`, depth first. */
+function planNodes(node: Record<string, unknown>): Array<Record<string, unknown>> {
+  const children = (node.Plans as Array<Record<string, unknown>> | undefined) ?? [];
+  return [node, ...children.flatMap(planNodes)];
+}
+
+test.serial('pagesOf: the total of each parent is counted once, not once per row of its page', async (t) => {
+  const db = stack().db;
+  const owners = [await createUser(db), await createUser(db), await createUser(db)];
+  const at = (s: number) => new Date(Date.UTC(2026, 2, 1, 0, 0, s));
+  await db('oauth_clients').insert(
+    owners.flatMap((o, j) => [1, 2, 3, 4, 5, 6].map((i) => ({ user_id: o.id, name: `p${j} ${i}`, created_at: at(i) }))),
+  );
+  const byOwner = pagesOf(OAuthClient, 'user_id', 'uuid', [['created_at', 'asc']]);
+  const seen: Array<{ sql: string; bindings: unknown[] }> = [];
+  const listener = (q: { sql: string; bindings: unknown[] }) => {
+    if (/LATERAL/.test(q.sql)) seen.push(q);
+  };
+  db.on('query', listener);
+  let pages;
+  try {
+    pages = await Promise.all(owners.map((o) => byOwner.load(db, o.id, 5, 0)));
+  } finally {
+    db.off('query', listener);
+  }
+  t.deepEqual(
+    pages.map((p) => [p.results.length, p.total]),
+    [
+      [5, 6],
+      [5, 6],
+      [5, 6],
+    ],
+  );
+  t.is(seen.length, 1);
+  // The statement as sent, run again under EXPLAIN ANALYZE: the count runs once per parent (3),
+  // where a count in the select list ran once per returned row (15).
+  const { rows } = await db.raw<{ rows: Array<{ 'QUERY PLAN': Array<{ Plan: Record<string, unknown> }> }> }>(
+    `EXPLAIN (ANALYZE, FORMAT JSON) ${seen[0].sql.replace(/\$\d+/g, '?')}`,
+    seen[0].bindings as never,
+  );
+  const aggregates = planNodes(rows[0]['QUERY PLAN'][0].Plan).filter((n) => n['Node Type'] === 'Aggregate');
+  t.true(aggregates.length > 0, 'the plan counts with an aggregate');
+  for (const a of aggregates) t.is(a['Actual Loops'], owners.length);
+});
+
 test('computeOncePerTurn: identical keys in one turn share one computation and its result or error', async (t) => {
   const shared = computeOncePerTurn<{ key: string; run: number }>();
   const db = stack().db;
