@@ -281,7 +281,8 @@ export class OutboxRelay {
 
   /**
    * gpsUpdate on `gps` and `gps:<device_id>` for each point still stored, in acceptance order; the
-   * latest-point cache raised (the request did it too, unless Redis was down then); geofence jobs.
+   * latest-point cache raised (the request did it too, unless Redis was down then: points this
+   * process raised already cost no second round trip, see `recordLatestGps`); geofence jobs.
    */
   private async relayGpsPoints(trx: Knex.Transaction, ids: string[]): Promise<void> {
     const cols = GPS_POINT_COLUMNS.map((c) => `"${c}"`).join(', ');

@@ -90,16 +90,43 @@ function decode(value: string): GpsPushData | null {
   return json ? (JSON.parse(json) as GpsPushData) : null;
 }
 
+/** How many raised points a process remembers (about two seconds of ingestion at full speed). */
+const RAISED_MEMORY = 20_000;
+
+/**
+ * Points this process has raised the cache with and nobody has offered again yet, by deployment
+ * prefix and id, oldest first. Every point is offered twice: by the request that stored it and by
+ * the outbox relay, which carries it out again for the case that request could not reach Redis.
+ * The second offer of a point raised here is answered from memory, without a round trip: the
+ * cache already holds that point or a newer one (writers only raise), or it was dropped since, and
+ * a dropped key is filled from the database by its next reader. A relay in another process simply
+ * raises again, which is harmless: the write is set-if-newer.
+ */
+const raised = new Map<string, true>();
+
+const raisedKey = (config: Pick<Config, 'redisPrefix'>, id: string) => `${config.redisPrefix}\n${id}`;
+
+function rememberRaised(config: Pick<Config, 'redisPrefix'>, points: GpsPointRow[]): void {
+  for (const p of points) raised.set(raisedKey(config, p.id), true);
+  if (raised.size <= RAISED_MEMORY) return;
+  for (const k of raised.keys()) {
+    raised.delete(k);
+    if (raised.size <= RAISED_MEMORY) return;
+  }
+}
+
 /**
  * Raises the cached latest points (global and per device) with freshly inserted points. One round
- * trip for a whole batch: only the newest point of each key is sent.
+ * trip for a whole batch: only the newest point of each key is sent. Points this process raised
+ * the cache with before are skipped (see `raised`); a batch of only such points costs nothing.
  */
 export async function recordLatestGps(
   db: Knex,
   redis: Redis,
   config: Pick<Config, 'redisPrefix'>,
-  points: GpsPointRow[],
+  offered: GpsPointRow[],
 ): Promise<void> {
+  const points = offered.filter((p) => !raised.delete(raisedKey(config, p.id)));
   if (points.length === 0) return;
   const newest = new Map<string, { sort: string; point: GpsPointRow }>();
   const consider = (key: string, point: GpsPointRow, sort: string) => {
@@ -118,6 +145,7 @@ export async function recordLatestGps(
     args.push(sort, JSON.stringify(presentGpsPoint(point)));
   }
   await scripts(redis).gpsLatestWrite(keys.length, ...keys, await ttlSeconds(db), ...args);
+  rememberRaised(config, points);
 }
 
 /** Drops cached latest points (after a delete that may have removed or changed them). */
