@@ -94,8 +94,8 @@ function decode(value: string): GpsPushData | null {
 const RAISED_MEMORY = 20_000;
 
 /**
- * Points this process has raised the cache with and nobody has offered again yet, by deployment
- * prefix and id, oldest first. Every point is offered twice: by the request that stored it and by
+ * Points this process has raised the cache with and nobody has offered again yet, by id (random
+ * UUIDs: one deployment's points, whatever the Redis prefix), oldest first. Every point is offered twice: by the request that stored it and by
  * the outbox relay, which carries it out again for the case that request could not reach Redis.
  * The second offer of a point raised here is answered from memory, without a round trip: the
  * cache already holds that point or a newer one (writers only raise), or it was dropped since, and
@@ -104,10 +104,8 @@ const RAISED_MEMORY = 20_000;
  */
 const raised = new Map<string, true>();
 
-const raisedKey = (config: Pick<Config, 'redisPrefix'>, id: string) => `${config.redisPrefix}\n${id}`;
-
-function rememberRaised(config: Pick<Config, 'redisPrefix'>, points: GpsPointRow[]): void {
-  for (const p of points) raised.set(raisedKey(config, p.id), true);
+function rememberRaised(points: GpsPointRow[]): void {
+  for (const p of points) raised.set(p.id, true);
   if (raised.size <= RAISED_MEMORY) return;
   for (const k of raised.keys()) {
     raised.delete(k);
@@ -126,7 +124,7 @@ export async function recordLatestGps(
   config: Pick<Config, 'redisPrefix'>,
   offered: GpsPointRow[],
 ): Promise<void> {
-  const points = offered.filter((p) => !raised.delete(raisedKey(config, p.id)));
+  const points = offered.filter((p) => !raised.delete(p.id));
   if (points.length === 0) return;
   const newest = new Map<string, { sort: string; point: GpsPointRow }>();
   const consider = (key: string, point: GpsPointRow, sort: string) => {
@@ -145,7 +143,7 @@ export async function recordLatestGps(
     args.push(sort, JSON.stringify(presentGpsPoint(point)));
   }
   await scripts(redis).gpsLatestWrite(keys.length, ...keys, await ttlSeconds(db), ...args);
-  rememberRaised(config, points);
+  rememberRaised(points);
 }
 
 /** Drops cached latest points (after a delete that may have removed or changed them). */
