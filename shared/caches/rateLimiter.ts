@@ -37,6 +37,8 @@ interface Counter {
 
 /** One fixed window of one identity as this instance sees it. */
 interface WindowState {
+  /** The window's counter key in Redis. */
+  key: string;
   /** Global count at the last answer from Redis (all instances, our flushed requests included). */
   synced: number;
   /** Counted here, sent to Redis, not yet answered. */
@@ -82,6 +84,13 @@ type HitFn = (n: number, ...a: Array<string | number>) => Promise<number[]>;
  */
 export class RateLimiter {
   private readonly windows = new Map<string, WindowState>();
+  /**
+   * Windows counted here since the last flush: the flush sends these and visits nothing else, so
+   * its cost follows the requests of the last few milliseconds, not every identity with a live
+   * window (a fleet of trackers keeps thousands; visiting them all every FLUSH_MS was a loop of
+   * hundreds of thousands of entries a second). Ended windows are forgotten once a second.
+   */
+  private readonly dirty = new Set<WindowState>();
   /** Current counter per tier name and identity, so the hot path builds no key (pruned by flush). */
   private readonly counters = new Map<string, Map<string, Counter>>();
   /** Api processes sharing the counters (at least two: a PM2 reload briefly runs old and new). */
@@ -128,6 +137,7 @@ export class RateLimiter {
     this.downUntil = Date.now() + RETRY_MS;
     // Local counts may have been lost with the store; start over from Redis when it is back.
     this.windows.clear();
+    this.dirty.clear();
   }
 
   private window(c: Counter): WindowState {
@@ -135,6 +145,7 @@ export class RateLimiter {
     if (!w) {
       const ttlMs = c.tier.windowSeconds * 1000 + 1000;
       w = {
+        key: c.key,
         synced: 0,
         inflight: 0,
         pending: 0,
@@ -196,15 +207,19 @@ export class RateLimiter {
   async flush(): Promise<void> {
     const now = Date.now();
     const batch: Array<[string, WindowState, number]> = [];
-    for (const [key, w] of this.windows) {
-      if (w.pending > 0) {
-        batch.push([key, w, w.pending]);
-        w.inflight += w.pending;
-        w.pending = 0;
-      } else if (w.resetMs < now && w.inflight === 0) this.windows.delete(key);
+    for (const w of this.dirty) {
+      // A window decided in Redis meanwhile sent its pending count with that request.
+      if (w.pending === 0) continue;
+      batch.push([w.key, w, w.pending]);
+      w.inflight += w.pending;
+      w.pending = 0;
     }
+    this.dirty.clear();
     if (now >= this.pruneAt) {
       this.pruneAt = now + 1000;
+      for (const [key, w] of this.windows) {
+        if (w.resetMs < now && w.inflight === 0 && w.pending === 0) this.windows.delete(key);
+      }
       for (const byIdentity of this.counters.values()) {
         for (const [identity, c] of byIdentity) if (c.resetMs < now) byIdentity.delete(identity);
       }
@@ -254,6 +269,7 @@ export class RateLimiter {
     for (const c of cs) {
       const w = this.window(c);
       w.pending++;
+      this.dirty.add(w);
       worst = mostRestrictive(worst, decision(c, w.synced + w.inflight + w.pending, now));
     }
     this.scheduleFlush();

@@ -131,3 +131,43 @@ test.serial('requests decided in Redis in one turn share one script call, each w
     (redis as unknown as { rlHit: unknown }).rlHit = script;
   }
 });
+
+test.serial('a flush sends the windows counted since the last one and visits no other', async (t) => {
+  // Many identities with live windows (a fleet of trackers), each heard from Redis once.
+  const fleet = Array.from({ length: 500 }, (_, i) => counter(`fleet${i}`, 100_000));
+  await Promise.all(fleet.map(({ counter: c }) => limiter.hit(c)));
+  clock += 15;
+  await Promise.all(fleet.map(({ counter: c }) => limiter.hit(c)));
+  clock += 1;
+  await limiter.flush();
+  // Two identities counted locally since.
+  const [a, b] = [fleet[7], fleet[300]];
+  t.is(hitWhileLocal(a.counter, 3).pending, undefined);
+  t.is(hitWhileLocal(b.counter, 2).pending, undefined);
+  // Watch the windows map (a real Map; its iteration is counted) and the script's keys.
+  const windows = (limiter as unknown as { windows: Map<string, unknown> }).windows;
+  let visited = 0;
+  const entries = windows[Symbol.iterator].bind(windows);
+  (windows as unknown as { [Symbol.iterator]: () => Iterator<unknown> })[Symbol.iterator] = function* () {
+    for (const e of entries()) {
+      visited++;
+      yield e;
+    }
+  };
+  const sentKeys: string[][] = [];
+  const script = (redis as unknown as { rlHit: (...a: unknown[]) => Promise<number[]> }).rlHit;
+  (redis as unknown as { rlHit: unknown }).rlHit = (n: number, ...rest: unknown[]) => {
+    sentKeys.push(rest.slice(0, n) as string[]);
+    return script.call(redis, n, ...rest);
+  };
+  try {
+    await limiter.flush();
+  } finally {
+    (redis as unknown as { rlHit: unknown }).rlHit = script;
+    delete (windows as Partial<Map<string, unknown>>)[Symbol.iterator];
+  }
+  t.deepEqual(sentKeys, [[a.key, b.key]]);
+  t.is(visited, 0, 'the flush walked the windows of idle identities');
+  t.is(await redis.get(a.key), '5');
+  t.is(await redis.get(b.key), '4');
+});
