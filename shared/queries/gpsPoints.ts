@@ -36,27 +36,49 @@ export async function tripTrack(db: Knex, tripId: string): Promise<GpsPointRow[]
 
 /**
  * Distance (sum of haversine legs between consecutive points, in km) and duration (first to last
- * point, in seconds) of a trip's track, computed in SQL.
+ * point, in seconds) of a trip's track: stored in trip_track_stats, computed from the track only
+ * after its points changed (migration 20261129000000_trip_track_stats says how they stay right).
  */
 export async function tripStats(db: Knex, tripId: string): Promise<TripStats> {
   return (await statsInTurn(db, tripId)) ?? { distance_km: 0, duration_seconds: 0 };
 }
 
-/** Stats of every trip asked for in one turn: one statement, a window per trip (PARTITION BY). */
+/**
+ * One statement for the trips asked for in a turn. Rows whose figures are current are returned as
+ * stored; the others are computed from the track (an index-only scan in track order, a window per
+ * trip) from the same snapshot as the version read, returned, and stored if nobody has written to
+ * the trip since (SKIP LOCKED: a read never waits for a writer). A trip without a row has no points.
+ */
+const STATS_SQL = `WITH cur AS (
+    SELECT trip_id, version, stats_version, distance_km, duration_seconds
+      FROM trip_track_stats WHERE trip_id = ANY(?::uuid[])
+  ), fresh AS (
+    SELECT c.trip_id, c.version, agg.distance_km, agg.duration_seconds
+      FROM cur c CROSS JOIN LATERAL (
+        SELECT COALESCE(SUM(${haversineSql('plat', 'plon', 'latitude', 'longitude')}), 0)::float8 AS distance_km,
+               COALESCE(EXTRACT(EPOCH FROM MAX(ts) - MIN(ts)), 0)::float8 AS duration_seconds
+          FROM (SELECT latitude, longitude, "timestamp" AS ts,
+                       lag(latitude) OVER w AS plat, lag(longitude) OVER w AS plon
+                  FROM gps_points WHERE trip_id = c.trip_id
+                WINDOW w AS (ORDER BY "timestamp", created_at, id)) legs
+      ) agg
+     WHERE c.stats_version IS DISTINCT FROM c.version
+  ), saved AS (
+    UPDATE trip_track_stats t
+       SET stats_version = f.version, distance_km = f.distance_km, duration_seconds = f.duration_seconds
+      FROM fresh f
+     WHERE t.trip_id = f.trip_id AND t.version = f.version
+       AND t.trip_id IN (SELECT l.trip_id FROM trip_track_stats l
+                          WHERE l.trip_id IN (SELECT trip_id FROM fresh) FOR UPDATE SKIP LOCKED)
+  )
+  SELECT trip_id, distance_km, duration_seconds FROM cur WHERE stats_version = version
+  UNION ALL
+  SELECT trip_id, distance_km, duration_seconds FROM fresh`;
+
 const statsInTurn = turnBatcherByDb(async (db, tripIds): Promise<Map<string, TripStats>> => {
   const { rows } = await db.raw<{
     rows: Array<{ trip_id: string; distance_km: number | null; duration_seconds: number | null }>;
-  }>(
-    `SELECT trip_id,
-            COALESCE(SUM(${haversineSql('plat', 'plon', 'latitude', 'longitude')}), 0) AS distance_km,
-            COALESCE(EXTRACT(EPOCH FROM MAX(ts) - MIN(ts)), 0) AS duration_seconds
-       FROM (SELECT trip_id, latitude, longitude, "timestamp" AS ts,
-                    lag(latitude) OVER w AS plat, lag(longitude) OVER w AS plon
-               FROM gps_points WHERE trip_id = ANY(?::uuid[])
-             WINDOW w AS (PARTITION BY trip_id ORDER BY "timestamp", created_at, id)) legs
-      GROUP BY trip_id`,
-    [EARTH_RADIUS_KM, tripIds],
-  );
+  }>(STATS_SQL, [tripIds, EARTH_RADIUS_KM]);
   return new Map(
     rows.map((r) => [
       r.trip_id,

@@ -459,6 +459,117 @@ test("a trip's stats are read from the track index alone (index-only scan in tra
     await conn.query('RESET ALL');
     await s.db.client.releaseConnection(conn);
   }
-  t.regex(plan, /"Node Type":"Index Only Scan"/);
-  t.notRegex(plan, /"Node Type":"Sort"/);
+  // Every window over the track reads the covering index in track order: no sort of points.
+  type PlanNode = { 'Node Type': string; 'Index Name'?: string; Plans?: PlanNode[] };
+  const windows: PlanNode[] = [];
+  const walk = (n: PlanNode) => {
+    if (n['Node Type'] === 'WindowAgg') windows.push(n);
+    n.Plans?.forEach(walk);
+  };
+  (JSON.parse(plan) as Array<{ Plan: PlanNode }>).forEach((p) => walk(p.Plan));
+  t.is(windows.length, 1);
+  t.deepEqual(
+    windows[0].Plans?.map((c) => [c['Node Type'], c['Index Name']]),
+    [['Index Only Scan', 'gps_points_trip_track']],
+  );
+});
+
+test("a trip's stats are stored once computed, and recomputed after its points change", async (t) => {
+  const s = stack();
+  const { developer, reader } = await users();
+  const trip = await make(s, developer.token, '/v1/trips', { name: 'stored stats' });
+  const t0 = 1_700_200_000;
+  const post = async (i: number) => {
+    const r = await s.request('POST', '/v1/gps', {
+      token: developer.token,
+      body: gpsBody({ trip_id: trip.id, latitude: 48 + i * 0.01, longitude: 11, timestamp: t0 + i * 60 }),
+    });
+    t.is(r.status, 201, r.text);
+    return r.body.data.id as string;
+  };
+  const stats = async () => {
+    const r = await s.request('GET', `/v1/trips/${trip.id}`, { token: reader.token });
+    t.is(r.status, 200, r.text);
+    return [r.body.data.distance_km, r.body.data.duration_seconds];
+  };
+  const leg = haversineKm(48, 11, 48.01, 11);
+  await post(0);
+  await post(1);
+  const first = await stats();
+  t.true(Math.abs(first[0] - leg) < 0.002);
+  t.is(first[1], 60);
+  // Stored: a read takes the stored figures (planted here) while no point changed.
+  const row = await s.db('trip_track_stats').where('trip_id', trip.id).first();
+  t.is(row.stats_version, row.version);
+  await s.db('trip_track_stats').where('trip_id', trip.id).update({ distance_km: 999, duration_seconds: 5 });
+  t.deepEqual(await stats(), [999, 5]);
+  // A new point (single POST, group commit) makes them stale: computed again from the track.
+  await post(3);
+  const third = await stats();
+  t.true(Math.abs(third[0] - 3 * leg) < 0.002, String(third[0]));
+  t.is(third[1], 180);
+  // A point out of order, between two others, changes two legs: still right.
+  const between = await post(2);
+  t.true(Math.abs((await stats())[0] - 3 * leg) < 0.002);
+  // A deleted point (as retention deletes them; the API keeps a trip's points): gone from the figures.
+  t.is(await s.db('gps_points').where('id', between).delete(), 1);
+  const afterDelete = await stats();
+  t.true(Math.abs(afterDelete[0] - 3 * leg) < 0.002);
+  t.is(afterDelete[1], 180);
+  const last = await s.db('gps_points').where('trip_id', trip.id).orderBy('timestamp', 'desc').first();
+  t.is(await s.db('gps_points').where('id', last.id).delete(), 1);
+  t.deepEqual(await stats(), [Math.round(leg * 1000) / 1000, 60]);
+});
+
+test('a read does not wait for a writer that holds the trip, and sees its points once committed', async (t) => {
+  const s = stack();
+  const { developer, reader } = await users();
+  const trip = await make(s, developer.token, '/v1/trips', { name: 'open writer' });
+  const body = (i: number) =>
+    gpsBody({ trip_id: trip.id, latitude: 47, longitude: 9 + i * 0.01, timestamp: 1_700_300_000 + i * 10 });
+  t.is(
+    (await s.request('POST', '/v1/gps/batch', { token: developer.token, body: { points: [0, 1].map(body) } })).status,
+    201,
+  );
+  const leg = haversineKm(47, 9, 47, 9.01);
+  const read = async () => (await s.request('GET', `/v1/trips/${trip.id}`, { token: reader.token })).body.data;
+  // A writer inserts a third point and keeps its transaction open: the trip's row is locked by it.
+  const tx = await s.db.transaction();
+  try {
+    await tx('gps_points').insert({
+      trip_id: trip.id,
+      latitude: 47,
+      longitude: 9.02,
+      timestamp: new Date(1_700_300_020_000),
+      speed_kmh: 1,
+      speed_mps: 1,
+      speed_mph: 1,
+      speed_knots: 1,
+    });
+    const during = await read();
+    t.true(Math.abs(during.distance_km - leg) < 0.002, 'the committed track only');
+    t.is(during.duration_seconds, 10);
+    await tx.commit();
+  } catch (err) {
+    await tx.rollback();
+    throw err;
+  }
+  const after = await read();
+  t.true(Math.abs(after.distance_km - 2 * leg) < 0.002, String(after.distance_km));
+  t.is(after.duration_seconds, 20);
+});
+
+test('deleting a trip deletes its stored stats; its points stay, without a trip', async (t) => {
+  const s = stack();
+  const { developer, reader, admin } = await users();
+  const trip = await make(s, developer.token, '/v1/trips', { name: 'deleted with stats' });
+  const points = [0, 1].map((i) =>
+    gpsBody({ trip_id: trip.id, latitude: 46, longitude: 7 + i * 0.01, timestamp: 1_700_400_000 + i }),
+  );
+  t.is((await s.request('POST', '/v1/gps/batch', { token: developer.token, body: { points } })).status, 201);
+  t.is((await s.request('GET', `/v1/trips/${trip.id}`, { token: reader.token })).status, 200);
+  t.truthy(await s.db('trip_track_stats').where('trip_id', trip.id).first());
+  t.is((await s.request('DELETE', `/v1/trips/${trip.id}`, { token: admin.token })).status, 204);
+  t.falsy(await s.db('trip_track_stats').where('trip_id', trip.id).first());
+  t.is((await s.request('GET', `/v1/trips/${trip.id}`, { token: reader.token })).status, 404);
 });
