@@ -26,7 +26,7 @@ import { Credential, fillRoute, FilledRoute, readRouteTable, RouteEntry, Unfille
  * "METHOD /path"), SAMPLE (distinct path values rotated per route, 100), TRACKERS (devices POST
  * /v1/gps rotates through, 1000), GPS_BATCH (points per POST /v1/gps/batch, 100), SESSION_POOL
  * (fresh sessions per DELETE /v1/sessions/{token} run, 30000), KOA_EVERY (cases between two Koa
- * runs, 4), KEEP_DB=1 (keep the database), PROFILE=<dir> (CPU profile of the api target), TARGET_NODE_ARGS (extra node flags for the api target), TARGET_LOG_LEVEL (api log level, silent),
+ * runs, 4), ACCEPT_ENCODING (sent with every load request, 'gzip, deflate, br'; empty for none), KEEP_DB=1 (keep the database), PROFILE=<dir> (CPU profile of the api target), TARGET_NODE_ARGS (extra node flags for the api target), TARGET_LOG_LEVEL (api log level, silent),
  * DATABASE_URL / REDIS_URL (as for the service).
  *
  * How it measures:
@@ -65,6 +65,12 @@ const GPS_BATCH = Math.max(1, Math.floor(num('GPS_BATCH', 100)));
 const SESSION_POOL = Math.max(CONNECTIONS * 4, Math.floor(num('SESSION_POOL', 30_000)));
 const KOA_EVERY = Math.max(1, Math.floor(num('KOA_EVERY', 4)));
 const ONLY = process.env.ONLY ? new RegExp(process.env.ONLY) : undefined;
+/**
+ * The Accept-Encoding every load request sends: what browsers, fetch and mobile HTTP stacks send
+ * by default. ACCEPT_ENCODING= (empty) measures uncompressed answers, as a client that asks for
+ * none gets them.
+ */
+const ACCEPT_ENCODING = process.env.ACCEPT_ENCODING ?? 'gzip, deflate, br';
 /** Wait after a measured run before reading the statement count: the outbox relay's pass (10 ms after a write) lands in it. */
 const SETTLE_MS = 300;
 /** Idle time over which the background statement rate is measured. */
@@ -90,6 +96,18 @@ const LIST_MIN_RATIO_FOR: Record<string, number> = { 'GET /v1/gps': 0.1 };
 const GPS_MIN_POINTS_PER_S = 8000;
 
 const log = (s: string) => process.stderr.write(`${s}\n`);
+
+/**
+ * autocannon 9 appends every chunk of every answer to a string (`req.body += chunk`, a UTF-8
+ * decode), for `expectBody`, `verifyBody` and `onResponse`, none of which this benchmark uses. On
+ * answers of megabytes, or of compressed bytes (which decode slowly as UTF-8: one connection
+ * fetched the same 26 KB of brotli at 1,475 answers/s with the decode and 5,646 without), the load
+ * generator then spent more CPU per answer than the api, sharing the api's two cores, and the
+ * figures measured the client. Bytes are still counted (autocannon counts them as they arrive).
+ */
+(
+  createRequire(__filename)('autocannon/lib/pipelinedRequestsQueue') as { prototype: { addBody(data: Buffer): void } }
+).prototype.addBody = () => undefined;
 
 interface Target {
   kind: 'api' | 'koa';
@@ -224,7 +242,7 @@ async function cannon(url: string, spec: RunSpec, seconds: number): Promise<auto
     url,
     connections: CONNECTIONS,
     duration: seconds,
-    headers: spec.headers,
+    headers: ACCEPT_ENCODING ? { 'accept-encoding': ACCEPT_ENCODING, ...spec.headers } : spec.headers,
     requests: staggered(spec.requests) as autocannon.Request[],
   };
   if (spec.maxRequests !== undefined) opts.maxOverallRequests = Math.max(spec.maxRequests, CONNECTIONS);
@@ -877,7 +895,7 @@ async function main(): Promise<void> {
       `Fixtures (rows): ${Object.entries(seeded)
         .map(([t, n]) => `${t} ${fmt(n)}`)
         .join(', ')}.`,
-      `Settings: ${ROUNDS} rounds × ${DURATION} s per case after ${WARMUP} s warm-up, ${CONNECTIONS} connections, one api process and one Koa process (node ${NODE_ARGS.join(' ')}), loopback; ` +
+      `Settings: ${ROUNDS} rounds × ${DURATION} s per case after ${WARMUP} s warm-up, ${CONNECTIONS} connections, one api process and one Koa process (node ${NODE_ARGS.join(' ')}), loopback, Accept-Encoding: ${ACCEPT_ENCODING || '(none)'}; ` +
         `Koa every ${KOA_EVERY} cases, ratio = median over rounds of req/s ÷ mean of the Koa runs around it; req/s counts 2xx only; ` +
         `SQL/req = statements the api sent during the measured runs, less ${(baselinePerMs * 1000).toFixed(1)}/s idle, ÷ requests answered; ` +
         `µs CPU/req = the process's CPU time (user + system) over the measured run ÷ requests answered, median over rounds (PostgreSQL's and Redis's not included).${ONLY ? ` ONLY=${ONLY.source}.` : ''}`,
