@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { tableVersionTag } from '../shared/caches/tableVersions';
+import { reusable } from './compression';
 import type { AppContext } from './routing';
 
 interface Entry {
@@ -43,7 +44,7 @@ export async function cachedResponse(ctx: AppContext, tables: readonly string[],
     if (!pending) {
       // The tag was read before the rows: a write in between makes the next request rebuild.
       pending = build().then((body) => {
-        const json = Buffer.from(JSON.stringify(body));
+        const json = reusable(Buffer.from(JSON.stringify(body)));
         const made = { tag, json, etag: `W/"${createHash('sha1').update(`${key}\n${tag}`).digest('base64url')}"` };
         const current = entries.get(key);
         if (!current || current.tag !== tag) entries.set(key, made);

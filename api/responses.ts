@@ -1,6 +1,7 @@
 import type { Context } from 'koa';
 import type { ZodTypeAny } from 'zod';
 import { z } from '../shared/zod';
+import { reusable } from './compression';
 
 /**
  * The response envelopes, built in one place: `{data, _links}` for a resource or a bare list,
@@ -104,7 +105,7 @@ export function sharedJson(ctx: Context, shared: object, build: () => unknown): 
   let byUrl = serialised.get(shared);
   if (!byUrl) serialised.set(shared, (byUrl = new Map()));
   let json = byUrl.get(ctx.url);
-  if (!json) byUrl.set(ctx.url, (json = Buffer.from(JSON.stringify(build()))));
+  if (!json) byUrl.set(ctx.url, (json = reusable(Buffer.from(JSON.stringify(build())))));
   ctx.type = 'application/json';
   ctx.body = json;
 }

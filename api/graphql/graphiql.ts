@@ -1,9 +1,9 @@
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type Router from '@koa/router';
 import { notFound } from '../../shared/errors';
 import type { AppState } from '../routing';
 import type { ApiServices } from '../services';
+import { sendStaticFile, staticFile } from '../staticFiles';
 
 /**
  * GraphiQL served from the installed npm packages (graphiql, react, react-dom UMD builds), like the
@@ -55,8 +55,8 @@ export function graphiqlRoutes(router: Router<AppState, { services: ApiServices 
     const asset = ASSETS[ctx.params.file];
     if (!asset) throw notFound('file');
     const dir = path.dirname(require.resolve(`${asset.pkg}/package.json`));
-    ctx.body = await readFile(path.join(dir, asset.file));
-    ctx.type = asset.type;
-    ctx.set('Cache-Control', 'public, max-age=86400');
+    const found = await staticFile(path.join(dir, asset.file));
+    if (!found) throw notFound('file');
+    sendStaticFile(ctx, found, asset.type);
   });
 }

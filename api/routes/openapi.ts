@@ -1,11 +1,12 @@
 import Router from '@koa/router';
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { notFound } from '../../shared/errors';
 import { z } from '../../shared/zod';
 import { asyncApiDocument } from '../asyncapiDocument';
+import { reusable } from '../compression';
 import { documentRoute, openApiDocument } from '../openapiSpec';
+import { sendStaticFile, staticFile } from '../staticFiles';
 import type { AppState } from '../routing';
 import type { ApiServices } from '../services';
 
@@ -18,25 +19,11 @@ const serialised = new Map<string, { json: Buffer; etag: string }>();
 function documentJson(name: string, build: () => unknown): { json: Buffer; etag: string } {
   let doc = serialised.get(name);
   if (!doc) {
-    const json = Buffer.from(JSON.stringify(build()));
+    const json = reusable(Buffer.from(JSON.stringify(build())));
     doc = { json, etag: `"${createHash('sha1').update(json).digest('base64url')}"` };
     serialised.set(name, doc);
   }
   return doc;
-}
-
-/** Swagger UI's files, read once each (a handful, from the installed package). */
-const files = new Map<string, Promise<{ body: Buffer; etag: string } | null>>();
-function staticFile(dir: string, file: string): Promise<{ body: Buffer; etag: string } | null> {
-  let f = files.get(file);
-  if (!f) {
-    f = readFile(path.join(dir, file)).then(
-      (body) => ({ body, etag: `"${createHash('sha1').update(body).digest('base64url')}"` }),
-      () => null,
-    );
-    files.set(file, f);
-  }
-  return f;
 }
 
 const SWAGGER_HTML = `<!doctype html>
@@ -118,16 +105,8 @@ export function openApiRoutes(router: Router<AppState, { services: ApiServices }
     const file = ctx.params.file;
     const ext = path.extname(file);
     if (!/^[\w.-]+$/.test(file) || !STATIC_TYPES[ext]) throw notFound('file');
-    const found = await staticFile(dist, file);
+    const found = await staticFile(path.join(dist, file));
     if (!found) throw notFound('file');
-    ctx.set('ETag', found.etag);
-    ctx.set('Cache-Control', 'public, max-age=86400');
-    ctx.status = 200;
-    if (ctx.fresh) {
-      ctx.status = 304;
-      return;
-    }
-    ctx.type = STATIC_TYPES[ext];
-    ctx.body = found.body;
+    sendStaticFile(ctx, found, STATIC_TYPES[ext]);
   });
 }

@@ -1,0 +1,160 @@
+import type { Middleware } from 'koa';
+import { promisify } from 'node:util';
+import zlib from 'node:zlib';
+
+/**
+ * Response compression (`Content-Encoding: br` or `gzip`, whichever the client prefers among those
+ * it accepts; `identity` otherwise), for bodies of at least MIN_BYTES.
+ *
+ * Two kinds of body, two costs:
+ * - **Bytes made once and answered many times** (a cached list, the OpenAPI document, a static
+ *   file: anything passed through `reusable()`) are compressed once per encoding, off the event
+ *   loop; every later answer sends the compressed bytes as they are. Their cost
+ *   per request is a WeakMap lookup. The compressed forms live exactly as long as the bytes do.
+ * - **Bodies made for one request** (a page of rows, a GPX track) are compressed per request, and
+ *   only from DYNAMIC_MIN_BYTES up: below that, compressing costs the api more
+ *   CPU than the bytes it saves cost anyone.
+ *
+ * Streams (exports, PDFs) and bodies that already carry a Content-Encoding pass as they are. A
+ * compressible answer says `Vary: Accept-Encoding`, compressed or not. A strong ETag becomes weak
+ * on a compressed answer (the bytes differ, the content does not), so the client's If-None-Match
+ * still matches the handler's ETag (`ctx.fresh` compares weakly) and gets 304.
+ */
+export const MIN_BYTES = 1024;
+export const DYNAMIC_MIN_BYTES = 16 * 1024;
+
+type Encoding = 'br' | 'gzip';
+
+const brotli = promisify(zlib.brotliCompress);
+const gzip = promisify(zlib.gzip);
+
+/**
+ * One setting for both kinds: brotli quality 4 and gzip level 5. Measured on lists of 10,000 rows
+ * (1.9–5 MB of JSON): brotli 4 was as small as 9 (within 1%) or smaller, in a fifth to a seventh
+ * of the time; gzip 5 is within a few per cent of 9 at a fraction of its time.
+ */
+function compress(bytes: Buffer, encoding: Encoding): Promise<Buffer> {
+  compressions++;
+  if (encoding === 'br')
+    return brotli(bytes, {
+      params: {
+        [zlib.constants.BROTLI_PARAM_QUALITY]: 4,
+        [zlib.constants.BROTLI_PARAM_SIZE_HINT]: bytes.length,
+        [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT,
+      },
+    });
+  return gzip(bytes, { level: 5 });
+}
+
+let compressions = 0;
+/** How many bodies this process has compressed (a test's check that bytes made once are compressed once). */
+export const compressionCount = () => compressions;
+
+/** Compressed forms of bytes made once, per encoding, made on first use. */
+const compressedForms = new WeakMap<Buffer, Partial<Record<Encoding, Promise<Buffer>>>>();
+
+/**
+ * Marks `bytes` as made once and answered many times (kept in a cache for as long as they are
+ * current): their compressed forms are then made once too. Returns `bytes`.
+ */
+export function reusable(bytes: Buffer): Buffer {
+  if (bytes.length >= MIN_BYTES && !compressedForms.has(bytes)) compressedForms.set(bytes, {});
+  return bytes;
+}
+
+function compressedForm(bytes: Buffer, forms: Partial<Record<Encoding, Promise<Buffer>>>, encoding: Encoding) {
+  let form = forms[encoding];
+  if (!form) {
+    form = compress(bytes, encoding);
+    forms[encoding] = form;
+    // A failure is answered uncompressed (below) and tried again by the next request.
+    form.catch(() => {
+      if (forms[encoding] === form) delete forms[encoding];
+    });
+  }
+  return form;
+}
+
+/** The preferred encoding among br and gzip that the Accept-Encoding header allows, if any. */
+export function preferredEncoding(header: string | undefined): Encoding | undefined {
+  if (!header) return undefined;
+  let best: Encoding | undefined;
+  let bestQ = 0;
+  let star: number | undefined;
+  const given = new Set<string>();
+  for (const part of header.split(',')) {
+    const [name, ...params] = part.trim().toLowerCase().split(';');
+    let q = 1;
+    for (const p of params) {
+      const m = /^\s*q\s*=\s*([0-9.]+)\s*$/.exec(p);
+      if (m) q = Number(m[1]);
+    }
+    if (!Number.isFinite(q)) continue;
+    if (name === '*') star = q;
+    if (name !== 'br' && name !== 'gzip') continue;
+    given.add(name);
+    // Equal preference: br (smaller) first.
+    if (q > bestQ || (q === bestQ && q > 0 && name === 'br')) {
+      best = name;
+      bestQ = q;
+    }
+  }
+  // `*` stands for every coding not named.
+  if (star && star > bestQ) for (const name of ['br', 'gzip'] as const) if (!given.has(name)) return name;
+  return bestQ > 0 ? best : undefined;
+}
+
+/**
+ * The compression middleware, inside the error handler (whose answers are short) so that a body
+ * that cannot be serialised is answered as the error it is. A response below MIN_BYTES costs a
+ * length check.
+ */
+export function compression(): Middleware {
+  return async (ctx, next) => {
+    await next();
+    const body: unknown = ctx.body;
+    if (body == null || ctx.status === 204 || ctx.status === 304) return;
+    let bytes: Buffer | undefined;
+    let once = false;
+    if (Buffer.isBuffer(body)) {
+      if (body.length < MIN_BYTES) return;
+      bytes = body;
+      once = compressedForms.has(body);
+      if (!once && body.length < DYNAMIC_MIN_BYTES) return;
+    } else if (typeof body === 'string') {
+      // Most strings are short; only a long one can reach the threshold (UTF-8: at most 3 bytes a unit).
+      if (body.length * 3 < DYNAMIC_MIN_BYTES) return;
+      bytes = Buffer.from(body);
+      if (bytes.length < DYNAMIC_MIN_BYTES) return;
+    } else if (typeof body === 'object' && typeof (body as { pipe?: unknown }).pipe !== 'function') {
+      // A JSON body: serialised here rather than by Koa (the same one JSON.stringify).
+      const json = JSON.stringify(body);
+      if (json.length * 3 < DYNAMIC_MIN_BYTES) {
+        ctx.body = json;
+        return;
+      }
+      bytes = Buffer.from(json);
+      ctx.body = bytes;
+      if (bytes.length < DYNAMIC_MIN_BYTES) return;
+    } else return;
+    if (ctx.response.get('Content-Encoding')) return;
+    ctx.vary('Accept-Encoding');
+    const encoding = preferredEncoding(ctx.get('Accept-Encoding'));
+    if (!encoding) return;
+    let compressed: Buffer;
+    try {
+      compressed = once
+        ? await compressedForm(bytes, compressedForms.get(bytes)!, encoding)
+        : ctx.method === 'HEAD'
+          ? bytes
+          : await compress(bytes, encoding);
+    } catch {
+      return; // answered uncompressed
+    }
+    if (compressed === bytes) return;
+    const etag = ctx.response.get('ETag');
+    if (etag && !etag.startsWith('W/')) ctx.set('ETag', `W/${etag}`);
+    ctx.set('Content-Encoding', encoding);
+    ctx.body = compressed;
+  };
+}

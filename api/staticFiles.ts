@@ -1,0 +1,38 @@
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import type { Context } from 'koa';
+import { reusable } from './compression';
+
+export interface StaticFile {
+  body: Buffer;
+  etag: string;
+}
+
+/** Files of installed packages (Swagger UI, GraphiQL), read once each by absolute path; a handful. */
+const files = new Map<string, Promise<StaticFile | null>>();
+
+/** The file at `absolutePath`, read once (null when it cannot be read), its bytes compressed once. */
+export function staticFile(absolutePath: string): Promise<StaticFile | null> {
+  let f = files.get(absolutePath);
+  if (!f) {
+    f = readFile(absolutePath).then(
+      (body) => ({ body: reusable(body), etag: `"${createHash('sha1').update(body).digest('base64url')}"` }),
+      () => null,
+    );
+    files.set(absolutePath, f);
+  }
+  return f;
+}
+
+/** Answers a static file: ETag (304 when the client has it), a day of caching, the bytes. */
+export function sendStaticFile(ctx: Context, file: StaticFile, type: string): void {
+  ctx.set('ETag', file.etag);
+  ctx.set('Cache-Control', 'public, max-age=86400');
+  ctx.status = 200;
+  if (ctx.fresh) {
+    ctx.status = 304;
+    return;
+  }
+  ctx.type = type;
+  ctx.body = file.body;
+}
