@@ -172,7 +172,8 @@ export async function guildSettingsView(
 const guildViewInTurn = turnBatcherByDb(async (db, guildIds) => {
   const { rows } = await db.raw<{ rows: Array<{ guild_id: string; known: boolean; lang: string | null }> }>(
     `SELECT k.id AS guild_id,
-            EXISTS (SELECT 1 FROM chat_guilds WHERE guild_id = k.id) OR s.guild_id IS NOT NULL AS known,
+            -- Not EXISTS, which may be planned as one scan of the whole table for a batch (users.ts, viewQuery).
+            (SELECT true FROM chat_guilds WHERE guild_id = k.id LIMIT 1) IS NOT NULL OR s.guild_id IS NOT NULL AS known,
             s.default_language AS lang
        FROM unnest(?::text[]) AS k(id) LEFT JOIN chat_guild_settings s ON s.guild_id = k.id`,
     [guildIds],

@@ -92,7 +92,8 @@ const requirementInTurn = turnBatcherByDb(async (db, userIds): Promise<Map<strin
                   WHERE ur.user_id = u.id AND r.requires_two_factor), '{}') AS roles,
        COALESCE((SELECT array_agg(DISTINCT p.slug) FROM platform_accounts pa JOIN platforms p ON p.id = pa.platform_id
                   WHERE pa.user_id = u.id AND p.two_factor_required), '{}') AS platforms,
-       EXISTS (SELECT 1 FROM user_two_factor t WHERE t.user_id = u.id AND t.enabled_at IS NOT NULL) AS enabled,
+       -- Not EXISTS, which may be planned as one scan of the whole table for a batch (users.ts, viewQuery).
+       COALESCE((SELECT true FROM user_two_factor t WHERE t.user_id = u.id AND t.enabled_at IS NOT NULL LIMIT 1), false) AS enabled,
        EXISTS (SELECT 1 FROM platforms p WHERE p.two_factor_supported AND p.enabled) AS supported
      FROM unnest(?::uuid[]) AS u(id)`,
     [userIds],
