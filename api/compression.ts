@@ -1,3 +1,4 @@
+import compressible from 'compressible';
 import type { Middleware } from 'koa';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
@@ -15,7 +16,8 @@ import zlib from 'node:zlib';
  *   only from DYNAMIC_MIN_BYTES up: below that, compressing costs the api more
  *   CPU than the bytes it saves cost anyone.
  *
- * Streams (exports, PDFs) and bodies that already carry a Content-Encoding pass as they are. A
+ * Streams, types that do not compress (a ZIP export, images: `compressible`, from mime-db) and
+ * bodies that already carry a Content-Encoding pass as they are. A
  * compressible answer says `Vary: Accept-Encoding`, compressed or not. A strong ETag becomes weak
  * on a compressed answer (the bytes differ, the content does not), so the client's If-None-Match
  * still matches the handler's ETag (`ctx.fresh` compares weakly) and gets 304.
@@ -73,6 +75,17 @@ function compressedForm(bytes: Buffer, forms: Partial<Record<Encoding, Promise<B
     });
   }
   return form;
+}
+
+/** Whether answers of this Content-Type are worth compressing, by type (a handful per process). */
+const compressibleTypes = new Map<string, boolean>();
+function compressibleType(contentType: string): boolean {
+  let yes = compressibleTypes.get(contentType);
+  if (yes === undefined) {
+    yes = Boolean(contentType) && compressible(contentType) === true;
+    if (compressibleTypes.size < 256) compressibleTypes.set(contentType, yes);
+  }
+  return yes;
 }
 
 /** The preferred encoding among br and gzip that the Accept-Encoding header allows, if any. */
@@ -137,7 +150,7 @@ export function compression(): Middleware {
       ctx.body = bytes;
       if (bytes.length < DYNAMIC_MIN_BYTES) return;
     } else return;
-    if (ctx.response.get('Content-Encoding')) return;
+    if (ctx.response.get('Content-Encoding') || !compressibleType(ctx.response.get('Content-Type'))) return;
     ctx.vary('Accept-Encoding');
     const encoding = preferredEncoding(ctx.get('Accept-Encoding'));
     if (!encoding) return;

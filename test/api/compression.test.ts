@@ -147,6 +147,32 @@ test.serial('a body made per request is compressed from 16 KB up, and small ones
   t.is(compressionCount(), before + 1);
 });
 
+test.serial('a GPX track is compressed (application/gpx+xml is text)', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const [trip] = await s.db('trips').insert({ name: 'zip trip' }).returning('id');
+  await s.db('gps_points').insert(
+    Array.from({ length: 100 }, (_, i) => ({
+      trip_id: trip.id,
+      device_id: 'zip-gpx',
+      latitude: 52 + i / 1000,
+      longitude: 13,
+      timestamp: new Date(Date.UTC(2026, 0, 1) + i * 60_000),
+      speed_kmh: 1,
+      speed_mps: 0.28,
+      speed_mph: 0.62,
+      speed_knots: 0.54,
+    })),
+  );
+  const r = await get(`/v1/trips/${trip.id}/gpx`, 'gzip', `Authorization: Bearer ${admin.token}\r\n`);
+  t.is(r.status, 200);
+  t.is(r.headers['content-type'], 'application/gpx+xml');
+  t.is(r.headers['content-encoding'], 'gzip');
+  const text = (await decoded(r)).toString('utf8');
+  t.true(text.length >= 16 * 1024);
+  t.is(text.match(/<trkpt /g)?.length, 100);
+});
+
 test('Accept-Encoding is read as RFC 9110 says: q-values, refusals and *', (t) => {
   t.is(preferredEncoding(undefined), undefined);
   t.is(preferredEncoding(''), undefined);
