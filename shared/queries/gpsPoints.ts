@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { EARTH_RADIUS_KM, haversineSql } from '../geo';
 import { GPS_POINT_COLUMNS, GpsPointRow } from '../presenters/gpsPoint';
 import type { TripStats } from '../presenters/trip';
-import { turnBatcherByDb } from '../rowLoader';
+import { compiledOnce, turnBatcherByDb } from '../rowLoader';
 
 /** The latest point of every device identifier, newest first. */
 export async function latestPointPerDevice(db: Knex): Promise<GpsPointRow[]> {
@@ -26,12 +26,16 @@ export async function latestPointPerDevice(db: Knex): Promise<GpsPointRow[]> {
   return rows;
 }
 
-/** Every point of a trip in track order (timestamp, then insertion). */
-export async function tripTrack(db: Knex, tripId: string): Promise<GpsPointRow[]> {
-  return db('gps_points')
-    .where('trip_id', tripId)
+/** Every point of a trip in track order (timestamp, then insertion); its text compiled once per database. */
+const tripTrackSql = compiledOnce((db) =>
+  db('gps_points')
+    .where('trip_id', '')
     .orderBy([{ column: 'timestamp' }, { column: 'created_at' }, { column: 'id' }])
-    .select(...GPS_POINT_COLUMNS) as Promise<GpsPointRow[]>;
+    .select(...GPS_POINT_COLUMNS),
+);
+export async function tripTrack(db: Knex, tripId: string): Promise<GpsPointRow[]> {
+  const { rows } = await db.raw<{ rows: GpsPointRow[] }>(tripTrackSql(db), [tripId]);
+  return rows;
 }
 
 /**
