@@ -1,7 +1,7 @@
 import type { Context } from 'koa';
 import type { ZodTypeAny } from 'zod';
 import { z } from '../shared/zod';
-import { reusable } from './compression';
+import { DYNAMIC_MIN_BYTES, reusable } from './compression';
 
 /**
  * The response envelopes, built in one place: `{data, _links}` for a resource or a bare list,
@@ -105,7 +105,12 @@ export function sharedJson(ctx: Context, shared: object, build: () => unknown): 
   let byUrl = serialised.get(shared);
   if (!byUrl) serialised.set(shared, (byUrl = new Map()));
   let json = byUrl.get(ctx.url);
-  if (!json) byUrl.set(ctx.url, (json = reusable(Buffer.from(JSON.stringify(build())))));
+  if (!json) {
+    json = Buffer.from(JSON.stringify(build()));
+    // Shared by one turn's callers, or one flight's: compressed once for them when it is large
+    // enough to be compressed at all (api/compression.ts), as any answer of its size would be.
+    byUrl.set(ctx.url, json.length >= DYNAMIC_MIN_BYTES ? reusable(json) : json);
+  }
   ctx.type = 'application/json';
   ctx.body = json;
 }
