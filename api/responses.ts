@@ -107,9 +107,10 @@ export function sharedJson(ctx: Context, shared: object, build: () => unknown): 
   let json = byUrl.get(ctx.url);
   if (!json) {
     json = Buffer.from(JSON.stringify(build()));
-    // Shared by one turn's callers, or one flight's: compressed once for them when it is large
-    // enough to be compressed at all (api/compression.ts), as any answer of its size would be.
-    byUrl.set(ctx.url, json.length >= DYNAMIC_MIN_BYTES ? reusable(json) : json);
+    // Shared by one turn's callers, or one flight's: compressed once for them (at the per-request
+    // level, the bytes are remade all the time) when it is large enough to be compressed at all
+    // (api/compression.ts), as any answer of its size would be.
+    byUrl.set(ctx.url, json.length >= DYNAMIC_MIN_BYTES ? reusable(json, { shortLived: true }) : json);
   }
   ctx.type = 'application/json';
   ctx.body = json;
