@@ -26,15 +26,33 @@ export async function latestPointPerDevice(db: Knex): Promise<GpsPointRow[]> {
   return rows;
 }
 
-/** Every point of a trip in track order (timestamp, then insertion); its text compiled once per database. */
+/** What a track point carries in an export (GPX): the columns a track is read with. */
+export const TRACK_POINT_COLUMNS = [
+  'latitude',
+  'longitude',
+  'altitude',
+  'timestamp',
+  'hdop',
+  'vdop',
+  'pdop',
+  'speed_mps',
+  'heading',
+] as const;
+export type TrackPoint = Pick<GpsPointRow, (typeof TRACK_POINT_COLUMNS)[number]>;
+
+/**
+ * Every point of a trip in track order (timestamp, then insertion), with the columns of
+ * TRACK_POINT_COLUMNS only (pg parses every column of every row: a track is long); the text is
+ * compiled once per database.
+ */
 const tripTrackSql = compiledOnce((db) =>
   db('gps_points')
     .where('trip_id', '')
     .orderBy([{ column: 'timestamp' }, { column: 'created_at' }, { column: 'id' }])
-    .select(...GPS_POINT_COLUMNS),
+    .select(...TRACK_POINT_COLUMNS),
 );
-export async function tripTrack(db: Knex, tripId: string): Promise<GpsPointRow[]> {
-  const { rows } = await db.raw<{ rows: GpsPointRow[] }>(tripTrackSql(db), [tripId]);
+export async function tripTrack(db: Knex, tripId: string): Promise<TrackPoint[]> {
+  const { rows } = await db.raw<{ rows: TrackPoint[] }>(tripTrackSql(db), [tripId]);
   return rows;
 }
 
