@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { tableVersionTag } from '../shared/caches/tableVersions';
 import { reusable } from './compression';
+import { sendValidatedBytes } from './responses';
 import type { AppContext } from './routing';
 
 interface Entry {
@@ -55,13 +56,10 @@ export async function cachedResponse(ctx: AppContext, tables: readonly string[],
     }
     entry = await pending;
   }
-  ctx.set('ETag', entry.etag);
-  ctx.set('Cache-Control', 'private, no-cache');
-  ctx.status = 200;
-  if (ctx.fresh) {
-    ctx.status = 304;
-    return;
-  }
-  ctx.type = 'application/json';
-  ctx.body = entry.json;
+  sendValidatedBytes(ctx, {
+    etag: entry.etag,
+    cacheControl: 'private, no-cache',
+    type: 'application/json',
+    body: entry.json,
+  });
 }

@@ -81,6 +81,25 @@ export function sendHtml(ctx: Context, html: string | Buffer, contentSecurityPol
   ctx.body = html;
 }
 
+/**
+ * Answers bytes made once with their validator: the ETag (and Cache-Control, when given), then 304
+ * when the client's If-None-Match already names them, else 200 with the bytes as `type`.
+ */
+export function sendValidatedBytes(
+  ctx: Context,
+  answer: { etag: string; cacheControl?: string; type: string; body: Buffer },
+): void {
+  ctx.set('ETag', answer.etag);
+  if (answer.cacheControl) ctx.set('Cache-Control', answer.cacheControl);
+  ctx.status = 200;
+  if (ctx.fresh) {
+    ctx.status = 304;
+    return;
+  }
+  ctx.type = answer.type;
+  ctx.body = answer.body;
+}
+
 /** `{message}`: an accepted request whose outcome arrives by email, or a plain confirmation. */
 export const messageSchema = z.object({ message: z.string() }).openapi('Message');
 

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { Context } from 'koa';
 import { reusable } from './compression';
+import { sendValidatedBytes } from './responses';
 
 export interface StaticFile {
   body: Buffer;
@@ -26,13 +27,5 @@ export function staticFile(absolutePath: string): Promise<StaticFile | null> {
 
 /** Answers a static file: ETag (304 when the client has it), a day of caching, the bytes. */
 export function sendStaticFile(ctx: Context, file: StaticFile, type: string): void {
-  ctx.set('ETag', file.etag);
-  ctx.set('Cache-Control', 'public, max-age=86400');
-  ctx.status = 200;
-  if (ctx.fresh) {
-    ctx.status = 304;
-    return;
-  }
-  ctx.type = type;
-  ctx.body = file.body;
+  sendValidatedBytes(ctx, { etag: file.etag, cacheControl: 'public, max-age=86400', type, body: file.body });
 }

@@ -6,6 +6,7 @@ import { z } from '../../shared/zod';
 import { asyncApiDocument } from '../asyncapiDocument';
 import { reusable } from '../compression';
 import { documentRoute, openApiDocument } from '../openapiSpec';
+import { sendValidatedBytes } from '../responses';
 import { sendStaticFile, staticFile } from '../staticFiles';
 import type { AppState } from '../routing';
 import type { ApiServices } from '../services';
@@ -87,14 +88,7 @@ export function openApiRoutes(router: Router<AppState, { services: ApiServices }
     router.get(route, (ctx) => {
       const version = (ctx as unknown as { services: ApiServices }).services.version;
       const doc = documentJson(route, () => build(version));
-      ctx.set('ETag', doc.etag);
-      ctx.status = 200;
-      if (ctx.fresh) {
-        ctx.status = 304;
-        return;
-      }
-      ctx.type = 'application/json';
-      ctx.body = doc.json;
+      sendValidatedBytes(ctx, { etag: doc.etag, type: 'application/json', body: doc.json });
     });
   router.get('/v1/swagger-ui/', (ctx) => {
     ctx.type = 'text/html';
