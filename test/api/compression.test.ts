@@ -2,7 +2,7 @@ import test from 'ava';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import { compressionCount, preferredEncoding } from '../../api/compression';
-import { createUser } from '../helpers/factories';
+import { createUser, insertTrackPoints } from '../helpers/factories';
 import { rawRequest } from '../helpers/rawHttp';
 import { useStack } from '../helpers/stack';
 
@@ -109,19 +109,7 @@ test.serial('a cached list is compressed once per version; a write makes new byt
 test.serial('a body made per request is compressed from 16 KB up, and small ones are left alone', async (t) => {
   const s = stack();
   const admin = await createUser(s.db, { roles: ['role_admin'] });
-  const t0 = Date.UTC(2026, 0, 1);
-  await s.db('gps_points').insert(
-    Array.from({ length: 100 }, (_, i) => ({
-      device_id: 'zip-device',
-      latitude: 52 + i / 1000,
-      longitude: 13,
-      timestamp: new Date(t0 + i * 60_000),
-      speed_kmh: 1,
-      speed_mps: 0.28,
-      speed_mph: 0.62,
-      speed_knots: 0.54,
-    })),
-  );
+  await insertTrackPoints(s.db, 100, { device_id: 'zip-device' });
   const auth = `Authorization: Bearer ${admin.token}\r\n`;
   const plain = await get('/v1/gps?device_id=zip-device&limit=100', undefined, auth);
   t.is(plain.status, 200);
@@ -151,19 +139,7 @@ test.serial('a GPX track is compressed (application/gpx+xml is text)', async (t)
   const s = stack();
   const admin = await createUser(s.db, { roles: ['role_admin'] });
   const [trip] = await s.db('trips').insert({ name: 'zip trip' }).returning('id');
-  await s.db('gps_points').insert(
-    Array.from({ length: 100 }, (_, i) => ({
-      trip_id: trip.id,
-      device_id: 'zip-gpx',
-      latitude: 52 + i / 1000,
-      longitude: 13,
-      timestamp: new Date(Date.UTC(2026, 0, 1) + i * 60_000),
-      speed_kmh: 1,
-      speed_mps: 0.28,
-      speed_mph: 0.62,
-      speed_knots: 0.54,
-    })),
-  );
+  await insertTrackPoints(s.db, 100, { device_id: 'zip-gpx', trip_id: trip.id });
   const r = await get(`/v1/trips/${trip.id}/gpx`, 'gzip', `Authorization: Bearer ${admin.token}\r\n`);
   t.is(r.status, 200);
   t.is(r.headers['content-type'], 'application/gpx+xml');

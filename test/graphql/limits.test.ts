@@ -1,6 +1,6 @@
 import test from 'ava';
 import type { Knex } from 'knex';
-import { createUser } from '../helpers/factories';
+import { createUser, insertTrackPoints } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { once } from '../helpers/tracking';
 
@@ -12,22 +12,7 @@ async function seedTrips(db: Knex, n: number, points: number, tag: string): Prom
   const trips: Array<{ id: string }> = await db('trips')
     .insert(Array.from({ length: n }, (_, i) => ({ name: `${tag} ${i}`, tags: [tag] })))
     .returning('id');
-  const t0 = Date.UTC(2026, 0, 1);
-  await db('gps_points').insert(
-    trips.flatMap((trip) =>
-      Array.from({ length: points }, (_, i) => ({
-        trip_id: trip.id,
-        device_id: `dev-${tag}`,
-        latitude: 52 + i / 1000,
-        longitude: 13,
-        timestamp: new Date(t0 + i * 60_000),
-        speed_kmh: 1,
-        speed_mps: 0.28,
-        speed_mph: 0.62,
-        speed_knots: 0.54,
-      })),
-    ),
-  );
+  for (const trip of trips) await insertTrackPoints(db, points, { device_id: `dev-${tag}`, trip_id: trip.id });
   return trips.map((t) => t.id);
 }
 

@@ -93,3 +93,27 @@ export async function createOAuthToken(
   await db('oauth_consents').insert({ user_id: userId, client_id: client.id, scopes: JSON.stringify(scopes) });
   return { token, clientId: client.id, tokenId: row.id };
 }
+
+/**
+ * `count` GPS points of one device (and trip, when given), one minute apart from 2026-01-01 and
+ * 0.001° of latitude apart, straight into the table.
+ */
+export async function insertTrackPoints(
+  db: Knex,
+  count: number,
+  where: { device_id: string; trip_id?: string },
+): Promise<void> {
+  const t0 = Date.UTC(2026, 0, 1);
+  await db('gps_points').insert(
+    Array.from({ length: count }, (_, i) => ({
+      ...where,
+      latitude: 52 + i / 1000,
+      longitude: 13,
+      timestamp: new Date(t0 + i * 60_000),
+      speed_kmh: 1,
+      speed_mps: 0.28,
+      speed_mph: 0.62,
+      speed_knots: 0.54,
+    })),
+  );
+}
