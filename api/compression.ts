@@ -10,17 +10,17 @@ import zlib from 'node:zlib';
  * Two kinds of body, two costs:
  * - **Bytes made once and answered many times** (a cached list, the OpenAPI document, a static
  *   file: anything passed through `reusable()`) are compressed once per encoding, off the event
- *   loop; every later answer sends the compressed bytes as they are. Their cost
- *   per request is a WeakMap lookup. The compressed forms live exactly as long as the bytes do.
- * - **Bodies made for one request** (a page of rows, a GPX track) are compressed per request, and
- *   only from DYNAMIC_MIN_BYTES up, at the fastest level: below that, compressing costs the api more
- *   CPU than the bytes it saves cost anyone.
+ *   loop; every later answer sends the compressed bytes as they are, for the cost of a WeakMap
+ *   lookup. The compressed forms live exactly as long as the bytes do.
+ * - **Bodies made for one request** (a page of rows, a GPX track) are compressed per request, at
+ *   the fastest level, and only from DYNAMIC_MIN_BYTES up: below that, compressing costs the api
+ *   more CPU than the bytes it saves cost anyone.
  *
  * Streams, types that do not compress (a ZIP export, images: `compressible`, from mime-db) and
- * bodies that already carry a Content-Encoding pass as they are. A
- * compressible answer says `Vary: Accept-Encoding`, compressed or not. A strong ETag becomes weak
- * on a compressed answer (the bytes differ, the content does not), so the client's If-None-Match
- * still matches the handler's ETag (`ctx.fresh` compares weakly) and gets 304.
+ * bodies that already carry a Content-Encoding pass as they are. A compressible answer says
+ * `Vary: Accept-Encoding`, compressed or not. A strong ETag becomes weak on a compressed answer
+ * (the bytes differ, the content does not), so the client's If-None-Match still matches the
+ * handler's ETag (`ctx.fresh` compares weakly) and gets 304.
  */
 export const MIN_BYTES = 1024;
 export const DYNAMIC_MIN_BYTES = 16 * 1024;
