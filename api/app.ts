@@ -1,6 +1,5 @@
 import type { GraphQLSchema } from 'graphql';
 import Koa from 'koa';
-import { compression } from './compression';
 import { IndexedRouter } from './indexedRouter';
 import { authenticate, rejectFailedCredentials } from './middleware/auth';
 import { bodyParser } from './middleware/body';
@@ -13,7 +12,7 @@ import type { AppState } from './routing';
 import type { ApiServices } from './services';
 
 /**
- * The Koa application: errors → compression → body parsing → authentication (+ system-key allowlist) → rate
+ * The Koa application: errors (which also compresses answers) → body parsing → authentication (+ system-key allowlist) → rate
  * limiting → credential failures → routes. Every route then runs the chain of api/routing.ts.
  */
 export function createApp(services: ApiServices, schema: GraphQLSchema): Koa<AppState, { services: ApiServices }> {
@@ -27,7 +26,6 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): Koa<App
   graphqlRoutes(router, schema, services.config.env === 'production');
 
   app.use(errorHandler(services.logger));
-  app.use(compression());
   app.use(bodyParser());
   app.use(authenticate());
   app.use(rateLimit(services.config));

@@ -1,5 +1,5 @@
 import compressible from 'compressible';
-import type { Middleware } from 'koa';
+import type { Context } from 'koa';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 
@@ -127,56 +127,52 @@ export function preferredEncoding(header: string | undefined): Encoding | undefi
 }
 
 /**
- * The compression middleware, inside the error handler (whose answers are short) so that a body
- * that cannot be serialised is answered as the error it is. A response below MIN_BYTES costs a
- * length check.
+ * Compresses the answer in `ctx` if it should be (see above): called by the error handler
+ * (api/middleware/errors.ts) once the route has answered, so that it adds no middleware layer, no
+ * promise and no await to the answers it leaves alone (most of them); it returns a promise only
+ * when it compresses. A body that cannot be serialised throws here, inside the error handler, and
+ * is answered as the error it is. A response below MIN_BYTES costs a length check.
  */
-export function compression(): Middleware {
-  return async (ctx, next) => {
-    await next();
-    const body: unknown = ctx.body;
-    if (body == null || ctx.status === 204 || ctx.status === 304) return;
-    let bytes: Buffer | undefined;
-    let once = false;
-    if (Buffer.isBuffer(body)) {
-      if (body.length < MIN_BYTES) return;
-      bytes = body;
-      once = compressedForms.has(body);
-      if (!once && body.length < DYNAMIC_MIN_BYTES) return;
-    } else if (typeof body === 'string') {
-      // Most strings are short; only a long one can reach the threshold (UTF-8: at most 3 bytes a unit).
-      if (body.length * 3 < DYNAMIC_MIN_BYTES) return;
-      bytes = Buffer.from(body);
-      if (bytes.length < DYNAMIC_MIN_BYTES) return;
-    } else if (typeof body === 'object' && typeof (body as { pipe?: unknown }).pipe !== 'function') {
-      // A JSON body: serialised here rather than by Koa (the same one JSON.stringify).
-      const json = JSON.stringify(body);
-      if (json.length * 3 < DYNAMIC_MIN_BYTES) {
-        ctx.body = json;
-        return;
-      }
-      bytes = Buffer.from(json);
-      ctx.body = bytes;
-      if (bytes.length < DYNAMIC_MIN_BYTES) return;
-    } else return;
-    if (ctx.response.get('Content-Encoding') || !compressibleType(ctx.response.get('Content-Type'))) return;
-    ctx.vary('Accept-Encoding');
-    const encoding = preferredEncoding(ctx.get('Accept-Encoding'));
-    if (!encoding) return;
-    let compressed: Buffer;
-    try {
-      compressed = once
-        ? await compressedForm(bytes, compressedForms.get(bytes)!, encoding)
-        : ctx.method === 'HEAD'
-          ? bytes
-          : await compress(bytes, encoding, false);
-    } catch {
-      return; // answered uncompressed
+export function compressAnswer(ctx: Context): Promise<void> | undefined {
+  const body: unknown = ctx.body;
+  if (body == null || ctx.status === 204 || ctx.status === 304) return;
+  let bytes: Buffer;
+  let once = false;
+  if (Buffer.isBuffer(body)) {
+    if (body.length < MIN_BYTES) return;
+    bytes = body;
+    once = compressedForms.has(body);
+    if (!once && body.length < DYNAMIC_MIN_BYTES) return;
+  } else if (typeof body === 'string') {
+    // Most strings are short; only a long one can reach the threshold (UTF-8: at most 3 bytes a unit).
+    if (body.length * 3 < DYNAMIC_MIN_BYTES) return;
+    bytes = Buffer.from(body);
+    if (bytes.length < DYNAMIC_MIN_BYTES) return;
+  } else if (typeof body === 'object' && typeof (body as { pipe?: unknown }).pipe !== 'function') {
+    // A JSON body: serialised here rather than by Koa (the same one JSON.stringify).
+    const json = JSON.stringify(body);
+    if (json.length * 3 < DYNAMIC_MIN_BYTES) {
+      ctx.body = json;
+      return;
     }
-    if (compressed === bytes) return;
-    const etag = ctx.response.get('ETag');
-    if (etag && !etag.startsWith('W/')) ctx.set('ETag', `W/${etag}`);
-    ctx.set('Content-Encoding', encoding);
-    ctx.body = compressed;
-  };
+    bytes = Buffer.from(json);
+    ctx.body = bytes;
+    if (bytes.length < DYNAMIC_MIN_BYTES) return;
+  } else return;
+  if (ctx.response.get('Content-Encoding') || !compressibleType(ctx.response.get('Content-Type'))) return;
+  ctx.vary('Accept-Encoding');
+  const encoding = preferredEncoding(ctx.get('Accept-Encoding'));
+  if (!encoding || (!once && ctx.method === 'HEAD')) return;
+  const compressing = once
+    ? compressedForm(bytes, compressedForms.get(bytes)!, encoding)
+    : compress(bytes, encoding, false);
+  return compressing.then(
+    (compressed) => {
+      const etag = ctx.response.get('ETag');
+      if (etag && !etag.startsWith('W/')) ctx.set('ETag', `W/${etag}`);
+      ctx.set('Content-Encoding', encoding);
+      ctx.body = compressed;
+    },
+    () => undefined, // answered uncompressed
+  );
 }

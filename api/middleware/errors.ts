@@ -1,11 +1,12 @@
 import type { Middleware } from 'koa';
 import { errorName, graphqlCode, HttpError, toHttpError } from '../../shared/errors';
 import type { Logger } from '../../shared/logger';
+import { compressAnswer } from '../compression';
 
 const GRAPHQL_PATH = '/v1/gql';
 
 /**
- * Turns every failure into `{error, message}` with the right status (and the error's headers, e.g.
+ * Compresses what the routes answer (compressAnswer, api/compression.ts) and turns every failure into `{error, message}` with the right status (and the error's headers, e.g.
  * Allow, Retry-After). Unknown routes are 404, malformed JSON 400, database failures whatever
  * shared/errors' toHttpError says (constraint → 4xx, unreachable → 503), and anything unexpected a
  * logged 500 that reveals nothing internal. On /v1/gql the same answer is in GraphQL's error format.
@@ -17,6 +18,10 @@ export function errorHandler(logger: Logger): Middleware {
       if (ctx.status === 404 && ctx.body === undefined) {
         throw new HttpError(404, 'NotFound', `no route for ${ctx.method} ${ctx.path}`);
       }
+      // The answer's compression (api/compression.ts): most answers are left as they are,
+      // synchronously; a compressed one is awaited.
+      const compressing = compressAnswer(ctx);
+      if (compressing) await compressing;
     } catch (raw) {
       const err = raw as Error & {
         status?: number;
