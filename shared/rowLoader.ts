@@ -2,7 +2,7 @@ import DataLoader from 'dataloader';
 import type { Knex } from 'knex';
 import type { Model, ModelObject } from 'objection';
 import { notFound } from './errors';
-import { KEYED_ROW_COUNTERS, KeyedRowCounter, keyedCounterSql } from './queries/counters';
+import { ParentCounter, parentCounterOf, parentCountSql } from './queries/counters';
 import { isUuid } from './zod';
 
 /** Postgres compares uuids case-insensitively; text ids stay exact. */
@@ -455,8 +455,8 @@ export function pagesOf<M extends Model, Plain extends boolean = false>(
   opts: {
     /** Count at most this many rows per parent (the total then says "at least"), for parents with millions. */
     countCap?: number;
-    /** Read each parent's exact total from this keyed row counter instead of counting its rows. */
-    counter?: KeyedRowCounter;
+    /** Read each parent's exact total from this keyed row counter or stored count instead of counting its rows. */
+    counter?: ParentCounter;
     /**
      * Results as the rows pg returned (the table's columns, plus this statement's `__parent` and
      * `__total`), not model instances: for a presenter that reads plain rows, which then skips a
@@ -475,10 +475,13 @@ export function pagesOf<M extends Model, Plain extends boolean = false>(
   type Result = Plain extends true ? ModelObject<M> : M;
   const table = model.tableName;
   const id = model.idColumn as string;
-  if (opts.counter && KEYED_ROW_COUNTERS[opts.counter].column !== parentColumn)
-    throw new Error(`pagesOf(${table}): counter ${opts.counter} does not count by ${parentColumn}`);
+  if (opts.counter) {
+    const c = parentCounterOf(opts.counter);
+    if (c.table !== table || c.column !== parentColumn)
+      throw new Error(`pagesOf(${table}): counter ${opts.counter} does not count ${table} by ${parentColumn}`);
+  }
   const count = opts.counter
-    ? keyedCounterSql(opts.counter, 'k.id::text')
+    ? parentCountSql(opts.counter, 'k.id')
     : opts.countCap === undefined
       ? `SELECT count(*) FROM "${table}" c WHERE c."${parentColumn}" = k.id`
       : `SELECT count(*) FROM (SELECT 1 FROM "${table}" c WHERE c."${parentColumn}" = k.id LIMIT ${Math.floor(opts.countCap)}) capped`;

@@ -36,6 +36,39 @@ export type KeyedRowCounter = keyof typeof KEYED_ROW_COUNTERS;
 export const keyedCounterSql = (name: KeyedRowCounter, key: string) =>
   `(SELECT coalesce(sum(n), 0)::bigint FROM row_counters WHERE counter = '${name}:' || ${key})`;
 
+/**
+ * Per-parent counts kept in a row the parent already has, by a trigger that already writes that
+ * row on every statement touching the counted table: a keyed counter there would be a second
+ * trigger and a second row write. `sql(key)` reads the count of the parent whose id is the SQL
+ * expression `key` (of the parent column's type). pagesOf's `counter` option reads these as it
+ * reads keyed counters.
+ * - gps_points_by_trip: trip_track_stats.points (migration 20261130000000_trip_point_counts), kept
+ *   by the trigger that bumps the trip's track version; a trip without a row has no points.
+ */
+export const STORED_COUNTS = {
+  gps_points_by_trip: {
+    table: 'gps_points',
+    column: 'trip_id',
+    sql: (key: string) => `(SELECT coalesce((SELECT points FROM trip_track_stats WHERE trip_id = ${key}), 0))`,
+  },
+} as const;
+export type StoredCount = keyof typeof STORED_COUNTS;
+
+/** A parent's exact row count without counting: a keyed row counter or a stored count. */
+export type ParentCounter = KeyedRowCounter | StoredCount;
+
+/** The table and parent column `name` counts by. */
+export function parentCounterOf(name: ParentCounter): { table: string; column: string } {
+  return name in STORED_COUNTS ? STORED_COUNTS[name as StoredCount] : KEYED_ROW_COUNTERS[name as KeyedRowCounter];
+}
+
+/** SQL of a scalar subquery reading the count of the parent whose id is the SQL expression `key`. */
+export function parentCountSql(name: ParentCounter, key: string): string {
+  return name in STORED_COUNTS
+    ? STORED_COUNTS[name as StoredCount].sql(key)
+    : keyedCounterSql(name as KeyedRowCounter, `${key}::text`);
+}
+
 /** The counter of every row of `table`, if there is one. */
 export function wholeTableCounter(table: string): RowCounter | undefined {
   for (const [name, c] of Object.entries(ROW_COUNTERS))

@@ -58,7 +58,8 @@ const tripPoints = pagesOf(
     ['created_at', 'asc'],
     ['id', 'asc'],
   ],
-  { plain: true },
+  // The exact total is the trip's stored point count, not a count of its track on every page.
+  { plain: true, counter: 'gps_points_by_trip' },
 );
 
 /** Spec §4.4 and §3, plus GPX export. */
