@@ -19,8 +19,11 @@ import type { Knex } from 'knex';
  */
 const FUNCTION = 'trip_track_touch';
 
-/** Bumps the version of every existing trip named by the rows of `source` (a transition table). */
-const touch = (source: string, checkTrip: boolean) => `
+/**
+ * Bumps the version of every existing trip named by the rows of `source` (a transition table).
+ * Also the `down` of migration 20261130000000_trip_point_counts.
+ */
+export const touch = (source: string, checkTrip: boolean) => `
         INSERT INTO trip_track_stats (trip_id)
           SELECT DISTINCT r.trip_id FROM (${source}) r
            WHERE r.trip_id IS NOT NULL${checkTrip ? ' AND EXISTS (SELECT 1 FROM trips WHERE trips.id = r.trip_id)' : ''}

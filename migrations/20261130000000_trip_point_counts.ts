@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { touch as versionsOnly } from './20261129000000_trip_track_stats';
 
 /**
  * A trip's number of points is kept in its trip_track_stats row (migration
@@ -26,14 +27,6 @@ const touch = (source: string, checkTrip: boolean) => `
            GROUP BY r.trip_id ORDER BY r.trip_id
         ON CONFLICT (trip_id) DO UPDATE
           SET version = trip_track_stats.version + 1, points = trip_track_stats.points + EXCLUDED.points;`;
-
-/** The function of migration 20261129000000_trip_track_stats (versions only), for `down`. */
-const versionsOnly = (source: string, checkTrip: boolean) => `
-        INSERT INTO trip_track_stats (trip_id)
-          SELECT DISTINCT r.trip_id FROM (${source}) r
-           WHERE r.trip_id IS NOT NULL${checkTrip ? ' AND EXISTS (SELECT 1 FROM trips WHERE trips.id = r.trip_id)' : ''}
-           ORDER BY r.trip_id
-        ON CONFLICT (trip_id) DO UPDATE SET version = trip_track_stats.version + 1;`;
 
 const functionSql = (upsert: typeof touch, counted: boolean) => {
   const ins = counted ? 'SELECT trip_id, 1::bigint AS d FROM new_rows' : 'SELECT trip_id FROM new_rows';
@@ -67,6 +60,7 @@ export async function up(knex: Knex): Promise<void> {
 }
 
 export async function down(knex: Knex): Promise<void> {
+  // Back to the function of migration 20261129000000_trip_track_stats (versions only).
   await knex.raw(functionSql(versionsOnly, false));
   await knex.raw('ALTER TABLE trip_track_stats DROP COLUMN IF EXISTS points');
 }
