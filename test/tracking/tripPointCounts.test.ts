@@ -2,7 +2,7 @@ import test from 'ava';
 import { down, up } from '../../migrations/20261130000000_trip_point_counts';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { gpsBody, make, once } from '../helpers/tracking';
+import { countRows, gpsBody, make, once } from '../helpers/tracking';
 
 const stack = useStack(test);
 
@@ -36,8 +36,7 @@ test.serial("a trip's page total is its stored count, exact through every kind o
   ];
   const stored = async (tripId: string) =>
     Number((await s.db('trip_track_stats').where('trip_id', tripId).first())?.points ?? 0);
-  const counted = async (tripId: string) =>
-    Number((await s.db('gps_points').where('trip_id', tripId).count('* as n'))[0].n);
+  const counted = (tripId: string) => countRows(s.db('gps_points').where('trip_id', tripId));
   /** The API's total, the stored count and a COUNT over the points agree, and equal `n`. */
   const expect = async (tripId: string, n: number, when: string) => {
     const r = await s.request('GET', `/v1/trips/${tripId}/gps?limit=1`, { token: developer.token });
