@@ -19,8 +19,11 @@ import { touch as versionsOnly } from './20261129000000_trip_track_stats';
  */
 const FUNCTION = 'trip_track_touch';
 
-/** The upsert adding `source`'s per-trip deltas (rows of trip_id, d) and bumping each trip's version. */
-const touch = (source: string, checkTrip: boolean) => `
+/**
+ * The upsert adding `source`'s per-trip deltas (rows of trip_id, d) and bumping each trip's version.
+ * Also used by migration 20261201000000_trip_track_truncate_bumps.
+ */
+export const touch = (source: string, checkTrip: boolean) => `
         INSERT INTO trip_track_stats (trip_id, points)
           SELECT r.trip_id, sum(r.d)::bigint FROM (${source}) r
            WHERE r.trip_id IS NOT NULL${checkTrip ? ' AND EXISTS (SELECT 1 FROM trips WHERE trips.id = r.trip_id)' : ''}
@@ -28,7 +31,8 @@ const touch = (source: string, checkTrip: boolean) => `
         ON CONFLICT (trip_id) DO UPDATE
           SET version = trip_track_stats.version + 1, points = trip_track_stats.points + EXCLUDED.points;`;
 
-const functionSql = (upsert: typeof touch, counted: boolean) => {
+/** The trigger function; `onTruncate`: what TRUNCATE does (migration 20261201000000 changes it). */
+export const functionSql = (upsert: typeof touch, counted: boolean, onTruncate = 'DELETE FROM trip_track_stats;') => {
   const ins = counted ? 'SELECT trip_id, 1::bigint AS d FROM new_rows' : 'SELECT trip_id FROM new_rows';
   const del = counted ? 'SELECT trip_id, -1::bigint AS d FROM old_rows' : 'SELECT trip_id FROM old_rows';
   const upd = counted
@@ -40,7 +44,7 @@ const functionSql = (upsert: typeof touch, counted: boolean) => {
       IF TG_OP = 'INSERT' THEN ${upsert(ins, false)}
       ELSIF TG_OP = 'DELETE' THEN ${upsert(del, true)}
       ELSIF TG_OP = 'UPDATE' THEN ${upsert(upd, true)}
-      ELSE DELETE FROM trip_track_stats;
+      ELSE ${onTruncate}
       END IF;
       RETURN NULL;
     END $$`;
