@@ -1,15 +1,34 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import { tableVersionTag } from '../shared/caches/tableVersions';
+import { KeyedVersionRef, versionTag } from '../shared/caches/tableVersions';
 import { reusable } from './compression';
 import { sendValidatedBytes } from './responses';
 import type { AppContext } from './routing';
 
 interface Entry {
   tag: string;
-  /** The body as UTF-8 bytes: a string would be measured and encoded again on every answer. */
-  json: Buffer;
+  /** The body as bytes (UTF-8 for JSON and text): a string would be measured and encoded again on every answer. */
+  bytes: Buffer;
   etag: string;
+  /** The Content-Type the route answered with (JSON unless it set another). */
+  type: string;
+  /** The route's Content-Disposition (a download's file name), when it set one. */
+  disposition?: string;
+}
+
+/** What a route's handler answered on a miss: its body, Content-Type and Content-Disposition. */
+export interface BuiltAnswer {
+  body: unknown;
+  type?: string;
+  disposition?: string;
+}
+
+/** A built answer as bytes: strings and buffers as they are (with their type), anything else as JSON. */
+function answerBytes(answer: BuiltAnswer): { bytes: Buffer; type: string } {
+  const { body, type } = answer;
+  if (typeof body === 'string') return { bytes: Buffer.from(body), type: type || 'text/plain; charset=utf-8' };
+  if (Buffer.isBuffer(body)) return { bytes: body, type: type || 'application/octet-stream' };
+  return { bytes: Buffer.from(JSON.stringify(body)), type: 'application/json' };
 }
 
 /**
@@ -20,33 +39,46 @@ interface Entry {
 const entries = new LRUCache<string, Entry>({
   max: 4096,
   maxSize: 64 * 1024 * 1024,
-  sizeCalculation: (e, key) => e.json.length + key.length + 64,
+  sizeCalculation: (e, key) => e.bytes.length + key.length + 64,
 });
 /** One build per path and version at a time: concurrent misses share it. */
 const building = new Map<string, Promise<Entry>>();
 
 /**
- * Answers a read whose body depends only on the content of `tables` (and the request's path and
- * query, never on the caller): the serialised body is kept per process and reused while the tables'
- * version tag (one indexed read, bumped by a trigger in every writing transaction) is unchanged, so
- * a repeat costs no query of the rows and no serialisation, and every instance sees a write on its
- * very next request. The ETag is the tag's hash: a client that sends it back gets 304.
+ * Answers a read whose body depends only on the content of `sources` (and the request's path and
+ * query, never on the caller): the serialised body is kept per process and reused while their
+ * version tag is unchanged, so a repeat costs no query of the rows and no serialisation, and every
+ * instance sees a write on its very next request. A source is a table (its version row, bumped by a
+ * trigger in every writing transaction) or a keyed version (one parent's version, e.g. a trip's
+ * track, the key taken from the validated path `params`); all are read in the turn's batches. The
+ * ETag is the tag's hash: a client that sends it back gets 304.
  *
  * Access is decided before (the route's `auth:`), so only bodies that are the same for everyone
  * allowed to read them may be cached here.
  */
-export async function cachedResponse(ctx: AppContext, tables: readonly string[], build: () => Promise<unknown>) {
+export async function cachedResponse(
+  ctx: AppContext,
+  sources: ReadonlyArray<string | KeyedVersionRef>,
+  params: Record<string, unknown>,
+  build: () => Promise<BuiltAnswer>,
+) {
   const key = ctx.querystring ? `${ctx.path}?${ctx.querystring}` : ctx.path;
-  const tag = await tableVersionTag(ctx.services.db, tables);
+  const tag = await versionTag(ctx.services.db, sources, params);
   let entry = entries.get(key);
   if (!entry || entry.tag !== tag) {
     const flight = `${key}\n${tag}`;
     let pending = building.get(flight);
     if (!pending) {
       // The tag was read before the rows: a write in between makes the next request rebuild.
-      pending = build().then((body) => {
-        const json = reusable(Buffer.from(JSON.stringify(body)));
-        const made = { tag, json, etag: `W/"${createHash('sha1').update(`${key}\n${tag}`).digest('base64url')}"` };
+      pending = build().then((answer) => {
+        const { bytes, type } = answerBytes(answer);
+        const made: Entry = {
+          tag,
+          bytes: reusable(bytes),
+          etag: `W/"${createHash('sha1').update(`${key}\n${tag}`).digest('base64url')}"`,
+          type,
+          disposition: answer.disposition,
+        };
         const current = entries.get(key);
         if (!current || current.tag !== tag) entries.set(key, made);
         return made;
@@ -56,10 +88,11 @@ export async function cachedResponse(ctx: AppContext, tables: readonly string[],
     }
     entry = await pending;
   }
+  if (entry.disposition) ctx.set('Content-Disposition', entry.disposition);
   sendValidatedBytes(ctx, {
     etag: entry.etag,
     cacheControl: 'private, no-cache',
-    type: 'application/json',
-    body: entry.json,
+    type: entry.type,
+    body: entry.bytes,
   });
 }

@@ -17,7 +17,7 @@ import {
   subjects,
 } from '../shared/policies';
 import { z, zInput } from '../shared/zod';
-import { VERSIONED_TABLES, VersionedTable } from '../shared/caches/tableVersions';
+import { KEYED_VERSIONS, KeyedVersionRef, VERSIONED_TABLES, VersionedTable } from '../shared/caches/tableVersions';
 import { registerOperation, ResponseDoc } from './openapiSpec';
 import { cachedResponse } from './responseCache';
 import type { ApiServices } from './services';
@@ -70,11 +70,13 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends Zo
   /** An example request body for the document. */
   bodyExample?: unknown;
   /**
-   * For a GET whose answer depends only on these tables and the URL (never on the caller beyond
-   * the access check): the serialised answer is reused while the tables' versions are unchanged
-   * (api/responseCache.ts). Each table needs a version trigger (VERSIONED_TABLES).
+   * For a GET whose answer depends only on these tables (and keyed versions) and the URL (never on
+   * the caller beyond the access check): the serialised answer is reused while their versions are
+   * unchanged (api/responseCache.ts). Each table needs a version trigger (VERSIONED_TABLES); a
+   * keyed version (e.g. `tripTrackOf('id')`, a trip's points) takes its key from a path parameter.
+   * The answer may be JSON or a string with its own Content-Type (and Content-Disposition).
    */
-  cacheBy?: readonly VersionedTable[];
+  cacheBy?: ReadonlyArray<VersionedTable | KeyedVersionRef>;
 }
 
 export interface RouteInput<P extends AnyObject, Q extends AnyObject, B extends ZodTypeAny> {
@@ -124,7 +126,13 @@ async function checkHierarchy(ctx: AppContext, param: string, params: Record<str
  * whose rule is a plain permission (or public) may be cached: 'or self', hierarchy, own-account and
  * scope rules make the answer depend on the caller.
  */
-function assertCacheable(def: { method: string; path: string; auth: AuthRule; cacheBy?: readonly string[] }): void {
+function assertCacheable(def: {
+  method: string;
+  path: string;
+  auth: AuthRule;
+  params?: AnyObject;
+  cacheBy?: ReadonlyArray<string | KeyedVersionRef>;
+}): void {
   const plain =
     def.auth === 'public' ||
     (typeof def.auth === 'object' &&
@@ -134,9 +142,16 @@ function assertCacheable(def: { method: string; path: string; auth: AuthRule; ca
       !def.auth.scope);
   if (def.method !== 'get' || !plain || def.path.includes('/me/') || def.path.endsWith('/me'))
     throw new Error(`${def.method.toUpperCase()} ${def.path}: cacheBy needs a GET with a plain permission rule`);
-  for (const t of def.cacheBy ?? [])
-    if (!VERSIONED_TABLES.includes(t as VersionedTable))
+  for (const t of def.cacheBy ?? []) {
+    if (typeof t !== 'string') {
+      // A keyed version's key is a validated path parameter of this route.
+      if (!(t.keyed in KEYED_VERSIONS) || !def.path.split('/').includes(`:${t.param}`) || !def.params)
+        throw new Error(
+          `${def.method.toUpperCase()} ${def.path}: ${t.keyed} needs a validated path parameter :${t.param}`,
+        );
+    } else if (!VERSIONED_TABLES.includes(t as VersionedTable))
       throw new Error(`${def.method.toUpperCase()} ${def.path}: ${t} has no version trigger`);
+  }
 }
 
 /** The access rule in words, for the OpenAPI description. */
@@ -192,9 +207,9 @@ export function defineRoute<
         handler(c, { params, query, body }),
       );
     if (cacheBy)
-      return cachedResponse(c, cacheBy, async () => {
+      return cachedResponse(c, cacheBy, params as Record<string, unknown>, async () => {
         await handler(c, { params, query, body });
-        return c.body;
+        return { body: c.body, type: c.type, disposition: c.response.get('Content-Disposition') || undefined };
       });
     return handler(c, { params, query, body });
   });

@@ -1,5 +1,6 @@
 import DataLoader from 'dataloader';
 import type { Knex } from 'knex';
+import { turnBatcherByDb } from '../rowLoader';
 
 /**
  * Version reads of one process and database, batched: the reads asked for while one turn of the
@@ -61,8 +62,71 @@ function loaderFor(db: Knex): DataLoader<string, string> {
  * 20261124080000_more_table_versions), as one tag: `trip_templates:12`. Equal tags mean no write
  * committed to those tables in between.
  */
-export async function tableVersionTag(db: Knex, tables: readonly string[]): Promise<string> {
-  const loader = loaderFor(db);
-  const versions = await Promise.all(tables.map((t) => loader.load(t)));
-  return tables.map((t, i) => `${t}:${versions[i]}`).join(',');
+export function tableVersionTag(db: Knex, tables: readonly string[]): Promise<string> {
+  return versionTag(db, tables, {});
+}
+
+/**
+ * Versions kept per key, for answers that depend on the rows of one parent (a trip's track) in a
+ * table written on every request of a hot path, where a whole-table version would change all the
+ * time. Each names the statement reading the current versions of a batch of keys (bound as one
+ * array of `type`) as rows of `key` and `version`. A key without a row has version 0: its version
+ * must never go back to 0, or to any value it had before, while the key can be read again.
+ * - trip_track: trip_track_stats.version, bumped in the same transaction by the statement trigger of
+ *   every insert, update and delete of the trip's points (migration 20261129000000_trip_track_stats;
+ *   TRUNCATE bumps every row, migration 20261201000000_trip_track_truncate_bumps). A trip without a
+ *   row has no points; deleting the trip deletes its row, and its id is never used again.
+ */
+export const KEYED_VERSIONS = {
+  trip_track: {
+    type: 'uuid',
+    sql: 'SELECT trip_id::text AS key, version::text AS version FROM trip_track_stats WHERE trip_id = ANY(?::uuid[])',
+  },
+} as const;
+export type KeyedVersion = keyof typeof KEYED_VERSIONS;
+
+/** The keyed version `keyed` of the key in path parameter `param` (a route's `cacheBy`). */
+export interface KeyedVersionRef {
+  keyed: KeyedVersion;
+  param: string;
+}
+
+/** `cacheBy` entry: the trip's track of the trip whose id is path parameter `param`. */
+export const tripTrackOf = (param: string): KeyedVersionRef => ({ keyed: 'trip_track', param });
+
+const keyedReaders = Object.fromEntries(
+  Object.entries(KEYED_VERSIONS).map(([name, v]) => [
+    name,
+    turnBatcherByDb<string>(async (db, keys) => {
+      const { rows } = await db.raw<{ rows: Array<{ key: string; version: string }> }>(v.sql, [keys]);
+      return new Map(rows.map((r) => [r.key, r.version]));
+    }),
+  ]),
+) as Record<KeyedVersion, (db: Knex, key: string) => Promise<string | undefined>>;
+
+/** The current version of `key` in `name` (0 when it has none yet). */
+export async function keyedVersion(db: Knex, name: KeyedVersion, key: string): Promise<string> {
+  // uuids come back in lower case; any other key type is compared as sent.
+  const k = KEYED_VERSIONS[name].type === 'uuid' ? key.toLowerCase() : key;
+  return (await keyedReaders[name](db, k)) ?? '0';
+}
+
+/**
+ * The tag of tables' versions and keyed versions (keys from `params`), read in the same turn's
+ * batches: `trips:12,trip_track:<id>:7`. Equal tags mean no write committed to any of them in
+ * between.
+ */
+export async function versionTag(
+  db: Knex,
+  sources: ReadonlyArray<string | KeyedVersionRef>,
+  params: Record<string, unknown>,
+): Promise<string> {
+  const parts = await Promise.all(
+    sources.map(async (s) => {
+      if (typeof s === 'string') return `${s}:${await loaderFor(db).load(s)}`;
+      const key = String(params[s.param]);
+      return `${s.keyed}:${key}:${await keyedVersion(db, s.keyed, key)}`;
+    }),
+  );
+  return parts.join(',');
 }

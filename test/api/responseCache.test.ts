@@ -2,7 +2,8 @@ import test from 'ava';
 import type { Knex } from 'knex';
 import { IndexedRouter } from '../../api/indexedRouter';
 import { defineRoute } from '../../api/routing';
-import { tableVersionTag, VERSIONED_TABLES } from '../../shared/caches/tableVersions';
+import { tableVersionTag, tripTrackOf, VERSIONED_TABLES } from '../../shared/caches/tableVersions';
+import { z, zUuid } from '../../shared/zod';
 import { createUser } from '../helpers/factories';
 import { startSecondApi } from '../helpers/secondApi';
 import { useStack } from '../helpers/stack';
@@ -348,5 +349,25 @@ test('cacheBy is refused on routes whose answer depends on the caller', (t) => {
         () => undefined,
       ),
     { message: /gps_points has no version trigger/ },
+  );
+  // A keyed version takes its key from a validated path parameter of the route.
+  const idParams = z.object({ id: zUuid() });
+  t.throws(
+    () =>
+      defineRoute(
+        router as never,
+        { ...def, path: '/v1/v/:id', auth: 'public', params: idParams, cacheBy: [tripTrackOf('trip')] },
+        () => undefined,
+      ),
+    { message: /trip_track needs a validated path parameter :trip/ },
+  );
+  t.throws(
+    () =>
+      defineRoute(
+        router as never,
+        { ...def, path: '/v1/u/:id', auth: 'public', cacheBy: [tripTrackOf('id')] },
+        () => undefined,
+      ),
+    { message: /trip_track needs a validated path parameter :id/ },
   );
 });

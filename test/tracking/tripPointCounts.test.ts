@@ -104,6 +104,8 @@ test.serial("a trip's page total is its stored count, exact through every kind o
 
   // The total is read from the stored count, not counted: a planted count is what the page says.
   await s.db('trip_track_stats').where('trip_id', a.id).update({ points: 999 });
+  // (A write to the trip's row: the page is built again rather than taken from the response cache.)
+  await s.db('trips').where('id', a.id).update({ notes: 'touched' });
   const planted = await s.request('GET', `/v1/trips/${a.id}/gps`, { token: developer.token });
   t.is(planted.body.pagination.total, 999);
   t.is(planted.body.data.length, 3);

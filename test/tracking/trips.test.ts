@@ -502,6 +502,9 @@ test("a trip's stats are stored once computed, and recomputed after its points c
   const row = await s.db('trip_track_stats').where('trip_id', trip.id).first();
   t.is(row.stats_version, row.version);
   await s.db('trip_track_stats').where('trip_id', trip.id).update({ distance_km: 999, duration_seconds: 5 });
+  // The answer itself is cached while the trips and the track are unchanged (api/responseCache.ts):
+  // a write to the trip's own row makes it be built again, and the build reads the planted figures.
+  await s.db('trips').where('id', trip.id).update({ notes: 'touched' });
   t.deepEqual(await stats(), [999, 5]);
   // A new point (single POST, group commit) makes them stale: computed again from the track.
   await post(3);

@@ -1,5 +1,6 @@
 import Router from '@koa/router';
 import { buildTripGpx, GPX_CONTENT_TYPE } from '../../../shared/domain/gpx';
+import { tripTrackOf } from '../../../shared/caches/tableVersions';
 import { createTrip, deleteTrip, updateTrip } from '../../../shared/commands/trips';
 import { TRIP_STATUSES } from '../../../shared/domain/tripStatus';
 import { GpsPoint } from '../../../shared/models/GpsPoint';
@@ -94,6 +95,7 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       summary: 'Get a trip with its distance and duration',
       tags: ['trips'],
       auth: { permission: 'trips:read' },
+      cacheBy: ['trips', tripTrackOf('id')],
       params: idParam,
       responses: {
         200: { description: 'Trip with distance_km and duration_seconds', schema: resourceSchema(tripSchema) },
@@ -177,6 +179,7 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       summary: "A trip's GPS points, oldest first",
       tags: ['trips'],
       auth: { permission: 'trips:read' },
+      cacheBy: ['trips', tripTrackOf('id')],
       params: idParam,
       query: paginationQuery(10),
       responses: { 200: { description: 'GPS points', schema: pageSchema(gpsPointSchema) }, ...errors },
@@ -220,9 +223,11 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       path: '/v1/trips/:id/gpx',
       summary: "The trip's track as a GPX 1.1 file",
       description:
-        'One track segment with every point in timestamp order; distance_km and duration_seconds are in the metadata extensions.',
+        'One track segment with every point in timestamp order; distance_km and duration_seconds are in the metadata extensions. ' +
+        'The metadata time is when this version of the document was made: it is made again after any change to the trip or its points.',
       tags: ['trips'],
       auth: { permission: 'trips:read' },
+      cacheBy: ['trips', tripTrackOf('id')],
       params: idParam,
       responses: {
         200: { description: 'GPX 1.1 document', schema: z.string(), contentType: GPX_CONTENT_TYPE },
