@@ -17,7 +17,8 @@ export const config = { transaction: false };
 const OLD = 'gps_points_trip_timestamp';
 const NEW = 'gps_points_trip_track';
 
-async function dropInvalid(knex: Knex, name: string): Promise<void> {
+/** Drops index `name` if a CONCURRENTLY build left it invalid (also used by later index migrations). */
+export async function dropInvalid(knex: Knex, name: string): Promise<void> {
   const { rows } = await knex.raw(
     `SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = ? AND NOT i.indisvalid`,
     [name],
