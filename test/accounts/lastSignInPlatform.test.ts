@@ -1,6 +1,7 @@
 import test from 'ava';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
+import { explainJson } from '../helpers/statements';
 
 /**
  * The user view's last sign-in platform (GET /v1/users/{id}/profile `provider`) is the platform of
@@ -55,15 +56,7 @@ test('a profile names the newest session platform, read by index however many se
   // The session subquery reads the index from the newest entry: no sort of the user's sessions,
   // and one row read, not 300.
   await s.db.raw('VACUUM (ANALYZE) sessions');
-  type Conn = { query(text: string, values?: unknown[]): Promise<{ rows: Array<Record<string, unknown>> }> };
-  const conn = (await s.db.client.acquireConnection()) as Conn;
-  let plan: string;
-  try {
-    const { rows } = await conn.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${view!.sql}`, view!.bindings);
-    plan = JSON.stringify(rows[0]['QUERY PLAN']);
-  } finally {
-    await s.db.client.releaseConnection(conn);
-  }
+  const plan = await explainJson(s.db, view!, { analyze: true });
   type PlanNode = {
     'Node Type': string;
     'Relation Name'?: string;

@@ -3,6 +3,7 @@ import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { haversineKm } from '../../shared/geo';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
+import { explainJson } from '../helpers/statements';
 import { gpsBody, make, once, setStatus } from '../helpers/tracking';
 
 const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_GPS_POST: '100000' } });
@@ -447,18 +448,9 @@ test("a trip's stats are read from the track index alone (index-only scan in tra
   // still answer it by itself and in order (the rows vacuumed, as they are once settled).
   await s.db.raw('VACUUM (ANALYZE) gps_points');
   // On one connection of its own, as sent ($n parameters).
-  type Conn = { query(text: string, values?: unknown[]): Promise<{ rows: Array<Record<string, unknown>> }> };
-  const conn = (await s.db.client.acquireConnection()) as Conn;
-  let plan: string;
-  try {
-    await conn.query('SET enable_seqscan = off');
-    await conn.query('SET enable_bitmapscan = off');
-    const { rows } = await conn.query(`EXPLAIN (FORMAT JSON) ${stats!.sql}`, stats!.bindings);
-    plan = JSON.stringify(rows[0]['QUERY PLAN']);
-  } finally {
-    await conn.query('RESET ALL');
-    await s.db.client.releaseConnection(conn);
-  }
+  const plan = await explainJson(s.db, stats!, {
+    settings: ['SET enable_seqscan = off', 'SET enable_bitmapscan = off'],
+  });
   // Every window over the track reads the covering index in track order: no sort of points.
   type PlanNode = { 'Node Type': string; 'Index Name'?: string; Plans?: PlanNode[] };
   const windows: PlanNode[] = [];
