@@ -1,4 +1,5 @@
 import type { Stack } from './stack';
+import { createUser } from './factories';
 
 /** Unix seconds, whole. */
 export const nowSeconds = () => Math.floor(Date.now() / 1000);
@@ -49,4 +50,30 @@ export async function countRows(q: {
 }): Promise<number> {
   const [row] = await q.count({ n: '*' });
   return Number(row.n);
+}
+
+/** An admin and a developer, created once per file on first use (after the stack has started). */
+export function adminAndDeveloper(stack: () => Stack) {
+  return once(async () => {
+    const s = stack();
+    const [admin, developer] = await Promise.all([
+      createUser(s.db, { roles: ['role_admin'] }),
+      createUser(s.db, { roles: ['role_developer'] }),
+    ]);
+    return { admin, developer };
+  });
+}
+
+/** A gps_points row as the database takes it directly (an operator's SQL, retention, imports). */
+export function pointRow(tripId: string | null, at: { latitude: number; longitude: number; timestamp: number }) {
+  return {
+    trip_id: tripId,
+    latitude: at.latitude,
+    longitude: at.longitude,
+    timestamp: new Date(at.timestamp * 1000),
+    speed_kmh: 1,
+    speed_mps: 1,
+    speed_mph: 1,
+    speed_knots: 1,
+  };
 }

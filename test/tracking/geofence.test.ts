@@ -1,20 +1,12 @@
 import test from 'ava';
 import Redis from 'ioredis';
 import { haversineKm } from '../../shared/geo';
-import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { gpsBody, make, nowSeconds, once } from '../helpers/tracking';
+import { adminAndDeveloper, gpsBody, make, nowSeconds } from '../helpers/tracking';
 import { eventually } from '../helpers/wait';
 
 const stack = useStack(test, { workers: true, env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_GPS_POST: '100000' } });
-const users = once(async () => {
-  const s = stack();
-  const [admin, developer] = await Promise.all([
-    createUser(s.db, { roles: ['role_admin'] }),
-    createUser(s.db, { roles: ['role_developer'] }),
-  ]);
-  return { admin, developer };
-});
+const users = adminAndDeveloper(stack);
 
 interface GeofenceMsg {
   channel: string;

@@ -1,31 +1,15 @@
 import test from 'ava';
 import { down, up } from '../../migrations/20261130000000_trip_point_counts';
-import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { countRows, gpsBody, make, once } from '../helpers/tracking';
+import { adminAndDeveloper, countRows, gpsBody, make, pointRow } from '../helpers/tracking';
 
 const stack = useStack(test);
 
-const users = once(async () => {
-  const s = stack();
-  const [admin, developer] = await Promise.all([
-    createUser(s.db, { roles: ['role_admin'] }),
-    createUser(s.db, { roles: ['role_developer'] }),
-  ]);
-  return { admin, developer };
-});
+const users = adminAndDeveloper(stack);
 
 /** A point row as the database takes it directly (retention and imports write without the API). */
-const row = (tripId: string | null, i: number) => ({
-  trip_id: tripId,
-  latitude: 45 + i * 0.001,
-  longitude: 6,
-  timestamp: new Date((1_700_600_000 + i) * 1000),
-  speed_kmh: 1,
-  speed_mps: 1,
-  speed_mph: 1,
-  speed_knots: 1,
-});
+const row = (tripId: string | null, i: number) =>
+  pointRow(tripId, { latitude: 45 + i * 0.001, longitude: 6, timestamp: 1_700_600_000 + i });
 
 test.serial("a trip's page total is its stored count, exact through every kind of write", async (t) => {
   const s = stack();

@@ -1,9 +1,8 @@
 import test from 'ava';
-import { createUser } from '../helpers/factories';
 import { startSecondApi } from '../helpers/secondApi';
 import { useStack } from '../helpers/stack';
 import { statementsOn } from '../helpers/statements';
-import { gpsBody, make, once } from '../helpers/tracking';
+import { adminAndDeveloper, gpsBody, make, pointRow } from '../helpers/tracking';
 
 /**
  * README "Hot paths" (response cache, keyed versions): GET /v1/trips/{id}, /gps and /gpx are answered
@@ -13,26 +12,11 @@ import { gpsBody, make, once } from '../helpers/tracking';
  */
 const stack = useStack(test);
 
-const users = once(async () => {
-  const s = stack();
-  const [admin, developer] = await Promise.all([
-    createUser(s.db, { roles: ['role_admin'] }),
-    createUser(s.db, { roles: ['role_developer'] }),
-  ]);
-  return { admin, developer };
-});
+const users = adminAndDeveloper(stack);
 
 /** A point row as the database takes it directly (an operator's SQL, an import). */
-const row = (tripId: string, latitude: number, second: number) => ({
-  trip_id: tripId,
-  latitude,
-  longitude: 7,
-  timestamp: new Date((1_700_900_000 + second) * 1000),
-  speed_kmh: 1,
-  speed_mps: 1,
-  speed_mph: 1,
-  speed_knots: 1,
-});
+const row = (tripId: string, latitude: number, second: number) =>
+  pointRow(tripId, { latitude, longitude: 7, timestamp: 1_700_900_000 + second });
 
 interface Answer {
   status: number;
