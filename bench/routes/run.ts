@@ -164,19 +164,39 @@ function stopTarget(t: Target): Promise<void> {
   });
 }
 
-/** The target's statements sent and CPU time used so far (bench/routes/target.ts). */
-async function counters(t: Target): Promise<{ statements: number; cpuMicros: number }> {
-  const res = await fetch(`http://127.0.0.1:${t.countPort}/`);
-  return (await res.json()) as { statements: number; cpuMicros: number };
+/** What a target has counted so far (bench/routes/target.ts). */
+interface Counters {
+  statements: number;
+  cpuMicros: number;
+  loopActiveMs: number;
+  loopIdleMs: number;
 }
 
-/** A run's CPU per request for the log. */
-const cpu = (r: Run) => (r.cpuPerRequest !== undefined ? r.cpuPerRequest.toFixed(1) : '—');
-/** The median CPU per request over runs that measured it. */
-function medianCpu(runs: readonly Run[]): number | undefined {
-  const xs = runs.flatMap((r) => (r.cpuPerRequest !== undefined ? [r.cpuPerRequest] : []));
+async function counters(t: Target): Promise<Counters> {
+  const res = await fetch(`http://127.0.0.1:${t.countPort}/`);
+  return (await res.json()) as Counters;
+}
+
+/** The share of the time between two readings that the target's event loop was busy (0–1). */
+function loopBusy(before: Counters, after: Counters): number | undefined {
+  const active = after.loopActiveMs - before.loopActiveMs;
+  const total = active + after.loopIdleMs - before.loopIdleMs;
+  return total > 0 ? active / total : undefined;
+}
+
+/** A run's CPU per request and event-loop load for the log. */
+const cpu = (r: Run) =>
+  `${r.cpuPerRequest !== undefined ? r.cpuPerRequest.toFixed(1) : '—'} µs CPU/req, loop ${loopPct(r.loopBusy)}`;
+const loopPct = (x: number | undefined) => (x !== undefined ? `${Math.round(x * 100)}%` : '—');
+/** The median of a measure over the runs that have it. */
+function medianOf(runs: readonly Run[], pick: (r: Run) => number | undefined): number | undefined {
+  const xs = runs.flatMap((r) => {
+    const x = pick(r);
+    return x !== undefined ? [x] : [];
+  });
   return xs.length ? median(xs) : undefined;
 }
+const medianCpu = (runs: readonly Run[]) => medianOf(runs, (r) => r.cpuPerRequest);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const authHeader = (c: Credential): Record<string, string> =>
@@ -210,6 +230,8 @@ interface Run {
   statements?: number;
   /** The target process's CPU time (user + system) per request answered, in µs. */
   cpuPerRequest?: number;
+  /** The share of the measured run the target's event loop was busy (0–1). */
+  loopBusy?: number;
 }
 
 /**
@@ -304,6 +326,7 @@ async function measure(target: Target, spec: () => RunSpec, baselinePerMs: numbe
   const run = summarise(await cannon(url, s, DURATION));
   const after = await counters(target);
   if (run.total) run.cpuPerRequest = (after.cpuMicros - before.cpuMicros) / run.total;
+  run.loopBusy = loopBusy(before, after);
   if (target.kind === 'api') {
     await sleep(SETTLE_MS);
     const delta = (await counters(target)).statements - before.statements;
@@ -783,7 +806,7 @@ async function main(): Promise<void> {
       const runKoa = async () => {
         const r = await measure(koa, koaSpec, 0);
         koaThisRound.push(r);
-        log(`round ${round}/${ROUNDS} Koa: ${fmt(r.rps)} req/s, p99 ${r.p99} ms, ${cpu(r)} µs CPU/req`);
+        log(`round ${round}/${ROUNDS} Koa: ${fmt(r.rps)} req/s, p99 ${r.p99} ms, ${cpu(r)}`);
         // Cases since the previous Koa run take the mean of the Koa runs around them.
         for (const p of pending.splice(0)) {
           const ref = (p.koaBefore + r.rps) / 2;
@@ -801,7 +824,7 @@ async function main(): Promise<void> {
           const perReq = run.statements !== undefined && run.total ? (run.statements / run.total).toFixed(2) : '—';
           const bad = run.non2xx + run.errors ? `, ${run.non2xx} non-2xx, ${run.errors} errors/timeouts` : '';
           log(
-            `round ${round}/${ROUNDS} ${c.label}: ${fmt(run.rps * (c.pointsPerRequest ?? 1))} ${c.pointsPerRequest ? 'points' : 'req'}/s, p99 ${run.p99} ms, ${perReq} SQL/req, ${cpu(run)} µs CPU/req${bad}`,
+            `round ${round}/${ROUNDS} ${c.label}: ${fmt(run.rps * (c.pointsPerRequest ?? 1))} ${c.pointsPerRequest ? 'points' : 'req'}/s, p99 ${run.p99} ms, ${perReq} SQL/req, ${cpu(run)}${bad}`,
           );
         } catch (err) {
           c.probeFailure = `load failed in round ${round}: ${(err as Error).message}`;
@@ -824,6 +847,8 @@ async function main(): Promise<void> {
       p99: number;
       sql?: number;
       cpu?: number;
+      /** Median share of the run the event loop was busy. */
+      loop?: number;
       failures: string[];
     }
     const rows: Row[] = cases.map((c) => {
@@ -859,6 +884,7 @@ async function main(): Promise<void> {
         p99,
         sql: stmts !== undefined && total ? stmts / total : undefined,
         cpu: medianCpu(c.runs),
+        loop: medianOf(c.runs, (r) => r.loopBusy),
         failures,
       };
     });
@@ -868,8 +894,8 @@ async function main(): Promise<void> {
     const out: string[] = [];
     out.push(
       '',
-      '| route | kind | req/s | p99 ms | SQL/req | µs CPU/req | × Koa | target | result |',
-      '|---|---|---:|---:|---:|---:|---:|---|---|',
+      '| route | kind | req/s | p99 ms | SQL/req | µs CPU/req | loop | × Koa | target | result |',
+      '|---|---|---:|---:|---:|---:|---:|---:|---|---|',
     );
     for (const r of rows) {
       const loaded = r.c.runs.length > 0;
@@ -879,12 +905,12 @@ async function main(): Promise<void> {
       const shortest = Math.min(...r.c.runs.map((x) => x.seconds));
       if (loaded && shortest < DURATION * 0.9) r.c.detail += `; a run ended after ${shortest} s (pool used up)`;
       out.push(
-        `| ${r.c.label} | ${r.c.detail}; ${r.c.credential} | ${rate} | ${loaded ? r.p99 : '—'} | ${r.sql !== undefined ? r.sql.toFixed(2) : '—'} | ${r.cpu !== undefined ? r.cpu.toFixed(0) : '—'} | ${loaded ? r.ratio.toFixed(r.ratio < 0.1 ? 3 : 2) : '—'} | ${r.c.target?.text ?? '—'} | ${result.replace(/\|/g, '\\|')} |`,
+        `| ${r.c.label} | ${r.c.detail}; ${r.c.credential} | ${rate} | ${loaded ? r.p99 : '—'} | ${r.sql !== undefined ? r.sql.toFixed(2) : '—'} | ${r.cpu !== undefined ? r.cpu.toFixed(0) : '—'} | ${loopPct(r.loop)} | ${loaded ? r.ratio.toFixed(r.ratio < 0.1 ? 3 : 2) : '—'} | ${r.c.target?.text ?? '—'} | ${result.replace(/\|/g, '\\|')} |`,
       );
     }
     out.push(
       '',
-      `Koa baseline (bare Koa, small JSON, same node flags, ${koaAll.length} runs): median ${fmt(median(koaAll.map((r) => r.rps)))} req/s, p99 ${median(koaAll.map((r) => r.p99))} ms, ${medianCpu(koaAll)?.toFixed(1) ?? '—'} µs CPU/req`,
+      `Koa baseline (bare Koa, small JSON, same node flags, ${koaAll.length} runs): median ${fmt(median(koaAll.map((r) => r.rps)))} req/s, p99 ${median(koaAll.map((r) => r.p99))} ms, ${medianCpu(koaAll)?.toFixed(1) ?? '—'} µs CPU/req, loop ${loopPct(medianOf(koaAll, (r) => r.loopBusy))}`,
     );
     if (unfilled.length) {
       out.push('', 'Skipped: cannot fill (not loaded, not failing the run):');
@@ -898,7 +924,8 @@ async function main(): Promise<void> {
       `Settings: ${ROUNDS} rounds × ${DURATION} s per case after ${WARMUP} s warm-up, ${CONNECTIONS} connections, one api process and one Koa process (node ${NODE_ARGS.join(' ')}), loopback, Accept-Encoding: ${ACCEPT_ENCODING || '(none)'}; ` +
         `Koa every ${KOA_EVERY} cases, ratio = median over rounds of req/s ÷ mean of the Koa runs around it; req/s counts 2xx only; ` +
         `SQL/req = statements the api sent during the measured runs, less ${(baselinePerMs * 1000).toFixed(1)}/s idle, ÷ requests answered; ` +
-        `µs CPU/req = the process's CPU time (user + system) over the measured run ÷ requests answered, median over rounds (PostgreSQL's and Redis's not included).${ONLY ? ` ONLY=${ONLY.source}.` : ''}`,
+        `µs CPU/req = the process's CPU time (user + system) over the measured run ÷ requests answered, median over rounds (PostgreSQL's and Redis's not included); ` +
+        `loop = the share of the measured run the api's event loop was busy, median over rounds: well below 100% under load means the route waits (on the database, Redis or a batch), not on the api's CPU.${ONLY ? ` ONLY=${ONLY.source}.` : ''}`,
     );
     const after = await tableCounts(db);
     const drift = Object.keys(after).filter((t) => after[t] !== seeded[t]);

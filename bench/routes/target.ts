@@ -14,7 +14,9 @@ import pg from 'pg';
  * outside the measured server, so reading it costs the measured process nothing but one tiny
  * request. `cpuMicros` is the process's CPU time so far (user + system): both targets serve it, so
  * the run can report CPU per request, which a busy or noisy machine does not move as it moves
- * req/s.
+ * req/s. `loopActiveMs` and `loopIdleMs` say how much of its time the event loop was busy: a route
+ * whose loop stays well below 100% under load waits on something (the database, Redis, a batch)
+ * rather than on the api's CPU.
  */
 let statements = 0;
 /** SQL_TEXTS=1: statements counted by text too, printed to stderr at exit (most frequent first). */
@@ -42,12 +44,16 @@ function listen(server: http.Server): Promise<number> {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
 }
 
-/** The loopback server that reports the statement count and the CPU time used so far. */
+/**
+ * The loopback server that reports the statement count, the CPU time used so far, and the event
+ * loop's busy and idle time so far (ms; `performance.eventLoopUtilization()`).
+ */
 function counterServer(): http.Server {
   return http.createServer((_req, res) => {
     const cpu = process.cpuUsage();
+    const { active, idle } = performance.eventLoopUtilization();
     res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ statements, cpuMicros: cpu.user + cpu.system }));
+    res.end(JSON.stringify({ statements, cpuMicros: cpu.user + cpu.system, loopActiveMs: active, loopIdleMs: idle }));
   });
 }
 
