@@ -46,7 +46,9 @@ const building = new Map<string, Promise<Entry>>();
 
 /**
  * Answers a read whose body depends only on the content of `sources` (and the request's path and
- * query, never on the caller): the serialised body is kept per process and reused while their
+ * query, and on the caller at most through `variant`, a value decided by a policy: answers are kept
+ * per variant, so callers with equal variants share one and no other caller is ever sent it): the
+ * serialised body is kept per process and reused while their
  * version tag is unchanged, so a repeat costs no query of the rows and no serialisation, and every
  * instance sees a write on its very next request. A source is a table (its version row, bumped by a
  * trigger in every writing transaction) or a keyed version (one parent's version, e.g. a trip's
@@ -54,15 +56,18 @@ const building = new Map<string, Promise<Entry>>();
  * ETag is the tag's hash: a client that sends it back gets 304.
  *
  * Access is decided before (the route's `auth:`), so only bodies that are the same for everyone
- * allowed to read them may be cached here.
+ * allowed to read them (with the same variant) may be cached here.
  */
 export async function cachedResponse(
   ctx: AppContext,
   sources: ReadonlyArray<string | KeyedVersionRef>,
   params: Record<string, unknown>,
   build: () => Promise<BuiltAnswer>,
+  variant?: string,
 ) {
-  const key = ctx.querystring ? `${ctx.path}?${ctx.querystring}` : ctx.path;
+  const url = ctx.querystring ? `${ctx.path}?${ctx.querystring}` : ctx.path;
+  // A path never holds a newline: the variant cannot be confused with part of a URL.
+  const key = variant === undefined ? url : `${variant}\n${url}`;
   const tag = await versionTag(ctx.services.db, sources, params);
   let entry = entries.get(key);
   if (!entry || entry.tag !== tag) {

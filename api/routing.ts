@@ -77,6 +77,12 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends Zo
    * The answer may be JSON or a string with its own Content-Type (and Content-Disposition).
    */
   cacheBy?: ReadonlyArray<VersionedTable | KeyedVersionRef>;
+  /**
+   * With `cacheBy`, for an answer that depends on the caller only through what this returns (a
+   * policy of shared/policies.ts, e.g. which keys a caller may list): answers are cached per value,
+   * so callers with equal values share one and others never see it.
+   */
+  cacheVariant?: (principal: Principal) => string;
 }
 
 export interface RouteInput<P extends AnyObject, Q extends AnyObject, B extends ZodTypeAny> {
@@ -191,6 +197,7 @@ export function defineRoute<
   };
   const cacheBy = def.cacheBy;
   if (cacheBy) assertCacheable(def);
+  else if (def.cacheVariant) throw new Error(`${def.method.toUpperCase()} ${def.path}: cacheVariant needs cacheBy`);
   router[def.method](def.path, (ctx) => {
     const c = ctx as unknown as AppContext;
     // Permission checks come before validation (a caller without access learns nothing about the
@@ -207,10 +214,16 @@ export function defineRoute<
         handler(c, { params, query, body }),
       );
     if (cacheBy)
-      return cachedResponse(c, cacheBy, params as Record<string, unknown>, async () => {
-        await handler(c, { params, query, body });
-        return { body: c.body, type: c.type, disposition: c.response.get('Content-Disposition') || undefined };
-      });
+      return cachedResponse(
+        c,
+        cacheBy,
+        params as Record<string, unknown>,
+        async () => {
+          await handler(c, { params, query, body });
+          return { body: c.body, type: c.type, disposition: c.response.get('Content-Disposition') || undefined };
+        },
+        def.cacheVariant?.(c.state.principal),
+      );
     return handler(c, { params, query, body });
   });
 

@@ -611,6 +611,12 @@ export function apiKeyListScope(p: Principal): { all: true } | { userId: string 
   return uid ? { userId: uid } : null;
 }
 
+/** `apiKeyListScope` as one value (the list's cache variant): callers with equal values see the same list. */
+export function apiKeyListScopeKey(p: Principal): string {
+  const scope = apiKeyListScope(p);
+  return !scope ? 'none' : 'all' in scope ? 'all' : `user:${scope.userId}`;
+}
+
 /** Builds subjects from rows, so every caller describes a thing the same way. */
 export const subjects = {
   apiKey: (k: { user_id: string | null; is_system: boolean; locked?: boolean | null }): Subject<'apiKey'> => ({

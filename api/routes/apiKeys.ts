@@ -14,6 +14,7 @@ import {
   Action,
   actingUserId,
   apiKeyListScope,
+  apiKeyListScopeKey,
   authorize,
   authorizeGrant,
   can,
@@ -23,9 +24,9 @@ import {
 import { apiKeyRoles } from '../../shared/queries/access';
 import { apiKeySchema, issuedApiKeySchema, presentApiKey, presentIssuedApiKey } from '../../shared/presenters/apiKey';
 import { presentRole, roleSchema } from '../../shared/presenters/role';
-import { coalesced, findOr404 } from '../../shared/rowLoader';
+import { findOr404 } from '../../shared/rowLoader';
 import { atLeastOne, z, zScope, zUuid } from '../../shared/zod';
-import { created, listSchema, noContent, resource, resourceSchema, sharedJson } from '../responses';
+import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
 import { AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 
@@ -42,8 +43,6 @@ const zFutureDate = () =>
 
 const idParam = z.object({ id: zUuid() });
 const keyRolesBody = listSchema(roleSchema);
-/** A caller's key list (by user id, '*' for all keys): see coalesced. */
-const keyLists = coalesced<ReturnType<typeof presentApiKey>[]>();
 const toDate = (v: string | null | undefined) => (v ? new Date(v) : null);
 
 /** The key with this id (404), if the caller may do `action` on it (403). */
@@ -64,6 +63,10 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       tags: ['api-keys'],
       auth: { permission: 'api_keys:read' },
       responses: { 200: { description: 'Keys without key material', schema: listSchema(apiKeySchema) } },
+      // The list depends on the caller only through which keys they may list: one cached answer
+      // for all super admins, one per user (concurrent misses share one read).
+      cacheBy: ['api_keys'],
+      cacheVariant: apiKeyListScopeKey,
     },
     async (ctx) => {
       const scope = apiKeyListScope(ctx.state.principal);
@@ -71,13 +74,9 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
         ctx.body = resource(ctx, []);
         return;
       }
-      // Concurrent requests for one list share its read and its JSON (coalesced).
-      const list = await keyLists(ctx.services.db, 'userId' in scope ? scope.userId : '*', async () => {
-        const q = ApiKey.query(ctx.services.db).orderBy('created_at', 'desc');
-        if ('userId' in scope) q.where('user_id', scope.userId).where('is_system', false);
-        return (await q).map(presentApiKey);
-      });
-      sharedJson(ctx, list, () => resource(ctx, list));
+      const q = ApiKey.query(ctx.services.db).orderBy('created_at', 'desc');
+      if ('userId' in scope) q.where('user_id', scope.userId).where('is_system', false);
+      ctx.body = resource(ctx, (await q).map(presentApiKey));
     },
   );
 

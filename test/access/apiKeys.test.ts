@@ -2,6 +2,7 @@ import test from 'ava';
 import { sha256 } from '../../shared/crypto';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
+import { statementsOn } from '../helpers/statements';
 
 const stack = useStack(test);
 const ME = { query: '{ me { userId apiKeyId permissions } }' };
@@ -175,6 +176,56 @@ test('concurrent lists share reads per caller only: each caller gets its own key
   const after = await Promise.all([alice, alice].map((c) => s.request('GET', '/v1/api-keys', { token: c.token })));
   for (const r of after) t.deepEqual(ids(r).sort(), [a.id, a2.id].sort());
 });
+
+test.serial(
+  "lists are cached per caller's scope: a repeat reads no key, and a use, a rename in SQL or a new key shows next time",
+  async (t) => {
+    const s = stack();
+    const { alice, bob, admin, a, b } = await twoOwnersAndAnAdmin();
+    type Listed = { id: string; name: string; last_used_at: string | null };
+    const list = async (token: string) => {
+      const r = await s.request('GET', '/v1/api-keys', { token });
+      t.is(r.status, 200);
+      return { etag: r.headers.get('etag'), keys: r.body.data as Listed[] };
+    };
+    const callers = [alice, bob, admin];
+    const first = await Promise.all(callers.map((c) => list(c.token)));
+    t.deepEqual(
+      first[0].keys.map((k) => k.id),
+      [a.id],
+    );
+    t.deepEqual(
+      first[1].keys.map((k) => k.id),
+      [b.id],
+    );
+    t.true(first[2].keys.some((k) => k.id === a.id) && first[2].keys.some((k) => k.id === b.id));
+    // Three scopes, three answers: no caller is sent another scope's list, nor its ETag.
+    t.is(new Set(first.map((f) => f.etag)).size, 3);
+
+    const repeat = await statementsOn(s.db, 'api_keys', () => Promise.all(callers.map((c) => list(c.token))));
+    t.is(repeat.count, 0, repeat.sql.join('\n'));
+    t.deepEqual(
+      repeat.result.map((r) => r.keys),
+      first.map((f) => f.keys),
+    );
+
+    // A request made with Alice's key is stamped by the batched usage flush; her next list shows it.
+    t.is((await me(a.key)).status, 200);
+    t.is(first[0].keys[0].last_used_at, null);
+    await s.api.services.credentials.flushUsage();
+    const used = (await list(alice.token)).keys[0];
+    t.truthy(used.last_used_at);
+
+    // A rename typed into the database is seen too (the statement trigger bumps the version).
+    await s.db('api_keys').where('id', b.id).update({ name: 'bob renamed in sql' });
+    t.is((await list(bob.token)).keys[0].name, 'bob renamed in sql');
+    t.true((await list(admin.token)).keys.some((k) => k.name === 'bob renamed in sql'));
+    t.deepEqual(
+      (await list(alice.token)).keys.map((k) => k.id),
+      [a.id],
+    );
+  },
+);
 
 test('PATCH changes only given fields; deactivation and expiry take effect at once', async (t) => {
   const s = stack();

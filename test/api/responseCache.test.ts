@@ -337,6 +337,16 @@ test('cacheBy is refused on routes whose answer depends on the caller', (t) => {
     { message: /cacheBy needs a GET with a plain permission rule/ },
   );
   t.throws(() => defineRoute(router as never, { ...def, path: '/v1/y', auth: { own: 'trips:read' } }, () => undefined));
+  // A per-caller variant only refines a cached answer.
+  t.throws(
+    () =>
+      defineRoute(
+        router as never,
+        { method: 'get', summary: 'x', tags: ['x'], path: '/v1/t', auth: 'public', cacheVariant: () => 'all' },
+        () => undefined,
+      ),
+    { message: /cacheVariant needs cacheBy/ },
+  );
   t.throws(() => defineRoute(router as never, { ...def, path: '/v1/users/me', auth: 'public' }, () => undefined));
   t.throws(() =>
     defineRoute(router as never, { ...def, method: 'post', path: '/v1/z', auth: 'public' }, () => undefined),
