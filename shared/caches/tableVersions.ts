@@ -11,7 +11,7 @@ import { turnBatcherByDb } from '../rowLoader';
 /**
  * The tables whose statement-level trigger bumps their `table_versions` row (migrations
  * 20261124000100_table_versions, 20261124080000_more_table_versions, 20261125000000_list_versions,
- * 20261201000200_api_keys_version). A test checks each has its trigger. Tables written on every
+ * 20261201000200_api_keys_version, 20261201000300_chat_versions). A test checks each has its trigger. Tables written on every
  * request of a hot path (gps_points, sessions, audit_events) stay out: each writing statement also
  * bumps a version row, and a cached answer of a table that changes all the time is rebuilt all the
  * time. api_keys is in: a request made with a key writes nothing there (its last-used stamp waits
@@ -34,6 +34,8 @@ export const VERSIONED_TABLES = [
   'system_config',
   'users',
   'api_keys',
+  'chat_guilds',
+  'chat_members',
 ] as const;
 export type VersionedTable = (typeof VERSIONED_TABLES)[number];
 
