@@ -14,6 +14,8 @@ interface Entry {
   type: string;
   /** The route's Content-Disposition (a download's file name), when it set one. */
   disposition?: string;
+  /** When the answer stops being true without any write (epoch ms; Infinity: never). */
+  validUntil: number;
 }
 
 /** What a route's handler answered on a miss: its body, Content-Type and Content-Disposition. */
@@ -21,7 +23,20 @@ export interface BuiltAnswer {
   body: unknown;
   type?: string;
   disposition?: string;
+  /** Until when the answer holds without a write (see `answerValidUntil`); none: while the versions hold. */
+  validUntil?: number;
 }
+
+/**
+ * Says that the answer a cached route is building holds only until `ms` (epoch ms) even if nothing
+ * is written, because it says something about time: whether a member's timeout is still running,
+ * say. The cached copy is rebuilt from then on. The earliest of several calls counts.
+ */
+export function answerValidUntil(ctx: AppContext, ms: number): void {
+  ctx.state.answerValidUntil = Math.min(ctx.state.answerValidUntil ?? Infinity, ms);
+}
+
+const current = (e: Entry, tag: string) => e.tag === tag && Date.now() < e.validUntil;
 
 /** A built answer as bytes: strings and buffers as they are (with their type), anything else as JSON. */
 function answerBytes(answer: BuiltAnswer): { bytes: Buffer; type: string } {
@@ -69,29 +84,38 @@ export async function cachedResponse(
   // A path never holds a newline: the variant cannot be confused with part of a URL.
   const key = variant === undefined ? url : `${variant}\n${url}`;
   const tag = await versionTag(ctx.services.db, sources, params);
+  const make = () =>
+    // The tag was read before the rows: a write in between makes the next request rebuild.
+    build().then((answer) => {
+      const { bytes, type } = answerBytes(answer);
+      const validUntil = answer.validUntil ?? Infinity;
+      const made: Entry = {
+        tag,
+        bytes: reusable(bytes),
+        // An answer about time gets an ETag of its own for each period it holds.
+        etag: `W/"${createHash('sha1')
+          .update(`${key}\n${tag}${validUntil < Infinity ? `\n${validUntil}` : ''}`)
+          .digest('base64url')}"`,
+        type,
+        disposition: answer.disposition,
+        validUntil,
+      };
+      const cached = entries.get(key);
+      if (!cached || !current(cached, tag)) entries.set(key, made);
+      return made;
+    });
   let entry = entries.get(key);
-  if (!entry || entry.tag !== tag) {
+  if (!entry || !current(entry, tag)) {
     const flight = `${key}\n${tag}`;
     let pending = building.get(flight);
     if (!pending) {
-      // The tag was read before the rows: a write in between makes the next request rebuild.
-      pending = build().then((answer) => {
-        const { bytes, type } = answerBytes(answer);
-        const made: Entry = {
-          tag,
-          bytes: reusable(bytes),
-          etag: `W/"${createHash('sha1').update(`${key}\n${tag}`).digest('base64url')}"`,
-          type,
-          disposition: answer.disposition,
-        };
-        const current = entries.get(key);
-        if (!current || current.tag !== tag) entries.set(key, made);
-        return made;
-      });
+      pending = make();
       building.set(flight, pending);
       void pending.finally(() => building.delete(flight)).catch(() => undefined);
     }
     entry = await pending;
+    // A build joined after its answer ran out of time (it began before): this request builds its own.
+    if (!current(entry, tag)) entry = await make();
   }
   if (entry.disposition) ctx.set('Content-Disposition', entry.disposition);
   sendValidatedBytes(ctx, {

@@ -26,6 +26,8 @@ export interface AppState {
   principal: Principal;
   /** Raw Bearer token of the request, when one was sent and resolved. */
   token?: string;
+  /** Until when (epoch ms) the answer being built holds without a write (`answerValidUntil`). */
+  answerValidUntil?: number;
 }
 
 export type AppContext = ParameterizedContext<AppState, { services: ApiServices }>;
@@ -220,7 +222,12 @@ export function defineRoute<
         params as Record<string, unknown>,
         async () => {
           await handler(c, { params, query, body });
-          return { body: c.body, type: c.type, disposition: c.response.get('Content-Disposition') || undefined };
+          return {
+            body: c.body,
+            type: c.type,
+            disposition: c.response.get('Content-Disposition') || undefined,
+            validUntil: c.state.answerValidUntil,
+          };
         },
         def.cacheVariant?.(c.state.principal),
       );

@@ -22,7 +22,8 @@ import {
 import { guildBySnowflake, guildChannels, guildMember, listGuilds, searchMembers } from '../../shared/queries/chat';
 import { findOr404 } from '../../shared/rowLoader';
 import { atLeastOne, isUuid, z, zQueryBool, zQueryInt, zUuid } from '../../shared/zod';
-import { listSchema, noContent, resource, sharedJson } from '../responses';
+import { answerValidUntil } from '../responseCache';
+import { listSchema, noContent, resource } from '../responses';
 import { AppContext, AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 
@@ -319,6 +320,9 @@ export function chatRoutes(router: Router<AppState, { services: ApiServices }>):
         },
         ...errors,
       },
+      // A page says whether each member's timeout is still running: it holds until the first of
+      // them ends (answerValidUntil), or until the guild or its members change.
+      cacheBy: ['chat_guilds', 'chat_members'],
     },
     async (ctx, { params, query }) => {
       const guild = await findOr404(ChatGuild, params.guild_id, 'guild');
@@ -330,12 +334,15 @@ export function chatRoutes(router: Router<AppState, { services: ApiServices }>):
         limit: query.limit,
         offset: query.offset,
       });
-      // The callers of a turn that asked for this page share its JSON (the page is all it depends on).
-      sharedJson(ctx, page, () => ({
+      for (const m of page.members) {
+        const until = m.communication_disabled_until && new Date(m.communication_disabled_until).getTime();
+        if (until && until > page.at) answerValidUntil(ctx, until);
+      }
+      ctx.body = {
         members: page.members.map((m) => presentChatMember(m, cdn(ctx), page.at)),
         total_count: page.total,
         has_more: query.offset + page.members.length < page.total,
-      }));
+      };
     },
   );
 
