@@ -8,8 +8,9 @@ import type { Knex } from 'knex';
  */
 const TABLES = ['geofences', 'settings', 'platforms'];
 
-export async function up(knex: Knex): Promise<void> {
-  for (const t of TABLES) {
+/** Gives each table the statement trigger that bumps its version, and its first version row. */
+export async function addVersionTriggers(knex: Knex, tables: readonly string[]): Promise<void> {
+  for (const t of tables) {
     await knex.raw(
       `CREATE TRIGGER ${t}_version AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON ${t} FOR EACH STATEMENT EXECUTE FUNCTION bump_table_version()`,
     );
@@ -17,9 +18,18 @@ export async function up(knex: Knex): Promise<void> {
   }
 }
 
-export async function down(knex: Knex): Promise<void> {
-  for (const t of TABLES) {
+/** Drops what `addVersionTriggers` added. */
+export async function dropVersionTriggers(knex: Knex, tables: readonly string[]): Promise<void> {
+  for (const t of tables) {
     await knex.raw(`DROP TRIGGER IF EXISTS ${t}_version ON ${t}`);
     await knex('table_versions').where('table_name', t).delete();
   }
+}
+
+export async function up(knex: Knex): Promise<void> {
+  await addVersionTriggers(knex, TABLES);
+}
+
+export async function down(knex: Knex): Promise<void> {
+  await dropVersionTriggers(knex, TABLES);
 }

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { addVersionTriggers, dropVersionTriggers } from './20261124080000_more_table_versions';
 
 /**
  * A version row for `api_keys` (migration 20261124000100_table_versions, sharded by
@@ -8,13 +9,9 @@ import type { Knex } from 'knex';
  * version moves with those flushes and real changes, not with traffic.
  */
 export async function up(knex: Knex): Promise<void> {
-  await knex.raw(
-    'CREATE TRIGGER api_keys_version AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON api_keys FOR EACH STATEMENT EXECUTE FUNCTION bump_table_version()',
-  );
-  await knex.raw("INSERT INTO table_versions (table_name, version) VALUES ('api_keys', 1) ON CONFLICT DO NOTHING");
+  await addVersionTriggers(knex, ['api_keys']);
 }
 
 export async function down(knex: Knex): Promise<void> {
-  await knex.raw('DROP TRIGGER IF EXISTS api_keys_version ON api_keys');
-  await knex('table_versions').where('table_name', 'api_keys').delete();
+  await dropVersionTriggers(knex, ['api_keys']);
 }

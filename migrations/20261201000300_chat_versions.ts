@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { addVersionTriggers, dropVersionTriggers } from './20261124080000_more_table_versions';
 
 /**
  * Version rows (migration 20261124000100_table_versions, sharded by 20261125000000_list_versions)
@@ -8,17 +9,9 @@ import type { Knex } from 'knex';
 const TABLES = ['chat_guilds', 'chat_members'];
 
 export async function up(knex: Knex): Promise<void> {
-  for (const t of TABLES) {
-    await knex.raw(
-      `CREATE TRIGGER ${t}_version AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON ${t} FOR EACH STATEMENT EXECUTE FUNCTION bump_table_version()`,
-    );
-    await knex.raw('INSERT INTO table_versions (table_name, version) VALUES (?, 1) ON CONFLICT DO NOTHING', [t]);
-  }
+  await addVersionTriggers(knex, TABLES);
 }
 
 export async function down(knex: Knex): Promise<void> {
-  for (const t of TABLES) {
-    await knex.raw(`DROP TRIGGER IF EXISTS ${t}_version ON ${t}`);
-    await knex('table_versions').where('table_name', t).delete();
-  }
+  await dropVersionTriggers(knex, TABLES);
 }
