@@ -60,15 +60,16 @@ const entries = new LRUCache<string, Entry>({
 const building = new Map<string, Promise<Entry>>();
 
 /**
- * Answers a read whose body depends only on the content of `sources` (and the request's path and
- * query, and on the caller at most through `variant`, a value decided by a policy: answers are kept
- * per variant, so callers with equal variants share one and no other caller is ever sent it): the
- * serialised body is kept per process and reused while their
- * version tag is unchanged, so a repeat costs no query of the rows and no serialisation, and every
- * instance sees a write on its very next request. A source is a table (its version row, bumped by a
- * trigger in every writing transaction) or a keyed version (one parent's version, e.g. a trip's
- * track, the key taken from the validated path `params`); all are read in the turn's batches. The
- * ETag is the tag's hash: a client that sends it back gets 304.
+ * Answers a read whose body depends only on the content of `sources`, the request's path and
+ * query, and on the caller at most through `variant` (a value decided by a policy: answers are
+ * kept per variant, so callers with equal variants share one and no other caller is ever sent it).
+ * The serialised body is kept per process and reused while the sources' version tag is unchanged
+ * (and, for an answer about time, until `answerValidUntil`), so a repeat costs no query of the
+ * rows and no serialisation, and every instance sees a write on its very next request. A source
+ * is a table (its version row, bumped by a trigger in every writing transaction) or a keyed
+ * version (one parent's version, e.g. a trip's track, the key taken from the validated path
+ * `params`); all are read in the turn's batches. The ETag is the tag's hash: a client that sends
+ * it back gets 304.
  *
  * Access is decided before (the route's `auth:`), so only bodies that are the same for everyone
  * allowed to read them (with the same variant) may be cached here.
