@@ -12,7 +12,7 @@ import {
 } from '../../shared/presenters/graphqlAccounts';
 import { GqlContext, gqlAttribution } from './context';
 
-@ObjectType('Platform', { description: 'A sign-in platform' })
+@ObjectType('Platform', { simpleResolvers: true, description: 'A sign-in platform' })
 export class GqlPlatform implements GqlPlatformShape {
   @Field(() => String)
   id!: string;
@@ -51,7 +51,10 @@ export class OauthSigninInput {
   image?: string | null;
 }
 
-@ObjectType('FlatUser', { description: 'The flattened user of provider sign-in and user-by-email' })
+@ObjectType('FlatUser', {
+  simpleResolvers: true,
+  description: 'The flattened user of provider sign-in and user-by-email',
+})
 export class GqlFlatUser implements GqlFlatUserShape {
   @Field(() => String)
   id!: string;

@@ -52,7 +52,7 @@ export class AuditEventInput implements AuditEventFields {
   sourceService?: string | null;
 }
 
-@ObjectType('AuditEvent')
+@ObjectType('AuditEvent', { simpleResolvers: true })
 export class AuditEventGql implements AuditEventSummary {
   @Field(() => String) id!: string;
   @Field(() => String, { nullable: true }) userId!: string | null;

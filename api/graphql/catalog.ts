@@ -23,7 +23,7 @@ import { JSONScalar, listCost, PageArgs, pageOf, PageOf } from './pagination';
 
 type Shape<S extends z.ZodTypeAny> = CamelKeys<z.infer<S>>;
 
-@ObjectType('Device')
+@ObjectType('Device', { simpleResolvers: true })
 export class GqlDevice implements Shape<typeof deviceSchema> {
   @Field(() => String) id!: string;
   @Field(() => String) name!: string;
@@ -35,10 +35,10 @@ export class GqlDevice implements Shape<typeof deviceSchema> {
   @Field(() => String) updatedAt!: string;
 }
 
-@ObjectType('DevicePage')
+@ObjectType('DevicePage', { simpleResolvers: true })
 export class GqlDevicePage extends PageOf(GqlDevice) {}
 
-@ObjectType('Geofence')
+@ObjectType('Geofence', { simpleResolvers: true })
 export class GqlGeofence implements Shape<typeof geofenceSchema> {
   @Field(() => String) id!: string;
   @Field(() => String) name!: string;
@@ -53,10 +53,10 @@ export class GqlGeofence implements Shape<typeof geofenceSchema> {
   @Field(() => String) updatedAt!: string;
 }
 
-@ObjectType('GeofencePage')
+@ObjectType('GeofencePage', { simpleResolvers: true })
 export class GqlGeofencePage extends PageOf(GqlGeofence) {}
 
-@ObjectType('LocationContact')
+@ObjectType('LocationContact', { simpleResolvers: true })
 export class GqlLocationContact implements Shape<typeof locationContactSchema> {
   @Field(() => String) id!: string;
   @Field(() => String) locationId!: string;
@@ -67,7 +67,7 @@ export class GqlLocationContact implements Shape<typeof locationContactSchema> {
   @Field(() => String) createdAt!: string;
 }
 
-@ObjectType('Location')
+@ObjectType('Location', { simpleResolvers: true })
 export class GqlLocation implements Omit<Shape<typeof locationSchema>, 'contacts'> {
   @Field(() => String) id!: string;
   @Field(() => String) name!: string;
@@ -83,10 +83,10 @@ export class GqlLocation implements Omit<Shape<typeof locationSchema>, 'contacts
   @Field(() => String) updatedAt!: string;
 }
 
-@ObjectType('LocationPage')
+@ObjectType('LocationPage', { simpleResolvers: true })
 export class GqlLocationPage extends PageOf(GqlLocation) {}
 
-@ObjectType('TripCategory', { description: 'A node of the category tree' })
+@ObjectType('TripCategory', { simpleResolvers: true, description: 'A node of the category tree' })
 export class GqlTripCategory implements Shape<typeof tripCategorySchema> {
   @Field(() => String) id!: string;
   @Field(() => String, { nullable: true }) parentId!: string | null;
@@ -101,7 +101,7 @@ export class GqlTripCategory implements Shape<typeof tripCategorySchema> {
   children!: GqlTripCategory[];
 }
 
-@ObjectType('TripTemplate')
+@ObjectType('TripTemplate', { simpleResolvers: true })
 export class GqlTripTemplate implements Shape<typeof tripTemplateSchema> {
   @Field(() => String) id!: string;
   @Field(() => String) name!: string;

@@ -4,7 +4,7 @@ import { badRequest } from '../../shared/errors';
 import { authorizePermission } from '../../shared/policies';
 import type { GqlContext } from './context';
 
-@ObjectType({ description: 'Outcome of deleteGpsData' })
+@ObjectType({ simpleResolvers: true, description: 'Outcome of deleteGpsData' })
 export class DeleteGpsDataResult {
   @Field(() => Int, { description: 'Points deleted' })
   deleted!: number;

@@ -124,6 +124,10 @@ const inputGate: MiddlewareFn<GqlContext> = ({ args }, next) => {
   return next();
 };
 
+/**
+ * The global middlewares act on root fields and on fields with arguments only; every @ObjectType
+ * says `simpleResolvers: true` so that its plain fields skip them (test/graphql/fieldResolvers.test.ts).
+ */
 export async function buildGraphqlSchema(): Promise<GraphQLSchema> {
   return buildSchema({ resolvers, validate: false, globalMiddlewares: [rootFieldGate, inputGate] });
 }

@@ -7,7 +7,7 @@ import type { GqlContext } from './context';
 
 const byName = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
-@ObjectType({ description: 'The caller as the service sees it' })
+@ObjectType({ simpleResolvers: true, description: 'The caller as the service sees it' })
 export class Me implements GqlMeShape {
   @Field(() => String, { nullable: true })
   userId!: string | null;

@@ -5,7 +5,7 @@ import { badRequest } from '../../shared/errors';
 import { readPage } from '../pagination';
 
 /** The `pagination` object of REST pages (api/pagination.ts), in camelCase. */
-@ObjectType('Pagination')
+@ObjectType('Pagination', { simpleResolvers: true })
 export class GqlPagination {
   @Field(() => Int) page!: number;
   @Field(() => Int) limit!: number;
@@ -25,7 +25,7 @@ export class PageArgs {
 
 /** A page type: `data` and `pagination`, like a REST page without `_links`. */
 export function PageOf<T extends object>(item: ClassType<T>) {
-  @ObjectType({ isAbstract: true })
+  @ObjectType({ simpleResolvers: true, isAbstract: true })
   abstract class Page {
     @Field(() => [item]) data!: T[];
     @Field(() => GqlPagination) pagination!: GqlPagination;

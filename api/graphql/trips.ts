@@ -14,7 +14,7 @@ import { listCost, PageArgs, pageOf, PageOf } from './pagination';
 
 type TripShape = CamelKeys<z.infer<typeof tripSchema>>;
 
-@ObjectType('GpsPoint', { description: 'A GPS point, as GET /v1/gps/{id} shows it' })
+@ObjectType('GpsPoint', { simpleResolvers: true, description: 'A GPS point, as GET /v1/gps/{id} shows it' })
 export class GqlGpsPoint implements CamelKeys<GpsPoint> {
   @Field(() => String) id!: string;
   @Field(() => String, { nullable: true }) deviceId!: string | null;
@@ -34,19 +34,22 @@ export class GqlGpsPoint implements CamelKeys<GpsPoint> {
   @Field(() => String, { description: 'ISO 8601' }) createdAt!: string;
 }
 
-@ObjectType('GpsPointPageInfo')
+@ObjectType('GpsPointPageInfo', { simpleResolvers: true })
 export class GqlGpsPointPageInfo {
   @Field(() => Boolean) hasNextPage!: boolean;
   @Field(() => String, { nullable: true, description: 'Pass as `after` for the next page' }) endCursor!: string | null;
 }
 
-@ObjectType('GpsPointConnection', { description: "A trip's points in track order (timestamp, then insertion)" })
+@ObjectType('GpsPointConnection', {
+  simpleResolvers: true,
+  description: "A trip's points in track order (timestamp, then insertion)",
+})
 export class GqlGpsPointConnection {
   @Field(() => [GqlGpsPoint]) nodes!: GqlGpsPoint[];
   @Field(() => GqlGpsPointPageInfo) pageInfo!: GqlGpsPointPageInfo;
 }
 
-@ObjectType('TripStatusHistoryEntry')
+@ObjectType('TripStatusHistoryEntry', { simpleResolvers: true })
 export class GqlTripHistory implements CamelKeys<z.infer<typeof tripHistorySchema>> {
   @Field(() => String) id!: string;
   @Field(() => String) tripId!: string;
@@ -58,7 +61,7 @@ export class GqlTripHistory implements CamelKeys<z.infer<typeof tripHistorySchem
   @Field(() => String, { description: 'ISO 8601' }) changedAt!: string;
 }
 
-@ObjectType('Trip', { description: 'A trip, as GET /v1/trips/{id} shows it' })
+@ObjectType('Trip', { simpleResolvers: true, description: 'A trip, as GET /v1/trips/{id} shows it' })
 export class GqlTrip implements TripShape {
   @Field(() => String) id!: string;
   @Field(() => String) name!: string;
@@ -84,7 +87,7 @@ export class GqlTrip implements TripShape {
   @Field(() => Int, { nullable: true, description: 'trip(id) only' }) durationSeconds?: number;
 }
 
-@ObjectType('TripPage')
+@ObjectType('TripPage', { simpleResolvers: true })
 export class GqlTripPage extends PageOf(GqlTrip) {}
 
 /** Largest `first` of gpsPoints. */

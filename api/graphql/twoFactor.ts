@@ -19,7 +19,7 @@ import { GqlContext, gqlAttribution } from './context';
  * 2FA routes); it must pass userId.
  */
 
-@ObjectType('TwoFactorStatus')
+@ObjectType('TwoFactorStatus', { simpleResolvers: true })
 export class GqlTwoFactorStatus {
   @Field(() => Boolean)
   enabled!: boolean;
@@ -34,7 +34,7 @@ export class GqlTwoFactorStatus {
   backupCodesRemaining!: number;
 }
 
-@ObjectType('TwoFactorRequirement')
+@ObjectType('TwoFactorRequirement', { simpleResolvers: true })
 export class GqlTwoFactorRequirement {
   @Field(() => Boolean)
   required!: boolean;
@@ -49,7 +49,7 @@ export class GqlTwoFactorRequirement {
   canEnable!: boolean;
 }
 
-@ObjectType('TwoFactorSetup')
+@ObjectType('TwoFactorSetup', { simpleResolvers: true })
 export class GqlTwoFactorSetup {
   @Field(() => String, { description: 'Base32 TOTP secret' })
   secret!: string;
@@ -67,7 +67,7 @@ export class GqlTwoFactorSetup {
   platformSlug!: string;
 }
 
-@ObjectType('BackupCodes')
+@ObjectType('BackupCodes', { simpleResolvers: true })
 export class GqlBackupCodes {
   @Field(() => [String], { description: 'Shown once' })
   backupCodes!: string[];

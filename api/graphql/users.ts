@@ -10,7 +10,7 @@ import type { z } from '../../shared/zod';
 import type { GqlContext } from './context';
 import { listCost, PageArgs, pageOf, PageOf } from './pagination';
 
-@ObjectType('User', { description: 'A user, as GET /v1/users/{id} shows it' })
+@ObjectType('User', { simpleResolvers: true, description: 'A user, as GET /v1/users/{id} shows it' })
 export class GqlUser implements CamelKeys<z.infer<typeof userSchema>> {
   @Field(() => String) id!: string;
   @Field(() => String) username!: string;
@@ -25,10 +25,10 @@ export class GqlUser implements CamelKeys<z.infer<typeof userSchema>> {
   @Field(() => Boolean) avatarsEnabled!: boolean;
 }
 
-@ObjectType('UserPage')
+@ObjectType('UserPage', { simpleResolvers: true })
 export class GqlUserPage extends PageOf(GqlUser) {}
 
-@ObjectType('Role')
+@ObjectType('Role', { simpleResolvers: true })
 export class GqlRole implements CamelKeys<z.infer<typeof roleSchema>> {
   @Field(() => String) id!: string;
   @Field(() => String) name!: string;

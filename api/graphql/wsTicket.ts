@@ -2,7 +2,10 @@ import { Ctx, Field, Int, Mutation, ObjectType, Resolver } from 'type-graphql';
 import { mintWsTicket } from '../../shared/auth/wsTickets';
 import type { GqlContext } from './context';
 
-@ObjectType({ description: "Single-use WebSocket ticket: open /v1/ws with subprotocols ['service-ticket', ticket]" })
+@ObjectType({
+  simpleResolvers: true,
+  description: "Single-use WebSocket ticket: open /v1/ws with subprotocols ['service-ticket', ticket]",
+})
 export class WsTicket {
   @Field(() => String)
   ticket!: string;
