@@ -38,4 +38,10 @@ test('object types resolve their plain fields by property, without the middlewar
     'add `simpleResolvers: true` to these fields’ @ObjectType',
   );
   t.true(wrapped.length >= 3, 'the field resolvers (a trip’s points and history, a location’s contacts) are kept');
+  // A simple field runs no middleware and no auth check of its own: none may declare one, or it
+  // would be skipped without a word (guard a field with a @FieldResolver instead).
+  const guarded = storage.fields
+    .filter((f) => typeName.has(f.target as never) && ((f.middlewares?.length ?? 0) > 0 || (f.roles?.length ?? 0) > 0))
+    .map((f) => `${typeName.get(f.target as never)}.${f.schemaName}`);
+  t.deepEqual(guarded, [], 'object type fields with @UseMiddleware or @Authorized');
 });
