@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { KeyedVersionRef, versionTag } from '../shared/caches/tableVersions';
 import { reusable } from './compression';
+import { coalesced } from '../shared/rowLoader';
 import { sendValidatedBytes } from './responses';
 import type { AppContext } from './routing';
 
@@ -56,9 +57,13 @@ const entries = new LRUCache<string, Entry>({
   maxSize: 64 * 1024 * 1024,
   sizeCalculation: (e, key) => e.bytes.length + key.length + 64,
 });
-/** One build per path and version at a time: concurrent misses share it. */
-const building = new Map<string, Promise<Entry>>();
-
+/**
+ * Builds per cache key, one at a time (`coalesced`): requests that miss while a build runs share
+ * the next one, which starts when the running one ends and reads the tag anew. While a table keeps
+ * changing (gps_points under live tracking), every request sees a new tag; they still cost at most
+ * one running build and one waiting per URL, not a build each.
+ */
+const builds = coalesced<Entry>();
 /**
  * Answers a read whose body depends only on the content of `sources`, the request's path and
  * query, and on the caller at most through `variant` (a value decided by a policy: answers are
@@ -84,39 +89,36 @@ export async function cachedResponse(
   const url = ctx.querystring ? `${ctx.path}?${ctx.querystring}` : ctx.path;
   // A path never holds a newline: the variant cannot be confused with part of a URL.
   const key = variant === undefined ? url : `${variant}\n${url}`;
-  const tag = await versionTag(ctx.services.db, sources, params);
-  const make = () =>
-    // The tag was read before the rows: a write in between makes the next request rebuild.
-    build().then((answer) => {
-      const { bytes, type } = answerBytes(answer);
-      const validUntil = answer.validUntil ?? Infinity;
-      const made: Entry = {
-        tag,
-        bytes: reusable(bytes),
-        // An answer about time gets an ETag of its own for each period it holds.
-        etag: `W/"${createHash('sha1')
-          .update(`${key}\n${tag}${validUntil < Infinity ? `\n${validUntil}` : ''}`)
-          .digest('base64url')}"`,
-        type,
-        disposition: answer.disposition,
-        validUntil,
-      };
-      const cached = entries.get(key);
-      if (!cached || !current(cached, tag)) entries.set(key, made);
-      return made;
-    });
+  const db = ctx.services.db;
+  const tag = await versionTag(db, sources, params);
+  // A build starts after every request that joins it has read its tag (`coalesced`) and reads the
+  // tag again before its rows: its answer is at least as new as any of theirs, kept under the
+  // newest tag, and a write between the tag and the rows makes the next request rebuild.
+  const make = async (): Promise<Entry> => {
+    const builtTag = await versionTag(db, sources, params);
+    const answer = await build();
+    const { bytes, type } = answerBytes(answer);
+    const validUntil = answer.validUntil ?? Infinity;
+    const made: Entry = {
+      tag: builtTag,
+      bytes: reusable(bytes),
+      // An answer about time gets an ETag of its own for each period it holds.
+      etag: `W/"${createHash('sha1')
+        .update(`${key}\n${builtTag}${validUntil < Infinity ? `\n${validUntil}` : ''}`)
+        .digest('base64url')}"`,
+      type,
+      disposition: answer.disposition,
+      validUntil,
+    };
+    // Builds of one key run one after another: the last one made is the newest.
+    entries.set(key, made);
+    return made;
+  };
   let entry = entries.get(key);
   if (!entry || !current(entry, tag)) {
-    const flight = `${key}\n${tag}`;
-    let pending = building.get(flight);
-    if (!pending) {
-      pending = make();
-      building.set(flight, pending);
-      void pending.finally(() => building.delete(flight)).catch(() => undefined);
-    }
-    entry = await pending;
-    // A build joined after its answer ran out of time (it began before): this request builds its own.
-    if (!current(entry, tag)) entry = await make();
+    entry = await builds(db, key, make);
+    // An answer about time that ran out before this request got it (rare): built again.
+    if (Date.now() >= entry.validUntil) entry = await builds(db, key, make);
   }
   if (entry.disposition) ctx.set('Content-Disposition', entry.disposition);
   sendValidatedBytes(ctx, {

@@ -1,7 +1,11 @@
 import test from 'ava';
 import type { Knex } from 'knex';
+import Koa from 'koa';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { cachedResponse } from '../../api/responseCache';
 import { IndexedRouter } from '../../api/indexedRouter';
-import { defineRoute } from '../../api/routing';
+import { AppContext, defineRoute } from '../../api/routing';
 import { tableVersionTag, tripTrackOf, VERSIONED_TABLES } from '../../shared/caches/tableVersions';
 import { z, zUuid } from '../../shared/zod';
 import { createUser } from '../helpers/factories';
@@ -287,6 +291,58 @@ test.serial(
   },
 );
 
+test.serial('misses under a changing version share one build at a time, each as new as its request', async (t) => {
+  const s = stack();
+  // A cached answer of its own, served by a bare Koa app over the stack's database: its build is
+  // held open by a gate, so requests arriving meanwhile (each after a write, each with a newer tag)
+  // are seen waiting.
+  let builds = 0;
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  const app = new Koa();
+  app.use(async (ctx) => {
+    (ctx as unknown as { services: unknown }).services = { db: s.db };
+    await cachedResponse(ctx as unknown as AppContext, ['platforms'], {}, async () => {
+      const n = ++builds;
+      const version = await tableVersionTag(s.db, ['platforms']);
+      if (n === 1) await gate;
+      return { body: { n, version } };
+    });
+  });
+  const server = app.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/coalesce-probe`;
+  const get = async () => (await (await fetch(url)).json()) as { n: number; version: string };
+  const bump = () => s.db.raw('UPDATE platforms SET enabled = enabled WHERE false');
+  const until = async (done: () => boolean) => {
+    for (let i = 0; i < 200 && !done(); i++) await new Promise((r) => setTimeout(r, 10));
+  };
+  try {
+    const first = get();
+    await until(() => builds === 1);
+    const waiting: Array<Promise<{ n: number; version: string }>> = [];
+    for (let i = 0; i < 5; i++) {
+      await bump();
+      waiting.push(get());
+      await new Promise((r) => setTimeout(r, 30));
+    }
+    const newest = await tableVersionTag(s.db, ['platforms']);
+    open();
+    t.is((await first).n, 1);
+    // Five requests, five tags, all newer than the running build: one more build for all of them,
+    // started after the last of them asked, so each sees every write made before it asked.
+    for (const answer of await Promise.all(waiting)) t.deepEqual(answer, { n: 2, version: newest });
+    t.is(builds, 2);
+    // Kept under the newest tag: nothing changed since, so the next request is answered as it is.
+    t.deepEqual(await get(), { n: 2, version: newest });
+    t.is(builds, 2);
+    await bump();
+    t.is((await get()).n, 3);
+  } finally {
+    server.close();
+  }
+});
+
 test('every versioned table has its trigger, and writers on different shards do not wait for each other', async (t) => {
   const s = stack();
   const triggers = (
@@ -355,10 +411,10 @@ test('cacheBy is refused on routes whose answer depends on the caller', (t) => {
     () =>
       defineRoute(
         router as never,
-        { ...def, path: '/v1/w', auth: 'public', cacheBy: ['gps_points' as never] },
+        { ...def, path: '/v1/w', auth: 'public', cacheBy: ['sessions' as never] },
         () => undefined,
       ),
-    { message: /gps_points has no version trigger/ },
+    { message: /sessions has no version trigger/ },
   );
   // A keyed version takes its key from a validated path parameter of the route.
   const idParams = z.object({ id: zUuid() });
