@@ -11,11 +11,14 @@ import { turnBatcherByDb } from '../rowLoader';
 /**
  * The tables whose statement-level trigger bumps their `table_versions` row (migrations
  * 20261124000100_table_versions, 20261124080000_more_table_versions, 20261125000000_list_versions,
- * 20261201000200_api_keys_version, 20261201000300_chat_versions). A test checks each has its trigger. Tables written on every
- * request of a hot path (gps_points, sessions, audit_events) stay out: each writing statement also
- * bumps a version row, and a cached answer of a table that changes all the time is rebuilt all the
- * time. api_keys is in: a request made with a key writes nothing there (its last-used stamp waits
- * for the 15-second batched flush).
+ * 20261201000200_api_keys_version, 20261201000300_chat_versions, 20261202000000_gps_points_version).
+ * A test checks each has its trigger. Tables written by one statement per request of a hot path
+ * (sessions, audit_events) stay out: each writing statement also bumps a version row, and a cached
+ * answer of a table that changes all the time is rebuilt all the time. gps_points is in: its points
+ * are written by one INSERT per group commit (a version bump per commit, not per point), and the
+ * one answer cached on it (the latest point of every device) is a read over every device, worth
+ * keeping while no point arrives. api_keys is in: a request made with a key writes nothing there
+ * (its last-used stamp waits for the 15-second batched flush).
  */
 export const VERSIONED_TABLES = [
   'trip_templates',
@@ -36,6 +39,7 @@ export const VERSIONED_TABLES = [
   'api_keys',
   'chat_guilds',
   'chat_members',
+  'gps_points',
 ] as const;
 export type VersionedTable = (typeof VERSIONED_TABLES)[number];
 

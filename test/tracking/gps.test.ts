@@ -1,5 +1,6 @@
 import test from 'ava';
 import { createUser } from '../helpers/factories';
+import { startSecondApi } from '../helpers/secondApi';
 import { useStack } from '../helpers/stack';
 import { gpsBody, make, nowSeconds, once } from '../helpers/tracking';
 
@@ -243,6 +244,45 @@ test('GET /v1/gps/current/devices is a bare array with the latest point of each 
   t.is(a.timestamp, new Date((t0 + 2) * 1000).toISOString());
   t.is(new Set(r.body.map((p: { device_id: string }) => p.device_id)).size, r.body.length);
   t.false(r.body.some((p: { device_id: string | null }) => p.device_id === null));
+});
+
+test.serial('GET /v1/gps/current/devices follows every point written or deleted, on every instance', async (t) => {
+  const s = stack();
+  const { admin, developer, reader } = await users();
+  const device = `cached-${Date.now().toString(36)}`;
+  const t0 = nowSeconds();
+  const second = await startSecondApi(s);
+  try {
+    const latest = async (url: string) => {
+      const r = await fetch(`${url}/v1/gps/current/devices`, { headers: { authorization: `Bearer ${reader.token}` } });
+      t.is(r.status, 200);
+      const points = (await r.json()) as Array<{ id: string; device_id: string; timestamp: string }>;
+      return { etag: r.headers.get('etag'), point: points.find((p) => p.device_id === device) };
+    };
+    const at = (seconds: number) => new Date(seconds * 1000).toISOString();
+    const older = await make(s, developer.token, '/v1/gps', gpsBody({ device_id: device, timestamp: t0 }));
+    const first = await latest(s.url);
+    t.is(first.point?.timestamp, at(t0));
+    t.is((await latest(second.url)).point?.timestamp, at(t0));
+
+    // Served from the cached copy while nothing is written: its ETag answers 304.
+    const conditional = await fetch(`${s.url}/v1/gps/current/devices`, {
+      headers: { authorization: `Bearer ${reader.token}`, 'if-none-match': first.etag!, 'cache-control': 'max-age=0' },
+    });
+    t.is(conditional.status, 304);
+
+    // A newer point through the API: both instances answer it on their next request.
+    const newer = await make(s, developer.token, '/v1/gps', gpsBody({ device_id: device, timestamp: t0 + 5 }));
+    for (const url of [s.url, second.url]) t.is((await latest(url)).point?.id, newer.id);
+    // Deleted straight in SQL: the older point is the latest again, everywhere.
+    await s.db('gps_points').where('id', newer.id).delete();
+    for (const url of [s.url, second.url]) t.is((await latest(url)).point?.id, older.id);
+    // Deleted through the API: the device has no point left.
+    t.is((await s.request('DELETE', `/v1/gps/${older.id}`, { token: admin.token })).status, 204);
+    for (const url of [s.url, second.url]) t.is((await latest(url)).point, undefined);
+  } finally {
+    await second.close();
+  }
 });
 
 test('POST /v1/gps/batch: one insert, per-point validation, accepted ids and rejected indexes', async (t) => {

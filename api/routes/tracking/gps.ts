@@ -6,16 +6,14 @@ import { badRequest, notFound } from '../../../shared/errors';
 import { GpsPoint } from '../../../shared/models/GpsPoint';
 import { gpsBatchResultSchema, gpsPointSchema, presentGpsPoint } from '../../../shared/presenters/gpsPoint';
 import { latestPointPerDevice } from '../../../shared/queries/gpsPoints';
-import { coalesced, findOr404 } from '../../../shared/rowLoader';
+import { findOr404 } from '../../../shared/rowLoader';
 import { z, zUuid } from '../../../shared/zod';
 import { paginate, paginationQuery } from '../../pagination';
-import { created, noContent, pageSchema, resource, resourceSchema, sharedJson } from '../../responses';
+import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
 import { errors, GPS_BATCH_MAX, gpsBatchBody, gpsBatchPoints, gpsPointInput, idParam } from './schemas';
 
-/** The latest point of every device, presented (see coalesced). */
-const latestPerDevice = coalesced<ReturnType<typeof presentGpsPoint>[]>();
 const zDeviceIdQuery = () => z.string().trim().min(1).max(100);
 
 /** Spec §4.2 plus batched ingest. */
@@ -70,17 +68,15 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       summary: 'The latest GPS point of every device (bare array, newest first)',
       tags: ['gps'],
       auth: { permission: 'gps:read' },
+      // A read over every device, kept while no point is written (one version bump per commit).
+      cacheBy: ['gps_points'],
       responses: {
         200: { description: 'One point per device identifier', schema: z.array(gpsPointSchema) },
         ...errors,
       },
     },
     async (ctx) => {
-      // A read over every device: concurrent requests share it and its JSON (coalesced).
-      const points = await latestPerDevice(ctx.services.db, '*', async () =>
-        (await latestPointPerDevice(ctx.services.db)).map(presentGpsPoint),
-      );
-      sharedJson(ctx, points, () => points);
+      ctx.body = (await latestPointPerDevice(ctx.services.db)).map(presentGpsPoint);
     },
   );
 
