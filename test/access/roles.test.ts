@@ -54,6 +54,39 @@ test('roles: list and get need roles:read; anonymous is 401', async (t) => {
   t.is((await s.request('GET', '/v1/roles/role_nope', { token: admin.token })).status, 404);
 });
 
+test('role names are unique regardless of case, also between concurrent requests', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const spellings = ['Racer', 'racer', 'RACER', 'rAcEr', 'RaCeR', 'racER', 'RACer', 'raCER'];
+  for (let round = 0; round < 3; round++) {
+    const name = (x: string) => `${x} ${round}`;
+    const answers = await Promise.all(
+      spellings.map((x) => s.request('POST', '/v1/roles', { token: admin.token, body: { name: name(x) } })),
+    );
+    t.deepEqual(
+      answers.map((r) => r.status).sort(),
+      [201, ...spellings.slice(1).map(() => 409)],
+      answers.map((r) => r.text).join('\n'),
+    );
+    for (const r of answers.filter((a) => a.status === 409)) t.is(r.body.error, 'Conflict');
+    // A rename to another spelling of a taken name is refused the same way, also when raced.
+    const others = await Promise.all(
+      spellings.slice(0, 4).map(async (x, i) => {
+        const made = await s.request('POST', '/v1/roles', {
+          token: admin.token,
+          body: { name: `other ${round} ${i}` },
+        });
+        t.is(made.status, 201);
+        return s.request('PATCH', `/v1/roles/${made.body.data.id}`, {
+          token: admin.token,
+          body: { name: name(`${x}2`) },
+        });
+      }),
+    );
+    t.deepEqual(others.map((r) => r.status).sort(), [200, 409, 409, 409]);
+  }
+});
+
 test('roles: create, rename, 409 on a taken name, system roles cannot be renamed or deleted', async (t) => {
   const s = stack();
   const admin = await createUser(s.db, { roles: ['role_admin'] });
