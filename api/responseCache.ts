@@ -65,6 +65,12 @@ const entries = new LRUCache<string, Entry>({
  */
 const builds = coalesced<Entry>();
 /**
+ * The build running for a key and the tag it read before its rows: a request that read the same
+ * tag shares it (no write committed between the two reads, so its rows are as new as the request
+ * needs) instead of waiting for the next one.
+ */
+const running = new Map<string, { tag: string; entry: Promise<Entry> }>();
+/**
  * Answers a read whose body depends only on the content of `sources`, the request's path and
  * query, and on the caller at most through `variant` (a value decided by a policy: answers are
  * kept per variant, so callers with equal variants share one and no other caller is ever sent it).
@@ -96,27 +102,34 @@ export async function cachedResponse(
   // newest tag, and a write between the tag and the rows makes the next request rebuild.
   const make = async (): Promise<Entry> => {
     const builtTag = await versionTag(db, sources, params);
-    const answer = await build();
-    const { bytes, type } = answerBytes(answer);
-    const validUntil = answer.validUntil ?? Infinity;
-    const made: Entry = {
-      tag: builtTag,
-      bytes: reusable(bytes),
-      // An answer about time gets an ETag of its own for each period it holds.
-      etag: `W/"${createHash('sha1')
-        .update(`${key}\n${builtTag}${validUntil < Infinity ? `\n${validUntil}` : ''}`)
-        .digest('base64url')}"`,
-      type,
-      disposition: answer.disposition,
-      validUntil,
-    };
-    // Builds of one key run one after another: the last one made is the newest.
-    entries.set(key, made);
-    return made;
+    const made = build().then((answer): Entry => {
+      const { bytes, type } = answerBytes(answer);
+      const validUntil = answer.validUntil ?? Infinity;
+      const e: Entry = {
+        tag: builtTag,
+        bytes: reusable(bytes),
+        // An answer about time gets an ETag of its own for each period it holds.
+        etag: `W/"${createHash('sha1')
+          .update(`${key}\n${builtTag}${validUntil < Infinity ? `\n${validUntil}` : ''}`)
+          .digest('base64url')}"`,
+        type,
+        disposition: answer.disposition,
+        validUntil,
+      };
+      // Builds of one key run one after another: the last one made is the newest.
+      entries.set(key, e);
+      return e;
+    });
+    const flight = { tag: builtTag, entry: made };
+    running.set(key, flight);
+    return made.finally(() => {
+      if (running.get(key) === flight) running.delete(key);
+    });
   };
   let entry = entries.get(key);
   if (!entry || !current(entry, tag)) {
-    entry = await builds(db, key, make);
+    const sharing = running.get(key);
+    entry = await (sharing?.tag === tag ? sharing.entry : builds(db, key, make));
     // An answer about time that ran out before this request got it (rare): built again.
     if (Date.now() >= entry.validUntil) entry = await builds(db, key, make);
   }

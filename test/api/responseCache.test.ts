@@ -294,18 +294,18 @@ test.serial(
 test.serial('misses under a changing version share one build at a time, each as new as its request', async (t) => {
   const s = stack();
   // A cached answer of its own, served by a bare Koa app over the stack's database: its build is
-  // held open by a gate, so requests arriving meanwhile (each after a write, each with a newer tag)
-  // are seen waiting.
+  // held open by a gate, so requests arriving meanwhile are seen waiting: first with the running
+  // build's tag, then each after a write, each with a newer tag.
   let builds = 0;
   let open!: () => void;
-  const gate = new Promise<void>((resolve) => (open = resolve));
+  let gate = new Promise<void>((resolve) => (open = resolve));
   const app = new Koa();
   app.use(async (ctx) => {
     (ctx as unknown as { services: unknown }).services = { db: s.db };
     await cachedResponse(ctx as unknown as AppContext, ['platforms'], {}, async () => {
       const n = ++builds;
       const version = await tableVersionTag(s.db, ['platforms']);
-      if (n === 1) await gate;
+      if (n === 1 || n === 2) await gate;
       return { body: { n, version } };
     });
   });
@@ -318,8 +318,22 @@ test.serial('misses under a changing version share one build at a time, each as 
     for (let i = 0; i < 200 && !done(); i++) await new Promise((r) => setTimeout(r, 10));
   };
   try {
-    const first = get();
+    // No write while a build runs: requests with its tag share it.
+    const cold = [get()];
     await until(() => builds === 1);
+    for (let i = 0; i < 4; i++) {
+      cold.push(get());
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    open();
+    const coldTag = await tableVersionTag(s.db, ['platforms']);
+    for (const answer of await Promise.all(cold)) t.deepEqual(answer, { n: 1, version: coldTag });
+    t.is(builds, 1);
+
+    await bump();
+    gate = new Promise<void>((resolve) => (open = resolve));
+    const first = get();
+    await until(() => builds === 2);
     const waiting: Array<Promise<{ n: number; version: string }>> = [];
     for (let i = 0; i < 5; i++) {
       await bump();
@@ -328,16 +342,16 @@ test.serial('misses under a changing version share one build at a time, each as 
     }
     const newest = await tableVersionTag(s.db, ['platforms']);
     open();
-    t.is((await first).n, 1);
+    t.is((await first).n, 2);
     // Five requests, five tags, all newer than the running build: one more build for all of them,
     // started after the last of them asked, so each sees every write made before it asked.
-    for (const answer of await Promise.all(waiting)) t.deepEqual(answer, { n: 2, version: newest });
-    t.is(builds, 2);
+    for (const answer of await Promise.all(waiting)) t.deepEqual(answer, { n: 3, version: newest });
+    t.is(builds, 3);
     // Kept under the newest tag: nothing changed since, so the next request is answered as it is.
-    t.deepEqual(await get(), { n: 2, version: newest });
-    t.is(builds, 2);
+    t.deepEqual(await get(), { n: 3, version: newest });
+    t.is(builds, 3);
     await bump();
-    t.is((await get()).n, 3);
+    t.is((await get()).n, 4);
   } finally {
     server.close();
   }
