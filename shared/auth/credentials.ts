@@ -18,7 +18,18 @@ export type { CredentialEntry, CredentialResult, CredentialSource };
  * invalidation on Redis, which every instance applies within milliseconds.
  */
 export class CredentialResolver {
-  private readonly cache = new LRUCache<string, CredentialEntry>({ max: 50_000, ttl: 60_000 });
+  private readonly cache = new LRUCache<string, CredentialEntry>({
+    max: 50_000,
+    ttl: 60_000,
+    // However an entry leaves (evicted, expired, replaced, deleted), it leaves the owner index too.
+    dispose: (entry, hash) => this.unindex(entry, hash),
+  });
+  /**
+   * Cached token hashes by owner (`u:` user id, `k:` API key id), so an invalidation of one user or
+   * key drops their entries without visiting every entry of the cache: a fleet keeps tens of
+   * thousands, and every logout, revocation or role change of one user invalidates.
+   */
+  private readonly hashesByOwner = new Map<string, Set<string>>();
   private readonly sources: CredentialSource[];
   private readonly lastUsedKeys = new Map<string, Date>();
   private readonly lastActiveSessions = new Map<string, Date>();
@@ -87,7 +98,10 @@ export class CredentialResolver {
         if (this.inflight.get(hash) === pending) this.inflight.delete(hash);
         // The load may have read rows an invalidation has since superseded; caching it would serve
         // a stale permission set until the TTL.
-        if (entry && generation === this.generation && this.listening) this.cache.set(hash, entry);
+        if (entry && generation === this.generation && this.listening) {
+          this.cache.set(hash, entry);
+          this.index(entry, hash);
+        }
         return entry;
       },
       (err: unknown) => {
@@ -114,10 +128,40 @@ export class CredentialResolver {
       this.cache.clear();
       return;
     }
-    for (const [hash, e] of this.cache.entries()) {
-      if ((msg.userId && e.userId === msg.userId) || (msg.apiKeyId && e.apiKeyId === msg.apiKeyId))
-        this.cache.delete(hash);
+    for (const owner of [msg.userId && `u:${msg.userId}`, msg.apiKeyId && `k:${msg.apiKeyId}`]) {
+      const hashes = owner ? this.hashesByOwner.get(owner) : undefined;
+      // A copy: each delete takes its hash out of the set (dispose → unindex).
+      if (hashes) for (const hash of [...hashes]) this.cache.delete(hash);
     }
+  }
+
+  private static owners(entry: CredentialEntry): string[] {
+    const owners: string[] = [];
+    if (entry.userId) owners.push(`u:${entry.userId}`);
+    if (entry.apiKeyId) owners.push(`k:${entry.apiKeyId}`);
+    return owners;
+  }
+
+  private index(entry: CredentialEntry, hash: string): void {
+    for (const owner of CredentialResolver.owners(entry)) {
+      let hashes = this.hashesByOwner.get(owner);
+      if (!hashes) this.hashesByOwner.set(owner, (hashes = new Set()));
+      hashes.add(hash);
+    }
+  }
+
+  private unindex(entry: CredentialEntry, hash: string): void {
+    for (const owner of CredentialResolver.owners(entry)) {
+      const hashes = this.hashesByOwner.get(owner);
+      if (hashes?.delete(hash) && hashes.size === 0) this.hashesByOwner.delete(owner);
+    }
+  }
+
+  /** How many entries are cached, and under how many owners (a test's check that the index follows the cache). */
+  cacheStats(): { entries: number; owners: number; indexed: number } {
+    let indexed = 0;
+    for (const hashes of this.hashesByOwner.values()) indexed += hashes.size;
+    return { entries: this.cache.size, owners: this.hashesByOwner.size, indexed };
   }
 
   private readonly afterInvalidation: Array<(msg: AuthInvalidation) => void> = [];

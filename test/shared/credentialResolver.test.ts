@@ -53,3 +53,53 @@ test.serial('a request after an invalidation never joins a load that started bef
   t.is(loads, 2);
   t.false(result[1].ok, 'the request after the change sees the key switched off');
 });
+
+test.serial('an invalidation drops exactly its owner’s cached credentials, found by index', async (t) => {
+  const s = stack();
+  const credentials = s.api.services.credentials;
+  const [a, b] = await Promise.all([
+    createUser(s.db, { roles: ['role_developer'] }),
+    createUser(s.db, { roles: ['role_developer'] }),
+  ]);
+  const [keyA, keyB] = await Promise.all([
+    createKey({ userId: a.id, scopes: ['gps:read'] }),
+    createKey({ userId: b.id, scopes: ['gps:read'] }),
+  ]);
+  const tokens = { a: a.token, b: b.token, keyA: keyA.key, keyB: keyB.key };
+  // Which tokens are cached (answered without a promise); all of them are cached afterwards.
+  const cached = async () => {
+    const out: Record<string, boolean> = {};
+    for (const [name, token] of Object.entries(tokens)) {
+      const r = credentials.resolve(token);
+      out[name] = !(r instanceof Promise);
+      t.true((await r).ok, name);
+    }
+    return out;
+  };
+  await cached();
+  const all = { a: true, b: true, keyA: true, keyB: true };
+  t.deepEqual(await cached(), all);
+  const before = credentials.cacheStats();
+  const less = (entries: number, owners: number, indexed: number) => ({
+    entries: before.entries - entries,
+    owners: before.owners - owners,
+    indexed: before.indexed - indexed,
+  });
+
+  // A user: their session and their key (a key acts for its owner) go; b's stay. A session is
+  // indexed under its user, a key under its owner and itself.
+  credentials.invalidate({ userId: a.id });
+  t.deepEqual(credentials.cacheStats(), less(2, 2, 3));
+  t.deepEqual(await cached(), { ...all, a: false, keyA: false });
+  t.deepEqual(credentials.cacheStats(), before);
+
+  // One key by its id: its owner's session stays.
+  credentials.invalidate({ apiKeyId: keyB.id });
+  t.deepEqual(credentials.cacheStats(), less(1, 1, 2));
+  t.deepEqual(await cached(), { ...all, keyB: false });
+  t.deepEqual(credentials.cacheStats(), before);
+
+  // Everything: the index empties with the cache.
+  credentials.invalidate({ all: true });
+  t.deepEqual(credentials.cacheStats(), { entries: 0, owners: 0, indexed: 0 });
+});
