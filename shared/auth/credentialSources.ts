@@ -4,7 +4,7 @@ import { Session } from '../models/Session';
 import { User } from '../models/User';
 import { rowBy, rowById } from '../rowLoader';
 import type { AccessSets } from '../caches/accessSets';
-import { findActiveBan, loadApiKeyRoleAccess, loadUserAccess } from '../queries/access';
+import { findActiveBanInTurn, loadApiKeyRoleAccess, loadUserAccess } from '../queries/access';
 import { effectivePermissions, PermissionSet, Principal } from '../policies';
 
 /*
@@ -65,7 +65,7 @@ export async function buildUserCredentialEntry(
   },
   accessSets?: AccessSets,
 ): Promise<CredentialEntry> {
-  const [access, ban] = await Promise.all([userAccess(db, userId, accessSets), findActiveBan(db, userId)]);
+  const [access, ban] = await Promise.all([userAccess(db, userId, accessSets), findActiveBanInTurn(db, userId)]);
   const grant = base.scopes ? new PermissionSet(base.scopes) : 'all';
   return {
     principal: {
@@ -131,7 +131,7 @@ export const apiKeySource: CredentialSource = {
       key.user_id
         ? userAccess(db, key.user_id, access)
         : Promise.resolve({ permissions: [] as string[], roleIds: [] as string[] }),
-      key.user_id ? findActiveBan(db, key.user_id) : Promise.resolve(undefined),
+      key.user_id ? findActiveBanInTurn(db, key.user_id) : Promise.resolve(undefined),
     ]);
     // The key's roles widen its grant, never its owner: a demoted owner's key loses what the role gave.
     // An ownerless key (service key made by an operator) is bounded by its roles alone.

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import type { Principal } from '../policies';
+import { turnBatcherByDb } from '../rowLoader';
 
 /** What a tracker's API key is linked to: its device and that device's active GPS-logging trip. */
 export interface TrackerLink {
@@ -39,14 +40,25 @@ export function trackerLinkFor(db: Knex, principal: Principal): Promise<TrackerL
   return link;
 }
 
-async function lookUp(db: Knex, apiKeyId: string): Promise<TrackerLink | null> {
-  const row = await db('devices as d')
+/**
+ * The links of a turn's keys, one statement: a fleet reconnecting after a restart asks for
+ * thousands at once. A key links at most one device (devices.api_key_id is unique).
+ */
+const linksInTurn = turnBatcherByDb<TrackerLink>(async (db, apiKeyIds) => {
+  const rows: Array<{ api_key_id: string; device_id: string; trip_id: string | null }> = await db('devices as d')
     .leftJoin('trips as t', function joinActiveTrip() {
       this.on('t.device_id', 'd.id')
         .andOn('t.gps_logging_enabled', db.raw('true'))
         .andOn('t.status', db.raw("'active'"));
     })
-    .where('d.api_key_id', apiKeyId)
-    .first('d.id as device_id', 't.id as trip_id');
-  return row ? { deviceId: row.device_id as string, tripId: (row.trip_id as string | null) ?? null } : null;
+    .whereRaw('d.api_key_id = ANY(?::uuid[])', [apiKeyIds])
+    .select('d.api_key_id', 'd.id as device_id', 't.id as trip_id');
+  const out = new Map<string, TrackerLink>();
+  for (const r of rows)
+    if (!out.has(r.api_key_id)) out.set(r.api_key_id, { deviceId: r.device_id, tripId: r.trip_id ?? null });
+  return out;
+});
+
+async function lookUp(db: Knex, apiKeyId: string): Promise<TrackerLink | null> {
+  return (await linksInTurn(db, apiKeyId.toLowerCase())) ?? null;
 }

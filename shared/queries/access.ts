@@ -16,20 +16,28 @@ export async function loadUserAccess(db: Knex, userId: string): Promise<{ permis
   };
 }
 
-/** Grants and role ids given to an API key through api_key_roles. */
-export async function loadApiKeyRoleAccess(
-  db: Knex,
-  apiKeyId: string,
-): Promise<{ permissions: string[]; roleIds: string[] }> {
-  const rows: Array<{ role_id: string; perm: string | null }> = await db('api_key_roles as kr')
+type Grants = { permissions: string[]; roleIds: string[] };
+
+/** Grants and role ids of a turn's API keys, one statement (a fleet's first requests load many keys at once). */
+const keyRoleAccessInTurn = turnBatcherByDb<Grants>(async (db, apiKeyIds) => {
+  const rows: Array<{ api_key_id: string; role_id: string; perm: string | null }> = await db('api_key_roles as kr')
     .leftJoin('role_permissions as rp', 'rp.role_id', 'kr.role_id')
     .leftJoin('permissions as p', 'p.id', 'rp.permission_id')
-    .where('kr.api_key_id', apiKeyId)
-    .select('kr.role_id', db.raw("p.resource || ':' || p.action as perm"));
-  return {
-    roleIds: [...new Set(rows.map((r) => r.role_id))].sort(),
-    permissions: [...new Set(rows.map((r) => r.perm).filter((p): p is string => !!p))].sort(),
-  };
+    .whereRaw('kr.api_key_id = ANY(?::uuid[])', [apiKeyIds])
+    .select('kr.api_key_id', 'kr.role_id', db.raw("p.resource || ':' || p.action as perm"));
+  const out = new Map<string, Grants>();
+  for (const [apiKeyId, own] of groupBy(rows, (r) => r.api_key_id)) {
+    out.set(apiKeyId, {
+      roleIds: [...new Set(own.map((r) => r.role_id))].sort(),
+      permissions: [...new Set(own.map((r) => r.perm).filter((p): p is string => !!p))].sort(),
+    });
+  }
+  return out;
+});
+
+/** Grants and role ids given to an API key through api_key_roles (batched per turn). */
+export async function loadApiKeyRoleAccess(db: Knex, apiKeyId: string): Promise<Grants> {
+  return (await keyRoleAccessInTurn(db, apiKeyId)) ?? { permissions: [], roleIds: [] };
 }
 
 /** The active ban of a user, if any (permanent, or timed and not yet expired). */
@@ -43,6 +51,30 @@ export async function findActiveBan(
     .where((q) => q.whereNull('expires_at').orWhere('expires_at', '>', db.fn.now()))
     .orderBy('banned_at', 'desc')
     .first('id', 'expires_at', 'is_permanent', 'reason');
+}
+
+export type ActiveBan = { id: string; expires_at: Date | null; is_permanent: boolean; reason: string | null };
+
+/**
+ * The active bans of a turn's users, one statement: what credential loads ask (a fleet's keys of
+ * one owner, many users signing in after a restart). Commands that must see a ban inside their
+ * transaction, under their lock, use `findActiveBan`.
+ */
+const activeBansInTurn = turnBatcherByDb<ActiveBan>(async (db, userIds) => {
+  const rows: Array<ActiveBan & { user_id: string }> = await db('bans')
+    .whereRaw('user_id = ANY(?::uuid[])', [userIds])
+    .whereNull('unbanned_at')
+    .where((q) => q.whereNull('expires_at').orWhere('expires_at', '>', db.fn.now()))
+    .orderBy([{ column: 'user_id' }, { column: 'banned_at', order: 'desc' }])
+    .select('user_id', 'id', 'expires_at', 'is_permanent', 'reason');
+  const out = new Map<string, ActiveBan>();
+  for (const { user_id: userId, ...ban } of rows) if (!out.has(userId)) out.set(userId, ban);
+  return out;
+});
+
+/** The active ban of a user, if any, read with the other users' of the turn (see activeBansInTurn). */
+export function findActiveBanInTurn(db: Knex, userId: string): Promise<ActiveBan | undefined> {
+  return activeBansInTurn(db, userId);
 }
 
 /** The permissions a role grants, as `resource:action` (AccessSets.role caches them as a set). */

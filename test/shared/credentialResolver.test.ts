@@ -1,4 +1,5 @@
 import test from 'ava';
+import { trackerLinkFor } from '../../shared/caches/trackerLinks';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 
@@ -102,4 +103,58 @@ test.serial('an invalidation drops exactly its owner’s cached credentials, fou
   // Everything: the index empties with the cache.
   credentials.invalidate({ all: true });
   t.deepEqual(credentials.cacheStats(), { entries: 0, owners: 0, indexed: 0 });
+});
+
+test.serial('first requests of many keys read their roles, bans and tracker links in one statement each', async (t) => {
+  const s = stack();
+  const credentials = s.api.services.credentials;
+  const owners = await Promise.all(Array.from({ length: 12 }, () => createUser(s.db, { roles: ['role_developer'] })));
+  const keys = await Promise.all(owners.map((o) => createKey({ userId: o.id, scopes: ['gps:write'] })));
+  // One owner is banned: its key's entry must say so, the others' must not.
+  await s.db('bans').insert({ user_id: owners[3].id, reason: 'probe', is_permanent: true, banned_at: new Date() });
+  // Every other key is a tracker's: its device, and for one of them an active GPS-logging trip.
+  const devices = await s
+    .db('devices')
+    .insert(keys.filter((_, i) => i % 2 === 0).map((k, i) => ({ name: `fleet ${i}`, api_key_id: k.id })))
+    .returning(['id', 'api_key_id']);
+  const [trip] = await s
+    .db('trips')
+    .insert({ name: 'fleet trip', status: 'active', gps_logging_enabled: true, device_id: devices[1].id, weight_kg: 1 })
+    .returning('id');
+
+  const seen: string[] = [];
+  const listener = (q: { sql: string }) => seen.push(q.sql);
+  s.db.on('query', listener);
+  let results: Awaited<ReturnType<typeof credentials.resolve>>[];
+  try {
+    results = await Promise.all(keys.map((k) => credentials.resolve(k.key)));
+  } finally {
+    s.db.off('query', listener);
+  }
+  const on = (re: RegExp) => seen.filter((sql) => re.test(sql)).length;
+  t.is(on(/from "api_key_roles"/), 1);
+  t.is(on(/from "bans"/), 1);
+  t.deepEqual(
+    results.map((r) => r.ok),
+    keys.map((_, i) => i !== 3),
+  );
+  const r3 = results[3];
+  t.true(!r3.ok && r3.status === 403);
+
+  const principals = results.flatMap((r) => (r.ok ? [r.principal] : []));
+  seen.length = 0;
+  s.db.on('query', listener);
+  let links: Array<{ deviceId: string; tripId: string | null } | null>;
+  try {
+    links = await Promise.all(principals.map((p) => trackerLinkFor(s.db, p)));
+  } finally {
+    s.db.off('query', listener);
+  }
+  t.is(on(/from "devices"/), 1);
+  const byKey = new Map(devices.map((d: { id: string; api_key_id: string }) => [d.api_key_id, d.id]));
+  principals.forEach((p, i) => {
+    const id = p.kind === 'apiKey' ? p.apiKeyId : '';
+    const device = byKey.get(id);
+    t.deepEqual(links[i], device ? { deviceId: device, tripId: device === devices[1].id ? trip.id : null } : null);
+  });
 });

@@ -340,7 +340,8 @@ test('a burst of first points from one tracker key looks its link up once', asyn
   const lookups: string[] = [];
   // Only this key's lookups: the file's other tests post points with their own keys meanwhile.
   const listener = (q: { sql: string; bindings?: unknown[] }) => {
-    if (/from "devices" as "d" left join "trips"/.test(q.sql) && q.bindings?.includes(key.id)) lookups.push(q.sql);
+    if (/from "devices" as "d" left join "trips"/.test(q.sql) && q.bindings?.flat().includes(key.id))
+      lookups.push(q.sql);
   };
   s.db.on('query', listener);
   try {
