@@ -4,7 +4,8 @@ import { Session } from '../models/Session';
 import { User } from '../models/User';
 import { rowBy, rowById } from '../rowLoader';
 import type { AccessSets } from '../caches/accessSets';
-import { findActiveBanInTurn, loadApiKeyRoleAccess, loadUserAccess } from '../queries/access';
+import { loadApiKeyRoleAccess, loadUserAccess } from '../queries/access';
+import { userActiveBan } from '../queries/users';
 import { effectivePermissions, PermissionSet, Principal } from '../policies';
 
 /*
@@ -44,6 +45,11 @@ export interface CredentialSource {
 export const SESSION_PREFIX = 'sess_';
 
 /** A user's permissions and role ids: from the access-set cache when there is one. */
+/** A user's active ban, read with the other credential loads of the turn (one statement for all). */
+async function activeBan(db: Knex, userId: string): Promise<{ expires_at: Date | null } | undefined> {
+  return (await userActiveBan(db, userId))?.row;
+}
+
 function userAccess(
   db: Knex,
   userId: string,
@@ -65,7 +71,7 @@ export async function buildUserCredentialEntry(
   },
   accessSets?: AccessSets,
 ): Promise<CredentialEntry> {
-  const [access, ban] = await Promise.all([userAccess(db, userId, accessSets), findActiveBanInTurn(db, userId)]);
+  const [access, ban] = await Promise.all([userAccess(db, userId, accessSets), activeBan(db, userId)]);
   const grant = base.scopes ? new PermissionSet(base.scopes) : 'all';
   return {
     principal: {
@@ -131,7 +137,7 @@ export const apiKeySource: CredentialSource = {
       key.user_id
         ? userAccess(db, key.user_id, access)
         : Promise.resolve({ permissions: [] as string[], roleIds: [] as string[] }),
-      key.user_id ? findActiveBanInTurn(db, key.user_id) : Promise.resolve(undefined),
+      key.user_id ? activeBan(db, key.user_id) : Promise.resolve(undefined),
     ]);
     // The key's roles widen its grant, never its owner: a demoted owner's key loses what the role gave.
     // An ownerless key (service key made by an operator) is bounded by its roles alone.

@@ -3,20 +3,25 @@ import { Permission } from '../models/Permission';
 import { Role } from '../models/Role';
 import { compiledOnce, groupBy, turnBatcherByDb, withoutColumns } from '../rowLoader';
 
-/** Effective grants of a user: the union of their roles' permissions, and the role ids. */
-export async function loadUserAccess(db: Knex, userId: string): Promise<{ permissions: string[]; roleIds: string[] }> {
-  const rows: Array<{ role_id: string; perm: string | null }> = await db('user_roles as ur')
-    .leftJoin('role_permissions as rp', 'rp.role_id', 'ur.role_id')
-    .leftJoin('permissions as p', 'p.id', 'rp.permission_id')
-    .where('ur.user_id', userId)
-    .select('ur.role_id', db.raw("p.resource || ':' || p.action as perm"));
+type Grants = { permissions: string[]; roleIds: string[] };
+
+/** Role ids and permissions of role rows joined to their permissions (a role without any has perm null). */
+function grantsOf(rows: ReadonlyArray<{ role_id: string; perm: string | null }>): Grants {
   return {
     roleIds: [...new Set(rows.map((r) => r.role_id))].sort(),
     permissions: [...new Set(rows.map((r) => r.perm).filter((p): p is string => !!p))].sort(),
   };
 }
 
-type Grants = { permissions: string[]; roleIds: string[] };
+/** Effective grants of a user: the union of their roles' permissions, and the role ids. */
+export async function loadUserAccess(db: Knex, userId: string): Promise<Grants> {
+  const rows: Array<{ role_id: string; perm: string | null }> = await db('user_roles as ur')
+    .leftJoin('role_permissions as rp', 'rp.role_id', 'ur.role_id')
+    .leftJoin('permissions as p', 'p.id', 'rp.permission_id')
+    .where('ur.user_id', userId)
+    .select('ur.role_id', db.raw("p.resource || ':' || p.action as perm"));
+  return grantsOf(rows);
+}
 
 /** Grants and role ids of a turn's API keys, one statement (a fleet's first requests load many keys at once). */
 const keyRoleAccessInTurn = turnBatcherByDb<Grants>(async (db, apiKeyIds) => {
@@ -27,10 +32,7 @@ const keyRoleAccessInTurn = turnBatcherByDb<Grants>(async (db, apiKeyIds) => {
     .select('kr.api_key_id', 'kr.role_id', db.raw("p.resource || ':' || p.action as perm"));
   const out = new Map<string, Grants>();
   for (const [apiKeyId, own] of groupBy(rows, (r) => r.api_key_id)) {
-    out.set(apiKeyId, {
-      roleIds: [...new Set(own.map((r) => r.role_id))].sort(),
-      permissions: [...new Set(own.map((r) => r.perm).filter((p): p is string => !!p))].sort(),
-    });
+    out.set(apiKeyId, grantsOf(own));
   }
   return out;
 });
@@ -51,30 +53,6 @@ export async function findActiveBan(
     .where((q) => q.whereNull('expires_at').orWhere('expires_at', '>', db.fn.now()))
     .orderBy('banned_at', 'desc')
     .first('id', 'expires_at', 'is_permanent', 'reason');
-}
-
-export type ActiveBan = { id: string; expires_at: Date | null; is_permanent: boolean; reason: string | null };
-
-/**
- * The active bans of a turn's users, one statement: what credential loads ask (a fleet's keys of
- * one owner, many users signing in after a restart). Commands that must see a ban inside their
- * transaction, under their lock, use `findActiveBan`.
- */
-const activeBansInTurn = turnBatcherByDb<ActiveBan>(async (db, userIds) => {
-  const rows: Array<ActiveBan & { user_id: string }> = await db('bans')
-    .whereRaw('user_id = ANY(?::uuid[])', [userIds])
-    .whereNull('unbanned_at')
-    .where((q) => q.whereNull('expires_at').orWhere('expires_at', '>', db.fn.now()))
-    .orderBy([{ column: 'user_id' }, { column: 'banned_at', order: 'desc' }])
-    .select('user_id', 'id', 'expires_at', 'is_permanent', 'reason');
-  const out = new Map<string, ActiveBan>();
-  for (const { user_id: userId, ...ban } of rows) if (!out.has(userId)) out.set(userId, ban);
-  return out;
-});
-
-/** The active ban of a user, if any, read with the other users' of the turn (see activeBansInTurn). */
-export function findActiveBanInTurn(db: Knex, userId: string): Promise<ActiveBan | undefined> {
-  return activeBansInTurn(db, userId);
 }
 
 /** The permissions a role grants, as `resource:action` (AccessSets.role caches them as a set). */
