@@ -433,9 +433,13 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
     update: ownKey,
     regenerate: ownKey,
     delete: (p, k) => (k.isSystem ? forbidden('system keys cannot be deleted') : ownKey(p, k)),
-    /** Linking it to a device as the device's tracker key. */
+    /**
+     * Linking it to a device as the device's tracker key: "only the key's owner or system keys may
+     * link" (spec §4.3). Holding `*:*` is no exception: a device's points are written with the key,
+     * so whoever links it decides where another user's tracker reports.
+     */
     linkToDevice: (p, k) =>
-      p.permissions.isSuperAdmin ||
+      p.kind === 'system' ||
       (!k.isSystem && isOwner(p, k.userId)) ||
       forbidden("api_key_id: only the key's owner or a system key may link it to a device"),
     /** Switching a key back on: an administrator's switch-off (or the account's deletion) sticks for the owner. */

@@ -17,13 +17,12 @@ export interface DeviceInput {
 }
 
 /**
- * Locks the key and checks who may link it (spec §4.3): the key's owner, or a system key / super
- * admin. The key is then taken away from any device it was linked to before.
+ * Locks the key and checks who may link it (spec §4.3): the key's owner or a system key. The key is
+ * then taken away from any device it was linked to before.
  */
 async function takeKey(trx: Knex, principal: Principal, apiKeyId: string, deviceId: string | null): Promise<string[]> {
   const key = await trx('api_keys').where('id', apiKeyId).forUpdate().first('id', 'user_id', 'is_system');
   if (!key) throw badRequest('api_key_id: no such API key');
-  // The key's owner or a super admin (the system key included), as for changing the key itself.
   authorize(principal, 'linkToDevice', subjects.apiKey(key));
   const q = trx('devices').where('api_key_id', apiKeyId);
   if (deviceId) q.whereNot('id', deviceId);

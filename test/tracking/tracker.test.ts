@@ -19,7 +19,7 @@ const users = once(async () => {
 });
 const trackerKey = async (userId: string) => createKey({ userId, scopes: ['gps:write', 'gps:read'], name: 'tracker' });
 
-test('linking a key: only its owner or a super admin; unknown key is 400; a key linked elsewhere moves', async (t) => {
+test('linking a key: only its owner (not a super admin); unknown key is 400; a key linked elsewhere moves', async (t) => {
   const s = stack();
   const { admin, owner, other } = await users();
   const key = await trackerKey(owner.id);
@@ -49,8 +49,17 @@ test('linking a key: only its owner or a super admin; unknown key is 400; a key 
   });
   t.is(d1.api_key_id, key.id);
   t.is(d1.is_active, true);
-  // A super admin may link anyone's key; the key moves from d1 to d2.
-  const d2 = await make(s, admin.token, '/v1/devices', { name: 'Boat 2', api_key_id: key.id });
+  // Not even a super admin links someone else's key (spec §4.3: the owner or a system key).
+  const byAdmin = await s.request('POST', '/v1/devices', {
+    token: admin.token,
+    body: { name: 'admin', api_key_id: key.id },
+  });
+  t.is(byAdmin.status, 403, byAdmin.text);
+  t.regex(byAdmin.body.message, /^api_key_id: only the key's owner or a system key/);
+  t.is(await countRows(s.db('devices').where('name', 'admin')), 0);
+  t.is((await s.request('GET', `/v1/devices/${d1.id}`, { token: owner.token })).body.data.api_key_id, key.id);
+  // The owner links it to a second device: the key moves from d1 to d2.
+  const d2 = await make(s, owner.token, '/v1/devices', { name: 'Boat 2', api_key_id: key.id });
   t.is(d2.api_key_id, key.id);
   t.is((await s.request('GET', `/v1/devices/${d1.id}`, { token: owner.token })).body.data.api_key_id, null);
   // PATCH links too, with the same rule.
