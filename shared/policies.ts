@@ -260,6 +260,26 @@ export function authorizeGrant(p: Principal, requested: Iterable<string>, what =
 }
 
 /**
+ * Taking over what an API key confers: regenerating it (the answer carries its new value) or
+ * switching it back on. The caller must hold all of it, as if issuing such a key (`authorizeGrant`):
+ * the key's scopes and its roles' permissions as far as its owner holds them (`ownerPermissions`:
+ * the owner's current permissions; for an ownerless key, its roles'), and the account scopes it
+ * names. Without this a narrowed credential with `api_keys:write` (an OAuth token, a narrow key)
+ * could regenerate its owner's wider keys and use them. The owner's own session always holds what
+ * the owner's keys confer.
+ */
+export function authorizeKeyTakeover(
+  p: Principal,
+  key: { scopes: readonly string[]; isSystem: boolean },
+  ownerPermissions: PermissionSet,
+  rolePermissions: readonly string[],
+): void {
+  const conferred = key.isSystem ? ['*:*'] : ownerPermissions.narrow([...key.scopes, ...rolePermissions]).list();
+  const account = key.scopes.filter((s) => ACCOUNT_SCOPE_LIST.includes(s));
+  authorizeGrant(p, new Set([...conferred, ...account]), "the key's scopes and roles");
+}
+
+/**
  * GraphQL root fields the system key may run (spec §5.5: it is confined to what names it); every
  * other operation answers 403 to it, as a REST route off its allowlist would.
  */

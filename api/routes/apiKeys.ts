@@ -17,11 +17,13 @@ import {
   apiKeyListScopeKey,
   authorize,
   authorizeGrant,
+  authorizeKeyTakeover,
   can,
+  PermissionSet,
   Principal,
   subjects,
 } from '../../shared/policies';
-import { apiKeyRoles } from '../../shared/queries/access';
+import { apiKeyRoles, loadApiKeyRoleAccess } from '../../shared/queries/access';
 import { apiKeySchema, issuedApiKeySchema, presentApiKey, presentIssuedApiKey } from '../../shared/presenters/apiKey';
 import { presentRole, roleSchema } from '../../shared/presenters/role';
 import { findOr404 } from '../../shared/rowLoader';
@@ -44,6 +46,20 @@ const zFutureDate = () =>
 const idParam = z.object({ id: zUuid() });
 const keyRolesBody = listSchema(roleSchema);
 const toDate = (v: string | null | undefined) => (v ? new Date(v) : null);
+
+/**
+ * Refuses (403) a caller that would take over more than it holds by regenerating the key or
+ * switching it back on (`authorizeKeyTakeover`): reads what the key confers, its roles' permissions
+ * bounded by its owner's current permissions.
+ */
+async function authorizeTakeover(ctx: { services: ApiServices }, p: Principal, key: ApiKey): Promise<void> {
+  const [roles, owner] = await Promise.all([
+    loadApiKeyRoleAccess(ctx.services.db, key.id),
+    key.user_id ? ctx.services.credentials.access.user(key.user_id) : undefined,
+  ]);
+  const bound = owner ? owner.permissionSet : new PermissionSet(roles.permissions);
+  authorizeKeyTakeover(p, { scopes: key.scopes as string[], isSystem: key.is_system }, bound, roles.permissions);
+}
 
 /** The key with this id (404), if the caller may do `action` on it (403). */
 async function loadKey(p: Principal, id: string, action: Action<'apiKey'>): Promise<ApiKey> {
@@ -166,7 +182,10 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       const p = ctx.state.principal;
       const key = await loadKey(p, params.id, 'update');
       if (body.scopes) authorizeGrant(p, body.scopes);
-      if (body.is_active === true && !key.is_active) authorize(p, 'reactivate', subjects.apiKey(key));
+      if (body.is_active === true && !key.is_active) {
+        authorize(p, 'reactivate', subjects.apiKey(key));
+        await authorizeTakeover(ctx, p, key);
+      }
       // Whoever may switch a locked key back on locks it by switching it off (an administrator).
       const locking = can(
         p,
@@ -191,7 +210,8 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       method: 'post',
       path: '/v1/api-keys/:id/regenerate',
       summary: 'Regenerate an API key (the old key is invalid at once)',
-      description: 'System keys are regenerable only by super admins.',
+      description:
+        "System keys are regenerable only by super admins. The caller must hold everything the key confers (its scopes and its roles' permissions, as far as its owner holds them), as if issuing it.",
       tags: ['api-keys'],
       auth: { permission: 'api_keys:write' },
       params: idParam,
@@ -203,6 +223,7 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
     },
     async (ctx, { params }) => {
       const old = await loadKey(ctx.state.principal, params.id, 'regenerate');
+      await authorizeTakeover(ctx, ctx.state.principal, old);
       const { apiKey, key } = await regenerateApiKey(ctx.services, old, requestAttribution(ctx));
       ctx.body = presentIssuedApiKey(apiKey, key);
     },

@@ -111,6 +111,54 @@ test('finding 2: a token holding api_keys:write cannot put roles or scopes beyon
   t.deepEqual((await s.request('POST', '/v1/gql', { token: made.body.key, body: ME })).body.data.me.permissions, []);
 });
 
+test('a narrowed credential with api_keys:write neither regenerates nor switches back on a wider key of its owner', async (t) => {
+  const s = stack();
+  // Not a super admin: the owner holds API Full Access, which is more than its narrow credentials.
+  const owner = await createUser(s.db, { roles: ['role_api_full_access'] });
+  const wide = (
+    await s.request('POST', '/v1/api-keys', {
+      token: owner.token,
+      body: { name: 'wide', scopes: ['users:read', 'api_keys:write', 'api_keys:read'] },
+    })
+  ).body;
+  const narrowKey = (
+    await s.request('POST', '/v1/api-keys', {
+      token: owner.token,
+      body: { name: 'narrow', scopes: ['api_keys:write', 'api_keys:read'] },
+    })
+  ).body.key as string;
+  const { token: oauth } = await createOAuthToken(s.db, owner.id, ['api_keys:write', 'api_keys:read']);
+  for (const token of [narrowKey, oauth]) {
+    t.is((await s.request('GET', '/v1/users', { token })).status, 403);
+    const regen = await s.request('POST', `/v1/api-keys/${wide.id}/regenerate`, { token });
+    t.is(regen.status, 403, regen.text);
+    t.regex(regen.body.message, /the key's scopes and roles exceed your own permissions: users:read/);
+    t.is(regen.body.key, undefined);
+  }
+  // The wide key still works: nothing was regenerated.
+  t.is((await s.request('GET', '/v1/users', { token: wide.key })).status, 200);
+  // Switched off by its owner (not locked), it is not switched back on by the narrow credentials.
+  t.is(
+    (await s.request('PATCH', `/v1/api-keys/${wide.id}`, { token: owner.token, body: { is_active: false } })).status,
+    200,
+  );
+  for (const token of [narrowKey, oauth]) {
+    const on = await s.request('PATCH', `/v1/api-keys/${wide.id}`, { token, body: { is_active: true } });
+    t.is(on.status, 403, on.text);
+  }
+  t.is((await s.db('api_keys').where('id', wide.id).first('is_active')).is_active, false);
+  // A narrow key's own regeneration, and the owner's session on the wide key, still work.
+  const own = await s.db('api_keys').where({ name: 'narrow', user_id: owner.id }).first('id');
+  t.is((await s.request('POST', `/v1/api-keys/${own.id}/regenerate`, { token: oauth })).status, 200);
+  t.is(
+    (await s.request('PATCH', `/v1/api-keys/${wide.id}`, { token: owner.token, body: { is_active: true } })).status,
+    200,
+  );
+  const regenerated = await s.request('POST', `/v1/api-keys/${wide.id}/regenerate`, { token: owner.token });
+  t.is(regenerated.status, 200, regenerated.text);
+  t.is((await s.request('GET', '/v1/users', { token: regenerated.body.key })).status, 200);
+});
+
 test('finding 3: roles on an API key do not outlive the owner losing them', async (t) => {
   const s = stack();
   const root = await createUser(s.db, { roles: ['role_admin'] });
