@@ -1,12 +1,62 @@
 import bourne from '@hapi/bourne';
 import type { Context, Middleware, Next } from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
+// koa-body's own test of which types it parses, so the 415 below refuses exactly what it would ignore.
+import { isJsonBody, isUrlencodedBody } from 'koa-body/lib/utils/body-type-util';
 import { HttpError } from '../../shared/errors';
 
 /** Largest JSON body (the koa-body limit below, in bytes for the fast path). */
 const JSON_LIMIT_BYTES = 4 * 1024 * 1024;
 /** A strict JSON body is an object or an array (co-body's test, RFC 7159 whitespace first). */
 const STRICT_JSON = /^[ \t\n\r]*[[{]/;
+
+/**
+ * Deepest nesting of arrays and objects a body may have. Free-form JSON fields (a geofence's
+ * metadata, a setting's value) are stored, cloned and serialised recursively: a body nested a few
+ * thousand levels deep, well within the size limit, overflowed the stack there (a 500). No field of
+ * the API needs more than a few levels; 64 leaves room for any real metadata.
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * The path of the first value nested deeper than `MAX_JSON_DEPTH` (e.g. `metadata.a.0`, cut after a
+ * few segments), or undefined. Recursion stops at the limit, so the check itself cannot overflow.
+ */
+function tooDeep(value: unknown, depth: number, path: string[]): string[] | undefined {
+  if (value === null || typeof value !== 'object') return undefined;
+  if (depth >= MAX_JSON_DEPTH) return path;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const v = value[i] as unknown;
+      if (v !== null && typeof v === 'object') {
+        const found = tooDeep(v, depth + 1, path.length < 4 ? [...path, String(i)] : path);
+        if (found) return found;
+      }
+    }
+    return undefined;
+  }
+  for (const key in value) {
+    const v = (value as Record<string, unknown>)[key];
+    if (v !== null && typeof v === 'object') {
+      const found = tooDeep(v, depth + 1, path.length < 4 ? [...path, key] : path);
+      if (found) return found;
+    }
+  }
+  return undefined;
+}
+
+/** Refuses a parsed body nested deeper than `MAX_JSON_DEPTH`, naming the field (400). */
+export function checkBodyDepth(body: unknown): void {
+  const path = tooDeep(body, 0, []);
+  if (path) {
+    const field = path.length ? path.join('.') : 'body';
+    throw new HttpError(
+      400,
+      'BadRequest',
+      `${field}: nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects`,
+    );
+  }
+}
 
 /** koa-body's and the fast path's failures as the answers of the error handler. */
 function refuse(err: Error): never {
@@ -79,12 +129,34 @@ function readJson(ctx: Context, length: number): Promise<unknown> {
   });
 }
 
+const PARSED_TYPES = { json: true, urlencoded: true } as const;
+
+/**
+ * A body koa-body would not parse (text/plain, XML, multipart, none named) is refused with 415: it
+ * was ignored, and the route then refused its missing fields, which sent the client looking in the
+ * wrong place (fetch sends a string body as text/plain unless told otherwise).
+ */
+function refuseUnparsedType(ctx: Context): void {
+  const h = ctx.req.headers;
+  const declared = h['content-length'];
+  const hasBody = h['transfer-encoding'] !== undefined || (declared !== undefined && declared !== '0');
+  if (!hasBody) return;
+  const options = PARSED_TYPES as unknown as Parameters<typeof isJsonBody>[1];
+  if (isJsonBody(ctx, options) || isUrlencodedBody(ctx, options)) return;
+  throw new HttpError(
+    415,
+    'UnsupportedMediaType',
+    `Content-Type ${h['content-type'] ? `'${h['content-type'].slice(0, 100)}'` : '(none)'} is not accepted: send the body as application/json (or a form, application/x-www-form-urlencoded)`,
+  );
+}
+
 /**
  * JSON and form bodies for the methods that carry one; a malformed body is a 400
  * (entity.parse.failed, answered by the error handler), one over the limit a 413, an unsupported
  * charset a 415. GET, HEAD and OPTIONS skip the parser entirely: they are most requests and carry
  * no body. A plain JSON body with a Content-Length (what every client sends) is read here
- * directly (`readJson`); everything else goes through koa-body.
+ * directly (`readJson`); everything else goes through koa-body. Either way a body nested deeper
+ * than `MAX_JSON_DEPTH` is a 400 naming the field, and a body of a type neither parses a 415.
  */
 export function bodyParser(): Middleware {
   const parse = koaBody({
@@ -99,6 +171,7 @@ export function bodyParser(): Middleware {
   const fast = (ctx: Context, next: Next, length: number) =>
     readJson(ctx, length).then(
       (body) => {
+        checkBodyDepth(body);
         ctx.request.body = body;
         return next();
       },
@@ -108,6 +181,11 @@ export function bodyParser(): Middleware {
     const m = ctx.method;
     if (m === 'GET' || m === 'HEAD' || m === 'OPTIONS') return next();
     const length = m === 'POST' || m === 'PUT' || m === 'PATCH' || m === 'DELETE' ? plainJsonLength(ctx) : -1;
-    return length > 0 ? fast(ctx, next, length) : parse(ctx, next);
+    if (length > 0) return fast(ctx, next, length);
+    refuseUnparsedType(ctx);
+    return parse(ctx, () => {
+      checkBodyDepth(ctx.request.body);
+      return next();
+    });
   };
 }

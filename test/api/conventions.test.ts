@@ -113,3 +113,65 @@ test('GraphQL SDL at /v1/schema and `me` for a user', async (t) => {
   const anon = await s.request('POST', '/v1/gql', { body: { query: '{ me { userId } }' } });
   t.is(anon.body.errors[0].extensions.code, 'UNAUTHENTICATED');
 });
+
+test('a body nested too deep is a 400 naming the field, on both body parsers, and stores nothing', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const nested = (n: number) => '['.repeat(n) + ']'.repeat(n);
+  const geofences = async () => Number((await s.db('geofences').count({ n: '*' }).first())!.n);
+  const before = await geofences();
+  // Free-form JSON fields were cloned and serialised recursively: thousands of levels overflowed the stack (500).
+  const deep = `{"name":"deep","latitude":1,"longitude":1,"radius_km":1,"metadata":{"a":${nested(2000)}}}`;
+  const r = await s.request('POST', '/v1/geofences', { token: admin.token, rawBody: deep });
+  t.is(r.status, 400, r.text);
+  t.is(r.body.error, 'BadRequest');
+  t.regex(r.body.message, /^metadata\.a\.0\.0: nested deeper than 64 levels/);
+  // The same through koa-body (a +json media type is not the fast path's plain application/json).
+  const viaKoaBody = await s.request('PUT', '/v1/settings/deep', {
+    token: admin.token,
+    rawBody: `{"value":${nested(5000)}}`,
+    headers: { 'content-type': 'application/vnd.api+json' },
+  });
+  t.is(viaKoaBody.status, 400, viaKoaBody.text);
+  t.regex(viaKoaBody.body.message, /^value\.0\.0\.0: nested deeper than 64 levels/);
+  t.is(await geofences(), before);
+  // Within the limit the same field is stored as sent.
+  const ok = `{"name":"fine","latitude":1,"longitude":1,"radius_km":1,"metadata":{"a":${nested(60)}}}`;
+  const created = await s.request('POST', '/v1/geofences', { token: admin.token, rawBody: ok });
+  t.is(created.status, 201, created.text);
+  t.is(JSON.stringify(created.body.data.metadata), `{"a":${nested(60)}}`);
+});
+
+test('a body of a type the parsers do not read is a 415 naming the type, not a missing-field 400', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const body = '{"name":"typed","latitude":1,"longitude":1,"radius_km":1}';
+  // fetch sends a string body as text/plain unless told otherwise.
+  const text = await s.request('POST', '/v1/geofences', {
+    token: admin.token,
+    rawBody: body,
+    headers: { 'content-type': 'text/plain;charset=UTF-8' },
+  });
+  t.is(text.status, 415, text.text);
+  t.is(text.body.error, 'UnsupportedMediaType');
+  t.regex(
+    text.body.message,
+    /Content-Type 'text\/plain;charset=UTF-8' is not accepted: send the body as application\/json/,
+  );
+  const xml = await s.request('PATCH', '/v1/users/me', {
+    token: admin.token,
+    rawBody: '<user/>',
+    headers: { 'content-type': 'application/xml' },
+  });
+  t.is(xml.status, 415, xml.text);
+  // The same body as JSON (plain, and a +json type koa-body parses) is taken.
+  const json = await s.request('POST', '/v1/geofences', { token: admin.token, rawBody: body });
+  t.is(json.status, 201, json.text);
+  const vnd = await s.request('POST', '/v1/geofences', {
+    token: admin.token,
+    rawBody: body,
+    headers: { 'content-type': 'application/vnd.api+json' },
+  });
+  t.is(vnd.status, 201, vnd.text);
+  t.is(Number((await s.db('geofences').where('name', 'typed').count({ n: '*' }).first())!.n), 2);
+});
