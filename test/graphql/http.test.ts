@@ -28,6 +28,32 @@ test('GET runs queries, refuses mutations; a batch (array of operations) is refu
   });
   t.is(get.status, 200, get.text);
   t.is(get.body.data.me.userId, user.id);
+  // The answer's type follows the Accept header, as graphql-http negotiates it.
+  t.is(get.headers.get('content-type'), 'application/graphql-response+json; charset=utf-8');
+  for (const accept of [undefined, 'application/json', '*/*', 'text/html, application/json;q=0.9']) {
+    const r = await s.request('POST', '/v1/gql', {
+      token: user.token,
+      body: { query: '{ me { userId } }' },
+      headers: accept ? { accept } : {},
+    });
+    t.is(r.headers.get('content-type'), 'application/json; charset=utf-8', accept);
+    t.is(r.text, JSON.stringify({ data: { me: { userId: user.id } } }));
+  }
+  const refused = await s.request('POST', '/v1/gql', { body: { query: '{ me { userId } }' } });
+  t.is(
+    refused.text,
+    JSON.stringify({
+      errors: [
+        {
+          message: 'authentication required',
+          locations: [{ line: 1, column: 3 }],
+          path: ['me'],
+          extensions: { code: 'UNAUTHENTICATED', status: 401 },
+        },
+      ],
+      data: null,
+    }),
+  );
   const mutation = await s.request(
     'GET',
     `/v1/gql?query=${encodeURIComponent('mutation { mintWsTicket { ticket } }')}`,
