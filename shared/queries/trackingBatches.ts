@@ -51,8 +51,10 @@ export async function historyOfTrips(db: Knex, tripIds: readonly string[]): Prom
 
 /**
  * Up to `first + 1` points of each trip in track order (timestamp, insertion, id), after the point
- * `afterPointId` of that order when given: one statement for every trip (a window per trip). The
- * extra point tells the caller whether there is a next page.
+ * `afterPointId` of that order when given: one statement for every trip, each trip's points read
+ * from the track index (gps_points_trip_track) and cut at the limit there, so a page costs
+ * `first + 1` points per trip however long the trips are (a window over each trip's whole track
+ * read every point of it). The extra point tells the caller whether there is a next page.
  */
 export async function pointsOfTrips(
   db: Knex,
@@ -60,15 +62,16 @@ export async function pointsOfTrips(
   first: number,
   afterPointId: string | null,
 ): Promise<Map<string, GpsPointRow[]>> {
-  const cols = GPS_POINT_COLUMNS.map((c) => `"${c}"`).join(', ');
+  const cols = GPS_POINT_COLUMNS.map((c) => `g."${c}"`).join(', ');
   const after = afterPointId
-    ? `AND ("timestamp", created_at, id) > (SELECT "timestamp", created_at, id FROM gps_points WHERE id = :after)`
+    ? `AND (g."timestamp", g.created_at, g.id) > (SELECT "timestamp", created_at, id FROM gps_points WHERE id = :after)`
     : '';
   const { rows } = await db.raw<{ rows: GpsPointRow[] }>(
-    `SELECT ${cols} FROM (
-       SELECT ${cols}, row_number() OVER (PARTITION BY trip_id ORDER BY "timestamp", created_at, id) AS rn
-         FROM gps_points WHERE trip_id = ANY(:ids) ${after}) p
-      WHERE rn <= :limit ORDER BY trip_id, rn`,
+    `SELECT p.* FROM unnest(:ids::uuid[]) AS t(id)
+     CROSS JOIN LATERAL (
+       SELECT ${cols} FROM gps_points g WHERE g.trip_id = t.id ${after}
+        ORDER BY g."timestamp", g.created_at, g.id LIMIT :limit) p
+     ORDER BY p.trip_id, p."timestamp", p.created_at, p.id`,
     { ids: tripIds as string[], limit: first + 1, ...(afterPointId ? { after: afterPointId } : {}) },
   );
   return groupBy(rows, (r) => r.trip_id!);
