@@ -454,7 +454,13 @@ function gpsPoint(i: number, now: number) {
   };
 }
 
-/** The main writes, with bodies made from the fixtures (the issue names them). */
+/** The GraphQL read of the POST /v1/gql case (docs/graphql.md's example, at a page of 100). */
+const GQL_TRIPS_PAGE = `{ trips(limit: 100) { pagination { total totalPages } data {
+  id name status weightKg createdAt
+  gpsPoints(first: 20) { nodes { latitude longitude timestamp } pageInfo { hasNextPage endCursor } }
+  history { oldStatus newStatus changedAt } } } }`;
+
+/** The main writes, with bodies made from the fixtures (the issue names them), and a GraphQL read. */
 function writeCases(
   f: Fixtures,
   systemKey: string,
@@ -590,6 +596,24 @@ function writeCases(
       }),
     },
     {
+      // Not a write: GraphQL's reads are POSTs. A page of trips with nested lists is the kind of
+      // operation GraphQL exists for, and the one a GET of the route table cannot show.
+      method: 'POST',
+      path: '/v1/gql',
+      detail: 'read (GraphQL): a page of 100 trips, each with its first 20 points and its status history',
+      credential: 'session (super admin)',
+      spec: () => ({
+        requests: [
+          {
+            method: 'POST',
+            path: '/v1/gql',
+            headers: session,
+            body: JSON.stringify({ query: GQL_TRIPS_PAGE }),
+          },
+        ],
+      }),
+    },
+    {
       method: 'POST',
       path: '/v1/devices',
       detail: 'write, new device',
@@ -652,6 +676,9 @@ async function probeWrite(base: string, c: Case): Promise<void> {
     const text = await res.text();
     if (res.status < 200 || res.status >= 300)
       c.probeFailure = `${req.method} ${req.path.slice(0, 60)}: ${res.status} ${text.slice(0, 160).replace(/\s+/g, ' ')}`;
+    // GraphQL answers a failed field with 200 and `errors`.
+    else if (req.path === '/v1/gql' && (JSON.parse(text) as { errors?: unknown }).errors)
+      c.probeFailure = `POST /v1/gql answered errors: ${text.slice(0, 160)}`;
   } catch (err) {
     c.probeFailure = String((err as Error).message ?? err);
   }
