@@ -261,13 +261,14 @@ export function graphqlRoutes(
     schema,
     formatError,
     context: contextOf,
-    // A repeated operation skips parsing and validation (operationCache); one that is not cached
-    // (too long, or not parseable) takes graphql-http's own path with the same rules.
+    // A repeated operation skips parsing and validation (operationCache), and a document over the
+    // limits of ./documentBudget is refused before either; one that does not parse takes
+    // graphql-http's own path, which reports the syntax error.
     onSubscribe: (req, params) => {
       if (typeof params.query !== 'string') return undefined;
       const op = operations.get(params.query, params.variables, params.operationName);
       if (!op) return undefined;
-      if (op.errors.length) return op.errors;
+      if (op.errors.length || !op.document) return op.errors;
       return {
         schema,
         document: op.document,

@@ -1,8 +1,6 @@
 import { DocumentNode, GraphQLError, GraphQLSchema, parse, validate, ValidationRule } from 'graphql';
 import { LRUCache } from 'lru-cache';
-
-/** Longest query text (characters) whose parse and validation are kept; longer ones are done each time. */
-const MAX_CACHED_QUERY = 16 * 1024;
+import { documentRefusal, textRefusal } from './documentBudget';
 
 /** What the validation of one operation found: nothing (valid) or its errors. */
 type Validation = readonly GraphQLError[];
@@ -10,14 +8,15 @@ type Validation = readonly GraphQLError[];
 export interface OperationCache {
   /**
    * The parsed document of `query` and its validation errors for these variables and operation
-   * name, computed once and reused while the entry lives; undefined for a query not to be cached
-   * (too long) or one that does not parse (the caller's normal path reports the syntax error).
+   * name, computed once and reused while the entry lives; only the error when the document is over
+   * the limits of ./documentBudget (checked before parsing and before validating); undefined for
+   * one that does not parse (the caller's normal path reports the syntax error).
    */
   get(
     query: string,
     variables: Readonly<Record<string, unknown>> | null | undefined,
     operationName: string | null | undefined,
-  ): { document: DocumentNode; errors: Validation } | undefined;
+  ): { document: DocumentNode; errors: Validation } | { document?: undefined; errors: Validation } | undefined;
 }
 
 /**
@@ -33,7 +32,7 @@ export function operationCache(
   schema: GraphQLSchema,
   rules: (variables: Record<string, unknown>, operationName: string | undefined) => readonly ValidationRule[],
 ): OperationCache {
-  const documents = new LRUCache<string, DocumentNode>({
+  const documents = new LRUCache<string, { document: DocumentNode; refusal?: GraphQLError }>({
     max: 1000,
     maxSize: 8 * 1024 * 1024,
     sizeCalculation: (_d, key) => key.length * 4 + 64,
@@ -45,16 +44,21 @@ export function operationCache(
   });
   return {
     get(query, variables, operationName) {
-      if (query.length > MAX_CACHED_QUERY) return undefined;
-      let document = documents.get(query);
-      if (!document) {
+      let parsed = documents.get(query);
+      if (!parsed) {
+        const tooLarge = textRefusal(query);
+        if (tooLarge) return { errors: [tooLarge] };
+        let document: DocumentNode;
         try {
           document = parse(query);
         } catch {
           return undefined;
         }
-        documents.set(query, document);
+        parsed = { document, refusal: documentRefusal(document) };
+        documents.set(query, parsed);
       }
+      if (parsed.refusal) return { errors: [parsed.refusal] };
+      const document = parsed.document;
       const vars = variables ?? {};
       const key = `${operationName ?? ''}\u0000${JSON.stringify(vars)}\u0000${query}`;
       let errors = validations.get(key);

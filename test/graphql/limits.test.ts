@@ -108,6 +108,58 @@ test('a query deeper than the limit is refused with a GraphQL error, before runn
   t.is(plain.body.errors[0].extensions.code, 'QUERY_TOO_DEEP');
 });
 
+test('documents over the size limits are refused before validation, quickly, whoever sends them', async (t) => {
+  const s = stack();
+  const ask = (body: unknown) =>
+    s.request('POST', '/v1/gql', { body, headers: { accept: 'application/graphql-response+json' } });
+  // Each fragment spreads the one before twice: 2^23 fields once expanded, from 900 bytes. The depth and
+  // cost rules expanded it anew at every spread: 11 s of the event loop at 23 levels, minutes at 200.
+  for (const levels of [23, 200]) {
+    let fragments = 'fragment G0 on Query { __typename }\n';
+    for (let i = 1; i < levels; i++) fragments += `fragment G${i} on Query { ...G${i - 1} ...G${i - 1} }\n`;
+    const started = Date.now();
+    const r = await ask({ query: `{ ...G${levels - 1} }\n${fragments}` });
+    t.true(Date.now() - started < 1000, `${levels} levels took ${Date.now() - started} ms`);
+    t.is(r.status, 400, r.text);
+    t.is(r.body.errors[0].extensions.code, 'QUERY_TOO_LARGE');
+    t.regex(r.body.errors[0].message, /^query: selects more than 2000 fields with its fragments expanded/);
+  }
+  const refusals: Array<[string, unknown, RegExp]> = [
+    // Repeated directives made validation quadratic.
+    ['directives', { query: `{ platforms ${'@include(if: true) '.repeat(800)}{ slug } }` }, /more than 100 directives/],
+    // A flat text of 2.2 MB overflowed the stack (a text/plain 500).
+    ['length', { query: `{ ${'__typename '.repeat(200_000)}}` }, /longer than 16384 characters/],
+    // Thousands of levels overflowed the parser's recursion.
+    [
+      'nesting',
+      { query: `{ tripCategories ${'{ children '.repeat(1000)}{ id }${' }'.repeat(1000)} }` },
+      /nested deeper than 64 levels/,
+    ],
+    [
+      'nesting',
+      { query: `{ tripCategories ${'{ children '.repeat(70)}{ id }${' }'.repeat(70)} }` },
+      /nested deeper than 64 levels/,
+    ],
+  ];
+  for (const [what, body, message] of refusals) {
+    const r = await ask(body);
+    t.is(r.status, 400, `${what}: ${r.text.slice(0, 200)}`);
+    t.is(r.body.errors[0].extensions.code, 'QUERY_TOO_LARGE', what);
+    t.is(r.body.errors[0].extensions.status, 400, what);
+    t.regex(r.body.errors[0].message, message, what);
+  }
+  // Braces in strings and comments are text, not nesting.
+  const text = await ask({ query: `# {{{{ ${'['.repeat(100)}\n{ platforms { slug } }`, operationName: null });
+  t.is(text.status, 200, text.text);
+  t.true(text.body.data.platforms.length > 0);
+  // Variables nested past the body limit are a 400 naming them, in GraphQL's format (a 500 before).
+  const deepVariables = `{"query":"{ platforms { slug } }","variables":{"a":${'['.repeat(10_000)}${']'.repeat(10_000)}}}`;
+  const v = await s.request('POST', '/v1/gql', { rawBody: deepVariables });
+  t.is(v.status, 400, v.text);
+  t.regex(v.body.errors[0].message, /^variables\.a\.0\.0: nested deeper than 64 levels/);
+  t.is(v.body.errors[0].extensions.code, 'BAD_USER_INPUT');
+});
+
 test('an expensive query is refused by its cost, with a GraphQL error', async (t) => {
   const s = stack();
   const { token } = await admin();

@@ -45,12 +45,15 @@ test('a repeated operation is parsed and validated once; other variables are val
   t.is(runs(), 3);
 });
 
-test('validation errors of the schema come back on every call; unparseable and huge texts are not cached', (t) => {
+test('validation errors of the schema come back on every call; unparseable texts are not cached; huge ones refused', (t) => {
   const { rules } = countingRules();
   const cache = operationCache(schema, rules);
   const unknownField = cache.get('{ nope }', undefined, undefined)!;
   t.regex(unknownField.errors[0].message, /Cannot query field "nope"/);
   t.regex(cache.get('{ nope }', null, null)!.errors[0].message, /Cannot query field "nope"/);
   t.is(cache.get('{ hello', undefined, undefined), undefined);
-  t.is(cache.get(`{ hello ${' '.repeat(20_000)}}`, undefined, undefined), undefined);
+  // Over the length limit: refused before parsing, and neither parsed nor validated.
+  const huge = cache.get(`{ hello ${' '.repeat(20_000)}}`, undefined, undefined)!;
+  t.is(huge.document, undefined);
+  t.is(huge.errors[0].extensions.code, 'QUERY_TOO_LARGE');
 });
