@@ -444,6 +444,15 @@ function wsRequestPermission(r: SubjectTypes['wsRequest']): string | null {
   }
 }
 
+/** Finding a user by an identifier: the system key and holders of users:read find anyone; others only themselves. */
+const lookupOf =
+  (refusal: string): Rule<'userLookup'> =>
+  (p, u) =>
+    p.kind === 'system' ||
+    p.permissions.has('users:read') ||
+    (u.userId !== null && u.userId === actingUserId(p) && grantAllowsSelf(p, 'users:read')) ||
+    forbidden(refusal);
+
 /** Integrations are their owner's alone: anyone else is told there is no such integration. */
 const ownIntegration: Rule<'integration'> = (p, i) => isOwner(p, i.userId) || notFound('integration');
 
@@ -508,12 +517,13 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
     },
   },
   userLookup: {
-    /** The system key and holders of users:read find anyone; others only themselves. */
-    read: (p, u) =>
-      p.kind === 'system' ||
-      p.permissions.has('users:read') ||
-      (u.userId !== null && u.userId === actingUserId(p) && grantAllowsSelf(p, 'users:read')) ||
-      forbidden('you may only look up your own email address'),
+    /** By email: the system key and holders of users:read find anyone; others only themselves. */
+    read: lookupOf('you may only look up your own email address'),
+    /**
+     * By platform account (GraphQL findUserByPlatform), the same rule. `userId` is whose account it
+     * is: another user's and an unlinked one are refused alike, so a refusal tells nothing.
+     */
+    readAccount: lookupOf('you may only look up your own platform accounts'),
   },
   accountToken: {
     /** Someone else's token is reported like an unknown one (the system key relays link clicks). */

@@ -2,7 +2,7 @@ import { Arg, Ctx, Field, InputType, Mutation, ObjectType, Query, Resolver } fro
 import { oauthSignin, oauthSigninSchema } from '../../shared/commands/oauthSignin';
 import { validationError } from '../../shared/errors';
 import { Platform } from '../../shared/models/Platform';
-import { authorize, requireSystem, subjects } from '../../shared/policies';
+import { authorize, requireAuthenticated, requireSystem, subjects } from '../../shared/policies';
 import { coalesced } from '../../shared/rowLoader';
 import {
   GqlFlatUserShape,
@@ -103,14 +103,14 @@ const allPlatforms = coalesced<GqlPlatform[]>();
 /** Accounts in GraphQL: platforms, the oauthSignin twin of POST /v1/users/oauth, findUserByPlatform. */
 @Resolver()
 export class AccountsResolver {
-  @Query(() => [GqlPlatform], { description: 'Sign-in platforms (no authentication needed)' })
+  @Query(() => [GqlPlatform], { nullable: true, description: 'Sign-in platforms (no authentication needed)' })
   async platforms(@Ctx() ctx: GqlContext): Promise<GqlPlatform[]> {
     const db = ctx.services.db;
     return allPlatforms(db, '*', async () => (await Platform.query(db).orderBy('name')).map(presentGqlPlatform));
   }
 
   /** System key only, like POST /v1/users/oauth. */
-  @Mutation(() => GqlFlatUser)
+  @Mutation(() => GqlFlatUser, { nullable: true })
   async oauthSignin(
     @Arg('input', () => OauthSigninInput) input: OauthSigninInput,
     @Ctx() ctx: GqlContext,
@@ -130,15 +130,19 @@ export class AccountsResolver {
     return { ...presentGqlFlatUser(user), twoFactorSetupRequired };
   }
 
-  /** The id of the user a platform account belongs to (system key or users:read), null when unlinked. */
+  /**
+   * The id of the user a platform account belongs to, null when unlinked: for the system key and
+   * users:read, anyone's; for anyone else, their own account only.
+   */
   @Query(() => String, { nullable: true })
   async findUserByPlatform(
     @Arg('platformSlug', () => String) platformSlug: string,
     @Arg('platformUserId', () => String) platformUserId: string,
     @Ctx() ctx: GqlContext,
   ): Promise<string | null> {
-    // Decided before the lookup: whose account it is must not leak to a caller who may not look.
-    authorize(ctx.principal, 'read', subjects.userLookup(null));
+    // Only an authenticated caller looks at all; whose account it is then decides (a refusal of
+    // another user's account and of an unlinked one read the same, so nothing leaks).
+    requireAuthenticated(ctx.principal);
     const row = await ctx.services
       .db('platform_accounts as pa')
       .join('platforms as p', 'p.id', 'pa.platform_id')
@@ -146,6 +150,7 @@ export class AccountsResolver {
       .where({ 'p.slug': platformSlug, 'pa.platform_user_id': platformUserId })
       .whereNull('u.deleted_at')
       .first('pa.user_id');
+    authorize(ctx.principal, 'readAccount', subjects.userLookup(row?.user_id ?? null));
     return row?.user_id ?? null;
   }
 }

@@ -86,7 +86,10 @@ export class AuditResolver {
     );
   }
 
-  @Mutation(() => AuditEventGql, { description: 'Record an audit event (system key, audit:write, or an internal app)' })
+  @Mutation(() => AuditEventGql, {
+    nullable: true,
+    description: 'Record an audit event (system key, audit:write, or an internal app)',
+  })
   createAuditEvent(
     @Arg('input', () => AuditEventInput) input: AuditEventInput,
     @Ctx() ctx: GqlContext,
@@ -94,7 +97,7 @@ export class AuditResolver {
     return this.write(ctx, input);
   }
 
-  @Mutation(() => AuditEventGql, { description: 'Same as createAuditEvent' })
+  @Mutation(() => AuditEventGql, { nullable: true, description: 'Same as createAuditEvent' })
   logAuditEvent(
     @Arg('input', () => AuditEventInput) input: AuditEventInput,
     @Ctx() ctx: GqlContext,

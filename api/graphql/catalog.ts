@@ -123,7 +123,11 @@ const byName = 'lower(name), name, id';
 /** Devices and geofences, each with the permission of its REST reads. */
 @Resolver()
 export class DeviceGeofenceResolver {
-  @Query(() => GqlDevicePage, { description: 'Devices by name. Needs devices:read.', complexity: listCost(20) })
+  @Query(() => GqlDevicePage, {
+    nullable: true,
+    description: 'Devices by name. Needs devices:read.',
+    complexity: listCost(20),
+  })
   devices(@Args(() => PageArgs) args: PageArgs, @Ctx() ctx: GqlContext): Promise<GqlDevicePage> {
     authorizePermission(ctx.principal, 'devices:read');
     return pageOf(Device.query(ctx.services.db).orderByRaw(byName), args, (d) => camelKeys(presentDevice(d)));
@@ -135,7 +139,11 @@ export class DeviceGeofenceResolver {
     return camelKeys(presentDevice(await findOr404(Device, id, 'device')));
   }
 
-  @Query(() => GqlGeofencePage, { description: 'Geofences by name. Needs geofences:read.', complexity: listCost(20) })
+  @Query(() => GqlGeofencePage, {
+    nullable: true,
+    description: 'Geofences by name. Needs geofences:read.',
+    complexity: listCost(20),
+  })
   geofences(@Args(() => PageArgs) args: PageArgs, @Ctx() ctx: GqlContext): Promise<GqlGeofencePage> {
     authorizePermission(ctx.principal, 'geofences:read');
     return pageOf(Geofence.query(ctx.services.db).orderByRaw(byName), args, (g) => camelKeys(presentGeofence(g)));
@@ -151,7 +159,11 @@ export class DeviceGeofenceResolver {
 /** Locations with their contacts (batched per request). */
 @Resolver(() => GqlLocation)
 export class LocationResolver {
-  @Query(() => GqlLocationPage, { description: 'Locations by name. Needs locations:read.', complexity: listCost(20) })
+  @Query(() => GqlLocationPage, {
+    nullable: true,
+    description: 'Locations by name. Needs locations:read.',
+    complexity: listCost(20),
+  })
   locations(@Args(() => PageArgs) args: PageArgs, @Ctx() ctx: GqlContext): Promise<GqlLocationPage> {
     authorizePermission(ctx.principal, 'locations:read');
     return pageOf(Location.query(ctx.services.db).orderByRaw(byName), args, (l) => camelKeys(presentLocation(l)));
@@ -202,6 +214,7 @@ async function buildCategoryTree(db: GqlContext['services']['db']): Promise<Cate
 @Resolver()
 export class TripCatalogResolver {
   @Query(() => [GqlTripCategory], {
+    nullable: true,
     description: 'The category tree: top-level categories with their children. Needs trip_categories:read.',
   })
   async tripCategories(@Ctx() ctx: GqlContext): Promise<GqlTripCategory[]> {
@@ -219,7 +232,7 @@ export class TripCatalogResolver {
     return (await categoryTree(ctx)).nodes.get(row.id)!;
   }
 
-  @Query(() => [GqlTripTemplate], { description: 'Trip templates by name. Needs trips:read.' })
+  @Query(() => [GqlTripTemplate], { nullable: true, description: 'Trip templates by name. Needs trips:read.' })
   async tripTemplates(@Ctx() ctx: GqlContext): Promise<GqlTripTemplate[]> {
     authorizePermission(ctx.principal, 'trips:read');
     const db = ctx.services.db;

@@ -20,6 +20,7 @@ export class GpsResolver {
    * DELETE /v1/gps/{id}, it needs gps:delete and never removes points that belong to a trip.
    */
   @Mutation(() => DeleteGpsDataResult, {
+    nullable: true,
     description:
       'Delete GPS points of a device and/or older than a time; at least one filter. Points on trips are kept. Needs gps:delete.',
   })

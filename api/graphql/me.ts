@@ -27,7 +27,7 @@ export class Me implements GqlMeShape {
 
 @Resolver()
 export class MeResolver {
-  @Query(() => Me)
+  @Query(() => Me, { nullable: true })
   async me(@Ctx() ctx: GqlContext): Promise<Me> {
     const p = ctx.principal;
     requireAuthenticated(p);

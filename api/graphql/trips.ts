@@ -96,7 +96,11 @@ const MAX_POINTS = 1000;
 /** Trips (needs trips:read, like GET /v1/trips): the list, one trip, and each trip's points and history. */
 @Resolver(() => GqlTrip)
 export class TripResolver {
-  @Query(() => GqlTripPage, { description: 'Trips, newest first. Needs trips:read.', complexity: listCost(20) })
+  @Query(() => GqlTripPage, {
+    nullable: true,
+    description: 'Trips, newest first. Needs trips:read.',
+    complexity: listCost(20),
+  })
   async trips(
     @Args(() => PageArgs) args: PageArgs,
     @Ctx() ctx: GqlContext,
@@ -126,6 +130,8 @@ export class TripResolver {
   }
 
   @FieldResolver(() => GqlGpsPointConnection, {
+    // Nullable: a refused page (a bad \`first\`) is null with its error, the trip still answers.
+    nullable: true,
     description: `Points in track order: \`first\` (1 to ${MAX_POINTS}, default 100) after the cursor \`after\``,
     complexity: listCost(100),
   })

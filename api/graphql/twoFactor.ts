@@ -114,7 +114,7 @@ const meta = (ctx: GqlContext) => ({ ...gqlAttribution(ctx), acceptLanguage: ctx
 
 @Resolver()
 export class TwoFactorResolver {
-  @Query(() => GqlTwoFactorStatus)
+  @Query(() => GqlTwoFactorStatus, { nullable: true })
   async twoFactorStatus(
     @Arg('userId', () => String, { nullable: true }) userId: string | null,
     @Ctx() ctx: GqlContext,
@@ -131,7 +131,7 @@ export class TwoFactorResolver {
     };
   }
 
-  @Query(() => GqlTwoFactorRequirement)
+  @Query(() => GqlTwoFactorRequirement, { nullable: true })
   async userRequiresTwoFactor(
     @Arg('userId', () => String, { nullable: true }) userId: string | null,
     @Ctx() ctx: GqlContext,
@@ -143,7 +143,7 @@ export class TwoFactorResolver {
     return { required: r.required, requiredByRoles: r.required_by_roles, enabled: r.enabled, canEnable: r.can_enable };
   }
 
-  @Mutation(() => GqlTwoFactorSetup)
+  @Mutation(() => GqlTwoFactorSetup, { nullable: true })
   async setupTwoFactor(
     @Arg('input', () => SetupTwoFactorInput, { nullable: true }) input: SetupTwoFactorInput | null,
     @Ctx() ctx: GqlContext,
@@ -160,7 +160,7 @@ export class TwoFactorResolver {
     };
   }
 
-  @Mutation(() => GqlBackupCodes)
+  @Mutation(() => GqlBackupCodes, { nullable: true })
   async verifyTwoFactor(
     @Arg('input', () => TwoFactorCodeInput) input: TwoFactorCodeInput,
     @Ctx() ctx: GqlContext,
@@ -171,7 +171,7 @@ export class TwoFactorResolver {
     return { backupCodes: r.backup_codes, message: r.message, platformSlug: r.platform_slug };
   }
 
-  @Mutation(() => Boolean, { description: 'true once 2FA is off' })
+  @Mutation(() => Boolean, { nullable: true, description: 'true once 2FA is off' })
   async disableTwoFactor(
     @Arg('input', () => TwoFactorCodeInput) input: TwoFactorCodeInput,
     @Ctx() ctx: GqlContext,
@@ -181,7 +181,7 @@ export class TwoFactorResolver {
     return (await disableTwoFactor(ctx.services, target, i.code, meta(ctx))).success;
   }
 
-  @Mutation(() => GqlBackupCodes)
+  @Mutation(() => GqlBackupCodes, { nullable: true })
   async regenerateBackupCodes(
     @Arg('input', () => TwoFactorCodeInput) input: TwoFactorCodeInput,
     @Ctx() ctx: GqlContext,

@@ -52,7 +52,11 @@ export class UserResolver {
     return camelKeys(presentUser(await findOr404(User, id, 'user')));
   }
 
-  @Query(() => GqlUserPage, { description: 'Users, oldest first. Needs users:read.', complexity: listCost(20) })
+  @Query(() => GqlUserPage, {
+    nullable: true,
+    description: 'Users, oldest first. Needs users:read.',
+    complexity: listCost(20),
+  })
   users(
     @Args(() => PageArgs) args: PageArgs,
     @Ctx() ctx: GqlContext,
@@ -64,7 +68,7 @@ export class UserResolver {
     return pageOf(q, args, (u) => camelKeys(presentUser(u)));
   }
 
-  @Query(() => [GqlRole], { description: 'Every role by name. Needs roles:read.' })
+  @Query(() => [GqlRole], { nullable: true, description: 'Every role by name. Needs roles:read.' })
   async roles(@Ctx() ctx: GqlContext): Promise<GqlRole[]> {
     authorizePermission(ctx.principal, 'roles:read');
     const db = ctx.services.db;

@@ -17,7 +17,7 @@ export class WsTicket {
 @Resolver()
 export class WsTicketResolver {
   /** GraphQL twin of POST /v1/ws/ticket: user credentials only (API keys get Forbidden). */
-  @Mutation(() => WsTicket)
+  @Mutation(() => WsTicket, { nullable: true })
   async mintWsTicket(@Ctx() ctx: GqlContext): Promise<WsTicket> {
     return mintWsTicket(ctx.services.redis, ctx.services.config, ctx.principal);
   }

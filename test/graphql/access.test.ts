@@ -239,11 +239,37 @@ test('oauthSignin: the system key only', async (t) => {
   t.is(r.body.data.oauthSignin.platform, 'github');
 });
 
+test('a refused root field is null with its error; the other fields of the request still answer', async (t) => {
+  const { user } = await callers();
+  const anonymous = await stack().request('POST', '/v1/gql', {
+    body: { query: '{ platforms { slug } me { userId } }' },
+  });
+  t.true(anonymous.body.data.platforms.length > 0, anonymous.text);
+  t.is(anonymous.body.data.me, null);
+  t.is(anonymous.body.errors[0].extensions.code, 'UNAUTHENTICATED');
+  t.deepEqual(anonymous.body.errors[0].path, ['me']);
+  const narrow = await stack().request('POST', '/v1/gql', {
+    token: user.token,
+    body: { query: '{ me { userId } roles { id } trips { data { id } } }' },
+  });
+  t.is(narrow.body.data.me.userId, user.id, narrow.text);
+  t.is(narrow.body.data.roles, null);
+  t.is(narrow.body.data.trips, null);
+  t.deepEqual(narrow.body.errors.map((e: { path: string[] }) => e.path[0]).sort(), ['roles', 'trips']);
+});
+
 test('findUserByPlatform: system key and users:read find anyone, a user only themselves', async (t) => {
   const { admin, user, other } = await callers();
   const Q = 'query($e: String!) { findUserByPlatform(platformSlug: "email", platformUserId: $e) }';
   t.is(await outcome(undefined, Q, { e: other.email }), 'UNAUTHENTICATED');
   t.is(await outcome(user.token, Q, { e: other.email }), 'FORBIDDEN');
+  // A user finds their own account; an unlinked one is refused like another user's (nothing leaks).
+  const own = await stack().request('POST', '/v1/gql', {
+    token: user.token,
+    body: { query: Q, variables: { e: user.email } },
+  });
+  t.is(own.body.data?.findUserByPlatform, user.id, own.text);
+  t.is(await outcome(user.token, Q, { e: 'nobody@example.test' }), 'FORBIDDEN');
   for (const token of [admin.token, stack().systemKey]) {
     const r = await stack().request('POST', '/v1/gql', { token, body: { query: Q, variables: { e: other.email } } });
     t.is(r.body.data.findUserByPlatform, other.id);

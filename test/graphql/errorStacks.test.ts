@@ -29,7 +29,7 @@ test.serial('a refused GraphQL field answers with its location and path, and no 
   const { result: r, formatted } = await formattedStacks(() => s.request('GET', `/v1/gql?query=${query}`));
   t.is(r.status, 200);
   t.deepEqual(r.body, {
-    data: null,
+    data: { me: null },
     errors: [
       {
         message: 'authentication required',

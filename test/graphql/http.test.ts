@@ -51,7 +51,7 @@ test('GET runs queries, refuses mutations; a batch (array of operations) is refu
           extensions: { code: 'UNAUTHENTICATED', status: 401 },
         },
       ],
-      data: null,
+      data: { me: null },
     }),
   );
   const mutation = await s.request(

@@ -60,7 +60,7 @@ test('deleteGpsData deletes a device’s points (optionally before a time), keep
     token: s.systemKey,
     body: { query: MUTATION, variables: { deviceId: 'keep' } },
   });
-  t.is(sys.body.data, null);
+  t.deepEqual(sys.body.data, { deleteGpsData: null });
   t.is(sys.body.errors[0].extensions.status, 403);
   t.is((await s.request('GET', '/v1/gps/current?device_id=keep', { token: developer.token })).status, 200);
 });
