@@ -13,7 +13,7 @@ import {
 import { integrationsOf } from '../../shared/queries/integrations';
 import { findOr404 } from '../../shared/rowLoader';
 import { z, zUuid } from '../../shared/zod';
-import { listSchema, resource, resourceSchema } from '../responses';
+import { resource, resourceSchema } from '../responses';
 import { AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 import { platformOr404, slugParam } from './integrationConnect';
@@ -49,7 +49,10 @@ export function integrationRoutes(router: ApiRouter): void {
       auth: READ,
       params: slugParam,
       responses: {
-        200: { description: 'Bare list', schema: listSchema(integrationSchema) },
+        200: {
+          description: 'Bare array (spec §4.25: same format as GET /v1/integrations)',
+          schema: z.array(integrationSchema),
+        },
         404: { description: 'No such platform' },
       },
     },
@@ -57,7 +60,7 @@ export function integrationRoutes(router: ApiRouter): void {
       const userId = authorizeSelf(ctx.state.principal);
       const platform = platformOr404(params.slug);
       const rows = await integrationsOf(ctx.services.db).load(userId);
-      ctx.body = resource(ctx, rows.filter((r) => r.platform_slug === platform.slug).map(present));
+      ctx.body = rows.filter((r) => r.platform_slug === platform.slug).map(present);
     },
   );
 
@@ -69,12 +72,12 @@ export function integrationRoutes(router: ApiRouter): void {
       summary: "The caller's integrations",
       tags: TAG,
       auth: READ,
-      responses: { 200: { description: 'Bare list, oldest first', schema: listSchema(integrationSchema) } },
+      responses: { 200: { description: 'Bare array, oldest first (spec §4.25)', schema: z.array(integrationSchema) } },
     },
     async (ctx) => {
       const userId = authorizeSelf(ctx.state.principal);
       const rows = await integrationsOf(ctx.services.db).load(userId);
-      ctx.body = resource(ctx, rows.map(present));
+      ctx.body = rows.map(present);
     },
   );
 

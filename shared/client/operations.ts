@@ -2783,47 +2783,41 @@ export interface Operations {
     params: { slug: string };
     query: Record<string, never>;
     body: undefined;
-    response: {
-      data: Array<{
-        id: string;
-        user_id: string;
-        platform_slug: string;
-        platform_name: string;
-        platform_user_id: string;
-        username: string;
-        display_name: string | null;
-        profile_image_url: string | null;
-        scopes: Array<string>;
-        is_active: boolean;
-        bot_status: "active" | "paused" | "disabled";
-        connected_at: string;
-        last_refreshed_at: string | null;
-      }>;
-      _links: Schemas["SelfLinks"];
-    };
+    response: Array<{
+      id: string;
+      user_id: string;
+      platform_slug: string;
+      platform_name: string;
+      platform_user_id: string;
+      username: string;
+      display_name: string | null;
+      profile_image_url: string | null;
+      scopes: Array<string>;
+      is_active: boolean;
+      bot_status: "active" | "paused" | "disabled";
+      connected_at: string;
+      last_refreshed_at: string | null;
+    }>;
   };
   get_v1_integrations: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
-    response: {
-      data: Array<{
-        id: string;
-        user_id: string;
-        platform_slug: string;
-        platform_name: string;
-        platform_user_id: string;
-        username: string;
-        display_name: string | null;
-        profile_image_url: string | null;
-        scopes: Array<string>;
-        is_active: boolean;
-        bot_status: "active" | "paused" | "disabled";
-        connected_at: string;
-        last_refreshed_at: string | null;
-      }>;
-      _links: Schemas["SelfLinks"];
-    };
+    response: Array<{
+      id: string;
+      user_id: string;
+      platform_slug: string;
+      platform_name: string;
+      platform_user_id: string;
+      username: string;
+      display_name: string | null;
+      profile_image_url: string | null;
+      scopes: Array<string>;
+      is_active: boolean;
+      bot_status: "active" | "paused" | "disabled";
+      connected_at: string;
+      last_refreshed_at: string | null;
+    }>;
   };
   get_v1_integrations_id: {
     params: { id: string };

@@ -157,13 +157,16 @@ test.serial('connect → consent → callback creates the integration; tokens se
   t.is(audit?.resource_type, 'integration');
 
   const list = await call('GET', '/v1/integrations', { token: u.token });
+  // Bare arrays (spec §4.25), no {data, _links} wrapper.
+  t.true(Array.isArray(list.body), list.text);
   t.deepEqual(
-    list.body.data.map((i: any) => i.id),
+    list.body.map((i: any) => i.id),
     [id],
   );
   const per = await call('GET', '/v1/integrations/platform/stream', { token: u.token });
+  t.true(Array.isArray(per.body), per.text);
   t.deepEqual(
-    per.body.data.map((i: any) => i.id),
+    per.body.map((i: any) => i.id),
     [id],
   );
   t.is((await call('GET', '/v1/integrations/platform/nope', { token: u.token })).status, 404);
@@ -332,13 +335,13 @@ test.serial("another user's integration is a 404 on every route; narrowed creden
     (await call('PATCH', `/v1/integrations/${id}/stream-status`, { ...tok, body: { bot_status: 'paused' } })).status,
     404,
   );
-  t.deepEqual((await call('GET', '/v1/integrations', tok)).body.data, []);
+  t.deepEqual((await call('GET', '/v1/integrations', tok)).body, []);
   t.is((await call('GET', `/v1/integrations/${id}`, { token: owner.token })).status, 200);
 
   const gpsKey = await createKey({ userId: owner.id, scopes: ['gps:write'] });
   t.is((await call('GET', '/v1/integrations', { token: gpsKey.key })).status, 403);
   const readKey = await createKey({ userId: owner.id, scopes: ['integrations:read'] });
-  t.is((await call('GET', '/v1/integrations', { token: readKey.key })).body.data.length, 1);
+  t.is((await call('GET', '/v1/integrations', { token: readKey.key })).body.length, 1);
   t.is((await call('DELETE', `/v1/integrations/${id}`, { token: readKey.key })).status, 403);
 });
 

@@ -16,7 +16,7 @@ test('the unconfigured stream platform is listed with enabled false', async (t) 
   const scopes = await s.request('GET', '/v1/integrations/platform/stream/scopes', { token: u.token });
   t.is(scopes.status, 200);
   t.true(scopes.body.scopes.some((x: { required: boolean }) => x.required));
-  t.deepEqual((await s.request('GET', '/v1/integrations', { token: u.token })).body.data, []);
+  t.deepEqual((await s.request('GET', '/v1/integrations', { token: u.token })).body, []);
 });
 
 test('connect answers 503 naming what to configure, and stores no state', async (t) => {
