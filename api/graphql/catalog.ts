@@ -18,7 +18,7 @@ import { presentTripCategory, tripCategorySchema } from '../../shared/presenters
 import { presentTripTemplate, tripTemplateSchema } from '../../shared/presenters/tripTemplate';
 import { coalesced, findOr404 } from '../../shared/rowLoader';
 import type { z } from '../../shared/zod';
-import type { GqlContext } from './context';
+import { GqlContext, idArg } from './context';
 import { JSONScalar, listCost, PageArgs, pageOf, PageOf } from './pagination';
 
 type Shape<S extends z.ZodTypeAny> = CamelKeys<z.infer<S>>;
@@ -136,7 +136,7 @@ export class DeviceGeofenceResolver {
   @Query(() => GqlDevice, { nullable: true, description: 'Needs devices:read.' })
   async device(@Arg('id', () => String) id: string, @Ctx() ctx: GqlContext): Promise<GqlDevice> {
     authorizePermission(ctx.principal, 'devices:read');
-    return camelKeys(presentDevice(await findOr404(Device, id, 'device')));
+    return camelKeys(presentDevice(await findOr404(Device, idArg(id), 'device')));
   }
 
   @Query(() => GqlGeofencePage, {
@@ -152,7 +152,7 @@ export class DeviceGeofenceResolver {
   @Query(() => GqlGeofence, { nullable: true, description: 'Needs geofences:read.' })
   async geofence(@Arg('id', () => String) id: string, @Ctx() ctx: GqlContext): Promise<GqlGeofence> {
     authorizePermission(ctx.principal, 'geofences:read');
-    return camelKeys(presentGeofence(await findOr404(Geofence, id, 'geofence')));
+    return camelKeys(presentGeofence(await findOr404(Geofence, idArg(id), 'geofence')));
   }
 }
 
@@ -172,7 +172,7 @@ export class LocationResolver {
   @Query(() => GqlLocation, { nullable: true, description: 'Needs locations:read.' })
   async location(@Arg('id', () => String) id: string, @Ctx() ctx: GqlContext): Promise<GqlLocation> {
     authorizePermission(ctx.principal, 'locations:read');
-    return camelKeys(presentLocation(await findOr404(Location, id, 'location')));
+    return camelKeys(presentLocation(await findOr404(Location, idArg(id), 'location')));
   }
 
   @FieldResolver(() => [GqlLocationContact], { description: 'By name' })
@@ -228,7 +228,7 @@ export class TripCatalogResolver {
   })
   async tripCategory(@Arg('id', () => String) id: string, @Ctx() ctx: GqlContext): Promise<GqlTripCategory> {
     authorizePermission(ctx.principal, 'trip_categories:read');
-    const row = await findOr404(TripCategory, id, 'trip category');
+    const row = await findOr404(TripCategory, idArg(id), 'trip category');
     return (await categoryTree(ctx)).nodes.get(row.id)!;
   }
 

@@ -301,6 +301,16 @@ export function graphqlRoutes(
       loaders: createLoaders(ctx.services.db),
     };
     await handler(ctx as never, async () => undefined);
+    // graphql-http answers a mutation over GET itself, with no error code: given one like every other error.
+    if (ctx.status === 405)
+      ctx.body = {
+        errors: [
+          {
+            message: 'mutations are sent with POST, not GET',
+            extensions: { code: 'METHOD_NOT_ALLOWED', status: 405 },
+          },
+        ],
+      };
   };
   documentGraphqlRoutes(production);
   router.post('/v1/gql', gql);

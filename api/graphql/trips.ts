@@ -9,7 +9,7 @@ import { presentTrip, presentTripHistory, tripHistorySchema, tripSchema } from '
 import { tripStats } from '../../shared/queries/gpsPoints';
 import { findOr404 } from '../../shared/rowLoader';
 import { isUuid, z } from '../../shared/zod';
-import type { GqlContext } from './context';
+import { GqlContext, idArg } from './context';
 import { listCost, PageArgs, pageOf, PageOf } from './pagination';
 
 type TripShape = CamelKeys<z.infer<typeof tripSchema>>;
@@ -122,6 +122,7 @@ export class TripResolver {
   @Query(() => GqlTrip, { nullable: true, description: 'A trip with its distance and duration. Needs trips:read.' })
   async trip(@Arg('id', () => String) id: string, @Ctx() ctx: GqlContext): Promise<GqlTrip> {
     authorizePermission(ctx.principal, 'trips:read');
+    idArg(id);
     // Both reads in the same turn's batches (as REST does); a missing trip's 404 decides the answer.
     const stats = tripStats(ctx.services.db, id);
     stats.catch(() => undefined);

@@ -7,7 +7,7 @@ import { presentRole, roleSchema } from '../../shared/presenters/role';
 import { presentUser, userSchema } from '../../shared/presenters/user';
 import { coalesced, findOr404 } from '../../shared/rowLoader';
 import type { z } from '../../shared/zod';
-import type { GqlContext } from './context';
+import { GqlContext, idArg } from './context';
 import { listCost, PageArgs, pageOf, PageOf } from './pagination';
 
 @ObjectType('User', { simpleResolvers: true, description: 'A user, as GET /v1/users/{id} shows it' })
@@ -49,7 +49,7 @@ export class UserResolver {
   @Query(() => GqlUser, { nullable: true, description: 'A user: yourself, or anyone with users:read.' })
   async user(@Arg('id', () => String) id: string, @Ctx() ctx: GqlContext): Promise<GqlUser> {
     authorizePermission(ctx.principal, 'users:read', { selfId: id });
-    return camelKeys(presentUser(await findOr404(User, id, 'user')));
+    return camelKeys(presentUser(await findOr404(User, idArg(id), 'user')));
   }
 
   @Query(() => GqlUserPage, {

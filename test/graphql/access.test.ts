@@ -258,6 +258,19 @@ test('a refused root field is null with its error; the other fields of the reque
   t.deepEqual(narrow.body.errors.map((e: { path: string[] }) => e.path[0]).sort(), ['roles', 'trips']);
 });
 
+test('a malformed id argument is a 400 naming it, as REST names its path id', async (t) => {
+  const { admin } = await callers();
+  for (const field of ['user', 'trip', 'device', 'geofence', 'location', 'tripCategory']) {
+    const r = await stack().request('POST', '/v1/gql', {
+      token: admin.token,
+      body: { query: `{ ${field}(id: "x") { id } }` },
+    });
+    t.is(r.body.errors[0].message, 'id: must be a UUID', field);
+    t.is(r.body.errors[0].extensions.code, 'BAD_USER_INPUT', field);
+    t.deepEqual(r.body.data, { [field]: null }, field);
+  }
+});
+
 test('findUserByPlatform: system key and users:read find anyone, a user only themselves', async (t) => {
   const { admin, user, other } = await callers();
   const Q = 'query($e: String!) { findUserByPlatform(platformSlug: "email", platformUserId: $e) }';

@@ -62,6 +62,8 @@ test('GET runs queries, refuses mutations; a batch (array of operations) is refu
     },
   );
   t.is(mutation.status, 405);
+  t.is(mutation.headers.get('allow'), 'POST');
+  t.deepEqual(mutation.body.errors[0].extensions, { code: 'METHOD_NOT_ALLOWED', status: 405 });
   const batch = await s.request('POST', '/v1/gql', {
     token: user.token,
     body: [{ query: '{ me { userId } }' }, { query: '{ me { userId } }' }],
