@@ -128,7 +128,7 @@ export function auditRoutes(router: ApiRouter): void {
       summary: 'Report one of my events as suspicious',
       tags: TAG,
       auth: 'authenticated',
-      params: z.object({ event_id: z.string().max(64) }),
+      params: z.object({ event_id: zUuid() }),
       body: z.object({
         reason: oneOf(AUDIT_REPORT_REASONS),
         description: z.string().trim().max(2000).nullish(),

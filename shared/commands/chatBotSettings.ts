@@ -121,7 +121,7 @@ export async function chatBotSettings(
     if (!guildId) throw badRequest('guild_id: required');
     const lang = r.guildDefaultLanguage ?? null;
     if (lang !== null && !locales.includes(lang))
-      throw badRequest(`guild_default_language: must be one of ${locales.join(', ')}`);
+      throw badRequest(`default_language: must be one of ${locales.join(', ')}`);
     await transaction(db, async (trx) => {
       await trx('chat_guild_settings')
         .insert({ guild_id: guildId, default_language: lang })

@@ -102,7 +102,7 @@ test('report lifecycle: create, 409 twice, listed; admin lists by status, review
   t.true((await s.db('audit_events').where('id', eventId).first()).is_reported);
 });
 
-test("reports: 404 for another user's or an unknown event, 400 for a bad reason, 403/404 on review", async (t) => {
+test("reports: 404 for another user's or an unknown event, 400 for a malformed id or a bad reason, 403/404 on review", async (t) => {
   const s = stack();
   const user = await createUser(s.db);
   const other = await createUser(s.db);
@@ -112,7 +112,10 @@ test("reports: 404 for another user's or an unknown event, 400 for a bad reason,
   t.is((await post(othersEvent, { reason: 'not_me' })).status, 404);
   t.false((await s.db('audit_events').where('id', othersEvent).first()).is_reported);
   t.is((await post(randomUUID(), { reason: 'not_me' })).status, 404);
-  t.is((await post('not-a-uuid', { reason: 'not_me' })).status, 404);
+  // A malformed id is bad input, named, as on every route with an id in its path.
+  const malformed = await post('not-a-uuid', { reason: 'not_me' });
+  t.is(malformed.status, 400);
+  t.regex(malformed.body.message, /^event_id: must be a UUID/);
   const own = await eventOf(user.id);
   const bad = await post(own, { reason: 'bored' });
   t.is(bad.status, 400);

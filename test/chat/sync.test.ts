@@ -342,7 +342,9 @@ test.serial('settings: global and per guild, validated, pushed to the bot', asyn
   await s.request('PUT', path, { token: mod.token, body: { default_language: null } });
   t.is((await s.request('GET', path, { token: mod.token })).body.default_language, null);
   t.is((await s.request('PUT', path, { token: mod.token, body: {} })).status, 400);
-  t.is((await s.request('PUT', path, { token: mod.token, body: { default_language: 'xx' } })).status, 400);
+  const unknownLanguage = await s.request('PUT', path, { token: mod.token, body: { default_language: 'xx' } });
+  t.is(unknownLanguage.status, 400);
+  t.regex(unknownLanguage.body.message, /^default_language: must be one of en, de/);
   t.is((await s.request('GET', '/v1/chat/guilds/12345/settings', { token: mod.token })).status, 404);
   t.is(
     (await s.request('PUT', '/v1/chat/guilds/12345/settings', { token: mod.token, body: { default_language: 'en' } }))
