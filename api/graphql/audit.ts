@@ -8,8 +8,11 @@ import {
   ingestAuditEvent,
 } from '../../shared/commands/ingestAuditEvent';
 import { badRequest, validationError } from '../../shared/errors';
-import { AuditEventSummary, presentAuditEventSummary } from '../../shared/presenters/auditEvent';
+import { checkBodyDepth } from '../middleware/body';
+import { presentAuditEvent } from '../../shared/presenters/auditEvent';
+import { camelKeys } from '../../shared/presenters/camel';
 import type { GqlContext } from './context';
+import { JSONScalar } from './pagination';
 
 @InputType({
   description: 'An audit event written by an internal app or service (same rules as POST /v1/internal/audit)',
@@ -52,18 +55,28 @@ export class AuditEventInput implements AuditEventFields {
   sourceService?: string | null;
 }
 
+/** The recorded event: POST /v1/internal/audit's answer (spec §2 Audit event) in camelCase. */
 @ObjectType('AuditEvent', { simpleResolvers: true })
-export class AuditEventGql implements AuditEventSummary {
+export class AuditEventGql {
   @Field(() => String) id!: string;
   @Field(() => String, { nullable: true }) userId!: string | null;
   @Field(() => String) eventType!: string;
   @Field(() => String, { nullable: true }) resourceType!: string | null;
   @Field(() => String, { nullable: true }) resourceId!: string | null;
   @Field(() => String, { nullable: true }) actorId!: string | null;
+  @Field(() => String, { nullable: true }) ipAddress!: string | null;
+  @Field(() => String, { nullable: true }) userAgent!: string | null;
   @Field(() => String, { nullable: true }) description!: string | null;
+  @Field(() => JSONScalar) metadata!: Record<string, unknown>;
   @Field(() => String) status!: string;
+  @Field(() => String, { nullable: true }) errorMessage!: string | null;
+  @Field(() => String, { nullable: true }) countryCode!: string | null;
+  @Field(() => String, { nullable: true }) countryName!: string | null;
+  @Field(() => String, { nullable: true }) city!: string | null;
+  @Field(() => String, { nullable: true }) region!: string | null;
   @Field(() => String) sourceService!: string;
   @Field(() => String) createdAt!: string;
+  @Field(() => Boolean) isReported!: boolean;
 }
 
 /** GraphQL audit ingestion: the system key, audit:write, or an internal app (X-ID-App-Key + assertion). */
@@ -78,11 +91,13 @@ export class AuditResolver {
       } catch {
         throw badRequest('metadataJson: must be a JSON-encoded object');
       }
+      // Nested as deep as a JSON body may be (a body's string holds what the body parser never saw).
+      checkBodyDepth({ metadataJson: metadata });
     }
     const parsed = auditIngestInput.safeParse(auditBodyOf(input, metadata));
     if (!parsed.success) throw validationError(parsed.error, 'input');
-    return presentAuditEventSummary(
-      await ingestAuditEvent(ctx.services, writer, parsed.data, ctx.header(ASSERTION_HEADER)),
+    return camelKeys(
+      presentAuditEvent(await ingestAuditEvent(ctx.services, writer, parsed.data, ctx.header(ASSERTION_HEADER))),
     );
   }
 

@@ -51,37 +51,6 @@ export function presentAuditEvent(e: AuditEvent): AuditEventData {
   };
 }
 
-/** The recorded event as GraphQL's AuditEvent type shows it (camelCase, a summary). */
-export const auditEventSummarySchema = z.object({
-  id: z.string(),
-  userId: z.string().nullable(),
-  eventType: z.string(),
-  resourceType: z.string().nullable(),
-  resourceId: z.string().nullable(),
-  actorId: z.string().nullable(),
-  description: z.string().nullable(),
-  status: z.string(),
-  sourceService: z.string(),
-  createdAt: z.string(),
-});
-
-export type AuditEventSummary = z.infer<typeof auditEventSummarySchema>;
-
-export function presentAuditEventSummary(e: AuditEvent): AuditEventSummary {
-  return {
-    id: e.id,
-    userId: e.user_id,
-    eventType: e.event_type,
-    resourceType: e.resource_type,
-    resourceId: e.resource_id,
-    actorId: e.actor_id,
-    description: e.description,
-    status: e.status,
-    sourceService: e.source_service,
-    createdAt: iso(e.created_at),
-  };
-}
-
 /** CreateAuditEventResponse (101) of a recorded event; failures are shared/proto/rpc failureReply. */
 export const auditEventReceiptSchema = z.object({ success: z.literal(true), auditEventId: z.string() });
 

@@ -31,6 +31,51 @@ test('the system key logs an audit event for a user through GraphQL', async (t) 
   t.is(c.body.data.createAuditEvent.eventType, 'bot_command_executed');
 });
 
+test('the recorded event shows every field of the REST answer, in camelCase', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const FULL = `mutation($input: AuditEventInput!) { createAuditEvent(input: $input) {
+    id userId eventType resourceType resourceId actorId ipAddress userAgent description metadata status
+    errorMessage countryCode countryName city region sourceService createdAt isReported } }`;
+  const input = {
+    userId: user.id,
+    eventType: 'login',
+    ipAddress: '10.1.2.3',
+    userAgent: 'gql-test',
+    metadataJson: '{"attempt":2}',
+    status: 'failure',
+    errorMessage: 'wrong password',
+  };
+  const r = await gql(FULL, input, { token: s.systemKey });
+  t.falsy(r.body.errors, JSON.stringify(r.body.errors));
+  const e = r.body.data.createAuditEvent;
+  t.like(e, {
+    userId: user.id,
+    eventType: 'login',
+    ipAddress: '10.1.2.3',
+    userAgent: 'gql-test',
+    metadata: { attempt: 2 },
+    status: 'failure',
+    errorMessage: 'wrong password',
+    isReported: false,
+  });
+  t.deepEqual(
+    Object.keys(e).sort(),
+    FULL.match(/\b[a-z][A-Za-z]+\b/g)!
+      .slice(3)
+      .filter((k) => k !== 'input')
+      .sort(),
+  );
+  // metadataJson nested past the body limit is refused by name (it was a 500 when serialised).
+  const deep = await gql(
+    CREATE,
+    { eventType: 'login', metadataJson: `{"a":${'['.repeat(5000)}${']'.repeat(5000)}}` },
+    { token: s.systemKey },
+  );
+  t.regex(deep.body.errors[0].message, /^metadataJson\.a\.0\.0: nested deeper than 64 levels/);
+  t.is(deep.body.errors[0].extensions.code, 'BAD_USER_INPUT');
+});
+
 test('without audit:write: UNAUTHENTICATED anonymously, FORBIDDEN for a plain user', async (t) => {
   const s = stack();
   const anon = await gql(MUTATION, { eventType: 'login' });
