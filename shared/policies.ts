@@ -321,7 +321,8 @@ export interface SubjectTypes {
   /** An API key (spec §4.20): its owner, whether it is the system key, whether an admin switched it off. */
   apiKey: { userId: string | null; isSystem: boolean; locked: boolean };
   /** An OAuth client: its owner. */
-  oauthClient: { userId: string | null };
+  /** `ownerPermissions`: what the owner holds, for a change by someone else (hierarchy); none for reads. */
+  oauthClient: { userId: string | null; ownerPermissions?: PermissionSet };
   /** A role with the permissions it grants. */
   role: { id: string; isSystem: boolean; permissions: PermissionSet };
   /** One permission of a role, added or removed. */
@@ -373,6 +374,26 @@ const ownClient =
   (permission: string): Rule<'oauthClient'> =>
   (p, c) =>
     isOwner(p, c.userId) || p.permissions.has(permission) || forbidden('not the owner of this resource');
+
+/**
+ * Changing or deleting a client: its owner, or the oauth_clients permission of the action and the
+ * hierarchy rule over the owner (holding every permission the owner holds). A client's redirect
+ * URIs and secret decide where its users' authorization codes go: whoever rewrites an
+ * administrator's client receives what that administrator grants through it.
+ */
+const changeClient =
+  (permission: string): Rule<'oauthClient'> =>
+  (p, c) => {
+    if (isOwner(p, c.userId)) return true;
+    if (!p.permissions.has(permission)) return forbidden('not the owner of this resource');
+    const missing = c.ownerPermissions?.list().filter((perm) => !p.permissions.has(perm)) ?? [];
+    return (
+      missing.length === 0 ||
+      forbidden(
+        `you may only change clients of users whose every permission you hold (missing ${missing.slice(0, 5).join(', ')})`,
+      )
+    );
+  };
 
 /** Holding every permission a role grants (giving, taking or deleting it moves all of them). */
 const holdsRole: Rule<'role'> = (p, r) => {
@@ -480,8 +501,8 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
   },
   oauthClient: {
     read: ownClient('oauth_clients:read'),
-    update: ownClient('oauth_clients:write'),
-    delete: ownClient('oauth_clients:delete'),
+    update: changeClient('oauth_clients:write'),
+    delete: changeClient('oauth_clients:delete'),
     /** Marking a client first-party (consent skipped) is an administrator's decision. */
     markFirstParty: (p) => needs(p, 'oauth_clients:write'),
   },
@@ -659,7 +680,11 @@ export const subjects = {
     isSystem: k.is_system,
     locked: !!k.locked,
   }),
-  oauthClient: (c: { user_id: string | null }): Subject<'oauthClient'> => ({ type: 'oauthClient', userId: c.user_id }),
+  oauthClient: (c: { user_id: string | null }, ownerPermissions?: PermissionSet): Subject<'oauthClient'> => ({
+    type: 'oauthClient',
+    userId: c.user_id,
+    ownerPermissions,
+  }),
   role: (r: { id: string; is_system: boolean }, permissions: PermissionSet): Subject<'role'> => ({
     type: 'role',
     id: r.id,

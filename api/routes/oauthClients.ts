@@ -7,7 +7,7 @@ import {
 } from '../../shared/commands/oauthClients';
 import { redirectUriProblem } from '../../shared/domain/oauth';
 import { OAuthClient } from '../../shared/models/OAuthClient';
-import { Action, actingUserId, authorize, Principal, subjects } from '../../shared/policies';
+import { Action, actingUserId, authorize, subjects } from '../../shared/policies';
 import {
   oauthClientSchema,
   oauthClientSecretSchema,
@@ -21,7 +21,7 @@ import { findOr404 } from '../../shared/rowLoader';
 import { atLeastOne, z, zHttpUrl, zScope, zUuid } from '../../shared/zod';
 import { paginate, paginationQuery } from '../pagination';
 import { created, listSchema, noContent, pageSchema, resource, resourceSchema } from '../responses';
-import { AppState, defineRoute, requestAttribution } from '../routing';
+import { AppContext, AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 
 const zRedirectUri = () =>
@@ -55,10 +55,16 @@ const fields = {
 
 const idParam = z.object({ id: zUuid() });
 
-/** The client with this id (404), if the caller may do `action` on it (403). */
-async function loadClient(p: Principal, id: string, action: Action<'oauthClient'>): Promise<OAuthClient> {
+/**
+ * The client with this id (404), if the caller may do `action` on it (403). A change by someone
+ * other than the owner is decided with what the owner holds (hierarchy, shared/policies).
+ */
+async function loadClient(ctx: AppContext, id: string, action: Action<'oauthClient'>): Promise<OAuthClient> {
+  const p = ctx.state.principal;
   const client = await findOr404(OAuthClient, id, 'oauth client');
-  authorize(p, action, subjects.oauthClient(client));
+  const byOther = action !== 'read' && client.user_id !== null && client.user_id !== actingUserId(p);
+  const owner = byOther ? (await ctx.services.credentials.access.user(client.user_id!)).permissionSet : undefined;
+  authorize(p, action, subjects.oauthClient(client, owner));
   return client;
 }
 
@@ -120,7 +126,7 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
       },
     },
     async (ctx, { params }) => {
-      ctx.body = resource(ctx, presentOAuthClient(await loadClient(ctx.state.principal, params.id, 'read')));
+      ctx.body = resource(ctx, presentOAuthClient(await loadClient(ctx, params.id, 'read')));
     },
   );
 
@@ -201,7 +207,7 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
     },
     async (ctx, { params, body }) => {
       const p = ctx.state.principal;
-      const client = await loadClient(p, params.id, 'update');
+      const client = await loadClient(ctx, params.id, 'update');
       if (body.is_first_party !== undefined && body.is_first_party !== client.is_first_party)
         authorize(p, 'markFirstParty', subjects.oauthClient(client));
       const updated = await updateOAuthClient(ctx.services, client, body, requestAttribution(ctx));
@@ -226,7 +232,7 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
       },
     },
     async (ctx, { params }) => {
-      const client = await loadClient(ctx.state.principal, params.id, 'update');
+      const client = await loadClient(ctx, params.id, 'update');
       ctx.body = presentOAuthClientSecret(
         client,
         await regenerateClientSecret(ctx.services.db, client, requestAttribution(ctx)),
@@ -250,7 +256,7 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
       },
     },
     async (ctx, { params }) => {
-      const client = await loadClient(ctx.state.principal, params.id, 'delete');
+      const client = await loadClient(ctx, params.id, 'delete');
       await deleteOAuthClient(ctx.services, client, requestAttribution(ctx));
       noContent(ctx);
     },

@@ -175,6 +175,43 @@ test('owner-or-admin: others get 403; oauth_clients permissions and super admins
   t.is((await s.request('GET', '/v1/oauth/clients/not-a-uuid', { token: admin.token })).status, 400);
 });
 
+test('oauth_clients:write does not take over the client of someone who holds more (hierarchy)', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  // API Full Access holds oauth_clients:write, not *:*.
+  const operator = await createUser(s.db, { roles: ['role_api_full_access'] });
+  const plain = await createUser(s.db);
+  const adminApp = (
+    await s.request('POST', '/v1/oauth/clients', { token: admin.token, body: { ...base, name: 'Admin App' } })
+  ).body.client.id;
+  const plainApp = (
+    await s.request('POST', '/v1/oauth/clients', { token: plain.token, body: { ...base, name: 'Plain App' } })
+  ).body.client.id;
+  const evil = { redirect_uris: ['https://evil.example/cb'], allowed_scopes: ['*:*'] };
+  const patched = await s.request('PATCH', `/v1/oauth/clients/${adminApp}`, { token: operator.token, body: evil });
+  t.is(patched.status, 403, patched.text);
+  t.regex(patched.body.message, /^you may only change clients of users whose every permission you hold/);
+  t.is(
+    (await s.request('POST', `/v1/oauth/clients/${adminApp}/regenerate-secret`, { token: operator.token })).status,
+    403,
+  );
+  t.is((await s.request('DELETE', `/v1/oauth/clients/${adminApp}`, { token: operator.token })).status, 403);
+  t.deepEqual(
+    (await s.db('oauth_clients').where('id', adminApp).first('redirect_uris')).redirect_uris,
+    base.redirect_uris,
+  );
+  // The client of a user who holds less is still theirs to change, and the administrator changes anyone's.
+  t.is(
+    (await s.request('PATCH', `/v1/oauth/clients/${plainApp}`, { token: operator.token, body: { name: 'Renamed' } }))
+      .status,
+    200,
+  );
+  t.is(
+    (await s.request('PATCH', `/v1/oauth/clients/${adminApp}`, { token: admin.token, body: { name: 'Mine' } })).status,
+    200,
+  );
+});
+
 test('PATCH updates given fields and audits; only admins may mark a client first-party', async (t) => {
   const s = stack();
   const owner = await createUser(s.db);
