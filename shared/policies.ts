@@ -515,6 +515,12 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
         return forbidden('you may only assign roles you hold yourself');
       return holdsRole(p, r);
     },
+    /**
+     * Changing it (name, description, whether its holders need two-factor): holding all it grants,
+     * as for giving or deleting it. Otherwise a holder of roles:write could switch off the
+     * two-factor requirement of a role above it (Admin).
+     */
+    update: holdsRole,
     rename: (_p, r) => !r.isSystem || forbidden('system roles cannot be renamed'),
     /** Deleting takes it from every holder: not a system role, and holding all it grants. */
     delete: (p, r) => (r.isSystem ? forbidden('system roles cannot be deleted') : holdsRole(p, r)),

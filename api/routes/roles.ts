@@ -94,6 +94,7 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       method: 'patch',
       path: '/v1/roles/:id',
       summary: 'Update a role (system roles cannot be renamed)',
+      description: 'Needs holding every permission the role grants, as for giving or deleting it.',
       tags: ['roles'],
       auth: { permission: 'roles:write' },
       params: roleIdParam,
@@ -106,20 +107,16 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       ),
       responses: {
         200: { description: 'Updated role', schema: resourceSchema(roleSchema) },
-        403: { description: 'Renaming a system role' },
+        403: { description: 'Renaming a system role, or a role granting permissions you do not hold' },
         404: { description: 'No such role' },
         409: { description: 'Name taken' },
       },
     },
     async (ctx, { params, body }) => {
       const role = await loadRole(params.id);
-      if (body.name !== undefined && body.name !== role.name) {
-        authorize(
-          ctx.state.principal,
-          'rename',
-          subjects.role(role, await ctx.services.credentials.access.role(role.id)),
-        );
-      }
+      const subject = subjects.role(role, await ctx.services.credentials.access.role(role.id));
+      authorize(ctx.state.principal, 'update', subject);
+      if (body.name !== undefined && body.name !== role.name) authorize(ctx.state.principal, 'rename', subject);
       const patch: Parameters<typeof updateRole>[2] = {};
       if (body.name !== undefined) patch.name = body.name;
       if (body.description !== undefined) patch.description = body.description;

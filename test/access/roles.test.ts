@@ -123,6 +123,21 @@ test('roles: create, rename, 409 on a taken name, system roles cannot be renamed
   t.is(sysDesc.status, 200);
   t.is(sysDesc.body.data.name, 'Moderator');
   t.true(sysDesc.body.data.requires_two_factor);
+  // roles:write without holding what a role grants changes nothing of it (API Full Access is not *:*).
+  const operator = await createUser(s.db, { roles: ['role_api_full_access'] });
+  const adminRole = await s.db('roles').where('id', 'role_admin').first('description', 'requires_two_factor');
+  const loosen = await s.request('PATCH', '/v1/roles/role_admin', {
+    token: operator.token,
+    body: { description: 'pwned', requires_two_factor: false },
+  });
+  t.is(loosen.status, 403, loosen.text);
+  t.regex(loosen.body.message, /cannot manage a role granting permissions you do not hold/);
+  t.deepEqual(await s.db('roles').where('id', 'role_admin').first('description', 'requires_two_factor'), adminRole);
+  t.is(
+    (await s.request('PATCH', `/v1/roles/${role.id}`, { token: operator.token, body: { description: 'Mine now' } }))
+      .status,
+    200,
+  );
 
   const delSystem = await s.request('DELETE', '/v1/roles/role_moderator', { token: admin.token });
   t.is(delSystem.status, 403);
