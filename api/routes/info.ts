@@ -65,7 +65,8 @@ export function infoRoutes(router: Router<AppState, { services: ApiServices }>):
       description: 'Documented success shape {valid, user {id, email, role}} is never returned.',
       tags: ['auth'],
       auth: 'authenticated',
-      body: z.object({ token: z.string().min(1).max(4096) }),
+      // Optional: the placeholder answers 501 whatever it is sent ("always", spec §4.1).
+      body: z.object({ token: z.string().max(4096).optional() }),
       responses: { 501: { description: 'Not implemented' } },
     },
     () => {

@@ -419,7 +419,7 @@ export interface Operations {
     params: Record<string, never>;
     query: Record<string, never>;
     body: {
-      token: string;
+      token?: string;
     };
     response: string;
   };

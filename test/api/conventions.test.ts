@@ -76,6 +76,9 @@ test('POST /v1/auth/validate is 501 for an authenticated caller and 401 anonymou
   const r = await s.request('POST', '/v1/auth/validate', { token: user.token, body: { token: 'x' } });
   t.is(r.status, 501);
   t.is(r.body.error, 'NotImplemented'); // the spec's /v1/auth/validate placeholder
+  // "Always": without a token in the body too.
+  t.is((await s.request('POST', '/v1/auth/validate', { token: user.token, body: {} })).status, 501);
+  t.is((await s.request('POST', '/v1/auth/validate', { token: user.token })).status, 501);
 });
 
 test('OpenAPI document lists the routes and Swagger UI is served', async (t) => {
