@@ -28,6 +28,11 @@ const zQueryDate = (endOfDay: boolean) =>
   z
     .string()
     .refine((v) => ISO_DATE.test(v) && !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 date or date-time')
+    // Date.parse rolls an impossible day over (2026-02-30 is 2 March): the calendar day must exist.
+    .refine((v) => {
+      const day = new Date(`${v.slice(0, 10)}T00:00:00Z`);
+      return Number.isNaN(day.getTime()) || day.toISOString().startsWith(v.slice(0, 10));
+    }, 'no such day')
     .transform((v) => new Date(endOfDay && v.length === 10 ? `${v}T23:59:59.999Z` : v));
 
 /** Filters of /v1/users/me/audit and /v1/users/{user_id}/audit (spec §4.24). */

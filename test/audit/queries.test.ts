@@ -153,6 +153,9 @@ test('/v1/admin/audit: each sort field both ways; bad sort and filter values are
     ['is_reported=yes', 'is_reported'],
     ['start_date=yesterday', 'start_date'],
     ['end_date=2026-13-45', 'end_date'],
+    // Days that do not exist were rolled over by Date.parse (to 2 March).
+    ['start_date=2026-02-30', 'start_date'],
+    ['end_date=2026-04-31T10:00:00Z', 'end_date'],
     ['source_service=mail', 'source_service'],
     ['user_search=', 'user_search'],
     ['start_date=2026-02-01&end_date=2026-01-01', 'start_date'],
