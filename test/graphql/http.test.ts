@@ -64,6 +64,18 @@ test('GET runs queries, refuses mutations; a batch (array of operations) is refu
   t.is(mutation.status, 405);
   t.is(mutation.headers.get('allow'), 'POST');
   t.deepEqual(mutation.body.errors[0].extensions, { code: 'METHOD_NOT_ALLOWED', status: 405 });
+  // Several operations: the one to run is named, or the error says so.
+  const two = 'query A { me { userId } } query B { platforms { slug } }';
+  for (const [operationName, message] of [
+    [undefined, 'operationName: required when the document defines several operations'],
+    ['C', 'operationName: the document defines no operation C'],
+  ] as const) {
+    const r = await s.request('POST', '/v1/gql', { token: user.token, body: { query: two, operationName } });
+    t.is(r.body.errors[0].message, message);
+    t.is(r.body.errors[0].extensions.code, 'BAD_USER_INPUT');
+  }
+  const named = await s.request('POST', '/v1/gql', { token: user.token, body: { query: two, operationName: 'A' } });
+  t.is(named.body.data.me.userId, user.id);
   const batch = await s.request('POST', '/v1/gql', {
     token: user.token,
     body: [{ query: '{ me { userId } }' }, { query: '{ me { userId } }' }],
