@@ -362,6 +362,16 @@ const needs = (p: Authenticated, permission: string): Verdict =>
   p.permissions.has(permission) || forbidden(`missing permission ${permission}`);
 const isOwner = (p: Authenticated, ownerId: string | null) => ownerId !== null && actingUserId(p) === ownerId;
 
+/**
+ * Allowed when the caller holds every permission of `held` (the hierarchy rule and its kin); else
+ * 403 with `refusal` followed by the first few it lacks.
+ */
+const holdsAll = (p: Authenticated, held: PermissionSet, refusal: string): Verdict => {
+  const missing = held.list().filter((perm) => !p.permissions.has(perm));
+  return missing.length === 0 || forbidden(`${refusal} (missing ${missing.slice(0, 5).join(', ')})`);
+};
+const OUTRANK = 'you may only manage users whose every permission you hold';
+
 /** Owner of the key, or a super admin; the system key belongs to super admins only. */
 const ownKey: Rule<'apiKey'> = (p, k) => {
   if (k.isSystem) return p.permissions.isSuperAdmin || forbidden('system keys are managed by super admins only');
@@ -386,23 +396,15 @@ const changeClient =
   (p, c) => {
     if (isOwner(p, c.userId)) return true;
     if (!p.permissions.has(permission)) return forbidden('not the owner of this resource');
-    const missing = c.ownerPermissions?.list().filter((perm) => !p.permissions.has(perm)) ?? [];
     return (
-      missing.length === 0 ||
-      forbidden(
-        `you may only change clients of users whose every permission you hold (missing ${missing.slice(0, 5).join(', ')})`,
-      )
+      !c.ownerPermissions ||
+      holdsAll(p, c.ownerPermissions, 'you may only change clients of users whose every permission you hold')
     );
   };
 
 /** Holding every permission a role grants (giving, taking or deleting it moves all of them). */
-const holdsRole: Rule<'role'> = (p, r) => {
-  const missing = r.permissions.list().filter((perm) => !p.permissions.has(perm));
-  return (
-    missing.length === 0 ||
-    forbidden(`cannot manage a role granting permissions you do not hold (${missing.slice(0, 5).join(', ')})`)
-  );
-};
+const holdsRole: Rule<'role'> = (p, r) =>
+  holdsAll(p, r.permissions, 'cannot manage a role granting permissions you do not hold');
 
 /**
  * Two-factor (spec §4.15, §5.3): one's own with two_factor:read / two_factor:write (effective, so a
@@ -414,11 +416,7 @@ const twoFactorRule = (p: Authenticated, t: SubjectTypes['twoFactor'], own: stri
   if (p.permissions.isSuperAdmin) return true;
   if (!p.permissions.has('two_factor:manage'))
     return forbidden("missing permission two_factor:manage (needed for another user's two-factor authentication)");
-  const missing = t.permissions.list().filter((perm) => !p.permissions.has(perm));
-  return (
-    missing.length === 0 ||
-    forbidden(`you may only manage users whose every permission you hold (missing ${missing.slice(0, 5).join(', ')})`)
-  );
+  return holdsAll(p, t.permissions, OUTRANK);
 };
 
 /**
@@ -533,14 +531,7 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
   user: {
     /** Hierarchy: manage another user only holding every permission they hold; oneself always. */
     manage: (p, u) => {
-      if (actingUserId(p) === u.id) return true;
-      const missing = u.permissions.list().filter((perm) => !p.permissions.has(perm));
-      return (
-        missing.length === 0 ||
-        forbidden(
-          `you may only manage users whose every permission you hold (missing ${missing.slice(0, 5).join(', ')})`,
-        )
-      );
+      return actingUserId(p) === u.id || holdsAll(p, u.permissions, OUTRANK);
     },
   },
   userLookup: {
