@@ -44,7 +44,6 @@ export const SYSTEM_CONFIG = {
   ),
   'trips.default_gps_logging': entry(bool(), false, 'Default of gps_logging_enabled for new trips'),
   'geofence.evaluation_enabled': entry(bool(), true, 'Evaluate geofences for incoming GPS points'),
-  'ais.enabled': entry(bool(), true, 'Ingest the AIS feed when AIS_FEED_URL is set'),
   'auth.session_days': entry(int(1, 3650), 30, 'Lifetime of a session created by login, in days'),
   'auth.supported_locales': entry(
     z.array(locale(), { invalid_type_error: 'must be an array of locale tags' }).min(1, 'must not be empty').max(50),
@@ -52,10 +51,9 @@ export const SYSTEM_CONFIG = {
     'Locales users may choose',
   ),
   'accounts.deletion_grace_days': entry(int(1, 365), 7, 'Grace period before a scheduled deletion, in days'),
+  // Read by clients, not by the service: whether they show a maintenance banner.
   'ui.maintenance_mode': entry(bool(), false, 'Show the maintenance banner in clients'),
   'audit.retention_days': entry(int(0, 36_500), 365, 'Days audit events are kept (0 keeps every event)'),
-  'export.rate_limit_per_hour': entry(int(1, 1000), 5, 'Data exports a user may request per hour'),
-  'export.timeout_seconds': entry(int(1, 3600), 60, 'Longest a data export may run, in seconds'),
 } satisfies Record<string, ConfigEntry>;
 
 export type SystemConfigKey = keyof typeof SYSTEM_CONFIG;

@@ -1,3 +1,5 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import test from 'ava';
 import { SYSTEM_CONFIG } from '../../shared/systemConfig';
 import { createUser, TestUser } from '../helpers/factories';
@@ -11,6 +13,8 @@ import { eventually, sleep } from '../helpers/wait';
  * prefix filter, get, PATCH validated against each key's declared type, and changes reaching the
  * config cache of every running api instance through Redis pub/sub.
  */
+/** The repository (this file runs from dist/test/settings). */
+const REPO = join(__dirname, '../../..');
 const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_GPS_POST: '100000' } });
 const users = once(async () => {
   const s = stack();
@@ -30,8 +34,32 @@ test('every declared key is seeded with its default, and nothing undeclared is',
   const { admin } = await users();
   const audit = (await req('GET', '/v1/system-config/audit.retention_days', admin)).body.data;
   t.like(audit, { key: 'audit.retention_days', value: 365 });
-  t.is((await req('GET', '/v1/system-config/export.rate_limit_per_hour', admin)).body.data.value, 5);
-  t.is((await req('GET', '/v1/system-config/export.timeout_seconds', admin)).body.data.value, 60);
+  t.is((await req('GET', '/v1/system-config/accounts.deletion_grace_days', admin)).body.data.value, 7);
+  // Keys that were declared and never read are gone (migration 20261203000000_unread_config_keys).
+  t.is((await req('GET', '/v1/system-config/export.rate_limit_per_hour', admin)).status, 404);
+  t.is((await req('PATCH', '/v1/system-config/ais.enabled', admin, { value: false })).status, 404);
+});
+
+test('every declared key is read by the service (ui.* keys are for clients)', (t) => {
+  // A key nothing reads answers PATCH with 200 and changes nothing: three such keys shipped once.
+  const roots = ['api', 'shared', 'workers', 'realtime', 'scripts'].map((d) => join(REPO, d));
+  const sources: string[] = [];
+  const walk = (dir: string) => {
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      const p = join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.name.endsWith('.ts') && !p.endsWith(join('shared', 'systemConfig.ts')))
+        sources.push(readFileSync(p, 'utf8'));
+    }
+  };
+  roots.forEach(walk);
+  for (const key of Object.keys(SYSTEM_CONFIG)) {
+    if (key.startsWith('ui.')) continue;
+    t.true(
+      sources.some((text) => text.includes(`'${key}'`)),
+      `${key} is declared in shared/systemConfig.ts but no code reads it`,
+    );
+  }
 });
 
 test('list: a bare array by key, filtered by prefix', async (t) => {
@@ -76,8 +104,8 @@ test('PATCH sets a value of each declared type; wrong types and ranges are 400 n
   t.true(bool.body.data.updated_at > before);
   // integer
   t.is((await patch('audit.retention_days', { value: 30 })).body.data.value, 30);
-  t.is((await patch('export.rate_limit_per_hour', { value: 10 })).body.data.value, 10);
-  t.is((await patch('export.timeout_seconds', { value: 120 })).body.data.value, 120);
+  t.is((await patch('accounts.deletion_grace_days', { value: 14 })).body.data.value, 14);
+  await patch('accounts.deletion_grace_days', { value: 7 });
   // array of strings
   t.deepEqual((await patch('auth.supported_locales', { value: ['en', 'de', 'fr'] })).body.data.value, [
     'en',
@@ -96,7 +124,7 @@ test('PATCH sets a value of each declared type; wrong types and ranges are 400 n
     ['audit.retention_days', '30', /^value: must be an integer/],
     ['audit.retention_days', 1.5, /^value: must be an integer/],
     ['audit.retention_days', -1, /^value: must be >= 0/],
-    ['export.timeout_seconds', -5, /^value: must be >= 1/],
+    ['accounts.deletion_grace_days', 0, /^value: must be >= 1/],
     ['gps.latest_cache_seconds', null, /^value: /],
     ['auth.supported_locales', [], /^value: must not be empty/],
     ['auth.supported_locales', ['en', 7], /^value\.1: /],
