@@ -50,7 +50,14 @@ export async function deliverDataExport(
       'TooManyRequests',
       `at most ${allowance.limit} data exports per hour; try again in ${allowance.retryAfterSeconds} s`,
       undefined,
-      { 'Retry-After': String(allowance.retryAfterSeconds) },
+      // The export's own limit, not the general tier's (spec §8's 429 headers): a client that reads
+      // X-RateLimit-* would otherwise retry at once.
+      {
+        'Retry-After': String(allowance.retryAfterSeconds),
+        'X-RateLimit-Limit': String(allowance.limit),
+        'X-RateLimit-Remaining': '0',
+        'X-RateLimit-Reset': String(Math.ceil(Date.now() / 1000) + allowance.retryAfterSeconds),
+      },
     );
 
   try {

@@ -346,6 +346,11 @@ test('the hourly limit answers 429 with Retry-After, counted atomically across p
     const body = JSON.parse(r.body.toString());
     t.is(body.error, 'TooManyRequests');
     t.regex(body.message, /3 data exports per hour/);
+    // The rate-limit headers are the export limit's, with a reset that agrees with Retry-After.
+    t.is(r.headers.get('x-ratelimit-limit'), '3');
+    t.is(r.headers.get('x-ratelimit-remaining'), '0');
+    const reset = Number(r.headers.get('x-ratelimit-reset')) - Math.floor(Date.now() / 1000);
+    t.true(Math.abs(reset - retry) <= 2, `reset in ${reset} s, Retry-After ${retry} s`);
   }
   t.is((await download(`${s.url}/v1/user/export`, user.token)).status, 429);
   // Another user is not affected.
