@@ -35,6 +35,19 @@ export const AUDIT_EVENT_TYPES = [
 ] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
 
+/**
+ * Every event_type the service itself records: the spec's list (what internal apps may write, see
+ * ingestAuditEvent) and the changes of settings and system config, for which the spec's list has no
+ * type (docs/settings.md). The audit lists filter by any of them.
+ */
+export const RECORDED_EVENT_TYPES = [
+  ...AUDIT_EVENT_TYPES,
+  'setting_created',
+  'setting_updated',
+  'setting_deleted',
+  'system_config_updated',
+] as const;
+
 export const SOURCE_SERVICES = ['api', 'id', 'backend', 'policies', 'chat_bot', 'stream_bot'] as const;
 
 export interface AuditInput {

@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import type { Knex } from 'knex';
-import { AUDIT_EVENT_TYPES, SOURCE_SERVICES } from '../../shared/audit';
+import { RECORDED_EVENT_TYPES, SOURCE_SERVICES } from '../../shared/audit';
 import { createAuditReport, reviewAuditReport } from '../../shared/commands/auditReports';
 import { badRequest } from '../../shared/errors';
 import { AUDIT_REPORT_REASONS, AUDIT_REPORT_STATUSES, AuditReport } from '../../shared/models/AuditReport';
@@ -37,7 +37,7 @@ const zQueryDate = (endOfDay: boolean) =>
 
 /** Filters of /v1/users/me/audit and /v1/users/{user_id}/audit (spec §4.24). */
 const userAuditQuery = paginationQuery(20).extend({
-  event_type: oneOf(AUDIT_EVENT_TYPES).optional(),
+  event_type: oneOf(RECORDED_EVENT_TYPES).optional(),
   resource_type: z.string().min(1).max(64).optional(),
   status: oneOf(['success', 'failure'] as const).optional(),
 });
