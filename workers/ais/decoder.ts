@@ -17,6 +17,29 @@ interface Pending {
   first: number;
 }
 
+/**
+ * Fewest payload bits of a complete message of each tracked type (ITU-R M.1371): 168 for position
+ * reports (1–3, 18) and for part B of type 24, 160 for part A, 312 for type 19 and 420 for type 5
+ * (424 with its spare bits, which some transmitters leave out). A shorter payload decodes into
+ * zeros where its fields are missing: a position report cut off after the MMSI put a vessel at
+ * 0°N 0°E. It is counted as an error and skipped.
+ */
+function minimumBits(type: number, part: number | undefined): number {
+  if (type === 5) return 420;
+  if (type === 19) return 312;
+  if (type === 24) return part === 0 ? 160 : 168;
+  if (type <= 3 || type === 18) return 168;
+  return 0; // a type we do not track: not decoded into a vessel, whatever its length
+}
+
+/** Bits in a message's payload: 6 per character of every part, less the last part's fill bits. */
+function payloadBits(parts: string[]): number {
+  let bits = 0;
+  for (const p of parts) bits += 6 * (p.split(',')[5]?.length ?? 0);
+  const fill = Number(parts[parts.length - 1].split(',')[6]?.[0]);
+  return bits - (Number.isInteger(fill) ? fill : 0);
+}
+
 const KNOTS_TO_KMH = 1.852;
 const round = (n: number, digits: number) => Math.round(n * 10 ** digits) / 10 ** digits;
 
@@ -146,6 +169,10 @@ export class AisPipeline {
         for (let i = 1; i < parts.length; i++) d = new AisDecode(parts[i], session);
       }
     } catch {
+      this.errors++;
+      return;
+    }
+    if (d.aistype !== undefined && payloadBits(parts) < minimumBits(d.aistype, d.part)) {
       this.errors++;
       return;
     }
