@@ -73,7 +73,8 @@ export function stationsUrl(baseUrl: string, q: PegelQuery): string {
 /**
  * Fetches the stations of a query, giving up after `timeoutMs` (PegelUnavailableError on a
  * timeout, a non-2xx answer or a body that is not a station array). Stations that do not parse are
- * skipped rather than failing the whole answer.
+ * skipped rather than failing the whole answer; an answer of which none parses is malformed (it
+ * would otherwise be kept as a valid empty list, over the good answer kept for outages).
  */
 export async function fetchStations(baseUrl: string, q: PegelQuery, timeoutMs: number): Promise<UpstreamStation[]> {
   let body: unknown;
@@ -99,5 +100,7 @@ export async function fetchStations(baseUrl: string, q: PegelQuery, timeoutMs: n
     const parsed = upstreamStationSchema.safeParse(item);
     if (parsed.success) stations.push(parsed.data);
   }
+  if (body.length > 0 && stations.length === 0)
+    throw new PegelUnavailableError('upstream answer holds no station in the expected format');
   return stations;
 }

@@ -149,6 +149,8 @@ export interface FakePegel {
   failWith: number;
   /** Wait this long before answering. */
   delayMs: number;
+  /** Answer 200 with this JSON body instead of the stations (undefined: answer normally). */
+  malformed?: unknown;
   close(): Promise<void>;
 }
 
@@ -175,6 +177,10 @@ export async function startFakePegel(): Promise<FakePegel> {
         res
           .writeHead(fake.failWith, { 'content-type': 'text/html' })
           .end('<html><body>Internal Server Error</body></html>');
+        return;
+      }
+      if (fake.malformed !== undefined) {
+        res.writeHead(200, { 'content-type': 'application/json;charset=UTF-8' }).end(JSON.stringify(fake.malformed));
         return;
       }
       const p = u.searchParams;

@@ -30,6 +30,7 @@ test.after.always(async () => {
 test.beforeEach(async () => {
   fake.failWith = 0;
   fake.delayMs = 0;
+  fake.malformed = undefined;
   fake.requests.length = 0;
   await deleteKeysWithPrefix(s.config.redisUrl, `${s.config.redisPrefix}pegel:`);
 });
@@ -139,8 +140,22 @@ test.serial('stale on error: an expired answer is served marked stale when upstr
   t.true(Date.now() - started < 5000);
   t.is(slow.headers.get('x-cache'), 'stale');
 
-  // Upstream back: a fresh answer replaces the stale one.
+  // An answer of which no station parses is malformed: the good answer is served stale and kept,
+  // not replaced by an empty list cached as fresh.
   fake.delayMs = 0;
+  fake.malformed = [{ foo: 1 }, 2, 'x'];
+  for (let i = 0; i < 2; i++) {
+    const bad = await get('/v1/pegel/stations?water=SPREE');
+    t.is(bad.headers.get('x-cache'), 'stale');
+    t.is(bad.body[0].shortname, 'BERLIN-MÜHLENDAMM UP');
+  }
+  // Without a kept answer it is a 503, as an upstream error is.
+  const uncached = await get('/v1/pegel/stations?water=ELBE');
+  t.is(uncached.status, 503, uncached.text);
+  t.regex(uncached.body.message, /water-level provider unavailable/);
+  fake.malformed = undefined;
+
+  // Upstream back: a fresh answer replaces the stale one.
   const fresh = await get('/v1/pegel/stations?water=SPREE');
   t.is(fresh.headers.get('x-cache'), 'miss');
 });
