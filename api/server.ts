@@ -9,7 +9,7 @@ import { createContext } from '../shared/context';
 import { RETRY_AFTER_SECONDS } from '../shared/errors';
 import { answerMalformedRequests, closeLingering, refuseSocket, upgradeProblem } from '../shared/httpEdge';
 import type { Logger } from '../shared/logger';
-import { createRedis, redisReady } from '../shared/redis';
+import { createRedis, FAIL_FAST, redisReady } from '../shared/redis';
 import { SERVICE_VERSION } from '../shared/version';
 import { createApp } from './app';
 import { DRAIN_IDLE_GRACE_MS, trackConnections } from './drain';
@@ -18,7 +18,6 @@ import { RateLimiter } from '../shared/caches/rateLimiter';
 import { listenForConfigChanges } from '../shared/caches/systemConfig';
 import type { ApiServices } from './services';
 import { loadGeoIp } from '../shared/geoip';
-
 export interface RunningApi {
   server: http.Server;
   services: ApiServices;
@@ -83,12 +82,9 @@ export async function startApi(
   // The fail-fast connection refuses commands until connected; a Redis that is down does not hold the start.
   if (!(await redisReady(ctx.redis, 2000))) ctx.logger.warn('redis not reachable at start; serving without it');
   // Auto-pipelining sends the counters of concurrent requests in one write: one syscall, not one per request.
-  const limiterRedis = createRedis(config, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    connectTimeout: 1000,
-    enableAutoPipelining: true,
-  });
+  // Fail-fast like every connection requests use, command timeout included: a Redis that stops
+  // answering with its connection open would otherwise hold every rate-limited request.
+  const limiterRedis = createRedis(config, { ...FAIL_FAST, connectTimeout: 1000, enableAutoPipelining: true });
   limiterRedis.on('error', () => undefined);
   const credentials = new CredentialResolver(ctx.db, ctx.logger);
   const subscriber = createRedis(config);
@@ -106,7 +102,18 @@ export async function startApi(
     version: SERVICE_VERSION,
   };
   const app = createApp(services, await buildGraphqlSchema());
-  const server = http.createServer(app.callback());
+  // A client has HTTP_REQUEST_TIMEOUT_MS (30 s) for its whole request and a third of that, at most
+  // 10 s, for its headers (Node's defaults, 300 s and 60 s, let a slow sender hold a connection and
+  // its request for minutes), checked every second (not every 30 s): a 408, never a hang.
+  const requestTimeout = config.httpRequestTimeoutMs;
+  const server = http.createServer(
+    {
+      requestTimeout,
+      headersTimeout: Math.min(10_000, Math.ceil(requestTimeout / 3)),
+      connectionsCheckingInterval: Math.min(1000, requestTimeout),
+    },
+    app.callback(),
+  );
   server.keepAliveTimeout = 65_000;
   answerMalformedRequests(server);
   const connections = trackConnections(server, ctx.logger, {

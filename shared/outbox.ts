@@ -8,7 +8,7 @@ import { AuditEvent } from './models/AuditEvent';
 import { presentAuditEvent } from './presenters/auditEvent';
 import type { Logger } from './logger';
 import { GPS_POINT_COLUMNS, GpsPointRow, presentGpsPoint } from './presenters/gpsPoint';
-import type { Queues } from './queues';
+import type { PasswordResetJob, Queues } from './queues';
 
 /*
  * Transactional outbox: side effects on Redis that must not be lost are written as rows of
@@ -42,11 +42,13 @@ export interface OutboxPayloads {
   email: { outboxId: string };
   /** Freshly written audit events: `auditEvent` pushes on `admin:audit` (the live feed). */
   auditEvents: { ids: string[] };
+  /** A password reset asked for (the passwordResets job looks the address up, off the request). */
+  passwordReset: PasswordResetJob;
 }
 export type OutboxKind = keyof OutboxPayloads;
 
 /** Kinds this version carries out; a relay of an older version leaves newer kinds to newer relays. */
-const KINDS: OutboxKind[] = ['gpsPoints', 'email', 'auditEvents'];
+const KINDS: OutboxKind[] = ['gpsPoints', 'email', 'auditEvents', 'passwordReset'];
 /** KINDS as one Postgres array literal (knex would expand a JS array into a list of parameters). */
 const KINDS_ARRAY = `{${KINDS.join(',')}}`;
 
@@ -80,11 +82,7 @@ const PASS_REDIS_BUDGET_MS = 5000;
  * Writes one side effect inside the caller's transaction: it happens iff the transaction commits.
  * Call `outbox.wake()` of the process's relay after the commit.
  */
-export async function writeOutbox<K extends OutboxKind>(
-  trx: Knex.Transaction,
-  kind: K,
-  payload: OutboxPayloads[K],
-): Promise<void> {
+export async function writeOutbox<K extends OutboxKind>(trx: Knex, kind: K, payload: OutboxPayloads[K]): Promise<void> {
   await trx(SIDE_EFFECT_OUTBOX).insert({ kind, payload: JSON.stringify(payload) });
 }
 
@@ -255,6 +253,13 @@ export class OutboxRelay {
       const { outboxId } = r.payload as OutboxPayloads['email'];
       // The job id makes a replayed row (at least once) a no-op while the first job exists.
       await this.deps.queues.enqueue('email', { outboxId }, { jobId: `email-${outboxId}` });
+    }
+    for (const r of rows) {
+      if (r.kind !== 'passwordReset') continue;
+      // The job id makes a replayed row (at least once) a no-op while the first job waits or runs.
+      await this.deps.queues.enqueue('passwordResets', r.payload as OutboxPayloads['passwordReset'], {
+        jobId: `passwordReset-${r.id}`,
+      });
     }
     const auditIds = rows.flatMap((r) =>
       r.kind === 'auditEvents' ? (r.payload as OutboxPayloads['auditEvents']).ids : [],

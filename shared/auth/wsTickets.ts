@@ -3,7 +3,7 @@ import type Redis from 'ioredis';
 import { buildUserCredentialEntry } from './credentialSources';
 import type { Config } from '../config';
 import { randomToken, sha256 } from '../crypto';
-import { forbidden } from '../errors';
+import { forbidden, serviceUnavailable } from '../errors';
 import { ACCOUNT_SCOPES, Principal, requireAccountScope, requireAuthenticated } from '../policies';
 import { loadOAuthTokenEntry } from './oauthTokens';
 import { redisKey, RedisKeys } from '../redis';
@@ -56,7 +56,12 @@ export async function mintWsTicket(
     mintedAt: Date.now(),
   };
   const ttl = config.ws.ticketTtlSeconds;
-  await redis.set(ticketKey(config, ticket), JSON.stringify(data), 'EX', ttl);
+  try {
+    await redis.set(ticketKey(config, ticket), JSON.stringify(data), 'EX', ttl);
+  } catch {
+    // Tickets live only in Redis: without it none can be minted (a 503, not a fault).
+    throw serviceUnavailable('WebSocket tickets are unavailable while the cache is unreachable; try again shortly');
+  }
   return { ticket, expiresIn: ttl };
 }
 

@@ -6,23 +6,27 @@ import { afterCommit, transaction } from '../db';
 import { hashPassword } from '../domain/passwords';
 import { badRequest } from '../errors';
 import { PlatformAccount } from '../models/PlatformAccount';
+import { writeOutbox } from '../outbox';
 import { claimAccountToken } from './accountTokens';
 import { EmailRequest, INVALID_TOKEN } from './emailFlows';
 import { announceSessionsRevoked, deleteUserSessions } from './sessions';
 
 /**
  * Asks for a password reset mail. Only work that is the same for every address happens here (the
- * mail slot and the enqueue): the account lookup, token, audit event and outbox write run in the
- * passwordResets job, so the answer's timing says nothing about the address.
+ * mail slot and one outbox row): the account lookup, token, audit event and mail run in the
+ * passwordResets job, so the answer's timing says nothing about the address. The job is enqueued
+ * by the side-effect relay, so a request never waits on Redis (BullMQ waits for a lost connection
+ * without a limit) and a reset asked for during an outage is mailed once Redis is back.
  */
 export async function requestPasswordReset(ctx: ServiceContext, email: string, meta: EmailRequest): Promise<void> {
   if (!(await claimMailSlot(ctx.redis, ctx.config, 'reset', email))) return;
-  await ctx.queues.enqueue('passwordResets', {
+  await writeOutbox(ctx.db, 'passwordReset', {
     email,
     ipAddress: meta.ipAddress ?? null,
     userAgent: meta.userAgent ?? null,
     acceptLanguage: meta.acceptLanguage ?? null,
   });
+  ctx.outbox.wake();
 }
 
 /**

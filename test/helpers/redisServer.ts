@@ -10,6 +10,12 @@ export interface PrivateRedis {
   stop(): Promise<void>;
   /** Starts it again on the same port, empty, and waits until it answers PING. */
   start(): Promise<void>;
+  /**
+   * Freezes the server (SIGSTOP): its connections stay open and nothing is answered, as with a
+   * hung Redis or a network that drops packets. `thaw()` (SIGCONT) lets it answer again.
+   */
+  freeze(): void;
+  thaw(): void;
 }
 
 async function freePort(): Promise<number> {
@@ -65,10 +71,17 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
       });
       await answering(url);
     },
+    freeze() {
+      child?.kill('SIGSTOP');
+    },
+    thaw() {
+      child?.kill('SIGCONT');
+    },
     async stop() {
       const c = child;
       if (!c) return;
       const exited = new Promise<void>((resolve) => c.once('exit', () => resolve()));
+      c.kill('SIGCONT'); // a frozen server takes SIGTERM only once it runs
       c.kill('SIGTERM');
       await exited;
       child = undefined;

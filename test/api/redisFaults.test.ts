@@ -1,0 +1,100 @@
+import test from 'ava';
+import { freshEmail } from '../helpers/accounts';
+import { createUser, TestUser } from '../helpers/factories';
+import { Mailbox, startMailbox } from '../helpers/mailbox';
+import { PrivateRedis, startPrivateRedis } from '../helpers/redisServer';
+import { Stack, startStack } from '../helpers/stack';
+
+/**
+ * A Redis that stops answering with its connections open (frozen: SIGSTOP), or that is stopped,
+ * never stalls a request: every connection a request uses fails fast (1 s command timeout), rate
+ * limiting fails open, and work that needs Redis later goes through the side-effect outbox. One
+ * private redis-server that the tests freeze, stop and restart: serial.
+ */
+let redis: PrivateRedis;
+let box: Mailbox;
+let s: Stack;
+let user: TestUser;
+
+test.before(async () => {
+  redis = await startPrivateRedis();
+  box = await startMailbox();
+  // Default rate limits: the anonymous tier (120 a minute) is decided in Redis on every request.
+  s = await startStack({ env: { REDIS_URL: redis.url, SMTP_URL: box.url }, workers: true });
+  user = await createUser(s.db);
+});
+test.after.always(async () => {
+  redis?.thaw();
+  await redis?.start().catch(() => undefined);
+  await s?.close();
+  await redis?.stop();
+  await box?.close();
+});
+
+async function timed<T>(fn: () => Promise<T>): Promise<{ result: T; ms: number }> {
+  const start = performance.now();
+  const result = await fn();
+  return { result, ms: performance.now() - start };
+}
+
+test.serial(
+  'a frozen Redis: rate-limited requests answer within about a second, and Redis is used again once it thaws',
+  async (t) => {
+    // Warm: the credential is cached and the limiter has a connection.
+    t.is((await s.request('GET', '/v1/users/me', { token: user.token })).status, 200);
+    const before = await s.request('GET', '/v1');
+    t.truthy(before.headers.get('x-ratelimit-limit'));
+    redis.freeze();
+    try {
+      for (const [what, call] of [
+        ['anonymous GET /v1', () => s.request('GET', '/v1')],
+        ['session GET /v1/users/me', () => s.request('GET', '/v1/users/me', { token: user.token })],
+      ] as const) {
+        const { result, ms } = await timed(call);
+        t.is(result.status, 200, `${what}: ${result.text}`);
+        // The limiter's command times out after 1 s and the request passes (fail-open, no headers).
+        t.true(ms < 2500, `${what} took ${Math.round(ms)} ms`);
+      }
+    } finally {
+      redis.thaw();
+    }
+    // Back: counted in Redis again.
+    let counted = false;
+    for (let i = 0; i < 40 && !counted; i++) {
+      counted = !!(await s.request('GET', '/v1')).headers.get('x-ratelimit-remaining');
+      if (!counted) await new Promise((r) => setTimeout(r, 100));
+    }
+    t.true(counted);
+  },
+);
+
+test.serial('Redis stopped: a WebSocket ticket is a 503 with Retry-After, not a 500', async (t) => {
+  await redis.stop();
+  try {
+    const r = await s.request('POST', '/v1/ws/ticket', { token: user.token });
+    t.is(r.status, 503, r.text);
+    t.is(r.body.error, 'ServiceUnavailable');
+    t.truthy(r.headers.get('retry-after'));
+  } finally {
+    await redis.start();
+  }
+  t.is((await s.request('POST', '/v1/ws/ticket', { token: user.token })).status, 201);
+});
+
+test.serial('Redis stopped: a password reset is answered at once and mailed once Redis is back', async (t) => {
+  const known = await createUser(s.db, { email: freshEmail('reset') });
+  await redis.stop();
+  try {
+    const { result, ms } = await timed(() =>
+      s.request('POST', '/v1/auth/reset-password/request', { body: { email: known.email } }),
+    );
+    t.is(result.status, 202, result.text);
+    t.true(ms < 1500, `took ${Math.round(ms)} ms`);
+    // Kept in the outbox, in the database, until a relay can enqueue it.
+    t.truthy(await s.db('side_effect_outbox').where('kind', 'passwordReset').first());
+  } finally {
+    await redis.start();
+  }
+  const mail = await box.waitFor(known.email, (m) => m.subject === 'Reset your password', 30_000);
+  t.truthy(mail);
+});
