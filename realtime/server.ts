@@ -47,7 +47,7 @@ export async function startRealtime(
 ): Promise<RunningRealtime> {
   const instanceId = randomUUID();
   const logger = opts.logger ?? createLogger('realtime', config.logLevel);
-  const db = createDb(config, { poolMax: 4 });
+  const db = createDb(config, { poolMax: 4, serving: true, logger });
   const redis = createRedis(config);
   const subscriber = createRedis(config);
   const authSubscriber = createRedis(config);

@@ -116,6 +116,8 @@ const schema = z.object({
   REALTIME_HOST: z.string().default('127.0.0.1'),
   DATABASE_URL: z.string().url().default('postgres://postgres:postgres@127.0.0.1:5432/service'),
   DATABASE_POOL_MAX: int(10, 1),
+  DATABASE_REQUEST_TIMEOUT_MS: int(10_000, 100),
+  HTTP_REQUEST_TIMEOUT_MS: int(30_000, 100),
   REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
   REDIS_PREFIX: z.string().default('svc:'),
   SYSTEM_API_KEY: z.string().min(16).optional(),
@@ -189,6 +191,13 @@ export interface Config {
   realtimeHost: string;
   databaseUrl: string;
   databasePoolMax: number;
+  /**
+   * The api's and realtime's bound on one statement and on the wait for a pooled connection: a
+   * PostgreSQL that stops answering with its connections open is a 503 after this long, not a hang.
+   */
+  databaseRequestTimeoutMs: number;
+  /** Longest a client may take to send its whole request (its headers: a third of it, at most 10 s). */
+  httpRequestTimeoutMs: number;
   redisUrl: string;
   redisPrefix: string;
   systemApiKey?: string;
@@ -281,6 +290,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     realtimeHost: e.REALTIME_HOST,
     databaseUrl: e.DATABASE_URL,
     databasePoolMax: e.DATABASE_POOL_MAX,
+    databaseRequestTimeoutMs: e.DATABASE_REQUEST_TIMEOUT_MS,
+    httpRequestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_MS,
     redisUrl: e.REDIS_URL,
     redisPrefix: e.REDIS_PREFIX,
     systemApiKey: e.SYSTEM_API_KEY,

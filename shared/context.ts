@@ -33,7 +33,7 @@ export interface ServiceContext {
 /** Builds the context; its Redis connection is fail-fast (see FAIL_FAST), so await `redisReady()` before using it at start. */
 export function createContext(config: Config, name: string, logger?: Logger): ServiceContext {
   const log = logger ?? createLogger(name, config.logLevel);
-  const db = createDb(config);
+  const db = createDb(config, { serving: name === 'api', logger: log });
   onAfterCommitFailure((err) => log.error({ err }, 'after-commit side effect failed'));
   // Fail fast: with Redis down a request falls back or leaves the work to the outbox, never waits.
   const redis = createRedis(config, FAIL_FAST);

@@ -3,6 +3,7 @@ import { Model } from 'objection';
 import pg from 'pg';
 import path from 'node:path';
 import type { Config } from './config';
+import type { Logger } from './logger';
 import { parseTimestamptz } from './pgDates';
 import { preparingPgClient } from './preparedStatements';
 
@@ -16,12 +17,45 @@ pg.types.setTypeParser(pg.types.builtins.TIMESTAMPTZ, parseTimestamptz);
 /** Where the compiled knex migrations live (dist/migrations). */
 const migrationsDirectory = path.resolve(__dirname, '..', 'migrations');
 
-/** A knex instance for the configured database, bound to Objection's models. */
-export function createDb(config: Config, opts: { poolMax?: number; bindModels?: boolean } = {}): Knex {
+const firstLine = (m: unknown) => String(m instanceof Error ? m.message : m).split('\n', 1)[0];
+
+/** The longest a new connection may take to open: a server that accepts and never answers fails. */
+const CONNECT_TIMEOUT_MS = 5000;
+
+/**
+ * A knex instance for the configured database, bound to Objection's models. `serving`: the process
+ * answers requests (api, realtime): each statement is bounded by DATABASE_REQUEST_TIMEOUT_MS, on
+ * the server (statement_timeout, which frees the connection) and on the client (query_timeout,
+ * for a server that no longer answers at all), and so is the wait for a pooled connection. Workers
+ * and the CLI run long statements (exports, retention, migrations) and are not bounded.
+ */
+export function createDb(
+  config: Config,
+  opts: { poolMax?: number; bindModels?: boolean; serving?: boolean; logger?: Logger } = {},
+): Knex {
+  const limit = opts.serving ? config.databaseRequestTimeoutMs : undefined;
+  const logger = opts.logger;
   const db = knex({
+    // knex and its pool report connection trouble (with stacks, one per failed acquire) through
+    // this: the process's structured log, first line only, instead of plain text on stderr.
+    ...(logger
+      ? {
+          log: {
+            warn: (m: unknown) => logger.warn({ detail: firstLine(m) }, 'database client warning'),
+            error: (m: unknown) => logger.error({ detail: firstLine(m) }, 'database client error'),
+            deprecate: (m: unknown) => logger.debug({ detail: firstLine(m) }, 'database client deprecation'),
+            debug: (m: unknown) => logger.debug({ detail: firstLine(m) }, 'database client debug'),
+          },
+        }
+      : {}),
     // knex's pg client with every query sent as a named prepared statement (shared/preparedStatements.ts).
     client: preparingPgClient(),
-    connection: config.databaseUrl,
+    connection: {
+      connectionString: config.databaseUrl,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      ...(limit ? { statement_timeout: limit, query_timeout: limit + 1000 } : {}),
+    },
+    ...(limit ? { acquireConnectionTimeout: limit } : {}),
     pool: { min: 0, max: opts.poolMax ?? config.databasePoolMax },
     migrations: { directory: migrationsDirectory, loadExtensions: ['.js'], tableName: 'knex_migrations' },
   });

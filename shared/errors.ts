@@ -125,6 +125,9 @@ const UNREACHABLE_MESSAGES = new RegExp(
     'timeout exceeded when trying to connect',
     'Client has encountered a connection error',
     'not currently accepting connections',
+    // query_timeout: the server stopped answering (shared/db.ts).
+    'Query read timeout',
+    'Connection terminated due to connection timeout',
   ].join('|'),
   'i',
 );
@@ -210,6 +213,8 @@ export function toHttpError(err: unknown): HttpError | undefined {
   for (const e of unwrap(err)) {
     if (e instanceof HttpError) return e;
     const code = typeof e.code === 'string' ? e.code : '';
+    // statement_timeout (DATABASE_REQUEST_TIMEOUT_MS, shared/db.ts): a statement that ran too long.
+    if (code === '57014') return serviceUnavailable('the database did not answer in time; try again shortly');
     if (
       UNREACHABLE_CODES.test(code) ||
       e.name === 'KnexTimeoutError' ||

@@ -66,6 +66,10 @@ export async function startWorkers(config: Config, opts: { schedule?: boolean } 
   const workers = (Object.values(QueueName) as QueueName[]).map((name) => {
     const processor = processors[name] as Processor<QueueName>;
     const connection = createRedis(config);
+    // Without a listener ioredis prints every connection error as plain text on stderr.
+    connection.on('error', (err) =>
+      ctx.logger.warn({ queue: name, err: err.message }, 'redis worker connection error'),
+    );
     connections.push(connection);
     const worker = new Worker(name, (job) => processor(job as never, ctx), {
       connection,

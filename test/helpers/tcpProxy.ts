@@ -1,0 +1,58 @@
+import net from 'node:net';
+
+/** A TCP proxy to `target` that a test can freeze: connections stay open and nothing passes. */
+export interface TcpProxy {
+  port: number;
+  /** Stops forwarding both ways (as a hung server or a network dropping packets would). */
+  freeze(): void;
+  thaw(): void;
+  close(): Promise<void>;
+}
+
+export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
+  const pairs = new Set<[net.Socket, net.Socket]>();
+  let frozen = false;
+  const server = net.createServer((client) => {
+    const upstream = net.connect(targetPort, targetHost);
+    const pair: [net.Socket, net.Socket] = [client, upstream];
+    pairs.add(pair);
+    client.pipe(upstream);
+    upstream.pipe(client);
+    if (frozen) {
+      client.pause();
+      upstream.pause();
+    }
+    const end = () => {
+      pairs.delete(pair);
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', end).on('close', end);
+    upstream.on('error', end).on('close', end);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    freeze() {
+      frozen = true;
+      for (const [a, b] of pairs) {
+        a.pause();
+        b.pause();
+      }
+    },
+    thaw() {
+      frozen = false;
+      for (const [a, b] of pairs) {
+        a.resume();
+        b.resume();
+      }
+    },
+    async close() {
+      for (const [a, b] of pairs) {
+        a.destroy();
+        b.destroy();
+      }
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
