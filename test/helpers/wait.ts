@@ -18,3 +18,10 @@ export async function eventually<T>(
     await sleep(stepMs);
   }
 }
+
+/** Runs `fn` and returns its result with the time it took (ms). */
+export async function timed<T>(fn: () => Promise<T>): Promise<{ result: T; ms: number }> {
+  const start = performance.now();
+  const result = await fn();
+  return { result, ms: performance.now() - start };
+}

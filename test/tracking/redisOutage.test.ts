@@ -5,7 +5,7 @@ import { PrivateRedis, startPrivateRedis } from '../helpers/redisServer';
 import { Stack, startStack } from '../helpers/stack';
 import { connect, wsBase } from '../helpers/wsClient';
 import { countRows, gpsBody, make, nowSeconds } from '../helpers/tracking';
-import { eventually } from '../helpers/wait';
+import { eventually, timed } from '../helpers/wait';
 
 // One private redis-server that the tests stop and restart, and one stack pointed at it: serial.
 let redis: PrivateRedis;
@@ -27,13 +27,6 @@ test.after.always(async () => {
   await s?.close();
   await redis?.stop();
 });
-
-/** Runs `fn` and returns its result with the time it took. */
-async function timed<T>(fn: () => Promise<T>): Promise<{ result: T; ms: number }> {
-  const start = performance.now();
-  const result = await fn();
-  return { result, ms: performance.now() - start };
-}
 
 /** The ids in order of first appearance (a relay may re-publish after a failure: at-least-once). */
 const firstSeen = (ids: string[]) => ids.filter((id, i) => ids.indexOf(id) === i);
