@@ -85,10 +85,10 @@ export async function startApi(
   // Fail-fast like every connection requests use, command timeout included: a Redis that stops
   // answering with its connection open would otherwise hold every rate-limited request.
   const limiterRedis = createRedis(config, { ...FAIL_FAST, connectTimeout: 1000, enableAutoPipelining: true });
-  limiterRedis.on('error', () => undefined);
+  ctx.redisErrors.watch(limiterRedis, 'rate limiter');
   const credentials = new CredentialResolver(ctx.db, ctx.logger);
   const subscriber = createRedis(config);
-  subscriber.on('error', (err) => ctx.logger.warn({ err: err.message }, 'redis subscriber error'));
+  ctx.redisErrors.watch(subscriber, 'subscriber');
   await credentials.start(subscriber, config, { publisher: ctx.redis });
   // The same subscriber carries system config changes to this process's config cache.
   await listenForConfigChanges(subscriber, config, ctx.db, ctx.logger);

@@ -9,7 +9,7 @@ import { createDb } from '../shared/db';
 import { CHAT_BOTS_WS_CHANNEL, PubSub } from '../shared/events';
 import { createLogger, Logger } from '../shared/logger';
 import { Queues } from '../shared/queues';
-import { createRedis, redisKey, RedisKeys } from '../shared/redis';
+import { createRedis, RedisErrorLog, redisKey, RedisKeys } from '../shared/redis';
 import { AccountEvents } from './accountEvents';
 import type { AuthDeps } from './auth';
 import { fanOut } from './fanout';
@@ -48,11 +48,10 @@ export async function startRealtime(
   const instanceId = randomUUID();
   const logger = opts.logger ?? createLogger('realtime', config.logLevel);
   const db = createDb(config, { poolMax: 4, serving: true, logger });
-  const redis = createRedis(config);
-  const subscriber = createRedis(config);
-  const authSubscriber = createRedis(config);
-  for (const r of [redis, subscriber, authSubscriber])
-    r.on('error', (err) => logger.warn({ err: err.message }, 'redis error'));
+  const redisErrors = new RedisErrorLog(logger);
+  const redis = redisErrors.watch(createRedis(config), 'requests');
+  const subscriber = redisErrors.watch(createRedis(config), 'subscriber');
+  const authSubscriber = redisErrors.watch(createRedis(config), 'auth subscriber');
   const credentials = new CredentialResolver(db, logger);
   await credentials.start(authSubscriber, config, { publisher: redis });
   const queues = new Queues(redis, config);

@@ -8,7 +8,7 @@ import { createLogger, Logger } from './logger';
 import { OutboxRelay } from './outbox';
 import { ChatBotClient } from './proto/rpc';
 import { Queues } from './queues';
-import { createRedis, FAIL_FAST } from './redis';
+import { createRedis, FAIL_FAST, RedisErrorLog } from './redis';
 
 /**
  * What every process holds: config, logger, database, Redis, the typed event bus, the queue
@@ -20,6 +20,8 @@ export interface ServiceContext {
   logger: Logger;
   db: Knex;
   redis: Redis;
+  /** The process's one log of Redis connection errors: watch every further connection with it. */
+  redisErrors: RedisErrorLog;
   bus: EventBus;
   queues: Queues;
   outbox: OutboxRelay;
@@ -37,7 +39,8 @@ export function createContext(config: Config, name: string, logger?: Logger): Se
   onAfterCommitFailure((err) => log.error({ err }, 'after-commit side effect failed'));
   // Fail fast: with Redis down a request falls back or leaves the work to the outbox, never waits.
   const redis = createRedis(config, FAIL_FAST);
-  redis.on('error', (err) => log.warn({ err: err.message }, 'redis connection error'));
+  const redisErrors = new RedisErrorLog(log);
+  redisErrors.watch(redis, 'requests');
   const bus = new EventBus(redis, config);
   const queues = new Queues(redis, config);
   const outbox = new OutboxRelay({ db, redis, bus, queues, config, logger: log });
@@ -48,6 +51,7 @@ export function createContext(config: Config, name: string, logger?: Logger): Se
     logger: log,
     db,
     redis,
+    redisErrors,
     bus,
     queues,
     outbox,

@@ -60,16 +60,14 @@ export async function startWorkers(config: Config, opts: { schedule?: boolean } 
   const connections: Redis[] = [];
   // System config changes published by the api reach this process's config cache.
   const configSubscriber = createRedis(config);
-  configSubscriber.on('error', (err) => ctx.logger.warn({ err: err.message }, 'redis subscriber error'));
+  ctx.redisErrors.watch(configSubscriber, 'config subscriber');
   connections.push(configSubscriber);
   await listenForConfigChanges(configSubscriber, config, ctx.db, ctx.logger);
   const workers = (Object.values(QueueName) as QueueName[]).map((name) => {
     const processor = processors[name] as Processor<QueueName>;
     const connection = createRedis(config);
     // Without a listener ioredis prints every connection error as plain text on stderr.
-    connection.on('error', (err) =>
-      ctx.logger.warn({ queue: name, err: err.message }, 'redis worker connection error'),
-    );
+    ctx.redisErrors.watch(connection, `worker ${name}`);
     connections.push(connection);
     const worker = new Worker(name, (job) => processor(job as never, ctx), {
       connection,
@@ -79,7 +77,7 @@ export async function startWorkers(config: Config, opts: { schedule?: boolean } 
     worker.on('failed', (job, err) =>
       ctx.logger.warn({ queue: name, jobId: job?.id, attempts: job?.attemptsMade, err: err.message }, 'job failed'),
     );
-    worker.on('error', (err) => ctx.logger.error({ queue: name, err: err.message }, 'worker error'));
+    worker.on('error', ctx.redisErrors.listener(`worker ${name}`, 'error'));
     return worker;
   });
   if (opts.schedule !== false) {
