@@ -22,11 +22,20 @@ const zSettingKey = () =>
       'may contain only letters, digits, dot, underscore and hyphen, and must start with a letter or digit',
     )
     .refine((k) => k !== 'public', 'public is reserved');
+/**
+ * Largest value of a setting (or config entry), as JSON: settings are read whole, by every client
+ * that lists them (the public ones without credentials), so one may not be a document store.
+ */
+const MAX_SETTING_VALUE_BYTES = 64 * 1024;
 const settingFields = {
   value: z
     .unknown()
     .refine((v) => v !== undefined, 'is required')
-    .openapi({ description: 'Any JSON value' }),
+    .refine(
+      (v) => v === undefined || Buffer.byteLength(JSON.stringify(v)) <= MAX_SETTING_VALUE_BYTES,
+      `must be at most ${MAX_SETTING_VALUE_BYTES / 1024} KiB as JSON`,
+    )
+    .openapi({ description: `Any JSON value, at most ${MAX_SETTING_VALUE_BYTES / 1024} KiB as JSON` }),
   description: z.string({ invalid_type_error: 'must be a string' }).max(10_000).nullable().optional(),
   is_public: z.boolean({ invalid_type_error: 'must be a boolean' }).optional(),
 };

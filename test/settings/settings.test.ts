@@ -93,6 +93,8 @@ test('keys and bodies are validated with a 400 naming the field', async (t) => {
     [{ key: 'ok.key' }, /^value: /],
     [{ key: 'ok.key', value: 1, is_public: 'yes' }, /^is_public: /],
     [{ key: 'ok.key', value: 1, description: 5 }, /^description: /],
+    // 64 KiB as JSON at most: the quotes count.
+    [{ key: 'ok.key', value: 'x'.repeat(64 * 1024 - 1) }, /^value: must be at most 64 KiB as JSON/],
   ] as const;
   for (const [body, message] of bad) {
     const r = await req('POST', '/v1/settings', admin, body);
@@ -101,6 +103,10 @@ test('keys and bodies are validated with a 400 naming the field', async (t) => {
   }
   t.is((await req('GET', `/v1/settings/${'x'.repeat(101)}`, admin)).status, 400);
   t.regex((await req('PUT', '/v1/settings/ok.key', admin, {})).body.message, /^value: /);
+  // The largest value that fits is stored whole.
+  const largest = 'x'.repeat(64 * 1024 - 2);
+  t.is((await req('POST', '/v1/settings', admin, { key: 'largest', value: largest })).status, 201);
+  t.is((await req('GET', '/v1/settings/largest', admin)).body.data.value, largest);
 });
 
 test('the public list shows only public settings, without authentication', async (t) => {
