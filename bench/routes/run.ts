@@ -26,7 +26,7 @@ import { Credential, fillRoute, FilledRoute, readRouteTable, RouteEntry, Unfille
  * "METHOD /path"), SAMPLE (distinct path values rotated per route, 100), TRACKERS (devices POST
  * /v1/gps rotates through, 1000), GPS_BATCH (points per POST /v1/gps/batch, 100), SESSION_POOL
  * (fresh sessions per DELETE /v1/sessions/{token} run, 30000), KOA_EVERY (cases between two Koa
- * runs, 4), ACCEPT_ENCODING (sent with every load request, 'gzip, deflate, br'; empty for none), KEEP_DB=1 (keep the database), PROFILE=<dir> (CPU profile of the api target), TARGET_NODE_ARGS (extra node flags for the api target), TARGET_LOG_LEVEL (api log level, silent),
+ * runs, 4), ACCEPT_ENCODING (sent with every load request, 'gzip, deflate, br'; empty for none), KEEP_DB=1 (keep the database), RATE (a fixed offered load in req/s: CPU per request without saturation; off), PROFILE=<dir> (CPU profile of the api target), TARGET_NODE_ARGS (extra node flags for the api target), TARGET_LOG_LEVEL (api log level, silent),
  * DATABASE_URL / REDIS_URL (as for the service).
  *
  * How it measures:
@@ -64,6 +64,8 @@ const TRACKERS = Math.max(1, Math.min(ROWS, Math.floor(num('TRACKERS', 1000))));
 const GPS_BATCH = Math.max(1, Math.floor(num('GPS_BATCH', 100)));
 const SESSION_POOL = Math.max(CONNECTIONS * 4, Math.floor(num('SESSION_POOL', 30_000)));
 const KOA_EVERY = Math.max(1, Math.floor(num('KOA_EVERY', 4)));
+/** RATE=<req/s>: a fixed offered load instead of as fast as it goes (CPU per request without saturation). */
+const RATE = process.env.RATE ? Math.max(1, num('RATE', 0)) : undefined;
 const ONLY = process.env.ONLY ? new RegExp(process.env.ONLY) : undefined;
 /**
  * The Accept-Encoding every load request sends: what browsers, fetch and mobile HTTP stacks send
@@ -267,6 +269,7 @@ async function cannon(url: string, spec: RunSpec, seconds: number): Promise<auto
     headers: ACCEPT_ENCODING ? { 'accept-encoding': ACCEPT_ENCODING, ...spec.headers } : spec.headers,
     requests: staggered(spec.requests) as autocannon.Request[],
   };
+  if (RATE) opts.overallRate = RATE;
   if (spec.maxRequests !== undefined) opts.maxOverallRequests = Math.max(spec.maxRequests, CONNECTIONS);
   return autocannon(opts);
 }
