@@ -174,6 +174,7 @@ export class AccountEvents {
             return;
           }
           this.hub.setPrincipal(c, r.principal);
+          this.watchExpiry(c, r.expiresAt);
           for (const ch of [...c.channels]) {
             if (mayRetain(r.principal, ch)) continue;
             this.hub.unsubscribe(c, ch);
@@ -188,7 +189,16 @@ export class AccountEvents {
         this.logger.warn({ err: (err as Error).message, client: c.id }, 'could not re-check a connection');
       } finally {
         c.recheck = undefined;
+        this.hub.release(c);
       }
     })();
+  }
+
+  /**
+   * Re-checks `c` when its credential expires (a session's or API key's expires_at, an OAuth
+   * token's): the re-check finds it expired and closes the socket, as REST answers 401 from then on.
+   */
+  watchExpiry(c: Client, expiresAt: number): void {
+    this.hub.expireAt(c, expiresAt, () => this.recheck(c));
   }
 }

@@ -14,6 +14,8 @@ export type UpgradeAuth =
   | {
       ok: true;
       principal: Principal;
+      /** When the credential stops authenticating (ms since the epoch; Infinity: never). */
+      expiresAt: number;
       auth: ConnectionAuth;
       sourceService: string | null;
       chatBot: boolean;
@@ -50,6 +52,7 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: AuthD
   const protocols = offeredProtocols(req);
   const ti = protocols.indexOf(TICKET_SUBPROTOCOL);
   let principal: Principal = ANONYMOUS;
+  let expiresAt = Infinity;
   let auth: ConnectionAuth = { kind: 'anonymous' };
   let subprotocol: string | null = null;
 
@@ -61,6 +64,7 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: AuthD
     const r = await principalForUser(deps.db, data);
     if (!r.ok) return r;
     principal = r.principal;
+    expiresAt = r.expiresAt;
     auth = { kind: 'ticket', ticket: data };
     subprotocol = TICKET_SUBPROTOCOL;
   } else if (req.headers.authorization !== undefined) {
@@ -69,6 +73,7 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: AuthD
     const result = await deps.credentials.resolve(m[1]);
     if (!result.ok) return result;
     principal = result.principal;
+    expiresAt = result.entry.expiresAt;
     auth = { kind: 'bearer', token: m[1] };
     const relayUser = new URL(req.url ?? '/', 'http://x').searchParams.get('userId');
     if (relayUser !== null && can(principal, 'actForUser', subjects.relay())) {
@@ -76,6 +81,7 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: AuthD
       const r = await principalForUser(deps.db, { userId: relayUser.toLowerCase(), sessionId: null, via: 'session' });
       if (!r.ok) return r.status === 401 ? { ok: false, status: 400, message: 'userId: no such user' } : r;
       principal = r.principal;
+      expiresAt = Math.min(expiresAt, r.expiresAt);
       auth = { kind: 'relay', systemToken: m[1], userId: r.principal.userId };
     }
   }
@@ -96,7 +102,7 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: AuthD
       chatBot = true;
     }
   }
-  return { ok: true, principal, auth, sourceService, chatBot, subprotocol };
+  return { ok: true, principal, expiresAt, auth, sourceService, chatBot, subprotocol };
 }
 
 /**
@@ -106,18 +112,21 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: AuthD
 export async function reresolve(
   auth: ConnectionAuth,
   deps: AuthDeps,
-): Promise<{ ok: true; principal: Principal } | { ok: false; status: number; message: string }> {
+): Promise<{ ok: true; principal: Principal; expiresAt: number } | { ok: false; status: number; message: string }> {
   switch (auth.kind) {
     case 'anonymous':
-      return { ok: true, principal: ANONYMOUS };
-    case 'bearer':
-      return deps.credentials.resolve(auth.token);
+      return { ok: true, principal: ANONYMOUS, expiresAt: Infinity };
+    case 'bearer': {
+      const r = await deps.credentials.resolve(auth.token);
+      return r.ok ? { ok: true, principal: r.principal, expiresAt: r.entry.expiresAt } : r;
+    }
     case 'ticket':
       return principalForUser(deps.db, auth.ticket);
     case 'relay': {
       const sys = await deps.credentials.resolve(auth.systemToken);
       if (!sys.ok) return sys;
-      return principalForUser(deps.db, { userId: auth.userId, sessionId: null, via: 'session' });
+      const r = await principalForUser(deps.db, { userId: auth.userId, sessionId: null, via: 'session' });
+      return r.ok ? { ...r, expiresAt: Math.min(r.expiresAt, sys.entry.expiresAt) } : r;
     }
   }
 }

@@ -21,15 +21,18 @@ export function fanOut(hub: Hub, accountEvents: AccountEvents): (channel: string
       const protoOnly = twin && PROTOBUF_ONLY_TYPES.has(type!);
       let binary: Uint8Array | null | undefined;
       for (const c of set) {
+        const hold = hub.mustHold(c, channel);
         if (twin && (protoOnly || c.format === 'protobuf')) {
           if (binary === undefined) binary = protobufTwin(payload);
           if (binary) {
-            hub.sendBinary(c, binary);
+            if (hold) hub.hold(c, channel, binary, true);
+            else hub.sendBinary(c, binary);
             continue;
           }
           if (protoOnly) continue;
         }
-        hub.sendText(c, payload);
+        if (hold) hub.hold(c, channel, payload, false);
+        else hub.sendText(c, payload);
       }
     }
     // Effects come after delivery, so a closed socket has received the event first.

@@ -28,7 +28,16 @@ export interface Client {
   /** Set once the server decided to close it: no more sends. */
   closing: boolean;
   recheck?: { running: boolean; again: boolean };
+  /** Frames of other channels that arrived while `recheck` ran: sent after it, if still subscribed. */
+  held?: Array<{ channel: string; frame: Buffer | Uint8Array; binary: boolean }>;
+  /** Re-checks the connection when its credential expires (`Hub.expireAt`). */
+  expiry?: NodeJS.Timeout;
 }
+
+/** Frames held for one connection while its access is re-checked; beyond this the oldest go. */
+const MAX_HELD_FRAMES = 10_000;
+/** setTimeout's longest delay; a later expiry is waited for in steps. */
+const MAX_TIMER_MS = 2_147_483_647;
 
 /** Time a client we closed gets to complete the close handshake before the socket is destroyed. */
 const CLOSE_GRACE_MS = 5000;
@@ -88,6 +97,8 @@ export class Hub {
 
   remove(c: Client): void {
     if (!this.clients.delete(c)) return;
+    clearTimeout(c.expiry);
+    c.held = undefined;
     for (const ch of [...c.channels]) this.unsubscribe(c, ch);
     const uid = ownerId(c.principal);
     if (uid) removeFrom(this.byUser, uid, c);
@@ -108,6 +119,47 @@ export class Hub {
     removeFrom(this.channels, channel, c);
     this.subscriptionCount--;
     this.onChange();
+  }
+
+  /**
+   * Whether a frame on `channel` must wait for `c`'s re-check (`hold`): while a change to its
+   * access is being applied, only its own user channel (which carries the account events that
+   * explain the change) goes straight through. A push published after the change was acknowledged
+   * thus never reaches a connection that no longer may read it.
+   */
+  mustHold(c: Client, channel: string): boolean {
+    return c.recheck !== undefined && !(c.principal.kind === 'user' && channel === `user:${c.principal.userId}`);
+  }
+
+  hold(c: Client, channel: string, frame: Buffer | Uint8Array, binary: boolean): void {
+    const held = (c.held ??= []);
+    held.push({ channel, frame, binary });
+    if (held.length > MAX_HELD_FRAMES) held.shift();
+  }
+
+  /** After a re-check: the held frames of channels `c` still reads, in arrival order; the others are dropped. */
+  release(c: Client): void {
+    const held = c.held;
+    c.held = undefined;
+    if (!held) return;
+    for (const h of held) {
+      if (!c.channels.has(h.channel)) continue;
+      if (h.binary) this.sendBinary(c, h.frame);
+      else this.sendText(c, h.frame as Buffer);
+    }
+  }
+
+  /** Runs `onExpiry` once when `c`'s credential expires at `at` (ms; Infinity: never), replacing an earlier timer. */
+  expireAt(c: Client, at: number, onExpiry: () => void): void {
+    clearTimeout(c.expiry);
+    c.expiry = undefined;
+    if (!Number.isFinite(at) || !this.clients.has(c)) return;
+    const delay = Math.max(0, at - Date.now());
+    c.expiry = setTimeout(
+      () => (delay > MAX_TIMER_MS ? this.expireAt(c, at, onExpiry) : onExpiry()),
+      Math.min(delay, MAX_TIMER_MS),
+    );
+    c.expiry.unref();
   }
 
   /** Sends a text frame (JSON). `data` may be a pre-serialised Buffer shared by every receiver. */

@@ -74,6 +74,7 @@ export async function startRealtime(
     const client = hub.create(socket, auth.principal, auth.auth, auth.sourceService, auth.chatBot);
     if (auth.principal.kind === 'user') hub.subscribe(client, `user:${auth.principal.userId}`);
     if (auth.chatBot) hub.subscribe(client, CHAT_BOTS_WS_CHANNEL);
+    accountEvents.watchExpiry(client, auth.expiresAt);
     socket.on('pong', () => {
       client.lastPong = Date.now();
     });

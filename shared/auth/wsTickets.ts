@@ -91,13 +91,15 @@ export type UserPrincipal = Extract<Principal, { kind: 'user' }>;
 export async function principalForUser(
   db: Knex,
   identity: Pick<TicketData, 'userId' | 'sessionId' | 'via' | 'oauthTokenId'>,
-): Promise<{ ok: true; principal: UserPrincipal } | { ok: false; status: 401 | 403; message: string }> {
+): Promise<
+  { ok: true; principal: UserPrincipal; expiresAt: number } | { ok: false; status: 401 | 403; message: string }
+> {
   if (identity.via === 'oauth') {
     const entry = identity.oauthTokenId ? await loadOAuthTokenEntry(db, { id: identity.oauthTokenId }) : null;
     if (!entry || entry.userId !== identity.userId)
       return { ok: false, status: 401, message: 'the OAuth token behind this connection was revoked or expired' };
     if (entry.bannedUntil > Date.now()) return { ok: false, status: 403, message: 'account is banned' };
-    return { ok: true, principal: entry.principal as UserPrincipal };
+    return { ok: true, principal: entry.principal as UserPrincipal, expiresAt: entry.expiresAt };
   }
   let expiresAt = Infinity;
   if (identity.sessionId) {
@@ -120,5 +122,5 @@ export async function principalForUser(
     expiresAt,
   });
   if (entry.bannedUntil > Date.now()) return { ok: false, status: 403, message: 'account is banned' };
-  return { ok: true, principal: entry.principal as UserPrincipal };
+  return { ok: true, principal: entry.principal as UserPrincipal, expiresAt };
 }

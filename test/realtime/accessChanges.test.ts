@@ -1,0 +1,119 @@
+import test from 'ava';
+import { createSession } from '../../shared/commands/sessions';
+import { createKey, createUser } from '../helpers/factories';
+import { useStack } from '../helpers/stack';
+import { connect, publish, wsBase, type WsConn } from '../helpers/wsClient';
+
+/**
+ * An open socket holds no more access than a new request would: it closes when its credential
+ * expires, and a push published after a narrowing change was acknowledged never reaches it, even
+ * while the re-check of its access is still waiting on the database. Serial: two of the tests lock
+ * the sessions table, which would hold up the others' session reads.
+ */
+const stack = useStack(test, { realtime: 1 });
+
+const isGpsUpdate = (f: { kind: string; data?: { type?: string } }) =>
+  f.kind === 'json' && f.data?.type === 'gpsUpdate';
+
+/** A role of its own holding gps:read only, so taking it away takes exactly that. */
+async function gpsViewerRole(roleId: string): Promise<void> {
+  const s = stack();
+  await s.db('roles').insert({ id: roleId, name: roleId, description: 'gps reader', is_system: false });
+  const perm = await s.db('permissions').where({ resource: 'gps', action: 'read' }).first('id');
+  await s.db('role_permissions').insert({ role_id: roleId, permission_id: perm.id });
+}
+
+async function closesWithin(conn: WsConn, ms: number): Promise<{ code: number; reason: string } | null> {
+  return Promise.race([conn.closed, new Promise<null>((r) => setTimeout(() => r(null), ms))]);
+}
+
+test.serial('a socket closes when the session, ticket or API key it was opened with expires', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
+  const soon = () => new Date(Date.now() + 1500);
+  const { token } = await createSession(s.db, user.id, soon());
+  const bySession = await connect(wsBase(s), { token });
+  const ticket = (await s.request('POST', '/v1/ws/ticket', { token })).body.ticket as string;
+  const byTicket = await connect(wsBase(s), { protocols: ['service-ticket', ticket] });
+  const key = await createKey({ userId: user.id, scopes: ['gps:read'], expiresAt: soon() });
+  const byKey = await connect(wsBase(s), { token: key.key });
+  t.is((await byKey.subscribe('gps')).data, 'Subscribed to gps');
+  // Open now, well before the expiry.
+  t.is(await closesWithin(bySession, 200), null);
+  for (const [what, conn] of [
+    ['session', bySession],
+    ['ticket', byTicket],
+    ['API key', byKey],
+  ] as const) {
+    const closed = await closesWithin(conn, 10_000);
+    t.truthy(closed, `${what}: still open after its credential expired`);
+    t.is(closed?.code, 4001, what);
+    t.regex(closed?.reason ?? '', /expired/, what);
+  }
+  // REST agrees.
+  t.is((await s.request('GET', '/v1/users/me', { token })).status, 401);
+});
+
+test.serial(
+  'a demotion acknowledged while the re-check waits on the database: no later push reaches the socket',
+  async (t) => {
+    const s = stack();
+    await gpsViewerRole('role_gps_viewer_a');
+    const admin = await createUser(s.db, { roles: ['role_admin'] });
+    const user = await createUser(s.db, { roles: ['role_user', 'role_gps_viewer_a'] });
+    // role_user alone does not read gps: the demotion takes gps:read away.
+    const conn = await connect(wsBase(s), { token: user.token });
+    t.is((await conn.subscribe('gps')).data, 'Subscribed to gps');
+    // The admin's credential is cached, so the demotion itself does not read the sessions table.
+    t.is((await s.request('GET', '/v1/users/me', { token: admin.token })).status, 200);
+    const lock = await s.db.transaction();
+    try {
+      // The socket's re-check resolves its session token: it waits for this lock.
+      await lock.raw('LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE');
+      const r = await s.request('DELETE', `/v1/users/${user.id}/roles/role_gps_viewer_a`, { token: admin.token });
+      t.is(r.status, 204, r.text);
+      await publish(s, 'gps', { type: 'gpsUpdate', data: { id: 'after-demotion' } });
+      t.true(await conn.nothing(isGpsUpdate, 1000), 'a push published after the 204 reached the demoted socket');
+    } finally {
+      await lock.commit();
+    }
+    t.deepEqual(await conn.nextJson((m) => m.type === 'error'), {
+      type: 'error',
+      message: 'access to channel gps revoked',
+    });
+    // The held push was for a channel the socket lost: dropped, not delivered late.
+    t.true(await conn.nothing(isGpsUpdate, 500));
+    t.is(conn.ws.readyState, conn.ws.OPEN);
+    conn.close();
+  },
+);
+
+test.serial(
+  'a change that leaves the access as it was: pushes held during the re-check arrive after it, in order',
+  async (t) => {
+    const s = stack();
+    await gpsViewerRole('role_gps_viewer_b');
+    await gpsViewerRole('role_gps_viewer_c');
+    const admin = await createUser(s.db, { roles: ['role_admin'] });
+    const user = await createUser(s.db, { roles: ['role_user', 'role_gps_viewer_b', 'role_gps_viewer_c'] });
+    const conn = await connect(wsBase(s), { token: user.token });
+    t.is((await conn.subscribe('gps')).data, 'Subscribed to gps');
+    t.is((await s.request('GET', '/v1/users/me', { token: admin.token })).status, 200);
+    const lock = await s.db.transaction();
+    try {
+      await lock.raw('LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE');
+      // gps:read stays (through role_gps_viewer_c).
+      const r = await s.request('DELETE', `/v1/users/${user.id}/roles/role_gps_viewer_b`, { token: admin.token });
+      t.is(r.status, 204, r.text);
+      for (const id of ['p1', 'p2', 'p3']) await publish(s, 'gps', { type: 'gpsUpdate', data: { id } });
+      t.true(await conn.nothing(isGpsUpdate, 500), 'pushes went out before the re-check finished');
+    } finally {
+      await lock.commit();
+    }
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await conn.nextJson((m) => m.type === 'gpsUpdate')).data.id);
+    t.deepEqual(ids, ['p1', 'p2', 'p3']);
+    t.true(await conn.nothing((f) => f.kind === 'json' && f.data.type === 'error', 300));
+    conn.close();
+  },
+);
