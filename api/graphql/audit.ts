@@ -8,7 +8,7 @@ import {
   ingestAuditEvent,
 } from '../../shared/commands/ingestAuditEvent';
 import { badRequest, validationError } from '../../shared/errors';
-import { checkBodyDepth } from '../middleware/body';
+import { checkParsedBody } from '../middleware/body';
 import { presentAuditEvent } from '../../shared/presenters/auditEvent';
 import { camelKeys } from '../../shared/presenters/camel';
 import type { GqlContext } from './context';
@@ -92,7 +92,7 @@ export class AuditResolver {
         throw badRequest('metadataJson: must be a JSON-encoded object');
       }
       // Nested as deep as a JSON body may be (a body's string holds what the body parser never saw).
-      checkBodyDepth({ metadataJson: metadata });
+      checkParsedBody({ metadataJson: metadata });
     }
     const parsed = auditIngestInput.safeParse(auditBodyOf(input, metadata));
     if (!parsed.success) throw validationError(parsed.error, 'input');

@@ -18,18 +18,30 @@ const STRICT_JSON = /^[ \t\n\r]*[[{]/;
  */
 export const MAX_JSON_DEPTH = 64;
 
+/** What is wrong with a parsed body, and where (a path such as `metadata.a.0`, cut after a few segments). */
+interface BodyProblem {
+  path: string[];
+  kind: 'depth' | 'number';
+}
+
 /**
- * The path of the first value nested deeper than `MAX_JSON_DEPTH` (e.g. `metadata.a.0`, cut after a
- * few segments), or undefined. Recursion stops at the limit, so the check itself cannot overflow.
+ * The first value nested deeper than `MAX_JSON_DEPTH`, or the first number JSON.parse could only
+ * read as ±Infinity (`1e400`: stored as null by a jsonb column, so a free-form field would change
+ * silently), or undefined. Recursion stops at the depth limit, so the check itself cannot overflow.
  */
-function tooDeep(value: unknown, depth: number, path: string[]): string[] | undefined {
-  if (value === null || typeof value !== 'object') return undefined;
-  if (depth >= MAX_JSON_DEPTH) return path;
+function firstProblem(value: unknown, depth: number, path: string[]): BodyProblem | undefined {
+  if (value === null || typeof value !== 'object') {
+    return typeof value === 'number' && !Number.isFinite(value) ? { path, kind: 'number' } : undefined;
+  }
+  if (depth >= MAX_JSON_DEPTH) return { path, kind: 'depth' };
+  const at = (key: string) => (path.length < 4 ? [...path, key] : path);
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
       const v = value[i] as unknown;
-      if (v !== null && typeof v === 'object') {
-        const found = tooDeep(v, depth + 1, path.length < 4 ? [...path, String(i)] : path);
+      if (typeof v === 'number') {
+        if (!Number.isFinite(v)) return { path: at(String(i)), kind: 'number' };
+      } else if (v !== null && typeof v === 'object') {
+        const found = firstProblem(v, depth + 1, at(String(i)));
         if (found) return found;
       }
     }
@@ -37,25 +49,32 @@ function tooDeep(value: unknown, depth: number, path: string[]): string[] | unde
   }
   for (const key in value) {
     const v = (value as Record<string, unknown>)[key];
-    if (v !== null && typeof v === 'object') {
-      const found = tooDeep(v, depth + 1, path.length < 4 ? [...path, key] : path);
+    if (typeof v === 'number') {
+      if (!Number.isFinite(v)) return { path: at(key), kind: 'number' };
+    } else if (v !== null && typeof v === 'object') {
+      const found = firstProblem(v, depth + 1, at(key));
       if (found) return found;
     }
   }
   return undefined;
 }
 
-/** Refuses a parsed body nested deeper than `MAX_JSON_DEPTH`, naming the field (400). */
-export function checkBodyDepth(body: unknown): void {
-  const path = tooDeep(body, 0, []);
-  if (path) {
-    const field = path.length ? path.join('.') : 'body';
-    throw new HttpError(
-      400,
-      'BadRequest',
-      `${field}: nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects`,
-    );
-  }
+/**
+ * Refuses a parsed body nested deeper than `MAX_JSON_DEPTH`, or holding a number too large for a
+ * double, naming the field (400). Every route's fields are checked by their schemas too; this is
+ * for free-form JSON (metadata, setting values), which no schema looks into.
+ */
+export function checkParsedBody(body: unknown): void {
+  const problem = firstProblem(body, 0, []);
+  if (!problem) return;
+  const field = problem.path.length ? problem.path.join('.') : 'body';
+  throw new HttpError(
+    400,
+    'BadRequest',
+    problem.kind === 'depth'
+      ? `${field}: nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects`
+      : `${field}: number too large (beyond ±1.8e308)`,
+  );
 }
 
 /** koa-body's and the fast path's failures as the answers of the error handler. */
@@ -156,7 +175,7 @@ function refuseUnparsedType(ctx: Context): void {
  * charset a 415. GET, HEAD and OPTIONS skip the parser entirely: they are most requests and carry
  * no body. A plain JSON body with a Content-Length (what every client sends) is read here
  * directly (`readJson`); everything else goes through koa-body. Either way a body nested deeper
- * than `MAX_JSON_DEPTH` is a 400 naming the field, and a body of a type neither parses a 415.
+ * than `MAX_JSON_DEPTH` or holding a number beyond a double's range is a 400 naming the field, and a body of a type neither parses a 415.
  */
 export function bodyParser(): Middleware {
   const parse = koaBody({
@@ -171,7 +190,7 @@ export function bodyParser(): Middleware {
   const fast = (ctx: Context, next: Next, length: number) =>
     readJson(ctx, length).then(
       (body) => {
-        checkBodyDepth(body);
+        checkParsedBody(body);
         ctx.request.body = body;
         return next();
       },
@@ -184,7 +203,7 @@ export function bodyParser(): Middleware {
     if (length > 0) return fast(ctx, next, length);
     refuseUnparsedType(ctx);
     return parse(ctx, () => {
-      checkBodyDepth(ctx.request.body);
+      checkParsedBody(ctx.request.body);
       return next();
     });
   };

@@ -145,6 +145,38 @@ test('a body nested too deep is a 400 naming the field, on both body parsers, an
   t.is(JSON.stringify(created.body.data.metadata), `{"a":${nested(60)}}`);
 });
 
+test('a number beyond a double (1e400) is a 400 naming the field, in free-form JSON too', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  // JSON.parse reads 1e400 as Infinity, which a jsonb column stores as null: the value would change.
+  const body = (metadata: string) => `{"name":"huge","latitude":1,"longitude":1,"radius_km":1,"metadata":${metadata}}`;
+  for (const [metadata, field] of [
+    ['{"k":1e400}', 'metadata.k'],
+    ['{"list":[1,-1e400]}', 'metadata.list.1'],
+  ]) {
+    const r = await s.request('POST', '/v1/geofences', { token: admin.token, rawBody: body(metadata) });
+    t.is(r.status, 400, r.text);
+    t.is(r.body.error, 'BadRequest');
+    t.is(r.body.message, `${field}: number too large (beyond ±1.8e308)`);
+  }
+  // Through koa-body too.
+  const viaKoaBody = await s.request('PUT', '/v1/settings/huge', {
+    token: admin.token,
+    rawBody: '{"value":{"n":1e999}}',
+    headers: { 'content-type': 'application/vnd.api+json' },
+  });
+  t.is(viaKoaBody.status, 400, viaKoaBody.text);
+  t.regex(viaKoaBody.body.message, /^value\.n: number too large/);
+  t.falsy(await s.db('geofences').where('name', 'huge').first());
+  // The largest double and the smallest are kept as sent.
+  const ok = await s.request('POST', '/v1/geofences', {
+    token: admin.token,
+    rawBody: body('{"max":1.7976931348623157e308,"tiny":5e-324}'),
+  });
+  t.is(ok.status, 201, ok.text);
+  t.deepEqual(ok.body.data.metadata, { max: 1.7976931348623157e308, tiny: 5e-324 });
+});
+
 test('a body of a type the parsers do not read is a 415 naming the type, not a missing-field 400', async (t) => {
   const s = stack();
   const admin = await createUser(s.db, { roles: ['role_admin'] });
