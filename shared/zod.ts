@@ -201,9 +201,28 @@ export const zQueryBool = () =>
     .enum(['true', 'false', '1', '0'], { errorMap: () => ({ message: 'must be true or false' }) })
     .transform((v) => v === 'true' || v === '1');
 
+/**
+ * A number in a query string, written as `pattern` says; anything else is left as it is for the
+ * number schema to refuse. Not z.coerce: Number() also reads `0x10`, `0b11`, `1e1`, ` 5 ` and the
+ * empty string (as 0), none of which is a number a client means to send.
+ */
+const queryNumber = <T extends z.ZodTypeAny>(pattern: RegExp, schema: T) =>
+  z.preprocess((v) => (typeof v === 'string' && pattern.test(v) ? Number(v) : v), schema);
+const INTEGER_TEXT = /^-?[0-9]+$/;
+const DECIMAL_TEXT = /^-?([0-9]+(\.[0-9]*)?|\.[0-9]+)$/;
+
+/** An integer in a query string (decimal digits, an optional minus); `refine` adds bounds. */
+export const zQueryInteger = <T extends z.ZodTypeAny = z.ZodNumber>(refine?: (n: z.ZodNumber) => T) => {
+  const n = z.number({ invalid_type_error: 'must be an integer' }).int('must be an integer');
+  return queryNumber(INTEGER_TEXT, refine ? refine(n) : n);
+};
+
 /** Integer in a query string with bounds. */
-export const zQueryInt = (min: number, max: number) =>
-  z.coerce.number({ invalid_type_error: 'must be an integer' }).int('must be an integer').min(min).max(max);
+export const zQueryInt = (min: number, max: number) => zQueryInteger((n) => n.min(min).max(max));
+
+/** A decimal number in a query string (`12`, `-0.5`, `.5`; no exponent); `refine` adds bounds. */
+export const zQueryDecimal = <T extends z.ZodTypeAny>(refine: (n: z.ZodNumber) => T) =>
+  queryNumber(DECIMAL_TEXT, refine(z.number({ invalid_type_error: 'must be a number' }).finite('must be a number')));
 
 /** A finite number (JSON has no NaN/Infinity, but strings coerced elsewhere might). */
 export const zFinite = () => z.number({ invalid_type_error: 'must be a number' }).finite();

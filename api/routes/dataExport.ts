@@ -3,7 +3,7 @@ import { deliverDataExport } from '../../shared/commands/dataExports';
 import { ACCOUNT_SCOPES, authorizeSelf } from '../../shared/policies';
 import { exportLogPageSchema, presentExportLog } from '../../shared/presenters/dataExport';
 import { exportLogPage } from '../../shared/queries/dataExport';
-import { z } from '../../shared/zod';
+import { z, zQueryInteger } from '../../shared/zod';
 import { AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 
@@ -13,19 +13,13 @@ const TAG = ['data-export'];
 
 /** An integer query value clamped into [min, max] (spec §4.22: out-of-range limits are clamped, not refused). */
 const clampedInt = (def: number, min: number, max: number) =>
-  z.coerce
-    .number({ invalid_type_error: 'must be an integer' })
-    .int('must be an integer')
+  zQueryInteger()
     .default(def)
     .transform((n) => Math.min(max, Math.max(min, n)));
 
 const logsQuery = z.object({
   limit: clampedInt(50, 1, 100),
-  offset: z.coerce
-    .number({ invalid_type_error: 'must be an integer' })
-    .int('must be an integer')
-    .min(0, 'must be 0 or more')
-    .default(0),
+  offset: zQueryInteger((n) => n.min(0, 'must be 0 or more')).default(0),
 });
 
 /** `service-data-export-YYYY-MM-DD.zip`, dated by when the archive was made (UTC). */

@@ -10,17 +10,13 @@ import {
   presentWaterLevelStation,
   waterLevelStationSchema,
 } from '../../shared/presenters/waterLevelStation';
-import { z } from '../../shared/zod';
+import { z, zQueryDecimal } from '../../shared/zod';
 import { resource, resourceSchema } from '../responses';
 import { AppContext, AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
 
 const zQueryNumber = (min: number, max: number) =>
-  z.coerce
-    .number({ invalid_type_error: 'must be a number' })
-    .finite('must be a number')
-    .min(min, `must be between ${min} and ${max}`)
-    .max(max, `must be between ${min} and ${max}`);
+  zQueryDecimal((n) => n.min(min, `must be between ${min} and ${max}`).max(max, `must be between ${min} and ${max}`));
 const zWater = () =>
   z
     .string()
@@ -87,12 +83,7 @@ export function pegelRoutes(router: Router<AppState, { services: ApiServices }>)
         lat: zQueryNumber(-90, 90).optional(),
         lon: zQueryNumber(-180, 180).optional(),
         water: zWater().optional(),
-        radius: z.coerce
-          .number({ invalid_type_error: 'must be a number' })
-          .finite('must be a number')
-          .positive('must be > 0')
-          .max(2000, 'must be at most 2000')
-          .optional(),
+        radius: zQueryDecimal((n) => n.positive('must be > 0').max(2000, 'must be at most 2000')).optional(),
       }),
       responses: {
         200: { description: 'Nearest station', schema: resourceSchema(nearestStationSchema) },

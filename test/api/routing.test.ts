@@ -119,4 +119,13 @@ test('pagination: limit over 100, zero or non-integer page are 400 naming the fi
   t.regex(nan.body.message, /^page: /);
   const max = await s.request('GET', '/v1/test-permissions?limit=100', { token: admin.token });
   t.is(max.status, 200);
+  // Decimal digits only: Number() would also read hex, binary, exponents, blanks and '' (as 0).
+  for (const query of ['limit=0x10', 'limit=0b11', 'limit=1e1', 'page=1e2', 'limit=', 'limit=%2010', 'page=+2']) {
+    const r = await s.request('GET', `/v1/test-permissions?${query}`, { token: admin.token });
+    t.is(r.status, 400, query);
+    t.regex(r.body.message, /^(limit|page): must be an integer/, query);
+  }
+  const leadingZero = await s.request('GET', '/v1/test-permissions?limit=010', { token: admin.token });
+  t.is(leadingZero.status, 200);
+  t.is(leadingZero.body.pagination.limit, 10);
 });

@@ -201,6 +201,14 @@ test.serial('nearest: by lat/lon, on a water, within a radius; 404 when none qua
   t.regex(half.body.message, /^lon: /);
   t.is((await get('/v1/pegel/nearest?lat=91&lon=0')).status, 400);
   t.regex((await get('/v1/pegel/nearest?lat=50&lon=7&radius=-1')).body.message, /^radius: /);
+  // Plain decimals only: no hex, exponent or empty value (Number() would read 0x32 as 50, '' as 0).
+  for (const query of ['lat=0x32&lon=7', 'lat=5e1&lon=7', 'lat=&lon=7', 'lat=50&lon=7&radius=1e1']) {
+    const r = await get(`/v1/pegel/nearest?${query}`);
+    t.is(r.status, 400, query);
+    t.regex(r.body.message, /^(lat|radius): must be a number/, query);
+  }
+  t.is((await get('/v1/pegel/nearest?lat=50.74&lon=.5e0')).status, 400);
+  t.not((await get('/v1/pegel/nearest?lat=50.74&lon=7.&radius=.5')).status, 400);
 });
 
 test.serial('nearest without lat/lon searches from the latest GPS point', async (t) => {
