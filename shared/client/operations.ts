@@ -2496,7 +2496,7 @@ export interface Operations {
   };
   get_v1_pegel_nearest: {
     params: Record<string, never>;
-    query: { lat?: number | null; lon?: number | null; water?: string; radius?: number };
+    query: { lat?: number; lon?: number; water?: string; radius?: number };
     body: undefined;
     response: {
       data: Schemas["NearestWaterLevelStation"];
@@ -2511,7 +2511,7 @@ export interface Operations {
   };
   get_v1_user_export_logs: {
     params: Record<string, never>;
-    query: { limit?: number | null; offset?: number | null };
+    query: { limit?: number; offset?: number };
     body: undefined;
     response: {
       logs: Array<{
@@ -2982,7 +2982,7 @@ export interface Operations {
   };
   get_v1_chat_guilds_guild_id_members: {
     params: { guild_id: string };
-    query: { search?: string; bot_only?: "true" | "false" | "1" | "0"; humans_only?: "true" | "false" | "1" | "0"; has_role?: string; limit?: number; offset?: number | null };
+    query: { search?: string; bot_only?: "true" | "false" | "1" | "0"; humans_only?: "true" | "false" | "1" | "0"; has_role?: string; limit?: number; offset?: number };
     body: undefined;
     response: {
       members: Array<Schemas["ChatMember"]>;
