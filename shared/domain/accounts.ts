@@ -11,13 +11,18 @@ export const zUsername = () =>
 /** Email addresses are compared and stored lowercased. */
 export const normaliseEmail = (email: string) => email.trim().toLowerCase();
 
-/** An email field, trimmed and lowercased. */
+/**
+ * An email field, trimmed and lowercased. At most 254 characters with at most 64 before the `@`
+ * (RFC 5321's limits, which mail servers enforce): a longer address could never receive the
+ * verification mail, and it is the email account's platform user id (255 characters at most).
+ */
 export const zEmail = () =>
   z
     .string()
     .trim()
-    .max(320, { message: 'must be at most 320 characters' })
+    .max(254, { message: 'must be at most 254 characters' })
     .email({ message: 'must be an email address' })
+    .refine((e) => e.lastIndexOf('@') <= 64, { message: 'must have at most 64 characters before the @' })
     .transform(normaliseEmail);
 
 /** A new password (registration, email link, reset): the length bounds of shared/domain/passwords. */

@@ -118,6 +118,21 @@ test('registration refusals: bad input 400, bad token 400', async (t) => {
   const bad = await s.request('POST', '/v1/auth/register', { body: { email: 'not-an-email', password: 'longenough' } });
   t.is(bad.status, 400);
   t.regex(bad.body.message, /^email/);
+  // RFC 5321's limits: such an address could never receive the mail, nor be stored as the account's id.
+  for (const [email, message] of [
+    [`${'a'.repeat(65)}@example.com`, /^email: must have at most 64 characters before the @/],
+    [`${'a'.repeat(64)}@${'d'.repeat(180)}.example.com`, /^email: must be at most 254 characters/],
+  ] as const) {
+    const long = await s.request('POST', '/v1/auth/register', { body: { email, password: 'longenough' } });
+    t.is(long.status, 400, email);
+    t.regex(long.body.message, message);
+  }
+  const longest = `${'a'.repeat(64)}@${'d'.repeat(60)}.${'e'.repeat(59)}.${'f'.repeat(60)}.example`;
+  t.is(longest.length, 254);
+  t.is(
+    (await s.request('POST', '/v1/auth/register', { body: { email: longest, password: 'longenough' } })).status,
+    202,
+  );
   const unknown = await s.request('POST', '/v1/auth/register/verify', { body: { token: 'x'.repeat(43) } });
   t.is(unknown.status, 400);
   // System key is allowed on register/verify (allowlist) but not on register.
