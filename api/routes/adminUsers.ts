@@ -38,7 +38,7 @@ export function adminUserRoutes(router: ApiRouter): void {
       path: '/v1/admin/users/:id/force-delete',
       summary: 'Delete a user now, skipping the grace period (irreversible)',
       description:
-        "The user row and everything hanging off it are removed, mails to the user leave the outbox and the user's audit events lose their personal fields.",
+        "For an account scheduled for deletion or soft-deleted (an active one is a 409: delete it first). The user row and everything hanging off it are removed, mails to the user leave the outbox and the user's audit events lose their personal fields.",
       tags: TAG,
       auth: { permission: 'users:delete', manages: 'id' },
       params: userIdParam,
@@ -47,6 +47,7 @@ export function adminUserRoutes(router: ApiRouter): void {
         200: { description: '{success, message}', schema: successSchema },
         400: { description: 'Deleting oneself' },
         404: { description: 'No such user' },
+        409: { description: 'No deletion scheduled: the account is active (delete it first)' },
       },
     },
     async (ctx, { params, body }) => {

@@ -263,8 +263,12 @@ export async function purgeUser(
 ): Promise<boolean> {
   if (actor.actorId === userId) throw badRequest('use DELETE /v1/users/me to delete your own account');
   return transaction(ctx.db, async (trx) => {
-    const user = await trx('users').where('id', userId).forUpdate().first('id');
+    const user = await trx('users').where('id', userId).forUpdate().first('id', 'scheduled_deletion_at', 'deleted_at');
     if (!user) return false;
+    // Spec §3 (user deletion): only an account on its way out (scheduled, or soft-deleted and in
+    // its grace period) is purged; an active one is deleted first (DELETE /v1/users/{id}).
+    if (!user.scheduled_deletion_at && !user.deleted_at)
+      throw conflict('no deletion is scheduled for this user: delete the account first (DELETE /v1/users/{id})');
     const emails: string[] = (
       await trx('platform_accounts').where('user_id', userId).whereNotNull('email').pluck('email')
     ).map((e: string) => e.toLowerCase());

@@ -170,6 +170,15 @@ test('force-delete: 200, personal data gone at once, 404 afterwards; refusals', 
       .status,
     400,
   );
+  // An active account is not purged at once: the state machine goes through a scheduled deletion.
+  const active = await s.request('POST', `/v1/admin/users/${user.id}/force-delete`, {
+    token: admin.token,
+    body: { reason: 'x' },
+  });
+  t.is(active.status, 409, active.text);
+  t.regex(active.body.message, /no deletion is scheduled/);
+  t.truthy(await s.db('users').where('id', user.id).first());
+  t.is((await s.request('DELETE', '/v1/users/me', { token: user.token })).status, 200);
   const pushes = await listenPushes(s.redis, s.config, `user:${user.id}`);
   try {
     const r = await s.request('POST', `/v1/admin/users/${user.id}/force-delete`, {
