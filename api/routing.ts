@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import type { ParameterizedContext } from 'koa';
 import type { ZodTypeAny } from 'zod';
 import type { Attribution } from '../shared/audit';
-import { validationError } from '../shared/errors';
+import { forbidden, validationError } from '../shared/errors';
 import {
   AccountScope,
   actingUserId,
@@ -37,6 +37,8 @@ export type AppContext = ParameterizedContext<AppState, { services: ApiServices 
  * - 'public': anyone, anonymous included;
  * - 'authenticated': any credential;
  * - 'system': the system key only (401 for everyone else, spec §4.11 /users/oauth);
+ * - 'internal': the system key only, 401 anonymous and 403 for any other credential (spec §4.14
+ *   internal sessions: a valid credential without the power is refused, not unauthenticated);
  * - { own }: the caller's own account (user credential or user-owned key); an OAuth token or API key
  *   needs `own` among its scopes;
  * - { account }: an account-security operation on the caller's own account: a session, or an OAuth
@@ -50,6 +52,7 @@ export type AuthRule =
   | 'public'
   | 'authenticated'
   | 'system'
+  | 'internal'
   | { own: string }
   | { account: AccountScope }
   | { permission: string; self?: string; scope?: AccountScope; manages?: string };
@@ -110,6 +113,11 @@ function checkAccess(ctx: AppContext, auth: AuthRule, params: Record<string, unk
   if (auth === 'public') return;
   if (auth === 'authenticated') return requireAuthenticated(p);
   if (auth === 'system') return requireSystem(p, 'only the system key may call this endpoint');
+  if (auth === 'internal') {
+    requireAuthenticated(p);
+    if (p.kind !== 'system') throw forbidden('only the system key may call this endpoint');
+    return;
+  }
   if ('own' in auth) return void authorizeSelf(p, auth.own);
   if ('account' in auth) {
     authorizeSelf(p);
@@ -245,7 +253,7 @@ export function defineRoute<
     permission,
     validates: Boolean(def.params || def.query || def.body),
     // A permission or an account scope can be refused to a valid credential ('system' answers 401).
-    forbids: typeof def.auth === 'object',
+    forbids: typeof def.auth === 'object' || def.auth === 'internal',
   });
 }
 

@@ -158,9 +158,9 @@ test('SYSTEM_API_KEY bootstrap is idempotent and the key is a system key', async
 test('401 without credentials vs 403 without permission', async (t) => {
   const s = stack();
   const user = await createUser(s.db);
-  // GraphQL `me` needs only authentication; POST /v1/sessions needs the system key (401 for others).
+  // POST /v1/sessions needs the system key: a user's credential is valid but not enough (403).
   const r = await s.request('POST', '/v1/sessions', { token: user.token, body: {} });
-  t.is(r.status, 401);
+  t.is(r.status, 403);
   const r2 = await s.request('POST', '/v1/sessions', { body: {} });
   t.is(r2.status, 401);
 });

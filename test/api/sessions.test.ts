@@ -52,15 +52,21 @@ test('DELETE defaults the reason to user_initiated and rejects unknown reasons',
   t.is(audit.metadata.app, null);
 });
 
-test('only the system key may use /v1/sessions', async (t) => {
+test('only the system key may use /v1/sessions: 403 for any other credential, 401 without one', async (t) => {
   const s = stack();
   const admin = await createUser(s.db, { roles: ['role_admin'] });
   const r = await s.request('POST', '/v1/sessions', {
     token: admin.token,
     body: { userId: admin.id, expires: new Date(Date.now() + 1000).toISOString() },
   });
-  t.is(r.status, 401);
-  t.is((await s.request('GET', `/v1/sessions/${admin.token}`, { token: admin.token })).status, 401);
+  // Spec §7: a valid credential without the power is a 403; only /v1/users/oauth answers 401.
+  t.is(r.status, 403);
+  t.is(r.body.error, 'Forbidden');
+  t.is((await s.request('GET', `/v1/sessions/${admin.token}`, { token: admin.token })).status, 403);
+  t.is((await s.request('DELETE', `/v1/sessions/${admin.token}`, { token: admin.token })).status, 403);
+  t.is((await s.request('GET', `/v1/sessions/${admin.token}`)).status, 401);
+  // Still signed in: the refused DELETE did nothing.
+  t.is((await s.request('GET', '/v1/users/me', { token: admin.token })).status, 200);
 });
 
 test('bad session bodies: unknown user, past expiry', async (t) => {
