@@ -171,13 +171,18 @@ test('batching: thousands of sentences in a few seconds give at most one push pe
 });
 
 test('a dropped TCP connection is reconnected and the feed resumes', async (t) => {
+  // Pushes carry only the vessels changed since the last one: the first sentence waits until the
+  // client is subscribed, or on a slow machine it could be pushed (once) before anyone listens.
+  let watching: () => void = () => undefined;
+  const subscribed = new Promise<void>((r) => (watching = r));
   const feed = await tcpNmeaServer((socket, i) => {
     if (i === 0)
-      socket.end(lines(SAMPLES.type1)); // first connection: one sentence, then closed
+      void subscribed.then(() => socket.end(lines(SAMPLES.type1))); // first connection: one sentence, then closed
     else socket.write(lines(SAMPLES.type1b));
   });
   const s = await startStack({ workers: true, realtime: 1, env: { AIS_FEED_URL: feed.url, AIS_LEASE_MS: '3000' } });
   const w = await vesselWatcher(s);
+  watching();
   try {
     await eventually(() => w.latest.has(371798000), 15_000);
     t.true(w.latest.has(477553000));
