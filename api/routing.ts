@@ -172,6 +172,7 @@ function assertCacheable(def: {
 
 /** The access rule in words, for the OpenAPI description. */
 function describeAuth(auth: AuthRule): string {
+  if (auth === 'internal') return 'Access: system. Another credential gets 403, none 401.';
   if (typeof auth === 'string') return `Access: ${auth}.`;
   if ('own' in auth) return `Access: your own account; OAuth tokens and API keys need the \`${auth.own}\` scope.`;
   if ('account' in auth)
