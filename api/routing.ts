@@ -75,6 +75,12 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends Zo
   /** An example request body for the document. */
   bodyExample?: unknown;
   /**
+   * 'items': the body's text rule (zInput) is applied by the route to each item of a batch it
+   * validates item by item, so one bad item is rejected alone rather than the whole body. The
+   * body schema must then accept only what the route checks (an object of an item array).
+   */
+  bodyText?: 'items';
+  /**
    * For a GET whose answer depends only on these tables (and keyed versions) and the URL (never on
    * the caller beyond the access check): the serialised answer is reused while their versions are
    * unchanged (api/responseCache.ts). Each table needs a version trigger (VERSIONED_TABLES); a
@@ -204,7 +210,7 @@ export function defineRoute<
   const input = {
     params: zInput(def.params ?? z.unknown()),
     query: zInput(def.query ?? z.unknown()),
-    body: zInput(def.body ?? z.unknown()),
+    body: def.bodyText === 'items' ? (def.body ?? z.unknown()) : zInput(def.body ?? z.unknown()),
   };
   const cacheBy = def.cacheBy;
   if (cacheBy) assertCacheable(def);

@@ -295,6 +295,8 @@ test('POST /v1/gps/batch: one insert, per-point validation, accepted ids and rej
     gpsBody({ device_id: device, timestamp: nowSeconds() + 1 }),
     { nonsense: true },
     gpsBody({ trip_id: '00000000-0000-4000-8000-000000000000' }),
+    // A NUL is a bad value of that point like any other: the point is rejected, not the batch.
+    gpsBody({ device_id: 'nul\u0000device' }),
   ];
   const r = await s.request('POST', '/v1/gps/batch', { token: developer.token, body: { points } });
   t.is(r.status, 201, r.text);
@@ -304,8 +306,10 @@ test('POST /v1/gps/batch: one insert, per-point validation, accepted ids and rej
   );
   t.deepEqual(
     r.body.data.rejected.map((x: { index: number }) => x.index),
-    [1, 3, 4],
+    [1, 3, 4, 5],
   );
+  t.is(r.body.data.rejected[3].errors[0].field, 'device_id');
+  t.regex(r.body.data.rejected[3].errors[0].message, /NUL/i);
   t.is(r.body.data.rejected[0].errors[0].field, 'latitude');
   t.true(r.body.data.rejected[1].errors.some((e: { field: string }) => e.field === 'speed_kmh'));
   t.deepEqual(r.body.data.rejected[2].errors, [{ field: 'trip_id', message: 'no such trip' }]);

@@ -93,6 +93,8 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       tags: ['gps'],
       auth: { permission: 'gps:write' },
       body: gpsBatchBody,
+      // A NUL in one point rejects that point, as any other bad value does (gpsBatchPoints).
+      bodyText: 'items',
       responses: {
         201: { description: 'At least one point stored', schema: resourceSchema(gpsBatchResultSchema) },
         ...errors,
@@ -102,7 +104,9 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       const result = await ingestGpsBatch(ctx.services, ctx.state.principal, gpsBatchPoints(body.points));
       if (result.accepted.length === 0) {
         const first = result.rejected[0];
-        const reason = `points.${first.index}.${first.errors[0].field}: ${first.errors[0].message}`;
+        // Field 'point' is the point itself (not an object, say): named as points.N.
+        const { field, message } = first.errors[0];
+        const reason = `points.${first.index}${field === 'point' ? '' : `.${field}`}: ${message}`;
         throw badRequest(`${reason} (no point was valid)`, { rejected: result.rejected });
       }
       created(ctx, resource(ctx, result));

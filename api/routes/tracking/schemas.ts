@@ -1,5 +1,5 @@
 import type { GpsBatchInput } from '../../../shared/commands/ingestGps';
-import { z, zFinite, zUuid } from '../../../shared/zod';
+import { z, zFinite, zInput, zUuid } from '../../../shared/zod';
 
 /**
  * Request field builders shared by the tracking routers (GPS, devices, trips, locations, geofences,
@@ -74,11 +74,14 @@ export const gpsBatchBody = z.object({
     .describe('GPS points, each shaped like the body of POST /v1/gps (GpsPointInput)'),
 });
 
+/** One point of a batch: the text rule of every body (no NUL, no unpaired surrogate), then the point's schema. */
+const batchPoint = zInput(gpsPointInput);
+
 /** Validates each point of a batch on its own: the valid ones by index, the others with their errors. */
 export function gpsBatchPoints(points: unknown[]): GpsBatchInput {
   const batch: GpsBatchInput = { valid: [], rejected: [] };
   points.forEach((raw, index) => {
-    const r = gpsPointInput.safeParse(raw);
+    const r = batchPoint.safeParse(raw);
     if (r.success) batch.valid.push({ index, point: r.data });
     else {
       const errors = r.error.issues.map((i) => ({
