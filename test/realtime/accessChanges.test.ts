@@ -1,4 +1,4 @@
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { createSession } from '../../shared/commands/sessions';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
@@ -54,29 +54,51 @@ test.serial('a socket closes when the session, ticket or API key it was opened w
   t.is((await s.request('GET', '/v1/users/me', { token })).status, 401);
 });
 
+/**
+ * A user (with `roles`) whose socket reads `gps` loses `removed` through the API while the sessions
+ * table is locked: the socket's re-check, which resolves its session token, waits. `during` runs
+ * after the 204 and before the lock goes.
+ */
+async function removeRoleWhileRecheckWaits(
+  t: ExecutionContext,
+  roles: string[],
+  removed: string,
+  during: (conn: WsConn) => Promise<void>,
+): Promise<WsConn> {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const user = await createUser(s.db, { roles });
+  const conn = await connect(wsBase(s), { token: user.token });
+  t.is((await conn.subscribe('gps')).data, 'Subscribed to gps');
+  // The admin's credential is cached, so the removal itself does not read the sessions table.
+  t.is((await s.request('GET', '/v1/users/me', { token: admin.token })).status, 200);
+  const lock = await s.db.transaction();
+  try {
+    await lock.raw('LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE');
+    const r = await s.request('DELETE', `/v1/users/${user.id}/roles/${removed}`, { token: admin.token });
+    t.is(r.status, 204, r.text);
+    await during(conn);
+  } finally {
+    await lock.commit();
+  }
+  return conn;
+}
+
 test.serial(
   'a demotion acknowledged while the re-check waits on the database: no later push reaches the socket',
   async (t) => {
     const s = stack();
     await gpsViewerRole('role_gps_viewer_a');
-    const admin = await createUser(s.db, { roles: ['role_admin'] });
-    const user = await createUser(s.db, { roles: ['role_user', 'role_gps_viewer_a'] });
     // role_user alone does not read gps: the demotion takes gps:read away.
-    const conn = await connect(wsBase(s), { token: user.token });
-    t.is((await conn.subscribe('gps')).data, 'Subscribed to gps');
-    // The admin's credential is cached, so the demotion itself does not read the sessions table.
-    t.is((await s.request('GET', '/v1/users/me', { token: admin.token })).status, 200);
-    const lock = await s.db.transaction();
-    try {
-      // The socket's re-check resolves its session token: it waits for this lock.
-      await lock.raw('LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE');
-      const r = await s.request('DELETE', `/v1/users/${user.id}/roles/role_gps_viewer_a`, { token: admin.token });
-      t.is(r.status, 204, r.text);
-      await publish(s, 'gps', { type: 'gpsUpdate', data: { id: 'after-demotion' } });
-      t.true(await conn.nothing(isGpsUpdate, 1000), 'a push published after the 204 reached the demoted socket');
-    } finally {
-      await lock.commit();
-    }
+    const conn = await removeRoleWhileRecheckWaits(
+      t,
+      ['role_user', 'role_gps_viewer_a'],
+      'role_gps_viewer_a',
+      async (c) => {
+        await publish(s, 'gps', { type: 'gpsUpdate', data: { id: 'after-demotion' } });
+        t.true(await c.nothing(isGpsUpdate, 1000), 'a push published after the 204 reached the demoted socket');
+      },
+    );
     t.deepEqual(await conn.nextJson((m) => m.type === 'error'), {
       type: 'error',
       message: 'access to channel gps revoked',
@@ -94,22 +116,12 @@ test.serial(
     const s = stack();
     await gpsViewerRole('role_gps_viewer_b');
     await gpsViewerRole('role_gps_viewer_c');
-    const admin = await createUser(s.db, { roles: ['role_admin'] });
-    const user = await createUser(s.db, { roles: ['role_user', 'role_gps_viewer_b', 'role_gps_viewer_c'] });
-    const conn = await connect(wsBase(s), { token: user.token });
-    t.is((await conn.subscribe('gps')).data, 'Subscribed to gps');
-    t.is((await s.request('GET', '/v1/users/me', { token: admin.token })).status, 200);
-    const lock = await s.db.transaction();
-    try {
-      await lock.raw('LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE');
-      // gps:read stays (through role_gps_viewer_c).
-      const r = await s.request('DELETE', `/v1/users/${user.id}/roles/role_gps_viewer_b`, { token: admin.token });
-      t.is(r.status, 204, r.text);
+    // gps:read stays (through role_gps_viewer_c).
+    const roles = ['role_user', 'role_gps_viewer_b', 'role_gps_viewer_c'];
+    const conn = await removeRoleWhileRecheckWaits(t, roles, 'role_gps_viewer_b', async (c) => {
       for (const id of ['p1', 'p2', 'p3']) await publish(s, 'gps', { type: 'gpsUpdate', data: { id } });
-      t.true(await conn.nothing(isGpsUpdate, 500), 'pushes went out before the re-check finished');
-    } finally {
-      await lock.commit();
-    }
+      t.true(await c.nothing(isGpsUpdate, 500), 'pushes went out before the re-check finished');
+    });
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) ids.push((await conn.nextJson((m) => m.type === 'gpsUpdate')).data.id);
     t.deepEqual(ids, ['p1', 'p2', 'p3']);
