@@ -18,6 +18,7 @@ import {
 } from '../shared/policies';
 import { z, zInput } from '../shared/zod';
 import { KEYED_VERSIONS, KeyedVersionRef, VERSIONED_TABLES, VersionedTable } from '../shared/caches/tableVersions';
+import { validatesItems } from './middleware/body';
 import { registerOperation, ResponseDoc } from './openapiSpec';
 import { cachedResponse } from './responseCache';
 import type { ApiServices } from './services';
@@ -75,9 +76,10 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends Zo
   /** An example request body for the document. */
   bodyExample?: unknown;
   /**
-   * 'items': the body's text rule (zInput) is applied by the route to each item of a batch it
-   * validates item by item, so one bad item is rejected alone rather than the whole body. The
-   * body schema must then accept only what the route checks (an object of an item array).
+   * 'items': the body's text rule (zInput) and the body parser's rule for numbers beyond a double
+   * are left to the route, which validates a batch item by item, so one bad item is rejected alone
+   * rather than the whole body. The body schema must then accept only what the route checks (an
+   * object of an item array), and the items must hold no free-form JSON.
    */
   bodyText?: 'items';
   /**
@@ -212,6 +214,11 @@ export function defineRoute<
     query: zInput(def.query ?? z.unknown()),
     body: def.bodyText === 'items' ? (def.body ?? z.unknown()) : zInput(def.body ?? z.unknown()),
   };
+  if (def.bodyText === 'items') {
+    if (def.path.includes(':'))
+      throw new Error(`${def.method.toUpperCase()} ${def.path}: bodyText 'items' needs a path without parameters`);
+    validatesItems(def.method, def.path);
+  }
   const cacheBy = def.cacheBy;
   if (cacheBy) assertCacheable(def);
   else if (def.cacheVariant) throw new Error(`${def.method.toUpperCase()} ${def.path}: cacheVariant needs cacheBy`);

@@ -224,8 +224,12 @@ export const zQueryInt = (min: number, max: number) => zQueryInteger((n) => n.mi
 export const zQueryDecimal = <T extends z.ZodTypeAny>(refine: (n: z.ZodNumber) => T) =>
   queryNumber(DECIMAL_TEXT, refine(z.number({ invalid_type_error: 'must be a number' }).finite('must be a number')));
 
-/** A finite number (JSON has no NaN/Infinity, but strings coerced elsewhere might). */
-export const zFinite = () => z.number({ invalid_type_error: 'must be a number' }).finite();
+/**
+ * A finite number. JSON has no NaN/Infinity, but JSON.parse reads `1e400` as Infinity: the body
+ * parser refuses it, except in the items of a batch validated item by item (bodyText 'items').
+ */
+export const zFinite = () =>
+  z.number({ invalid_type_error: 'must be a number' }).finite('number too large (beyond ±1.8e308)');
 
 /** Refines an object schema so that at least one field is present (PATCH bodies). */
 export function atLeastOne<T extends z.ZodRawShape>(schema: z.ZodObject<T>) {

@@ -29,9 +29,9 @@ interface BodyProblem {
  * read as ±Infinity (`1e400`: stored as null by a jsonb column, so a free-form field would change
  * silently), or undefined. Recursion stops at the depth limit, so the check itself cannot overflow.
  */
-function firstProblem(value: unknown, depth: number, path: string[]): BodyProblem | undefined {
+function firstProblem(value: unknown, depth: number, path: string[], numbers = true): BodyProblem | undefined {
   if (value === null || typeof value !== 'object') {
-    return typeof value === 'number' && !Number.isFinite(value) ? { path, kind: 'number' } : undefined;
+    return numbers && typeof value === 'number' && !Number.isFinite(value) ? { path, kind: 'number' } : undefined;
   }
   if (depth >= MAX_JSON_DEPTH) return { path, kind: 'depth' };
   const at = (key: string) => (path.length < 4 ? [...path, key] : path);
@@ -39,9 +39,9 @@ function firstProblem(value: unknown, depth: number, path: string[]): BodyProble
     for (let i = 0; i < value.length; i++) {
       const v = value[i] as unknown;
       if (typeof v === 'number') {
-        if (!Number.isFinite(v)) return { path: at(String(i)), kind: 'number' };
+        if (numbers && !Number.isFinite(v)) return { path: at(String(i)), kind: 'number' };
       } else if (v !== null && typeof v === 'object') {
-        const found = firstProblem(v, depth + 1, at(String(i)));
+        const found = firstProblem(v, depth + 1, at(String(i)), numbers);
         if (found) return found;
       }
     }
@@ -50,9 +50,9 @@ function firstProblem(value: unknown, depth: number, path: string[]): BodyProble
   for (const key in value) {
     const v = (value as Record<string, unknown>)[key];
     if (typeof v === 'number') {
-      if (!Number.isFinite(v)) return { path: at(key), kind: 'number' };
+      if (numbers && !Number.isFinite(v)) return { path: at(key), kind: 'number' };
     } else if (v !== null && typeof v === 'object') {
-      const found = firstProblem(v, depth + 1, at(key));
+      const found = firstProblem(v, depth + 1, at(key), numbers);
       if (found) return found;
     }
   }
@@ -60,12 +60,26 @@ function firstProblem(value: unknown, depth: number, path: string[]): BodyProble
 }
 
 /**
+ * Routes (`POST /v1/gps/batch`) that validate their body item by item (`bodyText: 'items'`): a number
+ * too large in one item is that item's schema's to refuse, so it does not reject the whole batch.
+ * Their items have no free-form JSON.
+ */
+const itemBodies = new Set<string>();
+
+/** Marks a route whose items are validated one by one (registered by defineRoute). */
+export function validatesItems(method: string, path: string): void {
+  itemBodies.add(`${method.toUpperCase()} ${path}`);
+}
+
+/**
  * Refuses a parsed body nested deeper than `MAX_JSON_DEPTH`, or holding a number too large for a
  * double, naming the field (400). Every route's fields are checked by their schemas too; this is
  * for free-form JSON (metadata, setting values), which no schema looks into.
  */
-export function checkParsedBody(body: unknown): void {
-  const problem = firstProblem(body, 0, []);
+export function checkParsedBody(body: unknown, ctx?: Pick<Context, 'method' | 'path'>): void {
+  let problem = firstProblem(body, 0, []);
+  if (problem?.kind === 'number' && ctx && itemBodies.has(`${ctx.method} ${ctx.path}`))
+    problem = firstProblem(body, 0, [], false);
   if (!problem) return;
   const field = problem.path.length ? problem.path.join('.') : 'body';
   throw new HttpError(
@@ -190,7 +204,7 @@ export function bodyParser(): Middleware {
   const fast = (ctx: Context, next: Next, length: number) =>
     readJson(ctx, length).then(
       (body) => {
-        checkParsedBody(body);
+        checkParsedBody(body, ctx);
         ctx.request.body = body;
         return next();
       },
@@ -203,7 +217,7 @@ export function bodyParser(): Middleware {
     if (length > 0) return fast(ctx, next, length);
     refuseUnparsedType(ctx);
     return parse(ctx, () => {
-      checkParsedBody(ctx.request.body);
+      checkParsedBody(ctx.request.body, ctx);
       return next();
     });
   };

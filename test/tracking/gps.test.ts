@@ -320,6 +320,29 @@ test('POST /v1/gps/batch: one insert, per-point validation, accepted ids and rej
   t.is(stored.length, 2);
   t.true(stored.every((p) => p.device_id === device));
 
+  // A number beyond a double in one point (JSON.parse reads it as Infinity) rejects that point only.
+  const huge = JSON.stringify({ points: [gpsBody({ device_id: device }), gpsBody()] }).replace(
+    /"altitude":[^,}]+/,
+    '"altitude":1e400',
+  );
+  t.true(huge.includes('1e400'));
+  const hugeOne = await s.request('POST', '/v1/gps/batch', { token: developer.token, rawBody: huge });
+  t.is(hugeOne.status, 201, hugeOne.text);
+  t.deepEqual(
+    hugeOne.body.data.accepted.map((a: { index: number }) => a.index),
+    [1],
+  );
+  t.deepEqual(hugeOne.body.data.rejected, [
+    { index: 0, errors: [{ field: 'altitude', message: 'number too large (beyond ±1.8e308)' }] },
+  ]);
+  // The same number in POST /v1/gps is still refused by the body parser, naming the field.
+  const single = await s.request('POST', '/v1/gps', {
+    token: developer.token,
+    rawBody: JSON.stringify(gpsBody()).replace(/"altitude":[^,}]+/, '"altitude":-1e400'),
+  });
+  t.is(single.status, 400, single.text);
+  t.is(single.body.message, 'altitude: number too large (beyond ±1.8e308)');
+
   const none = await s.request('POST', '/v1/gps/batch', {
     token: developer.token,
     body: { points: [{ latitude: 1 }] },
