@@ -6,9 +6,11 @@ import { redisKey, RedisKeys } from '../redis';
  * Lock-out of wrong 2FA codes (ASVS 5.0 §6.5). Every code check on any 2FA endpoint and at
  * POST /v1/auth/2fa/check reserves an attempt first, atomically in Redis: at most
  * TWO_FACTOR_THROTTLE.maxFailures checks run between cool-downs however many guesses arrive in
- * parallel (the race of GHSA-7h8m-vrxx-vr4m). A right code gives its attempt back and clears the
- * count. Once the count is reached, the user's checks answer 429 for a cool-down that doubles with
- * each lock-out (up to maxCooldownSeconds) until a right code or a quiet day resets it.
+ * parallel (the race of GHSA-7h8m-vrxx-vr4m). A check that ends without judging the code (the
+ * state changed meanwhile: 2FA already enabled, say) gives its attempt back. A right code clears the
+ * count, the level and a lock set meanwhile by checks that ran beside it. Once the count is reached,
+ * the user's checks answer 429 for a cool-down that doubles with each lock-out (up to
+ * maxCooldownSeconds) until a right code or a quiet day resets it.
  */
 export const TWO_FACTOR_THROTTLE = {
   maxFailures: 5,
@@ -42,11 +44,21 @@ redis.call('INCR', KEYS[1])
 if c == 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0`;
 
-type ThrottleRedis = Redis & { twoFactorReserve(n: number, ...args: Array<string | number>): Promise<number> };
+/* KEYS: fails. Takes back one counted attempt (never below zero: a lock-out may have cleared the count). */
+const GIVE_BACK = `
+local c = tonumber(redis.call('GET', KEYS[1]) or '0')
+if c > 0 then redis.call('DECR', KEYS[1]) end
+return 0`;
+
+type ThrottleRedis = Redis & {
+  twoFactorReserve(n: number, ...args: Array<string | number>): Promise<number>;
+  twoFactorGiveBack(n: number, key: string): Promise<number>;
+};
 const prepared = new WeakSet<Redis>();
 function scripts(redis: Redis): ThrottleRedis {
   if (!prepared.has(redis)) {
     redis.defineCommand('twoFactorReserve', { lua: RESERVE });
+    redis.defineCommand('twoFactorGiveBack', { lua: GIVE_BACK });
     prepared.add(redis);
   }
   return redis as ThrottleRedis;
@@ -140,13 +152,23 @@ export async function reserveTwoFactorAttempt(
   return { userId, retryAfterSeconds: ms > 0 ? Math.ceil(ms / 1000) : 0, store };
 }
 
-/** A right code: the failures in a row and the lock-out level start over. */
+/**
+ * A right code: the failures in a row and the lock-out level start over, and a lock that checks
+ * running beside it set meanwhile (parallel requests with the same right code) is lifted.
+ */
 export async function clearTwoFactorFailures(redis: Redis, config: Cfg, r: TwoFactorReservation): Promise<void> {
   local.delete(r.userId);
-  if (r.store === 'redis') {
-    const [fails, , level] = keys(config, r.userId);
-    await within(redis.del(fails, level)).catch(() => undefined);
+  if (r.store === 'redis') await within(redis.del(...keys(config, r.userId))).catch(() => undefined);
+}
+
+/** A check that ended without judging the code (a state error, a failure): its attempt does not count. */
+export async function giveBackTwoFactorAttempt(redis: Redis, config: Cfg, r: TwoFactorReservation): Promise<void> {
+  if (r.store === 'local') {
+    const e = local.get(r.userId);
+    if (e && e.fails > 0) e.fails--;
+    return;
   }
+  await within(scripts(redis).twoFactorGiveBack(1, keys(config, r.userId)[0])).catch(() => undefined);
 }
 
 /**
@@ -178,5 +200,17 @@ export async function claimChallenge(
     return ok === 'OK';
   } catch {
     return true;
+  }
+}
+
+/**
+ * Whether a sign-in challenge was already spent, asked before its code is checked so a spent
+ * challenge never spends a code (nor counts a check); false without Redis.
+ */
+export async function challengeSpent(redis: Redis, config: Cfg, tokenHash: string): Promise<boolean> {
+  try {
+    return (await within(redis.exists(redisKey(config, RedisKeys.twoFactorChallengeUsed(tokenHash))))) === 1;
+  } catch {
+    return false;
   }
 }

@@ -2,7 +2,12 @@ import type { Knex } from 'knex';
 import QRCode from 'qrcode';
 import { attributed, recordAuditEvent } from '../audit';
 import { releaseAttempt, reserveIpAttempt } from '../caches/loginThrottle';
-import { clearTwoFactorFailures, claimTotpStep, reserveTwoFactorAttempt } from '../caches/twoFactorThrottle';
+import {
+  clearTwoFactorFailures,
+  claimTotpStep,
+  giveBackTwoFactorAttempt,
+  reserveTwoFactorAttempt,
+} from '../caches/twoFactorThrottle';
 import { clock } from '../clock';
 import type { ServiceContext } from '../context';
 import { decryptSecret, encryptSecret, sha256 } from '../crypto';
@@ -168,11 +173,15 @@ export async function withTwoFactorCode<T>(
     );
     throw tooManyCodeAttempts(reservation.retryAfterSeconds);
   }
+  // A check that fails other than by a wrong code (the state changed meanwhile: a parallel request
+  // enabled 2FA; the database failed) was no guess: its attempts are given back.
+  let wrong = false;
   const outcome = await transaction(ctx.db, async (trx) => {
     const s = await twoFactorState(trx, userId, { forUpdate: true });
     opts.state(s);
     const m = await matchCode(ctx, trx, s.row!, code, opts.allowBackup);
     if (!m) {
+      wrong = true;
       await recordAuditEvent(
         attributed(
           { ...by, actorId: by.actorId ?? userId },
@@ -189,6 +198,12 @@ export async function withTwoFactorCode<T>(
       return { ok: false as const };
     }
     return { ok: true as const, value: await onMatch(trx, s, m) };
+  }).catch(async (err: unknown) => {
+    if (!wrong) {
+      await giveBackTwoFactorAttempt(ctx.redis, ctx.config, reservation);
+      if (ipReservation) await releaseAttempt(ctx.redis, ipReservation);
+    }
+    throw err;
   });
   if (!outcome.ok) throw badRequest(INVALID_CODE);
   await clearTwoFactorFailures(ctx.redis, ctx.config, reservation);

@@ -1,6 +1,6 @@
 import { attributed, recordAuditEvent } from '../audit';
 import { openChallenge, CHALLENGE_TTL_MS } from '../auth/twoFactorChallenge';
-import { claimChallenge } from '../caches/twoFactorThrottle';
+import { challengeSpent, claimChallenge } from '../caches/twoFactorThrottle';
 import type { ServiceContext } from '../context';
 import { sha256 } from '../crypto';
 import { badRequest, forbidden } from '../errors';
@@ -24,6 +24,10 @@ export async function checkTwoFactorLogin(
   if (!challenge) throw badRequest(INVALID_CHALLENGE);
   const { userId } = challenge;
   const by = { ...meta, actorId: userId };
+  // A spent challenge is refused before its code is checked: it must not spend a backup code or a
+  // time step, nor count a check. (It is claimed after the code, so parallel guesses each count.)
+  const tokenHash = sha256(input.challenge_token);
+  if (await challengeSpent(ctx.redis, ctx.config, tokenHash)) throw badRequest(INVALID_CHALLENGE);
   await withTwoFactorCode(
     ctx,
     userId,
@@ -50,7 +54,7 @@ export async function checkTwoFactorLogin(
       );
     },
   );
-  if (!(await claimChallenge(ctx.redis, ctx.config, sha256(input.challenge_token), CHALLENGE_TTL_MS / 1000 + 60)))
+  if (!(await claimChallenge(ctx.redis, ctx.config, tokenHash, CHALLENGE_TTL_MS / 1000 + 60)))
     throw badRequest(INVALID_CHALLENGE);
   const ban = await findActiveBan(ctx.db, userId);
   if (ban) throw forbidden('account is banned');

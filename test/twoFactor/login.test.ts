@@ -180,3 +180,64 @@ test.serial('20 parallel wrong guesses: exactly 5 are checked, the rest 429 with
   t.is(done.status, 200, done.text);
   t.is(await s.redis.exists(`${s.config.redisPrefix}2fa:locklevel:${u.id}`), 0);
 });
+
+test.serial('a spent challenge spends no code: a second backup code sent with it stays unused', async (t) => {
+  const s = stack();
+  const u = await userWithPassword();
+  const { backupCodes } = await enableTwoFactor(s, u.token);
+  const challenge = (await s.request('POST', '/v1/auth/login', { body: { email: u.email, password: PASSWORD } })).body
+    .challenge_token;
+  const unused = async () =>
+    Number((await s.db('two_factor_backup_codes').where('user_id', u.id).whereNull('used_at').count({ n: '*' }))[0].n);
+  const first = await s.request('POST', '/v1/auth/2fa/check', {
+    body: { challenge_token: challenge, code: backupCodes[0] },
+  });
+  t.is(first.status, 200, first.text);
+  t.is(await unused(), backupCodes.length - 1);
+  const replay = await s.request('POST', '/v1/auth/2fa/check', {
+    body: { challenge_token: challenge, code: backupCodes[1] },
+  });
+  t.is(replay.status, 400);
+  t.regex(replay.body.message, /^challenge_token: /);
+  // Refused before the code was checked: still unused, and usable with a fresh challenge.
+  t.is(await unused(), backupCodes.length - 1);
+  const fresh = (await s.request('POST', '/v1/auth/login', { body: { email: u.email, password: PASSWORD } })).body
+    .challenge_token;
+  const second = await s.request('POST', '/v1/auth/2fa/check', {
+    body: { challenge_token: fresh, code: backupCodes[1] },
+  });
+  t.is(second.status, 200, second.text);
+});
+
+test.serial('parallel requests with the right code never lock the account out', async (t) => {
+  const s = stack();
+  const u = await userWithPassword();
+  const setup = await s.request('POST', '/v1/users/me/2fa/setup', { token: u.token, body: {} });
+  t.is(setup.status, 200, setup.text);
+  nextStep();
+  const lockKey = `${s.config.redisPrefix}2fa:lock:${u.id}`;
+  // The same right code six times at once. The 2FA row is held locked until every request has
+  // counted its check, so the sixth finds the count full and sets a lock-out, as in a real race;
+  // then one request enables 2FA and the others find it enabled (no guess).
+  const trx = await s.db.transaction();
+  await trx('user_two_factor').where('user_id', u.id).forUpdate();
+  const pending = Promise.all(
+    Array.from({ length: TWO_FACTOR_THROTTLE.maxFailures + 1 }, () =>
+      s.request('POST', '/v1/users/me/2fa/verify', { token: u.token, body: { code: codeNow(setup.body.secret) } }),
+    ),
+  );
+  for (let i = 0; i < 200 && !(await s.redis.exists(lockKey)); i++) await new Promise((r) => setTimeout(r, 10));
+  t.is(await s.redis.exists(lockKey), 1, 'the sixth check set a lock-out');
+  await trx.commit();
+  const statuses = (await pending).map((a) => a.status).sort();
+  t.deepEqual(statuses, [200, 400, 400, 400, 400, 429]);
+  nextStep();
+  // No wrong code was ever sent: the right code lifted the lock, and the next one is checked.
+  const regen = await s.request('POST', '/v1/users/me/2fa/backup-codes/regenerate', {
+    token: u.token,
+    body: { code: codeNow(setup.body.secret) },
+  });
+  t.is(regen.status, 200, regen.text);
+  t.is(await s.redis.exists(lockKey), 0);
+  t.is(await s.redis.exists(`${s.config.redisPrefix}2fa:fails:${u.id}`), 0);
+});
