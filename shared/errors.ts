@@ -113,10 +113,11 @@ function* unwrap(err: unknown, depth = 0): Generator<DbErrorLike> {
   if (err instanceof AggregateError) for (const inner of err.errors) yield* unwrap(inner, depth + 1);
 }
 
-// SQLSTATE 08xxx (connection exception), 57P01-03 (admin/crash shutdown, cannot connect now), 53300
-// (too many connections), 3D000 (database missing), and socket errors on the way to the server.
+// SQLSTATE 08xxx (connection exception) but 08P01 (a protocol violation: this service's fault, such as
+// more bind parameters than a statement takes), 57P01-03 (admin/crash shutdown, cannot connect now),
+// 53300 (too many connections), 3D000 (database missing), and socket errors on the way to the server.
 const UNREACHABLE_CODES =
-  /^(08...|57P0[123]|53300|3D000|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EPIPE)$/;
+  /^(08(?!P01)...|57P0[123]|53300|3D000|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EPIPE)$/;
 // What pg, knex and tarn say when there is no usable connection (they set no code).
 const UNREACHABLE_MESSAGES = new RegExp(
   [
@@ -128,6 +129,8 @@ const UNREACHABLE_MESSAGES = new RegExp(
     // query_timeout: the server stopped answering (shared/db.ts).
     'Query read timeout',
     'Connection terminated due to connection timeout',
+    // connectionTimeoutMillis: a server that takes the connection and never answers.
+    '^timeout expired$',
   ].join('|'),
   'i',
 );

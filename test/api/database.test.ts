@@ -1,5 +1,7 @@
 import test from 'ava';
+import knex from 'knex';
 import { randomBytes, randomUUID } from 'node:crypto';
+import net from 'node:net';
 import { Model } from 'objection';
 import { probesFor } from '../../api/routes/health';
 import { startApi } from '../../api/server';
@@ -84,6 +86,25 @@ test.serial('constraint and data errors map to their status whatever wraps them'
     ['string too long', () => s.db('platforms').insert({ slug: 'x'.repeat(51), name: 'x' }), 400, /too long/],
     ['NUL in text', () => s.db('devices').insert({ name: 'a\u0000b' }), 400, /NUL/],
   ];
+  // A server that takes connections and never answers: pg gives up connecting ('timeout expired').
+  const silent = net.createServer(() => undefined);
+  await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+  const mute = knex({
+    client: 'pg',
+    connection: {
+      host: '127.0.0.1',
+      port: (silent.address() as net.AddressInfo).port,
+      user: 'x',
+      database: 'x',
+      connectionTimeoutMillis: 200,
+    },
+    pool: { min: 0, max: 1 },
+  });
+  cases.push(['connect timeout', () => mute.raw('select 1'), 503, /^the database is unreachable/]);
+  t.teardown(async () => {
+    await mute.destroy();
+    silent.close();
+  });
   for (const [name, run, status, message] of cases) {
     const err = await failure(run());
     for (const wrapped of [err, new Error('wrapper', { cause: err })]) {
@@ -93,6 +114,11 @@ test.serial('constraint and data errors map to their status whatever wraps them'
     }
   }
   t.is(toHttpError(new Error('something else')), undefined);
+  // A protocol violation (class 08, like the connection errors) is a fault of this service, not an outage.
+  t.is(
+    toHttpError(Object.assign(new Error('bind message has 464 parameter formats but 0 parameters'), { code: '08P01' })),
+    undefined,
+  );
   t.is(
     toHttpError(Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }))
       ?.status,
