@@ -77,7 +77,7 @@ export class AccountEvents {
       case 'rolesUpdated':
         if (userId) {
           // The push may overtake the auth invalidation (another Redis connection): drop the cache here.
-          this.deps.credentials.invalidate({ userId });
+          this.deps.credentials.invalidate({ userIds: [userId] });
           for (const c of sockets) this.recheck(c);
         }
         break;
@@ -106,14 +106,16 @@ export class AccountEvents {
    * be a query storm at scale.
    */
   onInvalidation(msg: AuthInvalidation): void {
+    const users = new Set(msg.userIds);
+    const keys = new Set(msg.apiKeyIds);
     for (const c of this.hub.clients) {
       if (c.auth.kind === 'anonymous') continue;
       const p = c.principal;
       const hit =
         (msg.all && p.kind === 'apiKey' && (p.roleIds.length > 0 || p.keyRoleIds.length > 0)) ||
-        (msg.userId && (p.kind === 'user' || p.kind === 'apiKey') && p.userId === msg.userId) ||
-        (msg.apiKeyId && (p.kind === 'apiKey' || p.kind === 'system') && p.apiKeyId === msg.apiKeyId) ||
-        (msg.apiKeyId && c.auth.kind === 'relay');
+        ((p.kind === 'user' || p.kind === 'apiKey') && p.userId !== null && users.has(p.userId)) ||
+        ((p.kind === 'apiKey' || p.kind === 'system') && keys.has(p.apiKeyId)) ||
+        (keys.size > 0 && c.auth.kind === 'relay');
       if (hit) this.recheck(c);
     }
   }

@@ -258,7 +258,7 @@ async function main(argv: string[]): Promise<void> {
         .first('id', 'name');
       if (!role) throw new Error(`no role with id or name "${roleRef}"`);
       await db('user_roles').insert({ user_id: user.id, role_id: role.id }).onConflict(['user_id', 'role_id']).ignore();
-      await invalidateRunningInstances(config, { userId: user.id });
+      await invalidateRunningInstances(config, { userIds: [user.id] });
       say(`granted role ${role.name} to ${user.username} (${user.id})`);
     } else if (command === 'create-admin') {
       await createAdmin(db, rest);

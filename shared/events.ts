@@ -106,9 +106,14 @@ export type ServerPush =
       guild?: { guildId: string; defaultLanguage?: string; effectiveLanguage: string };
     };
 
+/**
+ * Cached credentials to drop: those of these users (sessions, OAuth tokens, their API keys), of
+ * these API keys, or all. One message names every id a change touches (deleting a user with
+ * 10,000 keys is one message and one acknowledgement per instance, not 10,000).
+ */
 export interface AuthInvalidation {
-  userId?: string;
-  apiKeyId?: string;
+  userIds?: string[];
+  apiKeyIds?: string[];
   /** Drop every cached credential (role permission changes). */
   all?: boolean;
 }
@@ -182,6 +187,9 @@ class AckCollector {
   }
 }
 
+/** Pushes per publishMany script run (a GPS batch of 1,000 points on two channels is one). */
+const PUBLISH_MANY_CHUNK = 2_000;
+
 /** ARGV: channel, message, channel, message… (channels are not keys, so they go in ARGV). */
 const PUBLISH_MANY_SCRIPT = `for i = 1, #ARGV, 2 do redis.call('PUBLISH', ARGV[i], ARGV[i + 1]) end
 return #ARGV / 2`;
@@ -199,22 +207,26 @@ export class EventBus {
   }
 
   /**
-   * Publishes many pushes, in order, as one Redis command (a script calling PUBLISH for each), e.g.
-   * every point of a GPS batch: one command instead of hundreds for both client and server.
+   * Publishes many pushes, in order, as one Redis command (a script calling PUBLISH for each) per
+   * PUBLISH_MANY_CHUNK pushes, e.g. every point of a GPS batch, or a role change's pushes to each of
+   * its 10,000 holders: a few commands instead of thousands for both client and server, and no
+   * script long enough to hold Redis up.
    */
   async publishMany(items: Array<{ channel: string; message: ServerPush }>): Promise<void> {
     if (items.length === 0) return;
-    // A push sent on several channels (gps and gps:<device>) is serialised once.
-    const texts = new Map<ServerPush, string>();
-    const args: string[] = [];
-    for (const { channel, message } of items) {
-      let text = texts.get(message);
-      if (text === undefined) texts.set(message, (text = JSON.stringify(message)));
-      args.push(redisKey(this.config, PubSub.ws(channel)), text);
-    }
     const redis = this.redis as Redis & { publishMany?: (...args: string[]) => Promise<number> };
     if (!redis.publishMany) redis.defineCommand('publishMany', { numberOfKeys: 0, lua: PUBLISH_MANY_SCRIPT });
-    await redis.publishMany!(...args);
+    // A push sent on several channels (gps and gps:<device>) is serialised once.
+    const texts = new Map<ServerPush, string>();
+    for (let from = 0; from < items.length; from += PUBLISH_MANY_CHUNK) {
+      const args: string[] = [];
+      for (const { channel, message } of items.slice(from, from + PUBLISH_MANY_CHUNK)) {
+        let text = texts.get(message);
+        if (text === undefined) texts.set(message, (text = JSON.stringify(message)));
+        args.push(redisKey(this.config, PubSub.ws(channel)), text);
+      }
+      await redis.publishMany!(...args);
+    }
   }
 
   /** Shortcut for pushes on `user:{id}`. */

@@ -128,11 +128,13 @@ export class CredentialResolver {
       this.cache.clear();
       return;
     }
-    for (const owner of [msg.userId && `u:${msg.userId}`, msg.apiKeyId && `k:${msg.apiKeyId}`]) {
-      const hashes = owner ? this.hashesByOwner.get(owner) : undefined;
+    const drop = (owner: string) => {
+      const hashes = this.hashesByOwner.get(owner);
       // A copy: each delete takes its hash out of the set (dispose → unindex).
       if (hashes) for (const hash of [...hashes]) this.cache.delete(hash);
-    }
+    };
+    for (const id of msg.userIds ?? []) drop(`u:${id}`);
+    for (const id of msg.apiKeyIds ?? []) drop(`k:${id}`);
   }
 
   private static owners(entry: CredentialEntry): string[] {

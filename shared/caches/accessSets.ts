@@ -71,7 +71,7 @@ export class AccessSets {
   invalidate(msg: AuthInvalidation): void {
     this.generation++;
     if (msg.all) return this.clear();
-    if (msg.userId) this.users.delete(userKey(msg.userId));
+    for (const id of msg.userIds ?? []) this.users.delete(userKey(id));
   }
 
   clear(): void {

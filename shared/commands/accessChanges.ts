@@ -47,9 +47,14 @@ export async function publishAccessChanges(
       pushes.push([userId, { type: 'rolesUpdated', userId, roles: a.roles, roleIds: a.roleIds, timestamp }]);
     }
   }
-  const results = await Promise.allSettled(pushes.map(([userId, push]) => services.bus.publishToUser(userId, push)));
-  const failed = results.filter((r) => r.status === 'rejected').length;
-  if (failed) services.logger.warn({ failed }, 'could not publish access change pushes');
+  try {
+    await services.bus.publishMany(pushes.map(([userId, message]) => ({ channel: `user:${userId}`, message })));
+  } catch (err) {
+    services.logger.warn(
+      { err: (err as Error).message, pushes: pushes.length },
+      'could not publish access change pushes',
+    );
+  }
   // The chat bot hears about users with a linked chat account (ChatPermissionChanged, spec §6).
   await publishChatPermissionChanges(services, permissionChanges);
 }

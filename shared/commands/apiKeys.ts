@@ -147,7 +147,7 @@ export async function updateApiKey(
         trx,
       );
     }
-    afterCommit(trx, () => invalidateCredentials(services, { apiKeyId: key.id }));
+    afterCommit(trx, () => invalidateCredentials(services, { apiKeyIds: [key.id] }));
     return row;
   });
 }
@@ -181,7 +181,7 @@ export async function regenerateApiKey(
       }),
       trx,
     );
-    afterCommit(trx, () => invalidateCredentials(services, { apiKeyId: old.id }));
+    afterCommit(trx, () => invalidateCredentials(services, { apiKeyIds: [old.id] }));
     return { apiKey, key };
   });
 }
@@ -197,7 +197,7 @@ export async function deleteApiKey(services: AccessServices, key: ApiKey, by: At
       }),
       trx,
     );
-    afterCommit(trx, () => invalidateCredentials(services, { apiKeyId: key.id }));
+    afterCommit(trx, () => invalidateCredentials(services, { apiKeyIds: [key.id] }));
   });
 }
 
@@ -207,7 +207,7 @@ export async function assignApiKeyRole(services: AccessServices, key: ApiKey, ro
     if (await trx('api_key_roles').where({ api_key_id: key.id, role_id: role.id }).first())
       throw conflict('role already assigned to this key');
     await trx('api_key_roles').insert({ api_key_id: key.id, role_id: role.id });
-    afterCommit(trx, () => invalidateCredentials(services, { apiKeyId: key.id }));
+    afterCommit(trx, () => invalidateCredentials(services, { apiKeyIds: [key.id] }));
   });
 }
 
@@ -216,6 +216,6 @@ export async function removeApiKeyRole(services: AccessServices, key: ApiKey, ro
   await transaction(services.db, async (trx) => {
     if (!(await trx('api_key_roles').where({ api_key_id: key.id, role_id: roleId }).delete()))
       throw notFound('api key role');
-    afterCommit(trx, () => invalidateCredentials(services, { apiKeyId: key.id }));
+    afterCommit(trx, () => invalidateCredentials(services, { apiKeyIds: [key.id] }));
   });
 }

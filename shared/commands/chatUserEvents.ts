@@ -18,9 +18,11 @@ interface Services {
 }
 
 async function publish(services: Services, pushes: ServerPush[]): Promise<void> {
-  const results = await Promise.allSettled(pushes.map((p) => services.bus.publish(CHAT_BOTS_WS_CHANNEL, p)));
-  const failed = results.filter((r) => r.status === 'rejected').length;
-  if (failed) services.logger.warn({ failed }, 'could not publish chat user events');
+  try {
+    await services.bus.publishMany(pushes.map((message) => ({ channel: CHAT_BOTS_WS_CHANNEL, message })));
+  } catch (err) {
+    services.logger.warn({ err: (err as Error).message, pushes: pushes.length }, 'could not publish chat user events');
+  }
 }
 
 /** A chat account was linked to a user (new account, or an existing user matched by email). */
@@ -62,10 +64,7 @@ export async function publishChatPermissionChanges(
       .db('platform_accounts as pa')
       .join('platforms as p', 'p.id', 'pa.platform_id')
       .where('p.slug', CHAT_PLATFORM_SLUG)
-      .whereIn(
-        'pa.user_id',
-        changed.map((c) => c.userId),
-      )
+      .whereRaw('pa.user_id = ANY(?::uuid[])', [changed.map((c) => c.userId)])
       .select('pa.user_id', 'pa.platform_user_id');
   } catch (err) {
     services.logger.warn({ err: (err as Error).message }, 'could not read chat accounts for permission events');

@@ -45,9 +45,9 @@ function clientEvent(
   });
 }
 
-/** Drops the cached credentials named (after a commit). */
-async function invalidateAll(services: AccessServices, msgs: AuthInvalidation[]): Promise<void> {
-  for (const msg of msgs) await invalidateCredentials(services, msg);
+/** Drops the cached credentials named, if any (after a commit). */
+async function invalidateTokens(services: AccessServices, msg: AuthInvalidation | null): Promise<void> {
+  if (msg) await invalidateCredentials(services, msg);
 }
 
 /**
@@ -95,7 +95,7 @@ export async function updateOAuthClient(
     const c = await OAuthClient.query(trx).patchAndFetchById(client.id, patch);
     await recordAuditEvent(clientEvent(by, c, 'client_updated', { fields }), trx);
     if (changes.is_active !== undefined || changes.allowed_scopes !== undefined) {
-      afterCommit(trx, async () => invalidateAll(services, await clientTokenInvalidation(services.db, client.id)));
+      afterCommit(trx, async () => invalidateTokens(services, await clientTokenInvalidation(services.db, client.id)));
     }
     return c;
   });
@@ -117,7 +117,7 @@ export async function deleteOAuthClient(services: AccessServices, client: OAuthC
   await transaction(services.db, async (trx) => {
     // Read before the delete: the tokens go with the client.
     const invalidations = await clientTokenInvalidation(trx, client.id);
-    afterCommit(trx, () => invalidateAll(services, invalidations));
+    afterCommit(trx, () => invalidateTokens(services, invalidations));
     await OAuthClient.query(trx).deleteById(client.id);
     await recordAuditEvent(clientEvent(by, client, 'client_deleted'), trx);
   });

@@ -145,7 +145,7 @@ export async function revokeConsent(
       }),
       trx,
     );
-    afterCommit(trx, () => invalidateCredentials(services, { userId }));
+    afterCommit(trx, () => invalidateCredentials(services, { userIds: [userId] }));
     afterCommit(trx, async () => {
       try {
         await services.bus.publishToUser(userId, {

@@ -75,7 +75,7 @@ async function revokeFamilies(services: AccessServices, familyIds: string[], use
       .whereIn('family_id', familyIds)
       .whereNull('revoked_at')
       .update({ revoked_at: trx.fn.now() });
-    afterCommit(trx, () => invalidateCredentials(services, { userId }));
+    afterCommit(trx, () => invalidateCredentials(services, { userIds: [userId] }));
   });
 }
 

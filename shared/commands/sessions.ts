@@ -87,11 +87,14 @@ export async function announceSessionsRevoked(
   sessionIds: string[],
   reason: string,
 ): Promise<void> {
-  await invalidateCredentials(ctx, { userId });
+  await invalidateCredentials(ctx, { userIds: [userId] });
   const timestamp = new Date().toISOString();
-  for (const sessionId of sessionIds) {
-    await ctx.bus.publishToUser(userId, { type: 'sessionRevoked', userId, sessionId, reason, timestamp });
-  }
+  await ctx.bus.publishMany(
+    sessionIds.map((sessionId) => ({
+      channel: `user:${userId}`,
+      message: { type: 'sessionRevoked', userId, sessionId, reason, timestamp },
+    })),
+  );
 }
 
 /** The `session_revoked` audit event of a user ending their own sessions. */
@@ -175,7 +178,7 @@ export async function endSession(
   // Ended meanwhile by another request: that one recorded and announced it.
   if (deleted.length === 0) throw notFound('session');
   await runCommitted(async () => {
-    await invalidateCredentials(ctx, { userId });
+    await invalidateCredentials(ctx, { userIds: [userId] });
     await ctx.bus.publishToUser(userId, {
       type: 'sessionRevoked',
       userId,

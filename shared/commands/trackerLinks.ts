@@ -22,5 +22,5 @@ export async function invalidateTrackerLinks(
   apiKeyIds: Array<string | null | undefined>,
 ): Promise<void> {
   const ids = [...new Set(apiKeyIds.filter((k): k is string => typeof k === 'string'))];
-  for (const apiKeyId of ids) await invalidateCredentials(services, { apiKeyId });
+  if (ids.length) await invalidateCredentials(services, { apiKeyIds: ids });
 }

@@ -13,7 +13,7 @@ const now = () => new Date().toISOString();
 
 /** After the commit: every credential of the user is dropped and every client must sign out. */
 async function announceForcedLogout(ctx: ServiceContext, userId: string, reason: string): Promise<void> {
-  await invalidateCredentials(ctx, { userId });
+  await invalidateCredentials(ctx, { userIds: [userId] });
   await ctx.bus.publishToUser(userId, { type: 'forceLogout', userId, reason, timestamp: now() });
 }
 
@@ -58,7 +58,7 @@ export async function banUser(
       trx,
     );
     afterCommit(trx, async () => {
-      await invalidateCredentials(ctx, { userId: input.userId });
+      await invalidateCredentials(ctx, { userIds: [input.userId] });
       await ctx.bus.publishToUser(input.userId, {
         type: 'accountBanned',
         userId: input.userId,
@@ -95,7 +95,7 @@ export async function unbanUser(ctx: ServiceContext, userId: string, actor: Attr
       }),
       trx,
     );
-    afterCommit(trx, () => invalidateCredentials(ctx, { userId }));
+    afterCommit(trx, () => invalidateCredentials(ctx, { userIds: [userId] }));
     return ban;
   });
 }
@@ -133,7 +133,7 @@ export async function expireBans(ctx: ServiceContext): Promise<{ ended: number }
       trx,
     );
     afterCommit(trx, async () => {
-      for (const userId of new Set(rows.map((r) => r.user_id))) await invalidateCredentials(ctx, { userId });
+      await invalidateCredentials(ctx, { userIds: [...new Set(rows.map((r) => r.user_id))] });
     });
     return rows;
   });
@@ -209,7 +209,7 @@ export async function softDeleteUser(
       trx,
     );
     afterCommit(trx, async () => {
-      for (const k of keys) await invalidateCredentials(ctx, { apiKeyId: k.id });
+      await invalidateCredentials(ctx, { apiKeyIds: keys.map((k) => k.id) });
       await ctx.bus.publishToUser(userId, {
         type: 'accountDeleted',
         userId,
@@ -244,7 +244,7 @@ export async function cancelDeletion(
       }),
       trx,
     );
-    afterCommit(trx, () => invalidateCredentials(ctx, { userId }));
+    afterCommit(trx, () => invalidateCredentials(ctx, { userIds: [userId] }));
     return !!user.deleted_at;
   });
   return { wasDeleted };

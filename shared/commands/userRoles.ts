@@ -17,6 +17,6 @@ export async function userRoles(db: Knex, userId: string): Promise<Role[]> {
  * and the user's clients get permissionsUpdated and rolesUpdated with the new effective sets.
  */
 export async function announceUserAccessChanged(services: AccessServices, userId: string): Promise<void> {
-  await invalidateCredentials(services, { userId });
+  await invalidateCredentials(services, { userIds: [userId] });
   await publishAccessChanges(services, await snapshotUserAccess(services.db, [userId]));
 }

@@ -109,9 +109,14 @@ export interface UserAccessSnapshot {
 }
 
 /**
- * Effective permissions and roles of many users in one query (role-wide changes touch every
- * holder of the role). Users without any role are present with empty sets. Roles come in name
- * order (as GET /v1/users/{id}/roles lists them), `roleIds` in the same order.
+ * Effective permissions and roles of many users (role-wide changes touch every holder of the role).
+ * Users without any role are present with empty sets. Roles come in name order (as
+ * GET /v1/users/{id}/roles lists them), `roleIds` in the same order.
+ *
+ * Two reads: who holds which role, then what those roles grant, composed here. A join of both would
+ * send a row per user, role and permission (80,000 rows for a role with 10,000 holders); these
+ * send one per holding plus one per role and permission. Ids go as one array parameter, not one
+ * per user: a role may have more holders than a statement has parameters (65,535).
  */
 export async function snapshotUserAccess(
   db: Knex | Knex.Transaction,
@@ -119,25 +124,43 @@ export async function snapshotUserAccess(
 ): Promise<Map<string, UserAccessSnapshot>> {
   const out = new Map<string, UserAccessSnapshot>();
   if (!userIds.length) return out;
-  const rows: Array<{ user_id: string; role_id: string; role_name: string; perm: string | null }> = await db(
-    'user_roles as ur',
-  )
-    .join('roles as r', 'r.id', 'ur.role_id')
-    .leftJoin('role_permissions as rp', 'rp.role_id', 'ur.role_id')
-    .leftJoin('permissions as p', 'p.id', 'rp.permission_id')
-    .whereIn('ur.user_id', userIds)
-    .orderBy(['r.name', 'r.id'])
-    .select('ur.user_id', 'ur.role_id', 'r.name as role_name', db.raw("p.resource || ':' || p.action as perm"));
-  const acc = new Map<string, { perms: Set<string>; roles: Map<string, string> }>();
-  for (const id of userIds) acc.set(id, { perms: new Set(), roles: new Map() });
-  for (const r of rows) {
-    const a = acc.get(r.user_id)!;
-    a.roles.set(r.role_id, r.role_name);
-    if (r.perm) a.perms.add(r.perm);
+  const holdings: Array<{ user_id: string; role_id: string }> = await db('user_roles')
+    .whereRaw('user_id = ANY(?::uuid[])', [userIds])
+    .select('user_id', 'role_id');
+  const roleIds = [...new Set(holdings.map((h) => h.role_id))];
+  const grants: Array<{ id: string; name: string; perm: string | null }> = roleIds.length
+    ? await db('roles as r')
+        .leftJoin('role_permissions as rp', 'rp.role_id', 'r.id')
+        .leftJoin('permissions as p', 'p.id', 'rp.permission_id')
+        .whereRaw('r.id = ANY(?::text[])', [roleIds])
+        // The database's collation orders the names, as on every other role list.
+        .orderBy(['r.name', 'r.id'])
+        .select('r.id', 'r.name', db.raw("p.resource || ':' || p.action as perm"))
+    : [];
+  const roles = new Map<string, { name: string; rank: number; perms: string[] }>();
+  for (const g of grants) {
+    let r = roles.get(g.id);
+    if (!r) roles.set(g.id, (r = { name: g.name, rank: roles.size, perms: [] }));
+    if (g.perm) r.perms.push(g.perm);
   }
-  // Rows come in role name order and a Map keeps the order of first insertion.
-  for (const [id, a] of acc)
-    out.set(id, { permissions: [...a.perms].sort(), roleIds: [...a.roles.keys()], roles: [...a.roles.values()] });
+  // A role deleted between the two reads is no longer held.
+  const held = new Map<string, string[]>();
+  for (const id of userIds) held.set(id, []);
+  for (const h of holdings) if (roles.has(h.role_id)) held.get(h.user_id)?.push(h.role_id);
+  // Users holding the same roles (most holders of a role) share one computed snapshot.
+  const byRoleSet = new Map<string, UserAccessSnapshot>();
+  for (const [id, ids] of held) {
+    ids.sort((a, b) => roles.get(a)!.rank - roles.get(b)!.rank);
+    const key = ids.join('\n');
+    let snap = byRoleSet.get(key);
+    if (!snap) {
+      const perms = new Set<string>();
+      for (const r of ids) for (const p of roles.get(r)!.perms) perms.add(p);
+      snap = { permissions: [...perms].sort(), roleIds: ids, roles: ids.map((r) => roles.get(r)!.name) };
+      byRoleSet.set(key, snap);
+    }
+    out.set(id, snap);
+  }
   return out;
 }
 

@@ -71,20 +71,24 @@ export function ownedClients(db: Knex): { load(userId: string): Promise<OAuthCli
   return rowsBy(OAuthClient, 'user_id', [['created_at', 'desc']], db);
 }
 
+/** Past this many users holding a client's tokens, an invalidation drops every cached credential. */
+const CLIENT_USERS_NAMED = 10_000;
+
 /**
  * Users holding live tokens of a client: whose cached credentials must go when the client is
- * deleted, deactivated or has its scopes narrowed. Past a few hundred users, drop everything.
+ * deleted, deactivated or has its scopes narrowed (null: nobody). Past CLIENT_USERS_NAMED users,
+ * drop everything.
  */
 export async function clientTokenInvalidation(
   db: Knex | Knex.Transaction,
   clientId: string,
-): Promise<AuthInvalidation[]> {
+): Promise<AuthInvalidation | null> {
   const rows: Array<{ user_id: string }> = await db('oauth_access_tokens')
     .where('client_id', clientId)
     .whereNull('revoked_at')
     .where('expires_at', '>', db.fn.now())
     .distinct('user_id')
-    .limit(201);
-  if (rows.length > 200) return [{ all: true }];
-  return rows.map((r) => ({ userId: r.user_id }));
+    .limit(CLIENT_USERS_NAMED + 1);
+  if (rows.length > CLIENT_USERS_NAMED) return { all: true };
+  return rows.length ? { userIds: rows.map((r) => r.user_id) } : null;
 }

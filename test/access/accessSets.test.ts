@@ -148,9 +148,9 @@ test('access sets are cached only while invalidations can arrive, and dropped by
     t.is(await reads(() => sets.user(user.id.toUpperCase())), 0, 'cached');
     t.is(await reads(() => sets.role('role_developer')), 1);
     t.is(await reads(() => sets.role('role_developer')), 0);
-    sets.invalidate({ apiKeyId: user.id });
+    sets.invalidate({ apiKeyIds: [user.id] });
     t.is(await reads(() => sets.user(user.id)), 0, 'an API key invalidation keeps users');
-    sets.invalidate({ userId: user.id.toUpperCase() });
+    sets.invalidate({ userIds: [user.id.toUpperCase()] });
     t.is(await reads(() => sets.user(user.id)), 1, 'dropped for the user');
     t.is(await reads(() => sets.role('role_developer')), 0, 'roles stay');
     sets.invalidate({ all: true });
@@ -160,7 +160,7 @@ test('access sets are cached only while invalidations can arrive, and dropped by
     // A load that raced with an invalidation is answered but not cached.
     sets.invalidate({ all: true });
     const racing = sets.user(user.id);
-    sets.invalidate({ userId: '00000000-0000-4000-8000-000000000000' });
+    sets.invalidate({ userIds: ['00000000-0000-4000-8000-000000000000'] });
     await racing;
     t.is(await reads(() => sets.user(user.id)), 1);
   } finally {

@@ -455,11 +455,11 @@ test('an OAuth token follows its user: role changes and bans apply to it', async
   const tok = (await exchange(client, code, verifier)).body;
   t.deepEqual((await me(tok.access_token)).body.data.me.permissions, ['gps:read']);
   await s.db('user_roles').insert({ user_id: user.id, role_id: 'role_developer' });
-  await s.api.services.bus.invalidateAuth({ userId: user.id });
+  await s.api.services.bus.invalidateAuth({ userIds: [user.id] });
   await new Promise((r) => setTimeout(r, 50));
   t.deepEqual((await me(tok.access_token)).body.data.me.permissions, ['gps:read', 'gps:write']);
   await s.db('bans').insert({ user_id: user.id, reason: 'abuse', is_permanent: true });
-  await s.api.services.bus.invalidateAuth({ userId: user.id });
+  await s.api.services.bus.invalidateAuth({ userIds: [user.id] });
   await new Promise((r) => setTimeout(r, 50));
   t.is((await me(tok.access_token)).status, 403);
   t.is(

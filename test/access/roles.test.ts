@@ -1,7 +1,7 @@
 import test from 'ava';
 import { startSecondApi } from '../helpers/secondApi';
 import { createKey, createUser } from '../helpers/factories';
-import { listenPushes } from '../helpers/pushes';
+import { listenInvalidations, listenPushes } from '../helpers/pushes';
 import { useStack } from '../helpers/stack';
 
 const stack = useStack(test);
@@ -410,3 +410,47 @@ test('role changes push rolePermissionsChanged to holders, permissionsUpdated / 
     outsiderPushes.close();
   }
 });
+
+test.serial(
+  'a role held by more users than a statement takes parameters can be changed; one invalidation',
+  async (t) => {
+    const s = stack();
+    const admin = await createUser(s.db, { roles: ['role_admin'] });
+    const role = (await s.request('POST', '/v1/roles', { token: admin.token, body: { name: 'Crowd' } })).body.data;
+    // 66,000 holders: one bind parameter per holder would overflow PostgreSQL's 65,535.
+    await s.db.raw(`INSERT INTO users (username) SELECT 'crowd_' || g FROM generate_series(1, 66000) g`);
+    await s.db.raw(
+      `INSERT INTO user_roles (user_id, role_id) SELECT id, ? FROM users WHERE username LIKE 'crowd\\_%'`,
+      [role.id],
+    );
+    const holder = await createUser(s.db, { roles: [role.id] });
+    t.false((await mePermissions(holder.token)).includes('gps:read'));
+    const pushes = await listenPushes(s.redis, s.config, `user:${holder.id}`);
+    const invalidations = await listenInvalidations(s.redis, s.config);
+    try {
+      const added = await s.request('POST', `/v1/roles/${role.id}/permissions`, {
+        token: admin.token,
+        body: { permission_id: await permId('gps:read') },
+      });
+      t.is(added.status, 201, added.text);
+      // The holder hears of it, and holds it on the very next request.
+      const push = await pushes.waitFor((m) => m.type === 'permissionsUpdated', 10_000);
+      t.deepEqual(push.permissions, ['gps:read']);
+      t.true((await mePermissions(holder.token)).includes('gps:read'));
+      const renamed = await s.request('PATCH', `/v1/roles/${role.id}`, {
+        token: admin.token,
+        body: { name: 'Throng' },
+      });
+      t.is(renamed.status, 200, renamed.text);
+      await pushes.waitFor((m) => m.type === 'rolesUpdated' && m.roles.includes('Throng'), 10_000);
+      // Each change dropped the cached credentials with one message, not one per holder.
+      t.deepEqual(
+        invalidations.messages.map((m) => m.all),
+        [true, true],
+      );
+    } finally {
+      pushes.close();
+      invalidations.close();
+    }
+  },
+);

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { createKey, createUser } from '../helpers/factories';
-import { listenPushes } from '../helpers/pushes';
+import { listenInvalidations, listenPushes } from '../helpers/pushes';
 import { useStack } from '../helpers/stack';
 import { sleep } from '../helpers/wait';
 
@@ -62,6 +62,28 @@ test('soft delete: 204, sessions and API keys revoked at once, push, status, 409
     ).status,
     404,
   );
+});
+
+test('deleting a user with many API keys drops them all with one invalidation', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const user = await createUser(s.db);
+  const keys = await Promise.all(
+    Array.from({ length: 40 }, () => createKey({ userId: user.id, scopes: ['gps:read'] })),
+  );
+  for (const k of keys.slice(0, 3)) t.is((await s.request('GET', '/v1/users/me', { token: k.key })).status, 200);
+  const invalidations = await listenInvalidations(s.redis, s.config);
+  try {
+    t.is((await s.request('DELETE', `/v1/users/${user.id}`, { token: admin.token })).status, 204);
+    // Other tests of this file share the stack: only messages naming this user's keys count.
+    const ids = new Set(keys.map((k) => k.id));
+    const named = invalidations.messages.filter((m) => m.apiKeyIds?.some((id: string) => ids.has(id)));
+    t.is(named.length, 1, JSON.stringify(invalidations.messages));
+    t.deepEqual([...named[0].apiKeyIds].sort(), keys.map((k) => k.id).sort());
+  } finally {
+    invalidations.close();
+  }
+  for (const k of keys.slice(0, 3)) t.is((await s.request('GET', '/v1/users/me', { token: k.key })).status, 401);
 });
 
 test('self-service: DELETE /v1/users/me schedules the deletion 7 days out; the user keeps access and can cancel', async (t) => {

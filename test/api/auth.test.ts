@@ -42,7 +42,7 @@ test('API keys: scopes narrowed to the owner, inactive and expired keys rejected
   t.is(row.key_prefix, key.key.slice(0, 12));
 
   await s.db('api_keys').where('id', key.id).update({ is_active: false });
-  await s.api.services.bus.invalidateAuth({ apiKeyId: key.id });
+  await s.api.services.bus.invalidateAuth({ apiKeyIds: [key.id] });
   await new Promise((res) => setTimeout(res, 50));
   t.is((await s.request('GET', '/v1', { token: key.key })).status, 401);
 
@@ -72,7 +72,7 @@ test('a banned user gets 403 at once, a deleted user 401', async (t) => {
   const user = await createUser(s.db);
   t.is((await s.request('GET', '/v1', { token: user.token })).status, 200);
   await s.db('bans').insert({ user_id: user.id, reason: 'spam', is_permanent: true });
-  await s.api.services.bus.invalidateAuth({ userId: user.id });
+  await s.api.services.bus.invalidateAuth({ userIds: [user.id] });
   await new Promise((res) => setTimeout(res, 50));
   const banned = await s.request('GET', '/v1', { token: user.token });
   t.is(banned.status, 403);
@@ -81,7 +81,7 @@ test('a banned user gets 403 at once, a deleted user 401', async (t) => {
   const other = await createUser(s.db);
   const key = await createKey({ userId: other.id, scopes: ['gps:read'] });
   await s.db('users').where('id', other.id).update({ deleted_at: new Date() });
-  await s.api.services.bus.invalidateAuth({ userId: other.id });
+  await s.api.services.bus.invalidateAuth({ userIds: [other.id] });
   await new Promise((res) => setTimeout(res, 50));
   t.is((await s.request('GET', '/v1', { token: other.token })).status, 401);
   t.is((await s.request('GET', '/v1', { token: key.key })).status, 401);

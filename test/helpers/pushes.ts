@@ -49,3 +49,18 @@ export async function listenPushes(
     },
   };
 }
+
+/** Records the credential invalidations published on the stack's Redis prefix (AuthInvalidation messages). */
+export async function listenInvalidations(
+  redis: Redis,
+  config: Pick<Config, 'redisPrefix'>,
+): Promise<{ messages: Array<Record<string, any>>; close(): void }> {
+  const sub = redis.duplicate(WAIT_FOR_REDIS);
+  const channel = redisKey(config, PubSub.authInvalidate);
+  const messages: Array<Record<string, any>> = [];
+  sub.on('message', (ch, raw) => {
+    if (ch === channel) messages.push(JSON.parse(raw));
+  });
+  await sub.subscribe(channel);
+  return { messages, close: () => sub.disconnect() };
+}

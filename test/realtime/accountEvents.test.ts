@@ -176,7 +176,7 @@ test('a revoked API key is disconnected as soon as its invalidation arrives', as
   const conn = await connect(wsBase(s, 0), { token: key.key });
   await conn.subscribe(`gps:${randomUUID()}`);
   await s.db('api_keys').where('id', key.id).update({ is_active: false });
-  await s.api.services.bus.invalidateAuth({ apiKeyId: key.id });
+  await s.api.services.bus.invalidateAuth({ apiKeyIds: [key.id] });
   const closed = await conn.closed;
   t.is(closed.code, 4001);
 });
@@ -241,7 +241,7 @@ test('a socket opened with a ticket minted from an OAuth token closes when the t
 
   // The token alone is revoked (no consent event is published): the invalidation re-checks the socket.
   await s.db('oauth_access_tokens').where('id', revoked.tokenId).update({ revoked_at: new Date() });
-  await s.api.services.bus.invalidateAuth({ userId: user.id });
+  await s.api.services.bus.invalidateAuth({ userIds: [user.id] });
   t.is((await revoked.conn.closed).code, 4001);
 
   t.is(

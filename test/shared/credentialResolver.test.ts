@@ -47,7 +47,7 @@ test.serial('a request after an invalidation never joins a load that started bef
   const { result, loads } = await keyLoads(async () => {
     const before = credentials.resolve(key);
     await s.db('api_keys').where('id', id).update({ is_active: false });
-    credentials.invalidate({ apiKeyId: id });
+    credentials.invalidate({ apiKeyIds: [id] });
     const after = credentials.resolve(key);
     return Promise.all([before, after]);
   });
@@ -89,13 +89,13 @@ test.serial('an invalidation drops exactly its owner’s cached credentials, fou
 
   // A user: their session and their key (a key acts for its owner) go; b's stay. A session is
   // indexed under its user, a key under its owner and itself.
-  credentials.invalidate({ userId: a.id });
+  credentials.invalidate({ userIds: [a.id] });
   t.deepEqual(credentials.cacheStats(), less(2, 2, 3));
   t.deepEqual(await cached(), { ...all, a: false, keyA: false });
   t.deepEqual(credentials.cacheStats(), before);
 
   // One key by its id: its owner's session stays.
-  credentials.invalidate({ apiKeyId: keyB.id });
+  credentials.invalidate({ apiKeyIds: [keyB.id] });
   t.deepEqual(credentials.cacheStats(), less(1, 1, 2));
   t.deepEqual(await cached(), { ...all, keyB: false });
   t.deepEqual(credentials.cacheStats(), before);
