@@ -1,4 +1,5 @@
 import bourne from '@hapi/bourne';
+import { isUtf8 } from 'node:buffer';
 import type { Context, Middleware, Next } from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
 // koa-body's own test of which types it parses, so the 415 below refuses exactly what it would ignore.
@@ -91,11 +92,13 @@ export function checkParsedBody(body: unknown, ctx?: Pick<Context, 'method' | 'p
   );
 }
 
+const BODY_TOO_LARGE = 'request body too large (JSON up to 4 MB, forms up to 256 KB)';
+
 /** koa-body's and the fast path's failures as the answers of the error handler. */
 function refuse(err: Error): never {
+  if (err instanceof HttpError) throw err;
   const status = (err as { status?: number }).status;
-  if (status === 413)
-    throw new HttpError(413, 'PayloadTooLarge', 'request body too large (JSON up to 4 MB, forms up to 256 KB)');
+  if (status === 413) throw new HttpError(413, 'PayloadTooLarge', BODY_TOO_LARGE);
   if (status === 415) throw new HttpError(415, 'UnsupportedMediaType', err.message);
   throw Object.assign(new Error(err.message), { status: 400, type: 'entity.parse.failed' });
 }
@@ -120,10 +123,30 @@ export function plainJsonLength(ctx: Context): number {
 }
 
 /**
- * Reads and parses a plain JSON body of `length` bytes as koa-body does (co-body, strict): UTF-8
- * with a leading BOM dropped, an object or array only, prototype poisoning refused (bourne). It
- * skips what koa-body spends on every request to pick a parser and a decoder, which the common
- * case does not need.
+ * The length of any other JSON body read here rather than by koa-body: one of koa-body's JSON
+ * types (application/vnd.api+json…), not compressed, with a Content-Length (over the limit: 413) or
+ * sent in chunks (Infinity: read up to the limit). -1 for everything else (forms, compressed
+ * bodies, an empty body), which koa-body reads.
+ */
+function otherJsonLength(ctx: Context): number {
+  const h = ctx.req.headers;
+  const encoding = h['content-encoding'];
+  if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return -1;
+  if (!isJsonBody(ctx, PARSED_TYPES as unknown as Parameters<typeof isJsonBody>[1])) return -1;
+  const declared = h['content-length'];
+  if (declared === undefined) return h['transfer-encoding'] !== undefined ? Infinity : -1;
+  if (!/^\d{1,15}$/.test(declared) || declared === '0' || /^0+$/.test(declared)) return -1;
+  const length = Number(declared);
+  if (length > JSON_LIMIT_BYTES) refuse(Object.assign(new Error('request entity too large'), { status: 413 }));
+  return length;
+}
+
+/**
+ * Reads and parses a JSON body of `length` bytes (Infinity: until the end, within the limit) as
+ * koa-body does (co-body, strict): a leading BOM dropped, an object or array only, prototype
+ * poisoning refused (bourne). The bytes must be UTF-8 (RFC 8259): a body that is not is refused,
+ * where a decoder would have stored U+FFFD in place of what was sent. It skips what koa-body
+ * spends on every request to pick a parser and a decoder, which the common case does not need.
  */
 function readJson(ctx: Context, length: number): Promise<unknown> {
   const req = ctx.req;
@@ -141,10 +164,19 @@ function readJson(ctx: Context, length: number): Promise<unknown> {
     const onData = (chunk: Buffer) => {
       received += chunk.length;
       chunks.push(chunk);
+      if (received > JSON_LIMIT_BYTES) {
+        // The rest of the body is never read: the connection closes after the answer, or the next
+        // request on it would be read as this body's bytes.
+        req.pause();
+        done(new HttpError(413, 'PayloadTooLarge', BODY_TOO_LARGE, undefined, { Connection: 'close' }));
+      }
     };
     const onEnd = () => {
-      if (received !== length) return done(new Error('request size did not match content length'));
-      let text = (chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, received)).toString('utf8');
+      if (length !== Infinity && received !== length)
+        return done(new Error('request size did not match content length'));
+      const bytes = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, received);
+      if (!isUtf8(bytes)) return done(new HttpError(400, 'BadRequest', 'body: not valid UTF-8 (send JSON as UTF-8)'));
+      let text = bytes.toString('utf8');
       if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
       try {
         if (!STRICT_JSON.test(text)) throw new SyntaxError('invalid JSON, only supports object and array');
@@ -164,6 +196,9 @@ function readJson(ctx: Context, length: number): Promise<unknown> {
 
 const PARSED_TYPES = { json: true, urlencoded: true } as const;
 
+/** The charset parameter of a Content-Type (quoted or not). */
+const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/i;
+
 /**
  * A body koa-body would not parse (text/plain, XML, multipart, none named) is refused with 415: it
  * was ignored, and the route then refused its missing fields, which sent the client looking in the
@@ -174,6 +209,13 @@ function refuseUnparsedType(ctx: Context): void {
   const declared = h['content-length'];
   const hasBody = h['transfer-encoding'] !== undefined || (declared !== undefined && declared !== '0');
   if (!hasBody) return;
+  const charset = CHARSET.exec(h['content-type'] ?? '')?.[1];
+  if (charset !== undefined && !/^utf-?8$/i.test(charset))
+    throw new HttpError(
+      415,
+      'UnsupportedMediaType',
+      `Content-Type charset '${charset.slice(0, 40)}' is not accepted: send the body as UTF-8`,
+    );
   const options = PARSED_TYPES as unknown as Parameters<typeof isJsonBody>[1];
   if (isJsonBody(ctx, options) || isUrlencodedBody(ctx, options)) return;
   throw new HttpError(
@@ -186,9 +228,10 @@ function refuseUnparsedType(ctx: Context): void {
 /**
  * JSON and form bodies for the methods that carry one; a malformed body is a 400
  * (entity.parse.failed, answered by the error handler), one over the limit a 413, an unsupported
- * charset a 415. GET, HEAD and OPTIONS skip the parser entirely: they are most requests and carry
- * no body. A plain JSON body with a Content-Length (what every client sends) is read here
- * directly (`readJson`); everything else goes through koa-body. Either way a body nested deeper
+ * charset (anything but UTF-8) a 415. GET, HEAD and OPTIONS skip the parser entirely: they are
+ * most requests and carry no body. An uncompressed JSON body (what every client sends) is read
+ * here directly (`readJson`), its bytes checked to be UTF-8; forms and compressed bodies go
+ * through koa-body. Either way a body nested deeper
  * than `MAX_JSON_DEPTH` or holding a number beyond a double's range is a 400 naming the field, and a body of a type neither parses a 415.
  */
 export function bodyParser(): Middleware {
@@ -216,6 +259,10 @@ export function bodyParser(): Middleware {
     const length = m === 'POST' || m === 'PUT' || m === 'PATCH' || m === 'DELETE' ? plainJsonLength(ctx) : -1;
     if (length > 0) return fast(ctx, next, length);
     refuseUnparsedType(ctx);
+    if (m === 'POST' || m === 'PUT' || m === 'PATCH' || m === 'DELETE') {
+      const other = otherJsonLength(ctx);
+      if (other > 0) return fast(ctx, next, other);
+    }
     return parse(ctx, () => {
       checkParsedBody(ctx.request.body, ctx);
       return next();

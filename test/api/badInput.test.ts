@@ -425,3 +425,91 @@ test('GraphQL arguments pass the same text rule, inline or as variables', async 
     t.regex(err?.message ?? '', new RegExp(`^${field}: must not contain NUL`), name);
   }
 });
+
+test('a body that is not UTF-8 is refused, never stored with U+FFFD in place of what was sent', async (t) => {
+  await init();
+  const s = stack();
+  const url = `http://127.0.0.1:${s.api.port}/v1/devices`;
+  const post = (body: RequestInit['body'], type = 'application/json', extra: RequestInit = {}) =>
+    fetch(url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${admin.token}`, 'content-type': type },
+      body,
+      ...extra,
+    }).then(async (r) => ({
+      status: r.status,
+      body: (await r.json()) as { error: string; message: string; data?: any },
+    }));
+  const bytes = (...parts: Array<string | number[]>) =>
+    Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : Buffer.from(p))));
+  const before = (await s.db('devices').count('* as c').first())!.c;
+  // Bytes that are not UTF-8 (0xFF 0xFE), with a Content-Length: the fast path.
+  const invalid = bytes('{"name":"inv', [0xff, 0xfe], 'utf"}');
+  for (const type of ['application/json', 'application/vnd.api+json']) {
+    const r = await post(invalid, type);
+    t.is(r.status, 400, `${type}: ${JSON.stringify(r.body)}`);
+    t.is(r.body.message, 'body: not valid UTF-8 (send JSON as UTF-8)');
+  }
+  // The same sent in chunks (no Content-Length).
+  const chunked = await post(
+    new ReadableStream({
+      start(c) {
+        c.enqueue(invalid.subarray(0, 8));
+        c.enqueue(invalid.subarray(8));
+        c.close();
+      },
+    }),
+    'application/json',
+    { duplex: 'half' } as RequestInit,
+  );
+  t.is(chunked.status, 400, JSON.stringify(chunked.body));
+  // A charset other than UTF-8 is a 415 naming it: Latin-1's é would be read wrong.
+  const latin = await post(bytes('{"name":"caf', [0xe9], '"}'), 'application/json; charset=latin1');
+  t.is(latin.status, 415, JSON.stringify(latin.body));
+  t.regex(latin.body.message, /charset 'latin1'/);
+  t.is((await post('{"name":"x"}', 'application/x-www-form-urlencoded; charset=utf-16')).status, 415);
+  t.is((await s.db('devices').count('* as c').first())!.c, before);
+
+  // UTF-8 is kept byte for byte: a real U+FFFD, a BOM dropped, chunks split inside a character, charset=UTF-8.
+  const ok = await post(
+    bytes([0xef, 0xbb, 0xbf], '{"name":"caf\u00e9 \ufffd \u{1f6a2}"}'),
+    'application/json; charset="UTF-8"',
+  );
+  t.is(ok.status, 201, JSON.stringify(ok.body));
+  t.is(ok.body.data!.name, 'caf\u00e9 \ufffd \u{1f6a2}');
+  const text = bytes('{"name":"split \u{1f6a2}"}');
+  const split = await post(
+    new ReadableStream({
+      start(c) {
+        c.enqueue(text.subarray(0, 16));
+        c.enqueue(text.subarray(16));
+        c.close();
+      },
+    }),
+    'application/vnd.api+json',
+    { duplex: 'half' } as RequestInit,
+  );
+  t.is(split.status, 201, JSON.stringify(split.body));
+  t.is(split.body.data!.name, 'split \u{1f6a2}');
+});
+
+test('a chunked JSON body over the limit is a 413', async (t) => {
+  await init();
+  const s = stack();
+  const chunk = Buffer.alloc(1024 * 1024, 0x20);
+  let sent = 0;
+  const r = await fetch(`http://127.0.0.1:${s.api.port}/v1/devices`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
+    body: new ReadableStream({
+      pull(c) {
+        if (sent++ < 6) c.enqueue(chunk);
+        else c.close();
+      },
+    }),
+    duplex: 'half',
+  } as RequestInit).catch((err: Error) => err);
+  if (r instanceof Error) return t.fail(`no answer: ${r.message}`);
+  t.is(r.status, 413);
+  t.is(((await r.json()) as { error: string }).error, 'PayloadTooLarge');
+});
