@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import type Router from '@koa/router';
 import depthLimit from 'graphql-depth-limit';
+import http from 'node:http';
 import {
   ASTNode,
   FieldNode,
@@ -19,7 +20,7 @@ import { createHandler } from 'graphql-http/lib/use/koa';
 import { createComplexityRule, fieldExtensionsEstimator, simpleEstimator } from 'graphql-query-complexity';
 import { buildSchema, MiddlewareFn, NonEmptyArray } from 'type-graphql';
 import { authorizeGraphqlRootField } from '../../shared/policies';
-import { graphqlCode, toHttpError, validationError } from '../../shared/errors';
+import { badRequest, graphqlCode, toHttpError, validationError } from '../../shared/errors';
 import { z, zInput } from '../../shared/zod';
 import type { AppState } from '../routing';
 import type { ApiServices } from '../services';
@@ -203,6 +204,23 @@ function answerFor(
   };
 }
 
+/** Whether graphql-http's answer (JSON text, or none) carries GraphQL errors. */
+function hasGraphqlErrors(body: unknown): boolean {
+  if (typeof body === 'string') return body.includes('"errors"');
+  return typeof body === 'object' && body !== null && 'errors' in body;
+}
+
+/** A GET parameter that must be a JSON object (or null): `variables`, `extensions`. */
+function isJsonObjectText(v: string | string[]): boolean {
+  if (typeof v !== 'string') return false;
+  try {
+    const x: unknown = JSON.parse(v);
+    return x === null || (typeof x === 'object' && !Array.isArray(x));
+  } catch {
+    return false;
+  }
+}
+
 /**
  * The Content-Type of an executed operation's answer: the first type of the request's Accept that
  * graphql-http accepts, as its handler negotiated it before running the operation (a request with
@@ -313,17 +331,34 @@ export function graphqlRoutes(
       header: (name: string) => ctx.get(name) || null,
       loaders: createLoaders(ctx.services.db),
     };
-    await handler(ctx as never, async () => undefined);
-    // graphql-http answers a mutation over GET itself, with no error code: given one like every other error.
-    if (ctx.status === 405)
-      ctx.body = {
-        errors: [
-          {
-            message: 'mutations are sent with POST, not GET',
-            extensions: { code: 'METHOD_NOT_ALLOWED', status: 405 },
-          },
-        ],
-      };
+    // graphql-http says 'Unparsable URL' for GET variables that are not JSON: named here instead.
+    if (ctx.method !== 'POST') {
+      for (const name of ['variables', 'extensions']) {
+        const v = ctx.query[name];
+        if (v !== undefined && !isJsonObjectText(v)) throw badRequest(`${name}: must be a JSON object`);
+      }
+    }
+    // HEAD answers as GET does (Koa sends no body), as on every other GET route.
+    const head = ctx.method === 'HEAD';
+    if (head) ctx.method = 'GET';
+    try {
+      await handler(ctx as never, async () => undefined);
+    } finally {
+      if (head) ctx.method = 'HEAD';
+    }
+    // graphql-http answers some refusals itself with no body (415, 406) or no error code (a mutation
+    // over GET): given a message and a code like every other error.
+    if (ctx.status === 405 || (ctx.status >= 400 && !hasGraphqlErrors(ctx.body))) {
+      const message =
+        ctx.status === 405
+          ? 'mutations are sent with POST, not GET'
+          : ctx.status === 415
+            ? `Content-Type ${ctx.get('content-type') ? `'${ctx.get('content-type').slice(0, 100)}'` : '(none)'} is not accepted: send application/json (UTF-8)`
+            : ctx.status === 406
+              ? `Accept '${ctx.get('accept').slice(0, 100)}': answers are application/graphql-response+json or application/json`
+              : (http.STATUS_CODES[ctx.status] ?? 'request refused');
+      ctx.body = { errors: [{ message, extensions: { code: graphqlCode(ctx.status), status: ctx.status } }] };
+    }
   };
   documentGraphqlRoutes(production);
   router.post('/v1/gql', gql);

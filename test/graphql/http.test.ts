@@ -178,3 +178,41 @@ test('production: no GraphiQL or its assets, errors without stacks', async (t) =
   }
   t.is((await stack().request('GET', '/v1/graphiql')).status, 200);
 });
+
+test('refusals graphql-http makes itself get a message and a code: 415, 406, HEAD, PUT, bad GET variables', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const query = encodeURIComponent('{ me { userId } }');
+  // A form body reaches graphql-http, which refuses its type.
+  const form = await s.request('POST', '/v1/gql', {
+    token: user.token,
+    rawBody: 'query=%7Bme%7BuserId%7D%7D',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  });
+  t.is(form.status, 415);
+  t.is(form.body.errors[0].extensions.code, 'UNSUPPORTED_MEDIA_TYPE');
+  t.regex(form.body.errors[0].message, /application\/x-www-form-urlencoded/);
+  const csv = await s.request('GET', `/v1/gql?query=${query}`, { token: user.token, headers: { accept: 'text/csv' } });
+  t.is(csv.status, 406);
+  t.deepEqual(csv.body.errors[0].extensions, { code: 'NOT_ACCEPTABLE', status: 406 });
+  t.regex(csv.body.errors[0].message, /text\/csv/);
+  // HEAD answers as GET does, without a body.
+  const head = await fetch(`${s.url}/v1/gql?query=${query}`, {
+    method: 'HEAD',
+    headers: { authorization: `Bearer ${user.token}` },
+  });
+  t.is(head.status, 200);
+  t.is(await head.text(), '');
+  const put = await s.request('PUT', '/v1/gql', { token: user.token, body: { query: '{ me { userId } }' } });
+  t.is(put.status, 405);
+  t.deepEqual(put.body.errors[0].extensions, { code: 'METHOD_NOT_ALLOWED', status: 405 });
+  for (const name of ['variables', 'extensions']) {
+    const bad = await s.request('GET', `/v1/gql?query=${query}&${name}=abc`, { token: user.token });
+    t.is(bad.status, 400, bad.text);
+    t.is(bad.body.errors[0].message, `${name}: must be a JSON object`);
+  }
+  const fine = await s.request('GET', `/v1/gql?query=${query}&variables=${encodeURIComponent('{}')}`, {
+    token: user.token,
+  });
+  t.is(fine.body.data.me.userId, user.id);
+});
