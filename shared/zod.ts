@@ -213,7 +213,11 @@ const DECIMAL_TEXT = /^-?([0-9]+(\.[0-9]*)?|\.[0-9]+)$/;
 
 /** An integer in a query string (decimal digits, an optional minus); `refine` adds bounds. */
 export const zQueryInteger = <T extends z.ZodTypeAny = z.ZodNumber>(refine?: (n: z.ZodNumber) => T) => {
-  const n = z.number({ invalid_type_error: 'must be an integer' }).int('must be an integer');
+  // Within ±(2^53 - 1): a larger value would not survive as a number, nor fit a bigint column.
+  const n = z
+    .number({ invalid_type_error: 'must be an integer' })
+    .int('must be an integer')
+    .safe(`must be at most ${Number.MAX_SAFE_INTEGER} in size`);
   return queryNumber(INTEGER_TEXT, refine ? refine(n) : n);
 };
 

@@ -217,6 +217,24 @@ test('a NUL byte in a query parameter is a 400 naming the parameter', async (t) 
   t.deepEqual(failures, []);
 });
 
+test('an integer query parameter beyond 2^53 is a 400 naming the parameter', async (t) => {
+  await init();
+  const s = stack();
+  const isInteger = (schema: Schema) =>
+    schema.type === 'integer' || (Array.isArray(schema.type) && schema.type.includes('integer'));
+  const cases = routes.flatMap((r) =>
+    queryParams(r)
+      .filter((p) => isInteger(p.schema))
+      .map((p) => ({ r, p: p.name })),
+  );
+  t.true(cases.length > 10);
+  const failures = await sweep(cases, async ({ r, p }) => {
+    const res = await s.request(r.method, `${concretePath(r)}?${p}=99999999999999999999`, { token: tokenFor(r) });
+    return res.status === 400 && res.body?.message?.startsWith(`${p}: `) ? null : `${p} → ${describe(r, res)}`;
+  });
+  t.deepEqual(failures, []);
+});
+
 test('a lone UTF-16 surrogate in a string field is a 400 naming the field', async (t) => {
   await init();
   const s = stack();
