@@ -7,7 +7,7 @@ import type { Logger } from './logger';
  * because BullMQ refuses keyPrefix and pub/sub channels ignore it: one prefix rule for all three.
  */
 export function createRedis(config: Config, opts: RedisOptions = {}): Redis {
-  return new Redis(config.redisUrl, {
+  const redis = new Redis(config.redisUrl, {
     lazyConnect: false,
     maxRetriesPerRequest: null,
     // ioredis ≥ 5.8.2 sends CLIENT SETINFO during the handshake, which lets a SUBSCRIBE issued while
@@ -17,6 +17,76 @@ export function createRedis(config: Config, opts: RedisOptions = {}): Redis {
     disableClientInfo: true,
     ...opts,
   });
+  return typeof opts.commandTimeout === 'number' ? breakOnStall(redis, config.redisUrl) : redis;
+}
+
+const STALLED = 'redis is not answering (a command timed out; waiting for it to answer again)';
+
+/** Per Redis server (by URL): whether it stopped answering this process's fail-fast connections, and those connections. */
+interface StallState {
+  stalled: boolean;
+  probing: boolean;
+  /** Each connection with its own (unwrapped) sendCommand, to probe through whichever is open. */
+  connections: Map<Redis, Redis['sendCommand']>;
+}
+const stalls = new Map<string, StallState>();
+
+/** PINGs the server through an open connection of `state` until it answers, then clears the stall. */
+function probe(state: StallState): void {
+  if (state.probing || !state.stalled) return;
+  const open = [...state.connections].find(([c]) => c.status === 'ready');
+  const retry = () => setTimeout(() => probe(state), FAIL_FAST_COMMAND_TIMEOUT_MS).unref();
+  // None open: each reconnect clears the stall itself ('ready'); until then, look again later.
+  if (!open) return void retry();
+  state.probing = true;
+  const ping = new Redis.Command('ping', []);
+  void open[1](ping);
+  ping.promise.then(
+    () => {
+      state.probing = false;
+      state.stalled = false;
+    },
+    () => {
+      state.probing = false;
+      if (state.stalled) retry();
+    },
+  );
+}
+
+/**
+ * A fail-fast connection whose command timed out is stalled: Redis took the connection but stopped
+ * answering, and it answers in order, so every command sent after it would wait its own full
+ * timeout. One request would pay the timeout once per command it sends (the rate limiter, then the
+ * latest-GPS cache, then its clean-up: 3 s). Until the server answers again, the commands of every
+ * fail-fast connection of this process to it fail at once; a PING every timeout (and any
+ * reconnect) finds out when it does. The callers fall back as for any failed command
+ * (shared/outbox.ts, the caches' database reads, the rate limiter failing open).
+ */
+function breakOnStall(redis: Redis, url: string): Redis {
+  let state = stalls.get(url);
+  if (!state) stalls.set(url, (state = { stalled: false, probing: false, connections: new Map() }));
+  const shared = state;
+  const send = redis.sendCommand.bind(redis);
+  shared.connections.set(redis, send);
+  redis.on('end', () => shared.connections.delete(redis));
+  redis.on('ready', () => {
+    shared.stalled = false;
+  });
+  redis.sendCommand = ((command, stream) => {
+    if (shared.stalled) {
+      command.reject(new Error(STALLED));
+      return command.promise;
+    }
+    const answer = send(command, stream);
+    command.promise.catch((err: Error) => {
+      if (!shared.stalled && err.message === 'Command timed out') {
+        shared.stalled = true;
+        probe(shared);
+      }
+    });
+    return answer;
+  }) as Redis['sendCommand'];
+  return redis;
 }
 
 /** The longest a command on a fail-fast connection may take (a hung or unreachable Redis). */

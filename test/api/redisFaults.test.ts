@@ -1,6 +1,7 @@
 import test from 'ava';
 import { freshEmail } from '../helpers/accounts';
-import { createUser, TestUser } from '../helpers/factories';
+import { createKey, createUser, TestUser } from '../helpers/factories';
+import { gpsBody } from '../helpers/tracking';
 import { Mailbox, startMailbox } from '../helpers/mailbox';
 import { PrivateRedis, startPrivateRedis } from '../helpers/redisServer';
 import { Stack, startStack } from '../helpers/stack';
@@ -62,6 +63,39 @@ test.serial(
     t.true(counted);
   },
 );
+
+test.serial('a frozen Redis costs a request one command timeout at most, and later requests none', async (t) => {
+  const owner = await createUser(s.db, { roles: ['role_admin'] });
+  const key = await createKey({ userId: owner.id, scopes: ['gps:write', 'gps:read'] });
+  const post = () =>
+    s.request('POST', '/v1/gps', {
+      token: key.key,
+      body: gpsBody({ device_id: 'stall-1', timestamp: Math.floor(Date.now() / 1000) }),
+    });
+  t.is((await post()).status, 201);
+  redis.freeze();
+  try {
+    // POST /v1/gps sends three commands in turn (rate limit, latest-point cache, its clean-up): the
+    // first to time out marks Redis stalled for every connection, and the others fail at once.
+    const first = await timed(post);
+    t.is(first.result.status, 201, first.result.text);
+    t.true(first.ms < 1800, `first request took ${Math.round(first.ms)} ms`);
+    for (let i = 0; i < 3; i++) {
+      const next = await timed(post);
+      t.is(next.result.status, 201, next.result.text);
+      t.true(next.ms < 500, `request ${i + 2} took ${Math.round(next.ms)} ms`);
+    }
+  } finally {
+    redis.thaw();
+  }
+  // Answering again: the probe clears the stall, and rate limiting counts in Redis again.
+  let counted = false;
+  for (let i = 0; i < 50 && !counted; i++) {
+    counted = !!(await post()).headers.get('x-ratelimit-remaining');
+    if (!counted) await sleep(100);
+  }
+  t.true(counted);
+});
 
 test.serial('Redis stopped: a WebSocket ticket is a 503 with Retry-After, not a 500', async (t) => {
   await redis.stop();
