@@ -8,11 +8,26 @@ import { openApiRegistry, z } from '../shared/zod';
  * route gets the same error responses, security requirement and `x-permission`.
  */
 
-/** Every error body of the API (spec §1): `{error, message}`. */
+/**
+ * Every error body of the API (spec §1): `{error, message}`, plus the optional fields the error
+ * handler (api/middleware/errors.ts) passes on from an HttpError's `extra` (shared/errors.ts):
+ * `details` on validation failures, `error_description` on the OAuth endpoints.
+ */
 export const errorSchema = z
   .object({
-    error: z.string().openapi({ example: 'VALIDATION_ERROR' }),
-    message: z.string().openapi({ example: 'body.name: Required' }),
+    error: z.string().openapi({
+      description: 'The error name (`BadRequest`, `NotFound`, …); on the OAuth endpoints the RFC 6749 error code',
+      example: 'BadRequest',
+    }),
+    message: z.string().openapi({ example: 'name: is required' }),
+    details: z
+      .array(z.object({ field: z.string(), message: z.string() }))
+      .optional()
+      .openapi({ description: 'Validation failures (400): one entry per field, as in `message`' }),
+    error_description: z
+      .string()
+      .optional()
+      .openapi({ description: 'OAuth endpoints (RFC 6749 §5.2): the reason, as in `message`' }),
   })
   .passthrough()
   .openapi('Error');
@@ -20,7 +35,10 @@ export const errorSchema = z
 export interface ResponseDoc {
   description: string;
   schema?: ZodTypeAny;
-  contentType?: string;
+  /** The answer's media type (JSON unless given); several when it depends on the resource (static files). */
+  contentType?: string | string[];
+  /** A media type's own schema, where it differs from `schema` (with several content types). */
+  schemaByType?: Record<string, ZodTypeAny>;
   example?: unknown;
 }
 
@@ -35,6 +53,12 @@ export interface OperationDoc {
   access: string;
   /** Bearer credential required (everything but 'public'). */
   secured: boolean;
+  /**
+   * The security requirement when the route checks credentials of its own (X-ID-App-Key,
+   * X-ID-App-Assertion) rather than through its access rule: alternatives, e.g.
+   * `[{ idAppKey: [] }, { bearerAuth: [] }]`. Default: bearerAuth when secured, none otherwise.
+   */
+  security?: Array<Record<string, string[]>>;
   /** The permission the route needs, documented as `x-permission`. */
   permission?: string;
   params?: ZodTypeAny;
@@ -45,66 +69,235 @@ export interface OperationDoc {
   bodyExample?: unknown;
   /** The route validates declared input (params, query or body): it can answer 400. */
   validates: boolean;
-  /** The route can deny a credential for lack of a permission: 403. */
+  /** The route can deny a credential for lack of a permission or scope (403, besides the standard reasons). */
   forbids: boolean;
+  /** The 200 answer carries an ETag, and a GET whose If-None-Match names it gets 304 without a body. */
+  conditional?: boolean;
   responses?: Record<number, ResponseDoc>;
   /** Specification extensions (`x-…`) of the operation. */
   extensions?: Record<`x-${string}`, unknown>;
 }
 
-const STANDARD_ERRORS: Record<number, string> = {
-  400: 'Invalid input; the message names the field',
-  401: 'Missing or invalid credentials (code AUTH_REQUIRED when none was sent)',
-  403: 'The credential lacks the permission',
-  404: 'Not found',
-  429: 'Rate limited; Retry-After says when to try again',
+/** The security schemes besides bearerAuth, by name (registered with the document). */
+export const SECURITY_SCHEMES = {
+  idAppKey: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'X-ID-App-Key',
+    description: 'The secret of an internal app (spec §5.8)',
+  },
+  idAppAssertion: {
+    type: 'apiKey',
+    in: 'header',
+    name: 'X-ID-App-Assertion',
+    description: 'A signed assertion from the ID app naming the signed-in user (spec §5.8)',
+  },
+} as const;
+
+const SCHEME_WORDS: Record<string, string> = {
+  bearerAuth: 'a bearer credential',
+  idAppKey: 'X-ID-App-Key',
+  idAppAssertion: 'X-ID-App-Assertion',
 };
 
-/** The error statuses a route can answer by its definition alone. */
+/** A security requirement (alternatives of schemes) in words, for the access line of the description. */
+export function describeSecurity(security: Array<Record<string, string[]>>): string {
+  const alternatives = security.map((req) =>
+    Object.keys(req)
+      .map((name) => SCHEME_WORDS[name] ?? name)
+      .join(' with '),
+  );
+  return `Access: ${alternatives.join(' or ')}, checked by the route itself (none: 401).`;
+}
+
+/** Methods whose requests go through the body parser (api/middleware/body.ts), declared body or not. */
+const BODY_METHODS = new Set(['post', 'put', 'patch', 'delete']);
+
+/**
+ * Paths the rate limiter never counts nor answers 429 on (api/middleware/rateLimit.ts
+ * `isRateLimitExempt`; test/docs/openapiErrors.test.ts fails when the two disagree).
+ */
+export function rateLimitExempt(path: string): boolean {
+  return (
+    path === '/health' ||
+    path === '/v1/health' ||
+    path === '/v1/ws' ||
+    path === '/v1/openapi.json' ||
+    path === '/v1/schema' ||
+    path === '/v1/swagger-ui' ||
+    path.startsWith('/v1/swagger-ui/')
+  );
+}
+
+const STANDARD_ERRORS: Record<number, string> = {
+  304: 'Not Modified: the ETag sent in If-None-Match is current; no body',
+  400: 'Invalid input; the message names the field and `details` lists every failure (also: malformed JSON, text with NUL characters or unpaired surrogates in any parameter)',
+  401: 'Missing, malformed, unknown, expired or revoked credentials; a public route answers 401 too when a bad credential is sent',
+  403: 'The account of the credential is banned, or it is the system key on a route the system key may not call',
+  404: 'Not found',
+  413: 'Request body too large (JSON up to 4 MB, forms up to 256 KB)',
+  415: 'Request body neither JSON nor a form (application/x-www-form-urlencoded), or in a charset the service does not accept',
+  429: 'Rate limited; Retry-After says when to try again',
+  500: 'An unexpected server fault (logged; the message reveals nothing internal)',
+  503: 'A dependency (the database, or Redis where the route needs it) is unavailable; Retry-After says when to try again',
+};
+
+/**
+ * The statuses a route can answer besides its declared ones: what the middleware in front of
+ * every route (api/app.ts) answers, and what its definition implies.
+ * - 400: its input is validated (defineRoute checks the text of every parameter, declared or
+ *   not), or its method carries a body (malformed JSON);
+ * - 401 and 403 on every route: authentication refuses a bad credential, a banned account's
+ *   credential and the system key outside its allowlist before any route runs (spec §5.5);
+ * - 404 with path parameters; 413 and 415 for methods with a body (the body parser);
+ * - 429 unless the path is exempt from rate limiting; 500 (an unexpected fault) and 503 everywhere
+ *   (a credential is resolved from the database);
+ * - 304 when the answer is conditional (an ETag).
+ */
 function standardStatuses(op: OperationDoc): number[] {
-  const out = [429];
-  if (op.validates) out.push(400);
-  if (op.secured) out.push(401);
-  if (op.forbids) out.push(403);
+  const body = BODY_METHODS.has(op.method);
+  const out: number[] = [];
+  if (op.conditional) out.push(304);
+  if (op.validates || body) out.push(400);
+  out.push(401, 403);
   if (/:[A-Za-z0-9_]+/.test(op.path)) out.push(404);
+  if (body) out.push(413, 415);
+  if (!rateLimitExempt(op.path)) out.push(429);
+  out.push(500, 503);
   return out;
 }
 
 export const toOpenApiPath = (path: string) => path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
 
-type ResponseObject = { description: string; headers?: unknown; content?: Record<string, unknown> };
+type ResponseObject = { description: string; headers?: Record<string, unknown>; content?: Record<string, unknown> };
 
-/** The operation's responses: declared ones (errors get the Error schema) plus the standard errors. */
+const integerHeader = (description: string) => ({ description, schema: { type: 'integer' } });
+const RATE_LIMIT_HEADERS = {
+  'Retry-After': integerHeader('Seconds to wait before trying again'),
+  'X-RateLimit-Limit': integerHeader("Requests allowed per window in the caller's tier"),
+  'X-RateLimit-Remaining': integerHeader('Requests left in the current window'),
+  'X-RateLimit-Reset': integerHeader('Seconds until the window resets'),
+};
+const ETAG_HEADER = {
+  ETag: { description: 'The version of the answer, for If-None-Match', schema: { type: 'string' } },
+};
+
+/**
+ * The operation's responses: declared ones (errors get the Error schema) plus the standard
+ * statuses. A GraphQL operation (`x-protocol: graphql`) answers every error in GraphQL's format
+ * (api/middleware/errors.ts), so its errors get the schema of its 200 answer.
+ */
 function responsesOf(op: OperationDoc): Record<string, ResponseObject> {
+  const graphql = op.extensions?.['x-protocol'] === 'graphql';
+  const errorBody = (graphql ? op.responses?.[200]?.schema : undefined) ?? errorSchema;
   const out: Record<string, ResponseObject> = {};
   for (const [status, r] of Object.entries(op.responses ?? { 200: { description: 'OK' } })) {
     const isError = Number(status) >= 400;
-    const schema = r.schema ?? (isError ? errorSchema : undefined);
+    const schema = r.schema ?? (isError ? errorBody : undefined);
+    const types = Array.isArray(r.contentType) ? r.contentType : [r.contentType ?? 'application/json'];
     out[status] = {
       description: r.description,
       ...(schema
         ? {
-            content: {
-              [r.contentType ?? 'application/json']: {
-                schema,
-                ...(r.example !== undefined ? { example: r.example } : {}),
-              },
-            },
+            content: Object.fromEntries(
+              types.map((type) => [
+                type,
+                {
+                  schema: r.schemaByType?.[type] ?? schema,
+                  ...(r.example !== undefined ? { example: r.example } : {}),
+                },
+              ]),
+            ),
           }
         : {}),
     };
   }
   for (const status of standardStatuses(op)) {
     if (out[status]) continue;
-    out[status] = { description: STANDARD_ERRORS[status], content: { 'application/json': { schema: errorSchema } } };
+    const description =
+      status === 403 && op.forbids
+        ? `The credential lacks the permission or scope. Also: ${STANDARD_ERRORS[403].replace(/^T/, 't')}`
+        : STANDARD_ERRORS[status];
+    out[status] =
+      status === 304 ? { description } : { description, content: { 'application/json': { schema: errorBody } } };
   }
-  if (out[429]) out[429].headers = { 'Retry-After': { description: 'Seconds to wait', schema: { type: 'integer' } } };
+  if (out[429]) out[429].headers = { ...out[429].headers, ...RATE_LIMIT_HEADERS };
+  if (out[503]) out[503].headers = { ...out[503].headers, 'Retry-After': RATE_LIMIT_HEADERS['Retry-After'] };
+  if (op.conditional) {
+    for (const status of ['200', '304'])
+      if (out[status]) out[status].headers = { ...out[status].headers, ...ETAG_HEADER };
+  }
   return out;
+}
+
+/**
+ * The fields of a body refined by `atLeastOne` (shared/zod.ts): `{}` fails it with "at least one
+ * of …". zod-to-openapi does not render refinements, so the document states the rule itself.
+ */
+function atLeastOneFields(schema: ZodTypeAny): string[] | undefined {
+  if (!(schema instanceof z.ZodEffects) || schema._def.effect.type !== 'refinement') return undefined;
+  const inner = schema.innerType() as ZodTypeAny;
+  if (!(inner instanceof z.ZodObject) || !inner.safeParse({}).success) return undefined;
+  const result = schema.safeParse({});
+  if (result.success || !result.error.issues.some((i) => !i.path.length && /^at least one of /.test(i.message)))
+    return undefined;
+  return Object.keys(inner.shape as z.ZodRawShape);
+}
+
+/** The schema under optional/nullable/default wrappers and refinements. */
+function unwrapped(schema: ZodTypeAny): ZodTypeAny {
+  let s = schema;
+  for (;;) {
+    if (s instanceof z.ZodOptional || s instanceof z.ZodNullable) s = s.unwrap() as ZodTypeAny;
+    else if (s instanceof z.ZodDefault) s = s.removeDefault() as ZodTypeAny;
+    else if (s instanceof z.ZodEffects && s._def.effect.type !== 'preprocess') s = s.innerType() as ZodTypeAny;
+    else return s;
+  }
+}
+
+/** A value a form field (always text) can be. */
+function textField(schema: ZodTypeAny): boolean {
+  const s = unwrapped(schema);
+  if (s instanceof z.ZodString || s instanceof z.ZodEnum) return true;
+  if (s instanceof z.ZodLiteral) return typeof s.value === 'string';
+  if (s instanceof z.ZodUnion) return (s.options as ZodTypeAny[]).every(textField);
+  return false;
+}
+
+/**
+ * Whether the body parser's form bodies (application/x-www-form-urlencoded, api/middleware/body.ts)
+ * can pass this body schema: an object whose every field is text, since a form's values are.
+ */
+function formExpressible(schema: ZodTypeAny): boolean {
+  const s = unwrapped(schema);
+  return s instanceof z.ZodObject && Object.values(s.shape as z.ZodRawShape).every((f) => textField(f as ZodTypeAny));
+}
+
+/** The request body as the document shows it: JSON (and a form when its fields are all text). */
+function requestBodyOf(op: OperationDoc): Record<string, unknown> | undefined {
+  if (!op.body || op.body instanceof z.ZodUnknown) return undefined;
+  let schema = op.body;
+  const atLeastOne = atLeastOneFields(schema);
+  if (atLeastOne)
+    schema = schema.openapi({
+      minProperties: 1,
+      anyOf: atLeastOne.map((field) => ({ required: [field] })),
+      description: [schema._def.openapi?.metadata?.description, `At least one of ${atLeastOne.join(', ')}.`]
+        .filter(Boolean)
+        .join(' '),
+    });
+  const example = op.bodyExample !== undefined ? { example: op.bodyExample } : {};
+  const types = op.bodyContentType
+    ? [op.bodyContentType]
+    : formExpressible(schema)
+      ? ['application/json', 'application/x-www-form-urlencoded']
+      : ['application/json'];
+  return { content: Object.fromEntries(types.map((type) => [type, { schema, ...example }])) };
 }
 
 /** Adds one operation to the OpenAPI registry. */
 export function registerOperation(op: OperationDoc): void {
-  const isUnknown = (s?: ZodTypeAny) => !s || s instanceof z.ZodUnknown;
+  const body = requestBodyOf(op);
   openApiRegistry.registerPath({
     method: op.method,
     path: toOpenApiPath(op.path),
@@ -112,24 +305,13 @@ export function registerOperation(op: OperationDoc): void {
     summary: op.summary,
     description: [op.description, op.access].filter(Boolean).join('\n\n'),
     tags: op.tags,
-    security: op.secured ? [{ bearerAuth: [] }] : [],
+    security: op.security ?? (op.secured ? [{ bearerAuth: [] }] : []),
     ...(op.permission ? { 'x-permission': op.permission } : {}),
     ...op.extensions,
     request: {
       ...(op.params ? { params: op.params as z.ZodObject<z.ZodRawShape> } : {}),
       ...(op.query ? { query: op.query as z.ZodObject<z.ZodRawShape> } : {}),
-      ...(!isUnknown(op.body)
-        ? {
-            body: {
-              content: {
-                [op.bodyContentType ?? 'application/json']: {
-                  schema: op.body as ZodTypeAny,
-                  ...(op.bodyExample !== undefined ? { example: op.bodyExample } : {}),
-                },
-              },
-            },
-          }
-        : {}),
+      ...(body ? { body: body as never } : {}),
     },
     responses: responsesOf(op) as never,
   });
@@ -153,6 +335,8 @@ export function documentRoute(doc: {
   query?: ZodTypeAny;
   body?: ZodTypeAny;
   responses: Record<number, ResponseDoc>;
+  /** The 200 answer carries an ETag; If-None-Match gets 304. */
+  conditional?: boolean;
   extensions?: Record<`x-${string}`, unknown>;
 }): void {
   const permission = typeof doc.auth === 'object' ? doc.auth.permission : undefined;
@@ -168,6 +352,20 @@ export function documentRoute(doc: {
 
 let built: Record<string, unknown> | undefined;
 
+/** What holds for every operation and is not per operation in OpenAPI. */
+const INFO_DESCRIPTION = [
+  'Accounts, access control, tracking and real-time API. The WebSocket API (/v1/ws) is described by the AsyncAPI document at /v1/asyncapi.json.',
+  'Errors are `{error, message}` (component `Error`; validation failures add `details`), in GraphQL format on /v1/gql. ' +
+    'Besides the statuses each operation lists, any path the router does not know answers 404, and a known path called with ' +
+    'another method answers 405 with an `Allow` header.',
+  'Every answer of a rate-limited operation (those documenting 429) carries X-RateLimit-Limit, X-RateLimit-Remaining and ' +
+    'X-RateLimit-Reset; the system key is not rate limited.',
+  'Request bodies are JSON; the body parser also takes application/x-www-form-urlencoded, whose values are text, so the ' +
+    'document lists a form only for bodies whose fields are all text.',
+  'Not described here: the queue dashboard (Bull Board) under /v1/admin/queues, an operator UI for browsers opened with ' +
+    'POST /v1/admin/queues/session, whose pages and internal JSON API are not a public interface.',
+].join('\n\n');
+
 /**
  * The OpenAPI 3.1 document of every route registered in this process, built once (the route
  * table does not change while the process runs).
@@ -179,14 +377,14 @@ export function openApiDocument(version: string): Record<string, unknown> {
       scheme: 'bearer',
       description: 'Session token, OAuth access token, API key or system key',
     });
+    for (const [name, scheme] of Object.entries(SECURITY_SCHEMES))
+      openApiRegistry.registerComponent('securitySchemes', name, scheme);
     built = new OpenApiGeneratorV31(openApiRegistry.definitions).generateDocument({
       openapi: '3.1.0',
       info: {
         title: 'Service API',
         version,
-        description:
-          'Accounts, access control, tracking and real-time API. Errors are {error, message}. ' +
-          'The WebSocket API (/v1/ws) is described by the AsyncAPI document at /v1/asyncapi.json.',
+        description: INFO_DESCRIPTION,
       },
       servers: [{ url: '/' }],
     }) as unknown as Record<string, unknown>;

@@ -19,7 +19,7 @@ import {
 import { z, zInput } from '../shared/zod';
 import { KEYED_VERSIONS, KeyedVersionRef, VERSIONED_TABLES, VersionedTable } from '../shared/caches/tableVersions';
 import { validatesItems } from './middleware/body';
-import { registerOperation, ResponseDoc } from './openapiSpec';
+import { describeSecurity, registerOperation, ResponseDoc } from './openapiSpec';
 import { cachedResponse } from './responseCache';
 import type { ApiServices } from './services';
 
@@ -75,6 +75,12 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends Zo
   responses?: Record<number, ResponseDoc>;
   /** An example request body for the document. */
   bodyExample?: unknown;
+  /**
+   * Documentation only, for a 'public' route that checks credentials of its own (an app key, an
+   * assertion): the security requirement the document shows instead of none, as alternatives of
+   * the schemes of api/openapiSpec.ts (`bearerAuth`, `idAppKey`, `idAppAssertion`).
+   */
+  security?: Array<Record<string, string[]>>;
   /**
    * 'items': the body's text rule (zInput) and the body parser's rule for numbers beyond a double
    * are left to the route, which validates a batch item by item, so one bad item is rejected alone
@@ -262,12 +268,15 @@ export function defineRoute<
   const permission = typeof def.auth === 'object' && 'permission' in def.auth ? def.auth.permission : undefined;
   registerOperation({
     ...def,
-    access: describeAuth(def.auth),
+    access: def.security ? describeSecurity(def.security) : describeAuth(def.auth),
     secured: def.auth !== 'public',
     permission,
-    validates: Boolean(def.params || def.query || def.body),
+    // The text rule of zInput checks every parameter, declared or not: any route can answer 400.
+    validates: true,
     // A permission or an account scope can be refused to a valid credential ('system' answers 401).
     forbids: typeof def.auth === 'object' || def.auth === 'internal',
+    // A cached answer carries an ETag and answers 304 to If-None-Match (api/responseCache.ts).
+    conditional: Boolean(cacheBy),
   });
 }
 

@@ -33,7 +33,12 @@ const zQueryDate = (endOfDay: boolean) =>
       const day = new Date(`${v.slice(0, 10)}T00:00:00Z`);
       return Number.isNaN(day.getTime()) || day.toISOString().startsWith(v.slice(0, 10));
     }, 'no such day')
-    .transform((v) => new Date(endOfDay && v.length === 10 ? `${v}T23:59:59.999Z` : v));
+    .transform((v) => new Date(endOfDay && v.length === 10 ? `${v}T23:59:59.999Z` : v))
+    // Documentation of the refinements above, which the OpenAPI document cannot render.
+    .openapi({
+      description: `An ISO 8601 date or date-time (YYYY-MM-DD[Thh:mm[:ss[.fff]][Z|±hh:mm]])${endOfDay ? '; a bare date means the end of that day (UTC)' : ''}`,
+      pattern: '^\\d{4}-\\d{2}-\\d{2}([Tt]\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?([Zz]|[+-]\\d{2}:?\\d{2})?)?$',
+    });
 
 /** Filters of /v1/users/me/audit and /v1/users/{user_id}/audit (spec §4.24). */
 const userAuditQuery = paginationQuery(20).extend({

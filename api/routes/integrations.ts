@@ -138,6 +138,7 @@ export function integrationRoutes(router: ApiRouter): void {
         },
         404: { description: 'No such integration of yours' },
         502: upstreamFailure,
+        503: { description: "The integration's platform is not configured on this server" },
       },
     },
     async (ctx, { params }) => {
@@ -162,6 +163,7 @@ export function integrationRoutes(router: ApiRouter): void {
         404: { description: 'No such integration of yours' },
         409: { description: 'Inactive integration' },
         502: upstreamFailure,
+        503: { description: "The integration's platform is not configured on this server" },
       },
     },
     async (ctx, { params }) => {

@@ -33,6 +33,8 @@ export function internalAuditRoutes(router: Router<AppState, { services: ApiServ
         'for one user: an app naming two different users in user_id and actor_id is refused (403); an audit:write credential may write such an event.',
       tags: ['audit'],
       auth: 'public',
+      // The route checks X-ID-App-Key, the assertion or audit:write itself (auditWriter).
+      security: [{ idAppKey: [] }, { idAppKey: [], idAppAssertion: [] }, { bearerAuth: [] }],
       body: auditIngestBody,
       responses: {
         201: { description: 'The recorded event', schema: z.object({ data: auditEventSchema }) },

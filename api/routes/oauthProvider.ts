@@ -81,6 +81,8 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
       "Server-side handoff: the ID app sends X-ID-App-Assertion for the signed-in user with client_id, redirect_uri (registered exactly), response_type=code, scope (space separated; default: the client's allowed scopes), state, code_challenge and code_challenge_method=S256. The consent is recorded and the answer is {redirect_to} carrying code (single use, valid 60 s) and state.",
     tags: ['oauth'],
     auth: 'public' as const,
+    // The route verifies X-ID-App-Assertion itself (assertedUser); a bearer credential does not count.
+    security: [{ idAppAssertion: [] }],
     responses: {
       200: { description: 'Where to send the browser', schema: z.object({ redirect_to: z.string() }) },
       400: { description: 'Unknown client, unregistered redirect_uri or scope not allowed' },

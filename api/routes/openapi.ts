@@ -51,6 +51,7 @@ export function openApiRoutes(router: Router<AppState, { services: ApiServices }
     tags: ['docs'],
     auth: 'public',
     responses: { 200: { description: 'The document', schema: z.object({ openapi: z.string() }).passthrough() } },
+    conditional: true,
   });
   documentRoute({
     method: 'get',
@@ -68,9 +69,18 @@ export function openApiRoutes(router: Router<AppState, { services: ApiServices }
     auth: 'public',
     params: z.object({ file: z.string() }),
     responses: {
-      200: { description: 'CSS, JavaScript, image or source map', schema: z.string(), contentType: 'text/plain' },
+      200: {
+        description: 'CSS, JavaScript, image or source map, by the file name extension',
+        schema: z.string(),
+        contentType: [...new Set(Object.values(STATIC_TYPES))],
+        schemaByType: {
+          'image/png': z.string().openapi({ format: 'binary' }),
+          'application/json': z.object({}).passthrough().openapi({ description: 'A source map' }),
+        },
+      },
       404: { description: 'No such file' },
     },
+    conditional: true,
   });
   documentRoute({
     method: 'get',
@@ -79,6 +89,7 @@ export function openApiRoutes(router: Router<AppState, { services: ApiServices }
     tags: ['docs'],
     auth: 'public',
     responses: { 200: { description: 'The document', schema: z.object({ asyncapi: z.string() }).passthrough() } },
+    conditional: true,
   });
   const documents = {
     '/v1/openapi.json': (version: string) => openApiDocument(version),

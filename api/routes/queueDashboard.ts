@@ -12,6 +12,9 @@ export function queueDashboardRoutes(router: Router<AppState, { services: ApiSer
       method: 'post',
       path: `${QUEUE_DASHBOARD_PATH}/session`,
       summary: 'Open the queue dashboard in a browser: sets an HttpOnly cookie with this session token',
+      description:
+        'The dashboard itself (Bull Board: its pages under /v1/admin/queues and the JSON API they call) is an operator UI ' +
+        'for browsers, not part of this document or of the public interface; it needs admin:read like this route.',
       tags: ['admin'],
       auth: { permission: 'admin:read' },
       responses: { 204: { description: 'Cookie set; open /v1/admin/queues' } },

@@ -37,6 +37,11 @@ const codeField = z
 const ACCESS =
   'Your own with two_factor:read (GET) or two_factor:write; another user (user_id) with two_factor:manage and every permission they hold, or as a super admin.';
 
+/** The 403 of the routes above: two_factor:* is checked by the route (api/twoFactorAccess.ts), not its `auth` rule. */
+const refused = (action: 'read' | 'write') => ({
+  description: `Your own without two_factor:${action}; another user's without two_factor:manage or every permission they hold`,
+});
+
 const meta = (ctx: AppContext) => ({ ...requestAttribution(ctx), acceptLanguage: ctx.get('accept-language') || null });
 
 /** Two-factor authentication (spec §4.15) and the sign-in's second step (decisions.md). */
@@ -53,6 +58,7 @@ export function twoFactorRoutes(router: ApiRouter): void {
       query: userQuery,
       responses: {
         200: { description: 'Status', schema: twoFactorStatusSchema },
+        403: refused('read'),
         400: { description: 'user_id missing (system key) or invalid' },
         404: { description: 'No such user' },
       },
@@ -76,6 +82,7 @@ export function twoFactorRoutes(router: ApiRouter): void {
       query: userQuery,
       responses: {
         200: { description: 'Requirement', schema: twoFactorRequirementSchema },
+        403: refused('read'),
         404: { description: 'No such user' },
       },
     },
@@ -111,6 +118,7 @@ export function twoFactorRoutes(router: ApiRouter): void {
       }),
       responses: {
         200: { description: 'Pending setup', schema: twoFactorSetupSchema },
+        403: refused('write'),
         400: { description: 'Platform without 2FA support, or 2FA already enabled' },
         404: { description: 'No such platform or user' },
       },
@@ -133,6 +141,7 @@ export function twoFactorRoutes(router: ApiRouter): void {
       body: z.object({ code: codeField, user_id: userIdField }),
       responses: {
         200: { description: 'Enabled', schema: backupCodesSchema },
+        403: refused('write'),
         400: { description: 'Invalid code, no pending setup, setup expired, or already enabled' },
         429: { description: 'Too many wrong codes (Retry-After)' },
       },
@@ -155,6 +164,7 @@ export function twoFactorRoutes(router: ApiRouter): void {
       body: z.object({ code: codeField, user_id: userIdField }),
       responses: {
         200: { description: 'Disabled', schema: twoFactorDisabledSchema },
+        403: refused('write'),
         400: { description: 'Invalid code, or not enabled' },
         429: { description: 'Too many wrong codes (Retry-After)' },
       },
@@ -177,6 +187,7 @@ export function twoFactorRoutes(router: ApiRouter): void {
       body: z.object({ code: codeField, user_id: userIdField }),
       responses: {
         200: { description: 'New codes', schema: backupCodesSchema },
+        403: refused('write'),
         400: { description: 'Invalid code, a backup code, or not enabled' },
         429: { description: 'Too many wrong codes (Retry-After)' },
       },

@@ -4,6 +4,7 @@ import { ACCOUNT_SCOPES, authorize, Principal, subjects } from '../../shared/pol
 import { presentUserSessions, userSessionListSchema } from '../../shared/presenters/userSession';
 import { liveUserSessions } from '../../shared/queries/sessions';
 import { zUuid, z } from '../../shared/zod';
+import { errorSchema } from '../openapiSpec';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 import { successSchema } from '../responses';
@@ -51,7 +52,10 @@ export function userSessionRoutes(router: ApiRouter): void {
       params: z.object({ session_id: zUuid() }),
       responses: {
         200: { description: '{success, message}', schema: successSchema },
-        400: { description: '{success: false, message}: the current session', schema: successSchema },
+        400: {
+          description: 'An invalid session_id, or the current session (then also `success: false`; sign out instead)',
+          schema: errorSchema.extend({ success: z.literal(false).optional() }),
+        },
         404: { description: 'No such session' },
       },
     },

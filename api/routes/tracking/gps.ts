@@ -10,6 +10,7 @@ import { findOr404 } from '../../../shared/rowLoader';
 import { z, zUuid } from '../../../shared/zod';
 import { paginate, paginationQuery } from '../../pagination';
 import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
+import { errorSchema } from '../../openapiSpec';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
 import { errors, GPS_BATCH_MAX, gpsBatchBody, gpsBatchPoints, gpsPointInput, idParam } from './schemas';
@@ -98,6 +99,10 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       responses: {
         201: { description: 'At least one point stored', schema: resourceSchema(gpsBatchResultSchema) },
         ...errors,
+        400: {
+          description: 'Invalid body, or no point was valid (then `rejected` lists every point and why)',
+          schema: errorSchema.extend({ rejected: gpsBatchResultSchema.shape.rejected.optional() }),
+        },
       },
     },
     async (ctx, { body }) => {
