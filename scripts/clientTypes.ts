@@ -6,6 +6,7 @@ import { createApp } from '../api/app';
 import { buildGraphqlSchema } from '../api/graphql';
 import { openApiDocument } from '../api/openapiSpec';
 import type { ApiServices } from '../api/services';
+import { isTextContentType } from '../shared/client/http';
 import { loadConfig } from '../shared/config';
 
 /**
@@ -18,13 +19,19 @@ type Schema = Record<string, any>;
 
 const key = (k: string) => (/^[A-Za-z_$][\w$]*$/.test(k) ? k : JSON.stringify(k));
 
+/** Keywords that give a schema a type; a branch without any only constrains its parent (`{required: [name]}`). */
+const TYPING = ['$ref', 'type', 'properties', 'items', 'enum', 'const', 'anyOf', 'oneOf', 'allOf'];
+const typing = (s: Schema) => TYPING.some((k) => k in s);
+
 /** A TypeScript type for a JSON Schema of the document (the subset zod-to-openapi emits). */
 export function tsType(s: Schema | undefined, indent = ''): string {
   if (!s || Object.keys(s).length === 0) return 'unknown';
   if (s.$ref) return `Schemas[${JSON.stringify(String(s.$ref).split('/').pop())}]`;
   if (s.const !== undefined) return JSON.stringify(s.const);
   if (s.enum) return s.enum.map((v: unknown) => JSON.stringify(v)).join(' | ');
-  if (s.anyOf || s.oneOf) return (s.anyOf ?? s.oneOf).map((x: Schema) => tsType(x, indent)).join(' | ');
+  const alternatives: Schema[] | undefined = s.anyOf ?? s.oneOf;
+  // `anyOf: [{required: [a]}, {required: [b]}]` (at least one field, api/openapiSpec.ts) leaves the type as it is.
+  if (alternatives?.some(typing)) return alternatives.map((x: Schema) => tsType(x, indent)).join(' | ');
   if (s.allOf) return s.allOf.map((x: Schema) => `(${tsType(x, indent)})`).join(' & ');
   const types: string[] = Array.isArray(s.type) ? s.type : s.type ? [s.type] : [];
   if (!types.length && s.properties) types.push('object');
@@ -45,6 +52,28 @@ export function tsType(s: Schema | undefined, indent = ''): string {
       return props.length ? `{\n${props.join('\n')}\n${indent}}` : 'Record<string, unknown>';
     })
     .join(' | ');
+}
+
+/**
+ * The type of an answer's body as the client (shared/client/http.ts) gives it: parsed JSON for a
+ * JSON type, the bytes (Uint8Array) for a binary one, text otherwise; undefined without content.
+ */
+function bodyType(response: Schema | undefined, indent: string): string[] {
+  const content = Object.entries((response?.content ?? {}) as Record<string, Schema>);
+  if (!content.length) return ['undefined'];
+  return content.map(([type, media]) => {
+    if (!isTextContentType(type)) return 'Uint8Array';
+    if (/^application\/json$|\+json$/.test(type.split(';')[0])) return tsType(media.schema, indent);
+    return 'string';
+  });
+}
+
+/** The union of the body types of the responses whose status matches. */
+function bodiesOf(op: Schema, status: (s: string) => boolean, indent: string): string {
+  const types = Object.entries((op.responses ?? {}) as Record<string, Schema>)
+    .filter(([st]) => status(st))
+    .flatMap(([, r]) => bodyType(r, indent));
+  return [...new Set(types)].join(' | ') || 'unknown';
 }
 
 /** The file's text for a document. */
@@ -68,14 +97,15 @@ export function renderOperations(doc: Schema): string {
         return `{ ${ps.map((x) => `${key(x.name)}${x.required ? '' : '?'}: ${tsType(x.schema, '    ')}`).join('; ')} }`;
       };
       const body = op.requestBody?.content?.['application/json']?.schema;
-      const ok = Object.entries(op.responses ?? {}).find(([st]) => /^2/.test(st)) as [string, Schema] | undefined;
-      const response = ok?.[1]?.content?.['application/json']?.schema;
       out.push(
         `  ${key(op.operationId)}: {`,
         `    params: ${group('path')};`,
         `    query: ${group('query')};`,
         `    body: ${body ? tsType(body, '    ') : 'undefined'};`,
-        `    response: ${response ? tsType(response, '    ') : ok?.[0] === '204' ? 'undefined' : 'string'};`,
+        `    /** The body of a 2xx answer. */`,
+        `    response: ${bodiesOf(op, (st) => /^2/.test(st), '    ')};`,
+        `    /** The body of any other answer (the documented error statuses; none on 304). */`,
+        `    error: ${bodiesOf(op, (st) => !/^2/.test(st), '    ')};`,
         '  };',
       );
       table.push(

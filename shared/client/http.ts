@@ -23,8 +23,12 @@ export interface CallOptions {
 export interface ApiResult<T = unknown> {
   status: number;
   ok: boolean;
-  /** The parsed JSON body, or the text when it is not JSON. */
+  /**
+   * The parsed JSON body, or the text when it is not JSON; the bytes (a Uint8Array) when the
+   * answer is binary (application/zip, image/png…: see `isTextContentType`).
+   */
   body: T;
+  /** The body as text ('' for a binary answer, whose bytes are in `body`). */
   text: string;
   headers: Headers;
   /** Set on 401 AUTH_REQUIRED answered by the client itself: nothing was sent. */
@@ -57,6 +61,18 @@ function authRequired(): ApiResult<{ error: string; message: string }> {
     message: 'the call states no credential: pass a user token, the system key or { anonymous: true }',
   };
   return { status: 401, ok: false, body, text: JSON.stringify(body), headers: new Headers(), notSent: true };
+}
+
+/**
+ * Whether an answer of this Content-Type is text (read as text, JSON parsed): none given, text/*,
+ * JSON and XML types (`+json`, `+xml` included), JavaScript and forms. Anything else (ZIP, PDF,
+ * images, octet streams) is binary and read as bytes: decoding it as UTF-8 would corrupt it.
+ */
+export function isTextContentType(contentType: string | null | undefined): boolean {
+  const type = (contentType ?? '').split(';')[0].trim().toLowerCase();
+  if (!type) return true;
+  if (type.startsWith('text/')) return true;
+  return /^application\/(json|xml|javascript|ecmascript|x-www-form-urlencoded|graphql)$|[+/](json|xml)$/.test(type);
 }
 
 /** Fills a Koa-style path (`/v1/trips/:id`) from params, each value URL-encoded. */
@@ -96,13 +112,17 @@ export class ApiClient {
       if (s) url += (url.includes('?') ? '&' : '?') + s;
     }
     const res = await this.fetchFn(url, { method, headers, body, signal: o.signal });
-    const text = await res.text();
-    let parsed: unknown = text;
-    try {
-      parsed = text ? JSON.parse(text) : undefined;
-    } catch {
-      /* not JSON: the text */
-    }
+    let text = '';
+    let parsed: unknown;
+    if (isTextContentType(res.headers.get('content-type'))) {
+      text = await res.text();
+      parsed = text;
+      try {
+        parsed = text ? JSON.parse(text) : undefined;
+      } catch {
+        /* not JSON: the text */
+      }
+    } else parsed = new Uint8Array(await res.arrayBuffer());
     const result: ApiResult<T> = { status: res.status, ok: res.ok, body: parsed as T, text, headers: res.headers };
     const retry = res.headers.get('retry-after');
     if (retry !== null && (res.status === 429 || res.status === 503)) {

@@ -93,6 +93,11 @@ export interface Schemas {
   Error: {
     error: string;
     message: string;
+    details?: Array<{
+      field: string;
+      message: string;
+    }>;
+    error_description?: string;
   };
   Geofence: {
     id: string;
@@ -401,19 +406,28 @@ export interface Operations {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Schemas["Health"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"] | Schemas["Health"];
   };
   get_v1_health: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Schemas["Health"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"] | Schemas["Health"];
   };
   get_v1: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Schemas["ServiceInfo"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_auth_validate: {
     params: Record<string, never>;
@@ -421,35 +435,50 @@ export interface Operations {
     body: {
       token?: string;
     };
-    response: string;
+    /** The body of a 2xx answer. */
+    response: unknown;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_openapi_json: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       openapi: string;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   get_v1_swagger_ui: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: string;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_swagger_ui_file: {
     params: { file: string };
     query: Record<string, never>;
     body: undefined;
-    response: string;
+    /** The body of a 2xx answer. */
+    response: string | Uint8Array | Record<string, unknown>;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   get_v1_asyncapi_json: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       asyncapi: string;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   post_v1_sessions: {
     params: Record<string, never>;
@@ -458,6 +487,7 @@ export interface Operations {
       userId: string;
       expires: string;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -468,11 +498,14 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_sessions_token: {
     params: { token: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -483,26 +516,35 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_sessions_token: {
     params: { token: string };
     query: { reason?: "user_initiated" | "token_deleted" | "session_expired" | "revoked" | "no_access" };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_ws_ticket: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       ticket: string;
       expiresIn: number;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_roles: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<{
         id: string;
@@ -515,6 +557,8 @@ export interface Operations {
       }>;
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   post_v1_roles: {
     params: Record<string, never>;
@@ -524,6 +568,7 @@ export interface Operations {
       description?: string | null;
       requires_two_factor?: boolean;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -536,11 +581,14 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_roles_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -553,6 +601,8 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   patch_v1_roles_id: {
     params: { id: string };
@@ -562,6 +612,7 @@ export interface Operations {
       description?: string | null;
       requires_two_factor?: boolean;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -574,17 +625,23 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_roles_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_roles_id_permissions: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<{
         id: string;
@@ -596,6 +653,8 @@ export interface Operations {
       }>;
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   post_v1_roles_id_permissions: {
     params: { id: string };
@@ -603,6 +662,7 @@ export interface Operations {
     body: {
       permission_id: string;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Array<{
         id: string;
@@ -614,17 +674,23 @@ export interface Operations {
       }>;
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_roles_id_permissions_permission_id: {
     params: { id: string; permission_id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_permissions: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<{
         id: string;
@@ -636,6 +702,8 @@ export interface Operations {
       }>;
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   post_v1_permissions: {
     params: Record<string, never>;
@@ -645,6 +713,7 @@ export interface Operations {
       action: string;
       description?: string | null;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -656,11 +725,14 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_permissions_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -672,11 +744,14 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_api_keys: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<{
         id: string;
@@ -694,6 +769,8 @@ export interface Operations {
       }>;
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   post_v1_api_keys: {
     params: Record<string, never>;
@@ -704,6 +781,7 @@ export interface Operations {
       scopes?: Array<string>;
       expires_at?: string | null;
     };
+    /** The body of a 2xx answer. */
     response: {
       id: string;
       key: string;
@@ -715,11 +793,14 @@ export interface Operations {
       expires_at: string | null;
       created_at: string;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_api_keys_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -737,6 +818,8 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   patch_v1_api_keys_id: {
     params: { id: string };
@@ -748,6 +831,7 @@ export interface Operations {
       is_active?: boolean;
       expires_at?: string | null;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -765,17 +849,23 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_api_keys_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_api_keys_id_regenerate: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       id: string;
       key: string;
@@ -787,11 +877,14 @@ export interface Operations {
       expires_at: string | null;
       created_at: string;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_api_keys_id_roles: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<{
         id: string;
@@ -804,6 +897,8 @@ export interface Operations {
       }>;
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_api_keys_id_roles: {
     params: { id: string };
@@ -811,6 +906,7 @@ export interface Operations {
     body: {
       role_id: string;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Array<{
         id: string;
@@ -823,17 +919,23 @@ export interface Operations {
       }>;
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_api_keys_id_roles_role_id: {
     params: { id: string; role_id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_oauth_clients: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<{
         id: string;
@@ -854,6 +956,8 @@ export interface Operations {
       }>;
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_oauth_clients: {
     params: Record<string, never>;
@@ -870,6 +974,7 @@ export interface Operations {
       client_type?: "public" | "confidential";
       is_first_party?: boolean;
     };
+    /** The body of a 2xx answer. */
     response: {
       client: {
         id: string;
@@ -879,11 +984,14 @@ export interface Operations {
       };
       client_secret: string | null;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_oauth_clients_all: {
     params: Record<string, never>;
     query: { page?: number; limit?: number };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<{
         id: string;
@@ -905,11 +1013,14 @@ export interface Operations {
       pagination: Schemas["Pagination"];
       _links: Schemas["PageLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   get_v1_oauth_clients_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -930,6 +1041,8 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   patch_v1_oauth_clients_id: {
     params: { id: string };
@@ -947,6 +1060,7 @@ export interface Operations {
       is_first_party?: boolean;
       is_active?: boolean;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -967,30 +1081,41 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_oauth_clients_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_oauth_clients_id_regenerate_secret: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       client_id: string;
       client_secret: string;
       message: string;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_oauth_authorize: {
     params: Record<string, never>;
     query: { client_id: string; redirect_uri: string; response_type: "code"; scope?: string; state?: string; code_challenge: string; code_challenge_method: "S256" };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       redirect_to: string;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_oauth_authorize: {
     params: Record<string, never>;
@@ -1004,9 +1129,12 @@ export interface Operations {
       code_challenge: string;
       code_challenge_method: "S256";
     };
+    /** The body of a 2xx answer. */
     response: {
       redirect_to: string;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_oauth_token: {
     params: Record<string, never>;
@@ -1021,6 +1149,7 @@ export interface Operations {
       refresh_token?: string;
       scope?: string;
     };
+    /** The body of a 2xx answer. */
     response: {
       access_token: string;
       token_type: "Bearer";
@@ -1028,11 +1157,14 @@ export interface Operations {
       refresh_token: string;
       scope: string;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_users_me_consents: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<{
         id: string;
@@ -1048,12 +1180,17 @@ export interface Operations {
       }>;
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_users_me_consents_client_id: {
     params: { client_id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_internal_audit: {
     params: Record<string, never>;
@@ -1074,6 +1211,7 @@ export interface Operations {
       error_message?: string | null;
       source_service?: "api" | "id" | "backend" | "policies" | "chat_bot" | "stream_bot";
     };
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -1099,40 +1237,54 @@ export interface Operations {
         is_reported: boolean;
       };
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_gps: {
     params: Record<string, never>;
     query: { page?: number; limit?: number; device_id?: string; trip_id?: string };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<Schemas["GpsPoint"]>;
       pagination: Schemas["Pagination"];
       _links: Schemas["PageLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_gps: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: Schemas["GpsPointInput"];
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["GpsPoint"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_gps_current: {
     params: Record<string, never>;
     query: { device_id?: string };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["GpsPoint"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_gps_current_devices: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Array<Schemas["GpsPoint"]>;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   post_v1_gps_batch: {
     params: Record<string, never>;
@@ -1140,6 +1292,7 @@ export interface Operations {
     body: {
       points: Array<unknown>;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: {
         accepted: Array<{
@@ -1156,31 +1309,50 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: (Schemas["Error"]) & ({
+      rejected?: Array<{
+        index: number;
+        errors: Array<{
+          field: string;
+          message: string;
+        }>;
+      }>;
+    }) | Schemas["Error"];
   };
   get_v1_gps_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["GpsPoint"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_gps_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_devices: {
     params: Record<string, never>;
     query: { page?: number; limit?: number };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<Schemas["Device"]>;
       pagination: Schemas["Pagination"];
       _links: Schemas["PageLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   post_v1_devices: {
     params: Record<string, never>;
@@ -1191,19 +1363,25 @@ export interface Operations {
       device_type?: string | null;
       api_key_id?: string | null;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["Device"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_devices_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["Device"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   patch_v1_devices_id: {
     params: { id: string };
@@ -1215,26 +1393,35 @@ export interface Operations {
       api_key_id?: string | null;
       is_active?: boolean;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["Device"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_devices_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_trips: {
     params: Record<string, never>;
     query: { page?: number; limit?: number; status?: "draft" | "active" | "paused" | "completed" };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<Schemas["Trip"]>;
       pagination: Schemas["Pagination"];
       _links: Schemas["PageLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   post_v1_trips: {
     params: Record<string, never>;
@@ -1251,19 +1438,25 @@ export interface Operations {
       notes?: string | null;
       tags?: Array<string>;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["Trip"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_trips_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["Trip"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   patch_v1_trips_id: {
     params: { id: string };
@@ -1287,48 +1480,66 @@ export interface Operations {
       latitude?: number | null;
       longitude?: number | null;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["Trip"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_trips_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_trips_id_gps: {
     params: { id: string };
     query: { page?: number; limit?: number };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<Schemas["GpsPoint"]>;
       pagination: Schemas["Pagination"];
       _links: Schemas["PageLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   get_v1_trips_id_history: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Array<Schemas["TripStatusHistoryEntry"]>;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   get_v1_trips_id_gpx: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: string;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   get_v1_locations: {
     params: Record<string, never>;
     query: { page?: number; limit?: number };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<Schemas["Location"]>;
       pagination: Schemas["Pagination"];
       _links: Schemas["PageLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   post_v1_locations: {
     params: Record<string, never>;
@@ -1349,19 +1560,25 @@ export interface Operations {
         role?: string | null;
       }>;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["Location"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_locations_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["Location"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   patch_v1_locations_id: {
     params: { id: string };
@@ -1377,16 +1594,22 @@ export interface Operations {
       notes?: string | null;
       is_active?: boolean;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["Location"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_locations_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_locations_id_contacts: {
     params: { id: string };
@@ -1397,10 +1620,13 @@ export interface Operations {
       email?: string | null;
       role?: string | null;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["LocationContact"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   patch_v1_locations_id_contacts_cid: {
     params: { id: string; cid: string };
@@ -1411,26 +1637,35 @@ export interface Operations {
       email?: string | null;
       role?: string | null;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["LocationContact"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_locations_id_contacts_cid: {
     params: { id: string; cid: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_geofences: {
     params: Record<string, never>;
     query: { page?: number; limit?: number };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<Schemas["Geofence"]>;
       pagination: Schemas["Pagination"];
       _links: Schemas["PageLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   post_v1_geofences: {
     params: Record<string, never>;
@@ -1446,19 +1681,25 @@ export interface Operations {
       } | null;
       min_dwell_seconds?: number;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["Geofence"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_geofences_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["Geofence"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   patch_v1_geofences_id: {
     params: { id: string };
@@ -1475,42 +1716,57 @@ export interface Operations {
       min_dwell_seconds?: number;
       is_active?: boolean;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["Geofence"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_geofences_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_geofences_id_events: {
     params: { id: string };
     query: { page?: number; limit?: number };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<Schemas["GeofenceEvent"]>;
       pagination: Schemas["Pagination"];
       _links: Schemas["PageLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_devices_id_geofence_events: {
     params: { id: string };
     query: { page?: number; limit?: number };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<Schemas["GeofenceEvent"]>;
       pagination: Schemas["Pagination"];
       _links: Schemas["PageLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_trip_categories: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Array<Schemas["TripCategory"]>;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   post_v1_trip_categories: {
     params: Record<string, never>;
@@ -1522,19 +1778,25 @@ export interface Operations {
       color?: string | null;
       sort_order?: number;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["TripCategory"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_trip_categories_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["TripCategory"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   patch_v1_trip_categories_id: {
     params: { id: string };
@@ -1547,22 +1809,31 @@ export interface Operations {
       sort_order?: number;
       is_active?: boolean;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["TripCategory"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_trip_categories_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_trip_templates: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Array<Schemas["TripTemplate"]>;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   post_v1_trip_templates: {
     params: Record<string, never>;
@@ -1579,19 +1850,25 @@ export interface Operations {
       notes?: string | null;
       tags?: Array<string>;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["TripTemplate"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_trip_templates_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["TripTemplate"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   patch_v1_trip_templates_id: {
     params: { id: string };
@@ -1608,16 +1885,22 @@ export interface Operations {
       notes?: string | null;
       tags?: Array<string>;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["TripTemplate"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_trip_templates_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_trip_templates_id_create_trip: {
     params: { id: string };
@@ -1625,15 +1908,19 @@ export interface Operations {
     body: {
       weight_kg: number;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["Trip"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_users_me: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -1649,25 +1936,34 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_users_me: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: (Schemas["Success"]) & ({
       scheduled_deletion_at: string;
     });
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_users_me_cancel_deletion: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Schemas["Success"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_users: {
     params: Record<string, never>;
     query: { page?: number; limit?: number; include_deleted?: "true" | "false" | "1" | "0" };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<{
         id: string;
@@ -1684,6 +1980,8 @@ export interface Operations {
       pagination: Schemas["Pagination"];
       _links: Schemas["PageLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   post_v1_users_oauth: {
     params: Record<string, never>;
@@ -1695,6 +1993,7 @@ export interface Operations {
       oauthProviderId: string;
       image?: string | null;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -1712,11 +2011,14 @@ export interface Operations {
       _links: Schemas["SelfLinks"];
       two_factor_setup_required: boolean;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_users_email_email: {
     params: { email: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -1733,11 +2035,14 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_users_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -1753,6 +2058,8 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   patch_v1_users_id: {
     params: { id: string };
@@ -1764,6 +2071,7 @@ export interface Operations {
       privacy_mode?: boolean;
       avatars_enabled?: boolean;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -1779,17 +2087,23 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_users_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_users_id_profile: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       name: string;
       display_name: string;
@@ -1801,6 +2115,8 @@ export interface Operations {
       privacy_mode: boolean;
       avatars_enabled: boolean;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   patch_v1_users_id_locale: {
     params: { id: string };
@@ -1808,6 +2124,7 @@ export interface Operations {
     body: {
       locale: string | null;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -1823,6 +2140,8 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   patch_v1_users_id_username: {
     params: { id: string };
@@ -1830,6 +2149,7 @@ export interface Operations {
     body: {
       username: string;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -1845,19 +2165,25 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_users_id_permissions: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       permissions: Array<string>;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_users_id_roles: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       roles: Array<{
         id: string;
@@ -1865,6 +2191,8 @@ export interface Operations {
         description: string | null;
       }>;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_users_id_roles: {
     params: { id: string };
@@ -1872,6 +2200,7 @@ export interface Operations {
     body: {
       role_id: string;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Array<{
         id: string;
@@ -1880,12 +2209,17 @@ export interface Operations {
       }>;
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_users_id_roles_role_id: {
     params: { id: string; role_id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_users_id_email_request_change: {
     params: { id: string };
@@ -1893,7 +2227,10 @@ export interface Operations {
     body: {
       email: string;
     };
+    /** The body of a 2xx answer. */
     response: Schemas["VerificationEmailSent"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_users_email_verify: {
     params: Record<string, never>;
@@ -1901,23 +2238,32 @@ export interface Operations {
     body: {
       token: string;
     };
+    /** The body of a 2xx answer. */
     response: Schemas["Success"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_users_id_email_pending: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       pending: boolean;
       new_email: string | null;
       expires_at: string | null;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_users_id_email_pending: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Schemas["Success"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_users_id_email_link_request: {
     params: { id: string };
@@ -1926,7 +2272,10 @@ export interface Operations {
       email: string;
       password: string;
     };
+    /** The body of a 2xx answer. */
     response: Schemas["VerificationEmailSent"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_users_email_link_verify: {
     params: Record<string, never>;
@@ -1934,30 +2283,40 @@ export interface Operations {
     body: {
       token: string;
     };
+    /** The body of a 2xx answer. */
     response: (Schemas["Message"]) & ({
       platform_account_id: string;
     });
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_users_id_email_link_pending: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       pending: boolean;
       email: string | null;
       expires_at: string | null;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_users_id_email_link_pending: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Schemas["Message"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_users_id_accounts: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<{
         id: string;
@@ -1975,11 +2334,14 @@ export interface Operations {
       }>;
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   put_v1_users_id_accounts_account_id_primary: {
     params: { id: string; account_id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -1997,17 +2359,23 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_users_id_accounts_account_id: {
     params: { id: string; account_id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_users_me_sessions: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       sessions: Array<{
         id: string;
@@ -2028,25 +2396,36 @@ export interface Operations {
         self: string;
       };
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_users_me_sessions: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: (Schemas["Success"]) & ({
       revoked_count: number;
     });
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_users_me_sessions_session_id: {
     params: { session_id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Schemas["Success"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: (Schemas["Error"]) & ({
+      success?: false;
+    }) | Schemas["Error"];
   };
   get_v1_users_id_ban: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       is_banned: boolean;
       active_ban: {
@@ -2059,6 +2438,8 @@ export interface Operations {
         is_permanent: boolean;
       } | null;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_users_id_ban: {
     params: { id: string };
@@ -2067,6 +2448,7 @@ export interface Operations {
       reason?: string | null;
       duration_seconds?: number | null;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -2079,17 +2461,23 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_users_id_ban: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Schemas["Success"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_users_id_bans: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<{
         id: string;
@@ -2104,17 +2492,22 @@ export interface Operations {
       }>;
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_admin_users_id_deletion_status: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       is_scheduled_for_deletion: boolean;
       scheduled_deletion_at: string | null;
       is_deleted: boolean;
       deleted_at: string | null;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_admin_users_id_force_delete: {
     params: { id: string };
@@ -2122,13 +2515,19 @@ export interface Operations {
     body: {
       reason?: string;
     };
+    /** The body of a 2xx answer. */
     response: Schemas["Success"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_admin_users_id_cancel_deletion: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Schemas["Success"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_auth_register: {
     params: Record<string, never>;
@@ -2139,7 +2538,10 @@ export interface Operations {
       username?: string;
       locale?: string;
     };
+    /** The body of a 2xx answer. */
     response: Schemas["Message"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_auth_register_verify: {
     params: Record<string, never>;
@@ -2147,6 +2549,7 @@ export interface Operations {
     body: {
       token: string;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -2163,6 +2566,8 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_auth_verify_email: {
     params: Record<string, never>;
@@ -2170,7 +2575,10 @@ export interface Operations {
     body: {
       token: string;
     };
+    /** The body of a 2xx answer. */
     response: Schemas["Success"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_auth_login: {
     params: Record<string, never>;
@@ -2179,7 +2587,10 @@ export interface Operations {
       email: string;
       password: string;
     };
+    /** The body of a 2xx answer. */
     response: Schemas["SignedIn"] | Schemas["TwoFactorChallenge"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_auth_reset_password_request: {
     params: Record<string, never>;
@@ -2187,7 +2598,10 @@ export interface Operations {
     body: {
       email: string;
     };
+    /** The body of a 2xx answer. */
     response: Schemas["Message"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_auth_reset_password_confirm: {
     params: Record<string, never>;
@@ -2196,48 +2610,70 @@ export interface Operations {
       token: string;
       password: string;
     };
+    /** The body of a 2xx answer. */
     response: Schemas["Success"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_auth_register_verify: {
     params: Record<string, never>;
     query: { token?: string };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: string;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_auth_verify_email: {
     params: Record<string, never>;
     query: { token?: string };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: string;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_account_email_verify: {
     params: Record<string, never>;
     query: { token?: string };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: string;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_account_email_link_verify: {
     params: Record<string, never>;
     query: { token?: string };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: string;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_auth_reset_password: {
     params: Record<string, never>;
     query: { token?: string };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: string;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_auth_login: {
     params: Record<string, never>;
     query: { token?: string };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: string;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_platforms: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<{
         id: string;
@@ -2252,11 +2688,14 @@ export interface Operations {
       }>;
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   get_v1_platforms_enabled: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<{
         id: string;
@@ -2271,11 +2710,14 @@ export interface Operations {
       }>;
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   get_v1_platforms_id_or_slug: {
     params: { id_or_slug: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -2290,6 +2732,8 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   patch_v1_platforms_id_or_slug_enabled: {
     params: { id_or_slug: string };
@@ -2297,6 +2741,7 @@ export interface Operations {
     body: {
       enabled: boolean;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -2306,11 +2751,14 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_users_me_2fa_status: {
     params: Record<string, never>;
     query: { user_id?: string };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       enabled: boolean;
       enabled_at: string | null;
@@ -2318,11 +2766,14 @@ export interface Operations {
       platform_slug: string | null;
       backup_codes_remaining: number;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_users_me_2fa_requirement: {
     params: Record<string, never>;
     query: { user_id?: string };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       required: boolean;
       enabled: boolean;
@@ -2331,6 +2782,8 @@ export interface Operations {
       can_enable: boolean;
       reason: string;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_users_me_2fa_setup: {
     params: Record<string, never>;
@@ -2339,6 +2792,7 @@ export interface Operations {
       platform_id?: string;
       user_id?: string;
     };
+    /** The body of a 2xx answer. */
     response: {
       secret: string;
       qr_code_url: string;
@@ -2346,6 +2800,8 @@ export interface Operations {
       expires_at: string;
       platform_slug: string;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_users_me_2fa_verify: {
     params: Record<string, never>;
@@ -2354,12 +2810,15 @@ export interface Operations {
       code: string;
       user_id?: string;
     };
+    /** The body of a 2xx answer. */
     response: {
       backup_codes: Array<string>;
       message: string;
       platform_slug: string | null;
       success: boolean;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_users_me_2fa: {
     params: Record<string, never>;
@@ -2368,10 +2827,13 @@ export interface Operations {
       code: string;
       user_id?: string;
     };
+    /** The body of a 2xx answer. */
     response: {
       success: boolean;
       message: string;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_users_me_2fa_backup_codes_regenerate: {
     params: Record<string, never>;
@@ -2380,12 +2842,15 @@ export interface Operations {
       code: string;
       user_id?: string;
     };
+    /** The body of a 2xx answer. */
     response: {
       backup_codes: Array<string>;
       message: string;
       platform_slug: string | null;
       success: boolean;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_auth_2fa_check: {
     params: Record<string, never>;
@@ -2394,16 +2859,22 @@ export interface Operations {
       challenge_token: string;
       code: string;
     };
+    /** The body of a 2xx answer. */
     response: Schemas["SignedIn"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_settings: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<Schemas["Setting"]>;
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   post_v1_settings: {
     params: Record<string, never>;
@@ -2414,28 +2885,37 @@ export interface Operations {
       description?: string | null;
       is_public?: boolean;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["Setting"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_settings_public: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<Schemas["Setting"]>;
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   get_v1_settings_key: {
     params: { key: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["Setting"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   put_v1_settings_key: {
     params: { key: string };
@@ -2445,31 +2925,43 @@ export interface Operations {
       description?: string | null;
       is_public?: boolean;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["Setting"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_settings_key: {
     params: { key: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_system_config: {
     params: Record<string, never>;
     query: { prefix?: string };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Array<Schemas["SystemConfigEntry"]>;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   get_v1_system_config_key: {
     params: { key: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["SystemConfigEntry"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   patch_v1_system_config_key: {
     params: { key: string };
@@ -2477,42 +2969,58 @@ export interface Operations {
     body: {
       value: unknown;
     };
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["SystemConfigEntry"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_stats_public: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Schemas["PublicStats"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_pegel_stations: {
     params: Record<string, never>;
     query: { water?: string };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Array<Schemas["WaterLevelStation"]>;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_pegel_nearest: {
     params: Record<string, never>;
     query: { lat?: number; lon?: number; water?: string; radius?: number };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Schemas["NearestWaterLevelStation"];
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_user_export: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
-    response: string;
+    /** The body of a 2xx answer. */
+    response: Uint8Array;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_user_export_logs: {
     params: Record<string, never>;
     query: { limit?: number; offset?: number };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       logs: Array<{
         id: string;
@@ -2527,11 +3035,14 @@ export interface Operations {
       total: number;
       hasMore: boolean;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_users_me_audit: {
     params: Record<string, never>;
     query: { page?: number; limit?: number; event_type?: "login" | "login_failed" | "logout" | "session_created" | "session_revoked" | "2fa_enabled" | "2fa_disabled" | "2fa_verified" | "2fa_backup_codes_regenerated" | "password_changed" | "password_reset_requested" | "user_created" | "user_updated" | "user_deleted" | "account_linked" | "account_unlinked" | "account_reconnected" | "data_exported" | "client_created" | "client_updated" | "client_secret_regenerated" | "client_deleted" | "consent_granted" | "consent_revoked" | "api_key_created" | "api_key_revoked" | "bot_command_executed" | "bot_guild_configured" | "setting_created" | "setting_updated" | "setting_deleted" | "system_config_updated"; resource_type?: string; status?: "success" | "failure" };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       events: Array<{
         id: string;
@@ -2568,11 +3079,14 @@ export interface Operations {
         next?: string;
       };
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_users_me_audit_reports: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Array<{
       id: string;
       audit_event_id: string;
@@ -2586,6 +3100,8 @@ export interface Operations {
       created_at: string;
       updated_at: string;
     }>;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_users_me_audit_event_id_report: {
     params: { event_id: string };
@@ -2594,6 +3110,7 @@ export interface Operations {
       reason: "not_me" | "suspicious" | "unknown_device" | "unknown_location" | "other";
       description?: string | null;
     };
+    /** The body of a 2xx answer. */
     response: {
       success: true;
       report: {
@@ -2611,11 +3128,14 @@ export interface Operations {
       };
       error: null;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_users_user_id_audit: {
     params: { user_id: string };
     query: { page?: number; limit?: number; event_type?: "login" | "login_failed" | "logout" | "session_created" | "session_revoked" | "2fa_enabled" | "2fa_disabled" | "2fa_verified" | "2fa_backup_codes_regenerated" | "password_changed" | "password_reset_requested" | "user_created" | "user_updated" | "user_deleted" | "account_linked" | "account_unlinked" | "account_reconnected" | "data_exported" | "client_created" | "client_updated" | "client_secret_regenerated" | "client_deleted" | "consent_granted" | "consent_revoked" | "api_key_created" | "api_key_revoked" | "bot_command_executed" | "bot_guild_configured" | "setting_created" | "setting_updated" | "setting_deleted" | "system_config_updated"; resource_type?: string; status?: "success" | "failure" };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       events: Array<{
         id: string;
@@ -2652,11 +3172,14 @@ export interface Operations {
         next?: string;
       };
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_admin_audit: {
     params: Record<string, never>;
     query: { page?: number; limit?: number; event_type?: "login" | "login_failed" | "logout" | "session_created" | "session_revoked" | "2fa_enabled" | "2fa_disabled" | "2fa_verified" | "2fa_backup_codes_regenerated" | "password_changed" | "password_reset_requested" | "user_created" | "user_updated" | "user_deleted" | "account_linked" | "account_unlinked" | "account_reconnected" | "data_exported" | "client_created" | "client_updated" | "client_secret_regenerated" | "client_deleted" | "consent_granted" | "consent_revoked" | "api_key_created" | "api_key_revoked" | "bot_command_executed" | "bot_guild_configured" | "setting_created" | "setting_updated" | "setting_deleted" | "system_config_updated"; resource_type?: string; status?: "success" | "failure"; user_id?: string; user_search?: string; source_service?: "api" | "id" | "backend" | "policies" | "chat_bot" | "stream_bot"; start_date?: string; end_date?: string; sort_field?: "event_type" | "user_id" | "status" | "created_at"; sort_direction?: "asc" | "desc"; is_reported?: "true" | "false" | "1" | "0" };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       events: Array<{
         id: string;
@@ -2693,11 +3216,14 @@ export interface Operations {
         next?: string;
       };
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_admin_audit_reports: {
     params: Record<string, never>;
     query: { status?: "pending" | "reviewed" | "resolved" | "dismissed" };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Array<{
       id: string;
       audit_event_id: string;
@@ -2711,6 +3237,8 @@ export interface Operations {
       created_at: string;
       updated_at: string;
     }>;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   patch_v1_admin_audit_reports_report_id: {
     params: { report_id: string };
@@ -2719,6 +3247,7 @@ export interface Operations {
       status?: "pending" | "reviewed" | "resolved" | "dismissed";
       resolution_notes?: string | null;
     };
+    /** The body of a 2xx answer. */
     response: {
       id: string;
       audit_event_id: string;
@@ -2732,11 +3261,14 @@ export interface Operations {
       created_at: string;
       updated_at: string;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_integrations_platforms: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       platforms: Array<{
         slug: string;
@@ -2747,11 +3279,14 @@ export interface Operations {
         features: Array<string>;
       }>;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_integrations_platform_slug_scopes: {
     params: { slug: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       platform: string;
       scopes: Array<{
@@ -2760,6 +3295,8 @@ export interface Operations {
         required: boolean;
       }>;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_integrations_platform_slug_connect: {
     params: { slug: string };
@@ -2768,21 +3305,28 @@ export interface Operations {
       redirect_uri: string;
       scopes?: Array<string>;
     };
+    /** The body of a 2xx answer. */
     response: {
       authorization_url: string;
       state: string;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_integrations_callback_platform: {
     params: { platform: string };
     query: { state: string; code?: string; error?: string; error_description?: string; scope?: string };
     body: undefined;
-    response: string;
+    /** The body of a 2xx answer. */
+    response: unknown;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   get_v1_integrations_platform_slug: {
     params: { slug: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Array<{
       id: string;
       user_id: string;
@@ -2798,11 +3342,14 @@ export interface Operations {
       connected_at: string;
       last_refreshed_at: string | null;
     }>;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_integrations: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Array<{
       id: string;
       user_id: string;
@@ -2818,11 +3365,14 @@ export interface Operations {
       connected_at: string;
       last_refreshed_at: string | null;
     }>;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_integrations_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: {
         id: string;
@@ -2841,30 +3391,39 @@ export interface Operations {
       };
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_integrations_id: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       success: boolean;
       message: string;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_integrations_id_refresh: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       success: boolean;
       message: string;
       expires_at: string | null;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_integrations_id_stats: {
     params: { id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       success: boolean;
       stats: {
@@ -2877,6 +3436,8 @@ export interface Operations {
         updated_at: string;
       };
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   patch_v1_integrations_id_stream_status: {
     params: { id: string };
@@ -2884,55 +3445,76 @@ export interface Operations {
     body: {
       bot_status: "active" | "paused" | "disabled";
     };
+    /** The body of a 2xx answer. */
     response: {
       success: boolean;
       bot_status: string;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_admin_queues_session: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_chat_guilds: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<Schemas["ChatGuild"]>;
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_chat_guilds_guild_id: {
     params: { guild_id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Schemas["ChatGuild"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   delete_v1_chat_guilds_guild_id: {
     params: { guild_id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_chat_guilds_guild_id_channels: {
     params: { guild_id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       data: Array<Schemas["ChatChannel"]>;
       _links: Schemas["SelfLinks"];
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_chat_guilds_guild_id_full: {
     params: { guild_id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       guild: Schemas["ChatGuild"];
       channels: Array<Schemas["ChatChannel"]>;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_chat_sync: {
     params: Record<string, never>;
@@ -2940,13 +3522,19 @@ export interface Operations {
     body: {
       guild_id?: string;
     };
+    /** The body of a 2xx answer. */
     response: Schemas["ChatSyncResult"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_chat_settings: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Schemas["ChatBotSettings"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   put_v1_chat_settings: {
     params: Record<string, never>;
@@ -2960,15 +3548,21 @@ export interface Operations {
       notify_on_guild_leave?: boolean;
       command_cooldown_seconds?: number;
     };
+    /** The body of a 2xx answer. */
     response: {
       success: boolean;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_chat_guilds_guild_id_settings: {
     params: { guild_id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Schemas["ChatGuildSettings"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   put_v1_chat_guilds_guild_id_settings: {
     params: { guild_id: string };
@@ -2976,31 +3570,43 @@ export interface Operations {
     body: {
       default_language: string | null;
     };
+    /** The body of a 2xx answer. */
     response: {
       success: boolean;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_chat_guilds_guild_id_members: {
     params: { guild_id: string };
     query: { search?: string; bot_only?: "true" | "false" | "1" | "0"; humans_only?: "true" | "false" | "1" | "0"; has_role?: string; limit?: number; offset?: number };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: {
       members: Array<Schemas["ChatMember"]>;
       total_count: number;
       has_more: boolean;
     };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
   };
   get_v1_chat_guilds_guild_id_members_user_id: {
     params: { guild_id: string; user_id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Schemas["ChatMember"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_chat_guilds_guild_id_members_sync: {
     params: { guild_id: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Schemas["ChatMemberSyncResult"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   post_v1_gql: {
     params: Record<string, never>;
@@ -3012,37 +3618,55 @@ export interface Operations {
       };
       operationName?: string;
     };
+    /** The body of a 2xx answer. */
     response: Schemas["GraphQLResult"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["GraphQLResult"];
   };
   get_v1_gql: {
     params: Record<string, never>;
     query: { query: string; variables?: string; operationName?: string };
     body: undefined;
+    /** The body of a 2xx answer. */
     response: Schemas["GraphQLResult"];
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["GraphQLResult"];
   };
   get_v1_schema: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: string;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_graphiql: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: string;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_graphiql_init_js: {
     params: Record<string, never>;
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: string;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
   get_v1_graphiql_file: {
     params: { file: string };
     query: Record<string, never>;
     body: undefined;
+    /** The body of a 2xx answer. */
     response: string;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
   };
 }
 

@@ -19,7 +19,8 @@ test('typed calls fill the path and type the answer', async (t) => {
   const client = new TypedApiClient({ baseUrl: s.url });
   const r = await client.call('get_v1_users_id', { auth: { userToken: user.token }, params: { id: user.id } });
   t.is(r.status, 200);
-  // Typed: r.body.data.username is a string per the User schema.
+  if (!r.ok) return t.fail(r.text);
+  // Typed: once ok, r.body.data.username is a string per the User schema.
   const username: string = r.body.data.username;
   t.is(username, 'typed');
   const none = await client.call('get_v1_users_id', { auth: undefined as never, params: { id: user.id } });
