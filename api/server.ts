@@ -7,8 +7,8 @@ import { ensureSystemApiKey } from '../shared/commands/apiKeys';
 import { Config, loadConfigOrExit } from '../shared/config';
 import { createContext } from '../shared/context';
 import { RETRY_AFTER_SECONDS } from '../shared/errors';
-import { answerMalformedRequests, closeLingering, refuseSocket, upgradeProblem } from '../shared/httpEdge';
-import type { Logger } from '../shared/logger';
+import { answerMalformedRequests, closeLingering, listen, refuseSocket, upgradeProblem } from '../shared/httpEdge';
+import { exitOnStartFailure, Logger } from '../shared/logger';
 import { createRedis, FAIL_FAST, redisReady } from '../shared/redis';
 import { SERVICE_VERSION } from '../shared/version';
 import { createApp } from './app';
@@ -122,7 +122,7 @@ export async function startApi(
   forwardUpgrades(server, config, ctx.logger);
   // geoip-lite's database (about a second) is loaded now, not by the first audit event a request writes.
   loadGeoIp();
-  await new Promise<void>((resolve) => server.listen(opts.port ?? config.port, config.host, resolve));
+  await listen(server, opts.port ?? config.port, config.host);
   const port = (server.address() as net.AddressInfo).port;
   ctx.outbox.start();
   ctx.logger.info({ port }, 'api listening');
@@ -163,8 +163,5 @@ if (require.main === module) {
       // With wait_ready (ecosystem.config.js), `pm2 reload` stops an old instance only after this.
       process.send?.('ready');
     })
-    .catch((err) => {
-      process.stderr.write(`api failed to start: ${err?.stack ?? err}\n`);
-      process.exit(1);
-    });
+    .catch((err) => exitOnStartFailure('api', config.logLevel, err));
 }

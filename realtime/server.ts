@@ -7,7 +7,8 @@ import { CredentialResolver } from '../shared/auth/credentials';
 import { Config, loadConfigOrExit } from '../shared/config';
 import { createDb } from '../shared/db';
 import { CHAT_BOTS_WS_CHANNEL, PubSub } from '../shared/events';
-import { createLogger, Logger } from '../shared/logger';
+import { listen } from '../shared/httpEdge';
+import { createLogger, exitOnStartFailure, Logger } from '../shared/logger';
 import { Queues } from '../shared/queues';
 import { createRedis, RedisErrorLog, redisKey, RedisKeys } from '../shared/redis';
 import { AccountEvents } from './accountEvents';
@@ -133,7 +134,7 @@ export async function startRealtime(
   await report();
   const reporter = setInterval(report, 5000);
 
-  await new Promise<void>((resolve) => server.listen(opts.port ?? config.realtimePort, config.realtimeHost, resolve));
+  await listen(server, opts.port ?? config.realtimePort, config.realtimeHost);
   const port = (server.address() as net.AddressInfo).port;
   logger.info({ port, instanceId }, 'realtime listening');
 
@@ -203,8 +204,5 @@ if (require.main === module) {
         process.send({ cmd: 'ready', port: rt.port, instanceId: rt.instanceId });
       }
     })
-    .catch((err) => {
-      process.stderr.write(`realtime failed to start: ${err?.stack ?? err}\n`);
-      process.exit(1);
-    });
+    .catch((err) => exitOnStartFailure('realtime', config.logLevel, err));
 }

@@ -12,6 +12,7 @@ import { zEmail } from '../shared/domain/accounts';
 import { HttpError } from '../shared/errors';
 import { Config, loadConfigOrExit } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
+import { createLogger } from '../shared/logger';
 import { ALL_PERMISSIONS, DEFAULT_ROLES } from '../shared/permissions';
 import { seed } from '../shared/seed';
 import { createRedis } from '../shared/redis';
@@ -40,12 +41,17 @@ const ADMIN_ROLE_ID = 'role_admin';
 
 const say = (msg: string) => process.stdout.write(`${msg}\n`);
 
+/** knex's own console output (a connection error's stack) is left out: the CLI ends with one `error:` line. */
+const QUIET = { warn: () => undefined, error: () => undefined, deprecate: () => undefined, debug: () => undefined };
+/** The CLI's database: its errors reach the user as that line, not as the client's log. */
+const cliDb = (config: Config) => createDb(config, { poolMax: 2, logger: createLogger('cli', 'silent') });
+
 /** Creates the database named in DATABASE_URL when the server has no such database yet. */
 async function ensureDatabase(config: Config): Promise<void> {
   const url = new URL(config.databaseUrl);
   const name = decodeURIComponent(url.pathname.slice(1));
   url.pathname = '/postgres';
-  const admin = knex({ client: 'pg', connection: url.toString(), pool: { min: 0, max: 1 } });
+  const admin = knex({ client: 'pg', connection: url.toString(), pool: { min: 0, max: 1 }, log: QUIET });
   try {
     const exists = await admin.raw('SELECT 1 FROM pg_database WHERE datname = ?', [name]);
     if (exists.rows.length === 0) {
@@ -225,7 +231,7 @@ async function main(argv: string[]): Promise<void> {
   }
   if (command === 'migrate') {
     await ensureDatabase(config);
-    const db = createDb(config, { poolMax: 2 });
+    const db = cliDb(config);
     try {
       say('applying migrations…');
       const applied = await migrate(db);
@@ -235,7 +241,7 @@ async function main(argv: string[]): Promise<void> {
     }
     return;
   }
-  const db = createDb(config, { poolMax: 2 });
+  const db = cliDb(config);
   try {
     if (command === 'seed') {
       let step = 0;
@@ -281,6 +287,10 @@ async function main(argv: string[]): Promise<void> {
       });
       if (!values.name) throw new Error('create-api-key needs --name');
       if (!values.system && !values.user) throw new Error('create-api-key needs --user (or --system)');
+      // An empty list is a mistake (an unset variable, say), not "no scopes given": refused rather
+      // than read as the owner's whole power.
+      if (values.scopes !== undefined && !values.scopes.split(',').some((x) => x.trim()))
+        throw new Error('--scopes is empty: name at least one scope (a:b,c:d), or leave --scopes out');
       let scopes = values.scopes
         ? values.scopes
             .split(',')

@@ -7,19 +7,23 @@ import { z } from 'zod';
  * Tests build a Config with `loadConfig({...overrides})` so nothing reads process.env behind their back.
  */
 
-const int = (def: number, min = 0) =>
+const int = (def: number, min = 0, max = Number.MAX_SAFE_INTEGER) =>
   z
     .string()
     .optional()
     .transform((v, ctx) => {
       if (v === undefined || v === '') return def;
       const n = Number(v);
-      if (!Number.isInteger(n) || n < min) {
-        ctx.addIssue({ code: z.ZodIssueCode.custom, message: `must be an integer >= ${min}` });
+      if (!Number.isInteger(n) || n < min || n > max) {
+        const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `from ${min} to ${max}`;
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: `must be an integer ${range}` });
         return z.NEVER;
       }
       return n;
     });
+
+/** A TCP port (0: any free one, for tests). */
+const port = (def: number) => int(def, 0, 65535);
 
 const optionalUrl = z
   .string()
@@ -109,10 +113,10 @@ const queueConcurrency = z
 
 const schema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
-  PORT: int(3000, 0),
+  PORT: port(3000),
   HOST: z.string().default('0.0.0.0'),
   TRUST_PROXY: z.enum(['true', 'false', '1', '0']).default('false'),
-  REALTIME_PORT: int(0, 0),
+  REALTIME_PORT: port(0),
   REALTIME_HOST: z.string().default('127.0.0.1'),
   DATABASE_URL: z.string().url().default('postgres://postgres:postgres@127.0.0.1:5432/service'),
   DATABASE_POOL_MAX: int(10, 1),
@@ -280,6 +284,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (e.NODE_ENV === 'production' && !env.SECRETS_KEY) {
     throw new ConfigError('Invalid configuration:\n  SECRETS_KEY: required in production (32 bytes, base64)');
   }
+  if (!e.REALTIME_PORT && e.PORT === 65535)
+    throw new ConfigError(
+      'Invalid configuration:\n  PORT: 65535 leaves no port for realtime (PORT + 1): set REALTIME_PORT',
+    );
   const window = e.RATE_LIMIT_WINDOW_SECONDS;
   return {
     env: e.NODE_ENV,

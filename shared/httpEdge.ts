@@ -106,3 +106,19 @@ export function upgradeProblem(
   }
   return null;
 }
+
+/**
+ * `server.listen`, rejecting with the error a listen fails with (the port in use, out of range, a
+ * host that is not this machine's) instead of leaving it to crash the process as an unhandled
+ * 'error' event: the entry point logs it (exitOnStartFailure).
+ */
+export function listen(server: http.Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const failed = (err: Error) => reject(err);
+    server.once('error', failed);
+    server.listen(port, host, () => {
+      server.off('error', failed);
+      resolve();
+    });
+  });
+}

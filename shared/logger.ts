@@ -2,6 +2,16 @@ import pino, { Logger } from 'pino';
 
 export type { Logger };
 
+/**
+ * A process that could not start (a port in use, the database unreachable…): one structured line,
+ * level fatal, then exit 1. Configuration errors are reported before any logger exists
+ * (loadConfigOrExit).
+ */
+export function exitOnStartFailure(name: string, level: string, err: unknown): never {
+  createLogger(name, level === 'silent' ? 'fatal' : level).fatal({ err }, `${name} failed to start`);
+  process.exit(1);
+}
+
 /** Structured logger for one process. Credentials never reach the log: auth headers are redacted. */
 export function createLogger(name: string, level = 'info'): Logger {
   return pino({

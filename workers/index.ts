@@ -16,6 +16,7 @@ import { realtimeRequestsProcessor } from './processors/realtimeRequests';
 import type { Processor } from './processors/types';
 import { loadGeoIp } from '../shared/geoip';
 import { AisIngestion } from './ais/ingest';
+import { exitOnStartFailure } from '../shared/logger';
 
 /** One processor per queue of the registry; the type makes a missing one a compile error. */
 export const processors: { [N in QueueName]: Processor<N> } = {
@@ -129,8 +130,5 @@ if (require.main === module) {
       process.once('SIGTERM', () => shutdown('SIGTERM'));
       process.once('SIGINT', () => shutdown('SIGINT'));
     })
-    .catch((err) => {
-      process.stderr.write(`workers failed to start: ${err?.stack ?? err}\n`);
-      process.exit(1);
-    });
+    .catch((err) => exitOnStartFailure('workers', config.logLevel, err));
 }

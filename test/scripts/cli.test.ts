@@ -52,6 +52,29 @@ test('create-api-key prints a working key once; only its hash is stored', async 
   const bad = cli('create-api-key', '--user', user.id, '--name', 'x', '--scopes', 'nope:nothing');
   t.is(bad.status, 1);
   t.regex(bad.stderr, /unknown scopes: nope:nothing/);
+  // An empty list (an unset variable, say) is refused, not read as the owner's whole power.
+  for (const empty of ['', ' , ']) {
+    const none = cli('create-api-key', '--user', user.id, '--name', 'x', '--scopes', empty);
+    t.is(none.status, 1, none.stdout);
+    t.regex(none.stderr, /--scopes is empty/);
+  }
+  t.is(await s.db('api_keys').where({ user_id: user.id, name: 'x' }).first(), undefined);
+});
+
+test('a database that cannot be reached: one error line, no stack trace', (t) => {
+  const s = stack();
+  const url = new URL(s.config.databaseUrl);
+  url.port = '1';
+  for (const command of ['migrate', 'list-roles']) {
+    const r = spawnSync(process.execPath, [CLI, command], {
+      env: { ...process.env, DATABASE_URL: url.toString(), LOG_LEVEL: 'silent' },
+      encoding: 'utf8',
+      timeout: 30000,
+    });
+    t.is(r.status, 1, command);
+    t.regex(r.stderr, /^error: .*ECONNREFUSED/, command);
+    t.is(r.stderr.trim().split('\n').length, 1, `${command}: ${r.stderr}`);
+  }
 });
 
 test('grant-role finds users by id, username or email and roles by name or id', async (t) => {

@@ -31,6 +31,8 @@ test('every window and limit is configurable', (t) => {
 test('bad values are rejected naming the variable', (t) => {
   for (const [name, value] of [
     ['PORT', 'abc'],
+    ['PORT', '70000'],
+    ['REALTIME_PORT', '65536'],
     ['DATABASE_URL', 'not a url'],
     ['SECRETS_KEY', Buffer.from('short').toString('base64')],
     ['RATE_LIMIT_USER', '-1'],
@@ -40,6 +42,11 @@ test('bad values are rejected naming the variable', (t) => {
     const err = t.throws(() => loadConfig({ [name]: value }), { instanceOf: ConfigError });
     t.regex(err!.message, new RegExp(name), name);
   }
+});
+
+test('PORT 65535 needs a REALTIME_PORT of its own (realtime listens on PORT + 1 by default)', (t) => {
+  t.throws(() => loadConfig({ PORT: '65535' }), { instanceOf: ConfigError, message: /PORT: 65535 .*REALTIME_PORT/ });
+  t.is(loadConfig({ PORT: '65535', REALTIME_PORT: '4001' }).realtimePort, 4001);
 });
 
 test('ID_APPS parses app ids and secrets', (t) => {

@@ -1,0 +1,79 @@
+import test from 'ava';
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+import path from 'node:path';
+import { freePort } from '../helpers/processes';
+import { useStack } from '../helpers/stack';
+
+// What an operator sees when a process cannot start: one structured log line (pino, level fatal)
+// naming the cause, and exit code 1, never a bare Node stack trace.
+const stack = useStack(test);
+const root = path.resolve(__dirname, '../..');
+
+function run(
+  entry: string,
+  env: Record<string, string>,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [path.join(root, entry)], { env: { ...process.env, ...env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** The fatal line of a process's output, parsed. */
+function fatal(stdout: string): { level: number; msg: string; name: string; err: { code?: string; message: string } } {
+  const line = stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { level: number })
+    .find((l) => l.level === 60);
+  if (!line) throw new Error(`no fatal line in: ${stdout}`);
+  return line as never;
+}
+
+test('a port in use: the api and realtime log a fatal line naming it and exit 1', async (t) => {
+  const s = stack();
+  const taken = net.createServer();
+  await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
+  const port = (taken.address() as net.AddressInfo).port;
+  try {
+    const env = { ...s.env, LOG_LEVEL: 'info' };
+    for (const [entry, name, portEnv] of [
+      ['api/server.js', 'api', { PORT: String(port), HOST: '127.0.0.1', REALTIME_PORT: String(await freePort()) }],
+      ['realtime/server.js', 'realtime', { REALTIME_PORT: String(port), REALTIME_HOST: '127.0.0.1' }],
+    ] as const) {
+      const r = await run(entry, { ...env, ...portEnv });
+      t.is(r.code, 1, `${name}: ${r.stdout}${r.stderr}`);
+      const line = fatal(r.stdout);
+      t.is(line.msg, `${name} failed to start`);
+      t.is(line.name, name);
+      t.is(line.err.code, 'EADDRINUSE');
+      t.is(r.stderr, '', `${name} wrote to stderr`);
+    }
+  } finally {
+    taken.close();
+  }
+});
+
+test('PostgreSQL unreachable at start: a fatal line naming the refusal, exit 1', async (t) => {
+  const s = stack();
+  const r = await run('api/server.js', {
+    ...s.env,
+    PORT: String(await freePort()),
+    DATABASE_URL: `postgres://postgres@127.0.0.1:${await freePort()}/none`,
+    LOG_LEVEL: 'silent',
+  });
+  t.is(r.code, 1, r.stdout + r.stderr);
+  const line = fatal(r.stdout);
+  t.is(line.msg, 'api failed to start');
+  t.regex(line.err.message, /ECONNREFUSED/);
+  t.is(r.stderr, '');
+});
