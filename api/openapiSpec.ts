@@ -131,7 +131,7 @@ export function rateLimitExempt(path: string): boolean {
 
 const STANDARD_ERRORS: Record<number, string> = {
   304: 'Not Modified: the ETag sent in If-None-Match is current; no body',
-  400: 'Invalid input; the message names the field and `details` lists every failure (also: malformed JSON, text with NUL characters or unpaired surrogates in any parameter)',
+  400: 'Invalid input: the message names the field, and `details` lists every field that failed validation. Also malformed JSON, and text with NUL characters or unpaired surrogates in any parameter',
   401: 'Missing, malformed, unknown, expired or revoked credentials; a public route answers 401 too when a bad credential is sent',
   403: 'The account of the credential is banned, or it is the system key on a route the system key may not call',
   404: 'Not found',
