@@ -259,6 +259,14 @@ test('F3/F8c: DELETE /v1/users/me/sessions/{id}: both 400 answers match the docu
   t.is(problem('DELETE', `/v1/users/me/sessions/${user.sessionId}`, current), null);
 });
 
+test('F8: a GPS batch with no valid point answers 400 with `rejected`, as documented', async (t) => {
+  const s = stack();
+  const r = await s.request('POST', '/v1/gps/batch', { token: admin.token, body: { points: [{ latitude: 'x' }] } });
+  t.is(r.status, 400, r.text);
+  t.is(r.body.rejected[0].index, 0);
+  t.is(problem('POST', '/v1/gps/batch', r), null);
+});
+
 test('F4: integration stats and refresh document 503 (platform not configured)', (t) => {
   for (const path of ['/v1/integrations/{id}/stats', '/v1/integrations/{id}/refresh'])
     t.regex(doc.paths[path].post.responses['503'].description, /not configured/);
