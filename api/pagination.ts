@@ -58,6 +58,110 @@ export interface PaginateOptions {
 const TOTAL = '__page_total';
 
 /**
+ * From this offset on, a page whose total is a counter is read from the nearer end of the list: a
+ * page past the middle is read in the reversed order at the offset from the end, then turned
+ * round. OFFSET walks every row it skips, so the last page of GET /v1/gps (1,000,000 points) walked
+ * 999,990 index entries (0.3–0.9 s); read from the end it skips none.
+ */
+const DEEP_OFFSET = 1000;
+
+/** The knex statements of a query's ORDER BY (knex keeps them as `_statements`). */
+interface OrderStatement {
+  grouping: string;
+  type: string;
+  value: unknown;
+  direction?: string;
+  nulls?: string;
+}
+
+/**
+ * The query's order, reversed, as `ORDER BY` SQL with its bindings; undefined when it cannot be
+ * reversed exactly: no order, an explicit NULLS placement, a raw term it cannot read, or an order
+ * that does not end in the primary key (ties would come back in another order). Reversing a term's
+ * direction with PostgreSQL's default NULLS placement (last ascending, first descending) reverses
+ * its NULLs too.
+ */
+function reversedOrder(query: QueryBuilder<Model, Model[]>): string | undefined {
+  const statements = (query.toKnexQuery() as unknown as { _statements: OrderStatement[] })._statements.filter(
+    (st) => st.grouping === 'order',
+  );
+  const terms: string[] = [];
+  for (const st of statements) {
+    if (st.nulls) return undefined;
+    if (st.type === 'orderByBasic' && typeof st.value === 'string' && /^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$/.test(st.value)) {
+      const quoted = st.value
+        .split('.')
+        .map((part) => `"${part}"`)
+        .join('.');
+      terms.push(`${quoted} ${String(st.direction ?? 'asc').toLowerCase() === 'desc' ? 'ASC' : 'DESC'}`);
+    } else if (st.type === 'orderByRaw') {
+      const raw = st.value as { sql?: unknown; bindings?: unknown[] };
+      if (typeof raw.sql !== 'string' || raw.bindings?.length) return undefined;
+      for (const term of splitTopLevel(raw.sql)) {
+        const m = /^(.*?)(?:\s+(asc|desc))?$/i.exec(term.trim());
+        if (!m || /\bnulls\b|\?/i.test(term)) return undefined;
+        terms.push(`${m[1]} ${m[2]?.toLowerCase() === 'desc' ? 'ASC' : 'DESC'}`);
+      }
+    } else return undefined;
+  }
+  const last = terms.at(-1)?.replace(/\s+(ASC|DESC)$/, '');
+  const table = query.modelClass().tableName;
+  const idColumn = query.modelClass().idColumn;
+  if (typeof idColumn !== 'string' || ![idColumn, `"${idColumn}"`, `"${table}"."${idColumn}"`].includes(last ?? ''))
+    return undefined;
+  return terms.join(', ');
+}
+
+/** Splits `a, lower(b), c` at the commas outside parentheses. */
+function splitTopLevel(sql: string): string[] {
+  const out: string[] = [];
+  let depth = 0;
+  let start = 0;
+  for (let i = 0; i < sql.length; i++) {
+    const c = sql[i];
+    if (c === '(') depth++;
+    else if (c === ')') depth--;
+    else if (c === ',' && depth === 0) {
+      out.push(sql.slice(start, i));
+      start = i + 1;
+    }
+  }
+  out.push(sql.slice(start));
+  return out;
+}
+
+/**
+ * A page past the middle of a list whose total is a counter, read from the end (DEEP_OFFSET);
+ * undefined when the page is nearer the start, or the order cannot be reversed. Two statements:
+ * the counter, then the rows.
+ */
+async function readPageFromEnd<M extends Model>(
+  query: QueryBuilder<M, M[]>,
+  page: Page,
+  counter: RowCounter,
+  knex: Knex,
+): Promise<{ results: M[]; total: number } | undefined> {
+  const offset = (page.page - 1) * page.limit;
+  const reversed = reversedOrder(query as unknown as QueryBuilder<Model, Model[]>);
+  if (!reversed) return undefined;
+  const [r] = (await queryOncePerTurn(knex, knex.select(knex.raw(`${COUNTER_SQL} AS ${TOTAL}`, [counter])))) as Array<
+    Record<string, unknown>
+  >;
+  const total = Number(r[TOTAL]);
+  if (offset >= total) return { results: [], total };
+  const after = total - offset - page.limit;
+  if (after >= offset) return undefined;
+  const paged = query.clone().clear(/orderBy|offset|limit/);
+  if (!query.has(/select/i)) paged.select(`${query.modelClass().tableName}.*`);
+  paged
+    .orderByRaw(reversed)
+    .limit(Math.min(page.limit, total - offset))
+    .offset(Math.max(0, after));
+  const rows = await pageRows(paged, knex);
+  return { results: rows.reverse(), total };
+}
+
+/**
  * One page of an Objection query and the total of its matches, from one statement: the total is a
  * scalar subquery of the page's statement (evaluated once, from the same snapshot). When the total
  * is a maintained counter (see PaginateOptions) it is the counter's read; otherwise a COUNT over the
@@ -72,6 +176,10 @@ export async function readPage<M extends Model>(
   const model = query.modelClass();
   const knex = query.knex();
   const counter = opts.counter ?? (query.has(/where/i) ? undefined : wholeTableCounter(model.tableName));
+  if (counter && (page.page - 1) * page.limit >= DEEP_OFFSET) {
+    const fromEnd = await readPageFromEnd(query, page, counter, knex);
+    if (fromEnd) return fromEnd;
+  }
   let total: Knex.Raw;
   if (counter) total = knex.raw(`${COUNTER_SQL} AS ${TOTAL}`, [counter]);
   else {
