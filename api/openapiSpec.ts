@@ -1,6 +1,7 @@
 import { OpenApiGeneratorV31 } from '@asteasolutions/zod-to-openapi';
 import type { ZodTypeAny } from 'zod';
 import { openApiRegistry, z } from '../shared/zod';
+import { isRateLimitExempt } from './middleware/rateLimit';
 
 /**
  * How routes describe themselves in the OpenAPI document: defineRoute (api/routing.ts) and
@@ -113,22 +114,6 @@ export function describeSecurity(security: Array<Record<string, string[]>>): str
 /** Methods whose requests go through the body parser (api/middleware/body.ts), declared body or not. */
 const BODY_METHODS = new Set(['post', 'put', 'patch', 'delete']);
 
-/**
- * Paths the rate limiter never counts nor answers 429 on (api/middleware/rateLimit.ts
- * `isRateLimitExempt`; test/docs/openapiErrors.test.ts fails when the two disagree).
- */
-export function rateLimitExempt(path: string): boolean {
-  return (
-    path === '/health' ||
-    path === '/v1/health' ||
-    path === '/v1/ws' ||
-    path === '/v1/openapi.json' ||
-    path === '/v1/schema' ||
-    path === '/v1/swagger-ui' ||
-    path.startsWith('/v1/swagger-ui/')
-  );
-}
-
 const STANDARD_ERRORS: Record<number, string> = {
   304: 'Not Modified: the ETag sent in If-None-Match is current; no body',
   400: 'Invalid input: the message names the field, and `details` lists every field that failed validation. Also malformed JSON, and text with NUL characters or unpaired surrogates in any parameter',
@@ -162,7 +147,7 @@ function standardStatuses(op: OperationDoc): number[] {
   out.push(401, 403);
   if (/:[A-Za-z0-9_]+/.test(op.path)) out.push(404);
   if (body) out.push(413, 415);
-  if (!rateLimitExempt(op.path)) out.push(429);
+  if (!isRateLimitExempt(op.path)) out.push(429);
   out.push(500, 503);
   return out;
 }

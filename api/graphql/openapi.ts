@@ -78,7 +78,15 @@ export function documentGraphqlRoutes(production: boolean): void {
       tags: ['graphql'],
       auth: 'public',
       params: z.object({ file: z.string() }),
-      responses: { 200: { description: 'Script or stylesheet', schema: z.string(), contentType: 'text/plain' } },
+      responses: {
+        200: {
+          description: 'Script or stylesheet, by the file name',
+          schema: z.string(),
+          contentType: ['application/javascript', 'text/css'],
+        },
+        404: { description: 'No such file' },
+      },
+      conditional: true,
     });
   }
 }

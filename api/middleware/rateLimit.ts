@@ -5,8 +5,8 @@ import { HttpError } from '../../shared/errors';
 import type { RateDecision, RateLimiter } from '../../shared/caches/rateLimiter';
 import type { Principal } from '../../shared/policies';
 
-/** Paths never counted and never given rate-limit headers (spec §8). */
-function isRateLimitExempt(path: string): boolean {
+/** Paths never counted and never given rate-limit headers (spec §8); the OpenAPI document's 429s follow it. */
+export function isRateLimitExempt(path: string): boolean {
   return (
     path === '/health' ||
     path === '/v1/health' ||
