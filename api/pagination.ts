@@ -88,7 +88,11 @@ function reversedOrder(query: QueryBuilder<Model, Model[]>): string | undefined 
   const terms: string[] = [];
   for (const st of statements) {
     if (st.nulls) return undefined;
-    if (st.type === 'orderByBasic' && typeof st.value === 'string' && /^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$/.test(st.value)) {
+    if (
+      st.type === 'orderByBasic' &&
+      typeof st.value === 'string' &&
+      /^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$/.test(st.value)
+    ) {
       const quoted = st.value
         .split('.')
         .map((part) => `"${part}"`)
