@@ -28,8 +28,6 @@ export interface AuditFilter {
  * estimate (flagged with X-Total-Count-Estimated), so a page never pays for counting a million rows.
  */
 export const AUDIT_COUNT_CAP = 10_000;
-/** Most users one user_search matches (a search matching more is too broad to be useful anyway). */
-const USER_SEARCH_MAX = 500;
 
 export interface AuditPage {
   events: AuditEvent[];
@@ -38,20 +36,20 @@ export interface AuditPage {
 }
 
 /**
- * The user ids a user_search names: the text itself (an id, also an external one a bot wrote), and
- * users whose id equals it or whose username or any platform account email contains it (case-insensitive).
+ * The events a user_search names: those of the text itself as a user id (also an external one a bot
+ * wrote), and of every user whose username or any platform account email contains it
+ * (case-insensitive). A subquery, not a list of ids read first: a broad search matches every such
+ * user, and its total stays exact (an earlier list of at most 500 ids undercounted silently).
  */
-async function searchUserIds(db: Knex, q: string): Promise<string[]> {
-  const like = `%${q.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-  const { rows } = await db.raw<{ rows: Array<{ id: string }> }>(
-    `SELECT id::text FROM users WHERE lower(username) LIKE ?
-     UNION SELECT user_id::text FROM platform_accounts WHERE lower(email) LIKE ?
-     LIMIT ?`,
-    [like, like, USER_SEARCH_MAX],
+function whereUserSearch(q: Knex.QueryBuilder, text: string): void {
+  const like = `%${text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  q.where((w) =>
+    w.where('user_id', isUuid(text) ? text.toLowerCase() : text).orWhereRaw(
+      `user_id IN (SELECT id::text FROM users WHERE lower(username) LIKE ?
+         UNION SELECT user_id::text FROM platform_accounts WHERE lower(email) LIKE ?)`,
+      [like, like],
+    ),
   );
-  const ids = new Set(rows.map((r) => r.id));
-  ids.add(isUuid(q) ? q.toLowerCase() : q);
-  return [...ids];
 }
 
 /** The filtered query (no order, no page), wrapped: a query builder is a thenable an await would run. */
@@ -65,10 +63,7 @@ async function filtered(db: Knex, f: AuditFilter): Promise<{ q: Knex.QueryBuilde
   if (f.is_reported !== undefined) q.where('is_reported', f.is_reported);
   if (f.start_date) q.where('created_at', '>=', f.start_date);
   if (f.end_date) q.where('created_at', '<=', f.end_date);
-  if (f.user_search !== undefined) {
-    const ids = await searchUserIds(db, f.user_search);
-    q.whereIn('user_id', ids);
-  }
+  if (f.user_search !== undefined) whereUserSearch(q, f.user_search);
   return { q };
 }
 

@@ -116,6 +116,23 @@ test('/v1/admin/audit: every filter', async (t) => {
   t.is(await mine('event_type=login&start_date=2026-01-02&end_date=2026-01-06'), 2);
 });
 
+test('/v1/admin/audit: a user_search matching hundreds of users counts every one of their events', async (t) => {
+  await seed();
+  const s = stack();
+  const marker = `crowd${Date.now().toString(36)}`;
+  // 600 users whose usernames hold the marker, each with one event: more than any list of ids read first.
+  // Dated before the other tests' events, which read the newest page.
+  await s.db.raw(
+    `WITH u AS (INSERT INTO users (username) SELECT ? || '_' || g FROM generate_series(1, 600) g RETURNING id)
+     INSERT INTO audit_events (user_id, event_type, created_at) SELECT id::text, 'login', '2025-06-01' FROM u`,
+    [marker],
+  );
+  const r = await get(`/v1/admin/audit?user_search=${marker}&limit=5`);
+  t.is(r.status, 200, r.text);
+  t.is(r.body.total_count, 600);
+  t.is(r.body.events.length, 5);
+});
+
 test('/v1/admin/audit: each sort field both ways; bad sort and filter values are 400 naming the parameter', async (t) => {
   await seed();
   const q = `user_search=${alice.username}`;
