@@ -460,6 +460,19 @@ test('a body that is not UTF-8 is refused, never stored with U+FFFD in place of 
     }));
   const bytes = (...parts: Array<string | number[]>) =>
     Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : Buffer.from(p))));
+  /** Sends `body` as two chunks split at `at` (Transfer-Encoding: chunked, no Content-Length). */
+  const postInTwoChunks = (body: Buffer, at: number, type: string) =>
+    post(
+      new ReadableStream({
+        start(c) {
+          c.enqueue(body.subarray(0, at));
+          c.enqueue(body.subarray(at));
+          c.close();
+        },
+      }),
+      type,
+      { duplex: 'half' } as RequestInit,
+    );
   const before = (await s.db('devices').count('* as c').first())!.c;
   // Bytes that are not UTF-8 (0xFF 0xFE), with a Content-Length: the fast path.
   const invalid = bytes('{"name":"inv', [0xff, 0xfe], 'utf"}');
@@ -469,17 +482,7 @@ test('a body that is not UTF-8 is refused, never stored with U+FFFD in place of 
     t.is(r.body.message, 'body: not valid UTF-8 (send JSON as UTF-8)');
   }
   // The same sent in chunks (no Content-Length).
-  const chunked = await post(
-    new ReadableStream({
-      start(c) {
-        c.enqueue(invalid.subarray(0, 8));
-        c.enqueue(invalid.subarray(8));
-        c.close();
-      },
-    }),
-    'application/json',
-    { duplex: 'half' } as RequestInit,
-  );
+  const chunked = await postInTwoChunks(invalid, 8, 'application/json');
   t.is(chunked.status, 400, JSON.stringify(chunked.body));
   // A charset other than UTF-8 is a 415 naming it: Latin-1's é would be read wrong.
   const latin = await post(bytes('{"name":"caf', [0xe9], '"}'), 'application/json; charset=latin1');
@@ -496,17 +499,7 @@ test('a body that is not UTF-8 is refused, never stored with U+FFFD in place of 
   t.is(ok.status, 201, JSON.stringify(ok.body));
   t.is(ok.body.data!.name, 'caf\u00e9 \ufffd \u{1f6a2}');
   const text = bytes('{"name":"split \u{1f6a2}"}');
-  const split = await post(
-    new ReadableStream({
-      start(c) {
-        c.enqueue(text.subarray(0, 16));
-        c.enqueue(text.subarray(16));
-        c.close();
-      },
-    }),
-    'application/vnd.api+json',
-    { duplex: 'half' } as RequestInit,
-  );
+  const split = await postInTwoChunks(text, 16, 'application/vnd.api+json');
   t.is(split.status, 201, JSON.stringify(split.body));
   t.is(split.body.data!.name, 'split \u{1f6a2}');
 });
