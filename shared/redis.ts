@@ -22,24 +22,34 @@ export function createRedis(config: Config, opts: RedisOptions = {}): Redis {
 
 const STALLED = 'redis is not answering (a command timed out; waiting for it to answer again)';
 
-/** Per Redis server (by URL): whether it stopped answering this process's fail-fast connections, and those connections. */
+/** How long the PING that confirms a stall may take: a Redis that answers does so in well under this. */
+const PROBE_TIMEOUT_MS = 250;
+
+/** Per Redis server (by URL): whether it stopped answering this process's fail-fast connections. */
 interface StallState {
   stalled: boolean;
   probing: boolean;
   /** Each connection with its own (unwrapped) sendCommand, to probe through whichever is open. */
   connections: Map<Redis, Redis['sendCommand']>;
+  /** Commands sent and not answered yet: a confirmed stall fails them at once too. */
+  inflight: Set<InstanceType<typeof Redis.Command>>;
 }
 const stalls = new Map<string, StallState>();
 
-/** PINGs the server through an open connection of `state` until it answers, then clears the stall. */
+/**
+ * PINGs the server through an open connection: an answer clears a stall; no answer within
+ * PROBE_TIMEOUT_MS confirms one (the commands in flight fail at once) and is tried again every
+ * FAIL_FAST_COMMAND_TIMEOUT_MS until the server answers or a connection reconnects.
+ */
 function probe(state: StallState): void {
-  if (state.probing || !state.stalled) return;
+  if (state.probing) return;
   const open = [...state.connections].find(([c]) => c.status === 'ready');
-  const retry = () => setTimeout(() => probe(state), FAIL_FAST_COMMAND_TIMEOUT_MS).unref();
+  const again = () => setTimeout(() => probe(state), FAIL_FAST_COMMAND_TIMEOUT_MS).unref();
   // None open: each reconnect clears the stall itself ('ready'); until then, look again later.
-  if (!open) return void retry();
+  if (!open) return void (state.stalled && again());
   state.probing = true;
   const ping = new Redis.Command('ping', []);
+  ping.setTimeout(PROBE_TIMEOUT_MS);
   void open[1](ping);
   ping.promise.then(
     () => {
@@ -48,23 +58,31 @@ function probe(state: StallState): void {
     },
     () => {
       state.probing = false;
-      if (state.stalled) retry();
+      if (!state.stalled) {
+        state.stalled = true;
+        for (const command of state.inflight) command.reject(new Error(STALLED));
+        state.inflight.clear();
+      }
+      again();
     },
   );
 }
 
 /**
- * A fail-fast connection whose command timed out is stalled: Redis took the connection but stopped
- * answering, and it answers in order, so every command sent after it would wait its own full
- * timeout. One request would pay the timeout once per command it sends (the rate limiter, then the
- * latest-GPS cache, then its clean-up: 3 s). Until the server answers again, the commands of every
- * fail-fast connection of this process to it fail at once; a PING every timeout (and any
- * reconnect) finds out when it does. The callers fall back as for any failed command
- * (shared/outbox.ts, the caches' database reads, the rate limiter failing open).
+ * A fail-fast connection whose command timed out may be stalled: Redis took the connection but
+ * stopped answering, and it answers in order, so every command sent after it would wait its own
+ * full timeout. One request would pay the timeout once per command it sends (the rate limiter,
+ * then the latest-GPS cache, then its clean-up: 3 s). A timeout sends a PING (probe): a server
+ * that does not answer it either is stalled, and until it answers again the commands of every
+ * fail-fast connection of this process to it fail at once, those in flight included. (A timeout
+ * alone does not stop anything: a command whose answer waited behind a long pause of this process
+ * times out as well.) The callers fall back as for any failed command (shared/outbox.ts, the caches'
+ * database reads, the rate limiter failing open).
  */
 function breakOnStall(redis: Redis, url: string): Redis {
   let state = stalls.get(url);
-  if (!state) stalls.set(url, (state = { stalled: false, probing: false, connections: new Map() }));
+  if (!state)
+    stalls.set(url, (state = { stalled: false, probing: false, connections: new Map(), inflight: new Set() }));
   const shared = state;
   const send = redis.sendCommand.bind(redis);
   shared.connections.set(redis, send);
@@ -78,12 +96,14 @@ function breakOnStall(redis: Redis, url: string): Redis {
       return command.promise;
     }
     const answer = send(command, stream);
-    command.promise.catch((err: Error) => {
-      if (!shared.stalled && err.message === 'Command timed out') {
-        shared.stalled = true;
-        probe(shared);
-      }
-    });
+    shared.inflight.add(command);
+    command.promise.then(
+      () => shared.inflight.delete(command),
+      (err: Error) => {
+        shared.inflight.delete(command);
+        if (err.message === 'Command timed out' && !shared.stalled) probe(shared);
+      },
+    );
     return answer;
   }) as Redis['sendCommand'];
   return redis;

@@ -97,6 +97,22 @@ test.serial('a frozen Redis costs a request one command timeout at most, and lat
   t.true(counted);
 });
 
+test.serial('a command that times out because this process paused does not stop a Redis that answers', async (t) => {
+  const redis = s.api.services.redis;
+  t.is(await redis.set(`${s.config.redisPrefix}pause-probe`, '1'), 'OK');
+  const pending = redis.get(`${s.config.redisPrefix}pause-probe`).catch((err: Error) => err);
+  // The process holds its event loop past the command timeout: the answer is there, but ioredis's
+  // timer runs first and the command fails. That is no stall: the PING it sends is answered.
+  const until = Date.now() + 1300;
+  while (Date.now() < until) {
+    /* busy */
+  }
+  const first = await pending;
+  t.true(first instanceof Error && first.message === 'Command timed out', String(first));
+  // At once, before the PING is answered: nothing was marked stalled.
+  t.is(await redis.get(`${s.config.redisPrefix}pause-probe`), '1');
+});
+
 test.serial('Redis stopped: a WebSocket ticket is a 503 with Retry-After, not a 500', async (t) => {
   await redis.stop();
   try {
