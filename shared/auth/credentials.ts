@@ -195,6 +195,10 @@ export class CredentialResolver {
         this.logger.warn({ err }, 'bad auth invalidation message');
         return;
       }
+      // An instance of the previous version (during a rolling reload) names one id per message.
+      const legacy = msg as { userId?: unknown; apiKeyId?: unknown };
+      if (typeof legacy.userId === 'string') msg.userIds = [...(msg.userIds ?? []), legacy.userId];
+      if (typeof legacy.apiKeyId === 'string') msg.apiKeyIds = [...(msg.apiKeyIds ?? []), legacy.apiKeyId];
       this.invalidate(msg);
       for (const fn of this.afterInvalidation) {
         try {

@@ -2,6 +2,8 @@ import test from 'ava';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { SYSTEM_KEY_ALLOWLIST } from '../../shared/policies';
+import { PubSub } from '../../shared/events';
+import { redisKey } from '../../shared/redis';
 
 const stack = useStack(test);
 const ME = { query: '{ me { userId apiKeyId permissions isSuperAdmin } }' };
@@ -48,6 +50,22 @@ test('API keys: scopes narrowed to the owner, inactive and expired keys rejected
 
   const expired = await createKey({ userId: owner.id, scopes: ['gps:read'], expiresAt: new Date(Date.now() - 1000) });
   t.is((await s.request('GET', '/v1', { token: expired.key })).status, 401);
+});
+
+test("an invalidation in the previous version's format (one id per message) still drops the cache", async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  // Another owner's key: the user's message alone would drop it too.
+  const key = await createKey({ userId: (await createUser(s.db)).id, scopes: ['gps:read'] });
+  for (const token of [user.token, key.key]) t.is((await s.request('GET', '/v1/users/me', { token })).status, 200);
+  // Changed behind the cache's back, then announced as an instance of the previous version does.
+  await s.db('sessions').where('user_id', user.id).delete();
+  await s.db('api_keys').where('id', key.id).update({ is_active: false });
+  const channel = redisKey(s.config, PubSub.authInvalidate);
+  await s.redis.publish(channel, JSON.stringify({ userId: user.id }));
+  await s.redis.publish(channel, JSON.stringify({ apiKeyId: key.id }));
+  await new Promise((res) => setTimeout(res, 100));
+  for (const token of [user.token, key.key]) t.is((await s.request('GET', '/v1/users/me', { token })).status, 401);
 });
 
 test('API key roles add their permissions, bounded by what the owner holds', async (t) => {
