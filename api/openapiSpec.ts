@@ -155,6 +155,7 @@ function standardStatuses(op: OperationDoc): number[] {
 export const toOpenApiPath = (path: string) => path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
 
 type ResponseObject = { description: string; headers?: Record<string, unknown>; content?: Record<string, unknown> };
+type ResponseRef = { $ref: string };
 
 const integerHeader = (description: string) => ({ description, schema: { type: 'integer' } });
 const RATE_LIMIT_HEADERS = {
@@ -172,10 +173,11 @@ const ETAG_HEADER = {
  * statuses. A GraphQL operation (`x-protocol: graphql`) answers every error in GraphQL's format
  * (api/middleware/errors.ts), so its errors get the schema of its 200 answer.
  */
-function responsesOf(op: OperationDoc): Record<string, ResponseObject> {
+function responsesOf(op: OperationDoc): Record<string, ResponseObject | ResponseRef> {
   const graphql = op.extensions?.['x-protocol'] === 'graphql';
   const errorBody = (graphql ? op.responses?.[200]?.schema : undefined) ?? errorSchema;
   const out: Record<string, ResponseObject> = {};
+  const shared: Record<string, ResponseRef> = {};
   for (const [status, r] of Object.entries(op.responses ?? { 200: { description: 'OK' } })) {
     const isError = Number(status) >= 400;
     const schema = r.schema ?? (isError ? errorBody : undefined);
@@ -199,6 +201,12 @@ function responsesOf(op: OperationDoc): Record<string, ResponseObject> {
   }
   for (const status of standardStatuses(op)) {
     if (out[status]) continue;
+    // Stated once in components/responses and referred to: the same ten answers on 200 operations
+    // doubled the document. GraphQL's errors have a body of their own.
+    if (!graphql) {
+      shared[status] = { $ref: `#/components/responses/${standardResponseName(status, op.forbids)}` };
+      continue;
+    }
     const description =
       status === 403 && op.forbids
         ? `The credential lacks the permission or scope. Also: ${STANDARD_ERRORS[403].replace(/^T/, 't')}`
@@ -212,7 +220,71 @@ function responsesOf(op: OperationDoc): Record<string, ResponseObject> {
     for (const status of ['200', '304'])
       if (out[status]) out[status].headers = { ...out[status].headers, ...ETAG_HEADER };
   }
+  return Object.fromEntries(
+    Object.entries({ ...out, ...shared }).sort(([a], [b]) => Number(a) - Number(b) || a.localeCompare(b)),
+  );
+}
+
+const STANDARD_NAMES: Record<number, string> = {
+  304: 'NotModified',
+  400: 'BadRequest',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'NotFound',
+  413: 'PayloadTooLarge',
+  415: 'UnsupportedMediaType',
+  429: 'TooManyRequests',
+  500: 'InternalServerError',
+  503: 'ServiceUnavailable',
+};
+
+/** The name in components/responses of a standard answer (403 of a route that checks a permission: its own). */
+function standardResponseName(status: number, forbids?: boolean): string {
+  return status === 403 && forbids ? 'ForbiddenPermission' : STANDARD_NAMES[status];
+}
+
+/** The standard answers (components/responses), each with its headers: Retry-After, the X-RateLimit set, ETag. */
+function standardResponses(): Record<string, ResponseObject> {
+  const body = { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } };
+  const out: Record<string, ResponseObject> = {};
+  for (const [code, description] of Object.entries(STANDARD_ERRORS)) {
+    const status = Number(code);
+    out[standardResponseName(status)] =
+      status === 304 ? { description, headers: { ...ETAG_HEADER } } : { description, content: body };
+  }
+  out[standardResponseName(403, true)] = {
+    description: `The credential lacks the permission or scope. Also: ${STANDARD_ERRORS[403].replace(/^T/, 't')}`,
+    content: body,
+  };
+  out[standardResponseName(429)].headers = { ...RATE_LIMIT_HEADERS };
+  out[standardResponseName(503)].headers = { 'Retry-After': RATE_LIMIT_HEADERS['Retry-After'] };
   return out;
+}
+
+/**
+ * A copy of the document with every operation's response references (components/responses)
+ * replaced by what they name: for readers that look at an operation's answers one by one (the
+ * client generator, the tests' response checker).
+ */
+export function withResponsesInline<D extends Record<string, unknown>>(doc: D): D {
+  const named = ((doc.components as { responses?: Record<string, unknown> } | undefined)?.responses ?? {}) as Record<
+    string,
+    unknown
+  >;
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const [path, ops] of Object.entries(doc.paths as Record<string, Record<string, { responses?: object }>>)) {
+    paths[path] = {};
+    for (const [method, op] of Object.entries(ops)) {
+      const responses = Object.fromEntries(
+        Object.entries((op.responses ?? {}) as Record<string, { $ref?: string }>).map(([status, r]) => [
+          status,
+          r.$ref ? named[r.$ref.replace('#/components/responses/', '')] : r,
+        ]),
+      );
+      paths[path][method] = op.responses ? { ...op, responses } : op;
+    }
+  }
+  return { ...doc, paths };
 }
 
 /**
@@ -364,6 +436,8 @@ export function openApiDocument(version: string): Record<string, unknown> {
     });
     for (const [name, scheme] of Object.entries(SECURITY_SCHEMES))
       openApiRegistry.registerComponent('securitySchemes', name, scheme);
+    for (const [name, response] of Object.entries(standardResponses()))
+      openApiRegistry.registerComponent('responses', name, response as never);
     built = new OpenApiGeneratorV31(openApiRegistry.definitions).generateDocument({
       openapi: '3.1.0',
       info: {

@@ -6,6 +6,7 @@ import { isRateLimitExempt } from '../../api/middleware/rateLimit';
 import { createUser } from '../helpers/factories';
 import { responseChecker } from '../helpers/openapiCheck';
 import { useStack } from '../helpers/stack';
+import { withResponsesInline } from '../../api/openapiSpec';
 
 const stack = useStack(test);
 
@@ -14,7 +15,8 @@ type Doc = {
   paths: Record<string, Record<string, Record<string, any>>>;
   components: { schemas: Record<string, unknown>; securitySchemes: Record<string, unknown> };
 };
-const getDoc = async () => (await stack().request<Doc>('GET', '/v1/openapi.json')).body;
+/** The document with the shared answers (components/responses) inlined in each operation. */
+const getDoc = async () => withResponsesInline((await stack().request<Doc>('GET', '/v1/openapi.json')).body);
 
 /** Every method+path the application's router answers, read from its layers (as bench/routes does). */
 async function routerRoutes(): Promise<string[]> {

@@ -5,6 +5,7 @@ import { systemKeyAllowed } from '../../shared/policies';
 import { createKey, createUser, TestUser } from '../helpers/factories';
 import { responseChecker, ResponseChecker } from '../helpers/openapiCheck';
 import { HttpResult, useStack } from '../helpers/stack';
+import { withResponsesInline } from '../../api/openapiSpec';
 
 /**
  * The error answers of the OpenAPI document against the running service (audit "openapi"
@@ -31,7 +32,8 @@ let setup: Promise<void> | undefined;
 const ready = () =>
   (setup ??= (async () => {
     const s = stack();
-    doc = (await s.request<Doc>('GET', '/v1/openapi.json')).body;
+    // Each operation's answers as they read, the shared ones (components/responses) inlined.
+    doc = withResponsesInline((await s.request<Doc>('GET', '/v1/openapi.json')).body);
     checker = responseChecker(doc as never);
     admin = await createUser(s.db, { roles: ['role_admin'] });
   })());

@@ -1,6 +1,7 @@
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import type { ValidateFunction } from 'ajv';
+import { withResponsesInline } from '../../api/openapiSpec';
 
 /**
  * Checks responses against the OpenAPI document: finds the operation of a method and concrete
@@ -20,7 +21,9 @@ export interface ResponseChecker {
   check(method: string, path: string, status: number, body: unknown): string | null;
 }
 
-export function responseChecker(doc: Doc): ResponseChecker {
+export function responseChecker(document: Doc): ResponseChecker {
+  // Operations refer to the standard answers (components/responses): checked as what they name.
+  const doc = withResponsesInline(document as Record<string, unknown>) as Doc;
   const ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: true });
   addFormats(ajv);
   const rewrite = (schema: unknown) =>
