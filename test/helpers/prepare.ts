@@ -4,6 +4,7 @@ import { loadConfig } from '../../shared/config';
 import { createDb, migrate } from '../../shared/db';
 import { seed } from '../../shared/seed';
 import { adminKnex, newRunId, RUN_ID_FILE, stampedAt, stampTestDatabase, testDbSettings, testRunId } from './db';
+import { deleteKeysWithPrefix, runRedisPrefix } from './stack';
 
 /** A database of another run older than this is a crashed run's leftover (the suite takes minutes). */
 const STALE_HOURS = Number(process.env.TEST_STALE_HOURS || 3);
@@ -49,7 +50,9 @@ async function main(): Promise<void> {
   if (process.argv.includes('--cleanup')) {
     const s = testDbSettings(testRunId());
     await dropLeftovers(s);
-    say(`dropped the databases of run ${s.runId}`);
+    // Keys written after a stack closed (a job a relay enqueued during shutdown) go with the run.
+    const keys = await deleteKeysWithPrefix(process.env.REDIS_URL || 'redis://127.0.0.1:6379', runRedisPrefix(s.runId));
+    say(`dropped the databases of run ${s.runId}${keys ? ` and ${keys} leftover Redis keys` : ''}`);
     return;
   }
   const runId = process.env.TEST_RUN_ID || newRunId();

@@ -9,7 +9,7 @@ import { startRealtime, RunningRealtime } from '../../realtime/server';
 import { startWorkers, RunningWorkers } from '../../workers/index';
 import { openApiDocument } from '../../api/openapiSpec';
 import { ApiClient, CallAuth } from '../../shared/client';
-import { createTestDatabase } from './db';
+import { createTestDatabase, testRunId } from './db';
 import { ResponseChecker, responseChecker } from './openapiCheck';
 
 export interface HttpResult<T = any> {
@@ -61,7 +61,8 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     DATABASE_URL: database.url,
     DATABASE_POOL_MAX: '5',
     REDIS_URL: process.env.REDIS_URL || 'redis://127.0.0.1:6379',
-    REDIS_PREFIX: `t:${randomBytes(5).toString('hex')}:`,
+    // Under the run's id: keys a process writes after its stack closed are deleted with the run.
+    REDIS_PREFIX: `${runRedisPrefix()}${randomBytes(5).toString('hex')}:`,
     SYSTEM_API_KEY: systemKey,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL || 'silent',
     PORT: '0',
@@ -132,6 +133,9 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     },
   };
 }
+
+/** The Redis prefix of this test run's stacks (`t:<run id>:`), which the run's cleanup deletes. */
+export const runRedisPrefix = (runId = testRunId()) => `t:${runId}:`;
 
 const globEscape = (s: string) => s.replace(/[*?[\]\\]/g, '\\$&');
 
