@@ -11,7 +11,7 @@ import { Device } from '../../shared/models/Device';
 import { User } from '../../shared/models/User';
 import { adminKnex } from '../helpers/db';
 import { createUser } from '../helpers/factories';
-import { useStack } from '../helpers/stack';
+import { runRedisPrefix, useStack } from '../helpers/stack';
 
 // Serial: one test takes the database away from the whole file's stack.
 const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000' } });
@@ -180,7 +180,7 @@ test.serial('an api whose database refuses connections answers 503 with Retry-Af
     NODE_ENV: 'test',
     DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nothing_listens',
     REDIS_URL: s.config.redisUrl,
-    REDIS_PREFIX: `t:${randomBytes(5).toString('hex')}:`,
+    REDIS_PREFIX: `${runRedisPrefix()}${randomBytes(5).toString('hex')}:`,
     LOG_LEVEL: 'silent',
     PORT: '0',
     HOST: '127.0.0.1',

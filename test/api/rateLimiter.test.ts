@@ -4,6 +4,7 @@ import { RateLimiter, type RateDecision } from '../../shared/caches/rateLimiter'
 import { loadConfig } from '../../shared/config';
 import { createLogger } from '../../shared/logger';
 import { createRedis, redisKey } from '../../shared/redis';
+import { runRedisPrefix } from '../helpers/stack';
 
 // The limiter's notion of time (freshness of the global count, growth rate) runs on a clock the
 // tests move by hand, so what is decided locally and what in Redis does not depend on the machine.
@@ -13,7 +14,7 @@ Date.now = () => clock;
 
 const config = loadConfig({
   REDIS_URL: process.env.REDIS_URL || 'redis://127.0.0.1:6379',
-  REDIS_PREFIX: `t:${randomBytes(5).toString('hex')}:`,
+  REDIS_PREFIX: `${runRedisPrefix()}${randomBytes(5).toString('hex')}:`,
   API_INSTANCES: '2',
 });
 const redis = createRedis(config);

@@ -8,6 +8,7 @@ import { createTestDatabase } from '../helpers/db';
 import { listenPushes } from '../helpers/pushes';
 import { countRows } from '../helpers/tracking';
 import { eventually } from '../helpers/wait';
+import { runRedisPrefix } from '../helpers/stack';
 
 // No stack: a context whose relay is not started, so each test decides which relays run and when.
 let database: Awaited<ReturnType<typeof createTestDatabase>>;
@@ -20,7 +21,7 @@ test.before(async () => {
     DATABASE_URL: database.url,
     DATABASE_POOL_MAX: '5',
     REDIS_URL: process.env.REDIS_URL || 'redis://127.0.0.1:6379',
-    REDIS_PREFIX: `t:${randomBytes(5).toString('hex')}:`,
+    REDIS_PREFIX: `${runRedisPrefix()}${randomBytes(5).toString('hex')}:`,
     LOG_LEVEL: process.env.TEST_LOG_LEVEL || 'silent',
   });
   ctx = createContext(config, 'test');
