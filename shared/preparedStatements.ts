@@ -15,6 +15,13 @@ import type { Knex } from 'knex';
  * grow each connection's statement cache without bound). A query that names its own statement
  * (`.options({ name })`) keeps that name.
  *
+ * Also unnamed: a query with a large array among its values (`id = ANY(?)` with hundreds of ids, as
+ * a JS array or an array literal). A generic plan is chosen for a typical value; one cached while a
+ * table was small stays a sequential scan that compares each row with every element of the array
+ * until the table is next analyzed, which for 66,000 ids is minutes of CPU instead of milliseconds.
+ * Planned for its actual values, such a query gets an index scan or a hashed array, and planning it
+ * costs nothing next to what it reads.
+ *
  * A migration that changes a table's columns while the process runs makes PostgreSQL refuse a
  * `SELECT *` prepared before it (0A000, cached plan must not change result type): the generation
  * in every name then moves on and the query is sent again, so each connection prepares the new
@@ -41,8 +48,25 @@ export function statementName(sql: string): string | undefined {
   return `${base}.${generation}`;
 }
 
+/** Elements from which an array value makes its statement be planned for its values (unnamed). */
+const LARGE_ARRAY = 64;
+/** The same for an array literal (`{a,b,…}`) sent as text: about 64 uuids. */
+const LARGE_ARRAY_LITERAL = 64 * 37;
+
+/** Whether a value list holds a large array (see above). */
+export function hasLargeArray(values: readonly unknown[] | undefined): boolean {
+  if (!values) return false;
+  for (const v of values) {
+    if (Array.isArray(v)) {
+      if (v.length >= LARGE_ARRAY) return true;
+    } else if (typeof v === 'string' && v.length >= LARGE_ARRAY_LITERAL && v.charCodeAt(0) === 123 /* { */) return true;
+  }
+  return false;
+}
+
 interface QueryObject {
   sql: string;
+  bindings?: unknown[];
   options?: { name?: string } & Record<string, unknown>;
 }
 interface PgClientLike {
@@ -61,7 +85,7 @@ export function preparingPgClient(): typeof Knex.Client {
   const base = PgClient.prototype._query;
   class PreparingPgClient extends PgClient {
     override _query(connection: unknown, obj: QueryObject): Promise<unknown> {
-      if (obj.options?.name) return base.call(this, connection, obj);
+      if (obj.options?.name || hasLargeArray(obj.bindings)) return base.call(this, connection, obj);
       const name = statementName(obj.sql);
       if (!name) return base.call(this, connection, obj);
       obj.options = { ...obj.options, name };

@@ -76,3 +76,27 @@ test.serial('a query that names its own statement keeps the name', async (t) => 
   const names = (await db.raw('SELECT name FROM pg_prepared_statements')).rows.map((r: { name: string }) => r.name);
   t.true(names.includes('my_own_name'));
 });
+
+test.serial(
+  'a large id array is planned for its values, not by a generic plan cached while the table was small',
+  async (t) => {
+    // No autovacuum: nothing analyzes the table between the two phases below (as after a bulk import).
+    await db.raw('CREATE TABLE plan_probe (id uuid PRIMARY KEY) WITH (autovacuum_enabled = false)');
+    await db.raw('INSERT INTO plan_probe SELECT gen_random_uuid() FROM generate_series(1, 3)');
+    await db.raw('ANALYZE plan_probe');
+    const lookup = (ids: string[]) => db('plan_probe').whereRaw('id = ANY(?::uuid[])', [ids]).select('id');
+    const small: string[] = (await db('plan_probe').select('id')).map((r: { id: string }) => r.id);
+    // Enough executions for PostgreSQL to settle on a generic plan: a scan of a one-page table.
+    for (let i = 0; i < 8; i++) t.is((await lookup(small)).length, 3);
+    t.true((await prepared()).some((s) => s.includes('plan_probe') && s.includes('ANY')));
+    await db.raw('INSERT INTO plan_probe SELECT gen_random_uuid() FROM generate_series(1, 60000)');
+    const all: string[] = (await db('plan_probe').select('id')).map((r: { id: string }) => r.id);
+    // That cached plan would compare each of the 60,003 rows with each of the 60,003 ids: minutes.
+    await db.raw("SET statement_timeout = '5s'");
+    try {
+      t.is((await lookup(all)).length, all.length);
+    } finally {
+      await db.raw('RESET statement_timeout');
+    }
+  },
+);
