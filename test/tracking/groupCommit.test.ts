@@ -206,7 +206,18 @@ test.serial(
       await hold.rollback();
       // Each point pushed once, in the order of the rows and of the ids within each row.
       const order = rows.flatMap((r) => r.payload.ids);
-      await eventually(async () => order.every((id) => received.includes(id)), 10_000);
+      // Generous: under a loaded CI host the relay may be backing off; on a miss, say where it stands.
+      await eventually(async () => order.every((id) => received.includes(id)), 20_000).catch(async (err) => {
+        const left = await s.db(SIDE_EFFECT_OUTBOX).count({ n: '*' }).first();
+        const locks = await s.db.raw(`SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory'`);
+        t.log({
+          received: order.filter((id) => received.includes(id)).length,
+          expected: order.length,
+          outboxRowsLeft: left?.n,
+          advisoryLocks: locks.rows[0].n,
+        });
+        throw err;
+      });
       t.deepEqual(
         received.filter((id) => order.includes(id)),
         order,
