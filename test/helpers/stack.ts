@@ -72,16 +72,39 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const realtime: RunningRealtime[] = [];
   let env = baseEnv;
   let config = loadConfig(env);
-  for (let i = 0; i < (opts.realtime ?? 0); i++) realtime.push(await startRealtime(config, { port: 0 }));
-  if (realtime.length) {
-    env = { ...baseEnv, REALTIME_PORT: String(realtime[0].port) };
-    config = loadConfig(env);
+  let api: RunningApi | undefined;
+  let workers: RunningWorkers | undefined;
+  // Closes what has started, in reverse, and drops the database: the stack's own close, and the
+  // clean-up of a start that failed half-way (whose servers would otherwise keep the test worker,
+  // and with it the whole run, from ever exiting).
+  const teardown = async () => {
+    await workers?.close();
+    await api?.close();
+    for (const r of realtime) await r.close();
+    await database.drop();
+    await deleteKeysWithPrefix(config.redisUrl, config.redisPrefix);
+  };
+  let checker: ResponseChecker;
+  try {
+    for (let i = 0; i < (opts.realtime ?? 0); i++) realtime.push(await startRealtime(config, { port: 0 }));
+    if (realtime.length) {
+      env = { ...baseEnv, REALTIME_PORT: String(realtime[0].port) };
+      config = loadConfig(env);
+    }
+    // Closing a test stack need not wait for requests a client may have on the wire (the production
+    // grace is tested in test/api/drain.test.ts): idle keep-alive sockets are closed at once.
+    api = await startApi(config, { port: 0, drainIdleGraceMs: 0 });
+    workers = opts.workers ? await startWorkers(config, { schedule: false }) : undefined;
+    // Every 2xx JSON answer a test receives must match the schema the OpenAPI document gives its
+    // route and status: a mismatch fails the test that made the request.
+    // Built before the first request (document and schemas), so no test times its construction.
+    checker = responseChecker(openApiDocument(api.services.version) as never);
+  } catch (err) {
+    await teardown().catch(() => undefined);
+    throw err;
   }
-  // Closing a test stack need not wait for requests a client may have on the wire (the production
-  // grace is tested in test/api/drain.test.ts): idle keep-alive sockets are closed at once.
-  const api = await startApi(config, { port: 0, drainIdleGraceMs: 0 });
-  const workers = opts.workers ? await startWorkers(config, { schedule: false }) : undefined;
-  const url = `http://127.0.0.1:${api.port}`;
+  const started = api;
+  const url = `http://127.0.0.1:${started.port}`;
 
   // Requests go through the first-party client (shared/client), so every test that talks HTTP
   // exercises it against the real server: a token is the user's (or the system key), no token is
@@ -103,10 +126,6 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     return result;
   }
 
-  // Every 2xx JSON answer a test receives must match the schema the OpenAPI document gives its
-  // route and status: a mismatch fails the test that made the request.
-  // Built before the first request (document and schemas), so no test times its construction.
-  const checker: ResponseChecker = responseChecker(openApiDocument(api.services.version) as never);
   function checkDocumented(method: string, path: string, r: HttpResult): void {
     if (r.status < 200 || r.status >= 300 || !/^application\/json\b/.test(r.headers.get('content-type') ?? '')) return;
     const problem = checker.check(method, path, r.status, r.body);
@@ -116,21 +135,15 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   return {
     config,
     env,
-    api,
+    api: started,
     url,
-    db: api.services.db,
-    redis: api.services.redis,
+    db: started.services.db,
+    redis: started.services.redis,
     realtime,
     workers,
     systemKey,
     request,
-    async close() {
-      await workers?.close();
-      await api.close();
-      for (const r of realtime) await r.close();
-      await database.drop();
-      await deleteKeysWithPrefix(config.redisUrl, config.redisPrefix);
-    },
+    close: teardown,
   };
 }
 
