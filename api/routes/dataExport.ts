@@ -36,7 +36,8 @@ export function dataExportRoutes(router: ApiRouter): void {
       description:
         'Builds the archive in a worker and answers with it once done. Parallel requests of one user share one ' +
         'export. 429 with Retry-After beyond EXPORT_RATE_LIMIT_PER_HOUR; 503 when the export takes longer than ' +
-        'EXPORT_TIMEOUT_MS; 500 when it fails.',
+        'EXPORT_TIMEOUT_MS; 500 when it fails. HEAD answers the headers of a download without building one: it ' +
+        'neither counts against the hourly limit nor appears in the export log.',
       tags: TAG,
       auth: { account: ACCOUNT_SCOPES.export },
       responses: {
@@ -52,11 +53,15 @@ export function dataExportRoutes(router: ApiRouter): void {
     },
     async (ctx) => {
       const userId = authorizeSelf(ctx.state.principal);
-      const done = await deliverDataExport(ctx.services, userId, requestAttribution(ctx));
+      // HEAD (a link checker, a prefetch) is safe: the headers a download would have, and no export
+      // run, counted, logged or audited for it.
+      const head = ctx.method === 'HEAD';
+      const done = head ? undefined : await deliverDataExport(ctx.services, userId, requestAttribution(ctx));
       ctx.set('Content-Type', 'application/zip');
-      ctx.set('Content-Disposition', `attachment; filename="${archiveName(done.exportedAt)}"`);
+      ctx.set('Content-Disposition', `attachment; filename="${archiveName(done?.exportedAt ?? new Date())}"`);
       ctx.set('Cache-Control', 'no-store');
-      ctx.body = done.zip;
+      if (done) ctx.body = done.zip;
+      else ctx.status = 200;
     },
   );
 

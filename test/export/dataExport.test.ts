@@ -358,6 +358,31 @@ test('the hourly limit answers 429 with Retry-After, counted atomically across p
   t.is((await download(`${s.url}/v1/user/export`, other.token)).status, 200);
 });
 
+test('HEAD answers the headers of a download and runs nothing: no export, no count, no log, no audit', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  for (let i = 0; i < 5; i++) {
+    const r = await fetch(`${s.url}/v1/user/export`, {
+      method: 'HEAD',
+      headers: { authorization: `Bearer ${user.token}` },
+    });
+    t.is(r.status, 200);
+    t.is(r.headers.get('content-type'), 'application/zip');
+    t.regex(
+      r.headers.get('content-disposition') ?? '',
+      /^attachment; filename="service-data-export-\d{4}-\d{2}-\d{2}\.zip"$/,
+    );
+    t.is(r.headers.get('cache-control'), 'no-store');
+  }
+  t.is((await s.db('export_logs').where('user_id', user.id)).length, 0);
+  t.is((await s.db('audit_events').where({ user_id: user.id, event_type: 'data_exported' })).length, 0);
+  t.deepEqual(await completedJobs(user.id), []);
+  // Five HEADs later the hourly limit (3) is untouched.
+  for (let i = 0; i < 3; i++) t.is((await download(`${s.url}/v1/user/export`, user.token)).status, 200);
+  // HEAD still needs the credential GET needs.
+  t.is((await fetch(`${s.url}/v1/user/export`, { method: 'HEAD' })).status, 401);
+});
+
 test('export logs: newest first, limit default 50 and clamped to 1-100, offset paging, hasMore', async (t) => {
   const s = stack();
   const user = await createUser(s.db);
