@@ -83,7 +83,9 @@ export async function deliverDataExport(
         throw serviceUnavailable('the data export did not finish in time; try again shortly');
       }
       ctx.logger.error({ userId, err: e.message }, 'data export failed');
-      await auditFailure(ctx, userId, by, e.message);
+      // The user reads this event: the reason, not the worker's error text (paths, hosts), which
+      // only the log above keeps.
+      await auditFailure(ctx, userId, by, 'generation failed');
       throw new HttpError(500, 'InternalServerError', 'the data export could not be generated');
     }
     archiveId = result.archiveId;
