@@ -21,7 +21,8 @@ const zSettingKey = () =>
       /^[A-Za-z0-9][A-Za-z0-9._-]*$/,
       'may contain only letters, digits, dot, underscore and hyphen, and must start with a letter or digit',
     )
-    .refine((k) => k !== 'public', 'public is reserved');
+    // In any case: paths match case-insensitively, so GET /v1/settings/Public is the public list.
+    .refine((k) => k.toLowerCase() !== 'public', 'public is reserved (in any case)');
 /**
  * Largest value of a setting (or config entry), as JSON: settings are read whole, by every client
  * that lists them (the public ones without credentials), so one may not be a document store.

@@ -90,6 +90,9 @@ test('keys and bodies are validated with a 400 naming the field', async (t) => {
     [{ key: 'has space', value: 1 }, /^key: /],
     [{ key: '.dot-first', value: 1 }, /^key: /],
     [{ key: 'public', value: 1 }, /^key: /],
+    // GET /v1/settings/Public would answer the public list, never this setting.
+    [{ key: 'Public', value: 1 }, /^key: public is reserved/],
+    [{ key: 'PUBLIC', value: 1 }, /^key: /],
     [{ key: 'ok.key' }, /^value: /],
     [{ key: 'ok.key', value: 1, is_public: 'yes' }, /^is_public: /],
     [{ key: 'ok.key', value: 1, description: 5 }, /^description: /],
