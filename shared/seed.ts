@@ -25,7 +25,8 @@ export interface SeedReport {
 /**
  * Idempotent seed: the permission catalogue, the seven default roles with their permission sets,
  * the platforms, the system config entries and (when given) the system API key. Existing rows are
- * left as operators edited them, except default role grants, which are re-added if missing.
+ * left as operators edited them, except default role grants, which are re-added if missing, and
+ * config descriptions, which follow the registry.
  */
 export async function seed(
   db: Knex,
@@ -63,10 +64,12 @@ export async function seed(
     await trx('platforms').insert(DEFAULT_PLATFORMS).onConflict('slug').ignore();
 
     progress('system config');
+    // Values stay as operators set them; descriptions belong to the code (nothing else writes them),
+    // so a row an older migration or version wrote gets the current words.
     await trx('system_config')
       .insert(DEFAULT_SYSTEM_CONFIG.map((c) => ({ ...c, value: JSON.stringify(c.value) })))
       .onConflict('key')
-      .ignore();
+      .merge(['description']);
 
     if (opts.systemApiKey) {
       progress('system api key');
