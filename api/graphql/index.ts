@@ -28,6 +28,7 @@ import type { GqlContext } from './context';
 import { graphiqlRoutes } from './graphiql';
 import { createLoaders } from './loaders';
 import { documentGraphqlRoutes } from './openapi';
+import { mutationLimit } from './mutationLimit';
 import { operationCache } from './operationCache';
 import { AuditResolver } from './audit';
 import { MeResolver } from './me';
@@ -66,6 +67,8 @@ export const MAX_QUERY_DEPTH = 10;
  * `first` (a page of 100 trips with 10 points each costs about 7,400).
  */
 export const MAX_QUERY_COST = 20_000;
+/** Most root fields of one mutation operation (aliases included): REST makes one request for each. */
+export const MAX_ROOT_MUTATIONS = 5;
 
 /**
  * Root fields pass shared/policies' GraphQL gate first: the system key runs only the operations that
@@ -177,7 +180,10 @@ function answeredError(e: Readonly<GraphQLError | Error>): AnsweredError {
     message: e.message,
     locations: e.locations,
     path: e.path,
-    extensions: e.extensions?.code ? { ...e.extensions } : { ...e.extensions, code: requestErrorCode(e.message) },
+    // A request-level error (parse, validation, limits) is what REST answers 400 for.
+    extensions: e.extensions?.code
+      ? { status: 400, ...e.extensions }
+      : { ...e.extensions, code: requestErrorCode(e.message), status: 400 },
   };
 }
 
@@ -248,10 +254,13 @@ export function graphqlRoutes(
   schema: GraphQLSchema,
   production: boolean,
 ): void {
-  // Depth and cost are checked with the other validation rules, before anything runs; batching
-  // (an array of operations) is refused by graphql-http itself.
-  const rulesFor = (variables: Record<string, unknown>, operationName: string | undefined): ValidationRule[] => [
-    ...specifiedRules,
+  // Depth, cost and the number of mutations are checked after graphql-js's own rules have passed
+  // (operationCache): they assume a valid document (a fragment cycle sent the depth rule round it
+  // at every alias, minutes of the event loop; an unknown fragment or a subscription crashed them,
+  // a 500), and nothing runs before all of them pass. Batching (an array of operations) is refused
+  // by graphql-http itself.
+  const limitRules = (variables: Record<string, unknown>, operationName: string | undefined): ValidationRule[] => [
+    mutationLimit(MAX_ROOT_MUTATIONS),
     depthLimit(MAX_QUERY_DEPTH),
     createComplexityRule({
       maximumComplexity: MAX_QUERY_COST,
@@ -274,7 +283,7 @@ export function graphqlRoutes(
         ),
     }),
   ];
-  const operations = operationCache(schema, rulesFor);
+  const operations = operationCache(schema, limitRules);
   const contextOf = (req: { raw: unknown }) => (req.raw as { gqlContext: GqlContext }).gqlContext;
   const handler = createHandler<GqlContext>({
     schema,
@@ -308,7 +317,12 @@ export function graphqlRoutes(
         contextValue: contextOf(req),
       };
     },
-    validationRules: (_req, args) => rulesFor(args.variableValues ?? {}, args.operationName ?? undefined),
+    // Only for a document onSubscribe did not take (one that does not parse, which never gets
+    // here): the same rules, in case that ever changes.
+    validationRules: (_req, args) => [
+      ...specifiedRules,
+      ...limitRules(args.variableValues ?? {}, args.operationName ?? undefined),
+    ],
     // The executed operation's answer, serialised here: graphql-http's own JSON.stringify passes a
     // replacer function (for Error instances, which formatError already turned into plain objects
     // and which `data` never holds), and a replacer takes V8 off its fast serialiser, a call per

@@ -1,4 +1,13 @@
-import { DocumentNode, GraphQLError, GraphQLSchema, parse, validate, ValidationRule } from 'graphql';
+import {
+  DocumentNode,
+  GraphQLError,
+  GraphQLSchema,
+  Kind,
+  parse,
+  specifiedRules,
+  validate,
+  ValidationRule,
+} from 'graphql';
 import { LRUCache } from 'lru-cache';
 import { documentRefusal, textRefusal } from './documentBudget';
 
@@ -10,13 +19,33 @@ export interface OperationCache {
    * The parsed document of `query` and its validation errors for these variables and operation
    * name, computed once and reused while the entry lives; only the error when the document is over
    * the limits of ./documentBudget (checked before parsing and before validating); undefined for
-   * one that does not parse (the caller's normal path reports the syntax error).
+   * one that does not parse (the caller's normal path reports the syntax error). graphql-js's own
+   * rules run first; the limit rules (depth, cost, mutations) only on a document they passed.
    */
   get(
     query: string,
     variables: Readonly<Record<string, unknown>> | null | undefined,
     operationName: string | null | undefined,
   ): { document: DocumentNode; errors: Validation } | { document?: undefined; errors: Validation } | undefined;
+}
+
+/**
+ * Operations of a type the schema has no root for (a subscription: this API has none). graphql-js
+ * 15's rules let them pass, and the cost rule crashed on them (a 500).
+ */
+function unknownRoots(schema: GraphQLSchema, document: DocumentNode): GraphQLError[] {
+  const errors: GraphQLError[] = [];
+  for (const d of document.definitions) {
+    if (d.kind !== Kind.OPERATION_DEFINITION) continue;
+    const root =
+      d.operation === 'query'
+        ? schema.getQueryType()
+        : d.operation === 'mutation'
+          ? schema.getMutationType()
+          : schema.getSubscriptionType();
+    if (!root) errors.push(new GraphQLError(`the schema has no ${d.operation} operations`, d));
+  }
+  return errors;
 }
 
 /**
@@ -30,9 +59,12 @@ export interface OperationCache {
  */
 export function operationCache(
   schema: GraphQLSchema,
-  rules: (variables: Record<string, unknown>, operationName: string | undefined) => readonly ValidationRule[],
+  limitRules: (variables: Record<string, unknown>, operationName: string | undefined) => readonly ValidationRule[],
 ): OperationCache {
-  const documents = new LRUCache<string, { document: DocumentNode; refusal?: GraphQLError }>({
+  const documents = new LRUCache<
+    string,
+    { document: DocumentNode; refusal?: GraphQLError; invalid?: readonly GraphQLError[] }
+  >({
     max: 1000,
     maxSize: 8 * 1024 * 1024,
     sizeCalculation: (_d, key) => key.length * 4 + 64,
@@ -54,16 +86,22 @@ export function operationCache(
         } catch {
           return undefined;
         }
-        parsed = { document, refusal: documentRefusal(document) };
+        const refusal = documentRefusal(document);
+        // graphql-js's rules do not depend on variables: once per document.
+        const invalid = refusal
+          ? undefined
+          : [...validate(schema, document, specifiedRules), ...unknownRoots(schema, document)];
+        parsed = { document, refusal, invalid: invalid?.length ? invalid : undefined };
         documents.set(query, parsed);
       }
       if (parsed.refusal) return { errors: [parsed.refusal] };
       const document = parsed.document;
+      if (parsed.invalid) return { document, errors: parsed.invalid };
       const vars = variables ?? {};
       const key = `${operationName ?? ''}\u0000${JSON.stringify(vars)}\u0000${query}`;
       let errors = validations.get(key);
       if (!errors) {
-        errors = validate(schema, document, rules(vars, operationName ?? undefined));
+        errors = validate(schema, document, limitRules(vars, operationName ?? undefined));
         validations.set(key, errors);
       }
       return { document, errors };

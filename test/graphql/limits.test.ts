@@ -102,6 +102,7 @@ test('a query deeper than the limit is refused with a GraphQL error, before runn
   t.is(r.status, 400, r.text);
   t.is(r.body.data, undefined);
   t.is(r.body.errors[0].extensions.code, 'QUERY_TOO_DEEP');
+  t.is(r.body.errors[0].extensions.status, 400);
   // Plain application/json clients get 200 with the same error (GraphQL over HTTP).
   const plain = await s.request('POST', '/v1/gql', { token, body: { query: `{ tripCategories ${deep} }` } });
   t.is(plain.status, 200);
@@ -158,6 +159,71 @@ test('documents over the size limits are refused before validation, quickly, who
   t.is(v.status, 400, v.text);
   t.regex(v.body.errors[0].message, /^variables\.a\.0\.0: nested deeper than 64 levels/);
   t.is(v.body.errors[0].extensions.code, 'BAD_USER_INPUT');
+});
+
+test('invalid documents are refused by validation, at once, before any limit rule walks them', async (t) => {
+  const s = stack();
+  const ask = (query: string) =>
+    s.request('POST', '/v1/gql', { body: { query }, headers: { accept: 'application/graphql-response+json' } });
+  // A fragment spreading itself under aliased list fields: the depth rule followed the cycle at every
+  // alias (4 aliases: 108 s of the event loop, anonymous, from 140 bytes).
+  const aliases = (n: number) => Array.from({ length: n }, (_, i) => `a${i}: children { ...F }`).join(' ');
+  const cases: Array<[string, RegExp]> = [
+    [`query { tripCategories { ...F } } fragment F on TripCategory { ${aliases(4)} }`, /within itself/],
+    [`query { tripCategories { ...F } } fragment F on TripCategory { ${aliases(12)} }`, /within itself/],
+    // These answered 500: the limit rules crashed on them.
+    ['subscription { __typename }', /the schema has no subscription operations/],
+    ['query { ...F }', /Unknown fragment "F"/],
+    ['query { ...F ...F } fragment F on Query { ...F }', /within itself/],
+    [
+      'query($s: Boolean) { platforms @skip(if: $s) { id } }',
+      /Variable "\$s" of type "Boolean" used in position expecting type "Boolean!"/,
+    ],
+    ['query { platforms @skip(if: $u) { id } }', /Variable "\$u" is not defined/],
+  ];
+  for (const [query, message] of cases) {
+    const started = Date.now();
+    const r = await ask(query);
+    t.true(Date.now() - started < 2000, `${query}: ${Date.now() - started} ms`);
+    t.is(r.status, 400, `${query}: ${r.text.slice(0, 300)}`);
+    // A variable used wrongly is the caller's input (named in the message); the rest is validation.
+    t.is(r.body.errors[0].extensions.code, /\$/.test(query) ? 'BAD_USER_INPUT' : 'GRAPHQL_VALIDATION_FAILED', query);
+    t.is(r.body.errors[0].extensions.status, 400, query);
+    t.regex(r.body.errors.map((e: { message: string }) => e.message).join(' | '), message, query);
+  }
+  // The server answered everything else meanwhile, and still does.
+  t.is((await s.request('GET', '/v1/health')).status, 200);
+});
+
+// Serial: the cost test below counts the statements sent while it runs, and this one creates a user.
+test.serial('a mutation operation runs at most 5 root fields, aliases and fragments included', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db, { roles: ['role_user'] });
+  const ask = (query: string) =>
+    s.request('POST', '/v1/gql', {
+      token: user.token,
+      body: { query },
+      headers: { accept: 'application/graphql-response+json' },
+    });
+  const tickets = (n: number) => Array.from({ length: n }, (_, i) => `t${i}: mintWsTicket { ticket }`).join(' ');
+  const five = await ask(`mutation { ${tickets(5)} }`);
+  t.is(five.status, 200, five.text);
+  t.is(Object.keys(five.body.data).length, 5);
+  for (const query of [
+    `mutation { ${tickets(6)} }`,
+    `mutation { ${tickets(3)} ...M } fragment M on Mutation { ${tickets(3).replace(/t(\d)/g, 'u$1')} }`,
+    `mutation { ${tickets(3)} ... on Mutation { ${tickets(3).replace(/t(\d)/g, 'v$1')} } }`,
+  ]) {
+    const r = await ask(query);
+    t.is(r.status, 400, r.text);
+    t.is(r.body.data, undefined, 'nothing ran');
+    t.is(r.body.errors[0].extensions.code, 'QUERY_TOO_COMPLEX');
+    t.is(r.body.errors[0].extensions.maximumMutations, 5);
+    t.regex(r.body.errors[0].message, /at most 5 root fields; this one runs 6/);
+  }
+  // Queries are not mutations: many aliased reads stay within the cost rule alone.
+  const reads = await ask(`{ ${Array.from({ length: 20 }, (_, i) => `p${i}: platforms { slug }`).join(' ')} }`);
+  t.is(reads.status, 200, reads.text);
 });
 
 test('an expensive query is refused by its cost, with a GraphQL error', async (t) => {
