@@ -148,6 +148,8 @@ export class AccountEvents {
    * then closes the socket with its own code.
    */
   private revoke(c: Client, code: number, message: string): void {
+    // From now on the socket holds no access at all: no subscribe, no request (REST answers 401 already).
+    c.revoked = message;
     const own = c.principal.kind === 'user' ? `user:${c.principal.userId}` : null;
     for (const ch of [...c.channels]) if (ch !== own) this.hub.unsubscribe(c, ch);
     setTimeout(() => this.hub.close(c, code, message.slice(0, 100)), REVOKE_GRACE_MS).unref();

@@ -30,6 +30,13 @@ export interface Client {
   recheck?: { running: boolean; again: boolean };
   /** Frames of other channels that arrived while `recheck` ran: sent after it, if still subscribed. */
   held?: Array<{ channel: string; frame: Buffer | Uint8Array; binary: boolean }>;
+  /**
+   * Frames the client sent while `recheck` ran: handled after it, with the principal it found (a
+   * request sent after a narrowing change was acknowledged is judged by the narrowed access).
+   */
+  heldIncoming?: Array<{ buf: Buffer; isBinary: boolean }>;
+  /** Why its credential stopped authenticating: set until the socket closes; every request is refused. */
+  revoked?: string;
   /** Re-checks the connection when its credential expires (`Hub.expireAt`). */
   expiry?: NodeJS.Timeout;
 }
@@ -141,13 +148,18 @@ export class Hub {
   release(c: Client): void {
     const held = c.held;
     c.held = undefined;
-    if (!held) return;
-    for (const h of held) {
-      if (!c.channels.has(h.channel)) continue;
-      if (h.binary) this.sendBinary(c, h.frame);
-      else this.sendText(c, h.frame as Buffer);
+    if (held) {
+      for (const h of held) {
+        if (!c.channels.has(h.channel)) continue;
+        if (h.binary) this.sendBinary(c, h.frame);
+        else this.sendText(c, h.frame as Buffer);
+      }
     }
+    if (c.heldIncoming) this.onIncomingReleased(c);
   }
+
+  /** Handles the frames a client sent while its access was re-checked (set by the server). */
+  onIncomingReleased: (c: Client) => void = () => undefined;
 
   /** Runs `onExpiry` once when `c`'s credential expires at `at` (ms; Infinity: never), replacing an earlier timer. */
   expireAt(c: Client, at: number, onExpiry: () => void): void {

@@ -36,6 +36,39 @@ export function handleClientMessage(deps: MessageDeps, c: Client, data: RawData,
     return;
   }
   const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
+  // While the connection's access is re-checked (a narrowing change reached this instance), its
+  // requests wait for the result, in order, as its pushes do.
+  if (c.recheck) {
+    (c.heldIncoming ??= []).push({ buf, isBinary });
+    return;
+  }
+  handleFrame(deps, c, buf, isBinary);
+}
+
+/** Handles the frames held during a re-check, in the order they came, with the access it found. */
+export function handleHeldFrames(deps: MessageDeps, c: Client): void {
+  const held = c.heldIncoming ?? [];
+  c.heldIncoming = undefined;
+  for (let i = 0; i < held.length; i++) {
+    if (c.closing) return;
+    if (c.recheck) {
+      // Another re-check started meanwhile: the rest waits for it, still in order.
+      c.heldIncoming = [...held.slice(i), ...(c.heldIncoming ?? [])];
+      return;
+    }
+    handleFrame(deps, c, held[i].buf, held[i].isBinary);
+  }
+}
+
+function handleFrame(deps: MessageDeps, c: Client, buf: Buffer, isBinary: boolean): void {
+  if (c.revoked) {
+    // The credential no longer authenticates; the socket closes in a moment (after the account
+    // event that explains it, if one comes). Nothing it asks for is done.
+    const message = `credentials no longer valid: ${c.revoked}`;
+    if (isBinary) deps.hub.sendBinary(c, encodeEnvelope('error', { message, code: 'forbidden' }));
+    else deps.hub.sendJson(c, { type: 'error', message });
+    return;
+  }
   if (isBinary) {
     c.format = 'protobuf';
     handleBinary(deps, c, buf);

@@ -16,7 +16,7 @@ import type { AuthDeps } from './auth';
 import { fanOut } from './fanout';
 import { CloseCode } from './frames';
 import { Hub } from './hub';
-import { handleClientMessage, MessageDeps } from './messages';
+import { handleClientMessage, handleHeldFrames, MessageDeps } from './messages';
 import { RpcBroker } from './rpc';
 import { AcceptedUpgrade, acceptUpgrades } from './upgrade';
 
@@ -62,6 +62,7 @@ export async function startRealtime(
   const rpc = new RpcBroker(instanceId, hub, redis, queues, config, logger);
   const accountEvents = new AccountEvents(hub, deps, logger);
   const messageDeps: MessageDeps = { hub, rpc, maxMessagesPer10s: config.ws.maxMessagesPer10s };
+  hub.onIncomingReleased = (c) => handleHeldFrames(messageDeps, c);
 
   // Credential changes (revoked keys and tokens, deleted sessions, role edits) re-check the affected
   // sockets, right after the resolver dropped its cache and before the change is acknowledged.

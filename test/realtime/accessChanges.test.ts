@@ -2,6 +2,7 @@ import test, { type ExecutionContext } from 'ava';
 import { createSession } from '../../shared/commands/sessions';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
+import { gpsBody } from '../helpers/tracking';
 import { connect, publish, wsBase, type WsConn } from '../helpers/wsClient';
 
 /**
@@ -129,3 +130,87 @@ test.serial(
     conn.close();
   },
 );
+
+test.serial(
+  'requests sent after a demotion was acknowledged wait for the re-check and are judged by the narrowed access',
+  async (t) => {
+    await gpsViewerRole('role_gps_viewer_d');
+    const s = stack();
+    const conn = await removeRoleWhileRecheckWaits(
+      t,
+      ['role_user', 'role_gps_viewer_d'],
+      'role_gps_viewer_d',
+      async (c) => {
+        // With the old access still on the socket this was confirmed at once.
+        c.json({ type: 'subscribe', channel: 'gps:boat-1' });
+        // (The user channel's rolesUpdated push is not held: only answers count here.)
+        const answer = (f: { kind: string; data?: { type?: string } }) =>
+          f.kind === 'json' && (f.data?.type === 'message' || f.data?.type === 'error');
+        t.true(await c.nothing(answer, 500), 'a request was answered before the re-check finished');
+      },
+    );
+    // In the order sent: the revocation of the channel it had, then the refusal of the new one.
+    t.deepEqual(await conn.nextJson((m) => m.type === 'error' && /revoked/.test(m.message)), {
+      type: 'error',
+      message: 'access to channel gps revoked',
+    });
+    t.regex((await conn.nextJson((m) => m.type === 'error' && /gps:boat-1/.test(m.message))).message, /access denied/);
+    await publish(s, 'gps:boat-1', { type: 'gpsUpdate', data: { id: 'x' } });
+    t.true(await conn.nothing(isGpsUpdate, 500));
+    conn.close();
+  },
+);
+
+test.serial(
+  'a protobuf request after the permission it needs was taken away is refused, and writes nothing',
+  async (t) => {
+    const s = stack();
+    await s
+      .db('roles')
+      .insert({ id: 'role_audit_writer', name: 'role_audit_writer', description: 'x', is_system: false });
+    const perm = await s.db('permissions').where({ resource: 'audit', action: 'write' }).first('id');
+    await s.db('role_permissions').insert({ role_id: 'role_audit_writer', permission_id: perm.id });
+    const description = `after the demotion ${Date.now()}`;
+    const conn = await removeRoleWhileRecheckWaits(
+      t,
+      ['role_user', 'role_gps_viewer_a', 'role_audit_writer'],
+      'role_audit_writer',
+      async (c) => {
+        c.envelope('createAuditEvent', { eventType: 'login', description }, 'r1');
+        t.true(
+          await c.nothing((f) => f.kind === 'binary', 500),
+          'the request was handled before the re-check finished',
+        );
+      },
+    );
+    const answer = await conn.nextEnvelope((e) => e.requestId === 'r1' || e.payload === 'error', 10_000);
+    t.is(answer.payload, 'error');
+    t.like(answer.error, { code: 'forbidden' });
+    await new Promise((r) => setTimeout(r, 500));
+    t.is((await s.db('audit_events').where({ description })).length, 0);
+    conn.close();
+  },
+);
+
+test.serial('a revoked API key: its socket refuses every request until it closes, and gets no push', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const key = (
+    await s.request('POST', '/v1/api-keys', { token: admin.token, body: { name: 'reader', scopes: ['gps:read'] } })
+  ).body;
+  const conn = await connect(wsBase(s), { token: key.key });
+  t.is((await conn.subscribe('gps')).data, 'Subscribed to gps');
+  t.is((await s.request('DELETE', `/v1/api-keys/${key.id}`, { token: admin.token })).status, 204);
+  t.is((await s.request('GET', '/v1/gps', { token: key.key })).status, 401);
+  // Before the close: a new subscribe is refused, and a point posted now never reaches the socket.
+  const again = await conn.subscribe('gps');
+  t.is(again.type, 'error');
+  t.regex(again.message, /^credentials no longer valid/);
+  const posted = await s.request('POST', '/v1/gps', {
+    token: admin.token,
+    body: gpsBody(),
+  });
+  t.is(posted.status, 201, posted.text);
+  t.true(await conn.nothing(isGpsUpdate, 300));
+  t.is((await conn.closed).code, 4001);
+});
