@@ -15,9 +15,12 @@ export interface Envelope<T> {
   _links: { self: string };
 }
 
-/** `{data, _links: {self}}`: a single resource, or a bare list of them. */
-export function resource<T>(ctx: Pick<Context, 'path'>, data: T, self?: string): Envelope<T> {
-  return { data, _links: { self: self ?? ctx.path } };
+/**
+ * `{data, _links: {self}}`: a single resource, or a bare list of them. `self` is the request's path
+ * with its query: a query that selects (`?lat=…&lon=…`, `?user_id=…`) is part of what was answered.
+ */
+export function resource<T>(ctx: Pick<Context, 'path' | 'querystring'>, data: T, self?: string): Envelope<T> {
+  return { data, _links: { self: self ?? (ctx.querystring ? `${ctx.path}?${ctx.querystring}` : ctx.path) } };
 }
 
 const selfLinks = z.object({ self: z.string() }).openapi('SelfLinks');

@@ -177,6 +177,8 @@ test.serial('nearest: by lat/lon, on a water, within a radius; 404 when none qua
   t.is(near.body.data.shortname, 'BONN');
   t.true(near.body.data.distance_km > 0.3 && near.body.data.distance_km < 0.8, String(near.body.data.distance_km));
   t.is(near.body.data.level_cm, 287);
+  // The link names this search, not the one without a position (which starts from the latest point).
+  t.is(near.body._links.self, '/v1/pegel/nearest?lat=50.74&lon=7.10');
 
   const onAller = await get('/v1/pegel/nearest?lat=50.74&lon=7.10&water=aller');
   t.is(onAller.body.data.shortname, 'EITZE');
