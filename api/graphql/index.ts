@@ -187,6 +187,14 @@ function answeredError(e: Readonly<GraphQLError | Error>): AnsweredError {
   };
 }
 
+const camelField = (name: string) => name.replace(/_([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
+/** `user_id: unknown user; event_type: …` → `userId: unknown user; eventType: …` (field names only). */
+const camelFields = (message: string) =>
+  message.replace(
+    /(^|; )([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?=[.:[])/g,
+    (_m, lead: string, name: string) => lead + camelField(name),
+  );
+
 /** A field's failure: an HttpError (or a database error REST would map) as it is, anything else masked. */
 function answerFor(
   original: Error,
@@ -195,13 +203,25 @@ function answerFor(
 ): AnsweredError {
   if (original instanceof GraphQLError) return { ...answeredError(original), locations, path };
   const http = toHttpError(original);
-  if (http)
+  if (http) {
+    // The commands behind REST and GraphQL name fields as REST does (user_id); here they are
+    // arguments (userId).
+    const extra = http.extra as { details?: Array<{ field?: unknown }> } | undefined;
+    const details = Array.isArray(extra?.details)
+      ? extra.details.map((d) => (typeof d.field === 'string' ? { ...d, field: camelField(d.field) } : d))
+      : undefined;
     return {
-      message: http.message,
+      message: http.status === 400 ? camelFields(http.message) : http.message,
       locations,
       path,
-      extensions: { code: graphqlCode(http.status), status: http.status, ...(http.extra ?? {}) },
+      extensions: {
+        code: graphqlCode(http.status),
+        status: http.status,
+        ...(http.extra ?? {}),
+        ...(details ? { details } : {}),
+      },
     };
+  }
   return {
     message: 'an unexpected error occurred',
     locations,

@@ -131,13 +131,14 @@ test('bad input is a BadRequest naming the field', async (t) => {
   const s = stack();
   const r = await gql(MUTATION, { eventType: 'made_up' }, { token: s.systemKey });
   t.is(r.body.errors[0].extensions.code, 'BAD_USER_INPUT');
-  t.regex(r.body.errors[0].message, /^event_type: must be one of/);
+  // Named as the GraphQL argument (the command behind REST says event_type).
+  t.regex(r.body.errors[0].message, /^eventType: must be one of/);
   const unknown = await gql(
     MUTATION,
     { eventType: 'login', userId: '00000000-0000-4000-8000-000000000000' },
     { token: s.systemKey },
   );
-  t.regex(unknown.body.errors[0].message, /user_id: unknown user/);
+  t.regex(unknown.body.errors[0].message, /^userId: unknown user/);
   const json = await gql(MUTATION, { eventType: 'login', metadataJson: '{nope' }, { token: s.systemKey });
   t.regex(json.body.errors[0].message, /metadataJson/);
 });

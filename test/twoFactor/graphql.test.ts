@@ -164,7 +164,8 @@ test.serial(
     ] as const) {
       const r = await gql(s.systemKey, q, v);
       t.is(errorStatus(r), 400, q);
-      t.regex(r.body.errors[0].message, /user_id/);
+      // Named as the argument it is here (REST's query parameter is user_id).
+      t.regex(r.body.errors[0].message, /^userId: /);
     }
     const secret = await enableVia(s.systemKey, u.id);
     const st = await gql(s.systemKey, STATUS, { u: u.id });
