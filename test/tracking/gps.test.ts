@@ -87,7 +87,10 @@ test('POST /v1/gps rejects bad input with a 400 naming the field', async (t) => 
     [gpsBody({ longitude: 'east' }), /^longitude: must be a number/],
     [gpsBody({ timestamp: 1.5 }), /^timestamp: must be an integer/],
     [gpsBody({ timestamp: '2024-01-01T00:00:00Z' }), /^timestamp: must be an integer/],
-    [gpsBody({ timestamp: Date.now() }), /^timestamp: must be Unix seconds/],
+    [gpsBody({ timestamp: Date.now() }), /^timestamp: must be Unix seconds, not milliseconds$/],
+    // A tracker's clock a year ahead: the point would stay "current" and freeze geofence events.
+    [gpsBody({ timestamp: nowSeconds() + 365 * 86400 }), /^timestamp: must not be more than 600 s ahead/],
+    [gpsBody({ timestamp: nowSeconds() + 660 }), /^timestamp: must not be more than 600 s ahead/],
     [gpsBody({ speed_knots: undefined }), /^speed_knots: Required/],
     [gpsBody({ speed_mph: undefined }), /^speed_mph: Required/],
     [gpsBody({ speed_kmh: null }), /^speed_kmh: /],
@@ -168,7 +171,8 @@ test.serial('current is the latest point and is never staler than the last inser
   const s = stack();
   const { admin, developer, reader } = await users();
   const device = `fresh-${Date.now()}`;
-  const t0 = nowSeconds() + 100_000;
+  // Ahead of every other point of the file, within the 600 s a point may be ahead of the clock.
+  const t0 = nowSeconds() + 500;
   // Warm the cache, then insert newer points: each answer must show the newest at once.
   await make(s, developer.token, '/v1/gps', gpsBody({ device_id: device, timestamp: t0 }));
   for (let i = 1; i <= 5; i++) {
@@ -204,7 +208,7 @@ test('a cold cache filled by a reader while writers insert ends up with the true
   const s = stack();
   const { developer, reader } = await users();
   const device = `race-${Date.now()}`;
-  const t0 = nowSeconds() + 20_000;
+  const t0 = nowSeconds() + 400;
   await make(s, developer.token, '/v1/gps', gpsBody({ device_id: device, timestamp: t0 }));
   await s.redis.del(`${s.config.redisPrefix}gps:latest:device:${device}`);
   // An old point arriving on a cold cache must not become "current".
@@ -297,6 +301,8 @@ test('POST /v1/gps/batch: one insert, per-point validation, accepted ids and rej
     gpsBody({ trip_id: '00000000-0000-4000-8000-000000000000' }),
     // A NUL is a bad value of that point like any other: the point is rejected, not the batch.
     gpsBody({ device_id: 'nul\u0000device' }),
+    // One point of a buffered batch from a clock far ahead: that point only.
+    gpsBody({ device_id: device, timestamp: nowSeconds() + 86400 }),
   ];
   const r = await s.request('POST', '/v1/gps/batch', { token: developer.token, body: { points } });
   t.is(r.status, 201, r.text);
@@ -306,8 +312,11 @@ test('POST /v1/gps/batch: one insert, per-point validation, accepted ids and rej
   );
   t.deepEqual(
     r.body.data.rejected.map((x: { index: number }) => x.index),
-    [1, 3, 4, 5],
+    [1, 3, 4, 5, 6],
   );
+  t.deepEqual(r.body.data.rejected[4].errors, [
+    { field: 'timestamp', message: "must not be more than 600 s ahead of the server's clock" },
+  ]);
   t.is(r.body.data.rejected[3].errors[0].field, 'device_id');
   t.regex(r.body.data.rejected[3].errors[0].message, /NUL/i);
   t.is(r.body.data.rejected[0].errors[0].field, 'latitude');

@@ -25,6 +25,12 @@ export const idParam = z.object({ id: zUuid() });
 
 /** Latest accepted Unix second (9999-12-31): larger values are almost always milliseconds by mistake. */
 const MAX_UNIX_SECONDS = 253_402_300_799;
+/**
+ * How far ahead of the server's clock a point may be dated (clock skew of a tracker). A point from
+ * further ahead would stay the device's current position and make every real point after it look
+ * older (late) to the geofence evaluation until the future caught up.
+ */
+export const GPS_MAX_FUTURE_SECONDS = 600;
 
 const nonNegative = () => zFinite().min(0, 'must be >= 0');
 
@@ -39,7 +45,12 @@ export const gpsPointInput = z
       .number({ required_error: 'Required', invalid_type_error: 'must be an integer (Unix seconds)' })
       .int('must be an integer (Unix seconds)')
       .min(0, 'must be >= 0 (Unix seconds)')
-      .max(MAX_UNIX_SECONDS, 'must be Unix seconds, not milliseconds'),
+      .max(MAX_UNIX_SECONDS, 'must be Unix seconds, not milliseconds')
+      .refine(
+        // (Past the maximum the message above says it all.)
+        (t) => t > MAX_UNIX_SECONDS || t <= Date.now() / 1000 + GPS_MAX_FUTURE_SECONDS,
+        `must not be more than ${GPS_MAX_FUTURE_SECONDS} s ahead of the server's clock`,
+      ),
     speed_kmh: nonNegative(),
     speed_mps: nonNegative(),
     speed_mph: nonNegative(),
