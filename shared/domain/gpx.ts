@@ -15,10 +15,29 @@ const HEAD =
   `<gpx version="1.1" creator="tracking-platform" xmlns="http://www.topografix.com/GPX/1/1" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:schemaLocation="http://www.topografix.com/GPX/1/1 http://www.topografix.com/GPX/1/1/gpx.xsd" xmlns:gpxtpx="${TPX_NS}" xmlns:trip="${TRIP_NS}">\n`;
 
 const ENTITIES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', "'": '&apos;', '"': '&quot;' };
-/** Text and attribute values: the five XML entities. */
-const escape = (s: string) => s.replace(/[&<>'"]/g, (c) => ENTITIES[c]);
-/** A number as text (negative zero keeps its sign, as a coordinate may). */
-const num = (n: number) => (Object.is(n, -0) ? '-0' : String(n));
+/**
+ * Text and attribute values: the five XML entities, and U+FFFD for what XML 1.0 cannot hold even
+ * escaped (C0 controls other than tab, newline and carriage return; U+FFFE, U+FFFF), which trip
+ * names and notes may contain: one of them made the whole file unreadable to every GPX consumer.
+ */
+const escape = (s: string) =>
+  // eslint-disable-next-line no-control-regex -- matching those characters is the point
+  s.replace(/[&<>'"\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/g, (c) => ENTITIES[c] ?? '\uFFFD');
+/**
+ * A number as text, in plain decimal notation (GPX's coordinates, elevation and DOP values are
+ * xsd:decimal, which has no exponent: 1e-7 is written 0.0000001, with every digit JavaScript gives);
+ * negative zero keeps its sign, as a coordinate may.
+ */
+const num = (n: number) => {
+  if (Object.is(n, -0)) return '-0';
+  const text = String(n);
+  const m = /^(-?)(\d)(?:\.(\d+))?e([+-]\d+)$/.exec(text);
+  if (!m) return text;
+  const [, sign, int, frac = '', exp] = m;
+  const e = Number(exp);
+  // String() uses an exponent only below 1e-6 and from 1e21, where the fraction is shorter than e.
+  return e < 0 ? `${sign}0.${'0'.repeat(-e - 1)}${int}${frac}` : `${sign}${int}${frac}${'0'.repeat(e - frac.length)}`;
+};
 
 /** `<tag>text</tag>` on its own line, `<tag/>` when the text is empty; nothing for null. */
 function element(indent: string, tag: string, text: string | null | undefined): string {

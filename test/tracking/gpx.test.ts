@@ -85,7 +85,8 @@ test('the direct writer answers what the XML builder answered, on 500 generated 
   const texts = ['', 'Elbe & Havel', '<b>"quoted"</b>', "it's", 'Überführung ∑ 🚤', 'plain', ' spaced  ', 'a\nb'];
   const differing: number[] = [];
   let first: { seed: number; ours: string; reference: string } | undefined;
-  const numbers = [0, -0, 1, -1, 52.5200066, 13.404954, -33.8688, 151.2093, 1e-7, 359.9, 12.5];
+  // (Numbers JavaScript writes with an exponent are written plainly now: the test below.)
+  const numbers = [0, -0, 1, -1, 52.5200066, 13.404954, -33.8688, 151.2093, 0.0001, 359.9, 12.5];
   for (let seed = 1; seed <= 500; seed++) {
     const r = rng(seed);
     const pick = <T>(xs: T[]) => xs[Math.floor(r() * xs.length)];
@@ -119,4 +120,42 @@ test('the direct writer answers what the XML builder answered, on 500 generated 
   }
   if (first) t.is(first.ours, first.reference, `seed ${first.seed}`);
   t.deepEqual(differing, []);
+});
+
+test('numbers are plain decimals (xsd:decimal has no exponent) and text holds only what XML 1.0 allows', (t) => {
+  const trip = {
+    id: 'trip-x',
+    name: 'a\u0001b\u000bc\u001fd',
+    description: 'tab\tnewline\ncr\r ok \uFFFF',
+    tags: ['x\u0008y'],
+    status: 'completed',
+  } as unknown as Trip;
+  const points = [
+    {
+      latitude: 1e-7,
+      longitude: -5e-7,
+      altitude: 1e21,
+      hdop: 1e-7,
+      vdop: null,
+      pdop: null,
+      speed_mps: 2.5e-8,
+      heading: null,
+    },
+  ].map((p, i) => ({ ...p, timestamp: new Date(Date.UTC(2026, 0, 1) + i * 1000) })) as unknown as GpsPointRow[];
+  const gpx = buildTripGpx(
+    trip,
+    points,
+    { distance_km: 1.5e-9, duration_seconds: 0 },
+    new Date(Date.UTC(2026, 10, 27)),
+  );
+  t.notRegex(gpx, /\d[eE][-+]?\d/, 'no number in exponent form');
+  t.regex(gpx, /<trkpt lat="0\.0000001" lon="-0\.0000005">/);
+  t.regex(gpx, /<ele>1000000000000000000000<\/ele>/);
+  t.regex(gpx, /<hdop>0\.0000001<\/hdop>/);
+  // No character XML 1.0 forbids; each became U+FFFD, and tab, newline and carriage return stay.
+  // eslint-disable-next-line no-control-regex -- matching those characters is the point
+  t.notRegex(gpx, /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/);
+  t.true(gpx.includes('<name>a\uFFFDb\uFFFDc\uFFFDd</name>'));
+  t.true(gpx.includes('tab\tnewline\ncr\r ok \uFFFD'));
+  t.true(gpx.includes('x\uFFFDy'));
 });
