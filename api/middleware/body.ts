@@ -83,13 +83,12 @@ export function checkParsedBody(body: unknown, ctx?: Pick<Context, 'method' | 'p
     problem = firstProblem(body, 0, [], false);
   if (!problem) return;
   const field = problem.path.length ? problem.path.join('.') : 'body';
-  throw new HttpError(
-    400,
-    'BadRequest',
+  const message =
     problem.kind === 'depth'
-      ? `${field}: nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects`
-      : `${field}: number too large (beyond ±1.8e308)`,
-  );
+      ? `nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects`
+      : 'number too large (beyond ±1.8e308)';
+  // The shape of every other validation 400: the message names the field, details lists it.
+  throw new HttpError(400, 'BadRequest', `${field}: ${message}`, { details: [{ field, message }] });
 }
 
 const BODY_TOO_LARGE = 'request body too large (JSON up to 4 MB, forms up to 256 KB)';

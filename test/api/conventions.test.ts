@@ -158,6 +158,8 @@ test('a number beyond a double (1e400) is a 400 naming the field, in free-form J
     t.is(r.status, 400, r.text);
     t.is(r.body.error, 'BadRequest');
     t.is(r.body.message, `${field}: number too large (beyond ±1.8e308)`);
+    // As every other validation 400: details names the field.
+    t.deepEqual(r.body.details, [{ field, message: 'number too large (beyond ±1.8e308)' }]);
   }
   // Through koa-body too.
   const viaKoaBody = await s.request('PUT', '/v1/settings/huge', {

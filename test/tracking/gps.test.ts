@@ -330,10 +330,10 @@ test('POST /v1/gps/batch: one insert, per-point validation, accepted ids and rej
   t.true(stored.every((p) => p.device_id === device));
 
   // A number beyond a double in one point (JSON.parse reads it as Infinity) rejects that point only.
-  const huge = JSON.stringify({ points: [gpsBody({ device_id: device }), gpsBody()] }).replace(
-    /"altitude":[^,}]+/,
-    '"altitude":1e400',
-  );
+  const point = (p: Record<string, unknown>, field: string) =>
+    JSON.stringify(p).replace(new RegExp(`"${field}":[^,}]+`), `"${field}":1e400`);
+  // The third point's latitude is too large and (as Infinity) out of range too: still one error.
+  const huge = `{"points":[${point(gpsBody({ device_id: device }), 'altitude')},${JSON.stringify(gpsBody())},${point(gpsBody(), 'latitude')}]}`;
   t.true(huge.includes('1e400'));
   const hugeOne = await s.request('POST', '/v1/gps/batch', { token: developer.token, rawBody: huge });
   t.is(hugeOne.status, 201, hugeOne.text);
@@ -343,6 +343,7 @@ test('POST /v1/gps/batch: one insert, per-point validation, accepted ids and rej
   );
   t.deepEqual(hugeOne.body.data.rejected, [
     { index: 0, errors: [{ field: 'altitude', message: 'number too large (beyond ±1.8e308)' }] },
+    { index: 2, errors: [{ field: 'latitude', message: 'number too large (beyond ±1.8e308)' }] },
   ]);
   // The same number in POST /v1/gps is still refused by the body parser, naming the field.
   const single = await s.request('POST', '/v1/gps', {

@@ -95,11 +95,14 @@ export function gpsBatchPoints(points: unknown[]): GpsBatchInput {
     const r = batchPoint.safeParse(raw);
     if (r.success) batch.valid.push({ index, point: r.data });
     else {
-      const errors = r.error.issues.map((i) => ({
-        field: i.path.length ? i.path.join('.') : 'point',
-        message: i.message,
-      }));
-      batch.rejected.push({ index, errors });
+      // One error per field, the first: `1e400` as a latitude is too large, and (as Infinity)
+      // outside -90..90 too, which says nothing more.
+      const errors = new Map<string, string>();
+      for (const i of r.error.issues) {
+        const field = i.path.length ? i.path.join('.') : 'point';
+        if (!errors.has(field)) errors.set(field, i.message);
+      }
+      batch.rejected.push({ index, errors: [...errors].map(([field, message]) => ({ field, message })) });
     }
   });
   return batch;
