@@ -12,6 +12,8 @@ export const zUserRef = () =>
   z
     .string()
     .refine((v) => v === 'me' || isUuid(v), { message: 'must be a UUID or me' })
+    // Lower-cased as zUuid is (see there): a ban by upper-case id must reach the cached credentials.
+    .transform((v) => v.toLowerCase())
     .openapi({ description: 'User id (UUID) or `me`' });
 
 export const userIdParam = z.object({ id: zUserRef() });

@@ -106,8 +106,8 @@ export class AccountEvents {
    * be a query storm at scale.
    */
   onInvalidation(msg: AuthInvalidation): void {
-    const users = new Set(msg.userIds);
-    const keys = new Set(msg.apiKeyIds);
+    const users = new Set(msg.userIds?.map((id) => id.toLowerCase()));
+    const keys = new Set(msg.apiKeyIds?.map((id) => id.toLowerCase()));
     for (const c of this.hub.clients) {
       if (c.auth.kind === 'anonymous') continue;
       const p = c.principal;

@@ -231,7 +231,7 @@ export class EventBus {
 
   /** Shortcut for pushes on `user:{id}`. */
   async publishToUser(userId: string, message: ServerPush): Promise<void> {
-    await this.publish(`user:${userId}`, message);
+    await this.publish(`user:${userId.toLowerCase()}`, message);
   }
 
   private acks?: AckCollector;

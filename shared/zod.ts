@@ -192,8 +192,17 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Is `v` a UUID (any case)? The one test outside zod schemas: ids in paths, tickets, CLI arguments. */
 export const isUuid = (v: unknown): v is string => typeof v === 'string' && UUID.test(v);
 
-/** A UUID path or body field; malformed values are a 400 naming the field. */
-export const zUuid = () => z.string().uuid({ message: 'must be a UUID' });
+/**
+ * A UUID path or body field; malformed values are a 400 naming the field. Lower-cased: PostgreSQL
+ * compares uuids regardless of case, but everything keyed by id in the service does not (cached
+ * credentials, invalidations, `user:<id>` channels, self checks), and a ban sent with an
+ * upper-case id (as Swift and .NET write them) left the banned user's cached session working.
+ */
+export const zUuid = () =>
+  z
+    .string()
+    .uuid({ message: 'must be a UUID' })
+    .transform((v) => v.toLowerCase());
 
 /** Boolean in a query string: only `true`/`false`/`1`/`0`. */
 export const zQueryBool = () =>

@@ -133,8 +133,9 @@ export class CredentialResolver {
       // A copy: each delete takes its hash out of the set (dispose → unindex).
       if (hashes) for (const hash of [...hashes]) this.cache.delete(hash);
     };
-    for (const id of msg.userIds ?? []) drop(`u:${id}`);
-    for (const id of msg.apiKeyIds ?? []) drop(`k:${id}`);
+    // Ids as the database writes them (lower case), whatever case the change was asked in.
+    for (const id of msg.userIds ?? []) drop(`u:${id.toLowerCase()}`);
+    for (const id of msg.apiKeyIds ?? []) drop(`k:${id.toLowerCase()}`);
   }
 
   private static owners(entry: CredentialEntry): string[] {

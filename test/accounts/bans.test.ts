@@ -122,6 +122,35 @@ test('ban refusals: 401/403 without users:ban, 400 self and bad duration, 403 ag
   });
 });
 
+test('an upper-case user id bans the same user: cached credentials stop at once, the user hears of it, no self-ban', async (t) => {
+  const s = stack();
+  const mod = await createUser(s.db, { roles: ['role_moderator'] });
+  const user = await createUser(s.db);
+  const key = await createKey({ userId: user.id, scopes: ['gps:read'] });
+  // Both credentials cached.
+  t.is((await s.request('GET', '/v1/users/me', { token: key.key })).status, 200);
+  t.is((await s.request('GET', '/v1/users/me', { token: user.token })).status, 200);
+  const pushes = await listenPushes(s.redis, s.config, `user:${user.id}`);
+  try {
+    // As Swift's UUID().uuidString and .NET's ToString().ToUpper() write ids.
+    const r = await s.request('POST', `/v1/users/${user.id.toUpperCase()}/ban`, {
+      token: mod.token,
+      body: { reason: 'upper' },
+    });
+    t.is(r.status, 201, r.text);
+    t.is(r.body.data.user_id, user.id);
+    t.is((await pushes.waitFor((m) => m.type === 'accountBanned')).userId, user.id);
+  } finally {
+    pushes.close();
+  }
+  // The very next request (the cache was dropped synchronously on this instance).
+  t.is((await s.request('GET', '/v1/users/me', { token: key.key })).status, 403);
+  t.is((await s.request('GET', '/v1/users/me', { token: user.token })).status, 401);
+  // "You cannot ban yourself" holds whatever the case.
+  const self = await s.request('POST', `/v1/users/${mod.id.toUpperCase()}/ban`, { token: mod.token, body: {} });
+  t.is(self.status, 400, self.text);
+});
+
 test('timed ban: credentials work again at expires_at by themselves; expireBans closes the history entry', async (t) => {
   const s = stack();
   const mod = await createUser(s.db, { roles: ['role_moderator'] });

@@ -78,6 +78,12 @@ test("revoke one: 400 {success:false} for the current one, 404 for others' sessi
   t.is(cur.status, 400);
   t.false(cur.body.success);
   t.truthy(cur.body.message);
+  // The same session written in upper case is still the current one.
+  const upper = await s.request('DELETE', `/v1/users/me/sessions/${user.sessionId.toUpperCase()}`, {
+    token: user.token,
+  });
+  t.is(upper.status, 400, upper.text);
+  t.is((await s.request('GET', '/v1/users/me', { token: user.token })).status, 200);
   t.is((await s.request('DELETE', `/v1/users/me/sessions/${stranger.sessionId}`, { token: user.token })).status, 404);
   // Nothing was revoked, so nothing is recorded (the delete and its event are one statement).
   t.is(await s.db('audit_events').where({ user_id: user.id, event_type: 'session_revoked' }).first(), undefined);
