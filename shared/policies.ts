@@ -123,6 +123,8 @@ export const ACCOUNT_SCOPES = {
   wsTicket: 'ws:ticket',
   /** Downloading the personal data export and listing past exports. */
   export: 'account:export',
+  /** Reading the own activity log (sign-ins with IPs and user agents) and reporting its events. */
+  audit: 'account:audit',
 } as const;
 
 export type AccountScope = (typeof ACCOUNT_SCOPES)[keyof typeof ACCOUNT_SCOPES];

@@ -6,6 +6,7 @@ import { badRequest } from '../../shared/errors';
 import { AUDIT_REPORT_REASONS, AUDIT_REPORT_STATUSES, AuditReport } from '../../shared/models/AuditReport';
 import { auditPageSchema, presentAuditPage } from '../../shared/presenters/auditEvent';
 import { auditReportCreatedSchema, auditReportSchema, presentAuditReport } from '../../shared/presenters/auditReport';
+import { ACCOUNT_SCOPES } from '../../shared/policies';
 import { AUDIT_SORT_FIELDS, AuditFilter, findAuditPage } from '../../shared/queries/audit';
 import { queryOncePerTurn } from '../../shared/rowLoader';
 import { z, zQueryBool, zUuid } from '../../shared/zod';
@@ -103,7 +104,7 @@ export function auditRoutes(router: ApiRouter): void {
       path: '/v1/users/me/audit',
       summary: 'My activity log',
       tags: TAG,
-      auth: 'authenticated',
+      auth: { account: ACCOUNT_SCOPES.audit },
       query: userAuditQuery,
       responses: pageResponses,
     },
@@ -120,7 +121,7 @@ export function auditRoutes(router: ApiRouter): void {
       path: '/v1/users/me/audit/reports',
       summary: 'My reports of suspicious events',
       tags: TAG,
-      auth: 'authenticated',
+      auth: { account: ACCOUNT_SCOPES.audit },
       responses: { 200: { description: 'Bare array of reports, newest first', schema: z.array(auditReportSchema) } },
     },
     async (ctx) => {
@@ -137,7 +138,7 @@ export function auditRoutes(router: ApiRouter): void {
       path: '/v1/users/me/audit/:event_id/report',
       summary: 'Report one of my events as suspicious',
       tags: TAG,
-      auth: 'authenticated',
+      auth: { account: ACCOUNT_SCOPES.audit },
       params: z.object({ event_id: zUuid() }),
       body: z.object({
         reason: oneOf(AUDIT_REPORT_REASONS),

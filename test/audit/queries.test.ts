@@ -1,7 +1,7 @@
 import test from 'ava';
 import { randomUUID } from 'node:crypto';
 import { findAuditPage } from '../../shared/queries/audit';
-import { createUser, TestUser } from '../helpers/factories';
+import { createKey, createUser, TestUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { once } from '../helpers/tracking';
 
@@ -55,6 +55,32 @@ test('/v1/users/me/audit: my events only, newest first, in the spec shape with l
   t.deepEqual(types(two), ['login_failed', 'login']);
   t.is((await get('/v1/users/me/audit')).body.total_count, 0);
   t.is((await stack().request('GET', '/v1/users/me/audit')).status, 401);
+});
+
+test('my activity log is account data: an API key needs account:audit in its grant', async (t) => {
+  await seed();
+  const s = stack();
+  // A tracker's key (any scope but account:audit) sees no IPs, user agents or sign-in history.
+  const narrow = await createKey({ userId: alice.id, scopes: ['gps:read', 'api_keys:read'] });
+  for (const [method, path] of [
+    ['GET', '/v1/users/me/audit'],
+    ['GET', '/v1/users/me/audit/reports'],
+  ] as const) {
+    const r = await s.request(method, path, { token: narrow.key });
+    t.is(r.status, 403, `${path}: ${r.text}`);
+    t.regex(r.body.message, /account:audit/);
+  }
+  const event = (await get('/v1/users/me/audit?limit=1', alice.token)).body.events[0].id as string;
+  const report = await s.request('POST', `/v1/users/me/audit/${event}/report`, {
+    token: narrow.key,
+    body: { reason: 'not_me' },
+  });
+  t.is(report.status, 403, report.text);
+  // Named in the grant, it works; a session needs nothing.
+  const granted = await createKey({ userId: alice.id, scopes: ['account:audit'] });
+  const mine = await s.request('GET', '/v1/users/me/audit', { token: granted.key });
+  t.is(mine.status, 200, mine.text);
+  t.is(mine.body.total_count, (await get('/v1/users/me/audit', alice.token)).body.total_count);
 });
 
 test('user filters: event_type, resource_type, status; bad values are 400 naming the parameter', async (t) => {
