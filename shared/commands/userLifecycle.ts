@@ -7,6 +7,7 @@ import { deletionGraceMs } from '../queries/accountSettings';
 import { attributed, Attribution, recordAuditEvent, recordAuditEvents } from '../audit';
 import { afterCommit, transaction } from '../db';
 import { invalidateCredentials } from './accessChanges';
+import { keepAnAdministrator } from './lastAdministrator';
 import { announceSessionsRevoked, deleteUserSessions } from './sessions';
 
 const now = () => new Date().toISOString();
@@ -152,6 +153,7 @@ export async function scheduleDeletion(ctx: ServiceContext, userId: string, acto
     if (!user) throw notFound('user');
     if (user.scheduled_deletion_at) return user.scheduled_deletion_at;
     await User.query(trx).patch({ scheduled_deletion_at: at }).where('id', userId);
+    await keepAnAdministrator(trx);
     await recordAuditEvent(
       attributed(actor, {
         user_id: userId,
@@ -187,6 +189,7 @@ export async function softDeleteUser(
         scheduled_deletion_at: user.scheduled_deletion_at ?? new Date(Date.now() + grace),
       })
       .where('id', userId);
+    await keepAnAdministrator(trx);
     const sessionIds = await deleteUserSessions(trx, userId);
     const keys: Array<{ id: string }> = await trx('api_keys')
       .where({ user_id: userId, is_active: true })

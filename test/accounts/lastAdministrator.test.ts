@@ -1,0 +1,67 @@
+import test from 'ava';
+import { createUser } from '../helpers/factories';
+import { useStack } from '../helpers/stack';
+
+/**
+ * The service keeps an administrator (a live user holding *:*): the last one cannot demote or delete
+ * themselves. A stack of its own: this file decides who the administrators are. Serial: each test
+ * counts them.
+ */
+const stack = useStack(test);
+
+const liveAdmins = async () =>
+  Number(
+    (
+      await stack().db.raw(
+        `SELECT count(DISTINCT ur.user_id) AS n FROM user_roles ur JOIN users u ON u.id = ur.user_id
+         WHERE ur.role_id = 'role_admin' AND u.deleted_at IS NULL AND u.scheduled_deletion_at IS NULL`,
+      )
+    ).rows[0].n,
+  );
+
+test.serial(
+  'the last administrator cannot take their Admin role, delete their account or schedule its deletion',
+  async (t) => {
+    const s = stack();
+    const admin = await createUser(s.db, { roles: ['role_admin'] });
+    t.is(await liveAdmins(), 1);
+    const demote = await s.request('DELETE', `/v1/users/${admin.id}/roles/role_admin`, { token: admin.token });
+    t.is(demote.status, 409, demote.text);
+    t.regex(demote.body.message, /no administrator/);
+    const del = await s.request('DELETE', `/v1/users/${admin.id}`, { token: admin.token });
+    t.is(del.status, 409, del.text);
+    const schedule = await s.request('DELETE', '/v1/users/me', { token: admin.token });
+    t.is(schedule.status, 409, schedule.text);
+    // Nothing changed: still an administrator, signed in.
+    t.is(await liveAdmins(), 1);
+    t.is((await s.request('GET', '/v1/users', { token: admin.token })).status, 200);
+    // With a second one, either may go.
+    const second = await createUser(s.db, { roles: ['role_admin'] });
+    t.is((await s.request('DELETE', `/v1/users/${admin.id}/roles/role_admin`, { token: admin.token })).status, 204);
+    t.is(await liveAdmins(), 1);
+    t.is((await s.request('DELETE', `/v1/users/${second.id}/roles/role_admin`, { token: second.token })).status, 409);
+  },
+);
+
+test.serial('two administrators demoting each other at the same time: one of them stays', async (t) => {
+  const s = stack();
+  // Leave only these two.
+  await s.db('user_roles').where('role_id', 'role_admin').delete();
+  const a = await createUser(s.db, { roles: ['role_admin'] });
+  const b = await createUser(s.db, { roles: ['role_admin'] });
+  for (let round = 0; round < 5; round++) {
+    const results = await Promise.all([
+      s.request('DELETE', `/v1/users/${a.id}/roles/role_admin`, { token: a.token }),
+      s.request('DELETE', `/v1/users/${b.id}/roles/role_admin`, { token: b.token }),
+    ]);
+    t.deepEqual(results.map((r) => r.status).sort(), [204, 409], JSON.stringify(results.map((r) => r.text)));
+    t.is(await liveAdmins(), 1);
+    // Give the role back to whoever lost it, for the next round.
+    for (const u of [a, b])
+      await s
+        .db('user_roles')
+        .insert({ user_id: u.id, role_id: 'role_admin' })
+        .onConflict(['user_id', 'role_id'])
+        .ignore();
+  }
+});
