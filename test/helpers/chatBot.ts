@@ -42,7 +42,8 @@ export async function startChatBot(
 ): Promise<ChatBotProcess> {
   const before = await reportedBots(s);
   const url = `${s.url.replace(/^http/, 'ws')}/v1/ws`;
-  const args = [BOT, '--url', url, '--key', opts.key ?? s.systemKey, '--fixture', writeFixture(fixture)];
+  const fixtureFile = writeFixture(fixture);
+  const args = [BOT, '--url', url, '--key', opts.key ?? s.systemKey, '--fixture', fixtureFile];
   if (opts.silent) args.push('--silent');
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   const events: Array<Record<string, any>> = [];
@@ -70,6 +71,8 @@ export async function startChatBot(
         if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       }
       await eventually(async () => (await reportedBots(s)) <= before, 5000).catch(() => undefined);
+      // The fixture's temporary directory goes with the bot (runs left one per bot in /tmp).
+      fs.rmSync(path.dirname(fixtureFile), { recursive: true, force: true });
     },
   };
   await bot.waitFor((e) => e.event === 'connected' || e.event === 'refused', 20_000);
