@@ -96,8 +96,23 @@ export async function principalForUser(
 > {
   if (identity.via === 'oauth') {
     const entry = identity.oauthTokenId ? await loadOAuthTokenEntry(db, { id: identity.oauthTokenId }) : null;
-    if (!entry || entry.userId !== identity.userId)
-      return { ok: false, status: 401, message: 'the OAuth token behind this connection was revoked or expired' };
+    if (!entry || entry.userId !== identity.userId) {
+      // Expiry says so, as for sessions and keys (docs/websocket.md: `credentials expired`); the
+      // extra read is on this failure path only.
+      const expired =
+        !entry &&
+        identity.oauthTokenId &&
+        (await db('oauth_access_tokens')
+          .where('id', identity.oauthTokenId)
+          .whereNull('revoked_at')
+          .where('expires_at', '<=', db.fn.now())
+          .first('id'));
+      return {
+        ok: false,
+        status: 401,
+        message: expired ? 'credentials expired' : 'the OAuth token behind this connection was revoked or expired',
+      };
+    }
     if (entry.bannedUntil > Date.now()) return { ok: false, status: 403, message: 'account is banned' };
     return { ok: true, principal: entry.principal as UserPrincipal, expiresAt: entry.expiresAt };
   }

@@ -1,6 +1,6 @@
 import test, { type ExecutionContext } from 'ava';
 import { createSession } from '../../shared/commands/sessions';
-import { createKey, createUser } from '../helpers/factories';
+import { createKey, createOAuthToken, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { gpsBody } from '../helpers/tracking';
 import { connect, publish, wsBase, type WsConn } from '../helpers/wsClient';
@@ -27,6 +27,22 @@ async function gpsViewerRole(roleId: string): Promise<void> {
 async function closesWithin(conn: WsConn, ms: number): Promise<{ code: number; reason: string } | null> {
   return Promise.race([conn.closed, new Promise<null>((r) => setTimeout(() => r(null), ms))]);
 }
+
+test.serial('a socket on a ticket minted with an OAuth token closes as expired when the token expires', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
+  const oauth = await createOAuthToken(s.db, user.id, ['ws:ticket', 'gps:read']);
+  await s
+    .db('oauth_access_tokens')
+    .where('id', oauth.tokenId)
+    .update({ expires_at: new Date(Date.now() + 1500) });
+  const minted = await s.request('POST', '/v1/ws/ticket', { token: oauth.token });
+  t.is(minted.status, 201, minted.text);
+  const conn = await connect(wsBase(s), { protocols: ['service-ticket', minted.body.ticket] });
+  t.is((await conn.subscribe('gps')).data, 'Subscribed to gps');
+  // Told apart from a revocation, as for sessions and API keys.
+  t.deepEqual(await conn.closed, { code: 4001, reason: 'credentials expired' });
+});
 
 test.serial('a socket closes when the session, ticket or API key it was opened with expires', async (t) => {
   const s = stack();
