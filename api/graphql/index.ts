@@ -21,6 +21,7 @@ import { createComplexityRule, fieldExtensionsEstimator, simpleEstimator } from 
 import { buildSchema, MiddlewareFn, NonEmptyArray } from 'type-graphql';
 import { authorizeGraphqlRootField } from '../../shared/policies';
 import { badRequest, graphqlCode, toHttpError, validationError } from '../../shared/errors';
+import { camel } from '../../shared/presenters/camel';
 import { z, zInput } from '../../shared/zod';
 import type { AppState } from '../routing';
 import type { ApiServices } from '../services';
@@ -187,12 +188,11 @@ function answeredError(e: Readonly<GraphQLError | Error>): AnsweredError {
   };
 }
 
-const camelField = (name: string) => name.replace(/_([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
 /** `user_id: unknown user; event_type: …` → `userId: unknown user; eventType: …` (field names only). */
 const camelFields = (message: string) =>
   message.replace(
     /(^|; )([a-z][a-z0-9]*(?:_[a-z0-9]+)+)(?=[.:[])/g,
-    (_m, lead: string, name: string) => lead + camelField(name),
+    (_m, lead: string, name: string) => lead + camel(name),
   );
 
 /** A field's failure: an HttpError (or a database error REST would map) as it is, anything else masked. */
@@ -208,7 +208,7 @@ function answerFor(
     // arguments (userId).
     const extra = http.extra as { details?: Array<{ field?: unknown }> } | undefined;
     const details = Array.isArray(extra?.details)
-      ? extra.details.map((d) => (typeof d.field === 'string' ? { ...d, field: camelField(d.field) } : d))
+      ? extra.details.map((d) => (typeof d.field === 'string' ? { ...d, field: camel(d.field) } : d))
       : undefined;
     return {
       message: http.status === 400 ? camelFields(http.message) : http.message,

@@ -12,7 +12,8 @@ export type CamelKeys<T> = { [K in keyof T as K extends string ? CamelCase<K> : 
 const names = new Map<string, string>();
 const MAX_NAMES = 2048;
 
-function camel(key: string): string {
+/** One snake_case name in camelCase (`user_id` → `userId`). */
+export function camel(key: string): string {
   let name = names.get(key);
   if (name === undefined) {
     name = key.replace(/_([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
