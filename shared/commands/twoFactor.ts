@@ -14,6 +14,7 @@ import { decryptSecret, encryptSecret, sha256 } from '../crypto';
 import { afterCommit, transaction } from '../db';
 import {
   hashBackupCode,
+  legacyBackupCodeHash,
   matchTotp,
   newBackupCodes,
   newTotpSecret,
@@ -127,7 +128,8 @@ async function matchCode(
   const backup = allowBackup ? normaliseBackupCode(trimmed) : null;
   if (!backup) return null;
   const spent = await trx('two_factor_backup_codes')
-    .where({ user_id: row.user_id, code_hash: hashBackupCode(backup) })
+    .where('user_id', row.user_id)
+    .whereIn('code_hash', [await hashBackupCode(row.user_id, backup), legacyBackupCodeHash(backup)])
     .whereNull('used_at')
     .update({ used_at: clock.date() })
     .returning('id');
@@ -214,10 +216,9 @@ export async function withTwoFactorCode<T>(
 /** Replaces the user's backup codes with 10 new ones; returns them in clear (shown once). */
 async function replaceBackupCodes(trx: Knex.Transaction, userId: string): Promise<string[]> {
   const codes = newBackupCodes();
+  const hashes = await Promise.all(codes.map((c) => hashBackupCode(userId, normaliseBackupCode(c)!)));
   await trx('two_factor_backup_codes').where('user_id', userId).delete();
-  await trx('two_factor_backup_codes').insert(
-    codes.map((c) => ({ user_id: userId, code_hash: hashBackupCode(normaliseBackupCode(c)!) })),
-  );
+  await trx('two_factor_backup_codes').insert(hashes.map((code_hash) => ({ user_id: userId, code_hash })));
   return codes;
 }
 
