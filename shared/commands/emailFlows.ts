@@ -33,6 +33,11 @@ async function liveUser(db: Knex, userId: string): Promise<User> {
   return user;
 }
 
+/** A token's user must still be live; a token of a deleted account is as unusable as any other (400, not 404). */
+async function tokenUser(db: Knex, userId: string): Promise<void> {
+  if (!(await User.query(db).findById(userId).whereNull('deleted_at').select('id'))) throw badRequest(INVALID_TOKEN);
+}
+
 /**
  * Email change (spec §4.11, accounts with an email sign-in only): a 24-hour token goes to the new
  * address; nothing changes until it is used. A new request replaces the pending one.
@@ -78,7 +83,7 @@ async function applyEmailChange(
 ): Promise<{ userId: string; email: string }> {
   const userId = token.user_id!;
   const email = String(token.payload.new_email);
-  await liveUser(trx, userId);
+  await tokenUser(trx, userId);
   if (await emailInUse(trx, email, userId)) throw conflict('email is already in use');
   const account = await findEmailAccount(trx, userId);
   if (!account) throw badRequest(INVALID_TOKEN);
@@ -143,7 +148,7 @@ async function applyEmailLink(
 ): Promise<{ userId: string; platformAccountId: string }> {
   const userId = token.user_id!;
   const email = String(token.payload.email);
-  await liveUser(trx, userId);
+  await tokenUser(trx, userId);
   if (await findEmailAccount(trx, userId)) throw conflict('this account already has an email sign-in');
   if (await emailInUse(trx, email, userId)) throw conflict('email is already in use');
   const platform = await emailPlatform(trx);

@@ -48,7 +48,10 @@ export async function resetPassword(
     const account = await PlatformAccount.query(trx)
       .findById(String(row.payload.platform_account_id))
       .where('user_id', userId);
-    if (!account) throw badRequest(INVALID_TOKEN);
+    // The token proves the mailbox it was sent to: once the account's address (or its owner) has
+    // changed, whoever holds the old mailbox can no longer set the password.
+    if (!account || account.email?.toLowerCase() !== row.email?.toLowerCase()) throw badRequest(INVALID_TOKEN);
+    if (!(await trx('users').where('id', userId).whereNull('deleted_at').first('id'))) throw badRequest(INVALID_TOKEN);
     await PlatformAccount.query(trx)
       .patch({ password_hash: passwordHash, email_verified_at: account.email_verified_at ?? new Date() })
       .where('id', account.id);

@@ -7,7 +7,13 @@ import { emailLocale } from '../emails/accountEmails';
 import { writeAccountEmail } from '../emails/outbox';
 import { badRequest, forbidden } from '../errors';
 import { User } from '../models/User';
-import { emailPlatform, findEmailAccountByAddress, findUserIdByEmail, userAccounts } from '../queries/users';
+import {
+  emailPlatform,
+  emailSignInExists,
+  findEmailAccountByAddress,
+  findUserIdByEmail,
+  userAccounts,
+} from '../queries/users';
 import { claimAccountToken, issueAccountToken } from './accountTokens';
 import { EmailRequest, INVALID_TOKEN } from './emailFlows';
 import { createVerifiedEmailUser } from './users';
@@ -38,6 +44,9 @@ export async function startRegistration(
     (await findUserIdByEmail(ctx.db, email, { verifiedOnly: true }));
   // A mail went to this address within the minute: same answer, no second mail.
   if (!(await claimMailSlot(ctx.redis, ctx.config, 'register', email))) return;
+  // Held by a deleted account that can still be restored: a registration link could only fail
+  // (409), and an "account exists" mail would point at an account that cannot sign in. Same answer, no mail.
+  if (!ownerId && (await emailSignInExists(ctx.db, email))) return;
   await transaction(ctx.db, async (trx) => {
     afterCommit(trx, () => ctx.outbox.wake());
     if (ownerId) {

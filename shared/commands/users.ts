@@ -13,7 +13,7 @@ import { supportedLocales } from '../queries/accountSettings';
 import {
   emailInUse,
   emailPlatform,
-  findEmailAccountByAddress,
+  emailSignInExists,
   findUserIdByEmail,
   userAccounts,
   usernameTaken,
@@ -88,7 +88,7 @@ export async function createVerifiedEmailUser(
   input: { email: string; passwordHash: string; username?: string | null; locale?: string | null },
 ): Promise<{ user: User; account: PlatformAccount }> {
   const email = normaliseEmail(input.email);
-  if ((await findEmailAccountByAddress(trx, email)) || (await findUserIdByEmail(trx, email, { verifiedOnly: true })))
+  if ((await emailSignInExists(trx, email)) || (await findUserIdByEmail(trx, email, { verifiedOnly: true })))
     throw conflict('email is already in use');
   const platform = await emailPlatform(trx);
   const username =

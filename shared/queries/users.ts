@@ -53,6 +53,18 @@ export async function findEmailAccountByAddress(db: Knex, email: string): Promis
 }
 
 /**
+ * Whether an email/password sign-in with this address exists, also one of a user deleted but not
+ * yet purged (it keeps the address until then, so it can be restored): a new account cannot take it.
+ */
+export async function emailSignInExists(db: Knex, email: string): Promise<boolean> {
+  return !!(await db('platform_accounts')
+    .join('platforms', 'platforms.id', 'platform_accounts.platform_id')
+    .where('platforms.slug', 'email')
+    .whereRaw('lower(platform_accounts.email) = ?', [normaliseEmail(email)])
+    .first('platform_accounts.id'));
+}
+
+/**
  * The live user an address belongs to: the owner of an email/password account with it first,
  * then verified, primary and older accounts. With `verifiedOnly` only addresses proven by a
  * verification mail or supplied by a sign-in provider count: what linking by email relies on, so

@@ -1,0 +1,108 @@
+import test from 'ava';
+import { createUser } from '../helpers/factories';
+import { tokenOf } from '../helpers/mailbox';
+import { freshEmail, useAccountsStack } from '../helpers/accounts';
+
+const { stack, mailbox } = useAccountsStack(test);
+
+/** Registers and verifies an email/password user; returns its id and a session token. */
+async function registered(tag: string, password = 'first-password-1') {
+  const s = stack();
+  const email = freshEmail(tag);
+  await s.request('POST', '/v1/auth/register', { body: { email, password } });
+  const v = await s.request('POST', '/v1/auth/register/verify', {
+    body: { token: tokenOf(await mailbox().waitFor(email)) },
+  });
+  const login = await s.request('POST', '/v1/auth/login', { body: { email, password } });
+  return { id: v.body.data.id as string, email, token: login.body.session.sessionToken as string };
+}
+
+test('a reset link mailed to the old address dies when the account moves to a new address', async (t) => {
+  const s = stack();
+  const u = await registered('mover');
+  t.is((await s.request('POST', '/v1/auth/reset-password/request', { body: { email: u.email } })).status, 202);
+  const reset = await mailbox().waitFor(u.email, (m) => m.subject === 'Reset your password');
+
+  const next = freshEmail('moved');
+  const req = await s.request('POST', `/v1/users/${u.id}/email/request-change`, {
+    token: u.token,
+    body: { email: next },
+  });
+  t.is(req.status, 200, req.text);
+  const change = await mailbox().waitFor(next);
+  t.is(
+    (await s.request('POST', '/v1/users/email/verify', { token: u.token, body: { token: tokenOf(change) } })).status,
+    200,
+  );
+
+  const pwned = await s.request('POST', '/v1/auth/reset-password/confirm', {
+    body: { token: tokenOf(reset), password: 'old-mailbox-pwned-1' },
+  });
+  t.is(pwned.status, 400);
+  t.is(pwned.body.message, 'invalid or expired token');
+  t.is(
+    (await s.request('POST', '/v1/auth/login', { body: { email: next, password: 'old-mailbox-pwned-1' } })).status,
+    401,
+  );
+  t.is(
+    (await s.request('POST', '/v1/auth/login', { body: { email: next, password: 'first-password-1' } })).status,
+    200,
+  );
+
+  // A reset asked for the new address works as before.
+  t.is((await s.request('POST', '/v1/auth/reset-password/request', { body: { email: next } })).status, 202);
+  const fresh = await mailbox().waitFor(next, (m) => m.subject === 'Reset your password');
+  const ok = await s.request('POST', '/v1/auth/reset-password/confirm', {
+    body: { token: tokenOf(fresh), password: 'second-password-2' },
+  });
+  t.is(ok.status, 200, ok.text);
+});
+
+test("a deleted user's email-change token is an unusable token (400), not a 404 that tells the account is gone", async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const u = await registered('gone');
+  const next = freshEmail('gone-next');
+  t.is(
+    (await s.request('POST', `/v1/users/${u.id}/email/request-change`, { token: admin.token, body: { email: next } }))
+      .status,
+    200,
+  );
+  const mail = await mailbox().waitFor(next);
+  t.is((await s.request('DELETE', `/v1/users/${u.id}`, { token: admin.token })).status, 204);
+  const r = await s.request('POST', '/v1/auth/verify-email', { body: { token: tokenOf(mail) } });
+  t.is(r.status, 400, r.text);
+  t.is(r.body.message, 'invalid or expired token');
+});
+
+test('an address held by a deleted account gets no registration link, and a link issued before answers a plain 409', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const u = await registered('held');
+  // A registration link for the address, issued while the account was still... not registered: a
+  // second person asks before the first one's account is deleted; the slot of the first mail has passed.
+  const other = freshEmail('held-other');
+  await s.request('POST', '/v1/auth/register', { body: { email: other, password: 'other-password-1' } });
+  const early = await mailbox().waitFor(other);
+
+  t.is((await s.request('DELETE', `/v1/users/${u.id}`, { token: admin.token })).status, 204);
+  await s.redis.del(...(await s.redis.keys(`${s.config.redisPrefix}mailslot:register:*`)));
+  const again = await s.request('POST', '/v1/auth/register', { body: { email: u.email, password: 'new-person-1' } });
+  t.is(again.status, 202);
+  // A control registration after it: once its mail is out, the first request's work is done too.
+  const control = freshEmail('held-control');
+  await s.request('POST', '/v1/auth/register', { body: { email: control, password: 'control-pass-1' } });
+  await mailbox().waitFor(control);
+  t.deepEqual(
+    await s.db('email_outbox').where('to_address', u.email).orderBy('created_at').pluck('template'),
+    ['registration'],
+    'only the first registration mail of the deleted account',
+  );
+
+  // The other address is taken by a deleted account meanwhile: its old link answers a plain 409.
+  const [acct] = await s.db('platform_accounts').where('user_id', u.id).select('id');
+  await s.db('platform_accounts').where('id', acct.id).update({ email: other, platform_user_id: other });
+  const late = await s.request('POST', '/v1/auth/register/verify', { body: { token: tokenOf(early) } });
+  t.is(late.status, 409, late.text);
+  t.is(late.body.message, 'email is already in use');
+});
