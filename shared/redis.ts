@@ -226,6 +226,8 @@ export const RedisKeys = {
   assertionNonce: (nonce: string) => `idaa:${nonce}`,
   /** String: one mail of a kind per address per interval (registration, reset), by the address hash. */
   mailSlot: (kind: string, emailHash: string) => `mailslot:${kind}:${emailHash}`,
+  /** Counter: mails to addresses of the user's choosing (email change, email link) in the current hour. */
+  addressMails: (userId: string) => `addressmails:${userId}`,
   /** Counter: requests of one identity in one rate-limit window. */
   rateLimit: (tier: string, identity: string, window: number) => `rl:${tier}:${identity}:${window}`,
   /** Counters: failed logins per account subject and per IP. */

@@ -68,6 +68,7 @@ export function userEmailRoutes(router: ApiRouter): void {
         400: { description: 'Invalid email or not an email account' },
         404: { description: 'No such user' },
         409: { description: 'Email in use' },
+        429: { description: 'A mail went to this address within the minute, or 10 from this account within the hour' },
       },
     },
     async (ctx, { params, body }) => {
@@ -156,6 +157,7 @@ export function userEmailRoutes(router: ApiRouter): void {
         400: { description: 'Invalid input or already linked' },
         404: { description: 'No such user' },
         409: { description: 'Email in use' },
+        429: { description: 'A mail went to this address within the minute, or 10 from this account within the hour' },
       },
     },
     async (ctx, { params, body }) => {

@@ -18,3 +18,47 @@ export async function claimMailSlot(
     .catch(() => 'OK');
   return r === 'OK';
 }
+
+/**
+ * Mails a signed-in user sends to an address of their choosing (email change, email link): at most
+ * one per address per minute (either flow), and ADDRESS_MAILS_PER_HOUR per user per hour, so an
+ * account cannot be used to flood someone else's mailbox from the service's domain.
+ */
+export const ADDRESS_MAILS_PER_HOUR = 10;
+
+/* KEYS: address slot, user counter. ARGV: slot seconds, counter seconds, counter max. Returns ms to wait, 0 = go. */
+const CLAIM_ADDRESS_MAIL = `
+local slot = redis.call('PTTL', KEYS[1])
+if slot > 0 then return slot end
+local n = tonumber(redis.call('GET', KEYS[2]) or '0')
+if n >= tonumber(ARGV[3]) then
+  local left = redis.call('PTTL', KEYS[2])
+  if left > 0 then return left end
+end
+redis.call('SET', KEYS[1], '1', 'EX', ARGV[1])
+if redis.call('INCR', KEYS[2]) == 1 or redis.call('PTTL', KEYS[2]) < 0 then redis.call('EXPIRE', KEYS[2], ARGV[2]) end
+return 0`;
+
+/**
+ * Claims the right to mail `email` on behalf of `userId` (see ADDRESS_MAILS_PER_HOUR): 0 when the
+ * mail may go out, else the seconds to wait. Fails open when Redis does not answer (as claimMailSlot).
+ */
+export async function claimAddressMail(
+  redis: Redis,
+  config: Pick<Config, 'redisPrefix'>,
+  userId: string,
+  email: string,
+): Promise<number> {
+  const ms = await redis
+    .eval(
+      CLAIM_ADDRESS_MAIL,
+      2,
+      redisKey(config, RedisKeys.mailSlot('address', sha256(email))),
+      redisKey(config, RedisKeys.addressMails(userId)),
+      MAIL_INTERVAL_SECONDS,
+      3600,
+      ADDRESS_MAILS_PER_HOUR,
+    )
+    .catch(() => 0);
+  return Math.ceil(Number(ms) / 1000);
+}

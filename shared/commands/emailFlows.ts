@@ -2,7 +2,8 @@ import type { Knex } from 'knex';
 import type { ServiceContext } from '../context';
 import { emailLocale } from '../emails/accountEmails';
 import { writeAccountEmail } from '../emails/outbox';
-import { badRequest, conflict, notFound } from '../errors';
+import { badRequest, conflict, HttpError, notFound } from '../errors';
+import { ADDRESS_MAILS_PER_HOUR, claimAddressMail } from '../caches/mailSlots';
 import type { AccountToken, AccountTokenPurpose } from '../models/AccountToken';
 import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
@@ -39,6 +40,22 @@ async function tokenUser(db: Knex, userId: string): Promise<void> {
 }
 
 /**
+ * The per-address and per-user bound on mails a signed-in user sends to an address of their
+ * choosing (shared/caches/mailSlots.ts): 429 with Retry-After past it.
+ */
+async function claimMailTo(ctx: ServiceContext, userId: string, email: string): Promise<void> {
+  const wait = await claimAddressMail(ctx.redis, ctx.config, userId, email);
+  if (wait > 0)
+    throw new HttpError(
+      429,
+      'TooManyRequests',
+      `one mail per address per minute and ${ADDRESS_MAILS_PER_HOUR} per account per hour; try again in ${wait} s`,
+      undefined,
+      { 'Retry-After': String(wait) },
+    );
+}
+
+/**
  * Email change (spec §4.11, accounts with an email sign-in only): a 24-hour token goes to the new
  * address; nothing changes until it is used. A new request replaces the pending one.
  */
@@ -54,6 +71,7 @@ export async function requestEmailChange(
     throw badRequest('this account has no email sign-in; link an email address with /email-link/request instead');
   if (account.email?.toLowerCase() === newEmail) throw badRequest('email: this is already the address of the account');
   if (await emailInUse(ctx.db, newEmail, userId)) throw conflict('email is already in use');
+  await claimMailTo(ctx, userId, newEmail);
   const expiresAt = await transaction(ctx.db, async (trx) => {
     afterCommit(trx, () => ctx.outbox.wake());
     const { token, row } = await issueAccountToken(trx, {
@@ -118,6 +136,7 @@ export async function requestEmailLink(
   if (await findEmailAccount(ctx.db, userId))
     throw badRequest('this account already has an email sign-in; change its address with /email/request-change');
   if (await emailInUse(ctx.db, email, userId)) throw conflict('email is already in use');
+  await claimMailTo(ctx, userId, email);
   const passwordHash = await hashPassword(password);
   const expiresAt = await transaction(ctx.db, async (trx) => {
     afterCommit(trx, () => ctx.outbox.wake());

@@ -1,4 +1,5 @@
 import test from 'ava';
+import { ADDRESS_MAILS_PER_HOUR } from '../../shared/caches/mailSlots';
 import { createUser } from '../helpers/factories';
 import { tokenOf } from '../helpers/mailbox';
 import { freshEmail, useAccountsStack } from '../helpers/accounts';
@@ -105,4 +106,50 @@ test('an address held by a deleted account gets no registration link, and a link
   const late = await s.request('POST', '/v1/auth/register/verify', { body: { token: tokenOf(early) } });
   t.is(late.status, 409, late.text);
   t.is(late.body.message, 'email is already in use');
+});
+
+test("mails to an address of the caller's choosing: one per address per minute, and a per-account hourly cap", async (t) => {
+  const s = stack();
+  const u = await registered('flood');
+  const victim = freshEmail('victim');
+  const first = await s.request('POST', `/v1/users/${u.id}/email/request-change`, {
+    token: u.token,
+    body: { email: victim },
+  });
+  t.is(first.status, 200, first.text);
+  const second = await s.request('POST', `/v1/users/${u.id}/email/request-change`, {
+    token: u.token,
+    body: { email: victim },
+  });
+  t.is(second.status, 429, second.text);
+  t.regex(second.body.message, /per address per minute/);
+  const wait = Number(second.headers.get('retry-after'));
+  t.true(wait > 0 && wait <= 60, `Retry-After ${wait}`);
+  // The email-link flow shares the address's slot.
+  const provider = await createUser(s.db);
+  await s.db('platform_accounts').where('user_id', provider.id).delete();
+  const link = await s.request('POST', `/v1/users/${provider.id}/email-link/request`, {
+    token: provider.token,
+    body: { email: victim, password: 'link-password-1' },
+  });
+  t.is(link.status, 429, link.text);
+
+  // Other addresses: the account's hourly allowance, then 429 until the hour is over.
+  for (let i = 1; i < ADDRESS_MAILS_PER_HOUR; i++) {
+    const r = await s.request('POST', `/v1/users/${u.id}/email/request-change`, {
+      token: u.token,
+      body: { email: freshEmail(`victim${i}`) },
+    });
+    t.is(r.status, 200, r.text);
+  }
+  const over = await s.request('POST', `/v1/users/${u.id}/email/request-change`, {
+    token: u.token,
+    body: { email: freshEmail('victim-over') },
+  });
+  t.is(over.status, 429, over.text);
+  t.true(Number(over.headers.get('retry-after')) > 60);
+  t.is(
+    Number((await s.db('email_outbox').where({ user_id: u.id, template: 'email_change' }).count({ n: '*' }))[0].n),
+    ADDRESS_MAILS_PER_HOUR,
+  );
 });
