@@ -70,6 +70,8 @@ export async function syncChatGuilds(
     return failedGuildSync(`the chat bot sent an invalid answer: ${(err as Error).message}`);
   }
   if (guildId) guilds = guilds.filter((g) => g.guildId === guildId);
+  // A guild reported twice is stored (and counted) once, as channels and roles are.
+  guilds = dedupe(guilds, (g) => g.guildId);
   const reported = new Set(guilds.map((g) => g.guildId));
   const byGuild = <T extends { guildId: string }>(items: T[]) => {
     const m = new Map<string, T[]>();

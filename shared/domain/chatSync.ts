@@ -1,4 +1,4 @@
-import { z } from '../zod';
+import { z, zInput } from '../zod';
 import { SNOWFLAKE } from './chat';
 
 /**
@@ -78,8 +78,11 @@ export function parseBotList<T extends z.ZodTypeAny>(field: string, schema: T, i
   if (items === undefined) return [];
   if (!Array.isArray(items)) throw new Error(`${field}: must be a list`);
   const out: Array<z.infer<T>> = new Array(items.length);
+  // The text rule of every input first: a NUL or a lone surrogate is named at its field here, not
+  // refused by PostgreSQL as a 400 the caller of the sync did not cause.
+  const checked = zInput(schema);
   for (let i = 0; i < items.length; i++) {
-    const r = schema.safeParse(items[i]);
+    const r = checked.safeParse(items[i]);
     if (!r.success) {
       const issue = r.error.issues[0];
       const path = issue.path.map((p) => String(p).replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)).join('.');

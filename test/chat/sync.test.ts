@@ -385,3 +385,41 @@ test.serial(
     t.is(await s.redis.hexists(`${s.config.redisPrefix}chat:autosync`, 'botSeenAt'), 0);
   },
 );
+
+test.serial(
+  'a bot answer with a NUL in a name fails the sync naming the field; a guild sent twice counts once',
+  async (t) => {
+    const s = stack();
+    await users();
+    await bot?.stop();
+    const guild = fixture.guilds[0];
+    bot = await startChatBot(s, {
+      guilds: [
+        { ...guild, name: 'Al\u0000pha', members: [{ ...alphaMembers[0], username: 'a\u0000b' }] },
+        { ...fixture.guilds[1] },
+      ],
+    });
+    const nul = await s.request('POST', '/v1/chat/sync', { token: mod.token, body: {} });
+    t.is(nul.status, 200, nul.text);
+    t.false(nul.body.success);
+    t.regex(nul.body.error, /^the chat bot sent an invalid answer: guilds\[0\]\.name: must not contain NUL characters/);
+    await bot.stop();
+
+    // The same guild twice (the second with another name): stored once, counted once.
+    bot = await startChatBot(s, { guilds: [guild, { ...guild, name: 'Alpha again' }] });
+    const dup = await s.request('POST', '/v1/chat/sync', { token: mod.token, body: { guild_id: ALPHA } });
+    t.is(dup.status, 200, dup.text);
+    t.like(dup.body, { success: true, guilds_synced: 1 });
+    t.is((await s.db('chat_guilds').where('guild_id', ALPHA)).length, 1);
+    await bot.stop();
+
+    // A member with a NUL in the member sync: the same, at its field.
+    bot = await startChatBot(s, { guilds: [{ ...guild, members: [{ ...alphaMembers[0], username: 'a\u0000b' }] }] });
+    const members = await s.request('POST', `/v1/chat/guilds/${ALPHA}/members/sync`, { token: mod.token, body: {} });
+    t.is(members.status, 200, members.text);
+    t.false(members.body.success);
+    t.regex(members.body.error, /members\[0\]\.username: must not contain NUL characters/);
+    await bot.stop();
+    bot = undefined;
+  },
+);
