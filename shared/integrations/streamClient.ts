@@ -132,8 +132,9 @@ export class StreamClient {
     const [streams, followers, subscriptions] = await Promise.all([
       this.helix(accessToken, `/streams?user_id=${id}&type=live&first=1`),
       this.helix(accessToken, `/channels/followers?broadcaster_id=${id}&first=1`),
-      // Channels that are not affiliates (400) or tokens without the scope (403) have no subscribers to count.
-      this.helix(accessToken, `/subscriptions?broadcaster_id=${id}&first=1`, [400, 403]),
+      // Channels that are not affiliates (400) have no subscribers to count; any other refusal
+      // (403: the token is not the broadcaster's) is a failure, not a count of 0.
+      this.helix(accessToken, `/subscriptions?broadcaster_id=${id}&first=1`, [400]),
     ]);
     const live = Array.isArray(streams.data) ? (streams.data[0] as Json | undefined) : undefined;
     const isLive = !!live && (live.type === undefined || live.type === 'live');

@@ -448,6 +448,22 @@ test.serial('upstream failures and timeouts are 502 {error, message}, never a ha
   } finally {
     fake.failWith.clear();
   }
+  // Only a 400 on /subscriptions means "no subscribers to count" (not an affiliate); a 403 is a
+  // refusal like any other, not a count of 0.
+  for (const [status, expected] of [
+    [400, 200],
+    [403, 502],
+  ] as const) {
+    fake.failWith.set('/helix/subscriptions', status);
+    try {
+      const r = await call('POST', `/v1/integrations/${id}/stats`, { token: u.token });
+      t.is(r.status, expected, `${status} on /subscriptions: ${r.text}`);
+      if (expected === 200) t.is(r.body.stats.subscribers, 0);
+      else t.regex(r.body.message, /subscriptions/);
+    } finally {
+      fake.failWith.clear();
+    }
+  }
   fake.hang.add('/helix/streams');
   try {
     const started = Date.now();
