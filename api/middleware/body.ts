@@ -99,7 +99,11 @@ function refuse(err: Error): never {
   const status = (err as { status?: number }).status;
   if (status === 413) throw new HttpError(413, 'PayloadTooLarge', BODY_TOO_LARGE);
   if (status === 415) throw new HttpError(415, 'UnsupportedMediaType', err.message);
-  throw Object.assign(new Error(err.message), { status: 400, type: 'entity.parse.failed' });
+  throw Object.assign(new Error(err.message), {
+    status: 400,
+    type: 'entity.parse.failed',
+    body: (err as { body?: unknown }).body,
+  });
 }
 
 /**
@@ -178,7 +182,9 @@ function readJson(ctx: Context, length: number): Promise<unknown> {
       let text = bytes.toString('utf8');
       if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
       try {
-        if (!STRICT_JSON.test(text)) throw new SyntaxError('invalid JSON, only supports object and array');
+        // The text rides along, as co-body's errors carry it: the error handler names what it was.
+        if (!STRICT_JSON.test(text))
+          throw Object.assign(new SyntaxError('invalid JSON, only supports object and array'), { body: text });
         done(null, bourne.parse(text, { protoAction: 'error' }));
       } catch (err) {
         done(err as Error);
@@ -217,10 +223,15 @@ function refuseUnparsedType(ctx: Context): void {
     );
   const options = PARSED_TYPES as unknown as Parameters<typeof isJsonBody>[1];
   if (isJsonBody(ctx, options) || isUrlencodedBody(ctx, options)) return;
+  // GraphQL takes JSON only (graphql-http refuses forms): the hint names what this route accepts.
+  const accepted =
+    ctx.path === '/v1/gql'
+      ? 'application/json (UTF-8)'
+      : 'application/json (or a form, application/x-www-form-urlencoded)';
   throw new HttpError(
     415,
     'UnsupportedMediaType',
-    `Content-Type ${h['content-type'] ? `'${h['content-type'].slice(0, 100)}'` : '(none)'} is not accepted: send the body as application/json (or a form, application/x-www-form-urlencoded)`,
+    `Content-Type ${h['content-type'] ? `'${h['content-type'].slice(0, 100)}'` : '(none)'} is not accepted: send the body as ${accepted}`,
   );
 }
 

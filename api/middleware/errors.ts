@@ -6,6 +6,23 @@ import { compressAnswer } from '../compression';
 const GRAPHQL_PATH = '/v1/gql';
 
 /**
+ * The message of a body that did not parse as JSON. A JSON text that is valid but not an object or
+ * array (`null`, `42`, `"x"`: both parsers are strict) is named as what it is, not as unreadable.
+ */
+function badJsonMessage(text: unknown): string {
+  if (typeof text === 'string' && text.length <= 1024) {
+    try {
+      const v: unknown = JSON.parse(text);
+      const kind = v === null ? 'null' : typeof v === 'string' ? 'a string' : `a ${typeof v}`;
+      return `body: must be a JSON object or array, not ${kind}`;
+    } catch {
+      // not JSON at all
+    }
+  }
+  return 'invalid JSON body';
+}
+
+/**
  * Compresses what the routes answer (compressAnswer, api/compression.ts) and turns every failure into `{error, message}` with the right status (and the error's headers, e.g.
  * Allow, Retry-After). Unknown routes are 404, malformed JSON 400, database failures whatever
  * shared/errors' toHttpError says (constraint → 4xx, unreachable → 503), and anything unexpected a
@@ -35,7 +52,7 @@ export function errorHandler(logger: Logger): Middleware {
         // http-errors thrown by Koa or a library: keep the status, name it ourselves.
         const badJson =
           err.type === 'entity.parse.failed' || (status === 400 && /JSON|Unexpected|token/i.test(err.message));
-        const message = badJson ? 'invalid JSON body' : err.message;
+        const message = badJson ? badJsonMessage((err as { body?: unknown }).body) : err.message;
         httpErr = new HttpError(status, errorName(status), message, undefined, err.headers);
       }
       if (!httpErr) {

@@ -54,6 +54,19 @@ test('a plain JSON body (read directly) is answered exactly as koa-body answers 
   t.is(outcome(await post('application/json', bodies[2][1])).name, 'Boat C');
   t.is(outcome(await post('application/json', bodies[3][1])).name, 'Bööt ∑ 🚤');
   t.is(outcome(await post('application/json', bodies[5][1])).message, 'invalid JSON body');
+  // Valid JSON of the wrong kind is named as such.
+  t.is(
+    outcome(await post('application/json', bodies[6][1])).message,
+    'body: must be a JSON object or array, not a string',
+  );
+  t.is(
+    outcome(await post('application/json', bodies[7][1])).message,
+    'body: must be a JSON object or array, not a number',
+  );
+  t.is(
+    outcome(await post('application/json', Buffer.from(' null'))).message,
+    'body: must be a JSON object or array, not null',
+  );
   t.is(outcome(await post('application/json', bodies[10][1])).status, 400);
 });
 

@@ -192,6 +192,15 @@ test('refusals graphql-http makes itself get a message and a code: 415, 406, HEA
   t.is(form.status, 415);
   t.is(form.body.errors[0].extensions.code, 'UNSUPPORTED_MEDIA_TYPE');
   t.regex(form.body.errors[0].message, /application\/x-www-form-urlencoded/);
+  // Any other type is refused before it is read, with the same hint: JSON, not a form.
+  const text = await s.request('POST', '/v1/gql', {
+    token: user.token,
+    rawBody: '{ me { userId } }',
+    headers: { 'content-type': 'text/plain' },
+  });
+  t.is(text.status, 415);
+  t.is(text.body.errors[0].extensions.code, 'UNSUPPORTED_MEDIA_TYPE');
+  t.regex(text.body.errors[0].message, /send the body as application\/json \(UTF-8\)$/);
   const csv = await s.request('GET', `/v1/gql?query=${query}`, { token: user.token, headers: { accept: 'text/csv' } });
   t.is(csv.status, 406);
   t.deepEqual(csv.body.errors[0].extensions, { code: 'NOT_ACCEPTABLE', status: 406 });
