@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type Redis from 'ioredis';
 import { recordLatestGps } from './caches/gpsLatest';
+import { markGeofencePending } from './commands/evaluateGeofences';
 import type { Config } from './config';
 import { transaction } from './db';
 import { ADMIN_AUDIT_WS_CHANNEL, type EventBus, type ServerPush } from './events';
@@ -287,7 +288,8 @@ export class OutboxRelay {
   /**
    * gpsUpdate on `gps` and `gps:<device_id>` for each point still stored, in acceptance order; the
    * latest-point cache raised (the request did it too, unless Redis was down then: points this
-   * process raised already cost no second round trip, see `recordLatestGps`); geofence jobs.
+   * process raised already cost no second round trip, see `recordLatestGps`); the points marked
+   * pending for geofence evaluation, and their geofence jobs.
    */
   private async relayGpsPoints(trx: Knex.Transaction, ids: string[]): Promise<void> {
     const cols = GPS_POINT_COLUMNS.map((c) => `"${c}"`).join(', ');
@@ -308,6 +310,8 @@ export class OutboxRelay {
     for (let i = 0; i < pushes.length; i += PUBLISH_CHUNK)
       await this.deps.bus.publishMany(pushes.slice(i, i + PUBLISH_CHUNK));
     await recordLatestGps(this.deps.db, this.deps.redis, this.deps.config, points);
+    // Before the jobs: whichever job of a device runs first evaluates the device's earlier points with its own.
+    await markGeofencePending(this.deps.redis, this.deps.config, points);
     for (let i = 0; i < points.length; i += GEOFENCE_JOB_MAX_IDS) {
       await this.deps.queues.enqueue('geofence', {
         gpsPointIds: points.slice(i, i + GEOFENCE_JOB_MAX_IDS).map((p) => p.id),

@@ -276,6 +276,11 @@ export const RedisKeys = {
   aisStatus: 'ais:status',
   /** Set: the geofences a device is inside (or pending inside), so an exit far from the fence is seen. */
   geofenceInside: (deviceId: string) => `geofence:inside:${deviceId}`,
+  /**
+   * Sorted set (all scores 0, members ordered by name): the sort keys (gpsSortKey, ending in the
+   * point's id) of a device's points queued for geofence evaluation and not yet evaluated.
+   */
+  geofencePending: (deviceId: string) => `geofence:pending:${deviceId}`,
 } as const;
 
 /** `prefix + parts.join(':')`: the only way a Redis key or channel name is built. */

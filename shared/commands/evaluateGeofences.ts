@@ -1,11 +1,13 @@
 import type { Knex } from 'knex';
 import type Redis from 'ioredis';
+import type { ChainableCommander } from 'ioredis';
 import type { Config } from '../config';
 import type { EventBus, ServerPush } from '../events';
 import { distanceKm, GeofenceIndex, IndexedFence } from '../domain/geofenceIndex';
 import type { Logger } from '../logger';
 import { redisKey, RedisKeys } from '../redis';
 import { gpsSortKey } from '../caches/gpsLatest';
+import type { GpsPointRow } from '../presenters/gpsPoint';
 
 export type GeofenceEventData = Extract<ServerPush, { type: 'geofenceEvent' }>['data'];
 
@@ -117,6 +119,60 @@ interface Entry {
   occurredAt: Date;
 }
 
+/** What evaluation needs from its process. */
+type EvaluateDeps = { db: Knex; redis: Redis; bus: EventBus; config: Pick<Config, 'redisPrefix'>; logger: Logger };
+
+/** The columns evaluation reads of a GPS point. */
+type EvaluatedPoint = Pick<GpsPointRow, 'id' | 'device_id' | 'latitude' | 'longitude' | 'timestamp' | 'created_at'>;
+
+/** Pending points one job reads per device and round (the size of a geofence job). */
+const PENDING_CHUNK = 1000;
+/** Length of a uuid, the tail of a sort key. */
+const ID_LENGTH = 36;
+
+const trackOf = (p: Pick<GpsPointRow, 'device_id'>) => p.device_id ?? '-';
+const pendingKey = (config: Pick<Config, 'redisPrefix'>, track: string) =>
+  redisKey(config, RedisKeys.geofencePending(track));
+
+async function execAll(pipeline: ChainableCommander): Promise<unknown[]> {
+  const results = (await pipeline.exec()) ?? [];
+  for (const [err] of results) if (err) throw err;
+  return results.map(([, value]) => value);
+}
+
+async function loadPoints(db: Knex, ids: string[]): Promise<EvaluatedPoint[]> {
+  return db('gps_points')
+    .whereIn('id', ids)
+    .select('id', 'device_id', 'latitude', 'longitude', 'timestamp', 'created_at');
+}
+
+/**
+ * Records GPS points as queued for geofence evaluation, per device, before their job is enqueued
+ * (the outbox relay does it). A job evaluates every point of its devices queued up to its own, so
+ * jobs that run in parallel or out of order (a backlog after a worker restart) still apply each
+ * device's points in time order. Idempotent: a relay pass replayed adds the same members.
+ */
+export async function markGeofencePending(
+  redis: Redis,
+  config: Pick<Config, 'redisPrefix'>,
+  points: Array<Pick<GpsPointRow, 'id' | 'device_id' | 'timestamp' | 'created_at'>>,
+): Promise<void> {
+  const byTrack = new Map<string, Array<string | number>>();
+  for (const p of points) {
+    let members = byTrack.get(trackOf(p));
+    if (!members) byTrack.set(trackOf(p), (members = []));
+    members.push(0, gpsSortKey(p));
+  }
+  if (byTrack.size === 0) return;
+  const pipeline = redis.pipeline();
+  for (const [track, members] of byTrack) {
+    const key = pendingKey(config, track);
+    pipeline.zadd(key, ...members);
+    pipeline.expire(key, STATE_TTL_SECONDS);
+  }
+  await execAll(pipeline);
+}
+
 /**
  * Evaluates the given GPS points against the active geofences: candidate fences come from a grid
  * index (plus the fences the device is inside), the exact test is the haversine distance against
@@ -125,19 +181,68 @@ interface Entry {
  * for fences that still exist) and published as `geofenceEvent` on `geofence` and
  * `geofence:<id>`. Points without a device identifier share one anonymous track. Honours the
  * `geofence.evaluation_enabled` system config.
+ *
+ * Points of the same devices queued earlier and not yet evaluated (`markGeofencePending`) are
+ * evaluated with them, all in time order: whichever job of a backlog runs first applies the older
+ * points before its own, and the jobs of those older points find nothing left to do.
  */
-export async function evaluateGeofences(
-  deps: { db: Knex; redis: Redis; bus: EventBus; config: Pick<Config, 'redisPrefix'>; logger: Logger },
-  gpsPointIds: string[],
-): Promise<GeofenceEventData[]> {
+export async function evaluateGeofences(deps: EvaluateDeps, gpsPointIds: string[]): Promise<GeofenceEventData[]> {
   if (gpsPointIds.length === 0) return [];
+  let own = await loadPoints(deps.db, gpsPointIds);
+  if (own.length === 0) return [];
   const index = await activeFenceIndex(deps.db);
-  if (!index || index.size === 0) return [];
-  const points = await deps
-    .db('gps_points')
-    .whereIn('id', gpsPointIds)
-    .select('id', 'device_id', 'latitude', 'longitude', 'timestamp', 'created_at')
-    .orderBy([{ column: 'timestamp' }, { column: 'created_at' }, { column: 'id' }]);
+  const events: GeofenceEventData[] = [];
+  while (own.length) {
+    // Per track, the pending points up to the job's newest one (the older ones first, a chunk at a time).
+    const newest = new Map<string, string>();
+    for (const p of own) {
+      const sort = gpsSortKey(p);
+      if (!(newest.get(trackOf(p))! >= sort)) newest.set(trackOf(p), sort);
+    }
+    const tracks = [...newest.keys()];
+    const read = deps.redis.pipeline();
+    for (const track of tracks)
+      read.zrangebylex(pendingKey(deps.config, track), '-', `[${newest.get(track)}`, 'LIMIT', 0, PENDING_CHUNK);
+    const pending = (await execAll(read)) as string[][];
+    // A full chunk may hide older pending points: the job's own points after it wait for the next round.
+    const bound = new Map(
+      tracks.map((t, i) => [t, pending[i].length === PENDING_CHUNK ? pending[i].at(-1)! : newest.get(t)!]),
+    );
+    const now = own.filter((p) => gpsSortKey(p) <= bound.get(trackOf(p))!);
+    own = own.filter((p) => gpsSortKey(p) > bound.get(trackOf(p))!);
+    if (index && index.size > 0) {
+      const ownIds = new Set(now.map((p) => p.id));
+      const others = pending
+        .flat()
+        .map((m) => m.slice(-ID_LENGTH))
+        .filter((id) => !ownIds.has(id));
+      const points = others.length ? [...now, ...(await loadPoints(deps.db, others))] : now;
+      // The order the transition script applies them in (ties on the timestamp by acceptance).
+      const sorted = points.map((p) => ({ p, sort: gpsSortKey(p) })).sort((a, b) => (a.sort < b.sort ? -1 : 1));
+      events.push(
+        ...(await applyInOrder(
+          deps,
+          index,
+          sorted.map((x) => x.p),
+        )),
+      );
+    }
+    // Evaluated (or evaluation off): no longer pending. A job that fails before this leaves them for its retry.
+    const done = deps.redis.pipeline();
+    tracks.forEach((track, i) => {
+      if (pending[i].length) done.zrem(pendingKey(deps.config, track), ...pending[i]);
+    });
+    await execAll(done);
+  }
+  return events;
+}
+
+/** Applies points, sorted in time order, to the transition state; records and publishes the changes. */
+async function applyInOrder(
+  deps: EvaluateDeps,
+  index: GeofenceIndex,
+  points: EvaluatedPoint[],
+): Promise<GeofenceEventData[]> {
   if (points.length === 0) return [];
 
   // Per device: the fences it is inside (or pending inside) plus the candidates of each of its points.

@@ -18,6 +18,7 @@ test('Redis key families keep their names', (t) => {
       redisKey(c, RedisKeys.gpsLatest),
       redisKey(c, RedisKeys.gpsLatestDevice('d')),
       redisKey(c, RedisKeys.geofenceState('d', 'f')),
+      redisKey(c, RedisKeys.geofencePending('d')),
       redisKey(c, RedisKeys.bull),
       redisKey(c, RedisKeys.exportRate('u', 7)),
       redisKey(c, RedisKeys.exportArchive('a')),
@@ -34,6 +35,7 @@ test('Redis key families keep their names', (t) => {
       'p:gps:latest',
       'p:gps:latest:device:d',
       'p:geofence:state:d:f',
+      'p:geofence:pending:d',
       'p:bull',
       'p:export:rate:u:7',
       'p:export:archive:a',
@@ -52,6 +54,7 @@ test('key families and pub/sub channels do not collide', (t) => {
     'loginfail:',
     'gps:latest',
     'geofence:state:',
+    'geofence:pending:',
     'bull',
     'export:',
   ];
