@@ -3,6 +3,7 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import type { IServerAdapter } from '@bull-board/api/typings/app';
 import { KoaAdapter } from '@bull-board/koa';
 import type { Middleware } from 'koa';
+import { serviceUnavailable } from '../shared/errors';
 import { authorize, subjects } from '../shared/policies';
 import { QueueName } from '../shared/queues';
 import type { AppContext } from './routing';
@@ -11,6 +12,8 @@ import type { ApiServices } from './services';
 export const QUEUE_DASHBOARD_PATH = '/v1/admin/queues';
 /** HttpOnly cookie a browser holds the session token in for the dashboard (set by POST …/session). */
 export const QUEUE_DASHBOARD_COOKIE = 'queue_dashboard_session';
+/** Bull Board's JSON API (queues, jobs, retries, Redis stats): every call reads or writes Redis. */
+const QUEUE_DASHBOARD_API = `${QUEUE_DASHBOARD_PATH}/api/`;
 
 /**
  * Bull Board mounted at /v1/admin/queues, showing every queue of the registry (shared/queues.ts):
@@ -48,6 +51,7 @@ export function queueDashboard(services: ApiServices): Middleware {
     authorize(c.state.principal, 'view', subjects.queueDashboard());
     // Bull Board's pages are not ours to cache or frame.
     ctx.set('Cache-Control', 'no-store');
+    if (ctx.path.startsWith(QUEUE_DASHBOARD_API)) await redisAnswers(c.services);
     return boardFor()(ctx, next);
   };
   // Every other request passes straight on: no promise of this middleware's own.
@@ -57,4 +61,17 @@ export function queueDashboard(services: ApiServices): Middleware {
     if (path === `${QUEUE_DASHBOARD_PATH}/session`) return next(); // a regular route (api/routes/queueDashboard.ts)
     return serve(ctx, next);
   };
+}
+
+/**
+ * A 503 unless Redis answers a PING on the fail-fast connection (at once when disconnected, within
+ * its 1 s command timeout when it stopped answering). BullMQ waits without a limit for a queue's
+ * first connection, so Bull Board's API would otherwise hang while Redis is unreachable.
+ */
+async function redisAnswers(services: ApiServices): Promise<void> {
+  try {
+    await services.redis.ping();
+  } catch {
+    throw serviceUnavailable('the queues are unavailable while Redis is unreachable; try again shortly');
+  }
 }

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { createUser } from '../helpers/factories';
-import { useStack } from '../helpers/stack';
+import { startStack, useStack } from '../helpers/stack';
 import { QueueName } from '../../shared/queues';
 
 const stack = useStack(test);
@@ -9,10 +9,17 @@ const stack = useStack(test);
  * Bull Board's own pages and JSON API are not this service's REST API (they are not in the OpenAPI
  * document that stack.request checks answers against): plain fetch.
  */
-async function board(path: string, opts: { method?: string; token?: string; headers?: Record<string, string> } = {}) {
+async function board(
+  path: string,
+  opts: { method?: string; token?: string; headers?: Record<string, string>; url?: string; signal?: AbortSignal } = {},
+) {
   const headers: Record<string, string> = { ...opts.headers };
   if (opts.token) headers.authorization = `Bearer ${opts.token}`;
-  const res = await fetch(`${stack().url}${path}`, { method: opts.method ?? 'GET', headers });
+  const res = await fetch(`${opts.url ?? stack().url}${path}`, {
+    method: opts.method ?? 'GET',
+    headers,
+    signal: opts.signal,
+  });
   const text = await res.text();
   let body: any;
   try {
@@ -59,4 +66,31 @@ test('the queue dashboard: 401 without a credential, 403 without admin:read, 200
   const userCookie = `queue_dashboard_session=${user.token}`;
   t.is((await board('/v1/admin/queues/api/queues', { headers: { cookie: userCookie } })).status, 403);
   t.is((await board('/v1/admin/queues', { headers: { cookie: 'queue_dashboard_session=nope' } })).status, 401);
+});
+
+test('with Redis unreachable, the dashboard API answers 503 instead of hanging; the page still loads', async (t) => {
+  // Port 1: nothing listens, as with REDIS_URL at a closed port.
+  const dead = await startStack({ env: { REDIS_URL: 'redis://127.0.0.1:1' } });
+  try {
+    const admin = await createUser(dead.db, { roles: ['role_admin'] });
+    const calls: Array<[string, string]> = [
+      ['GET', '/v1/admin/queues/api/queues?activeQueue=email&page=1'],
+      ['GET', '/v1/admin/queues/api/redis/stats'],
+      ['PUT', '/v1/admin/queues/api/queues/geofence/retry/failed'],
+    ];
+    for (const [method, path] of calls) {
+      // The signal only turns a hang into a failure, far beyond the answer's own bound.
+      const r = await board(path, { method, token: admin.token, url: dead.url, signal: AbortSignal.timeout(8000) });
+      t.is(r.status, 503, `${method} ${path}`);
+      t.is(r.body.error, 'ServiceUnavailable');
+      t.regex(r.body.message, /Redis is unreachable/);
+      t.is(r.headers.get('retry-after'), '5');
+    }
+    // Refusals come first: Redis is never asked for a caller who may not see the queues.
+    t.is((await board('/v1/admin/queues/api/queues', { url: dead.url })).status, 401);
+    const page = await board('/v1/admin/queues', { token: admin.token, url: dead.url });
+    t.is(page.status, 200);
+  } finally {
+    await dead.close();
+  }
 });
