@@ -1,6 +1,7 @@
 import test from 'ava';
+import { AisEncode } from 'ggencoder';
 import { AisPipeline, nmeaChecksum } from '../../workers/ais/decoder';
-import { SAMPLES } from '../helpers/nmea';
+import { rawPosition, SAMPLES } from '../helpers/nmea';
 
 /** A single-part sentence of `payload` with a valid checksum. */
 const sentence = (payload: string, fill = 0) => {
@@ -34,4 +35,42 @@ test('a payload cut short is an error, not a vessel at 0°N 0°E', (t) => {
   // The complete sentence still decodes afterwards.
   p.line(SAMPLES.type1[0], 1000);
   t.like(p.vessels.get(477553000), { lat: 47.582833, lng: -122.345833 });
+});
+
+test('a position outside ±90 / ±180, on either side, is no position (null), like "not available"', (t) => {
+  const position = (aistype: number, mmsi: number, lat: number, lon: number) =>
+    new AisEncode({
+      aistype,
+      repeat: 0,
+      mmsi: String(mmsi),
+      navstatus: 0,
+      lat,
+      lon,
+      sog: 10,
+      cog: 10,
+      hdg: 10,
+      utc: 10,
+    }).nmea;
+  const p = new AisPipeline();
+  const cases: Array<[number, number, number, number, number | null, number | null]> = [
+    // type, mmsi, latitude, longitude sent → latitude, longitude kept
+    [1, 211000021, -95, -181.5, null, null],
+    [1, 211000024, -91, -181, null, null],
+    [1, 211000025, -95, 13.5, null, 13.5],
+    [1, 211000026, 53.5, -180.5, 53.5, null],
+    [18, 211000027, -92, -200, null, null],
+    [1, 211000028, -90, -180, -90, -180],
+    [1, 211000029, 90, 180, 90, 180],
+  ];
+  for (const [type, mmsi, lat, lon] of cases) {
+    const line = position(type, mmsi, lat, lon);
+    // The sentence carries the raw values (the encoder does not clamp them).
+    if (type === 1) t.like(rawPosition(line), { mmsi, lat, lng: lon });
+    p.line(line, 1000);
+  }
+  t.is(p.errors, 0);
+  for (const [, mmsi, , , lat, lng] of cases) t.like(p.vessels.get(mmsi), { lat, lng }, String(mmsi));
+  // Pushed as such too.
+  const pushed = new Map(p.takeDirty().map((v) => [v.mmsi, v]));
+  t.like(pushed.get(211000021), { lat: null, lng: null });
 });

@@ -50,9 +50,10 @@ export function toReport(d: AisDecode): VesselReport | null {
   const r: VesselReport = { mmsi };
   const type = d.aistype;
   if (type === 1 || type === 2 || type === 3 || type === 18 || type === 19) {
-    // ggencoder leaves lat/lon unset for the "not available" values 91 / 181.
-    r.lat = d.lat === undefined ? null : round(d.lat, 6);
-    r.lng = d.lon === undefined ? null : round(d.lon, 6);
+    // "Not available" (91 / 181) and every other value outside ±90 / ±180 is no position:
+    // ggencoder leaves lat/lon unset only past the positive limits and passes −95 / −181.5 on.
+    r.lat = d.lat === undefined || !(Math.abs(d.lat) <= 90) ? null : round(d.lat, 6);
+    r.lng = d.lon === undefined || !(Math.abs(d.lon) <= 180) ? null : round(d.lon, 6);
     r.heading = d.hdg === undefined || d.hdg >= 360 ? null : d.hdg; // 511 = not available
     r.course = d.cog === undefined || d.cog >= 360 ? null : round(d.cog, 1); // 3600 = not available
     r.speed_kmh = d.sog === undefined || d.sog >= 102.3 ? null : round(d.sog * KNOTS_TO_KMH, 2); // 1023 = n/a
