@@ -6,7 +6,6 @@ import {
   ASTNode,
   FieldNode,
   getLocation,
-  getOperationAST,
   GraphQLError,
   GraphQLResolveInfo,
   SourceLocation,
@@ -317,18 +316,6 @@ export function graphqlRoutes(
       const op = operations.get(params.query, params.variables, params.operationName);
       if (!op) return undefined;
       if (op.errors.length || !op.document) return op.errors;
-      // graphql-http says only 'Unable to detect operation AST' when it cannot pick the operation.
-      if (!getOperationAST(op.document, params.operationName)) {
-        const message = params.operationName
-          ? `operationName: the document defines no operation ${params.operationName}`
-          : 'operationName: required when the document defines several operations';
-        return [
-          new GraphQLError(message, undefined, undefined, undefined, undefined, undefined, {
-            code: 'BAD_USER_INPUT',
-            status: 400,
-          }),
-        ];
-      }
       return {
         schema,
         document: op.document,

@@ -2,6 +2,7 @@ import {
   DocumentNode,
   GraphQLError,
   GraphQLSchema,
+  getOperationAST,
   Kind,
   parse,
   specifiedRules,
@@ -46,6 +47,17 @@ function unknownRoots(schema: GraphQLSchema, document: DocumentNode): GraphQLErr
     if (!root) errors.push(new GraphQLError(`the schema has no ${d.operation} operations`, d));
   }
   return errors;
+}
+
+/** graphql-http says only 'Unable to detect operation AST' when it cannot pick the operation. */
+function noSuchOperation(operationName: string | null | undefined): GraphQLError {
+  const message = operationName
+    ? `operationName: the document defines no operation ${operationName.slice(0, 100)}`
+    : 'operationName: required when the document defines several operations';
+  return new GraphQLError(message, undefined, undefined, undefined, undefined, undefined, {
+    code: 'BAD_USER_INPUT',
+    status: 400,
+  });
 }
 
 /**
@@ -97,6 +109,9 @@ export function operationCache(
       if (parsed.refusal) return { errors: [parsed.refusal] };
       const document = parsed.document;
       if (parsed.invalid) return { document, errors: parsed.invalid };
+      // The operation to run must be there before the limit rules look for it: the cost rule
+      // crashed (a 500) on an operationName that names no operation of an unnamed-only document.
+      if (!getOperationAST(document, operationName)) return { errors: [noSuchOperation(operationName)] };
       const vars = variables ?? {};
       const key = `${operationName ?? ''}\u0000${JSON.stringify(vars)}\u0000${query}`;
       let errors = validations.get(key);

@@ -74,6 +74,19 @@ test('GET runs queries, refuses mutations; a batch (array of operations) is refu
     t.is(r.body.errors[0].message, message);
     t.is(r.body.errors[0].extensions.code, 'BAD_USER_INPUT');
   }
+  // A name that names nothing in a document of one unnamed operation (the cost rule crashed on it: a 500).
+  const unnamed = await s.request('GET', `/v1/gql?query=${encodeURIComponent('{ __typename }')}&operationName=Foo`, {
+    token: user.token,
+  });
+  // A request error: 200 to an application/json client (GraphQL over HTTP), never a 500.
+  t.is(unnamed.status, 200, unnamed.text);
+  t.is(unnamed.body.errors[0].message, 'operationName: the document defines no operation Foo');
+  const unnamedPost = await s.request('POST', '/v1/gql', {
+    token: user.token,
+    body: { query: '{ me { userId } }', operationName: 'Foo' },
+  });
+  t.is(unnamedPost.status, 200, unnamedPost.text);
+  t.is(unnamedPost.body.errors[0].extensions.code, 'BAD_USER_INPUT');
   const named = await s.request('POST', '/v1/gql', { token: user.token, body: { query: two, operationName: 'A' } });
   t.is(named.body.data.me.userId, user.id);
   const batch = await s.request('POST', '/v1/gql', {
