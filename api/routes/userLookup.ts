@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import { oauthSignin, oauthSigninSchema } from '../../shared/commands/oauthSignin';
-import { zEmail } from '../../shared/domain/accounts';
+import { zLookupEmail } from '../../shared/domain/accounts';
 import { notFound } from '../../shared/errors';
 import { User } from '../../shared/models/User';
 import { actingUserId, authorize, can, subjects } from '../../shared/policies';
@@ -76,7 +76,7 @@ export function userLookupRoutes(router: ApiRouter): void {
         'The system key (and holders of users:read) may look up any address; other callers only their own (403 otherwise).',
       tags: TAG,
       auth: 'authenticated',
-      params: z.object({ email: zEmail() }),
+      params: z.object({ email: zLookupEmail() }),
       responses: {
         200: { description: '{data: flattened user}', schema: resourceSchema(flatUserSchema) },
         401: { description: 'No credentials' },

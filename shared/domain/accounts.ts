@@ -25,6 +25,19 @@ export const zEmail = () =>
     .refine((e) => e.lastIndexOf('@') <= 64, { message: 'must have at most 64 characters before the @' })
     .transform(normaliseEmail);
 
+/**
+ * An address to look a user up by: any address the service may hold, lowercased. Sign-in
+ * providers' addresses are kept up to 320 characters (what they send), so a lookup must reach them
+ * too; zEmail's tighter limits apply to addresses the service itself is asked to mail.
+ */
+export const zLookupEmail = () =>
+  z
+    .string()
+    .trim()
+    .max(320, { message: 'must be at most 320 characters' })
+    .email({ message: 'must be an email address' })
+    .transform(normaliseEmail);
+
 /** A new password (registration, email link, reset): the length bounds of shared/domain/passwords. */
 export const zNewPassword = () =>
   z

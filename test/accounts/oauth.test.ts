@@ -172,6 +172,17 @@ test('GET /v1/users/email/{email}: 401 without auth, 403 for another user, 404 u
   t.is(sys.body.data.id, other.id);
   t.is((await s.request('GET', '/v1/users/email/nobody%40example.test', { token: s.systemKey })).status, 404);
   t.is((await s.request('GET', '/v1/users/email/not-an-email', { token: s.systemKey })).status, 400);
+  // A provider's address longer than mail servers take (kept as sent) can still be looked up.
+  const long = `${'a'.repeat(64)}@${'b'.repeat(190)}.example.test`;
+  t.true(long.length > 254);
+  const created = await s.request('POST', '/v1/users/oauth', {
+    token: s.systemKey,
+    body: { email: long, name: 'Long', oauthProvider: 'github', oauthProviderId: `gh-long-${Date.now()}` },
+  });
+  t.is(created.status, 200, created.text);
+  const found = await s.request('GET', `/v1/users/email/${encodeURIComponent(long)}`, { token: s.systemKey });
+  t.is(found.status, 200, found.text);
+  t.is(found.body.data.id, created.body.data.id);
 });
 
 test.serial(
