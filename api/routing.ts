@@ -16,7 +16,7 @@ import {
   requireSystem,
   subjects,
 } from '../shared/policies';
-import { z, zInput } from '../shared/zod';
+import { z, zInput, zInputEnvelope } from '../shared/zod';
 import { KEYED_VERSIONS, KeyedVersionRef, VERSIONED_TABLES, VersionedTable } from '../shared/caches/tableVersions';
 import { validatesItems } from './middleware/body';
 import { describeSecurity, registerOperation, ResponseDoc } from './openapiSpec';
@@ -83,8 +83,9 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends Zo
   security?: Array<Record<string, string[]>>;
   /**
    * 'items': the body's text rule (zInput) and the body parser's rule for numbers beyond a double
-   * are left to the route, which validates a batch item by item, so one bad item is rejected alone
-   * rather than the whole body. The body schema must then accept only what the route checks (an
+   * are left to the route for the items (the contents of the body's arrays), which it validates one
+   * by one, so one bad item is rejected alone rather than the whole body; the rest of the body (its
+   * keys, fields beside the items) still gets the text rule (zInputEnvelope). The body schema must then accept only what the route checks (an
    * object of an item array), and the items must hold no free-form JSON.
    */
   bodyText?: 'items';
@@ -218,7 +219,7 @@ export function defineRoute<
   const input = {
     params: zInput(def.params ?? z.unknown()),
     query: zInput(def.query ?? z.unknown()),
-    body: def.bodyText === 'items' ? (def.body ?? z.unknown()) : zInput(def.body ?? z.unknown()),
+    body: def.bodyText === 'items' ? zInputEnvelope(def.body ?? z.unknown()) : zInput(def.body ?? z.unknown()),
   };
   if (def.bodyText === 'items') {
     if (def.path.includes(':'))

@@ -133,6 +133,23 @@ export const zInput = <T extends z.ZodTypeAny>(schema: T) =>
   });
 
 /**
+ * zInput for a body whose items the route checks one by one (`bodyText: 'items'`): the text rule on
+ * the envelope, every key and value of the top-level object except the contents of its arrays (the
+ * items), then the schema. A NUL in a key or an undeclared field beside the items is still a 400.
+ */
+export const zInputEnvelope = <T extends z.ZodTypeAny>(schema: T) =>
+  z
+    .unknown()
+    .superRefine((value, ctx) => {
+      if (value === null || typeof value !== 'object' || Array.isArray(value)) return;
+      const envelope = Object.fromEntries(
+        Object.entries(value).map(([k, v]) => [k, Array.isArray(v) ? [] : v] as const),
+      );
+      if (!storableText(envelope)) refineText(envelope, ctx);
+    })
+    .pipe(schema);
+
+/**
  * True when no string under `value` (values and object keys) breaks the text rule: the same walk
  * as refineText without zod's machinery, iterative for the same reason.
  */

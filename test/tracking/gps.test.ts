@@ -329,6 +329,16 @@ test('POST /v1/gps/batch: one insert, per-point validation, accepted ids and rej
   t.is(stored.length, 2);
   t.true(stored.every((p) => p.device_id === device));
 
+  // Beside the points, the body gets the text rule of every body: a NUL in a key or a field is a 400.
+  for (const body of [
+    { points: [gpsBody({ device_id: device })], 'k\u0000': 1 },
+    { points: [gpsBody({ device_id: device })], note: 'a\u0000b' },
+  ]) {
+    const nul = await s.request('POST', '/v1/gps/batch', { token: developer.token, body });
+    t.is(nul.status, 400, nul.text);
+    t.regex(nul.body.message, /NUL/);
+  }
+
   // A number beyond a double in one point (JSON.parse reads it as Infinity) rejects that point only.
   const point = (p: Record<string, unknown>, field: string) =>
     JSON.stringify(p).replace(new RegExp(`"${field}":[^,}]+`), `"${field}":1e400`);
