@@ -78,6 +78,11 @@ export function validatesItems(method: string, path: string): void {
  * for free-form JSON (metadata, setting values), which no schema looks into.
  */
 export function checkParsedBody(body: unknown, ctx?: Pick<Context, 'method' | 'path'>): void {
+  // Top-level keys get the text rule here too, for the few routes that are not defineRoute's
+  // (GraphQL's envelope): defineRoute's zInput covers the rest of every other body.
+  if (body !== null && typeof body === 'object' && !Array.isArray(body))
+    for (const key in body)
+      if (key.includes('\u0000')) throw new HttpError(400, 'BadRequest', 'body: keys must not contain NUL characters');
   let problem = firstProblem(body, 0, []);
   if (problem?.kind === 'number' && ctx && itemBodies.has(`${ctx.method} ${ctx.path}`))
     problem = firstProblem(body, 0, [], false);
@@ -89,6 +94,25 @@ export function checkParsedBody(body: unknown, ctx?: Pick<Context, 'method' | 'p
       : 'number too large (beyond ±1.8e308)';
   // The shape of every other validation 400: the message names the field, details lists it.
   throw new HttpError(400, 'BadRequest', `${field}: ${message}`, { details: [{ field, message }] });
+}
+
+/**
+ * A NUL in any query parameter, declared or not, is a 400 naming it, on every route: defineRoute's
+ * zInput does it for its routes, this for the others too (documents, GraphiQL, GraphQL). Only a
+ * query string holding an encoded NUL is decoded for it.
+ */
+function refuseNulInQuery(ctx: Context): void {
+  const qs = ctx.querystring;
+  if (!qs || !qs.includes('%00')) return;
+  for (const [key, value] of Object.entries(ctx.query)) {
+    const values = Array.isArray(value) ? value : [value ?? ''];
+    if (key.includes('\u0000') || values.some((v) => v.includes('\u0000')))
+      throw new HttpError(
+        400,
+        'BadRequest',
+        `${key.replaceAll('\u0000', '\\0').slice(0, 100)}: must not contain NUL characters`,
+      );
+  }
 }
 
 const BODY_TOO_LARGE = 'request body too large (JSON up to 4 MB, forms up to 256 KB)';
@@ -265,6 +289,7 @@ export function bodyParser(): Middleware {
     );
   return (ctx, next) => {
     const m = ctx.method;
+    refuseNulInQuery(ctx);
     if (m === 'GET' || m === 'HEAD' || m === 'OPTIONS') return next();
     const length = m === 'POST' || m === 'PUT' || m === 'PATCH' || m === 'DELETE' ? plainJsonLength(ctx) : -1;
     if (length > 0) return fast(ctx, next, length);

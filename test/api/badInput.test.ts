@@ -217,6 +217,27 @@ test('a NUL byte in a query parameter is a 400 naming the parameter', async (t) 
   t.deepEqual(failures, []);
 });
 
+test('a NUL byte in an undeclared query parameter is a 400 naming it on every GET, documents and GraphQL included', async (t) => {
+  await init();
+  const s = stack();
+  // The route table's GETs (documents among them) and GraphQL's, which the table keeps apart.
+  const gets = [...routes.filter((r) => r.method === 'GET'), { method: 'GET', path: '/v1/gql', op: {} } as Route];
+  t.true(gets.some((r) => r.path === '/v1/openapi.json'));
+  const failures = await sweep(gets, async (r) => {
+    const res = await s.request(r.method, `${concretePath(r)}?zzz=a%00b`, { token: tokenFor(r) });
+    const message: string | undefined = res.body?.message ?? res.body?.errors?.[0]?.message;
+    return res.status === 400 && message?.includes('zzz: must not contain NUL') ? null : describe(r, res);
+  });
+  t.deepEqual(failures, []);
+  // GraphQL's envelope: a NUL in a top-level key of the body.
+  const gql = await s.request('POST', '/v1/gql', {
+    token: tokenFor(gets[0]),
+    body: { query: '{ __typename }', 'k\u0000': 1 },
+  });
+  t.is(gql.status, 400, gql.text);
+  t.regex(gql.body.errors[0].message, /keys must not contain NUL/);
+});
+
 test('an integer query parameter beyond 2^53 is a 400 naming the parameter', async (t) => {
   await init();
   const s = stack();
