@@ -35,9 +35,16 @@ export const EMAIL_LINK_PATHS: Record<AccountEmailTemplate, string> = {
   account_exists: '/auth/login',
 };
 
-/** Builds `APP_URL + path?token=…`. */
+/**
+ * Builds `APP_URL + path?token=…`. The path is appended to APP_URL's own path, so a web app served
+ * under a sub-path (`https://host/web`) gets `https://host/web/auth/…` (a URL resolved against the
+ * base would replace that path).
+ */
 export function emailLink(appUrl: string, template: AccountEmailTemplate, token?: string): string {
-  const url = new URL(EMAIL_LINK_PATHS[template], appUrl.endsWith('/') ? appUrl : appUrl + '/');
+  const url = new URL(appUrl);
+  url.pathname = url.pathname.replace(/\/+$/, '') + EMAIL_LINK_PATHS[template];
+  url.search = '';
+  url.hash = '';
   if (token) url.searchParams.set('token', token);
   return url.toString();
 }
