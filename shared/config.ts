@@ -134,6 +134,8 @@ const schema = z.object({
   SMTP_URL: optionalUrl,
   MAIL_FROM: z.string().default('Service <no-reply@localhost>'),
   APP_URL: optionalUrl,
+  EMAIL_RETRY_DELAY_MS: int(2000, 1),
+  EMAIL_RETRY_MAX_DELAY_MS: int(300_000, 1),
   PEGEL_API_URL: optionalUrl,
   AIS_FEED_URL: optionalUrl.refine((v) => v === undefined || /^(tcp|udp):\/\/[^/:]*:\d+\/?$/.test(v), {
     message: 'must be tcp://host:port or udp://host:port',
@@ -218,6 +220,11 @@ export interface Config {
   appUrl: string;
   /** Whether APP_URL was set: a web app of its own may then serve the links (api/routes/emailPages.ts). */
   appUrlSet: boolean;
+  /**
+   * Retries of a mail whose delivery failed for a transient reason: the first after delayMs, each
+   * next one twice as late, at most maxDelayMs apart, until delivered or the row's deliver_until.
+   */
+  emailRetry: { delayMs: number; maxDelayMs: number };
   pegelApiUrl?: string;
   aisFeedUrl?: string;
   /** AIS: a vessel not heard for this long is dropped from the state and from /health counts. */
@@ -313,6 +320,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     mailFrom: e.MAIL_FROM,
     appUrl: e.APP_URL ?? `http://localhost:${e.PORT || 3000}`,
     appUrlSet: e.APP_URL !== undefined,
+    emailRetry: { delayMs: e.EMAIL_RETRY_DELAY_MS, maxDelayMs: e.EMAIL_RETRY_MAX_DELAY_MS },
     pegelApiUrl: e.PEGEL_API_URL,
     aisFeedUrl: e.AIS_FEED_URL,
     aisVesselTtlSeconds: e.AIS_VESSEL_TTL_SECONDS,

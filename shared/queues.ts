@@ -98,7 +98,15 @@ export type JobOf<N extends QueueName> = JobPayloads[N];
  * keeps the newest N) for inspection in the dashboard at /v1/admin/queues.
  */
 export const queueDefaults: Record<QueueName, JobsOptions> = {
-  email: { attempts: 5, backoff: { type: 'exponential', delay: 2000 }, removeOnComplete: 1000, removeOnFail: 5000 },
+  // Retried until delivered or the row's deliver_until (the processor decides, then fails the job
+  // as unrecoverable): the attempt count only has to outlast that at EMAIL_RETRY_MAX_DELAY_MS apart.
+  // The backoff is the email worker's own (emailRetryDelay: doubling, capped).
+  email: {
+    attempts: 1_000_000,
+    backoff: { type: 'emailRetry' },
+    removeOnComplete: 1000,
+    removeOnFail: 5000,
+  },
   scheduled: { attempts: 3, backoff: { type: 'exponential', delay: 10000 }, removeOnComplete: 100, removeOnFail: 500 },
   geofence: { attempts: 3, backoff: { type: 'exponential', delay: 1000 }, removeOnComplete: true, removeOnFail: 1000 },
   // One attempt: the requester waits at most 30 s, and a replayed audit write would duplicate it.

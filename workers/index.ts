@@ -8,7 +8,7 @@ import { bullPrefix, QueueName, schedules } from '../shared/queues';
 import { createRedis, redisReady } from '../shared/redis';
 import { closeSharedPdfRenderer } from './export/pdfRenderer';
 import { dataExportProcessor } from './processors/dataExport';
-import { emailProcessor } from './processors/email';
+import { emailProcessor, emailRetryDelay } from './processors/email';
 import { geofenceProcessor } from './processors/geofence';
 import { passwordResetsProcessor } from './processors/passwordResets';
 import { scheduledProcessor } from './processors/scheduled';
@@ -74,6 +74,7 @@ export async function startWorkers(config: Config, opts: { schedule?: boolean } 
       connection,
       prefix: bullPrefix(config),
       concurrency: config.queueConcurrency[name] ?? config.workerConcurrency,
+      ...(name === QueueName.email ? { settings: { backoffStrategy: emailRetryDelay(config) } } : {}),
     });
     worker.on('failed', (job, err) =>
       ctx.logger.warn({ queue: name, jobId: job?.id, attempts: job?.attemptsMade, err: err.message }, 'job failed'),

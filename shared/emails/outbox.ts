@@ -43,6 +43,8 @@ export async function writeAccountEmail(
     template: mail.template,
     user_id: mail.userId,
     token_sealed: mail.token ? encryptSecret(mail.token, config.secretsKey) : null,
+    // A link is worthless once its token has expired: no delivery is tried after that.
+    ...(mail.token && mail.vars.expiresAt ? { deliver_until: mail.vars.expiresAt } : {}),
     status: 'queued',
   });
   await writeOutbox(trx, 'email', { outboxId: row.id });

@@ -14,6 +14,8 @@ export class EmailOutbox extends AppModel {
   status!: 'queued' | 'sent' | 'logged' | 'failed';
   attempts!: number;
   last_error!: string | null;
+  /** Transient delivery failures are retried until then: the link token's expiry, else 24 h after writing. */
+  deliver_until!: Date;
   created_at!: Date;
   sent_at!: Date | null;
 }

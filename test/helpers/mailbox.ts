@@ -17,8 +17,10 @@ export interface ReceivedMail {
 export interface Mailbox {
   url: string;
   mails: ReceivedMail[];
-  /** How many of the next deliveries to refuse with a temporary SMTP error (451), to make the sender retry. */
+  /** How many of the next deliveries to refuse with an SMTP error (`failCode`), to make the sender retry or give up. */
   failNext: number;
+  /** The reply code of a refused delivery: 451 (temporary, the default) or a permanent 5xx. */
+  failCode: number;
   /** First mail to `to` (newer than `after` mails already seen) matching `pred`, waiting up to `ms`. */
   waitFor(to: string, pred?: (m: ReceivedMail) => boolean, ms?: number): Promise<ReceivedMail>;
   close(): Promise<void>;
@@ -83,8 +85,8 @@ function bodies(part: Part, out: { text: string; html: string }): void {
   else out.text += decoded;
 }
 
-/** A real SMTP receiver on an ephemeral port that keeps every mail it gets. */
-export async function startMailbox(): Promise<Mailbox> {
+/** A real SMTP receiver that keeps every mail it gets, on an ephemeral port unless `port` is given. */
+export async function startMailbox(port = 0): Promise<Mailbox> {
   const mails: ReceivedMail[] = [];
   const waiters: Array<() => void> = [];
   const server = new SMTPServer({
@@ -97,7 +99,12 @@ export async function startMailbox(): Promise<Mailbox> {
       stream.on('end', () => {
         if (box.failNext > 0) {
           box.failNext--;
-          return callback(Object.assign(new Error('try again later'), { responseCode: 451 }));
+          const permanent = box.failCode >= 500;
+          return callback(
+            Object.assign(new Error(permanent ? 'mailbox unavailable' : 'try again later'), {
+              responseCode: box.failCode,
+            }),
+          );
         }
         const raw = Buffer.concat(chunks).toString('utf8');
         const top = parsePart(raw);
@@ -116,12 +123,13 @@ export async function startMailbox(): Promise<Mailbox> {
       });
     },
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.server.address() as AddressInfo).port;
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  const bound = (server.server.address() as AddressInfo).port;
   const box: Mailbox = {
-    url: `smtp://127.0.0.1:${port}`,
+    url: `smtp://127.0.0.1:${bound}`,
     mails,
     failNext: 0,
+    failCode: 451,
     async waitFor(to, pred = () => true, ms = 10_000) {
       const deadline = Date.now() + ms;
       const match = (m: ReceivedMail) => m.to.includes(to.toLowerCase()) && pred(m);

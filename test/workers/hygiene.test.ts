@@ -1,5 +1,6 @@
 import test from 'ava';
 import { QueueName, queueDefaults } from '../../shared/queues';
+import { emailRetryDelay } from '../../workers/processors/email';
 import { useStack } from '../helpers/stack';
 import { eventually } from '../helpers/wait';
 
@@ -21,8 +22,12 @@ test('every queue that retries backs off exponentially and keeps failed jobs', (
   for (const [name, opts] of Object.entries(queueDefaults)) {
     t.truthy(opts.removeOnFail, `${name} keeps failed jobs`);
     t.not(opts.removeOnFail, true, `${name} keeps failed jobs`);
-    if ((opts.attempts ?? 1) > 1) t.like(opts.backoff, { type: 'exponential' }, name);
+    // email: its worker's own exponential backoff, capped (below).
+    if ((opts.attempts ?? 1) > 1 && name !== 'email') t.like(opts.backoff, { type: 'exponential' }, name);
   }
+  t.like(queueDefaults.email.backoff, { type: 'emailRetry' });
+  const delay = emailRetryDelay({ emailRetry: { delayMs: 2000, maxDelayMs: 300_000 } });
+  t.deepEqual([1, 2, 3, 4, 5, 8, 9, 1000].map(delay), [2000, 4000, 8000, 16_000, 32_000, 256_000, 300_000, 300_000]);
 });
 
 test.serial('a job that throws the same error 3 times lands in failed with the error, after backing off', async (t) => {
