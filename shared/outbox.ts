@@ -9,7 +9,7 @@ import { AuditEvent } from './models/AuditEvent';
 import { presentAuditEvent } from './presenters/auditEvent';
 import type { Logger } from './logger';
 import { GPS_POINT_COLUMNS, GpsPointRow, presentGpsPoint } from './presenters/gpsPoint';
-import type { PasswordResetJob, Queues } from './queues';
+import { emailJobId, type PasswordResetJob, type Queues } from './queues';
 
 /*
  * Transactional outbox: side effects on Redis that must not be lost are written as rows of
@@ -253,7 +253,7 @@ export class OutboxRelay {
       if (r.kind !== 'email') continue;
       const { outboxId } = r.payload as OutboxPayloads['email'];
       // The job id makes a replayed row (at least once) a no-op while the first job exists.
-      await this.deps.queues.enqueue('email', { outboxId }, { jobId: `email-${outboxId}` });
+      await this.deps.queues.enqueue('email', { outboxId }, { jobId: emailJobId(outboxId) });
     }
     for (const r of rows) {
       if (r.kind !== 'passwordReset') continue;

@@ -29,7 +29,8 @@ export type ScheduledTask =
   | 'purgeGpsPoints'
   | 'purgeAuditEvents'
   | 'refreshIntegrationTokens'
-  | 'chatAutoSync';
+  | 'chatAutoSync'
+  | 'requeueEmails';
 
 /** Who sent a realtime request: enough to attribute it, never a credential. */
 export interface RealtimeRequestJob {
@@ -128,6 +129,14 @@ export const queueDefaults: Record<QueueName, JobsOptions> = {
   },
 };
 
+/**
+ * The job id of an email_outbox row's `email` job: one job per row, so the relay's at-least-once
+ * enqueue and the requeue sweep never make two.
+ */
+export function emailJobId(outboxId: string): string {
+  return `email-${outboxId}`;
+}
+
 /** Repeatable maintenance jobs: task name → every N milliseconds. */
 export const schedules: Record<ScheduledTask, number> = {
   cleanupSessions: 60 * 60 * 1000,
@@ -141,6 +150,8 @@ export const schedules: Record<ScheduledTask, number> = {
   refreshIntegrationTokens: 5 * 60 * 1000,
   // A tick: the task itself follows the chat bot settings (auto_sync_enabled, intervals).
   chatAutoSync: 15 * 1000,
+  // Mails still queued whose job is gone (Redis lost it, or an older job ran out of attempts).
+  requeueEmails: 60 * 1000,
 };
 
 /** The BullMQ prefix for this deployment, so tests (and tenants) never share queues. */

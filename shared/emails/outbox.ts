@@ -3,6 +3,7 @@ import type { Config } from '../config';
 import { decryptSecret, encryptSecret, SecretKeys } from '../crypto';
 import { EmailOutbox } from '../models/EmailOutbox';
 import { writeOutbox } from '../outbox';
+import { emailJobId, type Queues } from '../queues';
 import { AccountEmailTemplate, AccountEmailVars, emailLink, EmailLocale, renderAccountEmail } from './accountEmails';
 
 export interface AccountEmail {
@@ -115,4 +116,46 @@ export function finishedOutboxFields(mail: EmailOutbox): Pick<EmailOutbox, 'toke
     text_body: redact(mail.text_body),
     html_body: mail.html_body === null ? null : redact(mail.html_body),
   };
+}
+
+/** BullMQ states in which an `email` job will still run (or is running). */
+const LIVE_JOB_STATES = new Set(['waiting', 'delayed', 'active', 'prioritized', 'waiting-children']);
+
+/**
+ * The requeue sweep (scheduled task `requeueEmails`): every `queued` email_outbox row whose `email`
+ * job will not run again gets a new one. The row is the source of truth and BullMQ only its carrier:
+ * a job lost with Redis's data, or one that ran out of attempts (jobs written before retries lasted
+ * until deliver_until), would otherwise leave the mail waiting forever. Rows written in the last
+ * minute are left to the side-effect relay. A finished job under the
+ * row's job id is removed first, or the new one would be deduplicated away. Enqueuing twice is
+ * harmless: the job id dedups, and the worker skips a row that is no longer queued. Rows past
+ * deliver_until are requeued too: their job marks them failed and drops the token.
+ */
+export async function requeueStrandedEmails(db: Knex, queues: Queues): Promise<{ queued: number; requeued: number }> {
+  const queue = queues.queue('email');
+  let queued = 0;
+  let requeued = 0;
+  let after = '00000000-0000-0000-0000-000000000000';
+  for (;;) {
+    const ids: string[] = await db('email_outbox')
+      .where('status', 'queued')
+      // Younger rows are the relay's to hand over (it may be waiting out a Redis outage).
+      .where('created_at', '<', db.raw("now() - interval '1 minute'"))
+      .where('id', '>', after)
+      .orderBy('id')
+      .limit(500)
+      .pluck('id');
+    if (!ids.length) break;
+    after = ids[ids.length - 1];
+    queued += ids.length;
+    for (const outboxId of ids) {
+      const job = await queue.getJob(emailJobId(outboxId));
+      if (job && LIVE_JOB_STATES.has(await job.getState())) continue;
+      // A job that changed state meanwhile stays; the enqueue below is then a no-op (same job id).
+      await job?.remove().catch(() => undefined);
+      await queues.enqueue('email', { outboxId }, { jobId: emailJobId(outboxId) });
+      requeued++;
+    }
+  }
+  return { queued, requeued };
 }

@@ -1,4 +1,5 @@
 import test from 'ava';
+import { emailJobId } from '../../shared/queues';
 import { RunningWorkers, startWorkers } from '../../workers/index';
 import { freshEmail } from '../helpers/accounts';
 import { createUser } from '../helpers/factories';
@@ -114,4 +115,37 @@ test.serial('a permanent SMTP rejection (5xx) fails the mail at once and drops i
     box.failCode = 451;
     box.failNext = 0;
   }
+});
+
+test.serial('the requeue sweep gives a queued mail whose job is gone, or finished, a new one', async (t) => {
+  box ??= await startMailbox(port);
+  // A: its job was lost (say, with Redis's data). B: its job finished while the row was not queued.
+  const [a, b] = await s
+    .db('email_outbox')
+    .insert([
+      { to_address: 'lost-job@example.test', subject: 'Lost job', text_body: 'a', template: 'test' },
+      { to_address: 'done-job@example.test', subject: 'Done job', text_body: 'b', template: 'test', status: 'sent' },
+    ])
+    .returning('id');
+  const skipped = await s.api.services.queues.enqueueAndWait('email', { outboxId: b.id }, 10_000, {
+    jobId: emailJobId(b.id),
+  });
+  t.deepEqual(skipped, { skipped: true });
+  await s.db('email_outbox').where({ id: b.id }).update({ status: 'queued' });
+  // Both were written over a minute ago: the sweep leaves younger rows to the side-effect relay.
+  await s
+    .db('email_outbox')
+    .whereIn('id', [a.id, b.id])
+    .update({ created_at: s.db.raw("now() - interval '2 minutes'") });
+
+  const result = await s.api.services.queues.enqueueAndWait<'scheduled', { queued: number; requeued: number }>(
+    'scheduled',
+    { task: 'requeueEmails' },
+    10_000,
+  );
+  t.true(result.requeued >= 2, JSON.stringify(result));
+  t.is((await box.waitFor('lost-job@example.test')).subject, 'Lost job');
+  t.is((await box.waitFor('done-job@example.test')).subject, 'Done job');
+  await eventually(async () => (await s.db('email_outbox').where({ id: a.id }).first()).status === 'sent');
+  t.pass();
 });

@@ -7,6 +7,7 @@ import { purgeExpiredGpsPoints } from '../../shared/commands/gpsRetention';
 import { purgeExpiredAuditEvents } from '../../shared/commands/auditRetention';
 import { refreshExpiringIntegrations } from '../../shared/commands/integrationTokens';
 import { chatAutoSync } from '../../shared/commands/chatAutoSync';
+import { requeueStrandedEmails } from '../../shared/emails/outbox';
 
 /** Maintenance tasks by name; each returns a small summary stored as the job's result. */
 export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Promise<Record<string, number>>> = {
@@ -49,6 +50,8 @@ export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Prom
   refreshIntegrationTokens: (ctx) => refreshExpiringIntegrations(ctx),
   /** Syncs the chat bot's guilds and members when due (chat bot settings: auto_sync_*, intervals). */
   chatAutoSync: (ctx) => chatAutoSync(ctx),
+  /** Queued mails whose job is gone get a new one, so an outage of Redis or SMTP loses none. */
+  requeueEmails: (ctx) => requeueStrandedEmails(ctx.db, ctx.queues),
 };
 
 export const scheduledProcessor: Processor<'scheduled'> = async (job, ctx) => {
