@@ -325,7 +325,7 @@ function textField(schema: ZodTypeAny): boolean {
  * Whether the body parser's form bodies (application/x-www-form-urlencoded, api/middleware/body.ts)
  * can pass this body schema: an object whose every field is text, since a form's values are.
  */
-function formExpressible(schema: ZodTypeAny): boolean {
+export function formExpressible(schema: ZodTypeAny): boolean {
   const s = unwrapped(schema);
   return s instanceof z.ZodObject && Object.values(s.shape as z.ZodRawShape).every((f) => textField(f as ZodTypeAny));
 }
@@ -402,7 +402,8 @@ export function documentRoute(doc: {
     access: permission ? `Requires \`${permission}\`.` : `Access: ${doc.auth as string}.`,
     secured: doc.auth !== 'public',
     permission,
-    validates: Boolean(doc.params || doc.query || doc.body),
+    // The body middleware refuses a NUL in any query parameter, declared or not: any route can answer 400.
+    validates: true,
     forbids: Boolean(permission),
   });
 }
@@ -417,8 +418,8 @@ const INFO_DESCRIPTION = [
     'another method answers 405 with an `Allow` header.',
   'Every answer of a rate-limited operation (those documenting 429) carries X-RateLimit-Limit, X-RateLimit-Remaining and ' +
     'X-RateLimit-Reset; the system key is not rate limited.',
-  'Request bodies are JSON; the body parser also takes application/x-www-form-urlencoded, whose values are text, so the ' +
-    'document lists a form only for bodies whose fields are all text.',
+  'Request bodies are JSON; an operation whose body fields are all text also takes application/x-www-form-urlencoded ' +
+    '(the document lists it there); any other answers a form with 415.',
   'Not described here: the queue dashboard (Bull Board) under /v1/admin/queues, an operator UI for browsers opened with ' +
     'POST /v1/admin/queues/session, whose pages and internal JSON API are not a public interface.',
 ].join('\n\n');

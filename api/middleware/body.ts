@@ -106,12 +106,12 @@ function refuseNulInQuery(ctx: Context): void {
   if (!qs || !qs.includes('%00')) return;
   for (const [key, value] of Object.entries(ctx.query)) {
     const values = Array.isArray(value) ? value : [value ?? ''];
-    if (key.includes('\u0000') || values.some((v) => v.includes('\u0000')))
-      throw new HttpError(
-        400,
-        'BadRequest',
-        `${key.replaceAll('\u0000', '\\0').slice(0, 100)}: must not contain NUL characters`,
-      );
+    if (key.includes('\u0000') || values.some((v) => v.includes('\u0000'))) {
+      // The shape of every other validation 400: the message names the parameter, details lists it.
+      const field = key.replaceAll('\u0000', '\\0').slice(0, 100);
+      const message = 'must not contain NUL characters';
+      throw new HttpError(400, 'BadRequest', `${field}: ${message}`, { details: [{ field, message }] });
+    }
   }
 }
 
