@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import type { ParameterizedContext } from 'koa';
 import type { ZodTypeAny } from 'zod';
 import type { Attribution } from '../shared/audit';
-import { forbidden, validationError } from '../shared/errors';
+import { forbidden, HttpError, validationError } from '../shared/errors';
 import {
   AccountScope,
   actingUserId,
@@ -19,7 +19,7 @@ import {
 import { z, zInput, zInputEnvelope } from '../shared/zod';
 import { KEYED_VERSIONS, KeyedVersionRef, VERSIONED_TABLES, VersionedTable } from '../shared/caches/tableVersions';
 import { validatesItems } from './middleware/body';
-import { describeSecurity, registerOperation, ResponseDoc } from './openapiSpec';
+import { describeSecurity, formExpressible, registerOperation, ResponseDoc } from './openapiSpec';
 import { cachedResponse } from './responseCache';
 import type { ApiServices } from './services';
 
@@ -226,6 +226,8 @@ export function defineRoute<
       throw new Error(`${def.method.toUpperCase()} ${def.path}: bodyText 'items' needs a path without parameters`);
     validatesItems(def.method, def.path);
   }
+  // A form's values are all text: only a body of text fields takes one (and the document says so).
+  const refusesForms = def.body !== undefined && !formExpressible(def.body);
   const cacheBy = def.cacheBy;
   if (cacheBy) assertCacheable(def);
   else if (def.cacheVariant) throw new Error(`${def.method.toUpperCase()} ${def.path}: cacheVariant needs cacheBy`);
@@ -239,6 +241,7 @@ export function defineRoute<
     const rawQuery = parse(input.query, ctx.query, 'query');
     const query = (def.query ? rawQuery : {}) as z.infer<Q>;
     const rawBody = (ctx.request as { body?: unknown }).body;
+    if (refusesForms && rawBody !== undefined && isFormRequest(ctx)) throw formRefused(ctx);
     const body: z.infer<B> = parse(input.body, def.body ? (rawBody ?? {}) : rawBody, 'body');
     if (manages)
       return checkHierarchy(c, manages, params as Record<string, unknown>).then(() =>
@@ -280,6 +283,16 @@ export function defineRoute<
     conditional: Boolean(cacheBy),
   });
 }
+
+const isFormRequest = (ctx: ParameterizedContext) =>
+  (ctx.req.headers['content-type'] ?? '').toLowerCase().startsWith('application/x-www-form-urlencoded');
+
+const formRefused = (ctx: ParameterizedContext) =>
+  new HttpError(
+    415,
+    'UnsupportedMediaType',
+    `${ctx.method} ${ctx.path} takes a JSON body (application/json): its fields are not all text, as a form's are`,
+  );
 
 /** The request's audit attribution: the acting user (or key), the client's IP and user agent. */
 export function requestAttribution(ctx: AppContext): Attribution {

@@ -238,6 +238,26 @@ test('a NUL byte in an undeclared query parameter is a 400 naming it on every GE
   t.regex(gql.body.errors[0].message, /keys must not contain NUL/);
 });
 
+test('a form body is refused (415) exactly where the document lists no form', async (t) => {
+  await init();
+  const s = stack();
+  const cases = routes.filter((r) => bodySchema(r));
+  const formOk = (r: Route) =>
+    Boolean((r.op.requestBody?.content as Record<string, unknown>)['application/x-www-form-urlencoded']);
+  t.true(cases.some(formOk) && cases.some((r) => !formOk(r)));
+  const failures = await sweep(cases, async (r) => {
+    const res = await s.request(r.method, concretePath(r), {
+      token: tokenFor(r),
+      // A NUL value: a route that takes the form refuses it (400) without doing anything.
+      rawBody: 'name=a%00b',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    if (formOk(r)) return res.status === 400 ? null : `listed a form but answered: ${describe(r, res)}`;
+    return res.status === 415 && res.body?.message?.includes('takes a JSON body') ? null : describe(r, res);
+  });
+  t.deepEqual(failures, []);
+});
+
 test('an integer query parameter beyond 2^53 is a 400 naming the parameter', async (t) => {
   await init();
   const s = stack();
