@@ -104,30 +104,38 @@ test.serial('a backup code signs in once', async (t) => {
   t.is(status.body.backup_codes_remaining, 9);
 });
 
-test.serial('backup codes are stored salted and slow; a code stored the old unsalted way still signs in once', async (t) => {
-  const s = stack();
-  const a = await userWithPassword();
-  const b = await userWithPassword();
-  const { backupCodes } = await enableTwoFactor(s, a.token);
-  await enableTwoFactor(s, b.token);
-  const norm = (c: string) => c.replace('-', '');
-  const stored = await s.db('two_factor_backup_codes').where('user_id', a.id).pluck('code_hash');
-  // Not the fast unsalted hash a leaked table gives away by trying all 31^8 codes.
-  for (const c of backupCodes) t.false(stored.includes(legacyBackupCodeHash(norm(c))));
-  // Salted with the owner: one code hashes differently for another user.
-  t.not(await hashBackupCode(b.id, norm(backupCodes[0])), await hashBackupCode(a.id, norm(backupCodes[0])));
-  t.true(stored.includes(await hashBackupCode(a.id, norm(backupCodes[0]))));
+test.serial(
+  'backup codes are stored salted and slow; a code stored the old unsalted way still signs in once',
+  async (t) => {
+    const s = stack();
+    const a = await userWithPassword();
+    const b = await userWithPassword();
+    const { backupCodes } = await enableTwoFactor(s, a.token);
+    await enableTwoFactor(s, b.token);
+    const norm = (c: string) => c.replace('-', '');
+    const stored = await s.db('two_factor_backup_codes').where('user_id', a.id).pluck('code_hash');
+    // Not the fast unsalted hash a leaked table gives away by trying all 31^8 codes.
+    for (const c of backupCodes) t.false(stored.includes(legacyBackupCodeHash(norm(c))));
+    // Salted with the owner: one code hashes differently for another user.
+    t.not(await hashBackupCode(b.id, norm(backupCodes[0])), await hashBackupCode(a.id, norm(backupCodes[0])));
+    t.true(stored.includes(await hashBackupCode(a.id, norm(backupCodes[0]))));
 
-  // A code issued before the change (SHA-256) keeps working, once.
-  const legacy = 'hjkm-2345';
-  await s.db('two_factor_backup_codes').insert({ user_id: a.id, code_hash: legacyBackupCodeHash(norm(legacy)) });
-  const challenge = async () =>
-    (await s.request('POST', '/v1/auth/login', { body: { email: a.email, password: PASSWORD } })).body.challenge_token;
-  const first = await s.request('POST', '/v1/auth/2fa/check', { body: { challenge_token: await challenge(), code: legacy } });
-  t.is(first.status, 200, first.text);
-  const again = await s.request('POST', '/v1/auth/2fa/check', { body: { challenge_token: await challenge(), code: legacy } });
-  t.is(again.status, 400);
-});
+    // A code issued before the change (SHA-256) keeps working, once.
+    const legacy = 'hjkm-2345';
+    await s.db('two_factor_backup_codes').insert({ user_id: a.id, code_hash: legacyBackupCodeHash(norm(legacy)) });
+    const challenge = async () =>
+      (await s.request('POST', '/v1/auth/login', { body: { email: a.email, password: PASSWORD } })).body
+        .challenge_token;
+    const first = await s.request('POST', '/v1/auth/2fa/check', {
+      body: { challenge_token: await challenge(), code: legacy },
+    });
+    t.is(first.status, 200, first.text);
+    const again = await s.request('POST', '/v1/auth/2fa/check', {
+      body: { challenge_token: await challenge(), code: legacy },
+    });
+    t.is(again.status, 400);
+  },
+);
 
 test.serial('a code is accepted once across two api instances, also when both get it at the same time', async (t) => {
   const s = stack();
