@@ -104,7 +104,11 @@ export function userRoleRoutes(router: ApiRouter): void {
       tags: TAG,
       auth: { permission: 'users:write', manages: 'id' },
       params: z.object({ id: zUserRef(), role_id: roleId() }),
-      responses: { 204: { description: 'Removed' }, 404: { description: 'No such user, or role not assigned' } },
+      responses: {
+        204: { description: 'Removed' },
+        404: { description: 'No such user, or role not assigned' },
+        409: { description: 'It would leave no administrator (docs/access-control.md)' },
+      },
     },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);

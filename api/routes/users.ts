@@ -61,6 +61,7 @@ export function userRoutes(router: ApiRouter): void {
           description: '{success, message, scheduled_deletion_at}',
           schema: successSchema.extend({ scheduled_deletion_at: z.string().datetime() }),
         },
+        409: { description: 'The caller is the last administrator (docs/access-control.md)' },
       },
     },
     async (ctx) => {
@@ -255,7 +256,7 @@ export function userRoutes(router: ApiRouter): void {
       responses: {
         204: { description: 'Deleted' },
         404: { description: 'No such user' },
-        409: { description: 'Already deleted' },
+        409: { description: 'Already deleted, or the last administrator' },
       },
     },
     async (ctx, { params }) => {

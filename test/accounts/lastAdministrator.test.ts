@@ -32,6 +32,14 @@ test.serial(
     t.is(del.status, 409, del.text);
     const schedule = await s.request('DELETE', '/v1/users/me', { token: admin.token });
     t.is(schedule.status, 409, schedule.text);
+    // Each of the three documents the 409.
+    const doc = (await s.request('GET', '/v1/openapi.json')).body;
+    for (const [path, method] of [
+      ['/v1/users/{id}/roles/{role_id}', 'delete'],
+      ['/v1/users/{id}', 'delete'],
+      ['/v1/users/me', 'delete'],
+    ])
+      t.truthy(doc.paths[path][method].responses['409'], `${method} ${path} documents 409`);
     // Nothing changed: still an administrator, signed in.
     t.is(await liveAdmins(), 1);
     t.is((await s.request('GET', '/v1/users', { token: admin.token })).status, 200);
