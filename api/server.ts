@@ -6,7 +6,7 @@ import { CredentialResolver } from '../shared/auth/credentials';
 import { ensureSystemApiKey } from '../shared/commands/apiKeys';
 import { Config, loadConfigOrExit } from '../shared/config';
 import { createContext } from '../shared/context';
-import { RETRY_AFTER_SECONDS } from '../shared/errors';
+import { RETRY_AFTER_SECONDS, toHttpError } from '../shared/errors';
 import { answerMalformedRequests, closeLingering, listen, refuseSocket, upgradeProblem } from '../shared/httpEdge';
 import { exitOnStartFailure, Logger } from '../shared/logger';
 import { createRedis, FAIL_FAST, redisReady } from '../shared/redis';
@@ -18,6 +18,44 @@ import { RateLimiter } from '../shared/caches/rateLimiter';
 import { listenForConfigChanges } from '../shared/caches/systemConfig';
 import type { ApiServices } from './services';
 import { loadGeoIp } from '../shared/geoip';
+/** Seconds between tries to store SYSTEM_API_KEY while the database cannot be reached. */
+const SYSTEM_KEY_RETRY_MS = 2000;
+
+/**
+ * Stores SYSTEM_API_KEY. A database that cannot be reached does not hold the start (a restart or
+ * a `pm2 reload` during an outage would otherwise leave no api at all): the api serves, answering
+ * 503 for what needs the database, and tries again every SYSTEM_KEY_RETRY_MS until it succeeds.
+ */
+async function ensureSystemKeyWhenReachable(
+  ctx: ReturnType<typeof createContext>,
+  key: string,
+): Promise<{ stop(): void }> {
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const attempt = async (first: boolean): Promise<void> => {
+    try {
+      await ensureSystemApiKey(ctx.db, key);
+      if (!first) ctx.logger.info('database reachable: system API key stored');
+    } catch (err) {
+      // Only an unreachable database waits (what answers 503); anything else (no migrations) stops the start.
+      if (first && toHttpError(err)?.status !== 503) throw err;
+      if (first)
+        ctx.logger.warn(
+          { err: (err as Error).message },
+          'database not reachable at start: serving (503 where it is needed), storing the system API key once it is',
+        );
+      if (!stopped) timer = setTimeout(() => void attempt(false), SYSTEM_KEY_RETRY_MS).unref();
+    }
+  };
+  await attempt(true);
+  return {
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+    },
+  };
+}
+
 export interface RunningApi {
   server: http.Server;
   services: ApiServices;
@@ -92,7 +130,7 @@ export async function startApi(
   await credentials.start(subscriber, config, { publisher: ctx.redis });
   // The same subscriber carries system config changes to this process's config cache.
   await listenForConfigChanges(subscriber, config, ctx.db, ctx.logger);
-  if (config.systemApiKey) await ensureSystemApiKey(ctx.db, config.systemApiKey);
+  const systemKey = config.systemApiKey ? await ensureSystemKeyWhenReachable(ctx, config.systemApiKey) : undefined;
 
   const services: ApiServices = {
     ...ctx,
@@ -135,6 +173,7 @@ export async function startApi(
       // Stop accepting, answer what is in flight with Connection: close, then release Postgres and Redis.
       const drained = await connections.drain(config.drainTimeoutMs);
       ctx.logger.info(drained, 'api drained');
+      systemKey?.stop();
       await credentials.stop();
       await services.rateLimiter.close();
       limiterRedis.disconnect();

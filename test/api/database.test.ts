@@ -6,6 +6,7 @@ import { Model } from 'objection';
 import { probesFor } from '../../api/routes/health';
 import { startApi } from '../../api/server';
 import { loadConfig } from '../../shared/config';
+import { sha256 } from '../../shared/crypto';
 import { toHttpError } from '../../shared/errors';
 import { Device } from '../../shared/models/Device';
 import { User } from '../../shared/models/User';
@@ -205,6 +206,63 @@ test.serial('an api whose database refuses connections answers 503 with Retry-Af
     Model.knex(s.db);
   }
 });
+
+test.serial(
+  'an api started while its database is unreachable serves 503, then stores SYSTEM_API_KEY once it is back',
+  async (t) => {
+    const s = stack();
+    // A port nothing listens on yet; later a proxy to the real database opens on it.
+    const probe = net.createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+    const port = (probe.address() as net.AddressInfo).port;
+    await new Promise<void>((r) => probe.close(() => r()));
+    const url = new URL(s.config.databaseUrl);
+    const realPort = Number(url.port || 5432);
+    url.port = String(port);
+    const systemKey = `sys-${randomBytes(12).toString('hex')}`;
+    const config = loadConfig({
+      NODE_ENV: 'test',
+      DATABASE_URL: url.toString(),
+      REDIS_URL: s.config.redisUrl,
+      REDIS_PREFIX: `${runRedisPrefix()}${randomBytes(5).toString('hex')}:`,
+      SYSTEM_API_KEY: systemKey,
+      LOG_LEVEL: 'silent',
+      PORT: '0',
+      HOST: '127.0.0.1',
+    });
+    const api = await startApi(config, { port: 0 });
+    const sockets = new Set<net.Socket>();
+    const proxy = net.createServer((client) => {
+      const upstream = net.connect(realPort, url.hostname);
+      for (const x of [client, upstream]) sockets.add(x);
+      client.pipe(upstream).pipe(client);
+      client.on('error', () => upstream.destroy());
+      upstream.on('error', () => client.destroy());
+    });
+    try {
+      const asSystem = () =>
+        fetch(`http://127.0.0.1:${api.port}/v1/users/email/nobody%40example.test`, {
+          headers: { authorization: `Bearer ${systemKey}` },
+        });
+      t.is((await asSystem()).status, 503, 'no database: 503, not a refused connection');
+      await new Promise<void>((r) => proxy.listen(port, '127.0.0.1', r));
+      // Back: the key is stored by the retry, and the system key works (404: no such address).
+      let status = 0;
+      for (let i = 0; i < 100 && status !== 404; i++) {
+        status = (await asSystem()).status;
+        if (status !== 404) await new Promise((r) => setTimeout(r, 100));
+      }
+      t.is(status, 404);
+      t.truthy(await s.db('api_keys').where('key_hash', sha256(systemKey)).first());
+    } finally {
+      await api.close();
+      for (const x of sockets) x.destroy();
+      await new Promise<void>((r) => proxy.close(() => r()));
+      await s.db('api_keys').where('key_hash', sha256(systemKey)).delete();
+      Model.knex(s.db);
+    }
+  },
+);
 
 test.serial(
   'health requests of one event-loop turn share one database probe, started after they arrived',
