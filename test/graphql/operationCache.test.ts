@@ -41,8 +41,16 @@ test('a repeated operation is parsed and validated once; other variables are val
   t.deepEqual(cache.get(q, { limit: 5 }, undefined)!.errors, []);
   t.is(runs(), 2);
   // The operation name is part of the key.
-  cache.get(q, { limit: 5 }, 'Other');
+  const two = 'query A($limit: Int!) { items(limit: $limit) } query B($limit: Int!) { items(limit: $limit) }';
+  cache.get(two, { limit: 5 }, 'A');
   t.is(runs(), 3);
+  cache.get(two, { limit: 5 }, 'B');
+  t.is(runs(), 4);
+  cache.get(two, { limit: 5 }, 'A');
+  t.is(runs(), 4);
+  // A name that names no operation is refused before the limit rules run (the cost rule crashed on it).
+  t.regex(cache.get(q, { limit: 5 }, 'Other')!.errors[0].message, /defines no operation Other/);
+  t.is(runs(), 4);
 });
 
 test('validation errors of the schema come back on every call; unparseable texts are not cached; huge ones refused', (t) => {
