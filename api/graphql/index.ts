@@ -28,6 +28,7 @@ import type { GqlContext } from './context';
 import { graphiqlRoutes } from './graphiql';
 import { createLoaders } from './loaders';
 import { documentGraphqlRoutes } from './openapi';
+import { introspectionLimit } from './introspectionLimit';
 import { mutationLimit } from './mutationLimit';
 import { operationCache } from './operationCache';
 import { AuditResolver } from './audit';
@@ -280,6 +281,7 @@ export function graphqlRoutes(
   // by graphql-http itself.
   const limitRules = (variables: Record<string, unknown>, operationName: string | undefined): ValidationRule[] => [
     mutationLimit(MAX_ROOT_MUTATIONS),
+    introspectionLimit(),
     depthLimit(MAX_QUERY_DEPTH),
     createComplexityRule({
       maximumComplexity: MAX_QUERY_COST,

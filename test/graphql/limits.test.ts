@@ -295,6 +295,33 @@ test('introspection is allowed (as GraphiQL sends it)', async (t) => {
   t.true(r.body.data.__schema.types.some((ty: { name: string }) => ty.name === 'Trip'));
 });
 
+test('introspection is bounded per operation: one __schema, 20 __type, aliases and fragments counted', async (t) => {
+  const s = stack();
+  const one = '__schema{types{fields{type{fields{type{name}}}}}}';
+  // 280 aliased copies once answered 3.4 MB after 2 s of the event loop, anonymously.
+  const bomb = `{${Array.from({ length: 280 }, (_, i) => `a${i}:${one}`).join(' ')}}`;
+  const refused = await s.request('POST', '/v1/gql', { body: { query: bomb } });
+  t.is(refused.body.errors[0].extensions.code, 'QUERY_TOO_COMPLEX', refused.text.slice(0, 300));
+  t.regex(refused.body.errors[0].message, /at most 1 __schema and 20 __type; this one asks for 280 and 0/);
+  t.is(refused.body.data, undefined);
+  // Through fragments too.
+  const viaFragments = await s.request('POST', '/v1/gql', {
+    body: { query: `{ ...A ...B } fragment A on Query { x: ${one} } fragment B on Query { y: ${one} }` },
+  });
+  t.is(viaFragments.body.errors[0].extensions.code, 'QUERY_TOO_COMPLEX');
+  const types = `{${Array.from({ length: 21 }, (_, i) => `t${i}: __type(name: "Trip") { name }`).join(' ')}}`;
+  t.is(
+    (await s.request('POST', '/v1/gql', { body: { query: types } })).body.errors[0].extensions.code,
+    'QUERY_TOO_COMPLEX',
+  );
+  // Within the bounds: answered.
+  const fine = await s.request('POST', '/v1/gql', {
+    body: { query: `{ ${one} t: __type(name: "Trip") { name } }` },
+  });
+  t.is(fine.status, 200, fine.text.slice(0, 300));
+  t.is(fine.body.data.t.name, 'Trip');
+});
+
 test('/v1/gql is counted in the caller’s tier and answers RATE_LIMITED in GraphQL’s format', async (t) => {
   const { startStack } = await import('../helpers/stack');
   const s = await startStack({ env: { RATE_LIMIT_USER: '3', RATE_LIMIT_USER_WINDOW_SECONDS: '60' } });
