@@ -170,11 +170,25 @@ function formatError(e: Readonly<GraphQLError | Error>): GraphQLError | Error {
   return answeredError(e) as unknown as GraphQLError;
 }
 
+/** graphql-http's messages for a malformed request, as the rest of the API words them. */
+const REQUEST_REFUSALS: Record<string, string> = {
+  'JSON body must be an object': 'body: must be a JSON object {query, variables?, operationName?, extensions?}',
+  'Missing query': 'query: is required',
+  'Invalid query': 'query: must be a string',
+  'Invalid variables': 'variables: must be an object (or null)',
+  'Invalid operationName': 'operationName: must be a string (or null)',
+  'Invalid extensions': 'extensions: must be an object (or null)',
+};
+
 function answeredError(e: Readonly<GraphQLError | Error>): AnsweredError {
   if (e instanceof FieldError) return answerFor(e.originalError, locationsOf(e.nodes), e.path);
   if (!(e instanceof GraphQLError)) {
-    // graphql-http's own refusals of a malformed request (answered 400).
-    return { message: e.message, extensions: { code: 'BAD_REQUEST', status: 400 } };
+    // graphql-http's own refusals of a malformed request (answered 400), named by their field as
+    // every other bad input is.
+    return {
+      message: REQUEST_REFUSALS[e.message] ?? e.message,
+      extensions: { code: 'BAD_USER_INPUT', status: 400 },
+    };
   }
   if (e.originalError) return answerFor(e.originalError, e.locations, e.path);
   return {

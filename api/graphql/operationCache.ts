@@ -51,9 +51,12 @@ function unknownRoots(schema: GraphQLSchema, document: DocumentNode): GraphQLErr
 
 /** graphql-http says only 'Unable to detect operation AST' when it cannot pick the operation. */
 function noSuchOperation(operationName: string | null | undefined): GraphQLError {
-  const message = operationName
-    ? `operationName: the document defines no operation ${operationName.slice(0, 100)}`
-    : 'operationName: required when the document defines several operations';
+  const message =
+    operationName === ''
+      ? 'operationName: must not be empty (leave it out, or name an operation of the document)'
+      : operationName
+        ? `operationName: the document defines no operation ${operationName.slice(0, 100)}`
+        : 'operationName: required when the document defines several operations';
   return new GraphQLError(message, undefined, undefined, undefined, undefined, undefined, {
     code: 'BAD_USER_INPUT',
     status: 400,

@@ -87,6 +87,22 @@ test('GET runs queries, refuses mutations; a batch (array of operations) is refu
   });
   t.is(unnamedPost.status, 200, unnamedPost.text);
   t.is(unnamedPost.body.errors[0].extensions.code, 'BAD_USER_INPUT');
+  const empty = await s.request('POST', '/v1/gql', {
+    token: user.token,
+    body: { query: '{ me { userId } }', operationName: '' },
+  });
+  t.regex(empty.body.errors[0].message, /^operationName: must not be empty/);
+  // A malformed envelope: 400, BAD_USER_INPUT, the field named.
+  for (const [body, message] of [
+    [{ query: '{ me { userId } }', variables: 'x' }, 'variables: must be an object (or null)'],
+    [{ query: '{ me { userId } }', operationName: 5 }, 'operationName: must be a string (or null)'],
+    [{ query: 5 }, 'query: must be a string'],
+    [{ variables: {} }, 'query: is required'],
+  ] as const) {
+    const r = await s.request('POST', '/v1/gql', { token: user.token, body });
+    t.is(r.status, 400, r.text);
+    t.deepEqual(r.body.errors[0], { message, extensions: { code: 'BAD_USER_INPUT', status: 400 } });
+  }
   const named = await s.request('POST', '/v1/gql', { token: user.token, body: { query: two, operationName: 'A' } });
   t.is(named.body.data.me.userId, user.id);
   const batch = await s.request('POST', '/v1/gql', {
