@@ -53,7 +53,8 @@ async function prepare(): Promise<{ env: Record<string, string>; token: string }
   const { url, db } = await freshBenchDatabase('bench_ws', settings);
   const env = { DATABASE_URL: url, ...settings };
   const [user] = await db('users').insert({ username: 'bench_ws' }).returning('id');
-  await db('user_roles').insert({ user_id: user.id, role_id: 'role_user' });
+  // Subscribing to `gps` needs gps:read, which the User role does not hold: a read-only API role does.
+  await db('user_roles').insert({ user_id: user.id, role_id: 'role_api_read_only' });
   const { token } = await createSession(db, user.id, new Date(Date.now() + 86400_000), {});
   await db.destroy();
   return { env, token };
