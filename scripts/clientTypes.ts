@@ -122,7 +122,9 @@ export function renderOperations(document: Schema): string {
 export const OPERATIONS_FILE = path.resolve(__dirname, '../../shared/client/operations.ts');
 
 async function main(): Promise<void> {
-  const config = loadConfig({ ...process.env, LOG_LEVEL: 'silent' });
+  // The committed file describes the API as built, not as this shell's environment configures it:
+  // NODE_ENV=production (no GraphiQL routes, SECRETS_KEY required) would drop operations.
+  const config = loadConfig({ NODE_ENV: 'development', LOG_LEVEL: 'silent' });
   createApp({ config, logger: pino({ level: 'silent' }) } as unknown as ApiServices, await buildGraphqlSchema());
   writeFileSync(OPERATIONS_FILE, renderOperations(openApiDocument('generated')));
 }
