@@ -63,17 +63,44 @@ test('a port in use: the api and realtime log a fatal line naming it and exit 1'
   }
 });
 
-test('PostgreSQL unreachable at start: a fatal line naming the refusal, exit 1', async (t) => {
+test('PostgreSQL unreachable at start: the api serves 503 and says why, rather than exiting', async (t) => {
+  // A restart or a pm2 reload during a database outage must leave an api that answers 503, not
+  // none at all (connection refused). It stores SYSTEM_API_KEY once the database is back.
   const s = stack();
-  const r = await run('api/server.js', {
-    ...s.env,
-    PORT: String(await freePort()),
-    DATABASE_URL: `postgres://postgres@127.0.0.1:${await freePort()}/none`,
-    LOG_LEVEL: 'silent',
+  const port = await freePort();
+  const child = spawn(process.execPath, [path.join(root, 'api/server.js')], {
+    env: {
+      ...process.env,
+      ...s.env,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      REALTIME_PORT: String(await freePort()),
+      DATABASE_URL: `postgres://postgres@127.0.0.1:${await freePort()}/none`,
+      LOG_LEVEL: 'info',
+    },
   });
-  t.is(r.code, 1, r.stdout + r.stderr);
-  const line = fatal(r.stdout);
-  t.is(line.msg, 'api failed to start');
-  t.regex(line.err.message, /ECONNREFUSED/);
-  t.is(r.stderr, '');
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  try {
+    for (let i = 0; i < 300 && !stdout.includes('"api listening"'); i++) await new Promise((r) => setTimeout(r, 50));
+    t.true(stdout.includes('"api listening"'), stdout + stderr);
+    const warn = stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { level: number; msg: string; err?: string })
+      .find((l) => l.level === 40 && /database not reachable at start/.test(l.msg));
+    t.truthy(warn, stdout);
+    t.regex(String(warn?.err), /ECONNREFUSED/);
+    const health = await fetch(`http://127.0.0.1:${port}/v1/health`);
+    t.is(health.status, 503);
+    const devices = await fetch(`http://127.0.0.1:${port}/v1/devices`, { headers: { authorization: 'Bearer sess_x' } });
+    t.is(devices.status, 503);
+  } finally {
+    child.kill('SIGTERM');
+  }
+  t.is(await exited, 0, stdout + stderr);
+  t.is(stderr, '');
 });
