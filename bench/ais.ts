@@ -12,7 +12,8 @@
  * Goal: ≥ 20,000 sentences/s decoded and merged (a busy national network: a few thousand/s).
  * Rates are given per wall-clock second and per second of this process's CPU time (on a machine
  * shared with other load, the second is the one that says what one worker can do).
- * Environment: REDIS_URL, BENCH_AIS_SENTENCES (300,000).
+ * Environment: REDIS_URL, BENCH_AIS_SENTENCES (300,000), BENCH_AIS_VESSELS (5,000). The run's Redis
+ * keys (its own prefix) are deleted at the end.
  */
 import 'reflect-metadata';
 import net from 'node:net';
@@ -25,6 +26,7 @@ import { EventBus } from '../shared/events';
 import { createLogger } from '../shared/logger';
 import { AisPipeline } from '../workers/ais/decoder';
 import { AisIngestion } from '../workers/ais/ingest';
+import { benchCleanup } from './benchDatabase';
 
 const VESSELS = Number(process.env.BENCH_AIS_VESSELS || 5000);
 const SENTENCES = Number(process.env.BENCH_AIS_SENTENCES || 300_000);
@@ -102,58 +104,65 @@ async function main(): Promise<void> {
     LOG_LEVEL: 'silent',
   });
   const redis = new Redis(config.redisUrl);
-  const bus = new EventBus(redis, config);
-  const ais = new AisIngestion({ redis, bus, config, logger: createLogger('bench', 'silent') });
   const sub = new Redis(config.redisUrl);
-  let pushes = 0;
-  let pushedVessels = 0;
-  sub.on('message', (_c, raw: string) => {
-    pushes++;
-    pushedVessels += (JSON.parse(raw) as { data: { vessels: unknown[] } }).data.vessels.length;
+  let ais: AisIngestion | undefined;
+  const cleanup = benchCleanup({ redisUrl: config.redisUrl, redisPrefix: config.redisPrefix }, async () => {
+    // The consumer stops writing before its keys (vessels, lease, status) are deleted.
+    await ais?.close();
+    sub.disconnect();
+    redis.disconnect();
+    server.close();
   });
-  await sub.subscribe(`${config.redisPrefix}ws:vessels`);
-  cpu = process.cpuUsage();
-  ais.start();
-  while (ais.pipeline.sentences + ais.pipeline.errors < sentences.length) await new Promise((r) => setTimeout(r, 5));
-  const feedMs = performance.now() - startWrite;
-  const feedCpuMs = cpuMs(cpu);
-  const feedRate = Math.round(sentences.length / (feedMs / 1000));
-  t = performance.now();
-  await ais.flush();
-  const flushMs = performance.now() - t;
-  const stored = await redis.hlen(`${config.redisPrefix}ais:vessels`);
-  await ais.close();
-  await new Promise((r) => setTimeout(r, 200));
+  try {
+    const bus = new EventBus(redis, config);
+    const consumer = new AisIngestion({ redis, bus, config, logger: createLogger('bench', 'silent') });
+    ais = consumer;
+    let pushes = 0;
+    let pushedVessels = 0;
+    sub.on('message', (_c, raw: string) => {
+      pushes++;
+      pushedVessels += (JSON.parse(raw) as { data: { vessels: unknown[] } }).data.vessels.length;
+    });
+    await sub.subscribe(`${config.redisPrefix}ws:vessels`);
+    cpu = process.cpuUsage();
+    consumer.start();
+    while (consumer.pipeline.sentences + consumer.pipeline.errors < sentences.length)
+      await new Promise((r) => setTimeout(r, 5));
+    const feedMs = performance.now() - startWrite;
+    const feedCpuMs = cpuMs(cpu);
+    const feedRate = Math.round(sentences.length / (feedMs / 1000));
+    t = performance.now();
+    await consumer.flush();
+    const flushMs = performance.now() - t;
+    const stored = await redis.hlen(`${config.redisPrefix}ais:vessels`);
+    ais = undefined;
+    await consumer.close();
+    await new Promise((r) => setTimeout(r, 200));
 
-  const perCpu = (ms: number) => Math.round(sentences.length / (ms / 1000)).toLocaleString('en');
-  const rows = [
-    [
-      'decode + merge (in memory)',
-      decodeRate,
-      `${sentences.length} in ${decodeMs.toFixed(0)} ms; ${perCpu(decodeCpuMs)}/s of CPU time`,
-    ],
-    [
-      'TCP feed → consumer (Redis writes, pushes)',
-      feedRate,
-      `${sentences.length} in ${feedMs.toFixed(0)} ms; ${perCpu(feedCpuMs)}/s of this process's CPU time (server writes included); errors ${ais.pipeline.errors}; ${pushes} pushes of ${pushedVessels} vessels; last flush ${flushMs.toFixed(0)} ms; ${stored} vessels stored`,
-    ],
-  ];
-  process.stdout.write('\n| run | sentences/s | note |\n|---|---:|---|\n');
-  for (const [name, rate, note] of rows) process.stdout.write(`| ${name} | ${rate.toLocaleString('en')} | ${note} |\n`);
-  const feedPerCpu = sentences.length / (feedCpuMs / 1000);
-  process.stdout.write(
-    `\ngoal ≥ 20,000 sentences/s: wall clock ${feedRate >= 20_000 ? 'met' : 'NOT met'}, ` +
-      `per CPU second ${feedPerCpu >= 20_000 ? 'met' : 'NOT met'}\n`,
-  );
-  await redis.del(
-    `${config.redisPrefix}ais:vessels`,
-    `${config.redisPrefix}ais:vessels:seen`,
-    `${config.redisPrefix}ais:status`,
-    `${config.redisPrefix}ais:lease`,
-  );
-  sub.disconnect();
-  redis.disconnect();
-  server.close();
+    const perCpu = (ms: number) => Math.round(sentences.length / (ms / 1000)).toLocaleString('en');
+    const rows = [
+      [
+        'decode + merge (in memory)',
+        decodeRate,
+        `${sentences.length} in ${decodeMs.toFixed(0)} ms; ${perCpu(decodeCpuMs)}/s of CPU time`,
+      ],
+      [
+        'TCP feed → consumer (Redis writes, pushes)',
+        feedRate,
+        `${sentences.length} in ${feedMs.toFixed(0)} ms; ${perCpu(feedCpuMs)}/s of this process's CPU time (server writes included); errors ${consumer.pipeline.errors}; ${pushes} pushes of ${pushedVessels} vessels; last flush ${flushMs.toFixed(0)} ms; ${stored} vessels stored`,
+      ],
+    ];
+    process.stdout.write('\n| run | sentences/s | note |\n|---|---:|---|\n');
+    for (const [name, rate, note] of rows)
+      process.stdout.write(`| ${name} | ${rate.toLocaleString('en')} | ${note} |\n`);
+    const feedPerCpu = sentences.length / (feedCpuMs / 1000);
+    process.stdout.write(
+      `\ngoal ≥ 20,000 sentences/s: wall clock ${feedRate >= 20_000 ? 'met' : 'NOT met'}, ` +
+        `per CPU second ${feedPerCpu >= 20_000 ? 'met' : 'NOT met'}\n`,
+    );
+  } finally {
+    await cleanup();
+  }
   process.exit(0);
 }
 

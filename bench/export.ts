@@ -3,7 +3,8 @@
  * worker (in this process, as `npm start` runs one worker process by default) with Debian's Chromium.
  *
  * Fixture: users with 10 API keys, 50 sessions and 500 audit events each, in a throw-away database
- * (migrated and seeded here) and Redis prefix. Measures:
+ * (migrated and seeded here, dropped at the end unless KEEP_DB=1) and Redis prefix (deleted at the
+ * end). Measures:
  *   1. cold   the first export of the process: the browser is not started yet
  *   2. warm   BENCH_WARM (20) exports one after another with the browser running: median and p95
  *   3. rate   BENCH_SECONDS (30) of exports by WORKER_CONCURRENCY (4) distinct users at once:
@@ -21,9 +22,8 @@ import { startApi } from '../api/server';
 import { createApiKey } from '../shared/commands/apiKeys';
 import { createSession } from '../shared/commands/sessions';
 import { loadConfig } from '../shared/config';
-import { createRedis } from '../shared/redis';
 import { startWorkers } from '../workers/index';
-import { freshBenchDatabase } from './benchDatabase';
+import { benchCleanup, freshBenchDatabase } from './benchDatabase';
 
 const WARM = Number(process.env.BENCH_WARM || 20);
 const SECONDS = Number(process.env.BENCH_SECONDS || 30);
@@ -105,14 +105,22 @@ async function main(): Promise<void> {
   } as Record<string, string>;
   const { url: databaseUrl, db } = await freshBenchDatabase('bench_export', env);
   const config = loadConfig({ ...env, DATABASE_URL: databaseUrl });
-  const users = Math.max(1, config.workerConcurrency);
-  process.stdout.write(`fixtures: ${users + 1} users × (10 API keys, 50 sessions, 500 audit events)…\n`);
-  const tokens: string[] = [];
-  for (let i = 0; i <= users; i++) tokens.push(await fixtureUser(db, i));
-  const api = await startApi(config, { port: 0, drainIdleGraceMs: 0 });
-  const workers = await startWorkers(config, { schedule: false });
-  const url = `http://127.0.0.1:${api.port}`;
+  let api: Awaited<ReturnType<typeof startApi>> | undefined;
+  let workers: Awaited<ReturnType<typeof startWorkers>> | undefined;
+  const cleanup = benchCleanup({ url: databaseUrl, redisUrl: config.redisUrl, redisPrefix: prefix }, async () => {
+    // The worker and the api (and their browser) stop before their database and Redis keys go.
+    await workers?.close();
+    await api?.close();
+    await db.destroy();
+  });
   try {
+    const users = Math.max(1, config.workerConcurrency);
+    process.stdout.write(`fixtures: ${users + 1} users × (10 API keys, 50 sessions, 500 audit events)…\n`);
+    const tokens: string[] = [];
+    for (let i = 0; i <= users; i++) tokens.push(await fixtureUser(db, i));
+    api = await startApi(config, { port: 0, drainIdleGraceMs: 0 });
+    workers = await startWorkers(config, { schedule: false });
+    const url = `http://127.0.0.1:${api.port}`;
     const cold = await exportOnce(url, tokens[0]);
     const warm: Timing[] = [];
     for (let i = 0; i < WARM; i++) warm.push(await exportOnce(url, tokens[0]));
@@ -175,13 +183,7 @@ async function main(): Promise<void> {
         `(WORKER_CONCURRENCY ${config.workerConcurrency}, EXPORT_PDF_MAX_PAGES ${config.dataExport.pdfMaxPages})\n`,
     );
   } finally {
-    await workers.close();
-    await api.close();
-    await db.destroy();
-    const redis = createRedis(config);
-    const keys = await redis.keys(`${prefix}*`);
-    if (keys.length) await redis.unlink(...keys);
-    redis.disconnect();
+    await cleanup();
   }
 }
 

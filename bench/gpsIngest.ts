@@ -9,8 +9,9 @@
  * The api runs as API_INSTANCES (default 2) node:cluster workers sharing one port, exactly as PM2's
  * cluster mode does, against a throw-away database (migrated and seeded here) and Redis prefix;
  * autocannon drives it on 127.0.0.1. Workers are not started: their geofence jobs wait in Redis and
- * are dropped with the prefix at the end. Goals: batch ≥ 25% of the best COPY rows/s, single
- * ≥ 1,500 points/s.
+ * are dropped with the prefix at the end, and so is the database `<name>_bench_gps` (unless
+ * KEEP_DB=1; a run that was killed leaves it to the next run, which drops it first). Goals: batch
+ * ≥ 25% of the best COPY rows/s, single ≥ 1,500 points/s.
  *
  * Environment: DATABASE_URL / REDIS_URL (as for the service), BENCH_SECONDS (10 per HTTP run),
  * BENCH_SINGLE_CONNECTIONS (64), BENCH_BATCH_CONNECTIONS (16), API_INSTANCES (2), BENCH_API_NODE_ARGS
@@ -25,12 +26,12 @@ import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import autocannon from 'autocannon';
 import knex, { Knex } from 'knex';
-import Redis from 'ioredis';
 import { from as copyFrom } from 'pg-copy-streams';
 import { createApiKey } from '../shared/commands/apiKeys';
 import { loadConfig } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
 import { seed } from '../shared/seed';
+import { benchCleanup } from './benchDatabase';
 
 const SECONDS = Number(process.env.BENCH_SECONDS || 10);
 const SINGLE_CONNECTIONS = Number(process.env.BENCH_SINGLE_CONNECTIONS || 64);
@@ -198,7 +199,7 @@ async function http(
 
 async function main(): Promise<void> {
   const base = new URL(process.env.DATABASE_URL || 'postgres://postgres:postgres@127.0.0.1:5432/service');
-  const dbName = `${decodeURIComponent(base.pathname.slice(1)) || 'service'}_bench_${randomBytes(4).toString('hex')}`;
+  const dbName = `${decodeURIComponent(base.pathname.slice(1)) || 'service'}_bench_gps`;
   const admin = new URL(base.toString());
   admin.pathname = '/postgres';
   const dbUrl = new URL(base.toString());
@@ -220,10 +221,18 @@ async function main(): Promise<void> {
   };
 
   const adminDb = knex({ client: 'pg', connection: admin.toString(), pool: { min: 0, max: 1 } });
+  await adminDb.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [dbName]);
   await adminDb.raw('CREATE DATABASE ??', [dbName]);
+  await adminDb.destroy();
   const config = loadConfig(env);
   const db = createDb(config, { poolMax: RAW_CLIENTS + 1 });
   const workers: Worker[] = [];
+  const cleanup = benchCleanup({ url: dbUrl.toString(), redisUrl: env.REDIS_URL, redisPrefix }, async () => {
+    // The api instances stop (and their queue jobs land) before the database and the prefix go.
+    for (const w of workers) if (!w.isDead()) w.kill('SIGKILL');
+    await Promise.all(workers.map((w) => new Promise((r) => (w.isDead() ? r(null) : w.once('exit', r)))));
+    await db.destroy();
+  });
   const results: Row[] = [];
   try {
     await migrate(db);
@@ -316,18 +325,7 @@ async function main(): Promise<void> {
       ),
     );
   } finally {
-    for (const w of workers) if (!w.isDead()) w.kill('SIGKILL');
-    await db.destroy();
-    await adminDb.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [dbName]).catch(() => undefined);
-    await adminDb.destroy();
-    const redis = new Redis(env.REDIS_URL);
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${redisPrefix}*`, 'COUNT', 1000);
-      if (keys.length) await redis.del(...keys);
-      cursor = next;
-    } while (cursor !== '0');
-    redis.disconnect();
+    await cleanup();
   }
 
   const bestCopy = Math.max(...results.filter((r) => r.name.startsWith('COPY')).map((r) => r.rowsPerSecond));

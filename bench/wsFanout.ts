@@ -19,7 +19,8 @@
  * Goals at 10,000 subscribers: p99 < 250 ms, ≥ 70% of the bare server's delivered msg/s,
  * < 20 KiB per idle connection.
  * Environment: DATABASE_URL, REDIS_URL, BENCH_WS_CLIENTS ("1000,10000"), BENCH_WS_RATE,
- * BENCH_WS_SECONDS, BENCH_WS_BURST.
+ * BENCH_WS_SECONDS, BENCH_WS_BURST, KEEP_DB=1 (keep the database `<name>_bench_ws`, dropped at the
+ * end otherwise; the run's Redis keys are always deleted).
  */
 import 'reflect-metadata';
 import { ChildProcess, fork } from 'node:child_process';
@@ -27,7 +28,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import Redis from 'ioredis';
-import { freshBenchDatabase } from './benchDatabase';
+import { benchCleanup, freshBenchDatabase } from './benchDatabase';
 import WebSocket from 'ws';
 import { createSession } from '../shared/commands/sessions';
 
@@ -96,8 +97,13 @@ class Server {
       child.on('message', (m: { cmd?: string; port?: number }) => m.cmd === 'ready' && resolve(m.port!));
       child.once('exit', (code) => reject(new Error(`${kind} exited with ${code}`)));
     });
-    return new Server(child, port);
+    const server = new Server(child, port);
+    Server.running.add(server);
+    return server;
   }
+
+  /** Servers started and not yet stopped: the cleanup stops them before the database goes. */
+  static readonly running = new Set<Server>();
 
   probe(): Promise<Probe> {
     return new Promise((resolve) => {
@@ -112,6 +118,8 @@ class Server {
   }
 
   async stop(): Promise<void> {
+    Server.running.delete(this);
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
     const exited = new Promise((r) => this.child.once('exit', r));
     this.child.kill('SIGTERM');
     await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
@@ -287,19 +295,26 @@ async function run(kind: Kind, n: number, env: Record<string, string>, token: st
 async function main(): Promise<void> {
   const { env, token } = await prepare();
   const pub = new Redis(REDIS_URL);
+  const cleanup = benchCleanup({ url: env.DATABASE_URL, redisUrl: REDIS_URL, redisPrefix: PREFIX }, async () => {
+    await Promise.all([...Server.running].map((s) => s.stop()));
+    pub.disconnect();
+  });
   const rows: Row[] = [];
-  for (const n of SIZES) {
-    for (const kind of ['realtime', 'bare ws'] as Kind[]) {
-      process.stderr.write(`${kind}, ${n} clients …\n`);
-      const r = await run(kind, n, env, token, pub);
-      rows.push(r);
-      process.stderr.write(
-        `  p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, ${r.msgsPerSec.toFixed(0)} msg/s, ${r.rssPerConnKiB.toFixed(1)} KiB/conn\n`,
-      );
-      await new Promise((res) => setTimeout(res, 1000));
+  try {
+    for (const n of SIZES) {
+      for (const kind of ['realtime', 'bare ws'] as Kind[]) {
+        process.stderr.write(`${kind}, ${n} clients …\n`);
+        const r = await run(kind, n, env, token, pub);
+        rows.push(r);
+        process.stderr.write(
+          `  p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, ${r.msgsPerSec.toFixed(0)} msg/s, ${r.rssPerConnKiB.toFixed(1)} KiB/conn\n`,
+        );
+        await new Promise((res) => setTimeout(res, 1000));
+      }
     }
+  } finally {
+    await cleanup();
   }
-  pub.disconnect();
 
   const out = (s: string) => process.stdout.write(s);
   out(

@@ -4,9 +4,8 @@ import { spawn, ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import Redis from 'ioredis';
 import type { Knex } from 'knex';
-import { freshBenchDatabase } from '../benchDatabase';
+import { benchCleanup, freshBenchDatabase } from '../benchDatabase';
 import { startFakePegel } from '../../test/helpers/fakePegel';
 import { Fixtures, insertSessions, seedFixtures, tableCounts } from './fixtures';
 import { Credential, fillRoute, FilledRoute, readRouteTable, RouteEntry, UnfilledRoute } from './table';
@@ -146,12 +145,14 @@ function startTarget(kind: 'api' | 'koa', env: Record<string, string>): Promise<
       reject(new Error(`${kind} target exited (${code ?? signal})`));
       if (!stopping) {
         log(`${kind} target exited unexpectedly (${code ?? signal}): the run is void`);
-        process.exit(1);
+        void cleanupRun().finally(() => process.exit(1));
       }
     });
   });
 }
 let stopping = false;
+/** Stops the targets and drops the run's database and Redis keys (set once main has them). */
+let cleanupRun: () => Promise<void> = async () => undefined;
 
 /** SIGTERM, then SIGKILL if the target has not exited within 10 s. */
 function stopTarget(t: Target): Promise<void> {
@@ -696,24 +697,6 @@ async function removeCreatedSince(db: Knex, mark: Date): Promise<void> {
   await db('audit_events').where('created_at', '>=', mark).delete();
 }
 
-async function deleteRedisPrefix(url: string, prefix: string): Promise<void> {
-  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  redis.on('error', () => undefined);
-  try {
-    await redis.connect();
-    let cursor = '0';
-    do {
-      const [nextCursor, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-      cursor = nextCursor;
-      if (keys.length) await redis.unlink(...keys);
-    } while (cursor !== '0');
-  } catch {
-    /* best effort */
-  } finally {
-    redis.disconnect();
-  }
-}
-
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
@@ -744,31 +727,16 @@ async function main(): Promise<void> {
   const t0 = Date.now();
   const { url: databaseUrl, db } = await freshBenchDatabase('bench_routes', settings);
   const targets: Target[] = [];
-  const cleanup = async () => {
-    stopping = true;
-    // The api drains and closes its pools before its database is dropped.
-    await Promise.all(targets.map((t) => stopTarget(t)));
-    if (!process.env.KEEP_DB) {
-      const base = new URL(databaseUrl);
-      const name = base.pathname.slice(1);
-      base.pathname = '/postgres';
-      const admin = (await import('knex')).default({
-        client: 'pg',
-        connection: base.toString(),
-        pool: { min: 0, max: 1 },
-      });
-      await admin.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]).catch(() => undefined);
-      await admin.destroy();
-    }
-    await deleteRedisPrefix(settings.REDIS_URL, settings.REDIS_PREFIX);
-    await pegel.close();
-  };
-  process.once('SIGINT', () => {
-    log('interrupted: stopping targets');
-    stopping = true;
-    for (const t of targets) t.child.kill('SIGTERM');
-    process.exit(130);
-  });
+  const cleanup = benchCleanup(
+    { url: databaseUrl, redisUrl: settings.REDIS_URL, redisPrefix: settings.REDIS_PREFIX },
+    async () => {
+      stopping = true;
+      // The api drains and closes its pools before its database is dropped.
+      await Promise.all(targets.map((t) => stopTarget(t)));
+      await pegel.close();
+    },
+  );
+  cleanupRun = cleanup;
 
   let exitCode = 0;
   try {
