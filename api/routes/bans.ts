@@ -67,7 +67,7 @@ export function banRoutes(router: ApiRouter): void {
         400: { description: 'Banning oneself' },
         403: { description: 'Target holds more power' },
         404: { description: 'No such user' },
-        409: { description: 'Already banned' },
+        409: { description: 'Already banned, or this would leave no administrator (a user holding *:*)' },
       },
     },
     async (ctx, { params, body }) => {

@@ -138,6 +138,7 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
         204: { description: 'Deleted' },
         403: { description: 'System role' },
         404: { description: 'No such role' },
+        409: { description: 'The role is what makes the last administrator one (docs: the last administrator)' },
       },
     },
     async (ctx, { params }) => {
@@ -214,6 +215,7 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
         204: { description: 'Removed' },
         403: { description: 'You do not hold the permission' },
         404: { description: 'No such role, or the permission is not assigned' },
+        409: { description: 'This would leave no administrator (a user holding *:*)' },
       },
     },
     async (ctx, { params }) => {

@@ -3,8 +3,9 @@ import { conflict } from '../errors';
 
 /**
  * Refuses (409) a change that leaves no administrator: no live user (not deleted, no deletion
- * scheduled) holding a role that grants `*:*`. Called inside the changing transaction, after the
- * change. The lock serialises such changes, so two administrators demoting each other at once
+ * scheduled, not banned) holding a role that grants `*:*`. Called inside the changing transaction,
+ * after the change: taking a role from a user, deleting or scheduling the deletion of a user,
+ * banning one, and taking `*:*` from a role or deleting a role. The lock serialises such changes, so two administrators demoting each other at once
  * cannot both succeed: the second one's check (a new statement, read committed) sees the first.
  * Without it the last administrator could demote or delete themselves, and only the CLI
  * (`grant-role`) could administer the service again.
@@ -18,6 +19,10 @@ export async function keepAnAdministrator(trx: Knex.Transaction): Promise<void> 
        JOIN permissions p ON p.id = rp.permission_id
        JOIN users u ON u.id = ur.user_id
        WHERE p.resource = '*' AND p.action = '*' AND u.deleted_at IS NULL AND u.scheduled_deletion_at IS NULL
+         AND NOT EXISTS (
+           SELECT 1 FROM bans b WHERE b.user_id = u.id AND b.unbanned_at IS NULL
+             AND (b.expires_at IS NULL OR b.expires_at > now())
+         )
      ) AS ok`,
   );
   if (!rows[0].ok)

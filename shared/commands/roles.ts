@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { afterCommit, transaction } from '../db';
-import { conflict } from '../errors';
+import { conflict, notFound } from '../errors';
 import { Permission } from '../models/Permission';
 import { Role } from '../models/Role';
 import { roleHasPermission, roleHolders, snapshotUserAccess } from '../queries/access';
 import { AccessServices, invalidateCredentials, publishAccessChanges } from './accessChanges';
+import { keepAnAdministrator } from './lastAdministrator';
 
 /**
  * Roles and permissions (spec §4.21). Who may do what is decided by the caller through
@@ -21,18 +22,21 @@ async function nameTaken(db: Knex, name: string, exceptId?: string): Promise<boo
 
 /**
  * Runs a change to what a role grants or who holds it, then (after the commit) drops every cached
- * credential that could carry the old grants and tells each holder what changed.
+ * credential that could carry the old grants and tells each holder what changed. A change that
+ * takes something away (`narrows`) must leave an administrator (409 otherwise, serialised with the
+ * other changes that could remove the last one).
  */
 async function changeRoleAccess(
   services: AccessServices,
   role: Role,
   change: (trx: Knex.Transaction) => Promise<void>,
-  push: { rolePermissionsChanged: boolean },
+  push: { rolePermissionsChanged: boolean; narrows?: boolean },
 ): Promise<void> {
   await transaction(services.db, async (trx) => {
     const holders = await roleHolders(trx, role.id);
     const before = await snapshotUserAccess(trx, holders);
     await change(trx);
+    if (push.narrows) await keepAnAdministrator(trx);
     afterCommit(trx, async () => {
       // API keys holding the role through api_key_roles are affected too: drop everything.
       await invalidateCredentials(services, { all: true });
@@ -79,11 +83,19 @@ export async function updateRole(services: AccessServices, role: Role, patch: Pa
   return updated;
 }
 
-/** Deletes a role: every holder loses it. */
+/**
+ * Deletes a role: every holder loses it. 404 when it is gone already (a concurrent delete of the
+ * same role: one of them deletes it, announces it and answers 204).
+ */
 export async function deleteRole(services: AccessServices, role: Role): Promise<void> {
-  await changeRoleAccess(services, role, async (trx) => void (await Role.query(trx).deleteById(role.id)), {
-    rolePermissionsChanged: true,
-  });
+  await changeRoleAccess(
+    services,
+    role,
+    async (trx) => {
+      if ((await Role.query(trx).deleteById(role.id)) === 0) throw notFound('role');
+    },
+    { rolePermissionsChanged: true, narrows: true },
+  );
 }
 
 /** Adds a permission to a role; 409 when the role grants it already. */
@@ -98,14 +110,16 @@ export async function addRolePermission(services: AccessServices, role: Role, pe
   );
 }
 
-/** Takes a permission from a role. */
+/** Takes a permission from a role; 404 when the role does not grant it (also when a concurrent removal took it). */
 export async function removeRolePermission(services: AccessServices, role: Role, permissionId: string): Promise<void> {
   await changeRoleAccess(
     services,
     role,
-    async (trx) =>
-      void (await trx('role_permissions').where({ role_id: role.id, permission_id: permissionId }).delete()),
-    { rolePermissionsChanged: true },
+    async (trx) => {
+      const removed = await trx('role_permissions').where({ role_id: role.id, permission_id: permissionId }).delete();
+      if (removed === 0) throw notFound('role permission');
+    },
+    { rolePermissionsChanged: true, narrows: true },
   );
 }
 

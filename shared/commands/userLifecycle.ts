@@ -41,6 +41,8 @@ export async function banUser(
       expires_at: expiresAt,
       is_permanent: !expiresAt,
     });
+    // A banned administrator administers nothing: two banning each other at once leave one.
+    await keepAnAdministrator(trx);
     const sessionIds = await deleteUserSessions(trx, input.userId);
     await recordAuditEvent(
       attributed(actor, {
@@ -79,6 +81,9 @@ export async function banUser(
 /** Ends the active ban (history keeps unbanned_at / unbanned_by); 404 when there is none. */
 export async function unbanUser(ctx: ServiceContext, userId: string, actor: Attribution): Promise<Ban> {
   return transaction(ctx.db, async (trx) => {
+    // Serialises with bans and other unbans of the user: of two concurrent unbans one ends the ban
+    // (one audit event, one unbanned_by) and the other finds none.
+    await trx('users').where('id', userId).forUpdate().first('id');
     const active = await findActiveBan(trx, userId);
     if (!active) throw notFound('active ban');
     const ban = await Ban.query(trx).patchAndFetchById(active.id, {

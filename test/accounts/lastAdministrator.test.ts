@@ -73,3 +73,64 @@ test.serial('two administrators demoting each other at the same time: one of the
         .ignore();
   }
 });
+
+const starPermissionId = async () =>
+  (await stack().db('permissions').where({ resource: '*', action: '*' }).first('id')).id as string;
+
+test.serial(
+  'taking *:* from the Admin role, or deleting the role that makes the last administrator one, is 409',
+  async (t) => {
+    const s = stack();
+    await s.db('user_roles').where('role_id', 'role_admin').delete();
+    const admin = await createUser(s.db, { roles: ['role_admin'] });
+    const star = await starPermissionId();
+    const take = await s.request('DELETE', `/v1/roles/role_admin/permissions/${star}`, { token: admin.token });
+    t.is(take.status, 409, take.text);
+    t.regex(take.body.message, /no administrator/);
+    t.truthy(await s.db('role_permissions').where({ role_id: 'role_admin', permission_id: star }).first());
+    // A custom role that is the only administrator's source of *:*.
+    const role = await s.request('POST', '/v1/roles', { token: admin.token, body: { name: `Root ${Date.now()}` } });
+    t.is(role.status, 201, role.text);
+    const roleId = role.body.data.id as string;
+    t.is(
+      (
+        await s.request('POST', `/v1/roles/${roleId}/permissions`, {
+          token: admin.token,
+          body: { permission_id: star },
+        })
+      ).status,
+      201,
+    );
+    const other = await createUser(s.db, { roles: [] });
+    await s.db('user_roles').insert({ user_id: other.id, role_id: roleId });
+    await s.db('user_roles').where('role_id', 'role_admin').delete();
+    t.is(await liveAdmins(), 0, 'the Admin role counts no one now; the custom role makes the administrator');
+    const del = await s.request('DELETE', `/v1/roles/${roleId}`, { token: other.token });
+    t.is(del.status, 409, del.text);
+    const takeCustom = await s.request('DELETE', `/v1/roles/${roleId}/permissions/${star}`, { token: other.token });
+    t.is(takeCustom.status, 409, takeCustom.text);
+    // With another administrator, the role can go.
+    await s.db('user_roles').insert({ user_id: admin.id, role_id: 'role_admin' });
+    t.is((await s.request('DELETE', `/v1/roles/${roleId}`, { token: admin.token })).status, 204);
+    // Both 409s are documented.
+    const doc = (await s.request('GET', '/v1/openapi.json')).body;
+    t.truthy(doc.paths['/v1/roles/{id}'].delete.responses['409']);
+    t.truthy(doc.paths['/v1/roles/{id}/permissions/{permission_id}'].delete.responses['409']);
+  },
+);
+
+test.serial('two administrators banning each other at the same time: one ban is refused', async (t) => {
+  const s = stack();
+  await s.db('user_roles').where('role_id', 'role_admin').delete();
+  for (let round = 0; round < 3; round++) {
+    const a = await createUser(s.db, { roles: ['role_admin'] });
+    const b = await createUser(s.db, { roles: ['role_admin'] });
+    const results = await Promise.all([
+      s.request('POST', `/v1/users/${b.id}/ban`, { token: a.token, body: { reason: 'x' } }),
+      s.request('POST', `/v1/users/${a.id}/ban`, { token: b.token, body: { reason: 'y' } }),
+    ]);
+    t.deepEqual(results.map((r) => r.status).sort(), [201, 409], JSON.stringify(results.map((r) => r.text)));
+    t.is((await s.db('bans').whereIn('user_id', [a.id, b.id]).whereNull('unbanned_at')).length, 1);
+    await s.db('user_roles').where('role_id', 'role_admin').delete();
+  }
+});
