@@ -186,10 +186,13 @@ export async function regenerateApiKey(
   });
 }
 
-/** Deletes a key and records api_key_revoked; its cached credentials are dropped after the commit. */
+/**
+ * Deletes a key and records api_key_revoked; its cached credentials are dropped after the commit.
+ * 404 when it is gone already: of concurrent deletes one records the event and answers 204.
+ */
 export async function deleteApiKey(services: AccessServices, key: ApiKey, by: Attribution): Promise<void> {
   await transaction(services.db, async (trx) => {
-    await ApiKey.query(trx).deleteById(key.id);
+    if ((await ApiKey.query(trx).deleteById(key.id)) === 0) throw notFound('api key');
     await recordAuditEvent(
       keyEvent(by, key, {
         event_type: 'api_key_revoked',

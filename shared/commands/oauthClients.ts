@@ -3,7 +3,7 @@ import { OAUTH_CLIENT_SECRET_PREFIX } from '../auth/oauthTokens';
 import { attributed, Attribution, AuditInput, recordAuditEvent } from '../audit';
 import { randomToken, sha256 } from '../crypto';
 import { afterCommit, transaction } from '../db';
-import { badRequest } from '../errors';
+import { badRequest, notFound } from '../errors';
 import type { AuthInvalidation } from '../events';
 import { OAuthClient } from '../models/OAuthClient';
 import { clientTokenInvalidation } from '../queries/oauth';
@@ -118,7 +118,8 @@ export async function deleteOAuthClient(services: AccessServices, client: OAuthC
     // Read before the delete: the tokens go with the client.
     const invalidations = await clientTokenInvalidation(trx, client.id);
     afterCommit(trx, () => invalidateTokens(services, invalidations));
-    await OAuthClient.query(trx).deleteById(client.id);
+    // Of concurrent deletes one deletes (and records the event); the others answer 404.
+    if ((await OAuthClient.query(trx).deleteById(client.id)) === 0) throw notFound('oauth client');
     await recordAuditEvent(clientEvent(by, client, 'client_deleted'), trx);
   });
 }
