@@ -6,6 +6,7 @@ import {
   OAUTH_REFRESH_TOKEN_PREFIX,
   OAUTH_REFRESH_TOKEN_TTL_SECONDS,
 } from '../auth/oauthTokens';
+import { HttpError } from '../errors';
 import { randomToken, safeEqual, sha256 } from '../crypto';
 import { afterCommit, transaction } from '../db';
 import { oauthError, pkceChallenge, PKCE_VERIFIER, TokenResponse } from '../domain/oauth';
@@ -100,38 +101,30 @@ export async function exchangeAuthorizationCode(
     throw oauthError(400, 'invalid_request', 'code_verifier: must be 43-128 characters of [A-Za-z0-9-._~]');
   }
   const hash = sha256(input.code);
-  const [code] = await db('oauth_authorization_codes')
-    .where('code_hash', hash)
-    .whereNull('used_at')
-    .update({ used_at: db.fn.now() })
-    .returning('*');
-  if (!code) {
-    const used = await db('oauth_authorization_codes').where('code_hash', hash).first('id', 'user_id', 'client_id');
-    if (used && used.client_id === input.client.id) {
-      const families: Array<{ family_id: string }> = await db('oauth_refresh_tokens')
-        .where('authorization_code_id', used.id)
-        .distinct('family_id');
-      await revokeFamilies(
-        services,
-        families.map((f) => f.family_id),
-        used.user_id,
-      );
-    }
-    throw oauthError(400, 'invalid_grant', 'authorization code is invalid or was already used');
-  }
-  if (code.client_id !== input.client.id)
-    throw oauthError(400, 'invalid_grant', 'authorization code was issued to another client');
-  if (new Date(code.expires_at).getTime() <= Date.now())
-    throw oauthError(400, 'invalid_grant', 'authorization code expired');
-  if (code.redirect_uri !== input.redirectUri)
-    throw oauthError(400, 'invalid_grant', 'redirect_uri does not match the authorization request');
-  if (!safeEqual(pkceChallenge(input.codeVerifier), code.code_challenge))
-    throw oauthError(400, 'invalid_grant', 'code_verifier does not match the code challenge');
-  if (!(await userMaySignIn(db, code.user_id)))
-    throw oauthError(400, 'invalid_grant', 'the user of this code can no longer sign in');
-  if (!(await consentActive(db, code.user_id, code.client_id)))
-    throw oauthError(400, 'invalid_grant', 'consent was revoked');
-  return transaction(db, async (trx) => {
+  const verifier = input.codeVerifier;
+  const redirectUri = input.redirectUri;
+  // The claim and the tokens it gives commit together: a concurrent second presentation waits on
+  // the claimed row until the tokens exist, then finds them and revokes them (reuse, below). A
+  // refused claim still commits (the code is burnt), and the refusal is thrown after the commit.
+  const outcome = await transaction(db, async (trx): Promise<TokenResponse | HttpError | undefined> => {
+    const [code] = await trx('oauth_authorization_codes')
+      .where('code_hash', hash)
+      .whereNull('used_at')
+      .update({ used_at: trx.fn.now() })
+      .returning('*');
+    if (!code) return undefined;
+    if (code.client_id !== input.client.id)
+      return oauthError(400, 'invalid_grant', 'authorization code was issued to another client');
+    if (new Date(code.expires_at).getTime() <= Date.now())
+      return oauthError(400, 'invalid_grant', 'authorization code expired');
+    if (code.redirect_uri !== redirectUri)
+      return oauthError(400, 'invalid_grant', 'redirect_uri does not match the authorization request');
+    if (!safeEqual(pkceChallenge(verifier), code.code_challenge))
+      return oauthError(400, 'invalid_grant', 'code_verifier does not match the code challenge');
+    if (!(await userMaySignIn(trx, code.user_id)))
+      return oauthError(400, 'invalid_grant', 'the user of this code can no longer sign in');
+    if (!(await consentActive(trx, code.user_id, code.client_id)))
+      return oauthError(400, 'invalid_grant', 'consent was revoked');
     const { response } = await issueTokens(trx, {
       clientId: code.client_id,
       userId: code.user_id,
@@ -141,6 +134,20 @@ export async function exchangeAuthorizationCode(
     });
     return response;
   });
+  if (outcome instanceof HttpError) throw outcome;
+  if (outcome) return outcome;
+  const used = await db('oauth_authorization_codes').where('code_hash', hash).first('id', 'user_id', 'client_id');
+  if (used && used.client_id === input.client.id) {
+    const families: Array<{ family_id: string }> = await db('oauth_refresh_tokens')
+      .where('authorization_code_id', used.id)
+      .distinct('family_id');
+    await revokeFamilies(
+      services,
+      families.map((f) => f.family_id),
+      used.user_id,
+    );
+  }
+  throw oauthError(400, 'invalid_grant', 'authorization code is invalid or was already used');
 }
 
 /**

@@ -293,6 +293,22 @@ test('a reused code is refused and revokes the tokens it produced; an expired co
   t.regex(expired.body.message, /expired/);
 });
 
+test('a code presented many times at once: one exchange wins, and the reuses revoke its tokens', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
+  const client = await makeClient(dev);
+  for (let round = 0; round < 3; round++) {
+    const { code, verifier } = await codeFor(user, client, 'gps:read');
+    const answers = await Promise.all(Array.from({ length: 12 }, () => exchange(client, code, verifier)));
+    const won = answers.filter((a) => a.status === 200);
+    t.is(won.length, 1, JSON.stringify(answers.map((a) => a.status)));
+    t.true(answers.every((a) => a.status === 200 || a.body.error === 'invalid_grant'));
+    // Every reuse answered after the winner's tokens existed, so they are revoked.
+    t.is((await me(won[0].body.access_token)).status, 401);
+  }
+});
+
 test('refresh rotation: each refresh token works once; reusing an old one revokes the whole chain', async (t) => {
   const s = stack();
   const dev = await createUser(s.db, { roles: ['role_developer'] });
