@@ -12,7 +12,13 @@ import { hashPassword } from '../domain/passwords';
 import { attributed, Attribution, recordAuditEvent } from '../audit';
 import { afterCommit, transaction } from '../db';
 import { addPlatformAccount } from './users';
-import { emailInUse, emailPlatform, findEmailAccount, findEmailAccountByAddress } from '../queries/users';
+import {
+  emailInUse,
+  emailPlatform,
+  findEmailAccount,
+  findEmailAccountByAddress,
+  lockEmailAddress,
+} from '../queries/users';
 
 /** The one message for every unusable token (unknown, used, expired, someone else's). */
 export const INVALID_TOKEN = 'invalid or expired token';
@@ -102,6 +108,7 @@ async function applyEmailChange(
   const userId = token.user_id!;
   const email = String(token.payload.new_email);
   await tokenUser(trx, userId);
+  await lockEmailAddress(trx, email);
   if (await emailInUse(trx, email, userId)) throw conflict('email is already in use');
   const account = await findEmailAccount(trx, userId);
   if (!account) throw badRequest(INVALID_TOKEN);
@@ -169,6 +176,7 @@ async function applyEmailLink(
   const email = String(token.payload.email);
   await tokenUser(trx, userId);
   if (await findEmailAccount(trx, userId)) throw conflict('this account already has an email sign-in');
+  await lockEmailAddress(trx, email);
   if (await emailInUse(trx, email, userId)) throw conflict('email is already in use');
   const platform = await emailPlatform(trx);
   const account = await addPlatformAccount(trx, userId, {

@@ -8,7 +8,7 @@ import { attributed, Attribution, AuditInput, recordAuditEvent } from '../audit'
 import { afterCommit, transaction } from '../db';
 import { normaliseEmail } from '../domain/accounts';
 import { twoFactorRequirement } from '../queries/twoFactor';
-import { findPlatform, findUserIdByEmail, flatUser } from '../queries/users';
+import { findPlatform, findUserIdByEmail, flatUser, lockEmailAddress, lockProviderAccount } from '../queries/users';
 import { addPlatformAccount, createUserWithAccount, uniqueUsername } from './users';
 import { CHAT_PLATFORM_SLUG, publishChatUserLinked } from './chatUserEvents';
 
@@ -85,6 +85,10 @@ export async function oauthSignin(
   });
 
   const result = await transaction(ctx.db, async (trx) => {
+    // Concurrent first sign-ins of one provider account, or of several with one address, make one
+    // user: the second one waits here and then finds the account (or the address's owner).
+    await lockProviderAccount(trx, platform.id, input.oauthProviderId);
+    if (email) await lockEmailAddress(trx, email);
     const existing = await PlatformAccount.query(trx).findOne({
       platform_id: platform.id,
       platform_user_id: input.oauthProviderId,

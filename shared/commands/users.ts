@@ -15,6 +15,7 @@ import {
   emailPlatform,
   emailSignInExists,
   findUserIdByEmail,
+  lockEmailAddress,
   userAccounts,
   usernameTaken,
 } from '../queries/users';
@@ -88,6 +89,7 @@ export async function createVerifiedEmailUser(
   input: { email: string; passwordHash: string; username?: string | null; locale?: string | null },
 ): Promise<{ user: User; account: PlatformAccount }> {
   const email = normaliseEmail(input.email);
+  await lockEmailAddress(trx, email);
   if ((await emailSignInExists(trx, email)) || (await findUserIdByEmail(trx, email, { verifiedOnly: true })))
     throw conflict('email is already in use');
   const platform = await emailPlatform(trx);

@@ -94,6 +94,29 @@ function userIdByEmailQuery(db: Knex, email: string, opts: { exceptUserId?: stri
   return q;
 }
 
+/**
+ * Serialises, until the transaction ends, the writes that give an address to an account: a new
+ * verified account (registration, a first provider sign-in), an email change, an email link. Each
+ * takes this lock before it checks that no other live user holds the address, so two of them at
+ * once cannot both see it free (read committed reads what committed before each statement; the
+ * second one's check runs after the first has committed). Key space 1 of the two-key advisory locks.
+ */
+export async function lockEmailAddress(trx: Knex.Transaction, email: string): Promise<void> {
+  await trx.raw('SELECT pg_advisory_xact_lock(1, hashtext(?))', [normaliseEmail(email)]);
+}
+
+/**
+ * The same for one provider account (a platform and the provider's user id): concurrent first
+ * sign-ins of it create one user, and the others find it. Key space 2; taken before the address lock.
+ */
+export async function lockProviderAccount(
+  trx: Knex.Transaction,
+  platformId: string,
+  providerId: string,
+): Promise<void> {
+  await trx.raw('SELECT pg_advisory_xact_lock(2, hashtext(?))', [`${platformId}:${providerId}`]);
+}
+
 /** Whether an address is used by any platform account of another live user (verified or not). */
 export async function emailInUse(db: Knex, email: string, exceptUserId?: string): Promise<boolean> {
   return !!(await findUserIdByEmail(db, email, { exceptUserId }));

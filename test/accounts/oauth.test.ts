@@ -284,3 +284,36 @@ test('GraphQL: platforms (anonymous), oauthSignin (system key only), findUserByP
     null,
   );
 });
+
+test('first sign-ins at the same time: one provider account makes one user; one address across providers makes one user', async (t) => {
+  const s = stack();
+  const signIn = (body: Record<string, unknown>) => s.request('POST', '/v1/users/oauth', { token: s.systemKey, body });
+  // The same provider account, ten times at once (a double-submitting app): the same user each time.
+  const id = uniq();
+  const same = await Promise.all(
+    Array.from({ length: 10 }, () =>
+      signIn({ email: null, name: `Dup ${id}`, oauthProvider: 'github', oauthProviderId: `gh-${id}` }),
+    ),
+  );
+  t.deepEqual(
+    same.map((r) => r.status),
+    Array(10).fill(200),
+    JSON.stringify(same.map((r) => r.text)),
+  );
+  t.is(new Set(same.map((r) => r.body.data.id)).size, 1);
+  // One new verified address from three providers at once: one user holding three accounts.
+  const email = `race_${uniq()}@example.test`;
+  const mixed = await Promise.all(
+    ['github', 'google', 'chat'].map((p) =>
+      signIn({ email, name: `Race ${p}`, oauthProvider: p, oauthProviderId: `${p}-${uniq()}` }),
+    ),
+  );
+  t.deepEqual(
+    mixed.map((r) => r.status),
+    [200, 200, 200],
+    JSON.stringify(mixed.map((r) => r.text)),
+  );
+  t.is(new Set(mixed.map((r) => r.body.data.id)).size, 1);
+  const owners = await s.db('platform_accounts').whereRaw('lower(email) = ?', [email]).distinct('user_id');
+  t.is(owners.length, 1);
+});
