@@ -84,17 +84,33 @@ export class AccountEvents {
       case 'rolePermissionsChanged': {
         const roleId = typeof msg.roleId === 'string' ? msg.roleId : null;
         if (!roleId) break;
-        this.deps.credentials.invalidate({ all: true });
-        for (const c of this.hub.clients) {
-          const p = c.principal;
-          if (
-            (p.kind === 'user' || p.kind === 'apiKey') &&
-            (p.roleIds.includes(roleId) || (p.kind === 'apiKey' && p.keyRoleIds.includes(roleId)))
-          )
-            this.recheck(c);
-        }
+        // One change to a role sends this to every holder: a role held by 20,000 users is 20,000
+        // messages. Acting on each (dropping every cached credential, scanning every socket) held
+        // the event loop for seconds; the roles named during one turn are handled once, after it.
+        this.changedRoles.add(roleId);
+        this.roleChangesDue ??= setImmediate(() => this.applyRoleChanges());
         break;
       }
+    }
+  }
+
+  /** Roles whose permissions changed since the last pass (rolePermissionsChanged, coalesced per turn). */
+  private readonly changedRoles = new Set<string>();
+  private roleChangesDue?: NodeJS.Immediate;
+
+  /** Drops the cached credentials once and re-checks every socket holding one of the changed roles. */
+  private applyRoleChanges(): void {
+    this.roleChangesDue = undefined;
+    const roles = [...this.changedRoles];
+    this.changedRoles.clear();
+    this.deps.credentials.invalidate({ all: true });
+    for (const c of this.hub.clients) {
+      const p = c.principal;
+      if (
+        (p.kind === 'user' || p.kind === 'apiKey') &&
+        roles.some((roleId) => p.roleIds.includes(roleId) || (p.kind === 'apiKey' && p.keyRoleIds.includes(roleId)))
+      )
+        this.recheck(c);
     }
   }
 

@@ -125,7 +125,8 @@ export class CredentialResolver {
     this.inflight.clear();
     this.access.invalidate(msg);
     if (msg.all) {
-      this.cache.clear();
+      // lru-cache's clear() walks its whole preallocated storage (50,000 slots) even when empty.
+      if (this.cache.size) this.cache.clear();
       return;
     }
     const drop = (owner: string) => {

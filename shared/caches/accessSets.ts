@@ -76,7 +76,8 @@ export class AccessSets {
 
   clear(): void {
     this.generation++;
-    this.users.clear();
-    this.roles.clear();
+    // lru-cache's clear() walks its whole preallocated storage even when empty.
+    if (this.users.size) this.users.clear();
+    if (this.roles.size) this.roles.clear();
   }
 }

@@ -2,6 +2,7 @@ import test from 'ava';
 import { randomUUID } from 'node:crypto';
 import { createSession } from '../../shared/commands/sessions';
 import { randomToken, sha256 } from '../../shared/crypto';
+import { CredentialResolver } from '../../shared/auth/credentials';
 import { createKey, createOAuthToken, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { connect, publish, wsBase } from '../helpers/wsClient';
@@ -148,6 +149,44 @@ test('rolePermissionsChanged re-checks every socket holding the role, API keys w
   t.deepEqual(await k.nextJson(), { type: 'error', message: `access to channel ${gps} revoked` });
   u.close();
   k.close();
+});
+
+test('a change to a widely held role is handled once per turn, not once per holder', async (t) => {
+  const s = stack();
+  await s.db('roles').insert({ id: 'role_crowd', name: 'Crowd', description: 'c', is_system: false });
+  const perm = await s.db('permissions').where({ resource: 'gps', action: 'read' }).first('id');
+  await s.db('role_permissions').insert({ role_id: 'role_crowd', permission_id: perm.id });
+  const user = await createUser(s.db, { roles: ['role_crowd'] });
+  const conn = await connect(wsBase(s, 0), { token: user.token });
+  const gps = `gps:${randomUUID()}`;
+  t.is((await conn.subscribe(gps)).data, `Subscribed to ${gps}`);
+  await s.db('role_permissions').where({ role_id: 'role_crowd' }).delete();
+  // Every cache drop of every resolver in this process (the api's resolver hears nothing here).
+  const proto = CredentialResolver.prototype;
+  const original = proto.invalidate;
+  let drops = 0;
+  proto.invalidate = function (this: CredentialResolver, msg) {
+    if (msg.all) drops++;
+    return original.call(this, msg);
+  };
+  try {
+    // What one change to a role held by 3,000 users publishes: one push per holder.
+    const timestamp = now();
+    const holders = [user.id, ...Array.from({ length: 2999 }, () => randomUUID())];
+    await s.api.services.bus.publishMany(
+      holders.map((id) => ({
+        channel: `user:${id}`,
+        message: { type: 'rolePermissionsChanged', roleId: 'role_crowd', roleName: 'Crowd', timestamp },
+      })),
+    );
+    t.is((await conn.nextJson()).type, 'rolePermissionsChanged');
+    t.deepEqual(await conn.nextJson(), { type: 'error', message: `access to channel ${gps} revoked` });
+  } finally {
+    proto.invalidate = original;
+  }
+  t.true(drops >= 1);
+  t.true(drops < 300, `the credential cache was dropped ${drops} times for 3,000 pushes`);
+  conn.close();
 });
 
 test('end to end: removing a permission from a role through the API drops the channel on live sockets', async (t) => {
