@@ -28,7 +28,7 @@ import type { GqlContext } from './context';
 import { graphiqlRoutes } from './graphiql';
 import { createLoaders } from './loaders';
 import { documentGraphqlRoutes } from './openapi';
-import { introspectionLimit } from './introspectionLimit';
+import { introspectionLimit, wholeTableLimit } from './introspectionLimit';
 import { mutationLimit } from './mutationLimit';
 import { operationCache } from './operationCache';
 import { AuditResolver } from './audit';
@@ -296,6 +296,7 @@ export function graphqlRoutes(
   const limitRules = (variables: Record<string, unknown>, operationName: string | undefined): ValidationRule[] => [
     mutationLimit(MAX_ROOT_MUTATIONS),
     introspectionLimit(),
+    wholeTableLimit(),
     depthLimit(MAX_QUERY_DEPTH),
     createComplexityRule({
       maximumComplexity: MAX_QUERY_COST,
