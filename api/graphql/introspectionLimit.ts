@@ -13,9 +13,11 @@ export const MAX_INTROSPECTION = { schema: 1, type: 20 } as const;
  * asks for one `__schema`. Runs after graphql-js's rules: no fragment cycle can be met.
  */
 export function introspectionLimit(): ValidationRule {
-  return rootFieldLimit({ __schema: MAX_INTROSPECTION.schema, __type: MAX_INTROSPECTION.type }, (counts) =>
-    `an operation asks for at most ${MAX_INTROSPECTION.schema} __schema and ${MAX_INTROSPECTION.type} __type; ` +
-    `this one asks for ${counts.get('__schema') ?? 0} and ${counts.get('__type') ?? 0}`,
+  return rootFieldLimit(
+    { __schema: MAX_INTROSPECTION.schema, __type: MAX_INTROSPECTION.type },
+    (counts) =>
+      `an operation asks for at most ${MAX_INTROSPECTION.schema} __schema and ${MAX_INTROSPECTION.type} __type; ` +
+      `this one asks for ${counts.get('__schema') ?? 0} and ${counts.get('__type') ?? 0}`,
   );
 }
 
