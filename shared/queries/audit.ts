@@ -43,12 +43,13 @@ export interface AuditPage {
  */
 function whereUserSearch(q: Knex.QueryBuilder, text: string): void {
   const like = `%${text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-  q.where((w) =>
-    w.where('user_id', isUuid(text) ? text.toLowerCase() : text).orWhereRaw(
-      `user_id IN (SELECT id::text FROM users WHERE lower(username) LIKE ?
-         UNION SELECT user_id::text FROM platform_accounts WHERE lower(email) LIKE ?)`,
-      [like, like],
-    ),
+  // One array of user ids, computed once before the scan (an InitPlan), so the events are read by
+  // the user_id index. `user_id = ? OR user_id IN (subquery)` was planned as a filter over every
+  // event: 0.1–0.5 s at 500,000 events, against 6 ms.
+  q.whereRaw(
+    `user_id = ANY(ARRAY(SELECT ?::text UNION SELECT id::text FROM users WHERE lower(username) LIKE ?
+       UNION SELECT user_id::text FROM platform_accounts WHERE lower(email) LIKE ?))`,
+    [isUuid(text) ? text.toLowerCase() : text, like, like],
   );
 }
 
@@ -146,6 +147,11 @@ async function readAuditPage(db: Knex, f: AuditFilter, page: { page: number; lim
   const totalSql = unfiltered
     ? db.raw(`${COUNTER_SQL} AS ${TOTAL}`, ['audit_events'])
     : db.raw(`(SELECT count(*) FROM (${capped.sql}) AS capped) AS ${TOTAL}`, capped.bindings as Knex.RawBinding[]);
+  const offset = (page.page - 1) * page.limit;
+  if (unfiltered && offset >= DEEP_OFFSET) {
+    const fromEnd = await readAuditPageFromEnd(db, base, order, dir, page);
+    if (fromEnd) return fromEnd;
+  }
   // Identical pages asked for in one turn share the statement (the rows are shared: not changed here).
   const rows = await queryOncePerTurn(
     db,
@@ -154,7 +160,7 @@ async function readAuditPage(db: Knex, f: AuditFilter, page: { page: number; lim
       .select('*', totalSql)
       .orderBy(order.map((column) => ({ column, order: dir })))
       .limit(page.limit)
-      .offset((page.page - 1) * page.limit),
+      .offset(offset),
   );
   let total: number;
   if (rows.length) total = Number(rows[0]![TOTAL]);
@@ -172,5 +178,47 @@ async function readAuditPage(db: Knex, f: AuditFilter, page: { page: number; lim
     events: rows.map((row) => AuditEvent.fromDatabaseJson(withoutColumns(row, PAGE_COLUMNS))),
     total,
     estimated,
+  };
+}
+
+/** From this offset on, an unfiltered page past the middle is read from the end (as api/pagination.ts does). */
+const DEEP_OFFSET = 1000;
+
+/**
+ * An unfiltered page past the middle of the events, read in the reversed order at its offset from
+ * the end (the exact counter gives the total), then turned round: OFFSET walks every entry it
+ * skips, so the last of 10,000 pages of 50 walked 500,000 index entries (0.45 s). Undefined when
+ * the page is nearer the start. Every term of the order has the same direction and PostgreSQL's
+ * default NULLS placement, so flipping the direction reverses the order exactly.
+ */
+async function readAuditPageFromEnd(
+  db: Knex,
+  base: Knex.QueryBuilder,
+  order: string[],
+  dir: 'asc' | 'desc',
+  page: { page: number; limit: number },
+): Promise<AuditPage | undefined> {
+  const offset = (page.page - 1) * page.limit;
+  const [r] = (await queryOncePerTurn(db, db.select(db.raw(`${COUNTER_SQL} AS ${TOTAL}`, ['audit_events'])))) as Array<
+    Record<string, unknown>
+  >;
+  const total = Number(r![TOTAL]);
+  if (offset >= total) return { events: [], total, estimated: false };
+  const after = total - offset - page.limit;
+  if (after >= offset) return undefined;
+  const rows = (await queryOncePerTurn(
+    db,
+    base
+      .clone()
+      .select('*')
+      .orderBy(order.map((column) => ({ column, order: dir === 'desc' ? 'asc' : 'desc' })))
+      .limit(Math.min(page.limit, total - offset))
+      .offset(Math.max(0, after)),
+  )) as Array<Record<string, unknown>>;
+  return {
+    // A copy: the rows may be shared with identical pages of this turn.
+    events: [...rows].reverse().map((row) => AuditEvent.fromDatabaseJson(row)),
+    total,
+    estimated: false,
   };
 }
