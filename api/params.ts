@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { isIP } from 'node:net';
 import type { EmailRequest } from '../shared/commands/emailFlows';
 import { notFound } from '../shared/errors';
 import { User } from '../shared/models/User';
@@ -56,8 +57,11 @@ export async function loadUser(
  * one only the per-account counter applies.
  */
 export function clientIp(ctx: AppContext): string | null {
-  if (can(ctx.state.principal, 'forwardClientAddress', subjects.relay()))
-    return ctx.get('x-forwarded-for').split(',')[0]?.trim() || null;
+  if (can(ctx.state.principal, 'forwardClientAddress', subjects.relay())) {
+    const forwarded = ctx.get('x-forwarded-for').split(',')[0]?.trim();
+    // An address, or none: the value is stored and geolocated, and the column holds an address.
+    return forwarded && isIP(forwarded) ? forwarded : null;
+  }
   return ctx.ip;
 }
 

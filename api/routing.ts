@@ -19,6 +19,7 @@ import {
 import { z, zInput, zInputEnvelope } from '../shared/zod';
 import { KEYED_VERSIONS, KeyedVersionRef, VERSIONED_TABLES, VersionedTable } from '../shared/caches/tableVersions';
 import { validatesItems } from './middleware/body';
+import { clientIp } from './params';
 import { describeSecurity, formExpressible, registerOperation, ResponseDoc } from './openapiSpec';
 import { cachedResponse } from './responseCache';
 import type { ApiServices } from './services';
@@ -294,7 +295,15 @@ const formRefused = (ctx: ParameterizedContext) =>
     `${ctx.method} ${ctx.path} takes a JSON body (application/json): its fields are not all text, as a form's are`,
   );
 
-/** The request's audit attribution: the acting user (or key), the client's IP and user agent. */
+/**
+ * The request's audit attribution: the acting user (or key), the client's IP and user agent. A
+ * relaying system key (the first-party web app) names the user's address in X-Forwarded-For
+ * (`clientIp`): sessions it creates and sign-ins it relays record that, not the web server's.
+ */
 export function requestAttribution(ctx: AppContext): Attribution {
-  return { actorId: actorIdOf(ctx.state.principal), ipAddress: ctx.ip, userAgent: ctx.get('user-agent') || null };
+  return {
+    actorId: actorIdOf(ctx.state.principal),
+    ipAddress: clientIp(ctx) ?? ctx.ip,
+    userAgent: ctx.get('user-agent') || null,
+  };
 }

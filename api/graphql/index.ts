@@ -22,7 +22,8 @@ import { authorizeGraphqlRootField } from '../../shared/policies';
 import { badRequest, graphqlCode, toHttpError, validationError } from '../../shared/errors';
 import { camel } from '../../shared/presenters/camel';
 import { z, zInput } from '../../shared/zod';
-import type { AppState } from '../routing';
+import type { AppContext, AppState } from '../routing';
+import { clientIp } from '../params';
 import type { ApiServices } from '../services';
 import type { GqlContext } from './context';
 import { graphiqlRoutes } from './graphiql';
@@ -364,7 +365,8 @@ export function graphqlRoutes(
     (ctx.req as unknown as { gqlContext: GqlContext }).gqlContext = {
       principal: ctx.state.principal,
       services: ctx.services,
-      ip: ctx.ip,
+      // A relaying system key's forwarded client address, as REST records it (requestAttribution).
+      ip: clientIp(ctx as unknown as AppContext) ?? ctx.ip,
       userAgent: ctx.get('user-agent') || null,
       header: (name: string) => ctx.get(name) || null,
       loaders: createLoaders(ctx.services.db),

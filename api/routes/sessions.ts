@@ -22,9 +22,17 @@ export function sessionRoutes(router: Router<AppState, { services: ApiServices }
       summary: 'Create an internal session for a user',
       tags: ['sessions'],
       auth: 'internal',
+      description:
+        'provider (optional, beyond the spec): the slug of the sign-in platform the session is for, shown as the ' +
+        'session’s provider in GET /v1/users/me/sessions. Without it, the platform of the user’s most recently ' +
+        'used platform account: the one POST /v1/users/oauth has just signed in with.',
       body: z.object({
         userId: zUuid(),
         expires: z.string().datetime({ offset: true, message: 'must be an ISO 8601 date-time' }),
+        provider: z
+          .string()
+          .regex(/^[a-z0-9_-]{1,64}$/, 'must be a platform slug')
+          .optional(),
       }),
       bodyExample: { userId: '0b6f3c1e-4d8a-4f57-9a0e-2a1d5c7e9b10', expires: '2026-12-31T23:59:59Z' },
       responses: {
@@ -33,7 +41,13 @@ export function sessionRoutes(router: Router<AppState, { services: ApiServices }
     },
     async (ctx, { body }) => {
       const by = requestAttribution(ctx);
-      const { session, token } = await createInternalSession(ctx.services, body.userId, new Date(body.expires), by);
+      const { session, token } = await createInternalSession(
+        ctx.services,
+        body.userId,
+        new Date(body.expires),
+        by,
+        body.provider,
+      );
       created(ctx, resource(ctx, presentInternalSession(session, token), `/v1/sessions/${token}`));
     },
   );

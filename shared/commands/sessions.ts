@@ -5,11 +5,12 @@ import type { ServiceContext } from '../context';
 import { randomToken, sha256 } from '../crypto';
 import { afterCommit, runCommitted, transaction } from '../db';
 import { badRequest, notFound } from '../errors';
+import { Platform } from '../models/Platform';
 import { Session } from '../models/Session';
 import { User } from '../models/User';
 import { findAnySessionByToken } from '../queries/sessions';
 import { insertGrouped } from '../groupedInsert';
-import { rowById } from '../rowLoader';
+import { rowBy, rowById, turnBatcherByDb } from '../rowLoader';
 import { invalidateCredentials } from './accessChanges';
 
 /** Where a session is opened from: the request's attribution and the platform signed in with. */
@@ -43,18 +44,41 @@ export async function createSession(
   return { session, token };
 }
 
-/** An internal session for the first-party web app (POST /v1/sessions): a live user, a future expiry. */
+/** The platform slug of each user's most recently updated platform account, batched per turn. */
+const latestPlatforms = turnBatcherByDb(async (db, userIds) => {
+  const { rows } = await db.raw<{ rows: Array<{ user_id: string; slug: string }> }>(
+    `SELECT DISTINCT ON (pa.user_id) pa.user_id, p.slug
+       FROM platform_accounts pa JOIN platforms p ON p.id = pa.platform_id
+      WHERE pa.user_id = ANY(?::uuid[])
+      ORDER BY pa.user_id, pa.updated_at DESC, pa.id`,
+    [userIds],
+  );
+  return new Map(rows.map((r) => [r.user_id, r.slug]));
+});
+/**
+ * An internal session for the first-party web app (POST /v1/sessions): a live user, a future expiry.
+ * Its provider is the platform named (which must exist), or else the platform of the user's most
+ * recently used platform account: a provider sign-in (POST /v1/users/oauth) updates its account
+ * just before the web app asks for the session.
+ */
 export async function createInternalSession(
   ctx: ServiceContext,
   userId: string,
   expires: Date,
   by: Attribution,
+  provider?: string,
 ): Promise<{ session: Session; token: string }> {
   if (expires.getTime() <= Date.now()) throw badRequest('expires: must be in the future');
   // The batched read by id (rowById), so concurrent sign-ins share it.
   const user = await rowById(User, ctx.db).load(userId);
   if (!user || user.deleted_at) throw badRequest('userId: no such user');
-  const created = await createSession(ctx.db, user.id, expires, by);
+  let platformSlug: string | undefined;
+  if (provider !== undefined) {
+    if (!(await rowBy(Platform, 'slug', ctx.db).load(provider)))
+      throw badRequest(`provider: unknown platform '${provider}'`);
+    platformSlug = provider;
+  } else platformSlug = await latestPlatforms(ctx.db, user.id);
+  const created = await createSession(ctx.db, user.id, expires, { ...by, platformSlug });
   // Outside a transaction: the buffered writer records it without a round trip of its own.
   ctx.audit.record(
     attributed(by, {

@@ -85,3 +85,55 @@ test('bad session bodies: unknown user, past expiry', async (t) => {
   t.is(past.status, 400);
   t.regex(past.body.message, /^expires/);
 });
+
+test('a relayed provider sign-in records the user’s address and its provider, on the session and in the audit', async (t) => {
+  const s = stack();
+  const id = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+  const relay = { 'x-forwarded-for': '203.0.113.7, 10.0.0.1' };
+  const signIn = await s.request('POST', '/v1/users/oauth', {
+    token: s.systemKey,
+    headers: relay,
+    body: { email: `relay_${id}@example.test`, name: 'Relay', oauthProvider: 'github', oauthProviderId: `gh-${id}` },
+  });
+  t.is(signIn.status, 200, signIn.text);
+  const userId = signIn.body.data.id as string;
+  const login = await s.db('audit_events').where({ user_id: userId, event_type: 'login' }).first();
+  t.is(login.ip_address, '203.0.113.7');
+  const expires = new Date(Date.now() + 86400_000).toISOString();
+  const created = await s.request('POST', '/v1/sessions', {
+    token: s.systemKey,
+    headers: relay,
+    body: { userId, expires },
+  });
+  t.is(created.status, 201, created.text);
+  // The session is the provider's that signed the user in just before, from the user's address.
+  const listed = await s.request('GET', '/v1/users/me/sessions', { token: created.body.data.sessionToken });
+  const mine = listed.body.sessions.find((x: { id: string }) => x.id === created.body.data.id);
+  t.is(mine.ip_address, '203.0.113.7');
+  t.is(mine.provider, 'github');
+  t.is(typeof mine.provider_name, 'string');
+  // session_created goes through the buffered audit writer: it lands within its flush interval.
+  let audited;
+  for (let i = 0; i < 40 && !audited; i++) {
+    audited = await s.db('audit_events').where({ user_id: userId, event_type: 'session_created' }).first();
+    if (!audited) await new Promise((r) => setTimeout(r, 50));
+  }
+  t.is(audited?.ip_address, '203.0.113.7');
+  // A provider may be named; an unknown one is a 400 naming the field. A forwarded value that is
+  // not an address is not recorded as one.
+  const named = await s.request('POST', '/v1/sessions', {
+    token: s.systemKey,
+    headers: { 'x-forwarded-for': 'not-an-address' },
+    body: { userId, expires, provider: 'email' },
+  });
+  t.is(named.status, 201, named.text);
+  const row = await s.db('sessions').where('id', named.body.data.id).first();
+  t.is(row.platform_slug, 'email');
+  t.not(row.ip_address, 'not-an-address');
+  const unknown = await s.request('POST', '/v1/sessions', {
+    token: s.systemKey,
+    body: { userId, expires, provider: 'nowhere' },
+  });
+  t.is(unknown.status, 400);
+  t.regex(unknown.body.message, /provider/);
+});
