@@ -3,7 +3,7 @@ import http from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { CredentialResolver } from '../shared/auth/credentials';
-import { ensureSystemApiKey } from '../shared/commands/apiKeys';
+import { ensureSystemApiKey, RetiredSystemKeyError } from '../shared/commands/apiKeys';
 import { Config, loadConfigOrExit } from '../shared/config';
 import { createContext } from '../shared/context';
 import { RETRY_AFTER_SECONDS, toHttpError } from '../shared/errors';
@@ -37,6 +37,10 @@ async function ensureSystemKeyWhenReachable(
       await ensureSystemApiKey(ctx.db, key);
       if (!first) ctx.logger.info('database reachable: system API key stored');
     } catch (err) {
+      // A value regenerated through the API stays revoked: the api serves without it (the first-party
+      // app's relayed calls answer 401) and says what to do, rather than not starting.
+      if (err instanceof RetiredSystemKeyError)
+        return void ctx.logger.error({ err: err.message }, 'system API key not stored');
       // Only an unreachable database waits (what answers 503); anything else (no migrations) stops the start.
       if (first && toHttpError(err)?.status !== 503) throw err;
       if (first)

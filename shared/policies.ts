@@ -484,6 +484,18 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
     regenerate: ownKey,
     delete: (p, k) => (k.isSystem ? forbidden('system keys cannot be deleted') : ownKey(p, k)),
     /**
+     * Changing what a key grants or whether it works (scopes, is_active, expires_at). A system key
+     * holds every scope and is kept active from SYSTEM_API_KEY at every start: stored scopes would
+     * be ignored, and switching it off would be the deletion the spec forbids. Name and
+     * description stay editable (`update`).
+     */
+    changeGrant: (p, k) =>
+      k.isSystem
+        ? forbidden(
+            'a system key holds every scope and cannot be switched off or expire: only its name and description change',
+          )
+        : ownKey(p, k),
+    /**
      * Linking it to a device as the device's tracker key: "only the key's owner or system keys may
      * link" (spec §4.3). Holding `*:*` is no exception: a device's points are written with the key,
      * so whoever links it decides where another user's tracker reports.

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { ensureSystemApiKey } from './commands/apiKeys';
+import { ensureSystemApiKey, RetiredSystemKeyError } from './commands/apiKeys';
 import { DEFAULT_ROLES, PERMISSION_CATALOGUE } from './permissions';
 import { defaultConfigRows } from './systemConfig';
 
@@ -73,7 +73,11 @@ export async function seed(
 
     if (opts.systemApiKey) {
       progress('system api key');
-      await ensureSystemApiKey(trx, opts.systemApiKey);
+      // A regenerated (retired) value is not stored again; the rest of the seed stands.
+      await ensureSystemApiKey(trx, opts.systemApiKey).catch((err: unknown) => {
+        if (!(err instanceof RetiredSystemKeyError)) throw err;
+        progress(`system api key not stored: ${err.message}`);
+      });
     }
     return {
       permissions: perms.length,

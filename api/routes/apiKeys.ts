@@ -173,7 +173,11 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       ),
       responses: {
         200: { description: 'Updated key', schema: resourceSchema(apiKeySchema) },
-        403: { description: 'Not your key, scope escalation, or reactivating a key an administrator switched off' },
+        403: {
+          description:
+            'Not your key, scope escalation, reactivating a key an administrator switched off, or changing the ' +
+            'scopes, is_active or expires_at of a system key',
+        },
         404: { description: 'No such key' },
         409: { description: 'Extending an expired key' },
       },
@@ -181,6 +185,8 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
     async (ctx, { params, body }) => {
       const p = ctx.state.principal;
       const key = await loadKey(p, params.id, 'update');
+      if (body.scopes !== undefined || body.is_active !== undefined || body.expires_at !== undefined)
+        authorize(p, 'changeGrant', subjects.apiKey(key));
       if (body.scopes) authorizeGrant(p, body.scopes);
       if (body.is_active === true && !key.is_active) {
         authorize(p, 'reactivate', subjects.apiKey(key));

@@ -56,12 +56,27 @@ export async function ownerPermissionScopes(db: Knex, userId: string): Promise<s
   return permissions.includes('*:*') ? ['*:*'] : permissions;
 }
 
+/** SYSTEM_API_KEY names a value that was regenerated through the API: it is not stored again. */
+export class RetiredSystemKeyError extends Error {
+  constructor(readonly retiredAt: Date) {
+    super(
+      `SYSTEM_API_KEY was replaced by a regeneration on ${retiredAt.toISOString()} and stays revoked: ` +
+        'set SYSTEM_API_KEY to the regenerated key',
+    );
+    this.name = 'RetiredSystemKeyError';
+  }
+}
+
 /**
  * Guarantees (idempotently) that a system key with exactly this value exists and is active.
- * Called at start-up with SYSTEM_API_KEY.
+ * Called at start-up with SYSTEM_API_KEY. A value a regeneration replaced stays revoked
+ * (RetiredSystemKeyError): an operator who regenerated a leaked system key must not see it come
+ * back at the next deploy.
  */
 export async function ensureSystemApiKey(db: Knex, key: string): Promise<string> {
   const hash = sha256(key);
+  const retired = await db('retired_key_hashes').where('key_hash', hash).first('retired_at');
+  if (retired) throw new RetiredSystemKeyError(new Date(retired.retired_at));
   const rows = await db('api_keys')
     .insert({
       name: 'System',
@@ -167,6 +182,11 @@ export async function regenerateApiKey(
       key_hash: sha256(key),
       key_prefix: keyPrefixOf(key),
     });
+    // The old value stays revoked, also where it is configured (SYSTEM_API_KEY, ensureSystemApiKey).
+    await trx('retired_key_hashes')
+      .insert({ key_hash: old.key_hash, api_key_id: old.id })
+      .onConflict('key_hash')
+      .ignore();
     await recordAuditEvent(
       keyEvent(by, old, {
         event_type: 'api_key_revoked',

@@ -332,6 +332,42 @@ test('regenerate: the old key is dead at once, the new one works; system keys on
   );
 });
 
+test('a regenerated system key value stays revoked: start-up does not store SYSTEM_API_KEY again', async (t) => {
+  const s = stack();
+  const { ensureSystemApiKey, RetiredSystemKeyError } = await import('../../shared/commands/apiKeys');
+  // A second configured system key (the stack's own must keep working for the other tests).
+  const value = `sys_${Date.now().toString(36)}_retired_value_for_this_test_only`;
+  const id = await ensureSystemApiKey(s.db, value);
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const regen = await s.request('POST', `/v1/api-keys/${id}/regenerate`, { token: admin.token });
+  t.is(regen.status, 200, regen.text);
+  // The next start: the configured value is refused, and neither comes back nor is added beside the new one.
+  const err = await t.throwsAsync(() => ensureSystemApiKey(s.db, value));
+  t.true(err instanceof RetiredSystemKeyError);
+  t.regex(err!.message, /set SYSTEM_API_KEY to the regenerated key/);
+  t.is((await s.request('POST', '/v1/gql', { token: value, body: ME })).status, 401);
+  t.is((await s.request('POST', '/v1/gql', { token: regen.body.key, body: ME })).status, 200);
+  t.is((await s.db('api_keys').where('key_prefix', value.slice(0, 12))).length, 0);
+});
+
+test("a system key's scopes, switch and expiry cannot be changed; its name can", async (t) => {
+  const s = stack();
+  const sys = await createKey({ userId: null, system: true, name: 'patched system', scopes: ['*:*'] });
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  for (const body of [{ scopes: ['users:read'] }, { is_active: false }, { expires_at: '2099-01-01T00:00:00Z' }]) {
+    const r = await s.request('PATCH', `/v1/api-keys/${sys.id}`, { token: admin.token, body });
+    t.is(r.status, 403, JSON.stringify(body));
+    t.regex(r.body.message, /system key/);
+  }
+  const row = await s.db('api_keys').where('id', sys.id).first();
+  t.true(row.is_active);
+  t.deepEqual(row.scopes, ['*:*']);
+  const renamed = await s.request('PATCH', `/v1/api-keys/${sys.id}`, { token: admin.token, body: { name: 'Web app' } });
+  t.is(renamed.status, 200, renamed.text);
+  t.is(renamed.body.data.name, 'Web app');
+  t.is((await s.request('POST', '/v1/gql', { token: sys.key, body: ME })).status, 200);
+});
+
 test('delete: 204 and the key stops working; system keys cannot be deleted', async (t) => {
   const s = stack();
   const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
