@@ -25,9 +25,13 @@ import { signedInSchema } from '../../shared/presenters/login';
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
 const TAG = ['two-factor'];
-const userIdField = zUuid().optional().openapi({
-  description: 'The user whose 2FA this is: required for the system key, optional otherwise (default: yourself)',
-});
+const userIdField = zUuid()
+  .optional()
+  .openapi({
+    description:
+      'The user whose 2FA this is (default: yourself); acting on another user needs two_factor:manage. The system ' +
+      'key acts on users’ 2FA through the GraphQL operations: these routes are not on its allowlist (spec §5.5).',
+  });
 const userQuery = z.object({ user_id: userIdField });
 const codeField = z
   .string({ required_error: 'is required' })
@@ -143,6 +147,7 @@ export function twoFactorRoutes(router: ApiRouter): void {
         200: { description: 'Enabled', schema: backupCodesSchema },
         403: refused('write'),
         400: { description: 'Invalid code, no pending setup, setup expired, or already enabled' },
+        404: { description: 'No such user (user_id)' },
         429: { description: 'Too many wrong codes (Retry-After)' },
       },
     },
@@ -166,6 +171,7 @@ export function twoFactorRoutes(router: ApiRouter): void {
         200: { description: 'Disabled', schema: twoFactorDisabledSchema },
         403: refused('write'),
         400: { description: 'Invalid code, or not enabled' },
+        404: { description: 'No such user (user_id)' },
         429: { description: 'Too many wrong codes (Retry-After)' },
       },
     },
@@ -189,6 +195,7 @@ export function twoFactorRoutes(router: ApiRouter): void {
         200: { description: 'New codes', schema: backupCodesSchema },
         403: refused('write'),
         400: { description: 'Invalid code, a backup code, or not enabled' },
+        404: { description: 'No such user (user_id)' },
         429: { description: 'Too many wrong codes (Retry-After)' },
       },
     },

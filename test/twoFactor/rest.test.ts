@@ -216,3 +216,19 @@ test.serial('one step of drift either side is accepted, two are not; a code is a
   // Not even an older unused step after a newer one.
   t.is((await regen(codeNow(secret, 0))).status, 400, 'an older step after a newer one');
 });
+
+test.serial('an unknown user_id is a 404 on every 2FA route, and each documents it', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const nobody = '00000000-0000-4000-8000-000000000000';
+  const doc = (await s.request('GET', '/v1/openapi.json')).body;
+  for (const [method, path] of [
+    ['POST', '/v1/users/me/2fa/verify'],
+    ['DELETE', '/v1/users/me/2fa'],
+    ['POST', '/v1/users/me/2fa/backup-codes/regenerate'],
+  ] as const) {
+    const r = await s.request(method, path, { token: admin.token, body: { code: '123456', user_id: nobody } });
+    t.is(r.status, 404, `${method} ${path}: ${r.text}`);
+    t.truthy(doc.paths[path][method.toLowerCase()].responses['404'], `${method} ${path} documents 404`);
+  }
+});
