@@ -261,7 +261,10 @@ export const zQueryDecimal = <T extends z.ZodTypeAny>(refine: (n: z.ZodNumber) =
 export const zFinite = () =>
   z.number({ invalid_type_error: 'must be a number' }).finite('number too large (beyond ±1.8e308)');
 
-/** Refines an object schema so that at least one field is present (PATCH bodies). */
+/** Whether a PATCH body names no field: the spec's "all optional" bodies answer the resource unchanged. */
+export const emptyPatch = (body: Record<string, unknown>): boolean => Object.values(body).every((v) => v === undefined);
+
+/** Refines an object schema so that at least one field is present (PATCH bodies whose spec row says "at least one"). */
 export function atLeastOne<T extends z.ZodRawShape>(schema: z.ZodObject<T>) {
   return schema.refine((v) => Object.values(v).some((x) => x !== undefined), {
     message: `at least one of ${Object.keys(schema.shape).join(', ')} is required`,

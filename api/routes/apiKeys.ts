@@ -27,7 +27,7 @@ import { apiKeyRoles, loadApiKeyRoleAccess } from '../../shared/queries/access';
 import { apiKeySchema, issuedApiKeySchema, presentApiKey, presentIssuedApiKey } from '../../shared/presenters/apiKey';
 import { presentRole, roleSchema } from '../../shared/presenters/role';
 import { findOr404 } from '../../shared/rowLoader';
-import { atLeastOne, z, zScope, zUuid } from '../../shared/zod';
+import { emptyPatch, z, zScope, zUuid } from '../../shared/zod';
 import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
 import { AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
@@ -162,15 +162,13 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       tags: ['api-keys'],
       auth: { permission: 'api_keys:write' },
       params: idParam,
-      body: atLeastOne(
-        z.object({
+      body: z.object({
           name: z.string().trim().min(1).max(100).optional(),
           description: z.string().max(2000).nullish(),
           scopes: zScopes().optional(),
           is_active: z.boolean().optional(),
           expires_at: zFutureDate().nullish(),
         }),
-      ),
       responses: {
         200: { description: 'Updated key', schema: resourceSchema(apiKeySchema) },
         403: {
@@ -205,7 +203,10 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
         is_active: body.is_active,
         expires_at: body.expires_at === undefined ? undefined : toDate(body.expires_at),
       };
-      const updated = await updateApiKey(ctx.services, key, changes, { locking }, requestAttribution(ctx));
+      // Every field is optional (decisions: PATCH /v1/api-keys/{id}); nothing named, nothing changes.
+      const updated = emptyPatch(body)
+        ? key
+        : await updateApiKey(ctx.services, key, changes, { locking }, requestAttribution(ctx));
       ctx.body = resource(ctx, presentApiKey(updated));
     },
   );

@@ -18,7 +18,7 @@ import {
 } from '../../shared/presenters/oauthClient';
 import { ownedClients } from '../../shared/queries/oauth';
 import { findOr404 } from '../../shared/rowLoader';
-import { atLeastOne, z, zHttpUrl, zScope, zUuid } from '../../shared/zod';
+import { emptyPatch, z, zHttpUrl, zScope, zUuid } from '../../shared/zod';
 import { paginate, paginationQuery } from '../pagination';
 import { created, listSchema, noContent, pageSchema, resource, resourceSchema } from '../responses';
 import { AppContext, AppState, defineRoute, requestAttribution } from '../routing';
@@ -184,8 +184,7 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
       tags: ['oauth'],
       auth: { own: 'oauth_clients:write' },
       params: idParam,
-      body: atLeastOne(
-        z.object({
+      body: z.object({
           name: fields.name.optional(),
           description: fields.description,
           logo_url: fields.logo_url,
@@ -198,7 +197,6 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
           is_first_party: fields.is_first_party.optional(),
           is_active: z.boolean().optional(),
         }),
-      ),
       responses: {
         200: { description: 'Updated client', schema: resourceSchema(oauthClientSchema) },
         403: { description: 'Not the owner' },
@@ -210,7 +208,10 @@ export function oauthClientRoutes(router: Router<AppState, { services: ApiServic
       const client = await loadClient(ctx, params.id, 'update');
       if (body.is_first_party !== undefined && body.is_first_party !== client.is_first_party)
         authorize(p, 'markFirstParty', subjects.oauthClient(client));
-      const updated = await updateOAuthClient(ctx.services, client, body, requestAttribution(ctx));
+      // Every field is optional (spec §4.24: "Same fields, all optional"); nothing named, nothing changes.
+      const updated = emptyPatch(body)
+        ? client
+        : await updateOAuthClient(ctx.services, client, body, requestAttribution(ctx));
       ctx.body = resource(ctx, presentOAuthClient(updated));
     },
   );

@@ -14,7 +14,7 @@ import { authorize, subjects } from '../../shared/policies';
 import { roleHasPermission, rolePermissions } from '../../shared/queries/access';
 import { findOr404, rowById } from '../../shared/rowLoader';
 import { permissionSchema, presentPermission, presentRole, roleSchema } from '../../shared/presenters/role';
-import { atLeastOne, z, zUuid } from '../../shared/zod';
+import { emptyPatch, z, zUuid } from '../../shared/zod';
 import { AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
 import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
@@ -98,13 +98,11 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       tags: ['roles'],
       auth: { permission: 'roles:write' },
       params: roleIdParam,
-      body: atLeastOne(
-        z.object({
+      body: z.object({
           name: roleName.optional(),
           description: z.string().max(2000).nullish(),
           requires_two_factor: z.boolean().optional(),
         }),
-      ),
       responses: {
         200: { description: 'Updated role', schema: resourceSchema(roleSchema) },
         403: { description: 'Renaming a system role, or a role granting permissions you do not hold' },
@@ -121,7 +119,8 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       if (body.name !== undefined) patch.name = body.name;
       if (body.description !== undefined) patch.description = body.description;
       if (body.requires_two_factor !== undefined) patch.requires_two_factor = body.requires_two_factor;
-      ctx.body = resource(ctx, presentRole(await updateRole(ctx.services, role, patch)));
+      // Every field is optional (decisions: PATCH /v1/roles/{id}); nothing named, nothing changes.
+      ctx.body = resource(ctx, presentRole(emptyPatch(patch) ? role : await updateRole(ctx.services, role, patch)));
     },
   );
 

@@ -7,7 +7,7 @@ import { User } from '../../shared/models/User';
 import { ACCOUNT_SCOPES } from '../../shared/policies';
 import { presentProfile, presentUser, profileSchema, userSchema } from '../../shared/presenters/user';
 import { userView } from '../../shared/queries/users';
-import { atLeastOne, z, zHttpUrl, zQueryBool } from '../../shared/zod';
+import { emptyPatch, z, zHttpUrl, zQueryBool } from '../../shared/zod';
 import { paginate, paginationQuery } from '../pagination';
 import { loadUser, requireActingUser, resolveUserRef, userIdParam } from '../params';
 import { noContent, pageSchema, resource, resourceSchema, successSchema } from '../responses';
@@ -173,20 +173,21 @@ export function userRoutes(router: ApiRouter): void {
       tags: TAG,
       auth: manage('users:write'),
       params: userIdParam,
-      body: atLeastOne(
-        z.object({
+      body: z.object({
           username: zUsername().optional(),
           email: zEmail().optional(),
           avatar_url: zHttpUrl().nullable().optional(),
           privacy_mode: z.boolean().optional(),
           avatars_enabled: z.boolean().optional(),
         }),
-      ),
       responses: { 200: userResponse, 409: { description: 'Username or email taken' } },
     },
     async (ctx, { params, body }) => {
       const id = resolveUserRef(ctx, params.id);
-      const user = await updateUser(ctx.services, id, body, requestAttribution(ctx));
+      // Every field is optional (spec §4.11); an empty body changes nothing and answers the user.
+      const user = emptyPatch(body)
+        ? await loadUser(ctx.services.db, id)
+        : await updateUser(ctx.services, id, body, requestAttribution(ctx));
       ctx.body = resource(ctx, presentUser(user), userPath(id));
     },
   );

@@ -93,8 +93,11 @@ test('PATCH user: fields, avatars_enabled=false clears avatars and later provide
     const { createSession } = await import('../../shared/commands/sessions');
     return createSession(stack().db, id, new Date(Date.now() + 3600_000));
   })();
+  // All fields optional (spec §4.11): {} changes nothing and answers the user.
   const empty = await s.request('PATCH', `/v1/users/${id}`, { token, body: {} });
-  t.is(empty.status, 400);
+  t.is(empty.status, 200, empty.text);
+  t.is(empty.body.data.id, id);
+  t.is(empty.body.data.updated_at, created.body.data.updated_at);
   const r = await s.request('PATCH', `/v1/users/${id}`, {
     token,
     body: { privacy_mode: true, avatars_enabled: false },
