@@ -163,12 +163,12 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       auth: { permission: 'api_keys:write' },
       params: idParam,
       body: z.object({
-          name: z.string().trim().min(1).max(100).optional(),
-          description: z.string().max(2000).nullish(),
-          scopes: zScopes().optional(),
-          is_active: z.boolean().optional(),
-          expires_at: zFutureDate().nullish(),
-        }),
+        name: z.string().trim().min(1).max(100).optional(),
+        description: z.string().max(2000).nullish(),
+        scopes: zScopes().optional(),
+        is_active: z.boolean().optional(),
+        expires_at: zFutureDate().nullish(),
+      }),
       responses: {
         200: { description: 'Updated key', schema: resourceSchema(apiKeySchema) },
         403: {

@@ -99,10 +99,10 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       auth: { permission: 'roles:write' },
       params: roleIdParam,
       body: z.object({
-          name: roleName.optional(),
-          description: z.string().max(2000).nullish(),
-          requires_two_factor: z.boolean().optional(),
-        }),
+        name: roleName.optional(),
+        description: z.string().max(2000).nullish(),
+        requires_two_factor: z.boolean().optional(),
+      }),
       responses: {
         200: { description: 'Updated role', schema: resourceSchema(roleSchema) },
         403: { description: 'Renaming a system role, or a role granting permissions you do not hold' },

@@ -174,12 +174,12 @@ export function userRoutes(router: ApiRouter): void {
       auth: manage('users:write'),
       params: userIdParam,
       body: z.object({
-          username: zUsername().optional(),
-          email: zEmail().optional(),
-          avatar_url: zHttpUrl().nullable().optional(),
-          privacy_mode: z.boolean().optional(),
-          avatars_enabled: z.boolean().optional(),
-        }),
+        username: zUsername().optional(),
+        email: zEmail().optional(),
+        avatar_url: zHttpUrl().nullable().optional(),
+        privacy_mode: z.boolean().optional(),
+        avatars_enabled: z.boolean().optional(),
+      }),
       responses: { 200: userResponse, 409: { description: 'Username or email taken' } },
     },
     async (ctx, { params, body }) => {
