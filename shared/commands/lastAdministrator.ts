@@ -28,3 +28,29 @@ export async function keepAnAdministrator(trx: Knex.Transaction): Promise<void> 
   if (!rows[0].ok)
     throw conflict('this would leave no administrator (a user holding *:*): give another user the Admin role first');
 }
+
+/** Whether the user holds `*:*` through a role (is an administrator, live or not). */
+export async function holdsEverything(trx: Knex.Transaction, userId: string): Promise<boolean> {
+  const { rows } = await trx.raw<{ rows: Array<{ yes: boolean }> }>(
+    `SELECT EXISTS (
+       SELECT 1 FROM user_roles ur
+       JOIN role_permissions rp ON rp.role_id = ur.role_id
+       JOIN permissions p ON p.id = rp.permission_id
+       WHERE ur.user_id = ? AND p.resource = '*' AND p.action = '*'
+     ) AS yes`,
+    [userId],
+  );
+  return rows[0].yes;
+}
+
+/** Whether the role grants `*:*` (read before a change that could take it away). */
+export async function roleGrantsEverything(trx: Knex.Transaction, roleId: string): Promise<boolean> {
+  const { rows } = await trx.raw<{ rows: Array<{ yes: boolean }> }>(
+    `SELECT EXISTS (
+       SELECT 1 FROM role_permissions rp JOIN permissions p ON p.id = rp.permission_id
+       WHERE rp.role_id = ? AND p.resource = '*' AND p.action = '*'
+     ) AS yes`,
+    [roleId],
+  );
+  return rows[0].yes;
+}

@@ -6,7 +6,7 @@ import { Permission } from '../models/Permission';
 import { Role } from '../models/Role';
 import { roleHasPermission, roleHolders, snapshotUserAccess } from '../queries/access';
 import { AccessServices, invalidateCredentials, publishAccessChanges } from './accessChanges';
-import { keepAnAdministrator } from './lastAdministrator';
+import { keepAnAdministrator, roleGrantsEverything } from './lastAdministrator';
 
 /**
  * Roles and permissions (spec §4.21). Who may do what is decided by the caller through
@@ -35,8 +35,10 @@ async function changeRoleAccess(
   await transaction(services.db, async (trx) => {
     const holders = await roleHolders(trx, role.id);
     const before = await snapshotUserAccess(trx, holders);
+    // Only a role that grants *:* makes administrators: no other change can remove the last one.
+    const mayRemoveAdministrator = push.narrows && (await roleGrantsEverything(trx, role.id));
     await change(trx);
-    if (push.narrows) await keepAnAdministrator(trx);
+    if (mayRemoveAdministrator) await keepAnAdministrator(trx);
     afterCommit(trx, async () => {
       // API keys holding the role through api_key_roles are affected too: drop everything.
       await invalidateCredentials(services, { all: true });
@@ -119,7 +121,11 @@ export async function removeRolePermission(services: AccessServices, role: Role,
       const removed = await trx('role_permissions').where({ role_id: role.id, permission_id: permissionId }).delete();
       if (removed === 0) throw notFound('role permission');
     },
-    { rolePermissionsChanged: true, narrows: true },
+    // Only taking *:* itself can remove an administrator.
+    {
+      rolePermissionsChanged: true,
+      narrows: !!(await services.db('permissions').where({ id: permissionId, resource: '*', action: '*' }).first('id')),
+    },
   );
 }
 

@@ -7,7 +7,7 @@ import { deletionGraceMs } from '../queries/accountSettings';
 import { attributed, Attribution, recordAuditEvent, recordAuditEvents } from '../audit';
 import { afterCommit, transaction } from '../db';
 import { invalidateCredentials } from './accessChanges';
-import { keepAnAdministrator } from './lastAdministrator';
+import { holdsEverything, keepAnAdministrator } from './lastAdministrator';
 import { announceSessionsRevoked, deleteUserSessions } from './sessions';
 
 const now = () => new Date().toISOString();
@@ -42,7 +42,7 @@ export async function banUser(
       is_permanent: !expiresAt,
     });
     // A banned administrator administers nothing: two banning each other at once leave one.
-    await keepAnAdministrator(trx);
+    if (await holdsEverything(trx, input.userId)) await keepAnAdministrator(trx);
     const sessionIds = await deleteUserSessions(trx, input.userId);
     await recordAuditEvent(
       attributed(actor, {
