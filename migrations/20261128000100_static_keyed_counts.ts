@@ -23,7 +23,7 @@ const upsert = (name: string, source: string) => `
            WHERE k IS NOT NULL GROUP BY k HAVING sum(d) <> 0 ORDER BY k
         ON CONFLICT (counter, shard) DO UPDATE SET n = row_counters.n + EXCLUDED.n;`;
 
-const functionName = (name: string) => `row_counter_delta_${name}`;
+export const functionName = (name: string) => `row_counter_delta_${name}`;
 
 const TRIGGERS = [
   { suffix: 'ins', on: 'INSERT', referencing: 'NEW TABLE AS new_rows' },
@@ -31,7 +31,8 @@ const TRIGGERS = [
   { suffix: 'upd', on: 'UPDATE', referencing: 'OLD TABLE AS old_rows NEW TABLE AS new_rows' },
 ];
 
-async function pointTriggers(knex: Knex, name: string, table: string, call: string): Promise<void> {
+/** (Re)creates the insert, delete and update triggers of keyed counter `name` on `table`, calling `call`. */
+export async function pointTriggers(knex: Knex, name: string, table: string, call: string): Promise<void> {
   for (const t of TRIGGERS) {
     await knex.raw(`DROP TRIGGER IF EXISTS ${name}_count_${t.suffix} ON ${table}`);
     await knex.raw(
@@ -40,10 +41,13 @@ async function pointTriggers(knex: Knex, name: string, table: string, call: stri
   }
 }
 
-export async function up(knex: Knex): Promise<void> {
-  for (const [name, { table, column }] of Object.entries(KEYED)) {
-    const col = `"${column}"`;
-    await knex.raw(`
+/**
+ * The trigger function of keyed counter `name` over `column`, in static SQL. Also used by the
+ * migrations of later keyed counters (20261207000000_gps_points_by_device).
+ */
+export const functionSql = (name: string, column: string) => {
+  const col = `"${column}"`;
+  return `
       CREATE FUNCTION ${functionName(name)}() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN
         IF TG_OP = 'INSERT' THEN ${upsert(name, `SELECT ${col} AS k, 1 AS d FROM new_rows`)}
@@ -51,7 +55,12 @@ export async function up(knex: Knex): Promise<void> {
         ELSE ${upsert(name, `SELECT ${col} AS k, 1 AS d FROM new_rows UNION ALL SELECT ${col}, -1 FROM old_rows`)}
         END IF;
         RETURN NULL;
-      END $$`);
+      END $$`;
+};
+
+export async function up(knex: Knex): Promise<void> {
+  for (const [name, { table, column }] of Object.entries(KEYED)) {
+    await knex.raw(functionSql(name, column));
     await pointTriggers(knex, name, table, `${functionName(name)}()`);
   }
 }

@@ -29,8 +29,19 @@ export type RowCounter = keyof typeof ROW_COUNTERS;
 export const KEYED_ROW_COUNTERS = {
   audit_events_by_user: { table: 'audit_events', column: 'user_id' },
   chat_members_by_guild: { table: 'chat_members', column: 'guild_id' },
+  /** GET /v1/gps?device_id= (migration 20261207000000_gps_points_by_device): the device's exact total. */
+  gps_points_by_device: { table: 'gps_points', column: 'device_id' },
 } as const;
 export type KeyedRowCounter = keyof typeof KEYED_ROW_COUNTERS;
+
+/** One key's value of a keyed row counter: the rows of its table whose column equals `key`. */
+export interface KeyedCount {
+  keyed: KeyedRowCounter;
+  key: string;
+}
+
+/** The name of the row_counters rows holding `count`'s value (the triggers write `<name>:<value::text>`). */
+export const keyedCounterName = (count: KeyedCount) => `${count.keyed}:${count.key}`;
 
 /** SQL of a scalar subquery reading a keyed counter's value for the key in the SQL expression `key`. */
 export const keyedCounterSql = (name: KeyedRowCounter, key: string) =>
