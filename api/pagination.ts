@@ -2,7 +2,14 @@ import type { Context } from 'koa';
 import type { Knex } from 'knex';
 import type { QueryBuilder, Model } from 'objection';
 import { z, zQueryInt } from '../shared/zod';
-import { COUNTER_SQL, RowCounter, wholeTableCounter } from '../shared/queries/counters';
+import {
+  COUNTER_SQL,
+  KEYED_ROW_COUNTERS,
+  KeyedCount,
+  keyedCounterName,
+  RowCounter,
+  wholeTableCounter,
+} from '../shared/queries/counters';
 import { queryOncePerTurn } from '../shared/rowLoader';
 
 /** `page` and `limit` query fields; limit defaults per endpoint and never exceeds 100. */
@@ -48,10 +55,20 @@ export function paginatedBody<T>(ctx: Context, data: T[], total: number, { page,
 export interface PaginateOptions {
   /**
    * The exact counter (shared/queries/counters.ts) whose value is this query's total: for a list
-   * whose default filter a counter's predicate states (e.g. `users_live`). A query with no WHERE
-   * uses its table's whole-table counter without being told.
+   * whose default filter a counter's predicate states (e.g. `users_live`), or one key of a keyed
+   * counter for a list whose only filter is that column equal to that key (`{ keyed:
+   * 'gps_points_by_device', key: deviceId }`). A query with no WHERE uses its table's whole-table
+   * counter without being told.
    */
-  counter?: RowCounter;
+  counter?: RowCounter | KeyedCount;
+}
+
+/** The row_counters name holding the value of `counter`. */
+function counterName(counter: RowCounter | KeyedCount, table: string): string {
+  if (typeof counter === 'string') return counter;
+  if (KEYED_ROW_COUNTERS[counter.keyed].table !== table)
+    throw new Error(`readPage(${table}): counter ${counter.keyed} does not count ${table}`);
+  return keyedCounterName(counter);
 }
 
 /** Column alias of the total read in the page's own statement. */
@@ -135,14 +152,15 @@ function splitTopLevel(sql: string): string[] {
 }
 
 /**
- * A page past the middle of a list whose total is a counter, read from the end (DEEP_OFFSET);
- * undefined when the page is nearer the start, or the order cannot be reversed. Two statements:
- * the counter, then the rows.
+ * A page past the middle of a list whose total is a counter (`counter`: its name in row_counters,
+ * a keyed counter's being `<name>:<key>`), read from the end (DEEP_OFFSET); undefined when the
+ * page is nearer the start, or the order cannot be reversed. Two statements: the counter, then the
+ * rows.
  */
 async function readPageFromEnd<M extends Model>(
   query: QueryBuilder<M, M[]>,
   page: Page,
-  counter: RowCounter,
+  counter: string,
   knex: Knex,
 ): Promise<{ results: M[]; total: number } | undefined> {
   const offset = (page.page - 1) * page.limit;
@@ -179,7 +197,8 @@ export async function readPage<M extends Model>(
 ): Promise<{ results: M[]; total: number }> {
   const model = query.modelClass();
   const knex = query.knex();
-  const counter = opts.counter ?? (query.has(/where/i) ? undefined : wholeTableCounter(model.tableName));
+  const named = opts.counter ?? (query.has(/where/i) ? undefined : wholeTableCounter(model.tableName));
+  const counter = named === undefined ? undefined : counterName(named, model.tableName);
   if (counter && (page.page - 1) * page.limit >= DEEP_OFFSET) {
     const fromEnd = await readPageFromEnd(query, page, counter, knex);
     if (fromEnd) return fromEnd;

@@ -38,7 +38,13 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       ]);
       if (query.device_id) q.where('device_id', query.device_id);
       if (query.trip_id) q.where('trip_id', query.trip_id);
-      ctx.body = await paginate(ctx, q, query, presentGpsPoint);
+      // A device's points alone: the exact total is the device's keyed counter, not a count of its
+      // points on every page, and deep pages are read from the end.
+      const counter =
+        query.device_id && !query.trip_id
+          ? { keyed: 'gps_points_by_device' as const, key: query.device_id }
+          : undefined;
+      ctx.body = await paginate(ctx, q, query, presentGpsPoint, { counter });
     },
   );
 

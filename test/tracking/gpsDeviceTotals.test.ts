@@ -1,0 +1,227 @@
+import test from 'ava';
+import { down, up } from '../../migrations/20261207000000_gps_points_by_device';
+import { createUser } from '../helpers/factories';
+import { useStack } from '../helpers/stack';
+import { gpsBody, make, once } from '../helpers/tracking';
+
+// GET /v1/gps?device_id= takes its exact total from the device's keyed row counter
+// (gps_points_by_device, migration 20261207000000) and reads deep pages from the end.
+const stack = useStack(test, { env: { RATE_LIMIT_GPS_POST: '10000', RATE_LIMIT_USER: '10000' } });
+
+const users = once(async () => {
+  const s = stack();
+  const [developer, reader] = await Promise.all([
+    createUser(s.db, { roles: ['role_developer'] }),
+    createUser(s.db, { roles: ['role_api_read_only'] }),
+  ]);
+  return { developer, reader };
+});
+
+/** Inserts `n` points of `device` with many equal timestamps and creation times (ties broken by id). */
+async function insertPoints(device: string | null, n: number, tripId: string | null = null): Promise<void> {
+  await stack().db.raw(
+    `INSERT INTO gps_points (latitude, longitude, timestamp, speed_kmh, speed_mps, speed_mph, speed_knots, device_id, trip_id, created_at)
+     SELECT 1, 1, timestamp '2026-01-01' + (g / 7) * interval '1 second', 0, 0, 0, 0, ?, ?,
+            timestamp '2026-01-02' + (g % 5) * interval '1 second'
+       FROM generate_series(1, ?::int) g`,
+    [device, tripId, n],
+  );
+}
+
+/** The device's points counted, and one page of them read forward with OFFSET, in SQL. */
+async function expected(device: string, limit: number, offset: number): Promise<{ total: number; ids: string[] }> {
+  const db = stack().db;
+  const { rows } = await db.raw(`SELECT count(*)::int AS n FROM gps_points WHERE device_id = ?`, [device]);
+  const page = await db.raw(
+    `SELECT id FROM gps_points WHERE device_id = ? ORDER BY timestamp DESC, created_at DESC, id DESC LIMIT ? OFFSET ?`,
+    [device, limit, offset],
+  );
+  return { total: rows[0].n, ids: page.rows.map((r: { id: string }) => r.id) };
+}
+
+/** The statements (with bindings) the api sends while `fn` runs. */
+async function captured<T>(
+  fn: () => Promise<T>,
+): Promise<{ result: T; statements: Array<{ sql: string; bindings: unknown[] }> }> {
+  const db = stack().db;
+  const statements: Array<{ sql: string; bindings: unknown[] }> = [];
+  const listener = (q: { sql: string; bindings?: unknown[] }) =>
+    statements.push({ sql: q.sql, bindings: q.bindings ?? [] });
+  db.on('query', listener);
+  try {
+    return { result: await fn(), statements };
+  } finally {
+    db.off('query', listener);
+  }
+}
+
+test.serial("a device's pages and totals are exact, and deep pages are read from the end", async (t) => {
+  const s = stack();
+  const { developer, reader } = await users();
+  const device = 'totals-a';
+  const trip = await make(s, developer.token, '/v1/trips', { name: 'device totals' });
+  // The device's points between other devices' and points without a device; some on a trip.
+  await insertPoints(device, 2300);
+  await insertPoints('totals-b', 900);
+  await insertPoints(null, 150);
+  await insertPoints(device, 250, trip.id);
+
+  /** Every case's page equals the forward OFFSET read, its total the count; reversed past the middle. */
+  const check = async (when: string) => {
+    const { total } = await expected(device, 1, 0);
+    for (const [limit, page] of [
+      [100, 1],
+      [100, 11],
+      [100, 14],
+      [100, Math.ceil(total / 100)],
+      [7, 200],
+      [7, Math.ceil(total / 7)],
+      [10, 3],
+    ]) {
+      const offset = (page - 1) * limit;
+      const { result: r, statements } = await captured(() =>
+        s.request('GET', `/v1/gps?device_id=${device}&limit=${limit}&page=${page}`, { token: reader.token }),
+      );
+      const want = await expected(device, limit, offset);
+      const label = `${when}: limit ${limit} page ${page}`;
+      t.is(r.status, 200, r.text);
+      t.deepEqual(
+        r.body.data.map((x: { id: string }) => x.id),
+        want.ids,
+        label,
+      );
+      t.is(r.body.pagination.total, want.total, label);
+      t.is(r.body.pagination.total_pages, Math.ceil(want.total / limit), label);
+      // The total is the device's counter: no statement counts the device's points.
+      const points = statements.filter((q) => /\bgps_points\b/.test(q.sql));
+      t.false(
+        statements.some((q) => /count\(\*\)/i.test(q.sql) && /\bgps_points\b/.test(q.sql)),
+        `${label}: ${points.map((q) => q.sql).join(' | ')}`,
+      );
+      t.true(
+        statements.some((q) => /\brow_counters\b/.test(q.sql) && q.bindings.includes(`gps_points_by_device:${device}`)),
+        `${label}: the device's counter is read`,
+      );
+      // Past the middle (and at least DEEP_OFFSET in), the rows are read in the reversed order at
+      // the offset from the end; before it, forward at the offset asked for.
+      const fromEnd = offset >= 1000 && offset > total - offset - limit;
+      const reversed = points.filter((q) => q.sql.includes('"id" ASC'));
+      t.is(reversed.length, fromEnd ? 1 : 0, `${label}: ${points.map((q) => q.sql).join(' | ')}`);
+      if (fromEnd && total - offset - limit > 0) t.true(reversed[0].bindings.includes(total - offset - limit), label);
+    }
+    const past = await s.request('GET', `/v1/gps?device_id=${device}&limit=100&page=${Math.ceil(total / 100) + 1}`, {
+      token: reader.token,
+    });
+    t.deepEqual(past.body.data, []);
+    t.is(past.body.pagination.total, total, `${when}: past the end`);
+  };
+  await check('inserted in SQL');
+
+  // Every kind of write: deleted points, points moved to another device, a batch and single points
+  // through the API (one multi-row INSERT per batch and per group commit), a rolled-back write.
+  await s.db.raw(`DELETE FROM gps_points WHERE id IN (SELECT id FROM gps_points WHERE device_id = ? LIMIT 37)`, [
+    device,
+  ]);
+  await s.db.raw(
+    `UPDATE gps_points SET device_id = 'totals-b' WHERE id IN (SELECT id FROM gps_points WHERE device_id = ? LIMIT 20)`,
+    [device],
+  );
+  await s.db.raw(
+    `UPDATE gps_points SET device_id = ? WHERE id IN (SELECT id FROM gps_points WHERE device_id IS NULL LIMIT 5)`,
+    [device],
+  );
+  const batch = await s.request('POST', '/v1/gps/batch', {
+    token: developer.token,
+    body: {
+      points: Array.from({ length: 30 }, (_, i) =>
+        gpsBody({ device_id: i % 3 ? device : 'totals-b', timestamp: 1_767_225_600 + i }),
+      ),
+    },
+  });
+  t.is(batch.status, 201, batch.text);
+  const single = await Promise.all(
+    [0, 1, 2].map((i) =>
+      s.request('POST', '/v1/gps', {
+        token: developer.token,
+        body: gpsBody({ device_id: device, timestamp: 1_767_225_700 + i }),
+      }),
+    ),
+  );
+  t.true(single.every((r) => r.status === 201));
+  await s.db
+    .transaction(async (trx) => {
+      await trx.raw(`DELETE FROM gps_points WHERE device_id = ?`, [device]);
+      throw new Error('rolled back');
+    })
+    .catch(() => undefined);
+  await check('after deletes, moves, API inserts and a rollback');
+  t.is((await expected(device, 1, 0)).total, 2300 + 250 - 37 - 20 + 5 + 20 + 3);
+  t.is((await expected('totals-b', 1, 0)).total, 900 + 20 + 10);
+});
+
+test.serial("the total is read from the device's counter, not counted", async (t) => {
+  const s = stack();
+  const { reader } = await users();
+  const device = 'planted';
+  await insertPoints(device, 12);
+  const page = async () =>
+    (await s.request('GET', `/v1/gps?device_id=${device}&limit=5`, { token: reader.token })).body.pagination.total;
+  t.is(await page(), 12);
+  // A planted shard of the counter is what the page says.
+  await s.db('row_counters').insert({ counter: `gps_points_by_device:${device}`, shard: 999, n: 1000 });
+  t.is(await page(), 1012);
+  await s
+    .db('row_counters')
+    .where({ counter: `gps_points_by_device:${device}`, shard: 999 })
+    .delete();
+  t.is(await page(), 12);
+});
+
+test.serial('a device and trip filter is still counted exactly', async (t) => {
+  const s = stack();
+  const { developer, reader } = await users();
+  const trip = await make(s, developer.token, '/v1/trips', { name: 'device and trip' });
+  await insertPoints('both', 40, trip.id);
+  await insertPoints('both', 25);
+  await insertPoints('other', 10, trip.id);
+  const r = await s.request('GET', `/v1/gps?device_id=both&trip_id=${trip.id}&limit=10&page=2`, {
+    token: reader.token,
+  });
+  t.is(r.status, 200, r.text);
+  t.is(r.body.pagination.total, 40);
+  const { rows } = await s.db.raw(
+    `SELECT id FROM gps_points WHERE device_id = 'both' AND trip_id = ? ORDER BY timestamp DESC, created_at DESC, id DESC LIMIT 10 OFFSET 10`,
+    [trip.id],
+  );
+  t.deepEqual(
+    r.body.data.map((x: { id: string }) => x.id),
+    rows.map((x: { id: string }) => x.id),
+  );
+});
+
+test.serial('the migration counts the points already stored, and the triggers keep counting after it', async (t) => {
+  const s = stack();
+  const { reader } = await users();
+  const total = async (device: string) =>
+    (await s.request('GET', `/v1/gps?device_id=${device}&limit=1`, { token: reader.token })).body.pagination.total;
+  await insertPoints('before-a', 3);
+  await s.db.transaction((trx) => down(trx));
+  t.is(
+    (await s.db('row_counters').where('counter', 'like', 'gps\\_points\\_by\\_device:%')).length,
+    0,
+    'down drops the counts',
+  );
+  // Points written while there was no counter.
+  await insertPoints('before-a', 4);
+  await insertPoints('before-b', 6);
+  // As knex runs a migration: in one transaction.
+  await s.db.transaction((trx) => up(trx));
+  t.deepEqual([await total('before-a'), await total('before-b')], [7, 6]);
+  await insertPoints('before-b', 2);
+  await s.db.raw(`DELETE FROM gps_points WHERE id IN (SELECT id FROM gps_points WHERE device_id = 'before-a' LIMIT 5)`);
+  t.deepEqual([await total('before-a'), await total('before-b')], [2, 8]);
+  // TRUNCATE drops every device's count with the points.
+  await s.db.raw('TRUNCATE gps_points');
+  t.deepEqual([await total('before-a'), await total('before-b')], [0, 0]);
+  t.is((await s.db('row_counters').where('counter', 'like', 'gps\\_points\\_by\\_device:%')).length, 0);
+});
