@@ -13,7 +13,7 @@ import { functionSql, touch } from './20261130000000_trip_point_counts';
  * deleting the trip still deletes its row (its id is never used again). The stored distance and
  * duration are recomputed on the next read, as after any write (stats_version no longer matches).
  */
-const BUMP_ALL = 'UPDATE trip_track_stats SET version = version + 1, points = 0;';
+export const BUMP_ALL = 'UPDATE trip_track_stats SET version = version + 1, points = 0;';
 
 export async function up(knex: Knex): Promise<void> {
   await knex.raw(functionSql(touch, true, BUMP_ALL));
