@@ -61,7 +61,7 @@ export async function tripTrack(db: Knex, tripId: string): Promise<TrackPoint[]>
  * point, in seconds) of a trip's track: stored in trip_track_stats, computed from the track only
  * after its points changed (migration 20261129000000_trip_track_stats says how they stay right),
  * and then from the new points alone when the track only grew at its end (migration
- * 20261208000000_incremental_trip_stats).
+ * 20261207000100_incremental_trip_stats).
  */
 export async function tripStats(db: Knex, tripId: string): Promise<TripStats> {
   return (await statsInTurn(db, tripId)) ?? { distance_km: 0, duration_seconds: 0 };

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { down, up } from '../../migrations/20261130000000_trip_point_counts';
 import * as truncateBumps from '../../migrations/20261201000000_trip_track_truncate_bumps';
-import * as incremental from '../../migrations/20261208000000_incremental_trip_stats';
+import * as incremental from '../../migrations/20261207000100_incremental_trip_stats';
 import { useStack } from '../helpers/stack';
 import { adminAndDeveloper, countRows, gpsBody, make, pointRow } from '../helpers/tracking';
 

@@ -5,7 +5,7 @@ import { useStack } from '../helpers/stack';
 import { adminAndDeveloper, gpsBody, make, pointRow } from '../helpers/tracking';
 
 // A trip's distance and duration are brought up to date from the new points alone when its track
-// only grew at its end (migration 20261208000000_incremental_trip_stats, shared/queries/gpsPoints.ts
+// only grew at its end (migration 20261207000100_incremental_trip_stats, shared/queries/gpsPoints.ts
 // tripStats), and recomputed over the whole track after any other change. Either way they are what
 // a full computation over the track gives.
 const stack = useStack(test, { env: { RATE_LIMIT_GPS_POST: '10000', RATE_LIMIT_USER: '10000' } });

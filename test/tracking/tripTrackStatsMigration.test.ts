@@ -3,7 +3,7 @@ import { haversineKm } from '../../shared/geo';
 import { down, up } from '../../migrations/20261129000000_trip_track_stats';
 import * as pointCounts from '../../migrations/20261130000000_trip_point_counts';
 import * as truncateBumps from '../../migrations/20261201000000_trip_track_truncate_bumps';
-import * as incremental from '../../migrations/20261208000000_incremental_trip_stats';
+import * as incremental from '../../migrations/20261207000100_incremental_trip_stats';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { gpsBody, make } from '../helpers/tracking';
