@@ -1,6 +1,7 @@
 import { attributed, Attribution, recordAuditEvent } from '../audit';
 import type { ServiceContext } from '../context';
 import { transaction } from '../db';
+import { notFound } from '../errors';
 import type { ChatGuild } from '../models/ChatGuild';
 
 /**
@@ -14,7 +15,8 @@ export async function deleteChatGuild(
   by: Attribution,
 ): Promise<void> {
   await transaction(ctx.db, async (trx) => {
-    await trx('chat_guilds').where('id', guild.id).delete();
+    // Of concurrent deletes one deletes (and records the event); the others answer 404.
+    if ((await trx('chat_guilds').where('id', guild.id).delete()) === 0) throw notFound('guild');
     await recordAuditEvent(
       attributed(by, {
         user_id: by.actorId,

@@ -134,7 +134,8 @@ export async function disconnectIntegration(ctx: Ctx, integration: Integration, 
     await streamClient(ctx.config).revoke(unsealToken(ctx, integration.access_token_sealed));
   }
   await transaction(ctx.db, async (trx) => {
-    await Integration.query(trx).deleteById(integration.id);
+    // Of concurrent disconnects one deletes (and records the event); the others answer 404.
+    if ((await Integration.query(trx).deleteById(integration.id)) === 0) throw notFound('integration');
     await recordAuditEvent(
       attributed(by, {
         user_id: integration.user_id,

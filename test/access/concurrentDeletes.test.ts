@@ -76,3 +76,37 @@ test('a role, a role permission and a ban ended many times at once: one success,
     .whereRaw("metadata->>'action' = 'unbanned'");
   t.is(events.length, 1);
 });
+
+test('a chat guild and an integration deleted many times at once: one 204, the rest 404, one audit event', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const [guild] = await s
+    .db('chat_guilds')
+    .insert({ guild_id: `7${Date.now()}`.slice(0, 18), name: 'Twice' })
+    .returning(['id', 'guild_id']);
+  const guildDeletes = await Promise.all(
+    Array.from({ length: TIMES }, () => s.request('DELETE', `/v1/chat/guilds/${guild.id}`, { token: admin.token })),
+  );
+  t.deepEqual(statuses(guildDeletes), onceThen404(204));
+  t.is((await s.db('audit_events').where({ resource_id: guild.guild_id, resource_type: 'chat_guild' })).length, 1);
+
+  const user = await createUser(s.db);
+  const [integration] = await s
+    .db('integrations')
+    .insert({
+      user_id: user.id,
+      platform_slug: 'stream',
+      platform_user_id: `twice-${Date.now()}`,
+      username: 'twice',
+      access_token_sealed: 'sealed',
+    })
+    .returning('id');
+  const disconnects = await Promise.all(
+    Array.from({ length: TIMES }, () =>
+      s.request('DELETE', `/v1/integrations/${integration.id}`, { token: user.token }),
+    ),
+  );
+  t.is(disconnects.filter((r) => r.status < 300).length, 1, JSON.stringify(disconnects.map((r) => r.status)));
+  t.true(disconnects.every((r) => r.status < 300 || r.status === 404));
+  t.is((await s.db('audit_events').where({ resource_id: integration.id, event_type: 'account_unlinked' })).length, 1);
+});
