@@ -27,6 +27,17 @@ import {
  * A free username derived from a display name or email local part: invalid characters become
  * underscores, and a short random suffix is added while the name is taken.
  */
+/**
+ * Inside a transaction, serialises until it ends the creations that check `name` is free and then
+ * take it: two first sign-ins of different people with one name at once got a unique violation
+ * (409 'username: already exists') instead of the second one getting a suffixed name. Key space 3
+ * of the two-key advisory locks (see lockEmailAddress), taken after the address lock.
+ */
+async function lockUsername(db: Knex, name: string): Promise<void> {
+  if ((db as Knex.Transaction).isTransaction)
+    await db.raw('SELECT pg_advisory_xact_lock(3, hashtext(lower(?)))', [name]);
+}
+
 export async function uniqueUsername(db: Knex, base: string): Promise<string> {
   let name = base
     .normalize('NFKD')
@@ -35,6 +46,7 @@ export async function uniqueUsername(db: Knex, base: string): Promise<string> {
     .replace(/^_|_$/g, '')
     .slice(0, 24);
   if (name.length < 3) name = `user${name ? '_' + name : ''}`.slice(0, 24);
+  await lockUsername(db, name);
   if (!(await usernameTaken(db, name))) return name;
   for (let i = 0; i < 20; i++) {
     // 23 + '_' + 6 hex = 30, the longest username allowed (24 + '_' + 6 overflowed the column: a 500).
@@ -93,6 +105,7 @@ export async function createVerifiedEmailUser(
   if ((await emailSignInExists(trx, email)) || (await findUserIdByEmail(trx, email, { verifiedOnly: true })))
     throw conflict('email is already in use');
   const platform = await emailPlatform(trx);
+  if (input.username) await lockUsername(trx, input.username);
   const username =
     input.username && !(await usernameTaken(trx, input.username))
       ? input.username
@@ -153,6 +166,9 @@ export async function updateUser(
   by: Attribution,
 ): Promise<User> {
   return transaction(ctx.db, async (trx) => {
+    // Before the user's row, as the sign-in flows take it: two users given one address at once
+    // cannot both see it free.
+    if (body.email !== undefined && body.email !== null) await lockEmailAddress(trx, body.email);
     const user = await User.query(trx).findById(userId).whereNull('deleted_at').forUpdate();
     if (!user) throw notFound('user');
     const changes: Partial<User> = {};

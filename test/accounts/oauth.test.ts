@@ -317,3 +317,44 @@ test('first sign-ins at the same time: one provider account makes one user; one 
   const owners = await s.db('platform_accounts').whereRaw('lower(email) = ?', [email]).distinct('user_id');
   t.is(owners.length, 1);
 });
+
+test('different people with one name signing in for the first time at once each get a user', async (t) => {
+  const s = stack();
+  const name = `Same Name ${uniq()}`;
+  const answers = await Promise.all(
+    Array.from({ length: 8 }, (_, i) =>
+      s.request('POST', '/v1/users/oauth', {
+        token: s.systemKey,
+        body: { email: null, name, oauthProvider: 'github', oauthProviderId: `same-${uniq()}-${i}` },
+      }),
+    ),
+  );
+  t.deepEqual(
+    answers.map((r) => r.status),
+    Array(8).fill(200),
+    JSON.stringify(answers.map((r) => r.text)),
+  );
+  t.is(new Set(answers.map((r) => r.body.data.id)).size, 8);
+  t.is(new Set(answers.map((r) => r.body.data.username.toLowerCase())).size, 8);
+});
+
+test('two users given one address at the same time: one of them gets it', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  for (let round = 0; round < 3; round++) {
+    // Provider-only users: their address is typed in through PATCH, not an email sign-in.
+    const made = await Promise.all(
+      [0, 1].map((i) =>
+        s.request('POST', '/v1/users/oauth', {
+          token: s.systemKey,
+          body: { email: null, name: `Addr ${i}`, oauthProvider: 'github', oauthProviderId: `addr-${uniq()}` },
+        }),
+      ),
+    );
+    const email = `shared_${uniq()}@example.test`;
+    const answers = await Promise.all(
+      made.map((m) => s.request('PATCH', `/v1/users/${m.body.data.id}`, { token: admin.token, body: { email } })),
+    );
+    t.deepEqual(answers.map((r) => r.status).sort(), [200, 409], JSON.stringify(answers.map((r) => r.text)));
+  }
+});
