@@ -2,7 +2,7 @@ import { attributed, Attribution, recordAuditEvent } from '../audit';
 import type { ServiceContext } from '../context';
 import { afterCommit, transaction } from '../db';
 import { conflict, notFound } from '../errors';
-import { keepAnAdministrator } from './lastAdministrator';
+import { keepAnAdministrator, roleGrantsEverything } from './lastAdministrator';
 import { announceUserAccessChanged } from './userRoles';
 
 /** The `user_updated` event of a role given or taken. */
@@ -36,7 +36,8 @@ export async function removeRole(ctx: ServiceContext, userId: string, roleId: st
   await transaction(ctx.db, async (trx) => {
     const deleted = await trx('user_roles').where({ user_id: userId, role_id: roleId }).delete();
     if (!deleted) throw notFound('role assignment');
-    await keepAnAdministrator(trx);
+    // Only a role that grants *:* makes an administrator.
+    if (await roleGrantsEverything(trx, roleId)) await keepAnAdministrator(trx);
     await recordAuditEvent(attributed(by, roleEvent(userId, 'role_removed', roleId)), trx);
     afterCommit(trx, () => announceUserAccessChanged(ctx, userId));
   });

@@ -158,7 +158,7 @@ export async function scheduleDeletion(ctx: ServiceContext, userId: string, acto
     if (!user) throw notFound('user');
     if (user.scheduled_deletion_at) return user.scheduled_deletion_at;
     await User.query(trx).patch({ scheduled_deletion_at: at }).where('id', userId);
-    await keepAnAdministrator(trx);
+    if (await holdsEverything(trx, userId)) await keepAnAdministrator(trx);
     await recordAuditEvent(
       attributed(actor, {
         user_id: userId,
@@ -194,7 +194,7 @@ export async function softDeleteUser(
         scheduled_deletion_at: user.scheduled_deletion_at ?? new Date(Date.now() + grace),
       })
       .where('id', userId);
-    await keepAnAdministrator(trx);
+    if (await holdsEverything(trx, userId)) await keepAnAdministrator(trx);
     const sessionIds = await deleteUserSessions(trx, userId);
     const keys: Array<{ id: string }> = await trx('api_keys')
       .where({ user_id: userId, is_active: true })

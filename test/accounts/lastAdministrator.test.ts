@@ -134,3 +134,28 @@ test.serial('two administrators banning each other at the same time: one ban is 
     await s.db('user_roles').where('role_id', 'role_admin').delete();
   }
 });
+
+test.serial('without any administrator, changes that cannot remove one are not refused', async (t) => {
+  const s = stack();
+  await s.db('user_roles').where('role_id', 'role_admin').delete();
+  const moderator = await createUser(s.db, { roles: ['role_user', 'role_moderator'] });
+  const plain = await createUser(s.db, { roles: ['role_user'] });
+  // Banning a user who is no administrator.
+  const ban = await s.request('POST', `/v1/users/${plain.id}/ban`, { token: moderator.token, body: { reason: 'x' } });
+  t.is(ban.status, 201, ban.text);
+  // Taking an ordinary role from an ordinary user, and a user deleting their own account.
+  const other = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
+  const system = await createUser(s.db, { roles: ['role_user', 'role_admin'] });
+  await s.db('user_roles').where('role_id', 'role_admin').delete();
+  t.is(await liveAdmins(), 0);
+  const { removeRole } = await import('../../shared/commands/assignRoles');
+  await t.notThrowsAsync(() =>
+    removeRole(s.api.services, other.id, 'role_api_read_only', {
+      actorId: system.id,
+      ipAddress: null,
+      userAgent: null,
+    }),
+  );
+  const leave = await s.request('DELETE', '/v1/users/me', { token: other.token });
+  t.is(leave.status, 200, leave.text);
+});
