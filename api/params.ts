@@ -60,7 +60,8 @@ export function clientIp(ctx: AppContext): string | null {
   if (can(ctx.state.principal, 'forwardClientAddress', subjects.relay())) {
     const forwarded = ctx.get('x-forwarded-for').split(',')[0]?.trim();
     // An address, or none: the value is stored and geolocated, and the column holds an address.
-    return forwarded && isIP(forwarded) ? forwarded : null;
+    // (64 characters: the address columns; an IPv6 zone id can make isIP's answer longer.)
+    return forwarded && forwarded.length <= 64 && isIP(forwarded) ? forwarded : null;
   }
   return ctx.ip;
 }

@@ -130,6 +130,13 @@ test('a relayed provider sign-in records the user’s address and its provider, 
   const row = await s.db('sessions').where('id', named.body.data.id).first();
   t.is(row.platform_slug, 'email');
   t.not(row.ip_address, 'not-an-address');
+  // An IPv6 address with a zone id longer than the address column is not an address to record.
+  const zoned = await s.request('POST', '/v1/sessions', {
+    token: s.systemKey,
+    headers: { 'x-forwarded-for': `fe80::1%${'z'.repeat(80)}` },
+    body: { userId, expires },
+  });
+  t.is(zoned.status, 201, zoned.text);
   const unknown = await s.request('POST', '/v1/sessions', {
     token: s.systemKey,
     body: { userId, expires, provider: 'nowhere' },
