@@ -25,9 +25,10 @@ export function introspectionLimit(): ValidationRule {
  * Root query fields that answer a whole table (every role, every trip template, the whole category
  * tree): no argument bounds them, so the cost rule prices each at its child fields once, whatever
  * the table holds. Thirty aliases of `tripTemplates` over 20,000 rows (1.6 KB of query) answered
- * 90 MB after 5 s of the event loop. Each may appear once per operation; one is what a client needs.
+ * 90 MB after 5 s of the event loop. `tripCategory(id)` answers a category with its whole subtree: a
+ * top-level one can be most of the table. Each may appear once per operation.
  */
-export const WHOLE_TABLE_FIELDS = ['roles', 'tripTemplates', 'tripCategories'] as const;
+export const WHOLE_TABLE_FIELDS = ['roles', 'tripTemplates', 'tripCategories', 'tripCategory'] as const;
 
 export function wholeTableLimit(): ValidationRule {
   return rootFieldLimit(

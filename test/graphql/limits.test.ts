@@ -341,6 +341,10 @@ test('whole-table lists (roles, trip templates, the category tree) may be asked 
     t.is(once.status, 200, once.text.slice(0, 300));
     t.true(Array.isArray(once.body.data[name]));
   }
+  // A category answers its whole subtree: a top-level one can be the whole table.
+  const categories = `{${Array.from({ length: 30 }, (_, i) => `c${i}: tripCategory(id: "root") { id children { id } }`).join(' ')}}`;
+  const refusedCategory = await s.request('POST', '/v1/gql', { token, body: { query: categories } });
+  t.is(refusedCategory.body.errors?.[0].extensions.code, 'QUERY_TOO_COMPLEX', refusedCategory.text.slice(0, 300));
   // One of each in one operation is fine.
   const all = await s.request('POST', '/v1/gql', {
     token,
