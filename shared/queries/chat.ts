@@ -60,14 +60,21 @@ const likeEscape = (s: string) => s.replace(/[\\%_]/g, (c) => `\\${c}`);
  * A page of a guild's members, by display name: search (case-insensitive substring of username,
  * global name or nickname), bots or humans only, holders of a role. The total comes from the same
  * statement (readMembers), so one round trip answers the page.
+ *
+ * The search compares `lower(col) LIKE lower(pattern)`, the expressions of the trigram indexes of
+ * migration 20261206000100_chat_member_search, so its matches come from a bitmap OR of those
+ * indexes; any other form of it (ILIKE, lower() on one side only) matches no index and reads the
+ * whole guild.
  */
 function applyFilter<Q extends ReturnType<typeof ChatMember.query>>(q: Q, guildUuid: string, f: MemberFilter): Q {
   q.where('guild_id', guildUuid);
   if (f.search) {
     const pattern = `%${likeEscape(f.search)}%`;
-    q.where((w) =>
-      w.whereILike('username', pattern).orWhereILike('global_name', pattern).orWhereILike('nickname', pattern),
-    );
+    q.whereRaw('(lower(username) LIKE lower(?) OR lower(global_name) LIKE lower(?) OR lower(nickname) LIKE lower(?))', [
+      pattern,
+      pattern,
+      pattern,
+    ]);
   }
   if (f.botOnly) q.where('bot', true);
   if (f.humansOnly) q.where('bot', false);
