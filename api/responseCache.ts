@@ -13,17 +13,23 @@ interface Entry {
   etag: string;
   /** The Content-Type the route answered with (JSON unless it set another). */
   type: string;
-  /** The route's Content-Disposition (a download's file name), when it set one. */
-  disposition?: string;
+  /** The route's own headers of CACHED_HEADERS that it set (a download's file name, say). */
+  headers: ReadonlyArray<readonly [string, string]>;
   /** When the answer stops being true without any write (epoch ms; Infinity: never). */
   validUntil: number;
 }
 
-/** What a route's handler answered on a miss: its body, Content-Type and Content-Disposition. */
+/**
+ * Headers a route may set that a cached copy of its answer is sent with again: a download's
+ * Content-Disposition, and X-Total-Count-Estimated on a list whose total is an estimate.
+ */
+export const CACHED_HEADERS = ['Content-Disposition', 'X-Total-Count-Estimated'] as const;
+
+/** What a route's handler answered on a miss: its body, Content-Type and the CACHED_HEADERS it set. */
 export interface BuiltAnswer {
   body: unknown;
   type?: string;
-  disposition?: string;
+  headers?: Partial<Record<(typeof CACHED_HEADERS)[number], string>>;
   /** Until when the answer holds without a write (see `answerValidUntil`); none: while the versions hold. */
   validUntil?: number;
 }
@@ -113,7 +119,7 @@ export async function cachedResponse(
           .update(`${key}\n${builtTag}${validUntil < Infinity ? `\n${validUntil}` : ''}`)
           .digest('base64url')}"`,
         type,
-        disposition: answer.disposition,
+        headers: Object.entries(answer.headers ?? {}).filter((h): h is [string, string] => !!h[1]),
         validUntil,
       };
       // Builds of one key run one after another: the last one made is the newest.
@@ -133,7 +139,7 @@ export async function cachedResponse(
     // An answer about time that ran out before this request got it (rare): built again.
     if (Date.now() >= entry.validUntil) entry = await builds(db, key, make);
   }
-  if (entry.disposition) ctx.set('Content-Disposition', entry.disposition);
+  for (const [name, value] of entry.headers) ctx.set(name, value);
   sendValidatedBytes(ctx, {
     etag: entry.etag,
     cacheControl: 'private, no-cache',

@@ -21,7 +21,7 @@ import { KEYED_VERSIONS, KeyedVersionRef, VERSIONED_TABLES, VersionedTable } fro
 import { validatesItems } from './middleware/body';
 import { clientIp } from './params';
 import { describeSecurity, formExpressible, registerOperation, ResponseDoc } from './openapiSpec';
-import { cachedResponse } from './responseCache';
+import { CACHED_HEADERS, cachedResponse } from './responseCache';
 import type { ApiServices } from './services';
 
 export interface AppState {
@@ -258,7 +258,7 @@ export function defineRoute<
           return {
             body: c.body,
             type: c.type,
-            disposition: c.response.get('Content-Disposition') || undefined,
+            headers: Object.fromEntries(CACHED_HEADERS.map((name) => [name, c.response.get(name)])),
             validUntil: c.state.answerValidUntil,
           };
         },

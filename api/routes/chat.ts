@@ -305,6 +305,9 @@ export function chatRoutes(router: Router<AppState, { services: ApiServices }>):
       method: 'get',
       path: '/v1/chat/guilds/:guild_id/members',
       summary: "Search a guild's members (by internal guild UUID)",
+      description:
+        'Without a filter total_count is exact. With one it is exact up to 10,000 matching members; beyond that it is ' +
+        "the database planner's estimate and the response carries X-Total-Count-Estimated: true. has_more is always exact.",
       tags: ['chat'],
       auth: { permission: 'chat:read' },
       params: uuidGuild,
@@ -338,10 +341,12 @@ export function chatRoutes(router: Router<AppState, { services: ApiServices }>):
         const until = m.communication_disabled_until && new Date(m.communication_disabled_until).getTime();
         if (until && until > page.at) answerValidUntil(ctx, until);
       }
+      // A filter matching more than MEMBER_COUNT_CAP members: total_count is the planner's estimate.
+      if (page.estimated) ctx.set('X-Total-Count-Estimated', 'true');
       ctx.body = {
         members: page.members.map((m) => presentChatMember(m, cdn(ctx), page.at)),
         total_count: page.total,
-        has_more: query.offset + page.members.length < page.total,
+        has_more: page.hasMore,
       };
     },
   );

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { AuditEvent } from '../models/AuditEvent';
 import { isUuid } from '../zod';
 import { computeOncePerTurn, pagesOf, queryOncePerTurn, withoutColumns } from '../rowLoader';
-import { COUNTER_SQL } from './counters';
+import { COUNTER_SQL, estimateRows } from './counters';
 
 /** Sort fields of GET /v1/admin/audit (spec §4.24); every one is served by an index ending in (created_at, id). */
 export const AUDIT_SORT_FIELDS = ['event_type', 'user_id', 'status', 'created_at'] as const;
@@ -66,16 +66,6 @@ async function filtered(db: Knex, f: AuditFilter): Promise<{ q: Knex.QueryBuilde
   if (f.end_date) q.where('created_at', '<=', f.end_date);
   if (f.user_search !== undefined) whereUserSearch(q, f.user_search);
   return { q };
-}
-
-/** The planner's row estimate of a query (EXPLAIN, no execution). */
-async function estimateRows(db: Knex, q: Knex.QueryBuilder): Promise<number> {
-  const { sql, bindings } = q.clone().select(db.raw('1')).toSQL();
-  const { rows } = await db.raw<{ rows: Array<{ 'QUERY PLAN': Array<{ Plan: { 'Plan Rows': number } }> }> }>(
-    `EXPLAIN (FORMAT JSON) ${sql}`,
-    bindings as Knex.RawBinding[],
-  );
-  return Math.round(rows[0]!['QUERY PLAN'][0]!.Plan['Plan Rows']);
 }
 
 /** Column alias of the total read in the page's own statement. */

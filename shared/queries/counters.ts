@@ -95,3 +95,17 @@ export async function readCounter(db: Knex, name: RowCounter): Promise<number> {
   const { rows } = await db.raw<{ rows: Array<{ n: string }> }>(`SELECT ${COUNTER_SQL} AS n`, [name]);
   return Number(rows[0].n);
 }
+
+/**
+ * The planner's row estimate of a query (EXPLAIN, no execution): the total of a filtered list past
+ * its count cap (the audit log's, a guild's member search), where counting every match would cost
+ * more than the page.
+ */
+export async function estimateRows(db: Knex, q: Knex.QueryBuilder): Promise<number> {
+  const { sql, bindings } = q.clone().select(db.raw('1')).toSQL();
+  const { rows } = await db.raw<{ rows: Array<{ 'QUERY PLAN': Array<{ Plan: { 'Plan Rows': number } }> }> }>(
+    `EXPLAIN (FORMAT JSON) ${sql}`,
+    bindings as Knex.RawBinding[],
+  );
+  return Math.round(rows[0]!['QUERY PLAN'][0]!.Plan['Plan Rows']);
+}

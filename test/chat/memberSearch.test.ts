@@ -1,14 +1,17 @@
 import test from 'ava';
 import type { Knex } from 'knex';
-import { MemberFilter, searchMembers } from '../../shared/queries/chat';
+import { MEMBER_COUNT_CAP, MemberFilter, searchMembers } from '../../shared/queries/chat';
+import { createUser, TestUser } from '../helpers/factories';
 import { explainJson } from '../helpers/statements';
 import { useStack } from '../helpers/stack';
 
 /**
  * Filtered member lists of a large guild: a search reads its matches from the trigram indexes of
- * migration 20261206000100_chat_member_search, not by reading the guild.
+ * migration 20261206000100_chat_member_search (not by reading the guild), and a filter's total is
+ * counted up to MEMBER_COUNT_CAP, then estimated and flagged, so page 1 never reads every match.
  */
 const stack = useStack(test);
+let mod: TestUser;
 
 type Plan = Record<string, unknown>;
 const planNodes = (node: Plan): Plan[] => [node, ...((node.Plans as Plan[] | undefined) ?? []).flatMap(planNodes)];
@@ -51,6 +54,7 @@ test.serial('a member search reads its matches from the trigram indexes, never b
   const page = await searchMembers(db, guild, { search: 'ember123', limit: 50, offset: 0 });
   // member123 and member1230–member1239.
   t.is(page.total, 11);
+  t.false(page.estimated);
   // Scans off: what remains is a read that needs no scan, or the only plan there is (a scan).
   const plan = JSON.parse(
     await explainJson(db, await statementOf(db, guild, { search: 'ember123', limit: 50, offset: 0 }), {
@@ -68,4 +72,46 @@ test.serial('a member search reads its matches from the trigram indexes, never b
   const probed = new Set(nodes.filter((n) => n['Node Type'] === 'Bitmap Index Scan').map((n) => n['Index Name']));
   for (const column of ['username', 'global_name', 'nickname'])
     t.true(probed.has(`chat_members_${column}_trgm`), `${column} is searched by its trigram index`);
+});
+
+test.serial('a filter counts its matches up to the cap, then estimates and says so', async (t) => {
+  const s = stack();
+  const db = s.db;
+  mod = await createUser(db, { roles: ['role_moderator'] });
+  const n = MEMBER_COUNT_CAP + 2000;
+  const guild = await guildOf(db, '444444444444444402', n);
+  const humans = n - Math.floor(n / 50);
+  const get = (query: string) => s.request('GET', `/v1/chat/guilds/${guild}/members?${query}`, { token: mod.token });
+
+  // More humans than the cap: page 1 says there are more, and gives an estimate (flagged).
+  const first = await get('humans_only=true&limit=50');
+  t.is(first.status, 200, first.text);
+  t.is(first.headers.get('x-total-count-estimated'), 'true');
+  t.true(first.body.total_count > MEMBER_COUNT_CAP, String(first.body.total_count));
+  t.true(first.body.has_more);
+  t.is(first.body.members.length, 50);
+  // The cached copy of the answer keeps the flag.
+  const again = await get('humans_only=true&limit=50');
+  t.is(again.headers.get('x-total-count-estimated'), 'true');
+  t.deepEqual(again.body, first.body);
+  // The last page knows where the matches end: exact.
+  const last = await get(`humans_only=true&limit=50&offset=${humans - 10}`);
+  t.is(last.headers.get('x-total-count-estimated'), null);
+  t.deepEqual([last.body.total_count, last.body.has_more, last.body.members.length], [humans, false, 10]);
+  // Past the end: no more, an estimate no larger than the offset.
+  const past = await get(`humans_only=true&limit=50&offset=${n}`);
+  t.is(past.headers.get('x-total-count-estimated'), 'true');
+  t.false(past.body.has_more);
+  t.true(past.body.total_count > MEMBER_COUNT_CAP && past.body.total_count <= n, String(past.body.total_count));
+  // Fewer matches than the cap: exact, unflagged.
+  const bots = await get('bot_only=true&limit=50');
+  t.is(bots.headers.get('x-total-count-estimated'), null);
+  t.deepEqual([bots.body.total_count, bots.body.has_more], [Math.floor(n / 50), true]);
+
+  // Page 1 reads no more rows than the cap's count and the page: no window over every match.
+  const explained = await explainJson(db, await statementOf(db, guild, { humansOnly: true, limit: 50, offset: 0 }), {
+    analyze: true,
+  });
+  const read = [...explained.matchAll(/"Actual Rows":(\d+)/g)].map((m) => Number(m[1]));
+  t.true(Math.max(...read) <= MEMBER_COUNT_CAP + 1, `rows read: ${read.join(', ')}`);
 });
