@@ -486,6 +486,7 @@ export interface Operations {
     body: {
       userId: string;
       expires: string;
+      provider?: string;
     };
     /** The body of a 2xx answer. */
     response: {
