@@ -128,6 +128,12 @@ export async function revokeConsent(
   const { userId, clientId } = input;
   await transaction(services.db, async (trx) => {
     const scope = { user_id: userId, client_id: clientId };
+    // Pending codes first: an exchange that claimed one holds its row, then waits for the consent
+    // row (lockActiveConsent). Taking the codes before the consent lets that exchange commit
+    // (the code is then used, not matched here) instead of deadlocking with it.
+    await trx('oauth_authorization_codes').where(scope).whereNull('used_at').update({ used_at: trx.fn.now() });
+    // The consent row next: a grant that locked it (FOR SHARE) has committed its tokens by the time
+    // this returns, so the UPDATEs below, each a new snapshot, reach them.
     const n = await trx('oauth_consents')
       .where(scope)
       .whereNull('revoked_at')
@@ -135,7 +141,6 @@ export async function revokeConsent(
     if (!n) throw notFound('consent');
     await trx('oauth_access_tokens').where(scope).whereNull('revoked_at').update({ revoked_at: trx.fn.now() });
     await trx('oauth_refresh_tokens').where(scope).whereNull('revoked_at').update({ revoked_at: trx.fn.now() });
-    await trx('oauth_authorization_codes').where(scope).whereNull('used_at').update({ used_at: trx.fn.now() });
     await recordAuditEvent(
       attributed(by, {
         user_id: userId,

@@ -13,7 +13,7 @@ import { oauthError, pkceChallenge, PKCE_VERIFIER, TokenResponse } from '../doma
 import type { OAuthClient } from '../models/OAuthClient';
 import { PermissionSet } from '../policies';
 import { findActiveBan } from '../queries/access';
-import { consentActive, userActive } from '../queries/oauth';
+import { lockActiveConsent, userActive } from '../queries/oauth';
 import { AccessServices, invalidateCredentials } from './accessChanges';
 
 /**
@@ -123,7 +123,7 @@ export async function exchangeAuthorizationCode(
       return oauthError(400, 'invalid_grant', 'code_verifier does not match the code challenge');
     if (!(await userMaySignIn(trx, code.user_id)))
       return oauthError(400, 'invalid_grant', 'the user of this code can no longer sign in');
-    if (!(await consentActive(trx, code.user_id, code.client_id)))
+    if (!(await lockActiveConsent(trx, code.user_id, code.client_id)))
       return oauthError(400, 'invalid_grant', 'consent was revoked');
     const { response } = await issueTokens(trx, {
       clientId: code.client_id,
@@ -177,10 +177,11 @@ export async function refreshAccessToken(
   if (widened.length) throw oauthError(400, 'invalid_scope', `scope: exceeds the original grant: ${widened.join(' ')}`);
   if (!(await userMaySignIn(db, row.user_id)))
     throw oauthError(400, 'invalid_grant', 'the user of this grant can no longer sign in');
-  if (!(await consentActive(db, row.user_id, row.client_id)))
-    throw oauthError(400, 'invalid_grant', 'consent was revoked');
 
-  const result = await transaction(db, async (trx) => {
+  const result = await transaction(db, async (trx): Promise<TokenResponse | HttpError | null> => {
+    // Inside the transaction that issues the tokens, locked: see lockActiveConsent.
+    if (!(await lockActiveConsent(trx, row.user_id, row.client_id)))
+      return oauthError(400, 'invalid_grant', 'consent was revoked');
     // Claim the token: of two concurrent refreshes exactly one wins; the other is a reuse.
     const claimed = await trx('oauth_refresh_tokens')
       .where('id', row.id)
@@ -198,6 +199,7 @@ export async function refreshAccessToken(
     await trx('oauth_refresh_tokens').where('id', row.id).update({ replaced_by_id: issued.refreshId });
     return issued.response;
   });
+  if (result instanceof HttpError) throw result;
   if (!result) {
     await revokeFamilies(services, [row.family_id], row.user_id);
     throw reused();

@@ -4,11 +4,18 @@ import { OAuthClient } from '../models/OAuthClient';
 import { OAuthConsent } from '../models/OAuthConsent';
 import { compiledOnce, groupBy, rowsBy, turnBatcherByDb, withoutColumns } from '../rowLoader';
 
-/** Whether the user's consent for the client stands (not revoked). */
-export async function consentActive(db: Knex | Knex.Transaction, userId: string, clientId: string): Promise<boolean> {
-  return !!(await db('oauth_consents')
+/**
+ * Whether the user's consent for the client stands, for a transaction about to issue tokens under
+ * it: the row is locked FOR SHARE until the commit. A revocation (which updates the row first) then either waits for the
+ * tokens to commit and revokes them with its next statement, or has already committed, and this
+ * finds the consent revoked. Without the lock a token committed just after the revocation's
+ * UPDATE of the tokens would outlive it.
+ */
+export async function lockActiveConsent(trx: Knex.Transaction, userId: string, clientId: string): Promise<boolean> {
+  return !!(await trx('oauth_consents')
     .where({ user_id: userId, client_id: clientId })
     .whereNull('revoked_at')
+    .forShare()
     .first('id'));
 }
 

@@ -6,7 +6,8 @@ import { listenPushes } from '../helpers/pushes';
 import { useStack } from '../helpers/stack';
 
 const ID_SECRET = 'oauth-test-id-app-secret';
-const stack = useStack(test, { env: { ID_APPS: `idapp:${ID_SECRET}` } });
+// Every token call is anonymous (client credentials in the body): the anonymous tier is raised.
+const stack = useStack(test, { env: { ID_APPS: `idapp:${ID_SECRET}`, RATE_LIMIT_ANONYMOUS: '1000' } });
 const REDIRECT = 'https://client.example/callback';
 const ME = { query: '{ me { userId apiKeyId permissions } }' };
 
@@ -521,4 +522,58 @@ test('the scheduled cleanup removes codes and tokens a day past expiry and keeps
     ).status,
     200,
   );
+});
+
+/** Waits until `n` backends of the test database wait on a lock (a request parked where the test wants it). */
+async function lockWaiters(n: number): Promise<void> {
+  const s = stack();
+  for (let i = 0; i < 500; i++) {
+    const { rows } = await s.db.raw(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    );
+    if (rows[0].n >= n) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`fewer than ${n} backends waited on a lock`);
+}
+
+test.serial('a consent revoked while a grant issues tokens: the new tokens are revoked too', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
+  const client = await makeClient(dev);
+  const first = await codeFor(user, client, 'gps:read');
+  const tok = (await exchange(client, first.code, first.verifier)).body;
+  const refresh = () =>
+    token({
+      grant_type: 'refresh_token',
+      refresh_token: tok.refresh_token,
+      client_id: client.id,
+      client_secret: client.secret,
+    });
+  const pending = await codeFor(user, client, 'gps:read');
+  for (const grant of [() => exchange(client, pending.code, pending.verifier), refresh]) {
+    // The client row held FOR UPDATE parks the grant at its token INSERT (the foreign key's check),
+    // after every check it makes; the revocation then runs into the grant's locks.
+    const hold = await s.db.transaction();
+    try {
+      await hold.raw('SELECT id FROM oauth_clients WHERE id = ? FOR UPDATE', [client.id]);
+      const granted = grant();
+      await lockWaiters(1);
+      const revoked = s.request('DELETE', `/v1/users/me/consents/${client.id}`, { token: user.token });
+      await lockWaiters(2);
+      await hold.commit();
+      const [g, r] = await Promise.all([granted, revoked]);
+      t.is(r.status, 204);
+      // Issued before the revocation committed, so revoked by it; or refused. Never a live token.
+      if (g.status === 200) t.is((await me(g.body.access_token)).status, 401);
+      else t.is(g.body.error, 'invalid_grant');
+    } finally {
+      if (!hold.isCompleted()) await hold.rollback();
+    }
+    // Consent again for the next grant: sign in through the app, then take a fresh refresh token.
+    const again = await codeFor(user, client, 'gps:read');
+    Object.assign(tok, (await exchange(client, again.code, again.verifier)).body);
+    Object.assign(pending, await codeFor(user, client, 'gps:read'));
+  }
 });
