@@ -76,7 +76,7 @@ export function adminUserRoutes(router: ApiRouter): void {
       responses: {
         200: { description: '{success, message}', schema: successSchema },
         404: { description: 'No such user' },
-        409: { description: 'No deletion scheduled' },
+        409: { description: "No deletion scheduled, or a soft-deleted account's address is now another user's" },
       },
     },
     async (ctx, { params }) => {

@@ -231,3 +231,36 @@ test('force-delete: 200, personal data gone at once, 404 afterwards; refusals', 
     404,
   );
 });
+
+test("cancelling a soft delete is refused while another live user holds the account's address", async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const user = await createUser(s.db);
+  t.is((await s.request('DELETE', `/v1/users/${user.id}`, { token: admin.token })).status, 204);
+  // While the account is deleted, its address is free: a provider sign-in with it makes a new user.
+  const signIn = await s.request('POST', '/v1/users/oauth', {
+    token: s.systemKey,
+    body: { email: user.email, name: 'Other Person', oauthProvider: 'chat', oauthProviderId: `chat-${user.id}` },
+  });
+  t.is(signIn.status, 200, signIn.text);
+  const holders = await s
+    .db('platform_accounts')
+    .join('users', 'users.id', 'platform_accounts.user_id')
+    .whereRaw('lower(platform_accounts.email) = lower(?)', [user.email])
+    .whereNull('users.deleted_at')
+    .distinct('users.id');
+  t.is(holders.length, 1);
+  t.not(holders[0].id, user.id);
+
+  const cancel = await s.request('POST', `/v1/admin/users/${user.id}/cancel-deletion`, { token: admin.token });
+  t.is(cancel.status, 409, cancel.text);
+  t.regex(cancel.body.message, /used by another account/);
+  // Still deleted; the address has one live user.
+  t.truthy((await s.db('users').where('id', user.id).first()).deleted_at);
+
+  // Once the other user's account no longer carries it, the restore goes through.
+  await s.db('platform_accounts').where('user_id', holders[0].id).update({ email: 'elsewhere@example.test' });
+  const again = await s.request('POST', `/v1/admin/users/${user.id}/cancel-deletion`, { token: admin.token });
+  t.is(again.status, 200, again.text);
+  t.is((await s.db('users').where('id', user.id).first()).deleted_at, null);
+});
