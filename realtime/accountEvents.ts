@@ -136,6 +136,15 @@ export class AccountEvents {
     }
   }
 
+  /**
+   * After the invalidation channel was lost (Redis down, then back): the changes published
+   * meanwhile were missed, so every authenticated socket is resolved again (one resolution per
+   * credential, shared by its sockets) and those whose credential no longer holds are closed.
+   */
+  recheckAll(): void {
+    for (const c of this.hub.clients) if (c.auth.kind !== 'anonymous') this.recheck(c);
+  }
+
   /** One resolution per credential identity at a time, shared by all its sockets. */
   private readonly inflight = new Map<string, ReturnType<typeof reresolve>>();
 

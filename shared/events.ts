@@ -133,11 +133,18 @@ const AUTH_ACK_TIMEOUT_MS = 1000;
  * invalidation subscriber), so the publisher knows exactly how many acknowledgements to expect; an
  * instance that died has no connection and is not counted, one that hangs costs the timeout.
  */
+/** How long the first invalidation waits for the acknowledgement subscription to stand. */
+const ACK_SUBSCRIBE_WAIT_MS = 250;
+
 class AckCollector {
   private readonly subscriber: Redis;
   private readonly pending = new Map<string, { got: number; expected: number; done: () => void }>();
   readonly channel: string;
   readonly ready: Promise<boolean>;
+  /** Whether the subscription stands (set once `ready` resolves true). */
+  isReady = false;
+  /** Whether a caller already waited for `ready` in vain: later ones do not wait again. */
+  waitedInVain = false;
 
   constructor(redis: Redis, config: Pick<Config, 'redisPrefix'>) {
     this.channel = redisKey(config, PubSub.authAck(randomUUID()));
@@ -157,7 +164,7 @@ class AckCollector {
     })
       .then(() => this.subscriber.subscribe(this.channel))
       .then(
-        () => true,
+        () => (this.isReady = true),
         () => false,
       );
   }
@@ -246,10 +253,17 @@ export class EventBus {
     const channel = redisKey(this.config, PubSub.authInvalidate);
     this.acks ??= new AckCollector(this.redis, this.config);
     const acks = this.acks;
-    const subscribed = await Promise.race([
-      acks.ready,
-      new Promise<false>((r) => setTimeout(() => r(false), timeoutMs).unref()),
-    ]);
+    // The ack subscriber is waited for once: while Redis stays hung after that, each narrowing
+    // change would otherwise wait the whole timeout for a subscription that does not come.
+    let subscribed = acks.isReady;
+    if (!subscribed && !acks.waitedInVain) {
+      subscribed = await Promise.race([
+        acks.ready,
+        // A healthy Redis subscribes in milliseconds; the publish below has its own timeout.
+        new Promise<false>((r) => setTimeout(() => r(false), Math.min(timeoutMs, ACK_SUBSCRIBE_WAIT_MS)).unref()),
+      ]);
+      if (!subscribed) acks.waitedInVain = true;
+    }
     if (!subscribed) {
       // Without an ack channel, still tell every instance; only the wait is lost.
       await this.redis.publish(channel, JSON.stringify(msg));
@@ -262,6 +276,14 @@ export class EventBus {
       JSON.stringify({ ...msg, ackId, ackTo: acks.channel } satisfies AuthInvalidationMessage),
     );
     return wait.arm(receivers, timeoutMs);
+  }
+
+  /**
+   * Publishes a credential invalidation without waiting for acknowledgements: for the outbox relay,
+   * which delivers the ones that could not be published when their change committed.
+   */
+  async announceAuthInvalidation(msg: AuthInvalidation): Promise<void> {
+    await this.redis.publish(redisKey(this.config, PubSub.authInvalidate), JSON.stringify(msg));
   }
 
   /** Closes the acknowledgement subscriber, if one was opened. */

@@ -4,7 +4,7 @@ import { recordLatestGps } from './caches/gpsLatest';
 import { markGeofencePending } from './commands/evaluateGeofences';
 import type { Config } from './config';
 import { transaction } from './db';
-import { ADMIN_AUDIT_WS_CHANNEL, type EventBus, type ServerPush } from './events';
+import { ADMIN_AUDIT_WS_CHANNEL, type AuthInvalidation, type EventBus, type ServerPush } from './events';
 import { AuditEvent } from './models/AuditEvent';
 import { presentAuditEvent } from './presenters/auditEvent';
 import type { Logger } from './logger';
@@ -45,11 +45,17 @@ export interface OutboxPayloads {
   auditEvents: { ids: string[] };
   /** A password reset asked for (the passwordResets job looks the address up, off the request). */
   passwordReset: PasswordResetJob;
+  /**
+   * A credential invalidation that could not be published when its change committed (Redis down
+   * or hung): published again once Redis answers, so no instance keeps serving, and no open
+   * WebSocket keeps holding, a credential the change narrowed.
+   */
+  authInvalidation: AuthInvalidation;
 }
 export type OutboxKind = keyof OutboxPayloads;
 
 /** Kinds this version carries out; a relay of an older version leaves newer kinds to newer relays. */
-const KINDS: OutboxKind[] = ['gpsPoints', 'email', 'auditEvents', 'passwordReset'];
+const KINDS: OutboxKind[] = ['gpsPoints', 'email', 'auditEvents', 'passwordReset', 'authInvalidation'];
 /** KINDS as one Postgres array literal (knex would expand a JS array into a list of parameters). */
 const KINDS_ARRAY = `{${KINDS.join(',')}}`;
 
@@ -91,7 +97,7 @@ export async function writeOutbox<K extends OutboxKind>(trx: Knex, kind: K, payl
 export interface RelayDeps {
   db: Knex;
   redis: Redis;
-  bus: Pick<EventBus, 'publishMany'>;
+  bus: Pick<EventBus, 'publishMany' | 'announceAuthInvalidation'>;
   queues: Pick<Queues, 'enqueue'>;
   config: Pick<Config, 'redisPrefix'>;
   logger: Logger;
@@ -266,6 +272,9 @@ export class OutboxRelay {
       r.kind === 'auditEvents' ? (r.payload as OutboxPayloads['auditEvents']).ids : [],
     );
     if (auditIds.length) await this.relayAuditEvents(trx, auditIds);
+    for (const r of rows)
+      if (r.kind === 'authInvalidation')
+        await this.deps.bus.announceAuthInvalidation(r.payload as OutboxPayloads['authInvalidation']);
   }
 
   /** `auditEvent` pushes (REST shape) on `admin:audit`, in write order, for the events still stored. */

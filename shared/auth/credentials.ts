@@ -175,6 +175,17 @@ export class CredentialResolver {
     this.afterInvalidation.push(fn);
   }
 
+  private readonly afterResubscribe: Array<() => void> = [];
+
+  /**
+   * Runs `fn` when the invalidation subscription stands again after a lost connection: whatever
+   * was published meanwhile was missed, so everything derived from credentials is suspect (realtime
+   * re-checks every open socket).
+   */
+  onResubscribed(fn: () => void): void {
+    this.afterResubscribe.push(fn);
+  }
+
   /**
    * Subscribes to invalidations and starts the periodic last-used flush. Each invalidation is
    * acknowledged on `publisher` once applied, so the change that published it can answer knowing no
@@ -226,6 +237,14 @@ export class CredentialResolver {
       this.cache.clear();
       this.access.clear();
       this.listening = subscribedOnce;
+      if (!subscribedOnce) return;
+      for (const fn of this.afterResubscribe) {
+        try {
+          fn();
+        } catch (err) {
+          this.logger.warn({ err: (err as Error).message }, 'resubscribe listener failed');
+        }
+      }
     });
     // Waits at most a second: with Redis down the process still serves (fail-open, uncached), and
     // ioredis completes the subscription once Redis is back.

@@ -3,6 +3,7 @@ import type { AuthInvalidation, EventBus, ServerPush } from '../events';
 import type { Logger } from '../logger';
 import type { UserAccessSnapshot } from '../queries/access';
 import { publishChatPermissionChanges } from './chatUserEvents';
+import { type OutboxRelay, writeOutbox } from '../outbox';
 
 /** What credential invalidation and access pushes need: the bus, a logger, this instance's cache. */
 export interface AccessServices {
@@ -65,13 +66,27 @@ export async function publishAccessChanges(
  * pub/sub. Commands call it from `afterCommit`.
  */
 export async function invalidateCredentials(
-  services: Pick<AccessServices, 'bus' | 'logger' | 'credentials'>,
+  services: Pick<AccessServices, 'bus' | 'logger' | 'credentials' | 'db'> & { outbox?: Pick<OutboxRelay, 'wake'> },
   msg: AuthInvalidation,
 ): Promise<void> {
   services.credentials?.invalidate(msg);
   try {
     await services.bus.invalidateAuth(msg);
   } catch (err) {
-    services.logger.warn({ err: (err as Error).message }, 'could not publish credential invalidation');
+    // Redis down or hung: the other instances (and their open WebSockets) would keep the old
+    // credential. The outbox relay publishes it once Redis answers (a second delivery is harmless).
+    try {
+      await writeOutbox(services.db, 'authInvalidation', msg);
+      services.outbox?.wake();
+      services.logger.warn(
+        { err: (err as Error).message },
+        'could not publish credential invalidation; it is published again once Redis answers',
+      );
+    } catch (outboxErr) {
+      services.logger.error(
+        { err: (err as Error).message, outboxErr: (outboxErr as Error).message },
+        'could not publish credential invalidation, nor keep it for later',
+      );
+    }
   }
 }

@@ -18,7 +18,7 @@ export interface TrackerLinkServices {
  * after the commit.
  */
 export async function invalidateTrackerLinks(
-  services: Omit<TrackerLinkServices, 'db'>,
+  services: TrackerLinkServices,
   apiKeyIds: Array<string | null | undefined>,
 ): Promise<void> {
   const ids = [...new Set(apiKeyIds.filter((k): k is string => typeof k === 'string'))];

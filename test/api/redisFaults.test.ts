@@ -149,3 +149,37 @@ test.serial('Redis stopped: a password reset is answered at once and mailed once
   const mail = await box.waitFor(known.email, (m) => m.subject === 'Reset your password', 30_000);
   t.truthy(mail);
 });
+
+test.serial(
+  'an api started while Redis is frozen waits for the invalidation channel once, not on every narrowing change',
+  async (t) => {
+    const { startSecondApi } = await import('../helpers/secondApi');
+    const admin = await createUser(s.db, { roles: ['role_admin'] });
+    const keys = await Promise.all([0, 1, 2, 3].map(() => createKey({ userId: admin.id, scopes: ['gps:read'] })));
+    redis.freeze();
+    let api: Awaited<ReturnType<typeof startSecondApi>> | undefined;
+    try {
+      api = await startSecondApi(s);
+      const del = (id: string) =>
+        fetch(`${api!.url}/v1/api-keys/${id}`, {
+          method: 'DELETE',
+          headers: { authorization: `Bearer ${admin.token}` },
+        });
+      const took: number[] = [];
+      for (const k of keys) {
+        const { result, ms } = await timed(() => del(k.id));
+        t.is(result.status, 204);
+        took.push(Math.round(ms));
+      }
+      // The first waits for the subscription and one command timeout; later ones wait for neither.
+      t.true(took[0] < 1800, `took ${took.join(', ')} ms`);
+      t.true(
+        took.slice(1).every((ms) => ms < 500),
+        `took ${took.join(', ')} ms`,
+      );
+    } finally {
+      redis.thaw();
+      await api?.close();
+    }
+  },
+);

@@ -1,0 +1,69 @@
+import test from 'ava';
+import { createKey, createUser } from '../helpers/factories';
+import { PrivateRedis, startPrivateRedis } from '../helpers/redisServer';
+import { Stack, startStack } from '../helpers/stack';
+import { connect, wsBase } from '../helpers/wsClient';
+
+/**
+ * A credential narrowed while Redis cannot carry the invalidation (stopped, or frozen with its
+ * connections open): the change still reaches every instance once Redis answers again. The api
+ * keeps the undelivered invalidation in the side-effect outbox, and realtime re-checks every open
+ * socket when its invalidation subscription comes back. One private redis-server: serial.
+ */
+let redis: PrivateRedis;
+let s: Stack;
+
+test.before(async () => {
+  redis = await startPrivateRedis();
+  s = await startStack({ env: { REDIS_URL: redis.url }, realtime: 1 });
+});
+test.after.always(async () => {
+  redis?.thaw();
+  await redis?.start().catch(() => undefined);
+  await s?.close();
+  await redis?.stop();
+});
+
+const READER = ['role_user', 'role_api_read_only'];
+
+for (const fault of ['stopped', 'frozen'] as const) {
+  test.serial(
+    `Redis ${fault}: an API key deleted and a session revoked meanwhile close their open sockets once it is back`,
+    async (t) => {
+      const admin = await createUser(s.db, { roles: ['role_admin'] });
+      const user = await createUser(s.db, { roles: READER });
+      const key = await createKey({ userId: user.id, scopes: ['gps:read'] });
+      const byKey = await connect(wsBase(s), { token: key.key });
+      const bySession = await connect(wsBase(s), { token: user.token });
+      const sub = await byKey.subscribe('gps');
+      t.is(sub.type, 'message', JSON.stringify(sub));
+
+      if (fault === 'stopped') await redis.stop();
+      else redis.freeze();
+      try {
+        const del = await s.request('DELETE', `/v1/api-keys/${key.id}`, { token: admin.token });
+        t.is(del.status, 204, del.text);
+        const revoke = await s.request('DELETE', `/v1/sessions/${user.token}?reason=revoked`, { token: s.systemKey });
+        t.is(revoke.status, 204, revoke.text);
+        // REST refuses both at once on this instance.
+        t.is((await s.request('GET', '/v1/gps', { token: key.key })).status, 401);
+        // The invalidations wait in the outbox for Redis.
+        t.truthy(await s.db('side_effect_outbox').where('kind', 'authInvalidation').first());
+      } finally {
+        if (fault === 'stopped') await redis.start();
+        else redis.thaw();
+      }
+      const closedWithin = (c: typeof byKey) =>
+        Promise.race([c.closed, new Promise<{ code: number }>((r) => setTimeout(() => r({ code: 0 }), 15_000))]);
+      const [k, u] = await Promise.all([closedWithin(byKey), closedWithin(bySession)]);
+      t.is(k.code, 4001, 'the deleted key’s socket is closed');
+      t.true([4001, 4004].includes(u.code), `the revoked session’s socket is closed (got ${u.code})`);
+      // Relayed, then gone from the outbox.
+      for (let i = 0; i < 100; i++) {
+        if (!(await s.db('side_effect_outbox').where('kind', 'authInvalidation').first())) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      t.falsy(await s.db('side_effect_outbox').where('kind', 'authInvalidation').first());
+    },
+  );
+}
