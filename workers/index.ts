@@ -49,7 +49,17 @@ function assertEveryQueueHasProcessor(config: Config): void {
 }
 
 /** Starts one BullMQ Worker per queue and registers the repeatable maintenance jobs. */
-export async function startWorkers(config: Config, opts: { schedule?: boolean } = {}): Promise<RunningWorkers> {
+/**
+ * How often the workers check that every scheduled task still has its job scheduler. The
+ * schedulers live in Redis only: a Redis restarted without persistence (as provisioned), a
+ * failover or a flush loses them, and nothing would run again until the next worker start.
+ */
+const SCHEDULE_CHECK_MS = 30_000;
+
+export async function startWorkers(
+  config: Config,
+  opts: { schedule?: boolean; scheduleCheckMs?: number } = {},
+): Promise<RunningWorkers> {
   assertEveryQueueHasProcessor(config);
   const ctx = createContext(config, 'workers');
   // Nothing to do without Redis (the scheduler registration below needs it): wait for it.
@@ -82,11 +92,29 @@ export async function startWorkers(config: Config, opts: { schedule?: boolean } 
     worker.on('error', ctx.redisErrors.listener(`worker ${name}`, 'error'));
     return worker;
   });
+  let scheduleCheck: NodeJS.Timeout | undefined;
   if (opts.schedule !== false) {
     const q = ctx.queues.queue(QueueName.scheduled);
-    for (const [task, every] of Object.entries(schedules)) {
-      await q.upsertJobScheduler(task, { every }, { name: task, data: { task } });
-    }
+    const register = (task: string, every: number) =>
+      q.upsertJobScheduler(task, { every }, { name: task, data: { task } });
+    // At start every scheduler is written (a deploy may change an interval)…
+    for (const [task, every] of Object.entries(schedules)) await register(task, every);
+    // …and from then on only a missing one, so a running schedule is never moved.
+    let checking = false;
+    scheduleCheck = setInterval(() => {
+      if (checking) return;
+      checking = true;
+      void (async () => {
+        for (const [task, every] of Object.entries(schedules)) {
+          if (await q.getJobScheduler(task)) continue;
+          await register(task, every);
+          ctx.logger.warn({ task, every }, 'job scheduler was missing (Redis lost its data?); registered again');
+        }
+      })()
+        .catch((err: Error) => ctx.logger.debug({ err: err.message }, 'could not check the job schedulers'))
+        .finally(() => (checking = false));
+    }, opts.scheduleCheckMs ?? SCHEDULE_CHECK_MS);
+    scheduleCheck.unref();
   }
   await Promise.all(workers.map((w) => w.waitUntilReady()));
   // geoip-lite's database (about a second) is loaded now, not by the first audit event a request writes.
@@ -101,6 +129,7 @@ export async function startWorkers(config: Config, opts: { schedule?: boolean } 
     ais,
     async close() {
       const started = Date.now();
+      clearInterval(scheduleCheck);
       // Gives the feed lease back at once, so another instance takes over without waiting for expiry.
       await ais?.close();
       // Worker.close() stops taking jobs and waits for the running ones to finish. A job still running

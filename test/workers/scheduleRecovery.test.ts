@@ -1,0 +1,52 @@
+import test from 'ava';
+import { Queue } from 'bullmq';
+import Redis from 'ioredis';
+import { bullPrefix, QueueName, schedules } from '../../shared/queues';
+import { RunningWorkers, startWorkers } from '../../workers/index';
+import { PrivateRedis, startPrivateRedis } from '../helpers/redisServer';
+import { Stack, startStack } from '../helpers/stack';
+import { eventually } from '../helpers/wait';
+
+/**
+ * The job schedulers live in Redis only. A Redis that comes back empty (restarted without
+ * persistence, as provisioned) must not stop every scheduled task until the next worker start:
+ * the workers notice the missing schedulers and register them again. Private redis-server: serial.
+ */
+let redis: PrivateRedis;
+let s: Stack;
+let workers: RunningWorkers | undefined;
+let connection: Redis;
+let queue: Queue;
+
+test.before(async () => {
+  redis = await startPrivateRedis();
+  s = await startStack({ env: { REDIS_URL: redis.url } });
+  workers = await startWorkers(s.config, { scheduleCheckMs: 200 });
+  connection = new Redis(redis.url, { maxRetriesPerRequest: null });
+  connection.on('error', () => undefined);
+  queue = new Queue(QueueName.scheduled, { connection, prefix: bullPrefix(s.config) });
+});
+test.after.always(async () => {
+  await redis?.start().catch(() => undefined);
+  await workers?.close();
+  await queue?.close();
+  connection?.disconnect();
+  await s?.close();
+  await redis?.stop();
+});
+
+const registered = async () => {
+  const found = await Promise.all(Object.keys(schedules).map((task) => queue.getJobScheduler(task)));
+  return found.every(Boolean);
+};
+
+test.serial('a Redis that lost its data gets every job scheduler back, and the tasks run again', async (t) => {
+  t.true(await registered());
+  await redis.stop();
+  await redis.start();
+  t.false(await registered(), 'the restarted Redis is empty');
+  t.true(await eventually(registered, 10_000), 'every scheduler is registered again');
+  // The fastest task (chatAutoSync, 15 s) comes due at once after registration: it runs.
+  const ran = await eventually(async () => (await queue.getCompletedCount()) > 0 || undefined, 20_000);
+  t.true(ran);
+});
