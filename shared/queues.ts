@@ -56,6 +56,11 @@ export interface PasswordResetJob {
   ipAddress: string | null;
   userAgent: string | null;
   acceptLanguage: string | null;
+  /**
+   * Asked for while Redis could not answer, so the address's mail slot was not claimed: the job
+   * claims it and mails nothing when it is taken (resets asked for during an outage send one mail).
+   */
+  claimSlot?: boolean;
 }
 
 /** A personal data export (GET /v1/user/export): whose, and when it was asked for. */

@@ -6,6 +6,25 @@ import { redisKey, RedisKeys } from '../redis';
 /** At most one mail of a kind per address per minute, so the anonymous endpoints cannot flood a mailbox. */
 const MAIL_INTERVAL_SECONDS = 60;
 
+/** What a claim of a mail slot found: claimed now, taken (a mail went out within the interval), or unknown (Redis did not answer). */
+export type MailSlotClaim = 'claimed' | 'taken' | 'unknown';
+
+const slotKey = (config: Pick<Config, 'redisPrefix'>, kind: string, email: string) =>
+  redisKey(config, RedisKeys.mailSlot(kind, sha256(email)));
+
+/** Claims the per-address mail slot of a kind (SET NX with the interval as expiry). */
+export async function claimMailSlotState(
+  redis: Redis,
+  config: Pick<Config, 'redisPrefix'>,
+  kind: string,
+  email: string,
+): Promise<MailSlotClaim> {
+  return redis.set(slotKey(config, kind, email), '1', 'EX', MAIL_INTERVAL_SECONDS, 'NX').then(
+    (r) => (r === 'OK' ? 'claimed' : 'taken'),
+    () => 'unknown',
+  );
+}
+
 /** Claims the per-address mail slot of a kind; true when a mail may go out (fail-open without Redis). */
 export async function claimMailSlot(
   redis: Redis,
@@ -13,10 +32,31 @@ export async function claimMailSlot(
   kind: string,
   email: string,
 ): Promise<boolean> {
-  const r = await redis
-    .set(redisKey(config, RedisKeys.mailSlot(kind, sha256(email))), '1', 'EX', MAIL_INTERVAL_SECONDS, 'NX')
-    .catch(() => 'OK');
-  return r === 'OK';
+  return (await claimMailSlotState(redis, config, kind, email)) !== 'taken';
+}
+
+/**
+ * Runs `write` (the database write that makes the mail) under the address's mail slot of `kind`:
+ * not at all when a mail of that kind went to the address within the interval, and with the slot
+ * given back when `write` fails, so a request answered 503 (the database unreachable, say) does
+ * not use up the slot its retry needs. `write` is told whether the slot was claimed or Redis could
+ * not say (fail-open: then whatever sends the mail later may claim it, see `claimMailSlotState`).
+ */
+export async function withMailSlot<T>(
+  redis: Redis,
+  config: Pick<Config, 'redisPrefix'>,
+  kind: string,
+  email: string,
+  write: (claim: 'claimed' | 'unknown') => Promise<T>,
+): Promise<T | undefined> {
+  const claim = await claimMailSlotState(redis, config, kind, email);
+  if (claim === 'taken') return undefined;
+  try {
+    return await write(claim);
+  } catch (err) {
+    if (claim === 'claimed') await redis.del(slotKey(config, kind, email)).catch(() => undefined);
+    throw err;
+  }
 }
 
 /**

@@ -1,5 +1,5 @@
 import { attributed, recordAuditEvent } from '../audit';
-import { claimMailSlot } from '../caches/mailSlots';
+import { withMailSlot } from '../caches/mailSlots';
 import type { ServiceContext } from '../context';
 import { afterCommit, transaction } from '../db';
 import { hashPassword } from '../domain/passwords';
@@ -42,11 +42,23 @@ export async function startRegistration(
   const ownerId =
     (await findEmailAccountByAddress(ctx.db, email))?.user_id ??
     (await findUserIdByEmail(ctx.db, email, { verifiedOnly: true }));
-  // A mail went to this address within the minute: same answer, no second mail.
-  if (!(await claimMailSlot(ctx.redis, ctx.config, 'register', email))) return;
-  // Held by a deleted account that can still be restored: a registration link could only fail
-  // (409), and an "account exists" mail would point at an account that cannot sign in. Same answer, no mail.
-  if (!ownerId && (await emailSignInExists(ctx.db, email))) return;
+  // A mail went to this address within the minute: same answer, no second mail. A write that
+  // fails gives the slot back (withMailSlot), so the retry of a 503 is mailed.
+  await withMailSlot(ctx.redis, ctx.config, 'register', email, async () => {
+    // Held by a deleted account that can still be restored: a registration link could only fail
+    // (409), and an "account exists" mail would point at an account that cannot sign in. Same answer, no mail.
+    if (!ownerId && (await emailSignInExists(ctx.db, email))) return;
+    await writeRegistrationMail(ctx, { ...input, passwordHash, ownerId }, meta);
+  });
+}
+
+/** The registration link, or the "account exists" mail to the owner of a taken address, in one transaction. */
+async function writeRegistrationMail(
+  ctx: ServiceContext,
+  input: { email: string; passwordHash: string; ownerId: string | undefined; username?: string; locale?: string },
+  meta: EmailRequest,
+): Promise<void> {
+  const { email, passwordHash, ownerId } = input;
   await transaction(ctx.db, async (trx) => {
     afterCommit(trx, () => ctx.outbox.wake());
     if (ownerId) {
