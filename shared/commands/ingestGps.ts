@@ -8,6 +8,7 @@ import { GroupCommit } from '../groupCommit';
 import type { Logger } from '../logger';
 import type { OutboxRelay } from '../outbox';
 import type { Principal } from '../policies';
+import type { RedisErrorLog } from '../redis';
 import { GpsBatchRejection, GpsBatchResult, GpsPoint, GpsPointRow, presentGpsPoint } from '../presenters/gpsPoint';
 import { existingTripIds } from '../queries/references';
 import { GpsPointInput, insertGpsRows, NewGpsRow, toGpsRow } from './gpsInsert';
@@ -19,6 +20,8 @@ export interface IngestDeps {
   config: Pick<Config, 'redisPrefix'>;
   logger: Logger;
   outbox: Pick<OutboxRelay, 'wake'>;
+  /** The process's log of Redis errors: a failure per request is folded there, not logged each time. */
+  redisErrors?: Pick<RedisErrorLog, 'listener'>;
 }
 
 /**
@@ -33,8 +36,10 @@ async function afterGpsInsert(deps: IngestDeps, rows: GpsPointRow[]): Promise<vo
   try {
     await recordLatestGps(deps.db, deps.redis, deps.config, rows);
   } catch (err) {
-    // A cache we could not raise must not keep serving an older point as the latest.
-    deps.logger.warn({ err: (err as Error).message }, 'could not update the latest GPS cache');
+    // A cache we could not raise must not keep serving an older point as the latest. During an
+    // outage every request gets here: the message is folded with the other Redis errors.
+    if (deps.redisErrors) deps.redisErrors.listener('latest GPS cache')(err as Error);
+    else deps.logger.warn({ err: (err as Error).message }, 'could not update the latest GPS cache');
     await forgetLatestGps(
       deps.redis,
       deps.config,
