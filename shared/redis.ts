@@ -244,6 +244,9 @@ export const RedisKeys = {
   /** Hash/strings: the newest GPS point overall and per device. */
   gpsLatest: 'gps:latest',
   gpsLatestDevice: (deviceId: string) => `gps:latest:device:${deviceId}`,
+  /** Bumped by every drop of a latest-point key: a fill that read the database before it is not stored. */
+  gpsLatestGeneration: 'gps:latest:gen',
+  gpsLatestDeviceGeneration: (deviceId: string) => `gps:latest:gen:device:${deviceId}`,
   /** String: whether a device is inside a geofence (for enter/exit events), with a pending change (min_dwell_seconds). */
   geofenceState: (deviceId: string, geofenceId: string) => `geofence:state:${deviceId}:${geofenceId}`,
   /** String: the public statistics (GET /v1/stats/public), cached for a minute. */

@@ -48,7 +48,11 @@ for i, k in ipairs(KEYS) do
 end
 return 1`;
 
+// KEYS: the value, its generation. ARGV: ttl, sort key, payload, the generation read before the
+// database. A drop of the key since then (a delete: forgetLatestGps) bumped the generation: the
+// row read may be gone, so nothing is stored (nil).
 const FILL_SCRIPT = `
+if (redis.call('GET', KEYS[2]) or '') ~= ARGV[4] then return false end
 local cur = redis.call('GET', KEYS[1])
 local v
 if cur and string.sub(cur, 2, ${SORT_KEY_LENGTH + 1}) > ARGV[2] then
@@ -61,14 +65,21 @@ return v`;
 
 type CacheRedis = Redis & {
   gpsLatestWrite(numKeys: number, ...args: Array<string | number>): Promise<number>;
-  gpsLatestFill(key: string, ttl: number, sort: string, payload: string): Promise<string>;
+  gpsLatestFill(
+    key: string,
+    generationKey: string,
+    ttl: number,
+    sort: string,
+    payload: string,
+    generation: string,
+  ): Promise<string | null>;
 };
 
 const prepared = new WeakSet<Redis>();
 function scripts(redis: Redis): CacheRedis {
   if (!prepared.has(redis)) {
     redis.defineCommand('gpsLatestWrite', { lua: WRITE_SCRIPT });
-    redis.defineCommand('gpsLatestFill', { numberOfKeys: 1, lua: FILL_SCRIPT });
+    redis.defineCommand('gpsLatestFill', { numberOfKeys: 2, lua: FILL_SCRIPT });
     prepared.add(redis);
   }
   return redis as CacheRedis;
@@ -84,6 +95,13 @@ export function gpsSortKey(p: Pick<GpsPointRow, 'timestamp' | 'created_at' | 'id
 function latestKey(config: Pick<Config, 'redisPrefix'>, deviceId?: string | null): string {
   return redisKey(config, deviceId ? RedisKeys.gpsLatestDevice(deviceId) : RedisKeys.gpsLatest);
 }
+
+function generationKey(config: Pick<Config, 'redisPrefix'>, deviceId?: string | null): string {
+  return redisKey(config, deviceId ? RedisKeys.gpsLatestDeviceGeneration(deviceId) : RedisKeys.gpsLatestGeneration);
+}
+
+/** How long a generation outlives its last bump: far longer than any fill takes. */
+const GENERATION_TTL_SECONDS = 3600;
 
 function decode(value: string): GpsPushData | null {
   const json = value.slice(1 + SORT_KEY_LENGTH);
@@ -152,11 +170,17 @@ export async function forgetLatestGps(
   config: Pick<Config, 'redisPrefix'>,
   deviceIds: Array<string | null>,
 ): Promise<void> {
-  const keys = [
-    latestKey(config),
-    ...new Set(deviceIds.filter((d): d is string => !!d).map((d) => latestKey(config, d))),
-  ];
-  await redis.del(...keys);
+  const devices: Array<string | null> = [null, ...new Set(deviceIds.filter((d): d is string => !!d))];
+  // One transaction: each value goes and its generation moves, so a reader that read the database
+  // before the delete cannot store what it read (FILL_SCRIPT).
+  const tx = redis.multi();
+  for (const d of devices) {
+    const gen = generationKey(config, d);
+    tx.del(latestKey(config, d)).incr(gen).expire(gen, GENERATION_TTL_SECONDS);
+  }
+  const results = await tx.exec();
+  const failed = results?.find(([err]) => err);
+  if (!results || failed) throw failed?.[0] ?? new Error('could not drop the latest GPS cache');
 }
 
 /** Identical latest-point reads of one turn (computeOncePerTurn): one cache read and decode for all. */
@@ -176,13 +200,19 @@ export function latestGps(
 ): Promise<GpsPushData | null> {
   const key = latestKey(config, deviceId);
   return latestInTurn(db, key, async () => {
-    const point = await readLatestGps(db, redis, key, deviceId);
+    const point = await readLatestGps(db, redis, key, generationKey(config, deviceId), deviceId);
     return point && Object.freeze(point);
   });
 }
 
-async function readLatestGps(db: Knex, redis: Redis, key: string, deviceId?: string): Promise<GpsPushData | null> {
-  const cached = await redis.get(key).catch(() => undefined);
+async function readLatestGps(
+  db: Knex,
+  redis: Redis,
+  key: string,
+  genKey: string,
+  deviceId?: string,
+): Promise<GpsPushData | null> {
+  const [cached, generation] = await redis.mget(key, genKey).catch(() => [undefined, undefined]);
   if (cached && cached[0] === 'c') return decode(cached);
   const q = db('gps_points')
     .first(...GPS_POINT_COLUMNS)
@@ -194,12 +224,19 @@ async function readLatestGps(db: Knex, redis: Redis, key: string, deviceId?: str
   if (deviceId) q.where('device_id', deviceId);
   const row = (await q) as GpsPointRow | undefined;
   try {
-    const merged = await scripts(redis).gpsLatestFill(
-      key,
-      await ttlSeconds(db),
-      row ? gpsSortKey(row) : NONE_SORT_KEY,
-      row ? JSON.stringify(presentGpsPoint(row)) : '',
-    );
+    const merged =
+      generation === undefined
+        ? null // Redis did not answer the read: nothing to compare a fill with, so none.
+        : await scripts(redis).gpsLatestFill(
+            key,
+            genKey,
+            await ttlSeconds(db),
+            row ? gpsSortKey(row) : NONE_SORT_KEY,
+            row ? JSON.stringify(presentGpsPoint(row)) : '',
+            generation ?? '',
+          );
+    // Not stored (a delete came between the read and the fill): the database's answer, as read.
+    if (merged === null) return row ? presentGpsPoint(row) : null;
     return decode(merged);
   } catch {
     // Cache unreachable: the database answer is correct, just not cached.
