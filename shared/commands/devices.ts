@@ -17,17 +17,17 @@ export interface DeviceInput {
 }
 
 /**
- * Locks the key and checks who may link it (spec §4.3): the key's owner or a system key. The key is
- * then taken away from any device it was linked to before.
+ * Locks the key and checks who may link it (spec §4.3): the key's owner or a system key. Returns
+ * the other devices the key is linked to now (at most one), which lose it: while the key's row is
+ * locked no other link of it can commit.
  */
-async function takeKey(trx: Knex, principal: Principal, apiKeyId: string, deviceId: string | null): Promise<string[]> {
+async function lockKey(trx: Knex, principal: Principal, apiKeyId: string, deviceId: string | null): Promise<string[]> {
   const key = await trx('api_keys').where('id', apiKeyId).forUpdate().first('id', 'user_id', 'is_system');
   if (!key) throw badRequest('api_key_id: no such API key');
   authorize(principal, 'linkToDevice', subjects.apiKey(key));
   const q = trx('devices').where('api_key_id', apiKeyId);
   if (deviceId) q.whereNot('id', deviceId);
-  const unlinked = await q.update({ api_key_id: null, updated_at: trx.fn.now() }).returning('id');
-  return unlinked.length ? [apiKeyId] : [];
+  return (await q.select('id')).map((r: { id: string }) => r.id);
 }
 
 /**
@@ -51,11 +51,26 @@ export async function saveDevice(
     return updated;
   }
   return transaction(services.db, async (trx) => {
-    const before = id ? await Device.query(trx).findById(id).forUpdate() : undefined;
+    const newKey = typeof input.api_key_id === 'string' ? input.api_key_id : undefined;
+    // The key first, then every device the change touches (this one and the key's current one) in
+    // id order: two requests swapping keys between two devices each locked their own device and
+    // then waited for the other's, a deadlock (500).
+    const holders = newKey ? await lockKey(trx, principal, newKey, id) : [];
+    const devices = [...new Set([...(id ? [id] : []), ...holders])].sort();
+    if (devices.length) await trx('devices').whereIn('id', devices).orderBy('id').forUpdate().select('id');
+    const before = id ? await Device.query(trx).findById(id) : undefined;
     if (id && !before) throw notFound('device');
     const trackerKeys: string[] = [];
-    if (typeof input.api_key_id === 'string' && input.api_key_id !== before?.api_key_id) {
-      trackerKeys.push(input.api_key_id, ...(await takeKey(trx, principal, input.api_key_id, id)));
+    if (newKey && newKey !== before?.api_key_id) {
+      trackerKeys.push(newKey);
+      // Still holding it (a change that committed while this waited may have given it another key).
+      const unlinked = holders.length
+        ? await trx('devices')
+            .whereIn('id', holders)
+            .where('api_key_id', newKey)
+            .update({ api_key_id: null, updated_at: trx.fn.now() })
+        : 0;
+      if (unlinked) trackerKeys.push(newKey);
     }
     if (before?.api_key_id && input.api_key_id !== undefined && input.api_key_id !== before.api_key_id)
       trackerKeys.push(before.api_key_id);

@@ -370,3 +370,24 @@ test('a burst of first points from one tracker key looks its link up once', asyn
   );
   t.true(answers.every((a) => a.body.data.device_id === device.id));
 });
+
+test('two devices swapping their tracker keys at once: both answer, no deadlock, each key on one device', async (t) => {
+  const s = stack();
+  const { owner } = await users();
+  const [k1, k2] = await Promise.all([trackerKey(owner.id), trackerKey(owner.id)]);
+  const d1 = await make(s, owner.token, '/v1/devices', { name: 'swap 1', api_key_id: k1.id });
+  const d2 = await make(s, owner.token, '/v1/devices', { name: 'swap 2', api_key_id: k2.id });
+  const patch = (id: string, key: string) =>
+    s.request('PATCH', `/v1/devices/${id}`, { token: owner.token, body: { api_key_id: key } });
+  // Each request locked its own device, then waited for the other's: PostgreSQL broke the
+  // deadlock by failing one of them (500) in most rounds.
+  for (let round = 0; round < 12; round++) {
+    const [a, b] = round % 2 ? [k1.id, k2.id] : [k2.id, k1.id];
+    const [r1, r2] = await Promise.all([patch(d1.id, a), patch(d2.id, b)]);
+    t.is(r1.status, 200, r1.text);
+    t.is(r2.status, 200, r2.text);
+    const rows = await s.db('devices').whereIn('id', [d1.id, d2.id]).select('id', 'api_key_id');
+    const linked = rows.map((r: { api_key_id: string | null }) => r.api_key_id).filter(Boolean);
+    t.is(new Set(linked).size, linked.length, `a key on two devices: ${JSON.stringify(rows)}`);
+  }
+});
