@@ -198,6 +198,11 @@ function fromSqlState(e: DbErrorLike): HttpError | undefined {
       return badRequest(named('invalid value'));
     case '22001':
       return badRequest(named('value too long'));
+    // Deadlock detected, serialization failure: this request lost to a concurrent one touching the
+    // same rows, and nothing was written. A retry goes through.
+    case '40P01':
+    case '40001':
+      return conflict('the change conflicted with a concurrent change to the same records; try again');
     case '22021':
     case '22P05':
       return badRequest(named('text must not contain NUL characters'));
@@ -210,7 +215,8 @@ function fromSqlState(e: DbErrorLike): HttpError | undefined {
  * The one mapping of lower-layer failures to what clients see, whatever wraps them: the database
  * unreachable (refused, shut down, starting, pool timeout, connection dropped) is a 503 with
  * Retry-After; constraint and data errors are client errors (unique 23505 → 409; foreign key 23503
- * → 400 for a reference to a missing record, 409 when deleting a record still referenced; not-null,
+ * → 400 for a reference to a missing record, 409 when deleting a record still referenced; a
+ * deadlock or serialization failure → 409 to retry; not-null,
  * check, invalid text representation, too long, NUL and other bad values → 400). An HttpError is
  * returned as is; anything else is undefined (a server fault, logged as a 500 by the caller).
  */

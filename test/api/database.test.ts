@@ -86,6 +86,19 @@ test.serial('constraint and data errors map to their status whatever wraps them'
     ['invalid text representation', () => s.db('users').where('id', 'not-a-uuid').first(), 400, /invalid value/],
     ['string too long', () => s.db('platforms').insert({ slug: 'x'.repeat(51), name: 'x' }), 400, /too long/],
     ['NUL in text', () => s.db('devices').insert({ name: 'a\u0000b' }), 400, /NUL/],
+    [
+      // PostgreSQL aborts one of two transactions that wait for each other (SQLSTATE 40P01).
+      'deadlock',
+      () => s.db.raw(`DO $$ BEGIN RAISE EXCEPTION 'deadlock detected' USING ERRCODE = '40P01'; END $$`),
+      409,
+      /concurrent change.*try again/,
+    ],
+    [
+      'serialization failure',
+      () => s.db.raw(`DO $$ BEGIN RAISE EXCEPTION 'could not serialize' USING ERRCODE = '40001'; END $$`),
+      409,
+      /concurrent change.*try again/,
+    ],
   ];
   // A server that takes connections and never answers: pg gives up connecting ('timeout expired').
   const silent = net.createServer(() => undefined);
