@@ -97,6 +97,11 @@ export async function completeConnect(
     last_refreshed_at: now,
   };
   return transaction(ctx.db, async (trx) => {
+    // Concurrent callbacks for one platform account (a double click, two tabs) take turns: the
+    // first inserts, the next finds its row and reconnects with its own tokens. Without the lock
+    // both found none and the loser's insert failed on the unique index (a bare 409 instead of the
+    // redirect). Key space 4 (1-3: address, provider account, username).
+    await trx.raw('SELECT pg_advisory_xact_lock(4, hashtext(?))', [`${pending.userId}:${pending.platform}:${user.id}`]);
     const existing = await Integration.query(trx)
       .findOne({ user_id: pending.userId, platform_slug: pending.platform, platform_user_id: user.id })
       .forUpdate();

@@ -321,6 +321,31 @@ test.serial('reconnecting the same platform account re-activates the integration
   t.truthy(await s.db('audit_events').where({ resource_id: id, event_type: 'account_reconnected' }).first());
 });
 
+test.serial('concurrent callbacks for one platform account: every one redirects, one integration', async (t) => {
+  const s = stack();
+  const u = await createUser(s.db);
+  const pu = platformUser();
+  // Several consents (two tabs, a double click), their callbacks arriving at once.
+  const paths: string[] = [];
+  for (let i = 0; i < 5; i++) {
+    const started = await call('POST', '/v1/integrations/platform/stream/connect', {
+      token: u.token,
+      body: { redirect_uri: REDIRECT },
+    });
+    fake.consentingUser = pu.id;
+    const consent = await fake.consent(started.body.authorization_url);
+    paths.push(`${consent.location.pathname}?${consent.location.searchParams.toString()}`);
+  }
+  const answers = await Promise.all(paths.map((p) => call('GET', p)));
+  for (const a of answers) t.is(a.status, 302, a.text);
+  const ids = answers.map((a) => new URL(a.location!).searchParams.get('integration_id'));
+  t.true(
+    ids.every((id) => id && id === ids[0]),
+    JSON.stringify(ids),
+  );
+  t.is(await countFor(u.id), 1);
+});
+
 test.serial("another user's integration is a 404 on every route; narrowed credentials need the scope", async (t) => {
   const s = stack();
   const owner = await createUser(s.db);
