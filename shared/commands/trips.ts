@@ -1,9 +1,9 @@
 import type { Knex } from 'knex';
 import type { PartialModelObject } from 'objection';
-import { conflict, notFound } from '../errors';
+import { conflict, notFound, toHttpError } from '../errors';
 import { Trip, TripStatus } from '../models/Trip';
 import { TripStatusHistory } from '../models/TripStatusHistory';
-import type { TripTemplate } from '../models/TripTemplate';
+import { TripTemplate } from '../models/TripTemplate';
 import { trackingConfig } from '../caches/trackingConfig';
 import { trackerKeysOfDevices } from '../queries/trackerKeys';
 import { invalidateTrackerLinks, TrackerLinkServices } from './trackerLinks';
@@ -154,16 +154,27 @@ export async function deleteTrip(deps: GpsDeleteDeps, id: string): Promise<void>
 
 /** POST /v1/trip-templates/{id}/create-trip: a draft trip with the template's values and the given weight. */
 export async function createTripFromTemplate(db: Knex, tpl: TripTemplate, weightKg: number): Promise<Trip> {
-  return createTrip(db, {
-    name: `${tpl.name} (from template)`,
-    description: tpl.description,
-    gps_logging_enabled: tpl.gps_logging_enabled,
-    device_id: tpl.device_id,
-    category_id: tpl.category_id,
-    origin_id: tpl.origin_id,
-    destination_id: tpl.destination_id,
-    weight_kg: weightKg,
-    notes: tpl.notes,
-    tags: tpl.tags ?? [],
-  });
+  const fromTemplate = (t: TripTemplate) =>
+    createTrip(db, {
+      name: `${t.name} (from template)`,
+      description: t.description,
+      gps_logging_enabled: t.gps_logging_enabled,
+      device_id: t.device_id,
+      category_id: t.category_id,
+      origin_id: t.origin_id,
+      destination_id: t.destination_id,
+      weight_kg: weightKg,
+      notes: t.notes,
+      tags: t.tags ?? [],
+    });
+  try {
+    return await fromTemplate(tpl);
+  } catch (err) {
+    // A reference of the template (category, location, device) deleted since it was read: the
+    // template no longer names it (the delete cleared it there), so the trip is made from the
+    // template as it is now. The client sent none of these fields; a 400 about one would be wrong.
+    const refused = toHttpError(err);
+    if (refused?.status !== 400 || !/no such/.test(refused.message)) throw err;
+    return fromTemplate(await findOr404(TripTemplate, tpl.id, 'trip template'));
+  }
 }

@@ -493,3 +493,29 @@ test('trip templates: CRUD as a bare array by name, references checked, create-t
   // The trip made from it stays.
   t.is((await s.request('GET', `/v1/trips/${trip.body.data.id}`, { token: reader.token })).status, 200);
 });
+
+// Serial, and cleaned up: another test compares the whole (bare) template list.
+test.serial(
+  'create-trip from a template whose category was deleted after the template was read: made from the template as it is now',
+  async (t) => {
+    const s = stack();
+    const { developer, admin } = await users();
+    const cat = await make(s, developer.token, '/v1/trip-categories', { name: `Doomed cat ${Date.now()}` });
+    const created = await make(s, developer.token, '/v1/trip-templates', {
+      name: 'Racing template',
+      category_id: cat.id,
+    });
+    const { TripTemplate } = await import('../../shared/models/TripTemplate');
+    const { createTripFromTemplate } = await import('../../shared/commands/trips');
+    // The template as the route read it, then the category deleted (the template's reference is cleared).
+    const stale = await TripTemplate.query(s.db).findById(created.id);
+    const del = await s.request('DELETE', `/v1/trip-categories/${cat.id}`, { token: admin.token });
+    t.is(del.status, 204, del.text);
+    t.is((await s.db('trip_templates').where('id', created.id).first()).category_id, null);
+    const trip = await createTripFromTemplate(s.db, stale!, 1200);
+    t.is(trip.category_id, null);
+    t.is(trip.name, 'Racing template (from template)');
+    await s.db('trips').where('id', trip.id).delete();
+    await s.db('trip_templates').where('id', created.id).delete();
+  },
+);
