@@ -34,6 +34,8 @@ export function introspectionLimit(): ValidationRule {
  * whole answer is at most the tree, once.
  */
 export const WHOLE_TABLE_FIELDS = ['roles', 'tripTemplates', 'tripCategories', 'tripCategory', 'children'] as const;
+/** Of WHOLE_TABLE_FIELDS, those limited below the root too (the others are root fields: `me { roles }` is not a table). */
+const AT_ANY_DEPTH: ReadonlySet<string> = new Set(['children']);
 
 export function wholeTableLimit(): ValidationRule {
   return responseKeyLimit(
@@ -41,6 +43,7 @@ export function wholeTableLimit(): ValidationRule {
     (counts) =>
       `a selection asks for each of ${WHOLE_TABLE_FIELDS.join(', ')} at most once (they answer a whole table or subtree); ` +
       `this one asks for ${[...counts].map(([f, n]) => `${f} ${n} times`).join(', ')}`,
+    AT_ANY_DEPTH,
   );
 }
 
@@ -54,6 +57,8 @@ export function wholeTableLimit(): ValidationRule {
 function responseKeyLimit(
   limits: Record<string, number>,
   message: (counts: ReadonlyMap<string, number>) => string,
+  /** The fields limited below the root as well (by default the limits apply to the root selection only). */
+  nested: ReadonlySet<string> = new Set(),
 ): ValidationRule {
   return (context) => {
     const fragments = new Map<string, FragmentDefinitionNode>();
@@ -81,18 +86,19 @@ function responseKeyLimit(
       return byKey;
     };
     /** The first over-limit count of a selection, or undefined when every level is within its limits. */
-    const check = (sets: readonly SelectionSetNode[]): Map<string, number> | undefined => {
+    const check = (sets: readonly SelectionSetNode[], root: boolean): Map<string, number> | undefined => {
       const byKey = collect(sets);
       const counts = new Map<string, number>();
       for (const fields of byKey.values()) {
         const name = fields[0].name.value;
-        if (name in limits) counts.set(name, (counts.get(name) ?? 0) + 1);
+        if (name in limits && (root || nested.has(name))) counts.set(name, (counts.get(name) ?? 0) + 1);
       }
       if ([...counts].some(([f, n]) => n > limits[f])) return counts;
+      if (nested.size === 0) return undefined;
       for (const fields of byKey.values()) {
         const subsets = fields.flatMap((f) => (f.selectionSet ? [f.selectionSet] : []));
         if (subsets.length) {
-          const over = check(subsets);
+          const over = check(subsets, false);
           if (over) return over;
         }
       }
@@ -101,7 +107,7 @@ function responseKeyLimit(
     return {
       OperationDefinition(node) {
         if (node.operation !== 'query') return;
-        const counts = check([node.selectionSet]);
+        const counts = check([node.selectionSet], true);
         if (!counts) return;
         context.reportError(
           new GraphQLError(message(counts), node, undefined, undefined, undefined, undefined, {

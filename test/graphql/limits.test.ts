@@ -364,6 +364,10 @@ test('whole-table lists (roles, trip templates, the category tree) may be asked 
   });
   t.is(nested.body.errors, undefined, nested.text.slice(0, 300));
   t.true(Array.isArray(nested.body.data.tripCategories));
+  // Below the root only `children` is limited: the caller's own role names are not a table.
+  const mine = await s.request('POST', '/v1/gql', { token, body: { query: '{ me { roles roleNames: roles } }' } });
+  t.is(mine.body.errors, undefined, mine.text.slice(0, 300));
+  t.deepEqual(mine.body.data.me.roles, mine.body.data.me.roleNames);
   // One of each in one operation is fine.
   const all = await s.request('POST', '/v1/gql', {
     token,
