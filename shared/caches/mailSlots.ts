@@ -25,6 +25,23 @@ export async function claimMailSlotState(
   );
 }
 
+/**
+ * Claims the slot for `owner` (a job's id): true when it is claimed now or was by the same owner
+ * before (a job run again after its worker died finds its own claim), false when another mail took
+ * it. Throws when Redis does not answer: a job is retried.
+ */
+export async function claimMailSlotFor(
+  redis: Redis,
+  config: Pick<Config, 'redisPrefix'>,
+  kind: string,
+  email: string,
+  owner: string,
+): Promise<boolean> {
+  const key = slotKey(config, kind, email);
+  if ((await redis.set(key, owner, 'EX', MAIL_INTERVAL_SECONDS, 'NX')) === 'OK') return true;
+  return (await redis.get(key)) === owner;
+}
+
 /** Claims the per-address mail slot of a kind; true when a mail may go out (fail-open without Redis). */
 export async function claimMailSlot(
   redis: Redis,
