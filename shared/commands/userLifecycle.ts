@@ -238,22 +238,26 @@ export async function cancelDeletion(
   actor: Attribution,
 ): Promise<{ wasDeleted: boolean }> {
   const wasDeleted = await transaction(ctx.db, async (trx) => {
+    // A soft-deleted user's addresses were free: another user may have signed up or in with one
+    // meanwhile. Restoring it then would give one address to two live users (a split account).
+    // The addresses are locked first, in order, as every writer of addresses locks them (a sign-in
+    // takes the address, then the user row: the other way round, the two deadlocked).
+    const emails: string[] = (
+      await trx('platform_accounts')
+        .where('user_id', userId)
+        .whereNotNull('email')
+        .distinct(trx.raw('lower(email) AS email'))
+    )
+      .map((r: { email: string }) => r.email)
+      .sort();
+    for (const email of emails) await lockEmailAddress(trx, email);
     const user = await User.query(trx).findById(userId).forUpdate();
     if (!user) throw notFound('user');
     if (!user.scheduled_deletion_at && !user.deleted_at) throw conflict('no deletion is scheduled for this user');
-    // A soft-deleted user's addresses were free: another user may have signed up or in with one
-    // meanwhile. Restoring it then would give one address to two live users (a split account):
-    // each address is locked (in order, as every writer of addresses locks it) and checked first.
     if (user.deleted_at) {
-      const emails = await trx('platform_accounts')
-        .where('user_id', userId)
-        .whereNotNull('email')
-        .distinct(trx.raw('lower(email) AS email'));
-      for (const email of emails.map((r: { email: string }) => r.email).sort()) {
-        await lockEmailAddress(trx, email);
+      for (const email of emails)
         if (await emailInUse(trx, email, userId))
           throw conflict(`${email} is now used by another account: the account cannot be restored with it`);
-      }
     }
     await User.query(trx).patch({ scheduled_deletion_at: null, deleted_at: null }).where('id', userId);
     await recordAuditEvent(

@@ -264,3 +264,43 @@ test("cancelling a soft delete is refused while another live user holds the acco
   t.is(again.status, 200, again.text);
   t.is((await s.db('users').where('id', user.id).first()).deleted_at, null);
 });
+
+test.serial(
+  'restoring a soft-deleted user while it signs in through its provider: both answer, no deadlock',
+  async (t) => {
+    const s = stack();
+    const admin = await createUser(s.db, { roles: ['role_admin'] });
+    const email = `restore-race-${Date.now()}@example.test`;
+    const body = { email, name: 'Race Person', oauthProvider: 'chat', oauthProviderId: `chat-race-${Date.now()}` };
+    const first = await s.request('POST', '/v1/users/oauth', { token: s.systemKey, body });
+    t.is(first.status, 200, first.text);
+    const userId = (await s.db('platform_accounts').where('platform_user_id', body.oauthProviderId).first()).user_id;
+    t.is((await s.request('DELETE', `/v1/users/${userId}`, { token: admin.token })).status, 204);
+    const waiters = async (n: number) => {
+      for (let i = 0; i < 500; i++) {
+        const { rows } = await s.db.raw(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        );
+        if (rows[0].n >= n) return;
+        await sleep(10);
+      }
+      throw new Error(`fewer than ${n} waiters`);
+    };
+    // Another writer holds the user's row: the restore and the sign-in queue up behind it together.
+    const hold = await s.db.transaction();
+    try {
+      await hold.raw('SELECT id FROM users WHERE id = ? FOR UPDATE', [userId]);
+      const restore = s.request('POST', `/v1/admin/users/${userId}/cancel-deletion`, { token: admin.token });
+      await waiters(1);
+      const signIn = s.request('POST', '/v1/users/oauth', { token: s.systemKey, body });
+      await waiters(2);
+      await hold.commit();
+      const [r, g] = await Promise.all([restore, signIn]);
+      t.is(r.status, 200, r.text);
+      t.true(g.status < 500 && g.status !== 409, `sign-in: ${g.status} ${g.text}`);
+    } finally {
+      if (!hold.isCompleted()) await hold.rollback();
+    }
+    t.is((await s.db('users').where('id', userId).first()).deleted_at, null);
+  },
+);
