@@ -13,7 +13,7 @@ import { oauthError, pkceChallenge, PKCE_VERIFIER, TokenResponse } from '../doma
 import type { OAuthClient } from '../models/OAuthClient';
 import { PermissionSet } from '../policies';
 import { findActiveBan } from '../queries/access';
-import { lockActiveConsent, userActive } from '../queries/oauth';
+import { lockActiveConsent, lockClientForGrant, userActive } from '../queries/oauth';
 import { AccessServices, invalidateCredentials } from './accessChanges';
 
 /**
@@ -107,6 +107,7 @@ export async function exchangeAuthorizationCode(
   // the claimed row until the tokens exist, then finds them and revokes them (reuse, below). A
   // refused claim still commits (the code is burnt), and the refusal is thrown after the commit.
   const outcome = await transaction(db, async (trx): Promise<TokenResponse | HttpError | undefined> => {
+    if (!(await lockClientForGrant(trx, input.client.id))) return oauthError(401, 'invalid_client', 'unknown client');
     const [code] = await trx('oauth_authorization_codes')
       .where('code_hash', hash)
       .whereNull('used_at')
@@ -123,8 +124,12 @@ export async function exchangeAuthorizationCode(
       return oauthError(400, 'invalid_grant', 'code_verifier does not match the code challenge');
     if (!(await userMaySignIn(trx, code.user_id)))
       return oauthError(400, 'invalid_grant', 'the user of this code can no longer sign in');
-    if (!(await lockActiveConsent(trx, code.user_id, code.client_id)))
-      return oauthError(400, 'invalid_grant', 'consent was revoked');
+    const consent = await lockActiveConsent(trx, code.user_id, code.client_id);
+    if (!consent) return oauthError(400, 'invalid_grant', 'consent was revoked');
+    // A code from before the consent was last granted outlived a revocation (one an authorize in
+    // flight committed while the revocation ran): it belongs to the consent that was revoked.
+    if (new Date(code.created_at).getTime() < new Date(consent.granted_at).getTime())
+      return oauthError(400, 'invalid_grant', 'consent was revoked since this code was issued');
     const { response } = await issueTokens(trx, {
       clientId: code.client_id,
       userId: code.user_id,
@@ -179,6 +184,7 @@ export async function refreshAccessToken(
     throw oauthError(400, 'invalid_grant', 'the user of this grant can no longer sign in');
 
   const result = await transaction(db, async (trx): Promise<TokenResponse | HttpError | null> => {
+    if (!(await lockClientForGrant(trx, row.client_id))) return oauthError(401, 'invalid_client', 'unknown client');
     // Inside the transaction that issues the tokens, locked: see lockActiveConsent.
     if (!(await lockActiveConsent(trx, row.user_id, row.client_id)))
       return oauthError(400, 'invalid_grant', 'consent was revoked');

@@ -553,11 +553,11 @@ test.serial('a consent revoked while a grant issues tokens: the new tokens are r
     });
   const pending = await codeFor(user, client, 'gps:read');
   for (const grant of [() => exchange(client, pending.code, pending.verifier), refresh]) {
-    // The client row held FOR UPDATE parks the grant at its token INSERT (the foreign key's check),
+    // The user's row held FOR UPDATE parks the grant at its token INSERT (the foreign key's check),
     // after every check it makes; the revocation then runs into the grant's locks.
     const hold = await s.db.transaction();
     try {
-      await hold.raw('SELECT id FROM oauth_clients WHERE id = ? FOR UPDATE', [client.id]);
+      await hold.raw('SELECT id FROM users WHERE id = ? FOR UPDATE', [user.id]);
       const granted = grant();
       await lockWaiters(1);
       const revoked = s.request('DELETE', `/v1/users/me/consents/${client.id}`, { token: user.token });
@@ -576,4 +576,60 @@ test.serial('a consent revoked while a grant issues tokens: the new tokens are r
     Object.assign(tok, (await exchange(client, again.code, again.verifier)).body);
     Object.assign(pending, await codeFor(user, client, 'gps:read'));
   }
+});
+
+test.serial('a grant and a deletion of its client at once: both answer, no deadlock', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
+  for (const kind of ['refresh', 'exchange'] as const) {
+    const client = await makeClient(dev);
+    const first = await codeFor(user, client, 'gps:read');
+    const tok = (await exchange(client, first.code, first.verifier)).body;
+    const pending = await codeFor(user, client, 'gps:read');
+    const grant = () =>
+      kind === 'refresh'
+        ? token({
+            grant_type: 'refresh_token',
+            refresh_token: tok.refresh_token,
+            client_id: client.id,
+            client_secret: client.secret,
+          })
+        : exchange(client, pending.code, pending.verifier);
+    // An authorize in flight holds the consent: the grant and the deletion queue up behind it.
+    const hold = await s.db.transaction();
+    try {
+      await hold.raw('SELECT id FROM oauth_consents WHERE client_id = ? FOR UPDATE', [client.id]);
+      const granted = grant();
+      await lockWaiters(1);
+      const deleted = s.request('DELETE', `/v1/oauth/clients/${client.id}`, { token: dev.token });
+      await lockWaiters(2);
+      await hold.commit();
+      const [g, d] = await Promise.all([granted, deleted]);
+      t.is(d.status, 204, `${kind}: delete ${d.status} ${d.text}`);
+      t.true(g.status === 200 || g.status === 400 || g.status === 401, `${kind}: grant ${g.status} ${g.text}`);
+      // Whatever the grant issued went with the client.
+      if (g.status === 200) t.is((await me(g.body.access_token)).status, 401);
+    } finally {
+      if (!hold.isCompleted()) await hold.rollback();
+    }
+  }
+});
+
+test.serial('a code that outlived a revocation does not come back with the next grant of consent', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
+  const client = await makeClient(dev);
+  const old = await codeFor(user, client, 'gps:read');
+  t.is((await s.request('DELETE', `/v1/users/me/consents/${client.id}`, { token: user.token })).status, 204);
+  // As if an authorize in flight had committed it after the revocation marked the pending codes.
+  await s
+    .db('oauth_authorization_codes')
+    .where('code_hash', createHash('sha256').update(old.code).digest('hex'))
+    .update({ used_at: null, created_at: s.db.raw("now() - interval '1 second'") });
+  await codeFor(user, client, 'gps:read'); // consent granted again
+  const r = await exchange(client, old.code, old.verifier);
+  t.is(r.status, 400, r.text);
+  t.is(r.body.error, 'invalid_grant');
 });
