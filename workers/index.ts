@@ -55,6 +55,8 @@ function assertEveryQueueHasProcessor(config: Config): void {
  * failover or a flush loses them, and nothing would run again until the next worker start.
  */
 const SCHEDULE_CHECK_MS = 30_000;
+/** How far past its time a scheduler's next occurrence may be without a job before it counts as lost. */
+const SCHEDULE_OVERDUE_MS = 60_000;
 
 export async function startWorkers(
   config: Config,
@@ -106,9 +108,21 @@ export async function startWorkers(
       checking = true;
       void (async () => {
         for (const [task, every] of Object.entries(schedules)) {
-          if (await q.getJobScheduler(task)) continue;
+          const scheduler = await q.getJobScheduler(task);
+          // Its next occurrence is a delayed job of its own (BullMQ's id: repeat:<scheduler>:<next>).
+          // A scheduler without it (a failover or an eviction took the job but not the entry) never
+          // runs again: it counts as lost once the occurrence is well overdue.
+          const lost =
+            !scheduler ||
+            (typeof scheduler.next === 'number' &&
+              scheduler.next < Date.now() - SCHEDULE_OVERDUE_MS &&
+              !(await q.getJob(`repeat:${task}:${scheduler.next}`)));
+          if (!lost) continue;
           await register(task, every);
-          ctx.logger.warn({ task, every }, 'job scheduler was missing (Redis lost its data?); registered again');
+          ctx.logger.warn(
+            { task, every, scheduler: scheduler ? 'next job missing' : 'missing' },
+            'job scheduler lost (Redis lost data?); registered again',
+          );
         }
       })()
         .catch((err: Error) => ctx.logger.debug({ err: err.message }, 'could not check the job schedulers'))

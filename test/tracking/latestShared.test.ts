@@ -7,16 +7,18 @@ import { gpsBody } from '../helpers/tracking';
 
 const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_API_KEY: '100000' } });
 
-/** The stack's Redis client with its GETs counted. */
+/** The stack's Redis client with its reads counted (GET, or MGET of a value and its generation). */
 function countingGets(redis: Redis): { redis: Redis; gets: () => number } {
   let gets = 0;
   const counted = new Proxy(redis, {
     get(target, prop, receiver) {
-      if (prop === 'get')
-        return (...args: Parameters<Redis['get']>) => {
+      if (prop === 'get' || prop === 'mget') {
+        const read = (target[prop] as (...a: unknown[]) => unknown).bind(target);
+        return (...args: unknown[]) => {
           gets++;
-          return target.get(...args);
+          return read(...args);
         };
+      }
       const v = Reflect.get(target, prop, receiver);
       return typeof v === 'function' ? v.bind(target) : v;
     },

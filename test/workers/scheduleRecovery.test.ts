@@ -50,3 +50,23 @@ test.serial('a Redis that lost its data gets every job scheduler back, and the t
   const ran = await eventually(async () => (await queue.getCompletedCount()) > 0 || undefined, 20_000);
   t.true(ran);
 });
+
+test.serial('a scheduler whose next job was lost (the entry kept) is registered again once overdue', async (t) => {
+  const task = 'expireBans';
+  const before = await queue.getJobScheduler(task);
+  t.truthy(before);
+  // The entry survives, its pending occurrence does not (a failover or an eviction), and that
+  // occurrence is long past: nothing would ever run the task again.
+  const jobId = `repeat:${task}:${before!.next}`;
+  const base = `${bullPrefix(s.config)}:${QueueName.scheduled}`;
+  await connection.multi().del(`${base}:${jobId}`).zrem(`${base}:delayed`, jobId).exec();
+  t.falsy(await queue.getJob(jobId));
+  const stale = Date.now() - 5 * 60_000;
+  await connection.zadd(`${base}:repeat`, stale, task);
+  t.is((await queue.getJobScheduler(task))!.next, stale);
+  const fresh = await eventually(async () => {
+    const now = await queue.getJobScheduler(task);
+    return now && now.next !== stale && (await queue.getJob(`repeat:${task}:${now.next}`)) ? now : undefined;
+  }, 10_000);
+  t.truthy(fresh);
+});
