@@ -201,7 +201,10 @@ test('F14: 429 is documented exactly where the rate limiter counts, with its hea
   const s = stack();
   const seen: string[] = [];
   for (const [, path, op] of plainGets()) {
-    const r = await s.request('GET', path);
+    let r = await s.request('GET', path);
+    // The limiter fails open (no headers) when Redis does not answer within its timeout, which a
+    // heavily loaded machine can make it miss once: asked again before concluding.
+    if (r.headers.get('x-ratelimit-limit') === null && op.responses['429']) r = await s.request('GET', path);
     const limited = r.headers.get('x-ratelimit-limit') !== null;
     if (limited !== Boolean(op.responses['429']))
       seen.push(
