@@ -119,3 +119,30 @@ export async function claimAddressMail(
     .catch(() => 0);
   return Math.ceil(Number(ms) / 1000);
 }
+
+/* KEYS: address slot, user counter. Gives back what CLAIM_ADDRESS_MAIL took. */
+const GIVE_BACK_ADDRESS_MAIL = `
+redis.call('DEL', KEYS[1])
+local n = tonumber(redis.call('GET', KEYS[2]) or '0')
+if n > 0 then redis.call('DECR', KEYS[2]) end
+return 1`;
+
+/**
+ * Gives back a claim of claimAddressMail whose mail was not written (the database write failed):
+ * the retry the client is told to make is not refused for a mail that never went out.
+ */
+export async function giveBackAddressMail(
+  redis: Redis,
+  config: Pick<Config, 'redisPrefix'>,
+  userId: string,
+  email: string,
+): Promise<void> {
+  await redis
+    .eval(
+      GIVE_BACK_ADDRESS_MAIL,
+      2,
+      redisKey(config, RedisKeys.mailSlot('address', sha256(email))),
+      redisKey(config, RedisKeys.addressMails(userId)),
+    )
+    .catch(() => undefined);
+}

@@ -3,7 +3,7 @@ import type { ServiceContext } from '../context';
 import { emailLocale } from '../emails/accountEmails';
 import { writeAccountEmail } from '../emails/outbox';
 import { badRequest, conflict, HttpError, notFound } from '../errors';
-import { ADDRESS_MAILS_PER_HOUR, claimAddressMail } from '../caches/mailSlots';
+import { ADDRESS_MAILS_PER_HOUR, claimAddressMail, giveBackAddressMail } from '../caches/mailSlots';
 import type { AccountToken, AccountTokenPurpose } from '../models/AccountToken';
 import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
@@ -46,10 +46,11 @@ async function tokenUser(db: Knex, userId: string): Promise<void> {
 }
 
 /**
- * The per-address and per-user bound on mails a signed-in user sends to an address of their
- * choosing (shared/caches/mailSlots.ts): 429 with Retry-After past it.
+ * Runs `write` (the mail's database write) under the per-address and per-user bound on mails a
+ * signed-in user sends to an address of their choosing (shared/caches/mailSlots.ts): 429 with
+ * Retry-After past it.
  */
-async function claimMailTo(ctx: ServiceContext, userId: string, email: string): Promise<void> {
+async function withMailTo<T>(ctx: ServiceContext, userId: string, email: string, write: () => Promise<T>): Promise<T> {
   const wait = await claimAddressMail(ctx.redis, ctx.config, userId, email);
   if (wait > 0)
     throw new HttpError(
@@ -59,6 +60,14 @@ async function claimMailTo(ctx: ServiceContext, userId: string, email: string): 
       undefined,
       { 'Retry-After': String(wait) },
     );
+  try {
+    return await write();
+  } catch (err) {
+    // Not written (a 503, say): the claim is given back, so the retry is not refused for a mail
+    // that never went out.
+    await giveBackAddressMail(ctx.redis, ctx.config, userId, email);
+    throw err;
+  }
 }
 
 /**
@@ -77,25 +86,26 @@ export async function requestEmailChange(
     throw badRequest('this account has no email sign-in; link an email address with /email-link/request instead');
   if (account.email?.toLowerCase() === newEmail) throw badRequest('email: this is already the address of the account');
   if (await emailInUse(ctx.db, newEmail, userId)) throw conflict('email is already in use');
-  await claimMailTo(ctx, userId, newEmail);
-  const expiresAt = await transaction(ctx.db, async (trx) => {
-    afterCommit(trx, () => ctx.outbox.wake());
-    const { token, row } = await issueAccountToken(trx, {
-      purpose: 'email_change',
-      userId,
-      email: newEmail,
-      payload: { new_email: newEmail, platform_account_id: account.id },
-    });
-    await writeAccountEmail(trx, ctx.config, {
-      to: newEmail,
-      userId,
-      template: 'email_change',
-      locale: emailLocale(user.preferred_locale, meta.acceptLanguage),
-      token,
-      vars: { expiresAt: row.expires_at, username: user.username, email: newEmail },
-    });
-    return row.expires_at;
-  });
+  const expiresAt = await withMailTo(ctx, userId, newEmail, () =>
+    transaction(ctx.db, async (trx) => {
+      afterCommit(trx, () => ctx.outbox.wake());
+      const { token, row } = await issueAccountToken(trx, {
+        purpose: 'email_change',
+        userId,
+        email: newEmail,
+        payload: { new_email: newEmail, platform_account_id: account.id },
+      });
+      await writeAccountEmail(trx, ctx.config, {
+        to: newEmail,
+        userId,
+        template: 'email_change',
+        locale: emailLocale(user.preferred_locale, meta.acceptLanguage),
+        token,
+        vars: { expiresAt: row.expires_at, username: user.username, email: newEmail },
+      });
+      return row.expires_at;
+    }),
+  );
   return { expiresAt };
 }
 
@@ -143,26 +153,27 @@ export async function requestEmailLink(
   if (await findEmailAccount(ctx.db, userId))
     throw badRequest('this account already has an email sign-in; change its address with /email/request-change');
   if (await emailInUse(ctx.db, email, userId)) throw conflict('email is already in use');
-  await claimMailTo(ctx, userId, email);
   const passwordHash = await hashPassword(password);
-  const expiresAt = await transaction(ctx.db, async (trx) => {
-    afterCommit(trx, () => ctx.outbox.wake());
-    const { token, row } = await issueAccountToken(trx, {
-      purpose: 'email_link',
-      userId,
-      email,
-      payload: { email, password_hash: passwordHash },
-    });
-    await writeAccountEmail(trx, ctx.config, {
-      to: email,
-      userId,
-      template: 'email_link',
-      locale: emailLocale(user.preferred_locale, meta.acceptLanguage),
-      token,
-      vars: { expiresAt: row.expires_at, username: user.username, email },
-    });
-    return row.expires_at;
-  });
+  const expiresAt = await withMailTo(ctx, userId, email, () =>
+    transaction(ctx.db, async (trx) => {
+      afterCommit(trx, () => ctx.outbox.wake());
+      const { token, row } = await issueAccountToken(trx, {
+        purpose: 'email_link',
+        userId,
+        email,
+        payload: { email, password_hash: passwordHash },
+      });
+      await writeAccountEmail(trx, ctx.config, {
+        to: email,
+        userId,
+        template: 'email_link',
+        locale: emailLocale(user.preferred_locale, meta.acceptLanguage),
+        token,
+        vars: { expiresAt: row.expires_at, username: user.username, email },
+      });
+      return row.expires_at;
+    }),
+  );
   return { expiresAt };
 }
 

@@ -7,7 +7,7 @@ import {
   Who,
 } from '../caches/loginThrottle';
 import { twoFactorLoginGate } from '../auth/twoFactorChallenge';
-import { claimMailSlot } from '../caches/mailSlots';
+import { withMailSlot } from '../caches/mailSlots';
 import type { ServiceContext } from '../context';
 import { sha256 } from '../crypto';
 import { transaction } from '../db';
@@ -142,7 +142,11 @@ export async function passwordLogin(
     failure(known?.user_id ?? null, 'too_many_attempts');
     throw tooManyAttempts(reservation.retryAfterSeconds);
   }
-  const account = await findEmailAccountByAddress(ctx.db, input.email);
+  // A lookup that fails (the database unreachable: 503) checked no password: its count is given back.
+  const account = await findEmailAccountByAddress(ctx.db, input.email).catch(async (err: unknown) => {
+    await releaseAttempt(ctx.redis, reservation);
+    throw err;
+  });
   // Checked for unknown addresses too (against a dummy hash), so the timing tells nothing.
   const passwordOk = await verifyPassword(account?.password_hash, input.password);
   if (!account || !passwordOk) {
@@ -154,8 +158,8 @@ export async function passwordLogin(
   await releaseAttempt(ctx.redis, reservation);
   const userId = account.user_id;
   if (!account.email_verified_at) {
-    if (await claimMailSlot(ctx.redis, ctx.config, 'verify', input.email))
-      await sendEmailVerification(ctx, userId, meta);
+    // A verification mail that could not be written gives its minute back (withMailSlot).
+    await withMailSlot(ctx.redis, ctx.config, 'verify', input.email, () => sendEmailVerification(ctx, userId, meta));
     throw forbidden('email address not verified: we sent a new verification email');
   }
   const ban = await findActiveBan(ctx.db, userId);
