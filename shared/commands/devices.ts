@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { afterCommit, runCommitted, transaction } from '../db';
-import { badRequest, notFound } from '../errors';
+import { badRequest, conflict, notFound } from '../errors';
 import { Device } from '../models/Device';
 import { insertGrouped } from '../groupedInsert';
 import { authorize, Principal, subjects } from '../policies';
@@ -51,7 +51,12 @@ export async function saveDevice(
     return updated;
   }
   return transaction(services.db, async (trx) => {
-    const newKey = typeof input.api_key_id === 'string' ? input.api_key_id : undefined;
+    // An unknown device is a 404 whatever the body says; a key sent as it already is (a client
+    // sending the whole device back) is no change: neither locked nor checked.
+    const current = id ? await trx('devices').where('id', id).first('api_key_id') : undefined;
+    if (id && !current) throw notFound('device');
+    const newKey =
+      typeof input.api_key_id === 'string' && input.api_key_id !== current?.api_key_id ? input.api_key_id : undefined;
     // The key first, then every device the change touches (this one and the key's current one) in
     // id order: two requests swapping keys between two devices each locked their own device and
     // then waited for the other's, a deadlock (500).
@@ -60,6 +65,9 @@ export async function saveDevice(
     if (devices.length) await trx('devices').whereIn('id', devices).orderBy('id').forUpdate().select('id');
     const before = id ? await Device.query(trx).findById(id) : undefined;
     if (id && !before) throw notFound('device');
+    // The key was taken as unchanged, but another change moved it before the lock: not checked here.
+    if (!newKey && typeof input.api_key_id === 'string' && input.api_key_id !== before?.api_key_id)
+      throw conflict("api_key_id: the device's key changed meanwhile; try again");
     const trackerKeys: string[] = [];
     if (newKey && newKey !== before?.api_key_id) {
       trackerKeys.push(newKey);

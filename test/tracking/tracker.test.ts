@@ -391,3 +391,24 @@ test('two devices swapping their tracker keys at once: both answer, no deadlock,
     t.is(new Set(linked).size, linked.length, `a key on two devices: ${JSON.stringify(rows)}`);
   }
 });
+
+test('a device sent back whole (its key unchanged) needs no right to the key; an unknown device is a 404 whatever the body', async (t) => {
+  const s = stack();
+  const { admin, owner } = await users();
+  const key = await trackerKey(owner.id);
+  const device = await make(s, owner.token, '/v1/devices', { name: 'whole', api_key_id: key.id });
+  // The admin may edit the device, not link the owner's key: sending the key it already has is no link.
+  const whole = await s.request('PATCH', `/v1/devices/${device.id}`, {
+    token: admin.token,
+    body: { name: 'whole, renamed', api_key_id: key.id },
+  });
+  t.is(whole.status, 200, whole.text);
+  t.is(whole.body.data.api_key_id, key.id);
+  for (const api_key_id of [key.id, '00000000-0000-4000-8000-000000000000']) {
+    const unknown = await s.request('PATCH', '/v1/devices/00000000-0000-4000-8000-00000000d0d0', {
+      token: admin.token,
+      body: { name: 'x', api_key_id },
+    });
+    t.is(unknown.status, 404, unknown.text);
+  }
+});
