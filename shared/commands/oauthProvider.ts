@@ -141,6 +141,14 @@ export async function revokeConsent(
     if (!n) throw notFound('consent');
     await trx('oauth_access_tokens').where(scope).whereNull('revoked_at').update({ revoked_at: trx.fn.now() });
     await trx('oauth_refresh_tokens').where(scope).whereNull('revoked_at').update({ revoked_at: trx.fn.now() });
+    // Codes again: an authorize that held the consent row when the first pass ran has committed its
+    // code by now. Codes an exchange holds are skipped: it waits for the consent and finds it revoked.
+    await trx('oauth_authorization_codes')
+      .whereIn(
+        'id',
+        trx('oauth_authorization_codes').where(scope).whereNull('used_at').forUpdate().skipLocked().select('id'),
+      )
+      .update({ used_at: trx.fn.now() });
     await recordAuditEvent(
       attributed(by, {
         user_id: userId,

@@ -124,12 +124,8 @@ export async function exchangeAuthorizationCode(
       return oauthError(400, 'invalid_grant', 'code_verifier does not match the code challenge');
     if (!(await userMaySignIn(trx, code.user_id)))
       return oauthError(400, 'invalid_grant', 'the user of this code can no longer sign in');
-    const consent = await lockActiveConsent(trx, code.user_id, code.client_id);
-    if (!consent) return oauthError(400, 'invalid_grant', 'consent was revoked');
-    // A code from before the consent was last granted outlived a revocation (one an authorize in
-    // flight committed while the revocation ran): it belongs to the consent that was revoked.
-    if (new Date(code.created_at).getTime() < new Date(consent.granted_at).getTime())
-      return oauthError(400, 'invalid_grant', 'consent was revoked since this code was issued');
+    if (!(await lockActiveConsent(trx, code.user_id, code.client_id)))
+      return oauthError(400, 'invalid_grant', 'consent was revoked');
     const { response } = await issueTokens(trx, {
       clientId: code.client_id,
       userId: code.user_id,

@@ -5,22 +5,18 @@ import { OAuthConsent } from '../models/OAuthConsent';
 import { compiledOnce, groupBy, rowsBy, turnBatcherByDb, withoutColumns } from '../rowLoader';
 
 /**
- * The user's standing consent for the client (when it was last granted), for a transaction about
- * to issue tokens under it: the row is locked FOR SHARE until the commit. A revocation (which
+ * Whether the user's consent for the client stands, for a transaction about to issue tokens under
+ * it: the row is locked FOR SHARE until the commit. A revocation (which
  * updates the row first) then either waits for the tokens to commit and revokes them with its next
  * statement, or has already committed, and this finds the consent revoked. Without the lock a
  * token committed just after the revocation's UPDATE of the tokens would outlive it.
  */
-export async function lockActiveConsent(
-  trx: Knex.Transaction,
-  userId: string,
-  clientId: string,
-): Promise<{ granted_at: Date } | undefined> {
-  return trx('oauth_consents')
+export async function lockActiveConsent(trx: Knex.Transaction, userId: string, clientId: string): Promise<boolean> {
+  return !!(await trx('oauth_consents')
     .where({ user_id: userId, client_id: clientId })
     .whereNull('revoked_at')
     .forShare()
-    .first('granted_at');
+    .first('id'));
 }
 
 /**

@@ -616,20 +616,38 @@ test.serial('a grant and a deletion of its client at once: both answer, no deadl
   }
 });
 
-test.serial('a code that outlived a revocation does not come back with the next grant of consent', async (t) => {
+test.serial('a code an authorize in flight commits while a consent is revoked is revoked with it', async (t) => {
   const s = stack();
   const dev = await createUser(s.db, { roles: ['role_developer'] });
   const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
   const client = await makeClient(dev);
-  const old = await codeFor(user, client, 'gps:read');
-  t.is((await s.request('DELETE', `/v1/users/me/consents/${client.id}`, { token: user.token })).status, 204);
-  // As if an authorize in flight had committed it after the revocation marked the pending codes.
-  await s
-    .db('oauth_authorization_codes')
-    .where('code_hash', createHash('sha256').update(old.code).digest('hex'))
-    .update({ used_at: null, created_at: s.db.raw("now() - interval '1 second'") });
+  await codeFor(user, client, 'gps:read'); // the consent
+  // An authorize in flight: it holds the consent row and writes its code, committed only after the
+  // revocation has started (and marked the codes it could see).
+  const p = pkce();
+  const code = `oac_${randomBytes(32).toString('base64url')}`;
+  const authorize = await s.db.transaction();
+  try {
+    await authorize('oauth_consents').where({ user_id: user.id, client_id: client.id }).forUpdate().first();
+    await authorize('oauth_authorization_codes').insert({
+      code_hash: createHash('sha256').update(code).digest('hex'),
+      client_id: client.id,
+      user_id: user.id,
+      redirect_uri: REDIRECT,
+      scopes: JSON.stringify(['gps:read']),
+      code_challenge: p.challenge,
+      code_challenge_method: 'S256',
+      expires_at: new Date(Date.now() + 600_000),
+    });
+    const revoked = s.request('DELETE', `/v1/users/me/consents/${client.id}`, { token: user.token });
+    await lockWaiters(1);
+    await authorize.commit();
+    t.is((await revoked).status, 204);
+  } finally {
+    if (!authorize.isCompleted()) await authorize.rollback();
+  }
   await codeFor(user, client, 'gps:read'); // consent granted again
-  const r = await exchange(client, old.code, old.verifier);
+  const r = await exchange(client, code, p.verifier);
   t.is(r.status, 400, r.text);
   t.is(r.body.error, 'invalid_grant');
 });
