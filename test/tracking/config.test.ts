@@ -67,8 +67,11 @@ test('the purgeGpsPoints task deletes points older than gps.retention_days that 
     },
   });
   const [expired, onTrip, recent] = r.body.data.accepted.map((a: { id: string }) => a.id);
+  // The device's latest point cached: the purge drops the cache with the points.
+  await s.redis.set(`${s.config.redisPrefix}gps:latest:device:ret`, 'cached');
   const result = await scheduledTasks.purgeGpsPoints(s.api.services);
   t.true(result.deleted >= 1);
+  t.is(await s.redis.exists(`${s.config.redisPrefix}gps:latest:device:ret`), 0);
   const left = (await s.db('gps_points').whereIn('id', [expired, onTrip, recent]).select('id')).map((x) => x.id).sort();
   t.deepEqual(left, [onTrip, recent].sort());
   // Retention off (0) keeps everything.

@@ -4,6 +4,7 @@ import type { Processor } from './types';
 import { cleanupOAuthArtifacts } from '../../shared/commands/oauthProvider';
 import { expireBans, purgeDeletedAccounts } from '../../shared/commands/userLifecycle';
 import { purgeExpiredGpsPoints } from '../../shared/commands/gpsRetention';
+import { forgetDeletedGps } from '../../shared/commands/gpsPoints';
 import { purgeExpiredAuditEvents } from '../../shared/commands/auditRetention';
 import { refreshExpiringIntegrations } from '../../shared/commands/integrationTokens';
 import { chatAutoSync } from '../../shared/commands/chatAutoSync';
@@ -43,7 +44,7 @@ export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Prom
   /** Expired OAuth codes and tokens are dead weight once a day past expiry. */
   cleanupOAuth: (ctx) => cleanupOAuthArtifacts(ctx.db),
   /** GPS points past gps.retention_days that belong to no trip. */
-  purgeGpsPoints: (ctx) => purgeExpiredGpsPoints(ctx.db),
+  purgeGpsPoints: (ctx) => purgeExpiredGpsPoints(ctx.db, undefined, (devices) => forgetDeletedGps(ctx, devices)),
   /** Audit events past audit.retention_days, in batches. */
   purgeAuditEvents: (ctx) => purgeExpiredAuditEvents(ctx.db),
   /** Stream-integration tokens expiring within STREAM_REFRESH_AHEAD_SECONDS are renewed before they lapse. */
