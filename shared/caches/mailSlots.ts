@@ -97,16 +97,17 @@ if redis.call('INCR', KEYS[2]) == 1 or redis.call('PTTL', KEYS[2]) < 0 then redi
 return 0`;
 
 /**
- * Claims the right to mail `email` on behalf of `userId` (see ADDRESS_MAILS_PER_HOUR): 0 when the
- * mail may go out, else the seconds to wait. Fails open when Redis does not answer (as claimMailSlot).
+ * Claims the right to mail `email` on behalf of `userId` (see ADDRESS_MAILS_PER_HOUR): `wait` 0
+ * when the mail may go out, else the seconds to wait; `claimed` when Redis counted it (fails open
+ * when Redis does not answer, as claimMailSlot: then nothing was counted, and nothing is given back).
  */
 export async function claimAddressMail(
   redis: Redis,
   config: Pick<Config, 'redisPrefix'>,
   userId: string,
   email: string,
-): Promise<number> {
-  const ms = await redis
+): Promise<{ wait: number; claimed: boolean }> {
+  return redis
     .eval(
       CLAIM_ADDRESS_MAIL,
       2,
@@ -116,8 +117,13 @@ export async function claimAddressMail(
       3600,
       ADDRESS_MAILS_PER_HOUR,
     )
-    .catch(() => 0);
-  return Math.ceil(Number(ms) / 1000);
+    .then(
+      (ms) => {
+        const wait = Math.ceil(Number(ms) / 1000);
+        return { wait, claimed: wait === 0 };
+      },
+      () => ({ wait: 0, claimed: false }),
+    );
 }
 
 /* KEYS: address slot, user counter. Gives back what CLAIM_ADDRESS_MAIL took. */

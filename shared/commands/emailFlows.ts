@@ -51,7 +51,7 @@ async function tokenUser(db: Knex, userId: string): Promise<void> {
  * Retry-After past it.
  */
 async function withMailTo<T>(ctx: ServiceContext, userId: string, email: string, write: () => Promise<T>): Promise<T> {
-  const wait = await claimAddressMail(ctx.redis, ctx.config, userId, email);
+  const { wait, claimed } = await claimAddressMail(ctx.redis, ctx.config, userId, email);
   if (wait > 0)
     throw new HttpError(
       429,
@@ -65,7 +65,7 @@ async function withMailTo<T>(ctx: ServiceContext, userId: string, email: string,
   } catch (err) {
     // Not written (a 503, say): the claim is given back, so the retry is not refused for a mail
     // that never went out.
-    await giveBackAddressMail(ctx.redis, ctx.config, userId, email);
+    if (claimed) await giveBackAddressMail(ctx.redis, ctx.config, userId, email);
     throw err;
   }
 }
