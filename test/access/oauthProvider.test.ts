@@ -4,6 +4,7 @@ import { signAppAssertion } from '../../shared/auth/assertionVerifier';
 import { createUser, TestUser } from '../helpers/factories';
 import { listenPushes } from '../helpers/pushes';
 import { useStack } from '../helpers/stack';
+import { lockWaiters as waitForLockWaiters } from '../helpers/wait';
 
 const ID_SECRET = 'oauth-test-id-app-secret';
 // Every token call is anonymous (client credentials in the body): the anonymous tier is raised.
@@ -524,18 +525,7 @@ test('the scheduled cleanup removes codes and tokens a day past expiry and keeps
   );
 });
 
-/** Waits until `n` backends of the test database wait on a lock (a request parked where the test wants it). */
-async function lockWaiters(n: number): Promise<void> {
-  const s = stack();
-  for (let i = 0; i < 500; i++) {
-    const { rows } = await s.db.raw(
-      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-    );
-    if (rows[0].n >= n) return;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`fewer than ${n} backends waited on a lock`);
-}
+const lockWaiters = (n: number) => waitForLockWaiters(stack().db, n);
 
 test.serial('a consent revoked while a grant issues tokens: the new tokens are revoked too', async (t) => {
   const s = stack();

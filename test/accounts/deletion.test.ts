@@ -2,7 +2,7 @@ import test from 'ava';
 import { createKey, createUser } from '../helpers/factories';
 import { listenInvalidations, listenPushes } from '../helpers/pushes';
 import { useStack } from '../helpers/stack';
-import { sleep } from '../helpers/wait';
+import { lockWaiters, sleep } from '../helpers/wait';
 
 const stack = useStack(test, { workers: true });
 const DAY = 86400_000;
@@ -276,16 +276,7 @@ test.serial(
     t.is(first.status, 200, first.text);
     const userId = (await s.db('platform_accounts').where('platform_user_id', body.oauthProviderId).first()).user_id;
     t.is((await s.request('DELETE', `/v1/users/${userId}`, { token: admin.token })).status, 204);
-    const waiters = async (n: number) => {
-      for (let i = 0; i < 500; i++) {
-        const { rows } = await s.db.raw(
-          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        );
-        if (rows[0].n >= n) return;
-        await sleep(10);
-      }
-      throw new Error(`fewer than ${n} waiters`);
-    };
+    const waiters = (n: number) => lockWaiters(s.db, n);
     // Another writer holds the user's row: the restore and the sign-in queue up behind it together.
     const hold = await s.db.transaction();
     try {

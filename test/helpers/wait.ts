@@ -1,3 +1,5 @@
+import type { Knex } from 'knex';
+
 /** Resolves after `ms` milliseconds. */
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -24,4 +26,21 @@ export async function timed<T>(fn: () => Promise<T>): Promise<{ result: T; ms: n
   const start = performance.now();
   const result = await fn();
   return { result, ms: performance.now() - start };
+}
+
+/**
+ * Waits until at least `n` backends of `db`'s database wait on a lock (row or advisory): requests
+ * parked where a test holds a lock, so it can line up a race and release it. Fails after 10 s.
+ */
+export async function lockWaiters(db: Knex, n: number): Promise<void> {
+  await eventually(
+    async () =>
+      (
+        await db.raw(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+      ).rows[0].n >= n,
+    10_000,
+    10,
+  );
 }
