@@ -74,6 +74,8 @@ const GEOFENCE_JOB_MAX_IDS = 1000;
 const COALESCE_MS = 10;
 /** Retry delay when another relay holds the lock (it is draining our rows too, most likely). */
 const BUSY_RETRY_MS = 25;
+/** How long after its last failure a relay that relayed nothing counts as recovered. */
+const QUIET_AFTER_FAILURE_MS = 30_000;
 /** Backoff after a failed pass (Redis down), doubling up to the maximum. */
 const BACKOFF_MIN_MS = 250;
 const BACKOFF_MAX_MS = 2000;
@@ -109,7 +111,8 @@ interface OutboxRow {
   payload: OutboxPayloads[OutboxKind];
 }
 
-type PassResult = 'empty' | 'more' | 'busy';
+/** none: nothing waited; done: relayed all it found; more: relayed a full claim, more may wait; busy: another relay works. */
+type PassResult = 'none' | 'done' | 'more' | 'busy';
 
 function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -127,6 +130,8 @@ export class OutboxRelay {
   private poller?: NodeJS.Timeout;
   private again = false;
   private failures = 0;
+  /** When the last pass failed (epoch ms). */
+  private failedAt = 0;
   private closed = false;
 
   constructor(private readonly deps: RelayDeps) {}
@@ -153,7 +158,7 @@ export class OutboxRelay {
   async drain(): Promise<void> {
     for (;;) {
       const r = await this.pass();
-      if (r === 'empty') return;
+      if (r === 'none' || r === 'done') return;
       if (r === 'busy') await new Promise((res) => setTimeout(res, BUSY_RETRY_MS));
     }
   }
@@ -199,18 +204,25 @@ export class OutboxRelay {
   private async run(): Promise<void> {
     this.again = false;
     let r: PassResult;
+    let relayed = false;
     try {
-      do r = await this.pass();
-      while (r === 'more' && !this.closed);
+      do {
+        r = await this.pass();
+        relayed ||= r === 'more' || r === 'done';
+      } while (r === 'more' && !this.closed);
     } catch (err) {
       this.failures++;
+      this.failedAt = Date.now();
       const log = { err: (err as Error).message, attempt: this.failures };
       if (this.failures === 1) this.deps.logger.warn(log, 'could not relay side effects; retrying');
       else this.deps.logger.debug(log, 'could not relay side effects; retrying');
       this.schedule(Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** (this.failures - 1)));
       return;
     }
-    if (this.failures) {
+    // A pass that carried rows out shows Redis works again; one that found none, or found another
+    // relay at work, says so only once no failure came for a while (else each would make the next
+    // failure of one outage warn once more).
+    if (this.failures && (relayed || Date.now() - this.failedAt > QUIET_AFTER_FAILURE_MS)) {
       this.deps.logger.info({ failedAttempts: this.failures }, 'side effects relayed again');
       this.failures = 0;
     }
@@ -242,11 +254,11 @@ export class OutboxRelay {
          RETURNING id, kind, payload`,
         [KINDS_ARRAY, CLAIM_ROWS],
       );
-      if (rows.length === 0) return 'empty';
+      if (rows.length === 0) return 'none';
       // RETURNING has no order; ids are int8 strings without leading zeros.
       rows.sort((a, b) => a.id.length - b.id.length || (a.id < b.id ? -1 : 1));
       await withTimeout(this.carryOut(trx, rows), PASS_REDIS_BUDGET_MS, 'relaying side effects');
-      return rows.length === CLAIM_ROWS ? 'more' : 'empty';
+      return rows.length === CLAIM_ROWS ? 'more' : 'done';
     });
   }
 
