@@ -83,9 +83,14 @@ export async function syncChatGuilds(
   const rolesOf = byGuild(roles);
 
   const result: GuildSyncResult = { success: true, error: null, guilds_synced: 0, channels_synced: 0, roles_synced: 0 };
-  for (const g of guilds) {
-    const syncId = randomUUID();
-    await transaction(ctx.db, async (trx) => {
+  // One transaction, one sync at a time: two full syncs written guild by guild interleaved, and
+  // each deleted the guilds the other had just written ("no longer reported" by its own answer),
+  // leaving a set neither answer had. Now the one that takes the lock second writes its whole
+  // answer over the first's.
+  const removed = await transaction(ctx.db, async (trx) => {
+    await trx.raw('SELECT pg_advisory_xact_lock(hashtext(?))', ['chat.guildSync']);
+    for (const g of guilds) {
+      const syncId = randomUUID();
       const [row] = await trx('chat_guilds')
         .insert({
           guild_id: g.guildId,
@@ -116,14 +121,14 @@ export async function syncChatGuilds(
       result.roles_synced += await upsertRoles(trx, id, syncId, rolesOf.get(g.guildId) ?? []);
       await trx('chat_channels').where('guild_id', id).whereRaw('sync_id IS DISTINCT FROM ?', [syncId]).delete();
       await trx('chat_roles').where('guild_id', id).whereRaw('sync_id IS DISTINCT FROM ?', [syncId]).delete();
-    });
-    result.guilds_synced++;
-  }
-  // Guilds the bot left: everything on a full sync, the one asked for otherwise.
-  const gone = ctx.db('chat_guilds');
-  if (guildId) gone.where('guild_id', guildId).whereNotIn('guild_id', [...reported]);
-  else if (reported.size) gone.whereNotIn('guild_id', [...reported]);
-  const removed = await gone.delete();
+      result.guilds_synced++;
+    }
+    // Guilds the bot left: everything on a full sync, the one asked for otherwise.
+    const gone = trx('chat_guilds');
+    if (guildId) gone.where('guild_id', guildId).whereNotIn('guild_id', [...reported]);
+    else if (reported.size) gone.whereNotIn('guild_id', [...reported]);
+    return gone.delete();
+  });
   ctx.logger.info({ guildId, ...result, removed }, 'chat guilds synced');
   return result;
 }

@@ -3,6 +3,7 @@ import { chatAutoSync } from '../../shared/commands/chatAutoSync';
 import { ChatBotProcess, startChatBot } from '../helpers/chatBot';
 import { createKey, createUser, TestUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
+import { lockWaiters } from '../helpers/wait';
 import { ALPHA, alphaChannels, alphaMembers, BETA, fixture } from './fixtures';
 
 // One stack, one bot at a time: the tests run in order and build on each other's syncs.
@@ -282,6 +283,27 @@ test.serial('what the bot no longer reports is removed; a deleted guild comes ba
   const back = await s.request('GET', `/v1/chat/guilds/${ALPHA}`, { token: mod.token });
   t.is(back.status, 200);
   t.not(back.body.id, before);
+});
+
+test.serial('a guild sync waits for one being written, then writes its whole answer', async (t) => {
+  const s = stack();
+  // Two full syncs written guild by guild interleaved, each deleting what the other had just
+  // written: 9 of 10 such pairs left a set neither bot answer had. A sync being written holds
+  // this lock for its whole write; the test holds it as one would.
+  const hold = await s.db.transaction();
+  try {
+    await hold.raw('SELECT pg_advisory_xact_lock(hashtext(?))', ['chat.guildSync']);
+    const sync = s.request('POST', '/v1/chat/sync', { token: mod.token, body: {} });
+    await lockWaiters(s.db, 1);
+    await hold.commit();
+    t.like((await sync).body, { success: true, guilds_synced: 1 });
+  } finally {
+    if (!hold.isCompleted()) await hold.rollback();
+  }
+  t.deepEqual(
+    (await s.db('chat_guilds').select('guild_id')).map((g: { guild_id: string }) => g.guild_id),
+    [ALPHA],
+  );
 });
 
 test.serial('settings: global and per guild, validated, pushed to the bot', async (t) => {
