@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { afterCommit, runCommitted, transaction } from '../db';
-import { badRequest, conflict, notFound } from '../errors';
+import { badRequest, notFound } from '../errors';
 import { Device } from '../models/Device';
 import { insertGrouped } from '../groupedInsert';
 import { authorize, Principal, subjects } from '../policies';
@@ -50,6 +50,26 @@ export async function saveDevice(
     if (!updated) throw notFound('device');
     return updated;
   }
+  // A key taken as unchanged that another change moved before the lock: the save runs again from
+  // the start, now as a change of key (locked and checked), rather than answering an error.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await saveDeviceOnce(services, principal, id, input, fields);
+    } catch (err) {
+      if (!(err instanceof KeyMoved) || attempt >= 3) throw err;
+    }
+  }
+}
+
+class KeyMoved extends Error {}
+
+async function saveDeviceOnce(
+  services: TrackerLinkServices,
+  principal: Principal,
+  id: string | null,
+  input: DeviceInput,
+  fields: Partial<Device>,
+): Promise<Device> {
   return transaction(services.db, async (trx) => {
     // An unknown device is a 404 whatever the body says; a key sent as it already is (a client
     // sending the whole device back) is no change: neither locked nor checked.
@@ -65,9 +85,10 @@ export async function saveDevice(
     if (devices.length) await trx('devices').whereIn('id', devices).orderBy('id').forUpdate().select('id');
     const before = id ? await Device.query(trx).findById(id) : undefined;
     if (id && !before) throw notFound('device');
-    // The key was taken as unchanged, but another change moved it before the lock: not checked here.
+    // The key was taken as unchanged, but another change moved it before the lock: not checked
+    // here, so the save starts again (saveDevice).
     if (!newKey && typeof input.api_key_id === 'string' && input.api_key_id !== before?.api_key_id)
-      throw conflict("api_key_id: the device's key changed meanwhile; try again");
+      throw new KeyMoved();
     const trackerKeys: string[] = [];
     if (newKey && newKey !== before?.api_key_id) {
       trackerKeys.push(newKey);

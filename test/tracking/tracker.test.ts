@@ -4,6 +4,7 @@ import { trackerLinkFor } from '../../shared/caches/trackerLinks';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { countRows, gpsBody, make, once, setStatus } from '../helpers/tracking';
+import { lockWaiters } from '../helpers/wait';
 
 const stack = useStack(test, {
   env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_API_KEY: '100000', RATE_LIMIT_GPS_POST: '100000' },
@@ -412,3 +413,28 @@ test('a device sent back whole (its key unchanged) needs no right to the key; an
     t.is(unknown.status, 404, unknown.text);
   }
 });
+
+test.serial(
+  'a PATCH sending the key a device had, while another change moves it: saved as a checked change of key',
+  async (t) => {
+    const s = stack();
+    const { owner } = await users();
+    const [k1, k2] = await Promise.all([trackerKey(owner.id), trackerKey(owner.id)]);
+    const device = await make(s, owner.token, '/v1/devices', { name: 'moving', api_key_id: k1.id });
+    const other = await s.db.transaction();
+    try {
+      await other('devices').where('id', device.id).update({ api_key_id: k2.id });
+      const patch = s.request('PATCH', `/v1/devices/${device.id}`, {
+        token: owner.token,
+        body: { name: 'moving, renamed', api_key_id: k1.id },
+      });
+      await lockWaiters(s.db, 1);
+      await other.commit();
+      const r = await patch;
+      t.is(r.status, 200, r.text);
+      t.is(r.body.data.api_key_id, k1.id);
+    } finally {
+      if (!other.isCompleted()) await other.rollback();
+    }
+  },
+);
