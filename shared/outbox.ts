@@ -74,8 +74,6 @@ const GEOFENCE_JOB_MAX_IDS = 1000;
 const COALESCE_MS = 10;
 /** Retry delay when another relay holds the lock (it is draining our rows too, most likely). */
 const BUSY_RETRY_MS = 25;
-/** How long after its last failure a relay that relayed nothing counts as recovered. */
-const QUIET_AFTER_FAILURE_MS = 30_000;
 /** Backoff after a failed pass (Redis down), doubling up to the maximum. */
 const BACKOFF_MIN_MS = 250;
 const BACKOFF_MAX_MS = 2000;
@@ -130,8 +128,6 @@ export class OutboxRelay {
   private poller?: NodeJS.Timeout;
   private again = false;
   private failures = 0;
-  /** When the last pass failed (epoch ms). */
-  private failedAt = 0;
   private closed = false;
 
   constructor(private readonly deps: RelayDeps) {}
@@ -212,21 +208,27 @@ export class OutboxRelay {
       } while (r === 'more' && !this.closed);
     } catch (err) {
       this.failures++;
-      this.failedAt = Date.now();
       const log = { err: (err as Error).message, attempt: this.failures };
       if (this.failures === 1) this.deps.logger.warn(log, 'could not relay side effects; retrying');
       else this.deps.logger.debug(log, 'could not relay side effects; retrying');
       this.schedule(Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** (this.failures - 1)));
       return;
     }
-    // A pass that carried rows out shows Redis works again; one that found none, or found another
-    // relay at work, says so only once no failure came for a while (else each would make the next
-    // failure of one outage warn once more).
-    if (this.failures && (relayed || Date.now() - this.failedAt > QUIET_AFTER_FAILURE_MS)) {
+    // A pass that carried rows out shows Redis works again. One that found none, or found another
+    // relay at work, used no Redis: a PING tells (without it, each such pass made the next failure
+    // of one outage warn once more; and a relay whose rows the other relay drained never recovered).
+    if (this.failures && (relayed || (await this.redisAnswers()))) {
       this.deps.logger.info({ failedAttempts: this.failures }, 'side effects relayed again');
       this.failures = 0;
     }
     if (r === 'busy') this.schedule(BUSY_RETRY_MS);
+  }
+
+  private redisAnswers(): Promise<boolean> {
+    return this.deps.redis.ping().then(
+      (r) => r === 'PONG',
+      () => false,
+    );
   }
 
   /** Wakes the relay when rows wait and nothing else will handle them soon. */
