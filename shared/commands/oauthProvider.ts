@@ -71,6 +71,9 @@ export async function authorizeClient(
         ...(consent.revoked_at ? { granted_at: trx.fn.now() } : {}),
       });
     await trx('oauth_authorization_codes').insert({
+      // The grant this code belongs to, compared exactly at the exchange (lockActiveConsent); read
+      // in SQL, as a JavaScript Date would drop its microseconds.
+      consent_granted_at: trx.raw('(SELECT granted_at FROM oauth_consents WHERE id = ?)', [consent.id]),
       code_hash: sha256(code),
       client_id: client.id,
       user_id: input.userId,

@@ -124,7 +124,7 @@ export async function exchangeAuthorizationCode(
       return oauthError(400, 'invalid_grant', 'code_verifier does not match the code challenge');
     if (!(await userMaySignIn(trx, code.user_id)))
       return oauthError(400, 'invalid_grant', 'the user of this code can no longer sign in');
-    if (!(await lockActiveConsent(trx, code.user_id, code.client_id)))
+    if (!(await lockActiveConsent(trx, code.user_id, code.client_id, code.id)))
       return oauthError(400, 'invalid_grant', 'consent was revoked');
     const { response } = await issueTokens(trx, {
       clientId: code.client_id,

@@ -11,12 +11,27 @@ import { compiledOnce, groupBy, rowsBy, turnBatcherByDb, withoutColumns } from '
  * statement, or has already committed, and this finds the consent revoked. Without the lock a
  * token committed just after the revocation's UPDATE of the tokens would outlive it.
  */
-export async function lockActiveConsent(trx: Knex.Transaction, userId: string, clientId: string): Promise<boolean> {
-  return !!(await trx('oauth_consents')
-    .where({ user_id: userId, client_id: clientId })
-    .whereNull('revoked_at')
-    .forShare()
-    .first('id'));
+export async function lockActiveConsent(
+  trx: Knex.Transaction,
+  userId: string,
+  clientId: string,
+  /** The code being exchanged: the consent must still be the grant it was issued under. */
+  codeId?: string,
+): Promise<boolean> {
+  const q = trx('oauth_consents as c')
+    .where({ 'c.user_id': userId, 'c.client_id': clientId })
+    .whereNull('c.revoked_at')
+    .forShare('c')
+    .first('c.id');
+  // Compared in SQL, at the database's precision: a revoked grant's code after a new grant is refused.
+  if (codeId)
+    q.whereExists(
+      trx('oauth_authorization_codes as a')
+        .where('a.id', codeId)
+        .where((w) => w.whereNull('a.consent_granted_at').orWhereRaw('a.consent_granted_at = c.granted_at'))
+        .select(trx.raw('1')),
+    );
+  return !!(await q);
 }
 
 /**

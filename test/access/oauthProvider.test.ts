@@ -641,3 +641,24 @@ test.serial('a code an authorize in flight commits while a consent is revoked is
   t.is(r.status, 400, r.text);
   t.is(r.body.error, 'invalid_grant');
 });
+
+test.serial(
+  'a code an exchange held (then rolled back) during a revocation is refused after consent is granted again',
+  async (t) => {
+    const s = stack();
+    const dev = await createUser(s.db, { roles: ['role_developer'] });
+    const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
+    const client = await makeClient(dev);
+    const old = await codeFor(user, client, 'gps:read trips:read');
+    const hash = createHash('sha256').update(old.code).digest('hex');
+    t.is((await s.request('DELETE', `/v1/users/me/consents/${client.id}`, { token: user.token })).status, 204);
+    // An exchange that held the code while the revocation ran (its passes skip a held code), then
+    // failed (a timeout, a lost connection) and rolled back: the code is unused again.
+    await s.db('oauth_authorization_codes').where('code_hash', hash).update({ used_at: null });
+    t.is((await s.db('oauth_authorization_codes').where('code_hash', hash).first()).used_at, null);
+    await codeFor(user, client, 'gps:read'); // consent granted again, narrower
+    const r = await exchange(client, old.code, old.verifier);
+    t.is(r.status, 400, r.text);
+    t.is(r.body.error, 'invalid_grant');
+  },
+);
