@@ -260,17 +260,23 @@ test.serial('parallel requests with the right code never lock the account out', 
   // counted its check, so the sixth finds the count full and sets a lock-out, as in a real race;
   // then one request enables 2FA and the others find it enabled (no guess).
   const trx = await s.db.transaction();
-  await trx('user_two_factor').where('user_id', u.id).forUpdate();
-  const pending = Promise.all(
-    Array.from({ length: TWO_FACTOR_THROTTLE.maxFailures + 1 }, () =>
-      s.request('POST', '/v1/users/me/2fa/verify', { token: u.token, body: { code: codeNow(setup.body.secret) } }),
-    ),
-  );
-  // Up to 10 s: on a loaded machine six requests take a while to reach the locked row.
-  for (let i = 0; i < 1000 && !(await s.redis.exists(lockKey)); i++) await new Promise((r) => setTimeout(r, 10));
-  t.is(await s.redis.exists(lockKey), 1, 'the sixth check set a lock-out');
-  await trx.commit();
-  const statuses = (await pending).map((a) => a.status).sort();
+  let statuses: number[];
+  try {
+    await trx('user_two_factor').where('user_id', u.id).forUpdate();
+    const pending = Promise.all(
+      Array.from({ length: TWO_FACTOR_THROTTLE.maxFailures + 1 }, () =>
+        s.request('POST', '/v1/users/me/2fa/verify', { token: u.token, body: { code: codeNow(setup.body.secret) } }),
+      ),
+    );
+    // Up to 10 s: on a loaded machine six requests take a while to reach the locked row.
+    for (let i = 0; i < 1000 && !(await s.redis.exists(lockKey)); i++) await new Promise((r) => setTimeout(r, 10));
+    t.is(await s.redis.exists(lockKey), 1, 'the sixth check set a lock-out');
+    await trx.commit();
+    statuses = (await pending).map((a) => a.status).sort();
+  } finally {
+    // A failed assertion throws: the row lock goes with it, or the requests (and the test run) wait forever.
+    if (!trx.isCompleted()) await trx.rollback();
+  }
   t.deepEqual(statuses, [200, 400, 400, 400, 400, 429]);
   nextStep();
   // No wrong code was ever sent: the right code lifted the lock, and the next one is checked.
