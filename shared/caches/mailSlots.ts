@@ -13,7 +13,7 @@ const slotKey = (config: Pick<Config, 'redisPrefix'>, kind: string, email: strin
   redisKey(config, RedisKeys.mailSlot(kind, sha256(email)));
 
 /** Claims the per-address mail slot of a kind (SET NX with the interval as expiry). */
-export async function claimMailSlotState(
+async function claimMailSlotState(
   redis: Redis,
   config: Pick<Config, 'redisPrefix'>,
   kind: string,
@@ -40,16 +40,6 @@ export async function claimMailSlotFor(
   const key = slotKey(config, kind, email);
   if ((await redis.set(key, owner, 'EX', MAIL_INTERVAL_SECONDS, 'NX')) === 'OK') return true;
   return (await redis.get(key)) === owner;
-}
-
-/** Claims the per-address mail slot of a kind; true when a mail may go out (fail-open without Redis). */
-export async function claimMailSlot(
-  redis: Redis,
-  config: Pick<Config, 'redisPrefix'>,
-  kind: string,
-  email: string,
-): Promise<boolean> {
-  return (await claimMailSlotState(redis, config, kind, email)) !== 'taken';
 }
 
 /**
@@ -99,7 +89,7 @@ return 0`;
 /**
  * Claims the right to mail `email` on behalf of `userId` (see ADDRESS_MAILS_PER_HOUR): `wait` 0
  * when the mail may go out, else the seconds to wait; `claimed` when Redis counted it (fails open
- * when Redis does not answer, as claimMailSlot: then nothing was counted, and nothing is given back).
+ * when Redis does not answer, as withMailSlot does: then nothing was counted, and nothing is given back).
  */
 export async function claimAddressMail(
   redis: Redis,
