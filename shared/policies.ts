@@ -131,6 +131,45 @@ export type AccountScope = (typeof ACCOUNT_SCOPES)[keyof typeof ACCOUNT_SCOPES];
 
 const ACCOUNT_SCOPE_LIST: readonly string[] = Object.values(ACCOUNT_SCOPES);
 
+/**
+ * Does a requested scope reach account-security operations: an account scope itself, or a
+ * `resource:*` wildcard that names one (`account:*`, `ws:*`)? `*:*` does not: it never names them.
+ */
+function reachesAccountScope(scope: string): boolean {
+  if (ACCOUNT_SCOPE_LIST.includes(scope)) return true;
+  if (!scope.endsWith(':*') || scope === '*:*') return false;
+  const resource = scope.slice(0, -1);
+  return ACCOUNT_SCOPE_LIST.some((a) => a.startsWith(resource));
+}
+
+/**
+ * Does a granted scope set (an OAuth consent, a client's allowed scopes, a refresh token's grant)
+ * cover a requested scope? A scope that reaches account-security operations must be named by the
+ * grant (the exact scope or its `resource:*`): a grant of `*:*` never widens into one.
+ */
+export function grantCovers(granted: PermissionSet, scope: string): boolean {
+  return reachesAccountScope(scope) ? granted.names(scope) : granted.has(scope);
+}
+
+/**
+ * A requested scope list narrowed to what `granted` covers (`grantCovers`); a wildcard request
+ * expands to the granted scopes it matches. A client whose allowed scopes narrow keeps only what it
+ * may still ask for.
+ */
+export function narrowGrant(granted: PermissionSet, requested: Iterable<string>): PermissionSet {
+  const out = new Set<string>();
+  const held = granted.list();
+  for (const r of requested) {
+    if (grantCovers(granted, r)) out.add(r);
+    else if (r === '*:*') held.forEach((g) => out.add(g));
+    else if (r.endsWith(':*')) {
+      const res = r.slice(0, -1);
+      held.forEach((g) => g.startsWith(res) && out.add(g));
+    }
+  }
+  return new PermissionSet(out);
+}
+
 /** The user a principal acts as, if any (a user-owned API key acts for its owner). */
 export function actingUserId(p: Principal): string | null {
   if (p.kind === 'user') return p.userId;
@@ -250,14 +289,13 @@ export function systemKeyAllowed(path: string): boolean {
 /**
  * No escalation: a caller may hand out (as API-key scopes) only grants it holds itself: an
  * effective permission (spec §4.20: a subset of the caller's permissions, super admins exempt), or
- * an account scope (not a permission: it names operations on the own account) that its own
- * credential names. Throws 403 naming what is not theirs to give.
+ * an account scope (not a permission: it names operations on the own account), or a wildcard
+ * reaching one (`account:*`), that its own credential names: a `*:*` OAuth token of a super admin
+ * holds every permission but names no account scope. Throws 403 naming what is not theirs to give.
  */
 export function authorizeGrant(p: Principal, requested: Iterable<string>, what = 'scopes'): void {
   requireAuthenticated(p);
-  const missing = [...requested].filter(
-    (r) => !p.permissions.has(r) && !(ACCOUNT_SCOPE_LIST.includes(r) && grantNames(p, r)),
-  );
+  const missing = [...requested].filter((r) => !(reachesAccountScope(r) ? grantNames(p, r) : p.permissions.has(r)));
   if (missing.length) throw forbidden(`${what} exceed your own permissions: ${missing.join(', ')}`);
 }
 
@@ -277,7 +315,7 @@ export function authorizeKeyTakeover(
   rolePermissions: readonly string[],
 ): void {
   const conferred = key.isSystem ? ['*:*'] : ownerPermissions.narrow([...key.scopes, ...rolePermissions]).list();
-  const account = key.scopes.filter((s) => ACCOUNT_SCOPE_LIST.includes(s));
+  const account = key.scopes.filter(reachesAccountScope);
   authorizeGrant(p, new Set([...conferred, ...account]), "the key's scopes and roles");
 }
 

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { AccessSets } from '../caches/accessSets';
 import { buildUserCredentialEntry, CredentialEntry, CredentialSource } from './credentialSources';
-import { PermissionSet } from '../policies';
+import { narrowGrant, PermissionSet } from '../policies';
 
 /** Prefixes make the kind of a token visible and let the resolver pick its source without a query. */
 export const OAUTH_ACCESS_TOKEN_PREFIX = 'oat_';
@@ -36,7 +36,7 @@ export async function loadOAuthTokenEntry(
   else q.where('t.id', by.id).where('t.expires_at', '>', db.fn.now());
   const row = await q.first('t.id', 't.user_id', 't.client_id', 't.scopes', 't.expires_at', 'c.allowed_scopes');
   if (!row) return null;
-  const scopes = new PermissionSet(row.allowed_scopes as string[]).narrow(row.scopes as string[]).list();
+  const scopes = narrowGrant(new PermissionSet(row.allowed_scopes as string[]), row.scopes as string[]).list();
   return buildUserCredentialEntry(
     db,
     row.user_id,

@@ -6,7 +6,7 @@ import { afterCommit, transaction } from '../db';
 import { oauthError } from '../domain/oauth';
 import { HttpError, notFound } from '../errors';
 import { OAuthClient } from '../models/OAuthClient';
-import { PermissionSet } from '../policies';
+import { grantCovers, PermissionSet } from '../policies';
 import { findActiveBan } from '../queries/access';
 import { userActive } from '../queries/oauth';
 import { rowById } from '../rowLoader';
@@ -49,7 +49,8 @@ export async function authorizeClient(
     throw oauthError(400, 'invalid_request', 'redirect_uri: not registered for this client');
   const allowed = new PermissionSet(client.allowed_scopes);
   const scopes = input.scopes ?? client.allowed_scopes;
-  const refused = scopes.filter((s) => !allowed.has(s));
+  // A client allowed `*:*` may not ask for account scopes it does not name (policies: grantCovers).
+  const refused = scopes.filter((s) => !grantCovers(allowed, s));
   if (refused.length)
     throw oauthError(400, 'invalid_scope', `scope: not allowed for this client: ${refused.join(' ')}`);
 

@@ -11,7 +11,7 @@ import { randomToken, safeEqual, sha256 } from '../crypto';
 import { afterCommit, transaction } from '../db';
 import { oauthError, pkceChallenge, PKCE_VERIFIER, TokenResponse } from '../domain/oauth';
 import type { OAuthClient } from '../models/OAuthClient';
-import { PermissionSet } from '../policies';
+import { grantCovers, PermissionSet } from '../policies';
 import { findActiveBan } from '../queries/access';
 import { lockActiveConsent, lockClientForGrant, userActive } from '../queries/oauth';
 import { AccessServices, invalidateCredentials } from './accessChanges';
@@ -174,7 +174,8 @@ export async function refreshAccessToken(
   if (new Date(row.expires_at).getTime() <= Date.now()) throw oauthError(400, 'invalid_grant', 'refresh token expired');
   const granted = new PermissionSet(row.scopes as string[]);
   const scopes = input.scopes ?? (row.scopes as string[]);
-  const widened = scopes.filter((s) => !granted.has(s));
+  // An account scope must be named by the grant: a `*:*` consent never widens into one (policies).
+  const widened = scopes.filter((s) => !grantCovers(granted, s));
   if (widened.length) throw oauthError(400, 'invalid_scope', `scope: exceeds the original grant: ${widened.join(' ')}`);
   if (!(await userMaySignIn(db, row.user_id)))
     throw oauthError(400, 'invalid_grant', 'the user of this grant can no longer sign in');

@@ -662,3 +662,64 @@ test.serial(
     t.is(r.body.error, 'invalid_grant');
   },
 );
+
+test('a *:* grant never widens into account scopes: not at authorize, refresh, or through API keys', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const star = await makeClient(dev, { client_type: 'public', allowed_scopes: ['*:*'] });
+  const { code, verifier } = await codeFor(admin, star, '*:*');
+  const t0 = await exchange(star, code, verifier);
+  t.is(t0.status, 200, t0.text);
+  const consents = (tok: string) => s.request('GET', '/v1/users/me/consents', { token: tok });
+  t.is((await consents(t0.body.access_token)).status, 403);
+
+  // A refresh may only narrow: naming an account scope (or a wildcard reaching one) widens a *:* grant.
+  let refresh = t0.body.refresh_token as string;
+  for (const scope of ['account:consents', 'account:email users:read', 'account:*', 'ws:*', 'ws:ticket']) {
+    const r = await token({ grant_type: 'refresh_token', refresh_token: refresh, client_id: star.id, scope });
+    t.is(r.status, 400, scope);
+    t.is(r.body.error, 'invalid_scope', scope);
+  }
+  const narrowed = await token({
+    grant_type: 'refresh_token',
+    refresh_token: refresh,
+    client_id: star.id,
+    scope: 'users:read api_keys:write',
+  });
+  t.is(narrowed.status, 200, narrowed.text);
+  refresh = narrowed.body.refresh_token;
+
+  // A client allowed *:* cannot ask for an account scope it does not name.
+  const asked = await authorize(admin, star, { scope: 'users:read account:email' });
+  t.is(asked.status, 400);
+  t.is(asked.body.error, 'invalid_scope');
+
+  // The admin's *:* token holds every permission but cannot hand out account scopes as an API key.
+  for (const scopes of [['account:email'], ['account:*'], ['ws:*']]) {
+    const key = await s.request('POST', '/v1/api-keys', {
+      token: t0.body.access_token,
+      body: { name: 'escalate', scopes },
+    });
+    t.is(key.status, 403, `${scopes} ${key.text}`);
+  }
+  const plain = await s.request('POST', '/v1/api-keys', {
+    token: t0.body.access_token,
+    body: { name: 'plain', scopes: ['users:read'] },
+  });
+  t.is(plain.status, 201, plain.text);
+
+  // A client that names the scope gets it (the user consents to it by name)...
+  const named = await makeClient(dev, { client_type: 'public', allowed_scopes: ['*:*', 'account:consents'] });
+  const c2 = await codeFor(admin, named, 'account:consents users:read');
+  const t2 = await exchange(named, c2.code, c2.verifier);
+  t.is(t2.status, 200, t2.text);
+  t.is((await consents(t2.body.access_token)).status, 200);
+  // ...and loses it on its live tokens once its allowed scopes stop naming it.
+  const patched = await s.request('PATCH', `/v1/oauth/clients/${named.id}`, {
+    token: dev.token,
+    body: { allowed_scopes: ['*:*'] },
+  });
+  t.is(patched.status, 200, patched.text);
+  t.is((await consents(t2.body.access_token)).status, 403);
+});
