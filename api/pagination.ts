@@ -4,10 +4,13 @@ import type { QueryBuilder, Model } from 'objection';
 import { z, zQueryInt } from '../shared/zod';
 import {
   COUNTER_SQL,
-  KEYED_ROW_COUNTERS,
-  KeyedCount,
+  KeyedRowCounter,
   keyedCounterName,
+  ParentCounter,
+  parentCounterOf,
   RowCounter,
+  STORED_COUNTS,
+  StoredCount,
   wholeTableCounter,
 } from '../shared/queries/counters';
 import { queryOncePerTurn } from '../shared/rowLoader';
@@ -57,18 +60,31 @@ export interface PaginateOptions {
    * The exact counter (shared/queries/counters.ts) whose value is this query's total: for a list
    * whose default filter a counter's predicate states (e.g. `users_live`), or one key of a keyed
    * counter for a list whose only filter is that column equal to that key (`{ keyed:
-   * 'gps_points_by_device', key: deviceId }`). A query with no WHERE uses its table's whole-table
-   * counter without being told.
+   * 'gps_points_by_device', key: deviceId }`), or a parent's stored count (`gps_points_by_trip`). A
+   * query with no WHERE uses its table's whole-table counter without being told.
    */
-  counter?: RowCounter | KeyedCount;
+  counter?: RowCounter | { keyed: ParentCounter; key: string };
 }
 
-/** The row_counters name holding the value of `counter`. */
-function counterName(counter: RowCounter | KeyedCount, table: string): string {
-  if (typeof counter === 'string') return counter;
-  if (KEYED_ROW_COUNTERS[counter.keyed].table !== table)
+/** A scalar subquery reading a total, with its bindings. */
+interface CounterRead {
+  sql: string;
+  bindings: string[];
+}
+
+/** The read of `counter`'s value: a row_counters name, or a parent's stored count. */
+function counterRead(counter: NonNullable<PaginateOptions['counter']>, table: string): CounterRead {
+  if (typeof counter === 'string') return { sql: COUNTER_SQL, bindings: [counter] };
+  if (parentCounterOf(counter.keyed).table !== table)
     throw new Error(`readPage(${table}): counter ${counter.keyed} does not count ${table}`);
-  return keyedCounterName(counter);
+  if (counter.keyed in STORED_COUNTS) {
+    const stored = STORED_COUNTS[counter.keyed as StoredCount];
+    return { sql: stored.sql(`?::${stored.keyType}`), bindings: [counter.key] };
+  }
+  return {
+    sql: COUNTER_SQL,
+    bindings: [keyedCounterName({ keyed: counter.keyed as KeyedRowCounter, key: counter.key })],
+  };
 }
 
 /** Column alias of the total read in the page's own statement. */
@@ -152,23 +168,24 @@ function splitTopLevel(sql: string): string[] {
 }
 
 /**
- * A page past the middle of a list whose total is a counter (`counter`: its name in row_counters,
- * a keyed counter's being `<name>:<key>`), read from the end (DEEP_OFFSET); undefined when the
+ * A page past the middle of a list whose total is a counter (`counter`: the read of its value),
+ * read from the end (DEEP_OFFSET); undefined when the
  * page is nearer the start, or the order cannot be reversed. Two statements: the counter, then the
  * rows.
  */
 async function readPageFromEnd<M extends Model>(
   query: QueryBuilder<M, M[]>,
   page: Page,
-  counter: string,
+  counter: CounterRead,
   knex: Knex,
 ): Promise<{ results: M[]; total: number } | undefined> {
   const offset = (page.page - 1) * page.limit;
   const reversed = reversedOrder(query as unknown as QueryBuilder<Model, Model[]>);
   if (!reversed) return undefined;
-  const [r] = (await queryOncePerTurn(knex, knex.select(knex.raw(`${COUNTER_SQL} AS ${TOTAL}`, [counter])))) as Array<
-    Record<string, unknown>
-  >;
+  const [r] = (await queryOncePerTurn(
+    knex,
+    knex.select(knex.raw(`${counter.sql} AS ${TOTAL}`, counter.bindings)),
+  )) as Array<Record<string, unknown>>;
   const total = Number(r[TOTAL]);
   if (offset >= total) return { results: [], total };
   const after = total - offset - page.limit;
@@ -198,13 +215,13 @@ export async function readPage<M extends Model>(
   const model = query.modelClass();
   const knex = query.knex();
   const named = opts.counter ?? (query.has(/where/i) ? undefined : wholeTableCounter(model.tableName));
-  const counter = named === undefined ? undefined : counterName(named, model.tableName);
+  const counter = named === undefined ? undefined : counterRead(named, model.tableName);
   if (counter && (page.page - 1) * page.limit >= DEEP_OFFSET) {
     const fromEnd = await readPageFromEnd(query, page, counter, knex);
     if (fromEnd) return fromEnd;
   }
   let total: Knex.Raw;
-  if (counter) total = knex.raw(`${COUNTER_SQL} AS ${TOTAL}`, [counter]);
+  if (counter) total = knex.raw(`${counter.sql} AS ${TOTAL}`, counter.bindings);
   else {
     const matches = query.clone().clear(/orderBy|offset|limit/);
     // Without a select of its own (or grouping), the count needs no columns.

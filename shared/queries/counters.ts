@@ -31,6 +31,8 @@ export const KEYED_ROW_COUNTERS = {
   chat_members_by_guild: { table: 'chat_members', column: 'guild_id' },
   /** GET /v1/gps?device_id= (migration 20261207000000_gps_points_by_device): the device's exact total. */
   gps_points_by_device: { table: 'gps_points', column: 'device_id' },
+  /** GET /v1/trips?status=, GraphQL trips(status:) (migration 20261210000000_trips_by_status). */
+  trips_by_status: { table: 'trips', column: 'status' },
 } as const;
 export type KeyedRowCounter = keyof typeof KEYED_ROW_COUNTERS;
 
@@ -60,6 +62,8 @@ export const STORED_COUNTS = {
   gps_points_by_trip: {
     table: 'gps_points',
     column: 'trip_id',
+    /** The type of the parent's key, to cast a bound key to. */
+    keyType: 'uuid',
     sql: (key: string) => `(SELECT coalesce((SELECT points FROM trip_track_stats WHERE trip_id = ${key}), 0))`,
   },
 } as const;

@@ -225,3 +225,53 @@ test.serial('the migration counts the points already stored, and the triggers ke
   t.deepEqual([await total('before-a'), await total('before-b')], [0, 0]);
   t.is((await s.db('row_counters').where('counter', 'like', 'gps\\_points\\_by\\_device:%')).length, 0);
 });
+
+test.serial("a trip's points alone take their exact total from the trip's stored count, not a count", async (t) => {
+  const s = stack();
+  const { developer, reader } = await users();
+  const trip = await make(s, developer.token, '/v1/trips', { name: 'trip totals' });
+  await insertPoints('trip-a', 1300, trip.id);
+  await insertPoints('trip-b', 400, trip.id);
+  await insertPoints('trip-a', 90);
+  const want = async (limit: number, offset: number) => {
+    const { rows } = await s.db.raw(
+      `SELECT id FROM gps_points WHERE trip_id = ? ORDER BY timestamp DESC, created_at DESC, id DESC LIMIT ? OFFSET ?`,
+      [trip.id, limit, offset],
+    );
+    return rows.map((x: { id: string }) => x.id);
+  };
+  for (const [limit, page] of [
+    [100, 1],
+    [100, 9],
+    [100, 17],
+    [7, 200],
+  ]) {
+    const { result: r, statements } = await captured(() =>
+      s.request('GET', `/v1/gps?trip_id=${trip.id}&limit=${limit}&page=${page}`, { token: reader.token }),
+    );
+    const label = `limit ${limit} page ${page}`;
+    t.is(r.status, 200, r.text);
+    t.is(r.body.pagination.total, 1700, label);
+    t.deepEqual(
+      r.body.data.map((x: { id: string }) => x.id),
+      await want(limit, (page - 1) * limit),
+      label,
+    );
+    t.false(
+      statements.some((q) => /count\(\*\)/i.test(q.sql) && /\bgps_points\b/.test(q.sql)),
+      `${label}: ${statements.map((q) => q.sql).join(' | ')}`,
+    );
+  }
+  // The trip's stored count is what the page says.
+  await s.db('trip_track_stats').where({ trip_id: trip.id }).increment('points', 50);
+  try {
+    const r = await s.request('GET', `/v1/gps?trip_id=${trip.id}&limit=5`, { token: reader.token });
+    t.is(r.body.pagination.total, 1750);
+  } finally {
+    await s.db('trip_track_stats').where({ trip_id: trip.id }).decrement('points', 50);
+  }
+  const none = await s.request('GET', `/v1/gps?trip_id=00000000-0000-4000-8000-000000000000`, { token: reader.token });
+  t.is(none.status, 200, none.text);
+  t.is(none.body.pagination.total, 0);
+  t.deepEqual(none.body.data, []);
+});

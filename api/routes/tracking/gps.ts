@@ -38,12 +38,15 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       ]);
       if (query.device_id) q.where('device_id', query.device_id);
       if (query.trip_id) q.where('trip_id', query.trip_id);
-      // A device's points alone: the exact total is the device's keyed counter, not a count of its
-      // points on every page, and deep pages are read from the end.
+      // A device's or a trip's points alone: the exact total is the device's keyed counter or the
+      // trip's stored count, not a count of its points on every page, and deep pages are read from
+      // the end. Both filters at once count their matches.
       const counter =
         query.device_id && !query.trip_id
           ? { keyed: 'gps_points_by_device' as const, key: query.device_id }
-          : undefined;
+          : query.trip_id && !query.device_id
+            ? { keyed: 'gps_points_by_trip' as const, key: query.trip_id }
+            : undefined;
       ctx.body = await paginate(ctx, q, query, presentGpsPoint, { counter });
     },
   );
