@@ -2,7 +2,7 @@ import { GraphQLScalarType, Kind, ValueNode } from 'graphql';
 import type { Model, QueryBuilder } from 'objection';
 import { ArgsType, ClassType, Field, Int, ObjectType } from 'type-graphql';
 import { badRequest } from '../../shared/errors';
-import { readPage } from '../pagination';
+import { PaginateOptions, readPage } from '../pagination';
 
 /** The `pagination` object of REST pages (api/pagination.ts), in camelCase. */
 @ObjectType('Pagination', { simpleResolvers: true })
@@ -33,14 +33,18 @@ export function PageOf<T extends object>(item: ClassType<T>) {
   return Page;
 }
 
-/** Runs an Objection query one page at a time (one statement, `readPage`), as REST does. */
+/**
+ * Runs an Objection query one page at a time (one statement, `readPage`), as REST does, with the
+ * same exact counter as the REST list (`opts.counter`) for a filtered list.
+ */
 export async function pageOf<M extends Model, T>(
   query: QueryBuilder<M, M[]>,
   args: PageArgs,
   present: (row: M) => T,
+  opts: PaginateOptions = {},
 ): Promise<{ data: T[]; pagination: GqlPagination }> {
   const { page, limit } = checkPage(args);
-  const { results, total } = await readPage(query, { page, limit });
+  const { results, total } = await readPage(query, { page, limit }, opts);
   return {
     data: results.map(present),
     pagination: { page, limit, total, totalPages: Math.max(1, Math.ceil(total / limit)) },

@@ -116,7 +116,8 @@ export class TripResolver {
         throw badRequest(`status: must be one of ${TRIP_STATUSES.join(', ')}`);
       q.where('status', status);
     }
-    return pageOf(q, args, (t) => camelKeys(presentTrip(t)));
+    const counter = status ? { keyed: 'trips_by_status' as const, key: status } : undefined;
+    return pageOf(q, args, (t) => camelKeys(presentTrip(t)), { counter });
   }
 
   @Query(() => GqlTrip, { nullable: true, description: 'A trip with its distance and duration. Needs trips:read.' })

@@ -5,7 +5,8 @@ import { authorizePermission } from '../../shared/policies';
 import { camelKeys, CamelKeys } from '../../shared/presenters/camel';
 import { presentRole, roleSchema } from '../../shared/presenters/role';
 import { presentUser, userSchema } from '../../shared/presenters/user';
-import { coalesced, findOr404 } from '../../shared/rowLoader';
+import { findOr404 } from '../../shared/rowLoader';
+import { versionedValue } from '../../shared/caches/tableVersions';
 import type { z } from '../../shared/zod';
 import { GqlContext, idArg } from './context';
 import { listCost, PageArgs, pageOf, PageOf } from './pagination';
@@ -41,8 +42,8 @@ export class GqlRole implements CamelKeys<z.infer<typeof roleSchema>> {
 }
 
 /** Users (users:read, or oneself for user(id)) and roles (roles:read), as their REST reads. */
-/** Every role, presented: concurrent callers share the read (coalesced). */
-const roleLists = coalesced<GqlRole[]>();
+/** Every role, presented, kept while the roles table is unchanged (versionedValue). */
+const roleLists = versionedValue<GqlRole[]>(['roles']);
 
 @Resolver()
 export class UserResolver {
@@ -65,13 +66,13 @@ export class UserResolver {
     authorizePermission(ctx.principal, 'users:read');
     const q = User.query(ctx.services.db).orderBy('created_at', 'asc').orderBy('id');
     if (!includeDeleted) q.whereNull('deleted_at');
-    return pageOf(q, args, (u) => camelKeys(presentUser(u)));
+    return pageOf(q, args, (u) => camelKeys(presentUser(u)), { counter: includeDeleted ? 'users_all' : 'users_live' });
   }
 
   @Query(() => [GqlRole], { nullable: true, description: 'Every role by name. Needs roles:read.' })
   async roles(@Ctx() ctx: GqlContext): Promise<GqlRole[]> {
     authorizePermission(ctx.principal, 'roles:read');
     const db = ctx.services.db;
-    return roleLists(db, '*', async () => (await Role.query(db).orderBy('name')).map((r) => camelKeys(presentRole(r))));
+    return roleLists(db, async () => (await Role.query(db).orderBy('name')).map((r) => camelKeys(presentRole(r))));
   }
 }

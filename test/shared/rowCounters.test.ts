@@ -167,3 +167,22 @@ test.serial("a guild's member counter follows inserts, moves between guilds and 
     [{ k: a, n: 27 }],
   );
 });
+
+test.serial("trips' status counter follows inserts, status changes, other updates and deletes", async (t) => {
+  const byStatus = () => keyedValues('trips_by_status');
+  const counted = () => keyedCounted('trips_by_status');
+  await db.raw(
+    `INSERT INTO trips (name, status) SELECT 'st' || i, (ARRAY['draft','active','paused','completed'])[1 + i % 4]
+       FROM generate_series(1, 40) i`,
+  );
+  t.deepEqual(await byStatus(), await counted());
+  await db.raw(`UPDATE trips SET status = 'completed' WHERE name IN ('st1', 'st2', 'st5')`);
+  await db.raw(`UPDATE trips SET name = name || '-renamed' WHERE status = 'draft'`);
+  await db.raw(`DELETE FROM trips WHERE name IN ('st3', 'st7')`);
+  t.deepEqual(await byStatus(), await counted());
+  const { rows } = await db.raw(`SELECT count(*)::int AS n FROM trips WHERE status = 'completed'`);
+  t.deepEqual(
+    (await byStatus()).find((r) => r.k === 'completed'),
+    { k: 'completed', n: rows[0].n },
+  );
+});

@@ -83,7 +83,9 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
         { column: 'id', order: 'desc' },
       ]);
       if (query.status) q.where('status', query.status);
-      ctx.body = await paginate(ctx, q, query, (t) => presentTrip(t));
+      // One status alone: the exact total is that status's keyed counter, not a count per page.
+      const counter = query.status ? { keyed: 'trips_by_status' as const, key: query.status } : undefined;
+      ctx.body = await paginate(ctx, q, query, (t) => presentTrip(t), { counter });
     },
   );
 
