@@ -3,7 +3,7 @@ import { oauthSignin, oauthSigninSchema } from '../../shared/commands/oauthSigni
 import { validationError } from '../../shared/errors';
 import { Platform } from '../../shared/models/Platform';
 import { authorize, requireAuthenticated, requireSystem, subjects } from '../../shared/policies';
-import { coalesced } from '../../shared/rowLoader';
+import { versionedValue } from '../../shared/caches/tableVersions';
 import {
   GqlFlatUserShape,
   GqlPlatformShape,
@@ -97,8 +97,8 @@ export class GqlFlatUser implements GqlFlatUserShape {
   twoFactorSetupRequired?: boolean | null;
 }
 
-/** Every platform, presented: concurrent callers share the read (coalesced). */
-const allPlatforms = coalesced<GqlPlatform[]>();
+/** Every platform, presented, kept while the platforms table is unchanged (versionedValue). */
+const allPlatforms = versionedValue<GqlPlatform[]>(['platforms']);
 
 /** Accounts in GraphQL: platforms, the oauthSignin twin of POST /v1/users/oauth, findUserByPlatform. */
 @Resolver()
@@ -106,7 +106,7 @@ export class AccountsResolver {
   @Query(() => [GqlPlatform], { nullable: true, description: 'Sign-in platforms (no authentication needed)' })
   async platforms(@Ctx() ctx: GqlContext): Promise<GqlPlatform[]> {
     const db = ctx.services.db;
-    return allPlatforms(db, '*', async () => (await Platform.query(db).orderBy('name')).map(presentGqlPlatform));
+    return allPlatforms(db, async () => (await Platform.query(db).orderBy('name')).map(presentGqlPlatform));
   }
 
   /** System key only, like POST /v1/users/oauth. */

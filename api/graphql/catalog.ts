@@ -16,7 +16,8 @@ import {
 } from '../../shared/presenters/location';
 import { presentTripCategory, tripCategorySchema } from '../../shared/presenters/tripCategory';
 import { presentTripTemplate, tripTemplateSchema } from '../../shared/presenters/tripTemplate';
-import { coalesced, findOr404 } from '../../shared/rowLoader';
+import { findOr404 } from '../../shared/rowLoader';
+import { versionedValue } from '../../shared/caches/tableVersions';
 import type { z } from '../../shared/zod';
 import { GqlContext, idArg } from './context';
 import { JSONScalar, listCost, PageArgs, pageOf, PageOf } from './pagination';
@@ -187,14 +188,17 @@ interface CategoryTree {
   nodes: Map<string, GqlTripCategory>;
 }
 
-/** The category tree and the template list: concurrent callers share the read (coalesced). */
-const categoryTrees = coalesced<CategoryTree>();
-const templateLists = coalesced<GqlTripTemplate[]>();
+/**
+ * The category tree and the template list, kept while their table is unchanged (versionedValue): a
+ * repeat costs one version read, not a read and presentation of every row. Never changed once built.
+ */
+const categoryTrees = versionedValue<CategoryTree>(['trip_categories']);
+const templateLists = versionedValue<GqlTripTemplate[]>(['trip_templates']);
 
 /** Every category in one statement, linked into a tree (ordered by sort order, then name). */
 function categoryTree(ctx: GqlContext): Promise<CategoryTree> {
   const db = ctx.services.db;
-  return categoryTrees(db, '*', () => buildCategoryTree(db));
+  return categoryTrees(db, () => buildCategoryTree(db));
 }
 
 async function buildCategoryTree(db: GqlContext['services']['db']): Promise<CategoryTree> {
@@ -236,7 +240,7 @@ export class TripCatalogResolver {
   async tripTemplates(@Ctx() ctx: GqlContext): Promise<GqlTripTemplate[]> {
     authorizePermission(ctx.principal, 'trips:read');
     const db = ctx.services.db;
-    return templateLists(db, '*', async () =>
+    return templateLists(db, async () =>
       (await TripTemplate.query(db).orderByRaw(byName)).map((t) => camelKeys(presentTripTemplate(t))),
     );
   }

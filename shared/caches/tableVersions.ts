@@ -1,6 +1,6 @@
 import DataLoader from 'dataloader';
 import type { Knex } from 'knex';
-import { turnBatcherByDb } from '../rowLoader';
+import { coalesced, turnBatcherByDb } from '../rowLoader';
 
 /**
  * Version reads of one process and database, batched: the reads asked for while one turn of the
@@ -138,4 +138,32 @@ export async function versionTag(
     }),
   );
   return parts.join(',');
+}
+
+/**
+ * A value computed from whole tables (a GraphQL list of every role, the category tree), kept per
+ * process and database while the tables' versions are unchanged: a repeat costs one batched
+ * version read, not a read and presentation of every row. Every request reads the versions after
+ * it arrived, so a write committed before it is always seen (on every instance). Builds of one
+ * database run one at a time (`coalesced`) and read the tag again before their rows, so the value
+ * kept is at least as new as the tag it is kept under. The value is shared by every caller: it must
+ * not be changed, and may hold only what any caller allowed to read the tables may see.
+ */
+export function versionedValue<V>(
+  tables: readonly VersionedTable[],
+): (db: Knex, compute: () => Promise<V>) => Promise<V> {
+  const kept = new WeakMap<Knex, { tag: string; value: V }>();
+  const builds = coalesced<{ tag: string; value: V }>();
+  return async (db, compute) => {
+    const tag = await tableVersionTag(db, tables);
+    const hit = kept.get(db);
+    if (hit?.tag === tag) return hit.value;
+    const built = await builds(db, '*', async () => {
+      const builtTag = await tableVersionTag(db, tables);
+      const entry = { tag: builtTag, value: await compute() };
+      kept.set(db, entry);
+      return entry;
+    });
+    return built.value;
+  };
 }
