@@ -1,4 +1,4 @@
-import { CHAT_BOTS_WS_CHANNEL } from '../shared/events';
+import { CHAT_BOTS_WS_CHANNEL, MIRRORED_WS_CHANNELS } from '../shared/events';
 import { ACCOUNT_EVENT_TYPES, AccountEvents } from './accountEvents';
 import { hasProtobufTwin, parseType, peekType, PROTOBUF_ONLY_TYPES, protobufTwin } from './frames';
 import type { Hub } from './hub';
@@ -17,10 +17,15 @@ export function fanOut(hub: Hub, accountEvents: AccountEvents): (channel: string
     if (type === null && (channel.startsWith('user:') || channel === CHAT_BOTS_WS_CHANNEL)) type = parseType(payload);
     const set = hub.channels.get(channel);
     if (set && set.size) {
+      // A push on `gps:<device>` also arrives on `gps`: a connection reading both gets it from there.
+      const colon = channel.indexOf(':');
+      const base = colon > 0 ? channel.slice(0, colon) : undefined;
+      const mirror = base !== undefined && MIRRORED_WS_CHANNELS.has(base) ? hub.channels.get(base) : undefined;
       const twin = hasProtobufTwin(type);
       const protoOnly = twin && PROTOBUF_ONLY_TYPES.has(type!);
       let binary: Uint8Array | null | undefined;
       for (const c of set) {
+        if (mirror?.has(c)) continue;
         const hold = hub.mustHold(c, channel);
         if (twin && (protoOnly || c.format === 'protobuf')) {
           if (binary === undefined) binary = protobufTwin(payload);

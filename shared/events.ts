@@ -34,6 +34,15 @@ export const CHAT_BOTS_WS_CHANNEL = 'bots:chat';
 /** WebSocket channel of the live audit feed: every new audit event as an `auditEvent` push (REST shape). */
 export const ADMIN_AUDIT_WS_CHANNEL = 'admin:audit';
 
+/**
+ * Channels whose every push on a sub-channel `<base>:<x>` is also published on `<base>` itself: a
+ * gpsUpdate goes to `gps` and `gps:<device>`, a geofenceEvent to `geofence` and
+ * `geofence:<geofence id>`. A connection subscribed to both gets the push once, from the base
+ * channel (realtime/fanout.ts): a push carries no channel field, so a second copy could not be
+ * told from a second point. A publisher of these types keeps the rule.
+ */
+export const MIRRORED_WS_CHANNELS: ReadonlySet<string> = new Set(['gps', 'geofence']);
+
 /** GPS point as pushed to clients (spec §6 gpsUpdate data, snake_case). */
 export interface GpsPushData {
   id: string;
