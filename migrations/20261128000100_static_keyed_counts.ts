@@ -58,6 +58,34 @@ export const functionSql = (name: string, column: string) => {
       END $$`;
 };
 
+/**
+ * Creates a new keyed counter `name` of `table` per value of `column` in a later migration: its
+ * trigger function and triggers (insert, delete, update, truncate) and its values for the rows
+ * already there. Writes to the table wait (reads go on) until the migration's transaction ends, so
+ * no row is written between the count and the triggers.
+ */
+export async function createKeyedCounter(knex: Knex, name: string, table: string, column: string): Promise<void> {
+  await knex.raw(`LOCK TABLE ${table} IN SHARE ROW EXCLUSIVE MODE`);
+  await knex.raw(functionSql(name, column));
+  await pointTriggers(knex, name, table, `${functionName(name)}()`);
+  await knex.raw(
+    `CREATE TRIGGER ${name}_count_trunc AFTER TRUNCATE ON ${table} FOR EACH STATEMENT EXECUTE FUNCTION row_counter_truncate_by('${name}')`,
+  );
+  await knex.raw(
+    `INSERT INTO row_counters (counter, shard, n)
+     SELECT ? || ':' || "${column}"::text, 0, count(*) FROM ${table} WHERE "${column}" IS NOT NULL GROUP BY "${column}"`,
+    [name],
+  );
+}
+
+/** Drops a keyed counter made by `createKeyedCounter`: its triggers, its function and its values. */
+export async function dropKeyedCounter(knex: Knex, name: string, table: string): Promise<void> {
+  for (const suffix of ['ins', 'del', 'upd', 'trunc'])
+    await knex.raw(`DROP TRIGGER IF EXISTS ${name}_count_${suffix} ON ${table}`);
+  await knex.raw(`DROP FUNCTION IF EXISTS ${functionName(name)}()`);
+  await knex.raw(`DELETE FROM row_counters WHERE counter LIKE ? || ':%'`, [name]);
+}
+
 export async function up(knex: Knex): Promise<void> {
   for (const [name, { table, column }] of Object.entries(KEYED)) {
     await knex.raw(functionSql(name, column));

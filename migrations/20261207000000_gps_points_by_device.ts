@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { functionName, functionSql, pointTriggers } from './20261128000100_static_keyed_counts';
+import { createKeyedCounter, dropKeyedCounter } from './20261128000100_static_keyed_counts';
 
 /**
  * A keyed row counter (migration 20261126000000_keyed_row_counters) of GPS points per device
@@ -17,28 +17,11 @@ import { functionName, functionSql, pointTriggers } from './20261128000100_stati
  */
 const NAME = 'gps_points_by_device';
 const TABLE = 'gps_points';
-const COLUMN = 'device_id';
 
 export async function up(knex: Knex): Promise<void> {
-  // Writes wait (reads go on) from here to the end of the migration's transaction, so no point is
-  // written between the count below and the triggers.
-  await knex.raw(`LOCK TABLE ${TABLE} IN SHARE ROW EXCLUSIVE MODE`);
-  await knex.raw(functionSql(NAME, COLUMN));
-  await pointTriggers(knex, NAME, TABLE, `${functionName(NAME)}()`);
-  await knex.raw(
-    `CREATE TRIGGER ${NAME}_count_trunc AFTER TRUNCATE ON ${TABLE} FOR EACH STATEMENT EXECUTE FUNCTION row_counter_truncate_by('${NAME}')`,
-  );
-  // The points already there.
-  await knex.raw(
-    `INSERT INTO row_counters (counter, shard, n)
-     SELECT ? || ':' || ${COLUMN}::text, 0, count(*) FROM ${TABLE} WHERE ${COLUMN} IS NOT NULL GROUP BY ${COLUMN}`,
-    [NAME],
-  );
+  await createKeyedCounter(knex, NAME, TABLE, 'device_id');
 }
 
 export async function down(knex: Knex): Promise<void> {
-  for (const suffix of ['ins', 'del', 'upd', 'trunc'])
-    await knex.raw(`DROP TRIGGER IF EXISTS ${NAME}_count_${suffix} ON ${TABLE}`);
-  await knex.raw(`DROP FUNCTION IF EXISTS ${functionName(NAME)}()`);
-  await knex.raw(`DELETE FROM row_counters WHERE counter LIKE ? || ':%'`, [NAME]);
+  await dropKeyedCounter(knex, NAME, TABLE);
 }
