@@ -135,7 +135,7 @@ const ACCOUNT_SCOPE_LIST: readonly string[] = Object.values(ACCOUNT_SCOPES);
  * Does a requested scope reach account-security operations: an account scope itself, or a
  * `resource:*` wildcard that names one (`account:*`, `ws:*`)? `*:*` does not: it never names them.
  */
-function reachesAccountScope(scope: string): boolean {
+export function reachesAccountScope(scope: string): boolean {
   if (ACCOUNT_SCOPE_LIST.includes(scope)) return true;
   if (!scope.endsWith(':*') || scope === '*:*') return false;
   const resource = scope.slice(0, -1);

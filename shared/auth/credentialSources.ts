@@ -6,7 +6,7 @@ import { rowBy, rowById } from '../rowLoader';
 import type { AccessSets } from '../caches/accessSets';
 import { loadApiKeyRoleAccess, loadUserAccess } from '../queries/access';
 import { userActiveBan } from '../queries/users';
-import { effectivePermissions, PermissionSet, Principal } from '../policies';
+import { effectivePermissions, PermissionSet, Principal, reachesAccountScope } from '../policies';
 
 /*
  * The kinds of Bearer credential and how each loads its entry (sessions and API keys here, OAuth
@@ -141,7 +141,12 @@ export const apiKeySource: CredentialSource = {
     ]);
     // The key's roles widen its grant, never its owner: a demoted owner's key loses what the role gave.
     // An ownerless key (service key made by an operator) is bounded by its roles alone.
-    const grant = new PermissionSet([...(key.scopes as string[]), ...roleAccess.permissions]);
+    // An account scope is granted by name in the key's own scopes, never by a role: a permission
+    // named like one (made before they were refused) gives nothing here.
+    const grant = new PermissionSet([
+      ...(key.scopes as string[]),
+      ...roleAccess.permissions.filter((p) => !reachesAccountScope(p)),
+    ]);
     const bound = key.user_id ? owner.permissions : roleAccess.permissions;
     return {
       principal: {

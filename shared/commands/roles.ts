@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { afterCommit, transaction } from '../db';
-import { conflict, notFound } from '../errors';
+import { badRequest, conflict, notFound } from '../errors';
 import { Permission } from '../models/Permission';
 import { Role } from '../models/Role';
+import { reachesAccountScope } from '../policies';
 import { roleHasPermission, roleHolders, snapshotUserAccess } from '../queries/access';
 import { AccessServices, invalidateCredentials, publishAccessChanges } from './accessChanges';
 import { keepAnAdministrator, roleGrantsEverything } from './lastAdministrator';
@@ -134,6 +135,11 @@ export async function createPermission(
   db: Knex,
   input: { resource: string; action: string; description: string | null },
 ): Promise<Permission> {
+  // A role holding one would hand it to every API key given the role (policies: account scopes).
+  if (reachesAccountScope(`${input.resource}:${input.action}`))
+    throw badRequest(
+      `resource: ${input.resource}:${input.action} names an account scope; account scopes are granted to credentials by name, not held through roles`,
+    );
   if (await Permission.query(db).findOne({ resource: input.resource, action: input.action }))
     throw conflict('this permission exists');
   return Permission.query(db).insertAndFetch(input);

@@ -487,3 +487,46 @@ test('last_used_at is recorded by the batched usage flush', async (t) => {
   const listed = await s.request('GET', `/v1/api-keys/${key.id}`, { token: user.token });
   t.is(listed.body.data.last_used_at, new Date(row.last_used_at).toISOString());
 });
+
+test('account scopes come to a key by name only: never as a permission of one of its roles', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  // Refused as permissions: a role holding one would hand it to every key given the role.
+  for (const [resource, action] of [
+    ['account', 'audit'],
+    ['account', 'email'],
+    ['ws', 'ticket'],
+  ]) {
+    const r = await s.request('POST', '/v1/permissions', { token: admin.token, body: { resource, action } });
+    t.is(r.status, 400, `${resource}:${action} ${r.text}`);
+    t.regex(r.body.message, /^resource: .*account scope/);
+  }
+  t.is(
+    (await s.request('POST', '/v1/permissions', { token: admin.token, body: { resource: 'account', action: 'misc' } }))
+      .status,
+    201,
+  );
+  // One made before the refusal (in SQL) gives a key nothing through its role.
+  const [perm] = await s.db('permissions').insert({ resource: 'account', action: 'audit' }).returning('id');
+  const role = (await s.request('POST', '/v1/roles', { token: admin.token, body: { name: 'Audit readers' } })).body
+    .data;
+  const add = await s.request('POST', `/v1/roles/${role.id}/permissions`, {
+    token: admin.token,
+    body: { permission_id: perm.id },
+  });
+  t.is(add.status, 201, add.text);
+  const viaRole = (
+    await s.request('POST', '/v1/api-keys', { token: admin.token, body: { name: 'via role', scopes: ['users:read'] } })
+  ).body;
+  t.is(
+    (await s.request('POST', `/v1/api-keys/${viaRole.id}/roles`, { token: admin.token, body: { role_id: role.id } }))
+      .status,
+    201,
+  );
+  t.is((await s.request('GET', '/v1/users/me/audit', { token: viaRole.key })).status, 403);
+  // Named in its own scopes (issued by a session), it works.
+  const named = (
+    await s.request('POST', '/v1/api-keys', { token: admin.token, body: { name: 'named', scopes: ['account:audit'] } })
+  ).body;
+  t.is((await s.request('GET', '/v1/users/me/audit', { token: named.key })).status, 200);
+});
