@@ -137,6 +137,17 @@ export interface AuthInvalidationMessage extends AuthInvalidation {
 const AUTH_ACK_TIMEOUT_MS = 1000;
 
 /**
+ * How often each instance PINGs Redis on its invalidation subscription, and how long without an
+ * answer makes it stop trusting its credential cache (shared/auth/credentials.ts): a Redis that
+ * hangs with its connections open delivers no invalidation, and its connections never close. A
+ * narrowing change that could not hear every instance acknowledge it waits until this much has
+ * passed since it began (invalidateCredentials), so every instance that did not hear it has stopped
+ * using its cache by the time the change answers.
+ */
+export const SUBSCRIBER_HEARTBEAT_MS = 250;
+export const SUBSCRIBER_DEAF_AFTER_MS = 1000;
+
+/**
  * Waits for acknowledgements of published invalidations on one subscriber connection of its own.
  * PUBLISH answers how many connections received the message (every api and realtime instance's
  * invalidation subscriber), so the publisher knows exactly how many acknowledgements to expect; an

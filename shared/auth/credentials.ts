@@ -4,7 +4,13 @@ import { LRUCache } from 'lru-cache';
 import { AccessSets } from '../caches/accessSets';
 import type { Config } from '../config';
 import { sha256 } from '../crypto';
-import { AuthInvalidation, AuthInvalidationMessage, PubSub } from '../events';
+import {
+  AuthInvalidation,
+  AuthInvalidationMessage,
+  PubSub,
+  SUBSCRIBER_DEAF_AFTER_MS,
+  SUBSCRIBER_HEARTBEAT_MS,
+} from '../events';
 import type { Logger } from '../logger';
 import { redisKey } from '../redis';
 import { oauthAccessTokenSource } from './oauthTokens';
@@ -43,6 +49,14 @@ export class CredentialResolver {
    */
   private listening = false;
   /**
+   * When the subscription last answered (a PING every SUBSCRIBER_HEARTBEAT_MS, or a message). A
+   * Redis that hangs keeps its connections open, so `listening` stays true while nothing arrives:
+   * past SUBSCRIBER_DEAF_AFTER_MS of silence the cache is not trusted (`trusted`).
+   */
+  private lastHeard = 0;
+  private pinging = false;
+  private heartbeat?: NodeJS.Timeout;
+  /**
    * What users and roles hold, cached under the same rules as the credentials: the same
    * invalidations drop it, and nothing is cached while the subscription is down.
    */
@@ -61,7 +75,50 @@ export class CredentialResolver {
   ) {
     // Prefixed sources first; the API-key source also takes tokens of unknown shape (SYSTEM_API_KEY).
     this.sources = [sessionSource, oauthAccessTokenSource, ...extraSources, apiKeySource];
-    this.access = new AccessSets(db, () => this.listening);
+    this.access = new AccessSets(db, () => this.trusted());
+  }
+
+  /**
+   * Whether cached credentials may be used and loads cached: the subscription stands and has
+   * answered lately. Otherwise every request reads the database, as with no Redis at all.
+   */
+  private trusted(): boolean {
+    return this.listening && Date.now() - this.lastHeard < SUBSCRIBER_DEAF_AFTER_MS;
+  }
+
+  /** How long the invalidation subscription has not answered (Infinity before it first stood). */
+  silentForMs(): number {
+    return this.lastHeard === 0 ? Infinity : Date.now() - this.lastHeard;
+  }
+
+  /**
+   * The subscription answered. After a silence that made the cache untrusted, whatever was cached
+   * before it is suspect (an invalidation may arrive just after this answer): it is dropped, and
+   * what depends on credentials is checked again (realtime re-checks its sockets).
+   */
+  private heard(): void {
+    const wasDeaf = this.listening && Date.now() - this.lastHeard >= SUBSCRIBER_DEAF_AFTER_MS;
+    this.lastHeard = Date.now();
+    if (!wasDeaf) return;
+    this.logger.info('redis answers the invalidation subscription again: cached credentials dropped');
+    this.generation++;
+    this.inflight.clear();
+    this.cache.clear();
+    this.access.clear();
+    this.runResubscribed();
+  }
+
+  /** One PING on the subscription at a time; its answer is `heard`. */
+  private beat(subscriber: Redis): void {
+    if (this.pinging || subscriber.status !== 'ready') return;
+    this.pinging = true;
+    subscriber.ping().then(
+      () => {
+        this.pinging = false;
+        this.heard();
+      },
+      () => (this.pinging = false),
+    );
   }
 
   /**
@@ -71,7 +128,7 @@ export class CredentialResolver {
   resolve(token: string): CredentialResult | Promise<CredentialResult> {
     const hash = sha256(token);
     const entry = this.cache.get(hash);
-    if (entry) return this.check(entry, hash);
+    if (entry && this.trusted()) return this.check(entry, hash);
     return (this.inflight.get(hash) ?? this.load(token, hash)).then((loaded) =>
       loaded ? this.check(loaded, hash) : { ok: false, status: 401, message: 'invalid or revoked credentials' },
     );
@@ -98,7 +155,7 @@ export class CredentialResolver {
         if (this.inflight.get(hash) === pending) this.inflight.delete(hash);
         // The load may have read rows an invalidation has since superseded; caching it would serve
         // a stale permission set until the TTL.
-        if (entry && generation === this.generation && this.listening) {
+        if (entry && generation === this.generation && this.trusted()) {
           this.cache.set(hash, entry);
           this.index(entry, hash);
         }
@@ -178,12 +235,22 @@ export class CredentialResolver {
   private readonly afterResubscribe: Array<() => void> = [];
 
   /**
-   * Runs `fn` when the invalidation subscription stands again after a lost connection: whatever
-   * was published meanwhile was missed, so everything derived from credentials is suspect (realtime
-   * re-checks every open socket).
+   * Runs `fn` when the invalidation subscription stands again after a lost connection, or answers
+   * again after a silence (a hung Redis): whatever was published meanwhile may have been missed, so
+   * everything derived from credentials is suspect (realtime re-checks every open socket).
    */
   onResubscribed(fn: () => void): void {
     this.afterResubscribe.push(fn);
+  }
+
+  private runResubscribed(): void {
+    for (const fn of this.afterResubscribe) {
+      try {
+        fn();
+      } catch (err) {
+        this.logger.warn({ err: (err as Error).message }, 'resubscribe listener failed');
+      }
+    }
   }
 
   /**
@@ -200,6 +267,7 @@ export class CredentialResolver {
     this.subscriber = subscriber;
     const channel = redisKey(config, PubSub.authInvalidate);
     subscriber.on('message', (ch, raw) => {
+      this.heard();
       if (ch !== channel) return;
       let msg: AuthInvalidationMessage;
       try {
@@ -237,14 +305,9 @@ export class CredentialResolver {
       this.cache.clear();
       this.access.clear();
       this.listening = subscribedOnce;
+      this.lastHeard = Date.now();
       if (!subscribedOnce) return;
-      for (const fn of this.afterResubscribe) {
-        try {
-          fn();
-        } catch (err) {
-          this.logger.warn({ err: (err as Error).message }, 'resubscribe listener failed');
-        }
-      }
+      this.runResubscribed();
     });
     // Waits at most a second: with Redis down the process still serves (fail-open, uncached), and
     // ioredis completes the subscription once Redis is back.
@@ -252,12 +315,15 @@ export class CredentialResolver {
       () => {
         subscribedOnce = true;
         this.listening = true;
+        this.lastHeard = Date.now();
       },
       (err) => this.logger.warn({ err: err.message }, 'auth invalidation subscribe failed'),
     );
     await Promise.race([subscribed, new Promise((r) => setTimeout(r, 1000).unref())]);
     this.flushTimer = setInterval(() => void this.flushUsage(), flushEveryMs);
     this.flushTimer.unref();
+    this.heartbeat = setInterval(() => this.beat(subscriber), SUBSCRIBER_HEARTBEAT_MS);
+    this.heartbeat.unref();
   }
 
   /**
@@ -289,6 +355,7 @@ export class CredentialResolver {
 
   async stop(): Promise<void> {
     if (this.flushTimer) clearInterval(this.flushTimer);
+    if (this.heartbeat) clearInterval(this.heartbeat);
     await this.flushUsage();
     this.subscriber?.disconnect();
   }

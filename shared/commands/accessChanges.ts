@@ -1,5 +1,11 @@
 import type { Knex } from 'knex';
-import type { AuthInvalidation, EventBus, ServerPush } from '../events';
+import {
+  type AuthInvalidation,
+  type EventBus,
+  type ServerPush,
+  SUBSCRIBER_DEAF_AFTER_MS,
+  SUBSCRIBER_HEARTBEAT_MS,
+} from '../events';
 import type { Logger } from '../logger';
 import type { UserAccessSnapshot } from '../queries/access';
 import { publishChatPermissionChanges } from './chatUserEvents';
@@ -11,7 +17,7 @@ export interface AccessServices {
   bus: EventBus;
   logger: Logger;
   /** This instance's credential cache (the API has one; workers do not). */
-  credentials?: { invalidate(msg: AuthInvalidation): void };
+  credentials?: { invalidate(msg: AuthInvalidation): void; silentForMs?(): number };
 }
 
 const same = (a: string[], b: string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
@@ -60,6 +66,9 @@ export async function publishAccessChanges(
   await publishChatPermissionChanges(services, permissionChanges);
 }
 
+/** Beyond SUBSCRIBER_DEAF_AFTER_MS: a heartbeat timer that fires late on a busy instance. */
+const DEAF_MARGIN_MS = 100;
+
 /**
  * The one way to drop cached credentials after a committed change: at once on this instance (so
  * the caller's very next request sees it) and on every other api/realtime instance through Redis
@@ -70,9 +79,27 @@ export async function invalidateCredentials(
   msg: AuthInvalidation,
 ): Promise<void> {
   services.credentials?.invalidate(msg);
+  const began = Date.now();
+  // An instance that did not acknowledge may not have heard (Redis hung with its connections
+  // open): once SUBSCRIBER_DEAF_AFTER_MS have passed since this began, it has stopped trusting its
+  // cache (shared/auth/credentials.ts), so the change holds there on the very next request too.
+  // When this instance's own subscription has been silent that long already (plus one heartbeat:
+  // it heard its last answer at most that much before Redis stopped), so have the others': a long
+  // outage costs only its first narrowing changes the wait.
+  const outlastDeafness = () => {
+    let until = began + SUBSCRIBER_DEAF_AFTER_MS + DEAF_MARGIN_MS;
+    const silent = services.credentials?.silentForMs?.();
+    if (silent !== undefined)
+      until = Math.min(
+        until,
+        Date.now() + SUBSCRIBER_DEAF_AFTER_MS + SUBSCRIBER_HEARTBEAT_MS + DEAF_MARGIN_MS - silent,
+      );
+    return new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, until - Date.now())));
+  };
   try {
-    await services.bus.invalidateAuth(msg);
+    if (!(await services.bus.invalidateAuth(msg))) await outlastDeafness();
   } catch (err) {
+    await outlastDeafness();
     // Redis down or hung: the other instances (and their open WebSockets) would keep the old
     // credential. The outbox relay publishes it once Redis answers (a second delivery is harmless).
     try {

@@ -2,6 +2,7 @@ import test from 'ava';
 import { createKey, createUser } from '../helpers/factories';
 import { PrivateRedis, startPrivateRedis } from '../helpers/redisServer';
 import { Stack, startStack } from '../helpers/stack';
+import { startSecondApi } from '../helpers/secondApi';
 import { connect, wsBase } from '../helpers/wsClient';
 
 /**
@@ -67,3 +68,37 @@ for (const fault of ['stopped', 'frozen'] as const) {
     },
   );
 }
+
+test.serial(
+  'Redis frozen: a key deleted and a session revoked on one api are refused at once on another',
+  async (t) => {
+    const admin = await createUser(s.db, { roles: ['role_admin'] });
+    const user = await createUser(s.db, { roles: READER });
+    const key = await createKey({ userId: user.id, scopes: ['gps:read'] });
+    const second = await startSecondApi(s);
+    const onSecond = async (token: string) =>
+      (await fetch(`${second.url}/v1/gps`, { headers: { authorization: `Bearer ${token}` } })).status;
+    try {
+      // Both credentials are cached on the second api.
+      t.is(await onSecond(key.key), 200);
+      t.is(await onSecond(user.token), 200);
+      redis.freeze();
+      try {
+        const del = await s.request('DELETE', `/v1/api-keys/${key.id}`, { token: admin.token });
+        t.is(del.status, 204, del.text);
+        const revoke = await s.request('DELETE', `/v1/sessions/${user.token}?reason=revoked`, { token: s.systemKey });
+        t.is(revoke.status, 204, revoke.text);
+        // The second api heard nothing; it has stopped trusting its cache by the time the changes answered.
+        t.is(await onSecond(key.key), 401);
+        t.is(await onSecond(user.token), 401);
+      } finally {
+        redis.thaw();
+      }
+      // Once Redis answers again the second api caches again, and still refuses both.
+      t.is(await onSecond(key.key), 401);
+      t.is(await onSecond(user.token), 401);
+    } finally {
+      await second.close();
+    }
+  },
+);
