@@ -62,8 +62,15 @@ const KINDS_ARRAY = `{${KINDS.join(',')}}`;
 /** Advisory lock key held by the relay that is working (an arbitrary constant, per database). */
 export const OUTBOX_RELAY_LOCK = 4_735_120_871;
 
-/** Rows one pass claims; a batch row may carry up to 1,000 points. */
+/** Rows one pass claims at most; a batch row may carry up to 1,000 points. */
 const CLAIM_ROWS = 200;
+/**
+ * Items (GPS points and audit events by id, one for any other row) one pass carries out at most:
+ * 200 rows of 1,000-point batches are 200,000 points, more than a pass can publish within
+ * PASS_REDIS_BUDGET_MS on a busy machine; such a pass rolled back and the next one claimed the same
+ * rows again, holding everything behind them. A first row larger than this is still claimed alone.
+ */
+const CLAIM_ITEMS = 5000;
 /** Pushes per PUBLISH script call, and point ids per geofence job. */
 const PUBLISH_CHUNK = 1000;
 const GEOFENCE_JOB_MAX_IDS = 1000;
@@ -250,17 +257,24 @@ export class OutboxRelay {
     return transaction(this.deps.db, async (trx) => {
       const { rows: lock } = await trx.raw('SELECT pg_try_advisory_xact_lock(?) AS ok', [OUTBOX_RELAY_LOCK]);
       if (!lock[0].ok) return 'busy';
-      const { rows } = await trx.raw<{ rows: OutboxRow[] }>(
-        `DELETE FROM ${SIDE_EFFECT_OUTBOX} WHERE id IN (
-           SELECT id FROM ${SIDE_EFFECT_OUTBOX} WHERE kind = ANY(?::text[]) ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED)
-         RETURNING id, kind, payload`,
-        [KINDS_ARRAY, CLAIM_ROWS],
+      // The oldest rows, as many as fit in CLAIM_ITEMS (at least one); `left` says whether
+      // locked rows were left for the next pass.
+      const { rows } = await trx.raw<{ rows: Array<OutboxRow & { left: boolean }> }>(
+        `WITH candidates AS (
+           SELECT id, CASE WHEN jsonb_typeof(payload->'ids') = 'array' THEN greatest(jsonb_array_length(payload->'ids'), 1) ELSE 1 END AS items
+             FROM ${SIDE_EFFECT_OUTBOX} WHERE kind = ANY(?::text[]) ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED
+         ), picked AS (
+           SELECT id FROM (SELECT id, sum(items) OVER (ORDER BY id) - items AS before FROM candidates) c WHERE before < ?
+         )
+         DELETE FROM ${SIDE_EFFECT_OUTBOX} WHERE id IN (SELECT id FROM picked)
+         RETURNING id, kind, payload, (SELECT count(*) FROM candidates) > (SELECT count(*) FROM picked) AS left`,
+        [KINDS_ARRAY, CLAIM_ROWS, CLAIM_ITEMS],
       );
       if (rows.length === 0) return 'none';
       // RETURNING has no order; ids are int8 strings without leading zeros.
       rows.sort((a, b) => a.id.length - b.id.length || (a.id < b.id ? -1 : 1));
       await withTimeout(this.carryOut(trx, rows), PASS_REDIS_BUDGET_MS, 'relaying side effects');
-      return rows.length === CLAIM_ROWS ? 'more' : 'done';
+      return rows.length === CLAIM_ROWS || rows[0].left ? 'more' : 'done';
     });
   }
 

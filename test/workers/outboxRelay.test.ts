@@ -126,3 +126,32 @@ test.serial('an email row becomes one email job, and a replayed row does not add
   t.is(jobs[0].id, `email-${outboxId}`);
   t.is(await outboxRows(), 0);
 });
+
+test.serial('a pass carries out at most 5,000 points: large batches take several passes, none lost', async (t) => {
+  const device = `big-${randomUUID()}`;
+  // 12 batch rows of 1,000 points each, as POST /v1/gps/batch writes them.
+  const { rows } = await ctx.db.raw(
+    `INSERT INTO gps_points (device_id, latitude, longitude, timestamp, speed_kmh, speed_mps, speed_mph, speed_knots)
+     SELECT ?, 50, 8, timestamp '2026-01-01' + g * interval '1 second', 0, 0, 0, 0 FROM generate_series(1, 12000) g
+     RETURNING id`,
+    [device],
+  );
+  const ids = (rows as Array<{ id: string }>).map((r) => r.id);
+  for (let i = 0; i < ids.length; i += 1000) await writeOutbox(ctx.db, 'gpsPoints', { ids: ids.slice(i, i + 1000) });
+  const pushes = await listenPushes(ctx.redis, ctx.config, `gps:${device}`);
+  let claims = 0;
+  const onQuery = (q: { sql: string }) => {
+    if (q.sql.includes(`DELETE FROM ${SIDE_EFFECT_OUTBOX}`)) claims++;
+  };
+  ctx.db.on('query', onQuery);
+  try {
+    await ctx.outbox.drain();
+    t.is(claims, 3, 'rows of 5,000, 5,000 and 2,000 points');
+    t.is(await outboxRows(), 0);
+    await eventually(async () => pushedIds(pushes.messages).length >= ids.length, 20_000);
+    t.deepEqual(pushedIds(pushes.messages), ids);
+  } finally {
+    ctx.db.off('query', onQuery);
+    pushes.close();
+  }
+});
