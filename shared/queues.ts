@@ -26,6 +26,7 @@ export type ScheduledTask =
   | 'cleanupAccountTokens'
   | 'cleanupTwoFactorSetups'
   | 'cleanupOAuth'
+  | 'cleanupAttemptCounters'
   | 'purgeGpsPoints'
   | 'purgeAuditEvents'
   | 'refreshIntegrationTokens'
@@ -150,6 +151,7 @@ export const schedules: Record<ScheduledTask, number> = {
   cleanupAccountTokens: 6 * 60 * 60 * 1000,
   cleanupTwoFactorSetups: 60 * 60 * 1000,
   cleanupOAuth: 60 * 60 * 1000,
+  cleanupAttemptCounters: 15 * 60 * 1000,
   purgeGpsPoints: 60 * 60 * 1000,
   purgeAuditEvents: 60 * 60 * 1000,
   refreshIntegrationTokens: 5 * 60 * 1000,

@@ -230,13 +230,6 @@ export const RedisKeys = {
   addressMails: (userId: string) => `addressmails:${userId}`,
   /** Counter: requests of one identity in one rate-limit window. */
   rateLimit: (tier: string, identity: string, window: number) => `rl:${tier}:${identity}:${window}`,
-  /** Counters: failed logins per account subject and per IP. */
-  loginFailAccount: (subject: string) => `loginfail:acct:${subject}`,
-  loginFailIp: (ip: string) => `loginfail:ip:${ip}`,
-  /** 2FA lock-out (shared/caches/twoFactorThrottle.ts): wrong codes in a row, the cool-down, how many cool-downs so far. */
-  twoFactorFails: (userId: string) => `2fa:fails:${userId}`,
-  twoFactorLock: (userId: string) => `2fa:lock:${userId}`,
-  twoFactorLockLevel: (userId: string) => `2fa:locklevel:${userId}`,
   /** String (SET NX): a TOTP time step already accepted for a user's secret (`<user id>:<secret hash>`), so a code is accepted once on any instance. */
   twoFactorUsedStep: (subject: string, step: number) => `2fa:step:${subject}:${step}`,
   /** String (SET NX): a sign-in challenge already finished, by the challenge token's SHA-256. */

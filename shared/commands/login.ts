@@ -136,7 +136,7 @@ export async function passwordLogin(
 
   // The attempt is counted before the password is checked (atomically with the cool-down check),
   // so a burst of concurrent guesses gets at most the threshold of checks; the rest answer 429.
-  const reservation = await reserveLoginAttempt(ctx.redis, ctx.config, who);
+  const reservation = await reserveLoginAttempt(ctx.db, who);
   if (reservation.retryAfterSeconds > 0) {
     const known = await findEmailAccountByAddress(ctx.db, input.email);
     failure(known?.user_id ?? null, 'too_many_attempts');
@@ -144,7 +144,7 @@ export async function passwordLogin(
   }
   // A lookup that fails (the database unreachable: 503) checked no password: its count is given back.
   const account = await findEmailAccountByAddress(ctx.db, input.email).catch(async (err: unknown) => {
-    await releaseAttempt(ctx.redis, reservation);
+    await releaseAttempt(ctx.db, reservation);
     throw err;
   });
   // Checked for unknown addresses too (against a dummy hash), so the timing tells nothing.
@@ -155,7 +155,7 @@ export async function passwordLogin(
     throw unauthorized(BAD_CREDENTIALS);
   }
   // The right password is not a failed guess, whatever is refused below (unverified, banned).
-  await releaseAttempt(ctx.redis, reservation);
+  await releaseAttempt(ctx.db, reservation);
   const userId = account.user_id;
   if (!account.email_verified_at) {
     // A verification mail that could not be written gives its minute back (withMailSlot).
@@ -167,7 +167,7 @@ export async function passwordLogin(
     throw forbidden(
       ban.expires_at ? `account is banned until ${new Date(ban.expires_at).toISOString()}` : 'account is banned',
     );
-  await clearLoginFailures(ctx.redis, ctx.config, who.subject);
+  await clearLoginFailures(ctx.db, who.subject);
 
   const attempt: LoginAttempt = {
     actorId: userId,

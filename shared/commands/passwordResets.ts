@@ -74,7 +74,7 @@ export async function resetPassword(
       trx,
     );
     afterCommit(trx, async () => {
-      await clearLoginFailures(ctx.redis, ctx.config, throttleSubjectForEmail(account.email ?? ''));
+      await clearLoginFailures(ctx.db, throttleSubjectForEmail(account.email ?? ''));
       await announceSessionsRevoked(ctx, userId, sessionIds, 'password_reset');
       await ctx.bus.publishToUser(userId, {
         type: 'forceLogout',

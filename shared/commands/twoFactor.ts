@@ -153,13 +153,13 @@ export async function withTwoFactorCode<T>(
   // State errors (nothing pending, not enabled) are not guesses: answered before anything counts.
   opts.state(await twoFactorState(ctx.db, userId));
   // Per IP first (the sign-in counter failed passwords use), then per account: a refusal counts nowhere.
-  const ipReservation = by.ipAddress ? await reserveIpAttempt(ctx.redis, ctx.config, by.ipAddress) : null;
+  const ipReservation = by.ipAddress ? await reserveIpAttempt(ctx.db, by.ipAddress) : null;
   const reservation =
     ipReservation && ipReservation.retryAfterSeconds > 0
       ? { ...ipReservation, userId }
-      : await reserveTwoFactorAttempt(ctx.redis, ctx.config, userId);
+      : await reserveTwoFactorAttempt(ctx.db, userId);
   if (reservation.retryAfterSeconds > 0) {
-    if (ipReservation) await releaseAttempt(ctx.redis, ipReservation);
+    if (ipReservation) await releaseAttempt(ctx.db, ipReservation);
     await recordAuditEvent(
       attributed(
         { ...by, actorId: by.actorId ?? userId },
@@ -202,14 +202,14 @@ export async function withTwoFactorCode<T>(
     return { ok: true as const, value: await onMatch(trx, s, m) };
   }).catch(async (err: unknown) => {
     if (!wrong) {
-      await giveBackTwoFactorAttempt(ctx.redis, ctx.config, reservation);
-      if (ipReservation) await releaseAttempt(ctx.redis, ipReservation);
+      await giveBackTwoFactorAttempt(ctx.db, reservation);
+      if (ipReservation) await releaseAttempt(ctx.db, ipReservation);
     }
     throw err;
   });
   if (!outcome.ok) throw badRequest(INVALID_CODE);
-  await clearTwoFactorFailures(ctx.redis, ctx.config, reservation);
-  if (ipReservation) await releaseAttempt(ctx.redis, ipReservation);
+  await clearTwoFactorFailures(ctx.db, reservation);
+  if (ipReservation) await releaseAttempt(ctx.db, ipReservation);
   return outcome.value;
 }
 

@@ -7,9 +7,16 @@ import { Mailbox, startMailbox } from './mailbox';
  * A stack with in-process workers whose email queue delivers to a real SMTP receiver started
  * for the file. Anonymous rate limits are raised: these files sign in anonymously many times.
  */
-export function useAccountsStack(test: TestFn): { stack: () => Stack; mailbox: () => Mailbox } {
+export function useAccountsStack(
+  test: TestFn,
+  extraEnv: Record<string, string> = {},
+): { stack: () => Stack; mailbox: () => Mailbox } {
   let box: Mailbox | undefined;
-  const env: Record<string, string> = { RATE_LIMIT_ANONYMOUS: '100000', APP_URL: 'https://app.example.test' };
+  const env: Record<string, string> = {
+    RATE_LIMIT_ANONYMOUS: '100000',
+    APP_URL: 'https://app.example.test',
+    ...extraEnv,
+  };
   test.before(async () => {
     box = await startMailbox();
     env.SMTP_URL = box.url;

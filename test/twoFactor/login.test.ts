@@ -9,13 +9,14 @@ import { startSecondApi } from '../helpers/secondApi';
 import { codeNow, enableTwoFactor, nextStep } from './helpers';
 
 // Serial: the tests move the service's clock, and a second api instance rebinds the models.
-const { stack } = useAccountsStack(test);
+// A pool of 10: one test holds a row lock while six code checks each count in the database and then
+// wait for the row (the default 5 would leave the sixth check no connection to count with).
+const { stack } = useAccountsStack(test, { DATABASE_POOL_MAX: '10' });
 test.after.always(() => setClockOffset(0));
 // Every request comes from 127.0.0.1: wrong codes of one test must not use up the IP allowance of the next.
 test.beforeEach(async () => {
   const s = stack();
-  const keys = await s.redis.keys(`${s.config.redisPrefix}loginfail:ip:*`);
-  if (keys.length) await s.redis.del(...keys);
+  await s.db('attempt_counters').where('key', 'like', 'login:ip:%').delete();
 });
 
 const PASSWORD = 'correct horse battery';
@@ -201,8 +202,9 @@ test.serial('20 parallel wrong guesses: exactly 5 are checked, the rest 429 with
   t.is(regen.status, 429);
   t.truthy(regen.headers.get('retry-after'));
 
-  // The cool-down ends (its key expires); 5 more wrong codes give a longer one.
-  await s.redis.del(`${s.config.redisPrefix}2fa:lock:${u.id}`);
+  // The cool-down ends; 5 more wrong codes give a longer one.
+  const counter = () => s.db('attempt_counters').where('key', `2fa:${u.id}`);
+  await counter().update({ locked_until: null });
   for (let i = 0; i < TWO_FACTOR_THROTTLE.maxFailures; i++) {
     const r = await s.request('POST', '/v1/auth/2fa/check', { body: { challenge_token: challenge, code: guesses[i] } });
     t.is(r.status, 400);
@@ -215,10 +217,10 @@ test.serial('20 parallel wrong guesses: exactly 5 are checked, the rest 429 with
   );
 
   // After the cool-down the right code works and the count starts over.
-  await s.redis.del(`${s.config.redisPrefix}2fa:lock:${u.id}`);
+  await counter().update({ locked_until: null });
   const done = await s.request('POST', '/v1/auth/2fa/check', { body: { challenge_token: challenge, code: right } });
   t.is(done.status, 200, done.text);
-  t.is(await s.redis.exists(`${s.config.redisPrefix}2fa:locklevel:${u.id}`), 0);
+  t.falsy(await counter().first(), 'count, lock and level start over');
 });
 
 test.serial('a spent challenge spends no code: a second backup code sent with it stays unused', async (t) => {
@@ -255,7 +257,8 @@ test.serial('parallel requests with the right code never lock the account out', 
   const setup = await s.request('POST', '/v1/users/me/2fa/setup', { token: u.token, body: {} });
   t.is(setup.status, 200, setup.text);
   nextStep();
-  const lockKey = `${s.config.redisPrefix}2fa:lock:${u.id}`;
+  const locked = async () =>
+    !!(await s.db('attempt_counters').where('key', `2fa:${u.id}`).where('locked_until', '>', s.db.fn.now()).first());
   // The same right code six times at once. The 2FA row is held locked until every request has
   // counted its check, so the sixth finds the count full and sets a lock-out, as in a real race;
   // then one request enables 2FA and the others find it enabled (no guess).
@@ -269,8 +272,8 @@ test.serial('parallel requests with the right code never lock the account out', 
       ),
     );
     // Up to 10 s: on a loaded machine six requests take a while to reach the locked row.
-    for (let i = 0; i < 1000 && !(await s.redis.exists(lockKey)); i++) await new Promise((r) => setTimeout(r, 10));
-    t.is(await s.redis.exists(lockKey), 1, 'the sixth check set a lock-out');
+    for (let i = 0; i < 1000 && !(await locked()); i++) await new Promise((r) => setTimeout(r, 10));
+    t.true(await locked(), 'the sixth check set a lock-out');
     await trx.commit();
     statuses = (await pending).map((a) => a.status).sort();
   } finally {
@@ -285,6 +288,5 @@ test.serial('parallel requests with the right code never lock the account out', 
     body: { code: codeNow(setup.body.secret) },
   });
   t.is(regen.status, 200, regen.text);
-  t.is(await s.redis.exists(lockKey), 0);
-  t.is(await s.redis.exists(`${s.config.redisPrefix}2fa:fails:${u.id}`), 0);
+  t.falsy(await s.db('attempt_counters').where('key', `2fa:${u.id}`).first(), 'no lock, no count');
 });

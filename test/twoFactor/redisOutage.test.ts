@@ -69,3 +69,39 @@ test.serial(
     t.truthy(locked.headers.get('retry-after'));
   },
 );
+
+test.serial(
+  'a lock-out set before Redis hangs holds while it hangs, on every api, and counting goes on where it was',
+  async (t) => {
+    await redis.start();
+    const u = await createUser(s.db);
+    await s
+      .db('platform_accounts')
+      .where('user_id', u.id)
+      .update({ password_hash: await hashPassword('pw-123456789') });
+    const { startSecondApi } = await import('../helpers/secondApi');
+    const second = await startSecondApi(s);
+    const login = (url: string, password: string) =>
+      fetch(`${url}/v1/auth/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ email: u.email, password }),
+      }).then((r) => r.status);
+    try {
+      // Four wrong passwords while Redis answers...
+      for (let i = 0; i < 4; i++) t.is(await login(s.url, `wrong-${i}`), 401);
+      redis.freeze();
+      try {
+        // ...the fifth while it hangs, on the other api: the account is now locked everywhere.
+        t.is(await login(second.url, 'wrong-4'), 401);
+        t.is(await login(s.url, 'pw-123456789'), 429, 'the right password is refused while locked');
+        t.is(await login(second.url, 'pw-123456789'), 429);
+      } finally {
+        redis.thaw();
+      }
+      t.is(await login(s.url, 'pw-123456789'), 429, 'still locked once Redis answers');
+    } finally {
+      await second.close();
+    }
+  },
+);

@@ -43,6 +43,16 @@ export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Prom
   },
   /** Expired OAuth codes and tokens are dead weight once a day past expiry. */
   cleanupOAuth: (ctx) => cleanupOAuthArtifacts(ctx.db),
+  /**
+   * Guessing counters (failed sign-ins, wrong 2FA codes) whose window, cool-down and level have all
+   * ended count nothing any more: a row is kept only while it can refuse or count.
+   */
+  async cleanupAttemptCounters(ctx) {
+    const { rowCount } = await ctx.db.raw(
+      'DELETE FROM attempt_counters WHERE greatest(expires_at, locked_until, level_expires_at) < now()',
+    );
+    return { deleted: rowCount ?? 0 };
+  },
   /** GPS points past gps.retention_days that belong to no trip. */
   purgeGpsPoints: (ctx) => purgeExpiredGpsPoints(ctx.db, undefined, (devices) => forgetDeletedGps(ctx, devices)),
   /** Audit events past audit.retention_days, in batches. */
