@@ -35,12 +35,14 @@ export async function up(knex: Knex): Promise<void> {
       i int;
       r record;
       wait_ms bigint := 0;
-      now_ts timestamptz := clock_timestamp();
+      now_ts timestamptz;
     BEGIN
       INSERT INTO attempt_counters (key, count, expires_at)
-        SELECT k, 0, now_ts FROM unnest(p_keys) k ORDER BY k
+        SELECT k, 0, clock_timestamp() FROM unnest(p_keys) k ORDER BY k
         ON CONFLICT (key) DO NOTHING;
       PERFORM 1 FROM attempt_counters WHERE key = ANY(p_keys) ORDER BY key FOR UPDATE;
+      -- Read once the rows are held: an attempt that waited for them sees the times they were given.
+      now_ts := clock_timestamp();
       FOR i IN 1 .. coalesce(array_length(p_keys, 1), 0) LOOP
         SELECT count, expires_at INTO r FROM attempt_counters WHERE key = p_keys[i];
         IF r.expires_at > now_ts AND r.count >= p_max[i] THEN
@@ -69,10 +71,12 @@ export async function up(knex: Knex): Promise<void> {
       c int;
       lvl int;
       ms bigint;
-      now_ts timestamptz := clock_timestamp();
+      now_ts timestamptz;
     BEGIN
-      INSERT INTO attempt_counters (key, count, expires_at) VALUES (p_key, 0, now_ts) ON CONFLICT (key) DO NOTHING;
+      INSERT INTO attempt_counters (key, count, expires_at) VALUES (p_key, 0, clock_timestamp())
+        ON CONFLICT (key) DO NOTHING;
       SELECT * INTO r FROM attempt_counters WHERE key = p_key FOR UPDATE;
+      now_ts := clock_timestamp();
       IF r.locked_until > now_ts THEN
         RETURN ceil(extract(epoch FROM r.locked_until - now_ts) * 1000)::bigint;
       END IF;
