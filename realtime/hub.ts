@@ -135,8 +135,19 @@ export class Hub {
    * thus never reaches a connection that no longer may read it.
    */
   mustHold(c: Client, channel: string): boolean {
-    return c.recheck !== undefined && !(c.principal.kind === 'user' && channel === `user:${c.principal.userId}`);
+    return (
+      (c.recheck !== undefined || (this.holdingAll && c.principal.kind !== 'anonymous')) &&
+      !(c.principal.kind === 'user' && channel === `user:${c.principal.userId}`)
+    );
   }
+
+  /**
+   * While the invalidation subscription cannot hear Redis, a narrowing change may go unheard: the
+   * pushes of every authenticated connection wait (as during a re-check) until it hears again and
+   * each connection has been re-checked (`AccountEvents.recheckAll`, which releases them). A push
+   * published after the change answered thus never reaches a connection that lost its channel.
+   */
+  holdingAll = false;
 
   hold(c: Client, channel: string, frame: Buffer | Uint8Array, binary: boolean): void {
     const held = (c.held ??= []);

@@ -67,7 +67,12 @@ export async function startRealtime(
   // Credential changes (revoked keys and tokens, deleted sessions, role edits) re-check the affected
   // sockets, right after the resolver dropped its cache and before the change is acknowledged.
   credentials.onInvalidation((msg) => accountEvents.onInvalidation(msg));
-  credentials.onResubscribed(() => accountEvents.recheckAll());
+  credentials.onDeaf(() => (hub.holdingAll = true));
+  credentials.onResubscribed(() => {
+    // Each authenticated connection keeps holding through its own re-check, which releases it.
+    hub.holdingAll = false;
+    accountEvents.recheckAll();
+  });
 
   // Set by close(): upgrades still authenticating are refused, not opened after every client was told to go.
   let draining = false;

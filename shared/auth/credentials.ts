@@ -57,6 +57,14 @@ export class CredentialResolver {
   private pinging = false;
   private heartbeat?: NodeJS.Timeout;
   /**
+   * Heartbeats that found the last PING still unanswered. They count only while this process's
+   * event loop runs: a process too busy to read the answer for a second is not a silent Redis, and
+   * must not drop its cache and make realtime re-check (and hold the pushes of) every socket.
+   */
+  private missedBeats = 0;
+  /** Set once Redis has been silent for SUBSCRIBER_DEAF_AFTER_MS of heartbeats; cleared when it answers. */
+  private deaf = false;
+  /**
    * What users and roles hold, cached under the same rules as the credentials: the same
    * invalidations drop it, and nothing is cached while the subscription is down.
    */
@@ -97,9 +105,10 @@ export class CredentialResolver {
    * what depends on credentials is checked again (realtime re-checks its sockets).
    */
   private heard(): void {
-    const wasDeaf = this.listening && Date.now() - this.lastHeard >= SUBSCRIBER_DEAF_AFTER_MS;
     this.lastHeard = Date.now();
-    if (!wasDeaf) return;
+    this.missedBeats = 0;
+    if (!this.deaf) return;
+    this.deaf = false;
     this.logger.info('redis answers the invalidation subscription again: cached credentials dropped');
     this.generation++;
     this.inflight.clear();
@@ -108,9 +117,37 @@ export class CredentialResolver {
     this.runResubscribed();
   }
 
+  /** Redis stopped answering (or the subscription closed): realtime holds its sockets' pushes. */
+  private becameDeaf(): void {
+    if (this.deaf) return;
+    this.deaf = true;
+    for (const fn of this.afterDeaf) {
+      try {
+        fn();
+      } catch (err) {
+        this.logger.warn({ err: (err as Error).message }, 'deafness listener failed');
+      }
+    }
+  }
+
+  private readonly afterDeaf: Array<() => void> = [];
+
+  /**
+   * Runs `fn` when the invalidation subscription stops hearing Redis (a heartbeat unanswered for
+   * SUBSCRIBER_DEAF_AFTER_MS while this process runs, or the connection lost). `onResubscribed`
+   * follows when it hears again.
+   */
+  onDeaf(fn: () => void): void {
+    this.afterDeaf.push(fn);
+  }
+
   /** One PING on the subscription at a time; its answer is `heard`. */
   private beat(subscriber: Redis): void {
-    if (this.pinging || subscriber.status !== 'ready') return;
+    if (this.pinging) {
+      if (++this.missedBeats * SUBSCRIBER_HEARTBEAT_MS >= SUBSCRIBER_DEAF_AFTER_MS) this.becameDeaf();
+      return;
+    }
+    if (subscriber.status !== 'ready') return;
     this.pinging = true;
     subscriber.ping().then(
       () => {
@@ -298,6 +335,7 @@ export class CredentialResolver {
       this.listening = false;
       this.cache.clear();
       this.access.clear();
+      this.becameDeaf();
     });
     let subscribedOnce = false;
     subscriber.on('ready', () => {
@@ -306,7 +344,11 @@ export class CredentialResolver {
       this.access.clear();
       this.listening = subscribedOnce;
       this.lastHeard = Date.now();
+      this.missedBeats = 0;
+      this.pinging = false;
+      // Before the first subscription stands, its completion below ends the deafness.
       if (!subscribedOnce) return;
+      this.deaf = false;
       this.runResubscribed();
     });
     // Waits at most a second: with Redis down the process still serves (fail-open, uncached), and
@@ -315,7 +357,8 @@ export class CredentialResolver {
       () => {
         subscribedOnce = true;
         this.listening = true;
-        this.lastHeard = Date.now();
+        // Subscribed late (Redis was down at start): what was held while deaf is re-checked now.
+        this.heard();
       },
       (err) => this.logger.warn({ err: err.message }, 'auth invalidation subscribe failed'),
     );

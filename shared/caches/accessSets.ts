@@ -20,8 +20,9 @@ const userKey = (id: string) => id.toLowerCase();
  * cached in-process beside the credential cache that owns it (CredentialResolver.access) and
  * dropped by the same invalidations: `{userId}` drops that user, `{all}` (role permission changes,
  * role renames and deletions, seed) drops everything; `{apiKeyId}` changes nothing held here. The
- * rules are the credential cache's: nothing is cached while its invalidation subscription is down
- * (`cacheable()` is false), and a load that raced with an invalidation is used once, never cached.
+ * rules are the credential cache's: nothing is cached or used from the cache while its invalidation
+ * subscription is down or silent (`cacheable()` is false), and a load that raced with an
+ * invalidation is used once, never cached.
  *
  * Misses of one event-loop turn share one query (`WHERE user_id = ANY(…)`).
  */
@@ -48,7 +49,8 @@ export class AccessSets {
   /** A user's effective permissions and roles (empty for a user without roles, or no such user). */
   async user(userId: string): Promise<CachedUserAccess> {
     const key = userKey(userId);
-    const hit = this.users.get(key);
+    // While the subscription cannot be trusted (down, or Redis silent) nothing cached is used either.
+    const hit = this.cacheable() ? this.users.get(key) : undefined;
     if (hit) return hit;
     const generation = this.generation;
     const set = await this.userLoader.load(key);
@@ -59,7 +61,7 @@ export class AccessSets {
 
   /** The permissions a role grants (granting or taking the role needs all of them). */
   async role(roleId: string): Promise<PermissionSet> {
-    const hit = this.roles.get(roleId);
+    const hit = this.cacheable() ? this.roles.get(roleId) : undefined;
     if (hit) return hit;
     const generation = this.generation;
     const set = new PermissionSet(await loadRolePermissions(this.db, roleId));

@@ -81,13 +81,13 @@ export async function invalidateCredentials(
   services.credentials?.invalidate(msg);
   const began = Date.now();
   // An instance that did not acknowledge may not have heard (Redis hung with its connections
-  // open): once SUBSCRIBER_DEAF_AFTER_MS have passed since this began, it has stopped trusting its
-  // cache (shared/auth/credentials.ts), so the change holds there on the very next request too.
-  // When this instance's own subscription has been silent that long already (plus one heartbeat:
-  // it heard its last answer at most that much before Redis stopped), so have the others': a long
-  // outage costs only its first narrowing changes the wait.
+  // open): once SUBSCRIBER_DEAF_AFTER_MS and one heartbeat (its PING goes out up to a beat after
+  // its last answer) have passed since this began, it has stopped trusting its cache and realtime
+  // holds its sockets' pushes (shared/auth/credentials.ts), so the change holds there on the very
+  // next request too. When this instance's own subscription has been silent that long already, so
+  // have the others': a long outage costs only its first narrowing changes the wait.
   const outlastDeafness = () => {
-    let until = began + SUBSCRIBER_DEAF_AFTER_MS + DEAF_MARGIN_MS;
+    let until = began + SUBSCRIBER_DEAF_AFTER_MS + SUBSCRIBER_HEARTBEAT_MS + DEAF_MARGIN_MS;
     const silent = services.credentials?.silentForMs?.();
     if (silent !== undefined)
       until = Math.min(

@@ -1,4 +1,5 @@
 import test from 'ava';
+import Redis from 'ioredis';
 import { createKey, createUser } from '../helpers/factories';
 import { PrivateRedis, startPrivateRedis } from '../helpers/redisServer';
 import { Stack, startStack } from '../helpers/stack';
@@ -102,3 +103,56 @@ test.serial(
     }
   },
 );
+
+test.serial(
+  'Redis frozen: a demotion on one api holds on another, and the demoted socket gets no admin push after',
+  async (t) => {
+    const admin = await createUser(s.db, { roles: ['role_admin'] });
+    const demoted = await createUser(s.db, { roles: ['role_admin'] });
+    const second = await startSecondApi(s);
+    const onSecond = async (token: string) =>
+      (await fetch(`${second.url}/v1/permissions`, { headers: { authorization: `Bearer ${token}` } })).status;
+    const socket = await connect(wsBase(s), { token: demoted.token });
+    const ioPublisher = new Redis(redis.url, { maxRetriesPerRequest: null });
+    ioPublisher.on('error', () => undefined);
+    try {
+      await ioPublisher.ping();
+      t.is(await onSecond(demoted.token), 200);
+      t.is((await socket.subscribe('admin:audit')).type, 'message');
+      redis.freeze();
+      try {
+        const r = await s.request('DELETE', `/v1/users/${demoted.id}/roles/role_admin`, { token: admin.token });
+        t.is(r.status, 204, r.text);
+        t.is(await onSecond(demoted.token), 403, 'the permission set cached on the second api is not used');
+        // A push published after the change answered, waiting in the frozen Redis: it reaches realtime
+        // as Redis answers, racing the heartbeat that tells realtime to re-check its sockets.
+        void ioPublisher.publish(
+          `${s.config.redisPrefix}ws:admin:audit`,
+          JSON.stringify({ type: 'auditEvent', data: {} }),
+        );
+      } finally {
+        redis.thaw();
+      }
+      // Audit events written during the hang are pushed once Redis answers: not to the demoted socket.
+      const revoked = await socket.nextJson((m) => m.type === 'error', 10_000);
+      t.is(revoked.message, 'access to channel admin:audit revoked');
+      t.true(await socket.nothing((f) => f.kind === 'json' && f.data.type === 'auditEvent', 1500));
+    } finally {
+      socket.close();
+      ioPublisher.disconnect();
+      await second.close();
+    }
+  },
+);
+
+test.serial('a process too busy to read the heartbeat for over a second keeps its credential cache', async (t) => {
+  const user = await createUser(s.db, { roles: READER });
+  t.is((await s.request('GET', '/v1/gps', { token: user.token })).status, 200);
+  const credentials = s.api.services.credentials;
+  t.true(credentials.cacheStats().entries > 0);
+  // This test runs in the api's process: block its event loop for 1.5 s.
+  const until = Date.now() + 1500;
+  while (Date.now() < until);
+  await new Promise((r) => setTimeout(r, 600));
+  t.true(credentials.cacheStats().entries > 0, 'not dropped: Redis answered as soon as the loop could read it');
+});
