@@ -41,26 +41,30 @@ test('every declared key is seeded with its default, and nothing undeclared is',
   t.is((await req('PATCH', '/v1/system-config/ais.enabled', admin, { value: false })).status, 404);
 });
 
-test("each entry's description is the registry's, also over a row a migration wrote with other words", async (t) => {
-  const s = stack();
-  const { admin } = await users();
-  const described = async () =>
-    new Map(
-      ((await req('GET', '/v1/system-config', admin)).body as Array<{ key: string; description: string }>).map((e) => [
-        e.key,
-        e.description,
-      ]),
-    );
-  const now = await described();
-  for (const [key, e] of Object.entries(SYSTEM_CONFIG)) t.is(now.get(key), e.description, key);
-  // A value an operator set stays; a description (which nothing but the code writes) follows the code.
-  await s.db('system_config').where('key', 'gps.retention_days').update({ description: 'old words', value: '30' });
-  await seed(s.db);
-  const row = await s.db('system_config').where('key', 'gps.retention_days').first('value', 'description');
-  t.is(row.value, 30);
-  t.is(row.description, SYSTEM_CONFIG['gps.retention_days'].description);
-  await s.db('system_config').where('key', 'gps.retention_days').update({ value: '365' });
-});
+// Serial (AVA runs serial tests before the others): it sets gps.retention_days to 30 for a moment,
+// which a concurrent test reading the default would see.
+test.serial(
+  "each entry's description is the registry's, also over a row a migration wrote with other words",
+  async (t) => {
+    const s = stack();
+    const { admin } = await users();
+    const described = async () =>
+      new Map(
+        ((await req('GET', '/v1/system-config', admin)).body as Array<{ key: string; description: string }>).map(
+          (e) => [e.key, e.description],
+        ),
+      );
+    const now = await described();
+    for (const [key, e] of Object.entries(SYSTEM_CONFIG)) t.is(now.get(key), e.description, key);
+    // A value an operator set stays; a description (which nothing but the code writes) follows the code.
+    await s.db('system_config').where('key', 'gps.retention_days').update({ description: 'old words', value: '30' });
+    await seed(s.db);
+    const row = await s.db('system_config').where('key', 'gps.retention_days').first('value', 'description');
+    t.is(row.value, 30);
+    t.is(row.description, SYSTEM_CONFIG['gps.retention_days'].description);
+    await s.db('system_config').where('key', 'gps.retention_days').update({ value: '365' });
+  },
+);
 
 test('every declared key is read by the service (ui.* keys are for clients)', (t) => {
   // A key nothing reads answers PATCH with 200 and changes nothing: three such keys shipped once.
