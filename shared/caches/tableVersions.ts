@@ -11,7 +11,8 @@ import { coalesced, turnBatcherByDb } from '../rowLoader';
 /**
  * The tables whose statement-level trigger bumps their `table_versions` row (migrations
  * 20261124000100_table_versions, 20261124080000_more_table_versions, 20261125000000_list_versions,
- * 20261201000200_api_keys_version, 20261201000300_chat_versions, 20261202000000_gps_points_version).
+ * 20261201000200_api_keys_version, 20261201000300_chat_versions, 20261202000000_gps_points_version,
+ * 20261212000000_location_contacts_version).
  * A test checks each has its trigger. Tables written by one statement per request of a hot path
  * (sessions, audit_events) stay out: each writing statement also bumps a version row, and a cached
  * answer of a table that changes all the time is rebuilt all the time. gps_points is in: its points
@@ -33,6 +34,7 @@ export const VERSIONED_TABLES = [
   'trip_status_history',
   'devices',
   'locations',
+  'location_contacts',
   'oauth_clients',
   'system_config',
   'users',

@@ -118,6 +118,16 @@ test('location contacts: add, patch (at least one), delete; scoped to their loca
   const { developer, reader } = await users();
   const loc = await make(s, developer.token, '/v1/locations', { name: 'With contacts' });
   const other = await make(s, developer.token, '/v1/locations', { name: 'Other' });
+  // The location with its contacts is a cached answer (README "Hot paths"): every contact write
+  // below, and one made straight in SQL, shows on the very next read.
+  const contactsNow = async () =>
+    (
+      (await s.request('GET', `/v1/locations/${loc.id}`, { token: reader.token })).body.data.contacts as Array<{
+        name: string;
+        email: string | null;
+      }>
+    ).map((x) => `${x.name}:${x.email}`);
+  t.deepEqual(await contactsNow(), []);
   const c = await s.request('POST', `/v1/locations/${loc.id}/contacts`, {
     token: developer.token,
     body: { name: 'Mia', phone: '123', role: 'Harbour master' },
@@ -126,6 +136,7 @@ test('location contacts: add, patch (at least one), delete; scoped to their loca
   t.is(c.body.data.location_id, loc.id);
   t.is(c.body._links.self, `/v1/locations/${loc.id}/contacts/${c.body.data.id}`);
   const cid = c.body.data.id;
+  t.deepEqual(await contactsNow(), ['Mia:null']);
   t.is(
     (await s.request('POST', `/v1/locations/${loc.id}/contacts`, { token: developer.token, body: { phone: '1' } }))
       .status,
@@ -150,6 +161,9 @@ test('location contacts: add, patch (at least one), delete; scoped to their loca
     body: { email: 'mia@example.test' },
   });
   t.like(p.body.data, { name: 'Mia', phone: '123', email: 'mia@example.test', role: 'Harbour master' });
+  t.deepEqual(await contactsNow(), ['Mia:mia@example.test']);
+  await s.db('location_contacts').where({ id: cid }).update({ name: 'Mia in SQL' });
+  t.deepEqual(await contactsNow(), ['Mia in SQL:mia@example.test']);
   t.is(
     (
       await s.request('PATCH', `/v1/locations/${other.id}/contacts/${cid}`, {

@@ -89,6 +89,7 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
       summary: 'Get a location with its contacts',
       tags: ['locations'],
       auth: { permission: 'locations:read' },
+      cacheBy: ['locations', 'location_contacts'],
       params: idParam,
       responses: { 200: { description: 'Location', schema: resourceSchema(locationSchema) }, ...errors },
     },
