@@ -1,6 +1,7 @@
 import type { Middleware } from 'koa';
 import { errorName, graphqlCode, HttpError, toHttpError } from '../../shared/errors';
 import type { Logger } from '../../shared/logger';
+import { endOfTurn } from '../answerTurn';
 import { compressAnswer } from '../compression';
 
 const GRAPHQL_PATH = '/v1/gql';
@@ -23,8 +24,9 @@ function badJsonMessage(text: unknown): string {
 }
 
 /**
- * Compresses what the routes answer (compressAnswer, api/compression.ts) and turns every failure into `{error, message}` with the right status (and the error's headers, e.g.
- * Allow, Retry-After). Unknown routes are 404, malformed JSON 400, database failures whatever
+ * Compresses what the routes answer (compressAnswer, api/compression.ts), turns every failure into
+ * `{error, message}` with the right status (and the error's headers, e.g. Allow, Retry-After), and
+ * holds each answer until the end of its event-loop turn (api/answerTurn.ts). Unknown routes are 404, malformed JSON 400, database failures whatever
  * shared/errors' toHttpError says (constraint → 4xx, unreachable → 503), and anything unexpected a
  * logged 500 that reveals nothing internal. On /v1/gql the same answer is in GraphQL's error format.
  */
@@ -76,5 +78,7 @@ export function errorHandler(logger: Logger): Middleware {
             }
           : { error: httpErr.error, message: httpErr.message, ...(httpErr.extra ?? {}) };
     }
+    // Answers of one turn leave together (api/answerTurn.ts).
+    await endOfTurn();
   };
 }
