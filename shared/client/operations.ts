@@ -1579,7 +1579,7 @@ export interface Operations {
       _links: Schemas["SelfLinks"];
     };
     /** The body of any other answer (the documented error statuses; none on 304). */
-    error: Schemas["Error"];
+    error: undefined | Schemas["Error"];
   };
   patch_v1_locations_id: {
     params: { id: string };
