@@ -39,6 +39,13 @@ export interface DrainResult {
 
 export interface HttpDrain {
   /**
+   * Whether a request must not be run: it was pipelined behind an answer that already went out as
+   * its socket's last (`Connection: close`), so no answer of it could ever reach the client. Not
+   * running it is what tells the client it may send it again (RFC 9112 §9.3.2); running it would
+   * store a POST whose client never hears so.
+   */
+  unanswerable(req: http.IncomingMessage): boolean;
+  /**
    * Stops accepting connections and closes every socket once it has nothing to answer: responses
    * from now on carry `Connection: close` (Node ends the socket after them), idle keep-alive
    * sockets are closed after DRAIN_IDLE_GRACE_MS of quiet. Upgraded sockets (WebSocket tunnels)
@@ -57,6 +64,15 @@ export function trackConnections(server: http.Server, logger: Logger, opts: { id
   // close when the drain begins, like the open responses of every tracked socket.
   const untracked = new Set<http.ServerResponse>();
   let draining = false;
+  // Responses this drain switched to Connection: close: the last one of each socket. When another
+  // pipelined request arrives behind it before its headers are out, the close moves on to it.
+  const closedByDrain = new WeakSet<http.ServerResponse>();
+  const unanswerable = new WeakSet<http.IncomingMessage>();
+  const closeLast = (res: http.ServerResponse) => {
+    if (res.headersSent || !res.shouldKeepAlive) return;
+    res.shouldKeepAlive = false;
+    closedByDrain.add(res);
+  };
 
   server.on('connection', (socket: net.Socket) => {
     sockets.set(socket, { open: [], quietSince: Date.now(), bytesRead: 0 });
@@ -73,7 +89,22 @@ export function trackConnections(server: http.Server, logger: Logger, opts: { id
   // Runs before the application's listener, so the header is decided before any handler writes.
   server.prependListener('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     const state = sockets.get(req.socket);
-    if (draining) res.shouldKeepAlive = false;
+    if (state) {
+      for (const earlier of state.open) {
+        if (earlier.shouldKeepAlive) continue;
+        if (earlier.headersSent || !closedByDrain.has(earlier)) {
+          // The socket ends after that answer (the drain's close is out, or the client asked for it):
+          // this request is never answered, so it must not run either.
+          unanswerable.add(req);
+        } else {
+          // Only the socket's last answer says Connection: close, or Node ends the socket after the
+          // first and drops the answers of the requests pipelined behind it, which have run.
+          earlier.shouldKeepAlive = true;
+          closedByDrain.delete(earlier);
+        }
+      }
+    }
+    if (draining) closeLast(res);
     if (state) state.open.push(res);
     else if (!draining) untracked.add(res);
     res.once('close', () => {
@@ -91,10 +122,13 @@ export function trackConnections(server: http.Server, logger: Logger, opts: { id
     const started = Date.now();
     draining = true;
     // Responses whose headers may still be sent keep-alive: from now on they say Connection: close.
-    for (const res of untracked) if (!res.headersSent) res.shouldKeepAlive = false;
+    for (const res of untracked) closeLast(res);
     untracked.clear();
     for (const state of sockets.values()) {
-      for (const res of state.open) if (!res.headersSent) res.shouldKeepAlive = false;
+      // The socket's last open answer says Connection: close; those before it keep the socket open
+      // for the answers behind them (pipelining).
+      const last = state.open[state.open.length - 1];
+      if (last) closeLast(last);
       state.quietSince = started;
     }
     let cut = 0;
@@ -140,6 +174,7 @@ export function trackConnections(server: http.Server, logger: Logger, opts: { id
   }
 
   return {
+    unanswerable: (req) => unanswerable.has(req),
     drain(deadlineMs) {
       drained ??= run(deadlineMs);
       return drained;

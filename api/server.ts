@@ -148,13 +148,15 @@ export async function startApi(
   // 10 s, for its headers (Node's defaults, 300 s and 60 s, let a slow sender hold a connection and
   // its request for minutes), checked every second (not every 30 s): a 408, never a hang.
   const requestTimeout = config.httpRequestTimeoutMs;
+  const handle = app.callback();
   const server = http.createServer(
     {
       requestTimeout,
       headersTimeout: Math.min(10_000, Math.ceil(requestTimeout / 3)),
       connectionsCheckingInterval: Math.min(1000, requestTimeout),
     },
-    app.callback(),
+    // A request pipelined behind its socket's last answer is not run (api/drain.ts).
+    (req, res) => (connections.unanswerable(req) ? undefined : handle(req, res)),
   );
   server.keepAliveTimeout = 65_000;
   answerMalformedRequests(server);

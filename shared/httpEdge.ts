@@ -76,6 +76,10 @@ export function answerMalformedRequests(server: http.Server): void {
     const s = socket as Duplex & { _httpMessage?: http.ServerResponse; [REFUSED]?: boolean };
     if (s[REFUSED]) return;
     if (err.code === 'ECONNRESET' || !socket.writable || s._httpMessage?.headersSent) return void socket.destroy();
+    // Bytes after a request that asked for Connection: close (a request pipelined behind it): not
+    // read, not run, and not an error to answer. The socket closes after that request's own answer,
+    // which a refusal here would have cut off although its request was run (a POST stored).
+    if (err.code === 'HPE_CLOSED_CONNECTION' && s._httpMessage) return;
     const [status, message] = parserErrorAnswer(err);
     refuseSocket(socket, status, message);
   });

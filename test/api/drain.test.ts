@@ -1,6 +1,7 @@
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
+import net from 'node:net';
 import { describeOutcome, loadKey, Outcome, send, startLoad } from '../helpers/httpLoad';
 import { ServiceProcess, spawnService } from '../helpers/processes';
 import { Stack, useStack } from '../helpers/stack';
@@ -175,6 +176,86 @@ test.serial(
     }
   },
 );
+
+/**
+ * Opens a socket, runs `beforeWrite`, writes `requests` in one write and reads until the server
+ * closes the socket.
+ */
+async function pipeline(
+  port: number,
+  requests: string[],
+  beforeWrite: () => Promise<unknown> = async () => undefined,
+): Promise<{ statuses: number[]; connections: string[] }> {
+  const socket = net.connect(port, '127.0.0.1');
+  let raw = '';
+  socket.on('data', (d: Buffer) => (raw += d.toString('latin1')));
+  const closed = new Promise((resolve) => socket.on('close', resolve));
+  socket.on('error', () => undefined);
+  await new Promise((resolve) => socket.once('connect', resolve));
+  await beforeWrite();
+  socket.write(requests.join(''));
+  await Promise.race([closed, sleep(5000)]);
+  socket.destroy();
+  return {
+    // An answer's status line follows the previous answer's body directly.
+    statuses: [...raw.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1])),
+    connections: [...raw.matchAll(/^Connection: (\S+)/gim)].map((m) => m[1].toLowerCase()),
+  };
+}
+
+function postGps(key: string, deviceId: string, extraHeaders = ''): string {
+  const body = JSON.stringify(gpsBody({ device_id: deviceId }));
+  return (
+    `POST /v1/gps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\n${extraHeaders}\r\n${body}`
+  );
+}
+
+test.serial(
+  'requests pipelined on one socket while draining are all run and answered; only the last says Connection: close',
+  async (t) => {
+    const s = stack();
+    const key = await loadKey(s.db);
+    const { api, port } = await startApiProcess(s);
+    const device = `pipe-${randomBytes(4).toString('hex')}`;
+    try {
+      // A keep-alive socket opened before SIGTERM; the requests are written once the drain has begun.
+      const answered = await pipeline(
+        port,
+        [1, 2, 3].map((i) => postGps(key, `${device}-${i}`)),
+        async () => {
+          api.child.kill('SIGTERM');
+          await api.waitForLog('api draining');
+        },
+      );
+      t.deepEqual(answered.statuses, [201, 201, 201]);
+      t.deepEqual(answered.connections, ['keep-alive', 'keep-alive', 'close']);
+      const stored = await s.db('gps_points').where('device_id', 'like', `${device}-%`).count({ n: '*' });
+      t.is(Number(stored[0].n), 3);
+      t.is((await Promise.race([api.exited, sleep(12_000).then(() => null)]))?.code, 0);
+    } finally {
+      await api.kill();
+    }
+  },
+);
+
+test.serial('a request pipelined behind an answer that closes its socket is not run', async (t) => {
+  const s = stack();
+  const key = await loadKey(s.db);
+  const device = `behind-close-${randomBytes(4).toString('hex')}`;
+  // The first request asks for Connection: close: it is answered (its POST was stored), and the
+  // requests behind it are neither run nor refused in its place: the client sees them unanswered
+  // and may send them again.
+  const r = await pipeline(s.api.port, [
+    postGps(key, `${device}-1`, 'Connection: close\r\n'),
+    postGps(key, `${device}-2`),
+    postGps(key, `${device}-3`),
+  ]);
+  t.deepEqual(r.statuses, [201]);
+  t.deepEqual(r.connections, ['close']);
+  const stored = await s.db('gps_points').where('device_id', 'like', `${device}-%`).pluck('device_id');
+  t.deepEqual(stored, [`${device}-1`]);
+});
 
 test.serial(
   'a WebSocket forwarded to realtime does not hold a draining api: the tunnel is closed and the client reconnects elsewhere',
