@@ -1,7 +1,7 @@
 import type { Middleware } from 'koa';
 import { errorName, graphqlCode, HttpError, toHttpError } from '../../shared/errors';
 import type { Logger } from '../../shared/logger';
-import { endOfTurn } from '../answerTurn';
+import { endOfTurn, leavesAtEndOfTurn } from '../answerTurn';
 import { compressAnswer } from '../compression';
 
 const GRAPHQL_PATH = '/v1/gql';
@@ -78,7 +78,7 @@ export function errorHandler(logger: Logger): Middleware {
             }
           : { error: httpErr.error, message: httpErr.message, ...(httpErr.extra ?? {}) };
     }
-    // Answers of one turn leave together (api/answerTurn.ts).
-    await endOfTurn();
+    // Small answers of one turn leave together (api/answerTurn.ts).
+    if (leavesAtEndOfTurn(ctx.body)) await endOfTurn();
   };
 }

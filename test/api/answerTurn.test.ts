@@ -2,7 +2,7 @@ import test from 'ava';
 import Koa from 'koa';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import { endOfTurn } from '../../api/answerTurn';
+import { END_OF_TURN_MAX_BYTES, endOfTurn } from '../../api/answerTurn';
 import { errorHandler } from '../../api/middleware/errors';
 import { createLogger } from '../../shared/logger';
 
@@ -23,13 +23,14 @@ async function serve(handler: Koa.Middleware): Promise<{ url: string; close(): v
   };
 }
 
-test('an answer finished without waiting leaves after the work its turn scheduled, success or failure', async (t) => {
+test('a small answer finished without waiting leaves after the work its turn scheduled, success or failure; a large one at once', async (t) => {
   const seen: Array<{ path: string; sentBeforeImmediate: boolean }> = [];
   const app = await serve((ctx) => {
     // Work of the same turn that runs after the I/O phase: the answer must not have left yet.
     setImmediate(() => seen.push({ path: ctx.path, sentBeforeImmediate: ctx.res.headersSent }));
     if (ctx.path === '/fail') throw new Error('boom');
-    ctx.body = { ok: true };
+    // A large answer's cost is its bytes: it is written at once.
+    ctx.body = ctx.path === '/large' ? Buffer.alloc(END_OF_TURN_MAX_BYTES, 'a') : { ok: true };
   });
   try {
     const ok = await fetch(`${app.url}/ok`);
@@ -38,9 +39,12 @@ test('an answer finished without waiting leaves after the work its turn schedule
     const failed = await fetch(`${app.url}/fail`);
     t.is(failed.status, 500);
     t.is(((await failed.json()) as { error: string }).error, 'InternalServerError');
+    const large = await fetch(`${app.url}/large`);
+    t.is((await large.arrayBuffer()).byteLength, END_OF_TURN_MAX_BYTES);
     t.deepEqual(seen, [
       { path: '/ok', sentBeforeImmediate: false },
       { path: '/fail', sentBeforeImmediate: false },
+      { path: '/large', sentBeforeImmediate: true },
     ]);
   } finally {
     app.close();
