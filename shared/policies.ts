@@ -300,8 +300,19 @@ export function authorizeGrant(p: Principal, requested: Iterable<string>, what =
 }
 
 /**
- * Taking over what an API key confers: regenerating it (the answer carries its new value) or
- * switching it back on. The caller must hold all of it, as if issuing such a key (`authorizeGrant`):
+ * Whether a new `expires_at` keeps a key alive longer than it is now: a later date, or none (never
+ * expires) where it had one. Like switching the key back on, that is a takeover of what it confers
+ * (`authorizeKeyTakeover`); an earlier date only narrows. Without this a credential with nothing
+ * but `api_keys:write` (an OAuth token, a narrow key) could keep its owner's wider keys alive for
+ * ever, though it may not regenerate or reactivate them.
+ */
+export function extendsKeyLife(current: Date | null, next: Date | null): boolean {
+  return current !== null && (next === null || next.getTime() > current.getTime());
+}
+
+/**
+ * Taking over what an API key confers: regenerating it (the answer carries its new value),
+ * switching it back on or extending its life (`extendsKeyLife`). The caller must hold all of it, as if issuing such a key (`authorizeGrant`):
  * the key's scopes and its roles' permissions as far as its owner holds them (`ownerPermissions`:
  * the owner's current permissions; for an ownerless key, its roles'), and the account scopes it
  * names. Without this a narrowed credential with `api_keys:write` (an OAuth token, a narrow key)

@@ -19,6 +19,7 @@ import {
   authorizeGrant,
   authorizeKeyTakeover,
   can,
+  extendsKeyLife,
   PermissionSet,
   Principal,
   subjects,
@@ -158,7 +159,8 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       path: '/v1/api-keys/:id',
       summary: 'Update an API key',
       description:
-        'Body {name?, description?, scopes?, is_active?, expires_at?}; new scopes must be a subset of your own permissions.',
+        'Body {name?, description?, scopes?, is_active?, expires_at?}; new scopes must be a subset of your own permissions; ' +
+        'switching a key back on, or moving its expiry later or removing it, needs everything the key confers.',
       tags: ['api-keys'],
       auth: { permission: 'api_keys:write' },
       params: idParam,
@@ -173,8 +175,9 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
         200: { description: 'Updated key', schema: resourceSchema(apiKeySchema) },
         403: {
           description:
-            'Not your key, scope escalation, reactivating a key an administrator switched off, or changing the ' +
-            'scopes, is_active or expires_at of a system key',
+            'Not your key, scope escalation, reactivating a key an administrator switched off, switching a key ' +
+            'back on or extending its expiry without holding everything it confers, or changing the scopes, ' +
+            'is_active or expires_at of a system key',
         },
         404: { description: 'No such key' },
         409: { description: 'Extending an expired key' },
@@ -186,10 +189,11 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       if (body.scopes !== undefined || body.is_active !== undefined || body.expires_at !== undefined)
         authorize(p, 'changeGrant', subjects.apiKey(key));
       if (body.scopes) authorizeGrant(p, body.scopes);
-      if (body.is_active === true && !key.is_active) {
-        authorize(p, 'reactivate', subjects.apiKey(key));
+      const expiresAt = body.expires_at === undefined ? undefined : toDate(body.expires_at);
+      const reactivating = body.is_active === true && !key.is_active;
+      if (reactivating) authorize(p, 'reactivate', subjects.apiKey(key));
+      if (reactivating || (expiresAt !== undefined && extendsKeyLife(key.expires_at, expiresAt)))
         await authorizeTakeover(ctx, p, key);
-      }
       // Whoever may switch a locked key back on locks it by switching it off (an administrator).
       const locking = can(
         p,
@@ -201,7 +205,7 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
         description: body.description,
         scopes: body.scopes,
         is_active: body.is_active,
-        expires_at: body.expires_at === undefined ? undefined : toDate(body.expires_at),
+        expires_at: expiresAt,
       };
       // Every field is optional (decisions: PATCH /v1/api-keys/{id}); nothing named, nothing changes.
       const updated = emptyPatch(body)

@@ -159,6 +159,47 @@ test('a narrowed credential with api_keys:write neither regenerates nor switches
   t.is((await s.request('GET', '/v1/users', { token: regenerated.body.key })).status, 200);
 });
 
+test('a narrowed credential with api_keys:write does not extend the life of a wider key of its owner', async (t) => {
+  const s = stack();
+  const owner = await createUser(s.db, { roles: ['role_api_full_access'] });
+  const inAnHour = new Date(Date.now() + 3600_000).toISOString();
+  const wide = (
+    await s.request('POST', '/v1/api-keys', {
+      token: owner.token,
+      body: { name: 'wide', scopes: ['users:read', 'api_keys:write'], expires_at: inAnHour },
+    })
+  ).body;
+  const narrowKey = (
+    await s.request('POST', '/v1/api-keys', {
+      token: owner.token,
+      body: { name: 'narrow', scopes: ['api_keys:write', 'api_keys:read'] },
+    })
+  ).body.key as string;
+  const { token: oauth } = await createOAuthToken(s.db, owner.id, ['api_keys:write', 'api_keys:read']);
+  const later = new Date(Date.now() + 10 * 365 * 86400_000).toISOString();
+  const sooner = new Date(Date.now() + 1800_000).toISOString();
+  for (const token of [narrowKey, oauth]) {
+    for (const expires_at of [later, null]) {
+      const r = await s.request('PATCH', `/v1/api-keys/${wide.id}`, { token, body: { expires_at } });
+      t.is(r.status, 403, r.text);
+      t.regex(r.body.message, /the key's scopes and roles exceed your own permissions: users:read/);
+    }
+  }
+  const stored = await s.db('api_keys').where('id', wide.id).first('expires_at');
+  t.is(stored.expires_at.toISOString(), inAnHour);
+  // Moving the expiry earlier only narrows: the narrow credential may.
+  const shortened = await s.request('PATCH', `/v1/api-keys/${wide.id}`, { token: oauth, body: { expires_at: sooner } });
+  t.is(shortened.status, 200, shortened.text);
+  t.is(shortened.body.data.expires_at, sooner);
+  // The owner's own session holds everything the key confers: it may extend the key or drop the expiry.
+  const extended = await s.request('PATCH', `/v1/api-keys/${wide.id}`, {
+    token: owner.token,
+    body: { expires_at: null },
+  });
+  t.is(extended.status, 200, extended.text);
+  t.is(extended.body.data.expires_at, null);
+});
+
 test('finding 3: roles on an API key do not outlive the owner losing them', async (t) => {
   const s = stack();
   const root = await createUser(s.db, { roles: ['role_admin'] });
