@@ -177,6 +177,8 @@ export class AccountEvents {
     c.revoked = message;
     const own = c.principal.kind === 'user' ? `user:${c.principal.userId}` : null;
     for (const ch of [...c.channels]) if (ch !== own) this.hub.unsubscribe(c, ch);
+    // Nor bot requests: they go to another bot, or fail at once, not to a socket about to close.
+    if (c.chatBot) this.hub.demoteChatBot(c);
     setTimeout(() => this.hub.close(c, code, message.slice(0, 100)), REVOKE_GRACE_MS).unref();
   }
 

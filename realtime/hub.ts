@@ -167,10 +167,15 @@ export class Hub {
       }
     }
     if (c.heldIncoming) this.onIncomingReleased(c);
+    // Whatever it found (a bot that lost chat:sync is no bot any more): cheap when nothing waits.
+    this.onBotReleased();
   }
 
   /** Handles the frames a client sent while its access was re-checked (set by the server). */
   onIncomingReleased: (c: Client) => void = () => undefined;
+
+  /** A re-check ended: bot requests waiting for re-checks of chat bots go on (set by the server). */
+  onBotReleased: () => void = () => undefined;
 
   /** Runs `onExpiry` once when `c`'s credential expires at `at` (ms; Infinity: never), replacing an earlier timer. */
   expireAt(c: Client, at: number, onExpiry: () => void): void {
@@ -228,8 +233,12 @@ export class Hub {
   demoteChatBot(c: Client): void {
     c.chatBot = false;
     this.chatBots.delete(c);
+    this.onBotDemoted(c);
     this.onChange();
   }
+
+  /** A chat bot lost its access: the requests it was serving fail (set by the server). */
+  onBotDemoted: (c: Client) => void = () => undefined;
 
   /** Replaces a client's principal after re-resolution (the owner does not change). */
   setPrincipal(c: Client, p: Principal): void {

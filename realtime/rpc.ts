@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type Redis from 'ioredis';
 import type { Config } from '../shared/config';
-import { PubSub } from '../shared/events';
+import { CHAT_BOTS_WS_CHANNEL, PubSub } from '../shared/events';
 import type { Logger } from '../shared/logger';
 import { actorIdOf } from '../shared/policies';
 import { decodeEnvelope, encodeEnvelope, Envelope, PayloadCase } from '../shared/proto';
@@ -39,6 +39,14 @@ interface PendingBot {
   request: PayloadCase;
   original: Record<string, unknown>;
   timer: NodeJS.Timeout;
+}
+
+/** A bot request not handed out yet: `until` is when its requester stops waiting (ms). */
+interface DeferredBotRequest {
+  msg: BotRequestMessage;
+  payload: PayloadCase;
+  original: Record<string, unknown>;
+  until: number;
 }
 
 export class RpcBroker {
@@ -200,16 +208,46 @@ export class RpcBroker {
     }
     const payload = env.payload as PayloadCase;
     const original = (env[payload] ?? {}) as Record<string, unknown>;
-    const bots = [...this.hub.chatBots].filter((b) => !b.closing);
-    if (!bots.length) {
+    this.dispatchBotRequest({ msg, payload, original, until: Date.now() + (msg.timeoutMs || 60_000) });
+  }
+
+  /**
+   * Hands a bot request to one of the chat bots that may take it now. A bot whose access is being
+   * re-checked (a narrowing change was just acknowledged: it may have lost chat:sync, or its key
+   * may be revoked) gets nothing until the re-check ends, as channel pushes wait (`Hub.mustHold`):
+   * when no other bot is ready, the request waits for the re-check (`onBotReleased`) and then goes
+   * to a bot that kept its access, or fails as if none were connected. A revoked bot, closed a
+   * moment later, gets nothing.
+   */
+  private dispatchBotRequest(r: DeferredBotRequest): void {
+    const { msg, payload, original } = r;
+    const live = [...this.hub.chatBots].filter((b) => !b.closing && b.revoked === undefined);
+    const ready = live.filter((b) => !this.hub.mustHold(b, CHAT_BOTS_WS_CHANNEL));
+    if (!ready.length && live.length) {
+      // Past its timeout the requester has given up already: nothing to wait for.
+      if (Date.now() < r.until) this.deferredBotRequests.push(r);
+      return;
+    }
+    if (!ready.length) {
       void this.publishReply(msg.replyTo, msg.requestId, failureReply(payload, 'no chat bot is connected', original));
       return;
     }
-    const bot = bots[this.botCursor++ % bots.length];
-    const timer = setTimeout(() => this.botPending.delete(msg.requestId), msg.timeoutMs || 60_000);
+    const bot = ready[this.botCursor++ % ready.length];
+    const timer = setTimeout(() => this.botPending.delete(msg.requestId), Math.max(0, r.until - Date.now()));
     timer.unref();
     this.botPending.set(msg.requestId, { replyTo: msg.replyTo, bot, request: payload, original, timer });
     this.sendEnvelope(bot, payload, original, msg.requestId);
+  }
+
+  /** Bot requests waiting for a re-check of the bots that might take them (`dispatchBotRequest`). */
+  private deferredBotRequests: DeferredBotRequest[] = [];
+
+  /** A connection's re-check ended (`Hub.release`): bot requests that waited for it are handed out again. */
+  onBotReleased(): void {
+    if (!this.deferredBotRequests.length) return;
+    const waiting = this.deferredBotRequests;
+    this.deferredBotRequests = [];
+    for (const r of waiting) this.dispatchBotRequest(r);
   }
 
   /** A chat bot answered (111 or 141): route the answer to whoever asked. */
@@ -243,16 +281,24 @@ export class RpcBroker {
         this.pending.delete(id);
       }
     }
-    if (!c.chatBot) return;
+    this.failBotRequests(c, 'the chat bot disconnected');
+  }
+
+  /**
+   * The requests `c` was serving as a chat bot fail now, not at their timeout: it went away, or it
+   * lost its access (`Hub.demoteChatBot`), after which its answers are refused.
+   */
+  failBotRequests(c: Client, reason: string): void {
     for (const [id, p] of this.botPending) {
       if (p.bot !== c) continue;
       clearTimeout(p.timer);
       this.botPending.delete(id);
-      void this.publishReply(p.replyTo, id, failureReply(p.request, 'the chat bot disconnected', p.original));
+      void this.publishReply(p.replyTo, id, failureReply(p.request, reason, p.original));
     }
   }
 
   close(): void {
+    this.deferredBotRequests = [];
     for (const p of this.pending.values()) clearTimeout(p.timer);
     for (const p of this.botPending.values()) clearTimeout(p.timer);
     this.pending.clear();

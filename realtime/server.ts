@@ -63,6 +63,8 @@ export async function startRealtime(
   const accountEvents = new AccountEvents(hub, deps, logger);
   const messageDeps: MessageDeps = { hub, rpc, maxMessagesPer10s: config.ws.maxMessagesPer10s };
   hub.onIncomingReleased = (c) => handleHeldFrames(messageDeps, c);
+  hub.onBotReleased = () => rpc.onBotReleased();
+  hub.onBotDemoted = (c) => rpc.failBotRequests(c, 'the chat bot lost its access');
 
   // Credential changes (revoked keys and tokens, deleted sessions, role edits) re-check the affected
   // sockets, right after the resolver dropped its cache and before the change is acknowledged.

@@ -445,3 +445,44 @@ test.serial(
     bot = undefined;
   },
 );
+
+test.serial(
+  'a bot whose key just lost chat:sync, or was deleted, gets no request sent after the change answered',
+  async (t) => {
+    const s = stack();
+    await users();
+    await bot?.stop();
+    const requests = (b: ChatBotProcess) => b.events.filter((e) => e.event === 'request').length;
+    const noBot = { success: false, error: 'no chat bot is connected' };
+
+    const narrowed = await createKey({ userId: admin.id, scopes: ['chat:sync', 'chat:read'] });
+    bot = await startChatBot(s, fixture, { key: narrowed.key });
+    t.like((await s.request('POST', '/v1/chat/sync', { token: mod.token, body: {} })).body, { success: true });
+    const before = requests(bot);
+    const patch = await s.request('PATCH', `/v1/api-keys/${narrowed.id}`, {
+      token: admin.token,
+      body: { scopes: ['chat:read'] },
+    });
+    t.is(patch.status, 200, patch.text);
+    // At once: the bot is being re-checked, and the request waits for it rather than reach it.
+    const started = Date.now();
+    const after = await s.request('POST', '/v1/chat/sync', { token: mod.token, body: {} });
+    t.like(after.body, noBot);
+    t.true(Date.now() - started < 3000, `answered after ${Date.now() - started} ms`);
+    await new Promise((r) => setTimeout(r, 300));
+    t.is(requests(bot), before, JSON.stringify(bot.events.slice(-3)));
+    await bot.stop();
+
+    const deleted = await createKey({ userId: admin.id, scopes: ['chat:sync'] });
+    bot = await startChatBot(s, fixture, { key: deleted.key });
+    t.like((await s.request('POST', '/v1/chat/sync', { token: mod.token, body: {} })).body, { success: true });
+    const beforeDelete = requests(bot);
+    t.is((await s.request('DELETE', `/v1/api-keys/${deleted.id}`, { token: admin.token })).status, 204);
+    const gone = await s.request('POST', '/v1/chat/sync', { token: mod.token, body: {} });
+    t.like(gone.body, noBot);
+    await new Promise((r) => setTimeout(r, 300));
+    t.is(requests(bot), beforeDelete, JSON.stringify(bot.events.slice(-3)));
+    await bot.stop();
+    bot = undefined;
+  },
+);
