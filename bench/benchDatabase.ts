@@ -1,13 +1,43 @@
 import Redis from 'ioredis';
 import knex from 'knex';
 import type { Knex } from 'knex';
+import pg from 'pg';
 import { loadConfig } from '../shared/config';
 import { createDb, migrate } from '../shared/db';
 import { seed } from '../shared/seed';
 
 /**
+ * Per database name, the connection holding the lock of the run that uses it (released by
+ * dropBenchRun, or by PostgreSQL when the process dies).
+ */
+const runLocks = new Map<string, pg.Client>();
+
+/**
+ * Takes the session advisory lock of the benchmark database `name` on the server of `admin`, so
+ * that a second run of the same benchmark fails at once with a clear message instead of dropping
+ * the first run's database under it (both would then fail half-way, with "terminating connection
+ * due to administrator command").
+ */
+async function lockBenchDatabase(admin: string, name: string): Promise<void> {
+  const client = new pg.Client({ connectionString: admin });
+  await client.connect();
+  client.on('error', () => undefined);
+  const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [
+    `bench database ${name}`,
+  ]);
+  if (!rows[0].ok) {
+    await client.end();
+    throw new Error(
+      `another benchmark run is using the database ${name}: wait for it to end, or give this run another DATABASE_URL database name`,
+    );
+  }
+  runLocks.set(name, client);
+}
+
+/**
  * A fresh, migrated and seeded database `<base>_<suffix>` for one benchmark run (dropped first if a
- * previous run left it). Returns its URL and an open connection for the benchmark's own fixtures.
+ * previous run left it; refused while another run uses it). Returns its URL and an open
+ * connection for the benchmark's own fixtures.
  */
 export async function freshBenchDatabase(
   suffix: string,
@@ -17,6 +47,7 @@ export async function freshBenchDatabase(
   const name = `${base.pathname.slice(1) || 'service'}_${suffix}`;
   const admin = new URL(base.toString());
   admin.pathname = '/postgres';
+  await lockBenchDatabase(admin.toString(), name);
   const a = knex({ client: 'pg', connection: admin.toString(), pool: { min: 0, max: 1 } });
   await a.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]);
   await a.raw('CREATE DATABASE ??', [name]);
@@ -57,6 +88,8 @@ export async function dropBenchRun(run: BenchRun): Promise<void> {
   if (run.url) {
     const base = new URL(run.url);
     const name = decodeURIComponent(base.pathname.slice(1));
+    const lock = runLocks.get(name);
+    runLocks.delete(name);
     if (!/_bench/.test(name)) log(`not dropping database ${name}: not a benchmark database`);
     else if (process.env.KEEP_DB && process.env.KEEP_DB !== '0') log(`KEEP_DB: kept database ${name}`);
     else {
@@ -71,6 +104,7 @@ export async function dropBenchRun(run: BenchRun): Promise<void> {
         await admin.destroy();
       }
     }
+    await lock?.end().catch(() => undefined);
   }
   if (run.redisPrefix === undefined && run.redisUrl === undefined) return;
   if (!run.redisPrefix) return log('not deleting Redis keys: empty prefix');
