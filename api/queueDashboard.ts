@@ -3,7 +3,7 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import type { IServerAdapter } from '@bull-board/api/typings/app';
 import { KoaAdapter } from '@bull-board/koa';
 import type { Middleware } from 'koa';
-import { serviceUnavailable } from '../shared/errors';
+import { HttpError, serviceUnavailable } from '../shared/errors';
 import { authorize, subjects } from '../shared/policies';
 import { QueueName } from '../shared/queues';
 import type { AppContext } from './routing';
@@ -52,7 +52,23 @@ export function queueDashboard(services: ApiServices): Middleware {
     // Bull Board's pages are not ours to cache or frame.
     ctx.set('Cache-Control', 'no-store');
     if (ctx.path.startsWith(QUEUE_DASHBOARD_API)) await redisAnswers(c.services);
-    return boardFor()(ctx, next);
+    // The board is given a `next` of its own: whatever runs after it (the router's 404 and 405 with
+    // Allow) must run outside Bull Board's error handler, which answers every error with a 500.
+    await boardFor()(ctx, async () => undefined);
+    // A path the board does not have: the router's 404.
+    if (ctx.status === 404 && ctx.body == null) return next();
+    // Bull Board's router refuses a method of a path it has with a bare 501 or 405: answered as
+    // every other path of the API answers it (IndexedRouter.allowedMethods).
+    if ((ctx.status === 501 || ctx.status === 405) && ctx.body == null) {
+      const allow = ctx.response.get('Allow');
+      throw new HttpError(
+        405,
+        'MethodNotAllowed',
+        `method ${ctx.method} not allowed on ${ctx.path}; allowed: ${allow}`,
+        undefined,
+        allow ? { Allow: allow } : undefined,
+      );
+    }
   };
   // Every other request passes straight on: no promise of this middleware's own.
   return (ctx, next) => {

@@ -68,6 +68,26 @@ test('the queue dashboard: 401 without a credential, 403 without admin:read, 200
   t.is((await board('/v1/admin/queues', { headers: { cookie: 'queue_dashboard_session=nope' } })).status, 401);
 });
 
+test('a method the dashboard does not serve answers 405 with Allow, not a 500 from Bull Board', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  for (const [method, path] of [
+    ['PROPFIND', '/v1/admin/queues/api/queues'],
+    ['DELETE', '/v1/admin/queues/api/queues'],
+    ['PUT', '/v1/admin/queues/api/queues'],
+    ['POST', '/v1/admin/queues'],
+  ]) {
+    const r = await board(path, { method, token: admin.token });
+    t.is(r.status, 405, `${method} ${path}`);
+    t.is(r.body.error, 'MethodNotAllowed', `${method} ${path}`);
+    t.regex(r.body.message, new RegExp(`method ${method} not allowed`));
+    t.regex(r.headers.get('allow') ?? '', /GET/, `${method} ${path}`);
+  }
+  // What the board serves still works, and an unknown dashboard path is a 404.
+  t.is((await board('/v1/admin/queues/api/queues', { token: admin.token })).status, 200);
+  t.is((await board('/v1/admin/queues/api/nothing-here', { token: admin.token })).status, 404);
+});
+
 test('with Redis unreachable, the dashboard API answers 503 instead of hanging; the page still loads', async (t) => {
   // Port 1: nothing listens, as with REDIS_URL at a closed port.
   const dead = await startStack({ env: { REDIS_URL: 'redis://127.0.0.1:1' } });
