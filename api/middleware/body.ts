@@ -1,5 +1,7 @@
 import bourne from '@hapi/bourne';
 import { isUtf8 } from 'node:buffer';
+import type { Readable } from 'node:stream';
+import zlib from 'node:zlib';
 import type { Context, Middleware, Next } from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
 // koa-body's own test of which types it parses, so the 415 below refuses exactly what it would ignore.
@@ -151,21 +153,38 @@ export function plainJsonLength(ctx: Context): number {
 
 /**
  * The length of any other JSON body read here rather than by koa-body: one of koa-body's JSON
- * types (application/vnd.api+json…), not compressed, with a Content-Length (over the limit: 413) or
- * sent in chunks (Infinity: read up to the limit). -1 for everything else (forms, compressed
- * bodies, an empty body), which koa-body reads.
+ * types (application/vnd.api+json…) with a Content-Length (over the limit: 413) or sent in chunks,
+ * or a compressed one (Infinity: read up to the limit, counted after decompression). -1 for
+ * everything else (forms, an empty body), which koa-body reads.
  */
 function otherJsonLength(ctx: Context): number {
   const h = ctx.req.headers;
-  const encoding = h['content-encoding'];
-  if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return -1;
   if (!isJsonBody(ctx, PARSED_TYPES as unknown as Parameters<typeof isJsonBody>[1])) return -1;
   const declared = h['content-length'];
   if (declared === undefined) return h['transfer-encoding'] !== undefined ? Infinity : -1;
   if (!/^\d{1,15}$/.test(declared) || declared === '0' || /^0+$/.test(declared)) return -1;
+  const encoding = h['content-encoding'];
+  if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return Infinity;
   const length = Number(declared);
   if (length > JSON_LIMIT_BYTES) refuse(Object.assign(new Error('request entity too large'), { status: 413 }));
   return length;
+}
+
+/**
+ * The body as it was sent, decompressed by its Content-Encoding (gzip, deflate, br; the encodings
+ * koa-body's co-body reads), or a 415 naming an encoding it cannot read.
+ */
+function decodedBody(ctx: Context): Readable {
+  const req = ctx.req;
+  const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
+  if (encoding === 'identity') return req;
+  if (encoding === 'gzip' || encoding === 'x-gzip' || encoding === 'deflate') return req.pipe(zlib.createUnzip());
+  if (encoding === 'br') return req.pipe(zlib.createBrotliDecompress());
+  throw new HttpError(
+    415,
+    'UnsupportedMediaType',
+    `Content-Encoding '${encoding.slice(0, 40)}' is not accepted: send the body as it is, or as gzip, deflate or br`,
+  );
 }
 
 /**
@@ -177,20 +196,29 @@ function otherJsonLength(ctx: Context): number {
  */
 function readJson(ctx: Context, length: number): Promise<unknown> {
   const req = ctx.req;
+  const source = decodedBody(ctx);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let received = 0;
     const done = (err: Error | null, value?: unknown) => {
-      req.off('data', onData);
-      req.off('end', onEnd);
+      source.off('data', onData);
+      source.off('end', onEnd);
       req.off('error', onError);
       req.off('aborted', onAborted);
+      if (source !== req) {
+        source.off('error', onDecodeError);
+        // Errors after this one (the rest of a broken stream) are nobody's to hear.
+        source.on('error', () => undefined);
+        // A decompressor left with unread input would hold it: gone with the answer.
+        if (err) source.destroy();
+      }
       if (err) reject(err);
       else resolve(value);
     };
     const onData = (chunk: Buffer) => {
       received += chunk.length;
       chunks.push(chunk);
+      // Counted as decompressed: a small compressed body may not expand beyond the limit.
       if (received > JSON_LIMIT_BYTES) {
         // The rest of the body is never read: the connection closes after the answer, or the next
         // request on it would be read as this body's bytes.
@@ -215,15 +243,43 @@ function readJson(ctx: Context, length: number): Promise<unknown> {
       }
     };
     const onError = (err: Error) => done(err);
+    // What the decompressor refuses is the client's: bytes that are not of the encoding they name.
+    const onDecodeError = () =>
+      done(new HttpError(400, 'BadRequest', `body: not valid ${String(req.headers['content-encoding'])} data`));
     const onAborted = () => done(new Error('request aborted'));
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onError);
+    source.on('data', onData);
+    source.on('end', onEnd);
+    if (source === req) req.on('error', onError);
+    else {
+      source.on('error', onDecodeError);
+      req.on('error', onError);
+    }
     req.on('aborted', onAborted);
   });
 }
 
 const PARSED_TYPES = { json: true, urlencoded: true } as const;
+
+const FORM_NOT_UTF8 = 'body: a form field is not valid UTF-8 (send forms as UTF-8, percent-escapes included)';
+
+/**
+ * Decodes one key or value of a form body (qs's decoder). co-body reads a form as latin1 here
+ * (`encoding` below), one character per byte sent, so that bytes which are not UTF-8 are refused
+ * rather than stored as U+FFFD; so are percent-escapes that do not decode to UTF-8 (`%E9`), which
+ * qs would keep as the literal text `%E9`. A `%` not followed by two hex digits stays as it is,
+ * as qs leaves it.
+ */
+function formDecoder(token: string): string {
+  const bytes = Buffer.from(token.replace(/\+/g, ' '), 'latin1');
+  if (!isUtf8(bytes)) throw new HttpError(400, 'BadRequest', FORM_NOT_UTF8);
+  const text = bytes.toString('utf8');
+  if (!text.includes('%')) return text;
+  return text.replace(/(?:%[0-9a-fA-F]{2})+/g, (run) => {
+    const decoded = Buffer.from(run.replace(/%/g, ''), 'hex');
+    if (!isUtf8(decoded)) throw new HttpError(400, 'BadRequest', FORM_NOT_UTF8);
+    return decoded.toString('utf8');
+  });
+}
 
 /** The charset parameter of a Content-Type (quoted or not). */
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/i;
@@ -263,15 +319,19 @@ function refuseUnparsedType(ctx: Context): void {
  * JSON and form bodies for the methods that carry one; a malformed body is a 400
  * (entity.parse.failed, answered by the error handler), one over the limit a 413, an unsupported
  * charset (anything but UTF-8) a 415. GET, HEAD and OPTIONS skip the parser entirely: they are
- * most requests and carry no body. An uncompressed JSON body (what every client sends) is read
- * here directly (`readJson`), its bytes checked to be UTF-8; forms and compressed bodies go
- * through koa-body. Either way a body nested deeper
+ * most requests and carry no body. A JSON body, compressed or not, is read here directly
+ * (`readJson`), its bytes checked to be UTF-8; forms go through koa-body, byte for byte, and are
+ * refused unless UTF-8 as well (`formDecoder`). Either way a body nested deeper
  * than `MAX_JSON_DEPTH` or holding a number beyond a double's range is a 400 naming the field, and a body of a type neither parses a 415.
  */
 export function bodyParser(): Middleware {
   const parse = koaBody({
     jsonLimit: JSON_LIMIT_BYTES,
     formLimit: '256kb',
+    // Only forms and empty bodies reach koa-body (every JSON body with bytes is read by `readJson`):
+    // a form is read byte for byte, and `formDecoder` takes it as UTF-8 or refuses it.
+    encoding: 'latin1',
+    queryString: { allowDots: true, decoder: formDecoder },
     text: false,
     multipart: false,
     jsonStrict: true,

@@ -90,3 +90,68 @@ test('the fast path takes plain JSON with a length within the limit, and leaves 
   ];
   for (const headers of others) t.is(plainJsonLength(ctx(headers)), -1, JSON.stringify(headers));
 });
+
+/** POST /v1/devices with these body bytes and extra header lines, on its own connection. */
+function postWith(headers: string, body: Buffer) {
+  const head =
+    `POST /v1/devices HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer ${admin.token}\r\n` +
+    `${headers}Content-Length: ${body.length}\r\n\r\n`;
+  return rawRequest(stack().api.port, Buffer.concat([Buffer.from(head), body]));
+}
+
+test('a compressed JSON body is read as UTF-8 too: what is not is refused, never stored as U+FFFD', async (t) => {
+  admin ??= await createUser(stack().db, { roles: ['role_admin'] });
+  const zlib = await import('node:zlib');
+  const encoders: Record<string, (b: Buffer) => Buffer> = {
+    gzip: zlib.gzipSync,
+    deflate: zlib.deflateSync,
+    br: zlib.brotliCompressSync,
+  };
+  const json = 'Content-Type: application/json\r\n';
+  for (const [encoding, encode] of Object.entries(encoders)) {
+    const ok = await postWith(`${json}Content-Encoding: ${encoding}\r\n`, encode(Buffer.from('{"name":"Bööt 🚤"}')));
+    t.is(ok.status, 201, `${encoding}: ${ok.raw}`);
+    t.is(ok.body.data.name, 'Bööt 🚤');
+    const latin1 = Buffer.concat([Buffer.from('{"name":"caf'), Buffer.from([0xe9]), Buffer.from('"}')]);
+    const bad = await postWith(`${json}Content-Encoding: ${encoding}\r\n`, encode(latin1));
+    t.is(bad.status, 400, `${encoding}: ${bad.raw}`);
+    t.regex(bad.body.message, /not valid UTF-8/);
+    const garbage = await postWith(`${json}Content-Encoding: ${encoding}\r\n`, Buffer.from('not compressed at all'));
+    t.is(garbage.status, 400, `${encoding}: ${garbage.raw}`);
+    t.regex(garbage.body.message, new RegExp(`not valid ${encoding} data`));
+  }
+  // The limit counts decompressed bytes: 5 MB of spaces compress to a few KB.
+  const bomb = zlib.gzipSync(
+    Buffer.concat([Buffer.from('{"name":"x"'), Buffer.alloc(5 * 1024 * 1024, 0x20), Buffer.from('}')]),
+  );
+  const big = await postWith(`${json}Content-Encoding: gzip\r\n`, bomb);
+  t.is(big.status, 413, big.raw);
+  const unknown = await postWith(`${json}Content-Encoding: compress\r\n`, Buffer.from('{}'));
+  t.is(unknown.status, 415, unknown.raw);
+  t.is(await stack().db('devices').where('name', 'like', 'caf%').first(), undefined);
+});
+
+test('a form body is read as UTF-8: bytes or percent-escapes that are not UTF-8 are refused', async (t) => {
+  admin ??= await createUser(stack().db, { roles: ['role_admin'] });
+  const form = 'Content-Type: application/x-www-form-urlencoded\r\n';
+  const named = async (body: Buffer) => {
+    const r = await postWith(form, body);
+    t.is(r.status, 201, r.raw);
+    return r.body.data.name as string;
+  };
+  t.is(await named(Buffer.from('name=Bo%C3%B6t+%F0%9F%9A%A4')), 'Boöt 🚤');
+  t.is(await named(Buffer.from('name=Böot raw')), 'Böot raw');
+  t.is(await named(Buffer.from('name=100%25 sure')), '100% sure');
+  // A % that escapes nothing stays as it is (as qs leaves it).
+  t.is(await named(Buffer.from('name=50% off')), '50% off');
+  for (const body of [
+    Buffer.concat([Buffer.from('name=caf'), Buffer.from([0xe9])]),
+    Buffer.from('name=caf%E9'),
+    Buffer.from('na%FFme=boat'),
+  ]) {
+    const r = await postWith(form, body);
+    t.is(r.status, 400, `${body.toString('latin1')}: ${r.raw}`);
+    t.regex(r.body.message, /form field is not valid UTF-8/);
+  }
+  t.is(await stack().db('devices').where('name', 'like', 'caf%').first(), undefined);
+});
