@@ -121,6 +121,10 @@ function* unwrap(err: unknown, depth = 0): Generator<DbErrorLike> {
 // 53300 (too many connections), 3D000 (database missing), and socket errors on the way to the server.
 const UNREACHABLE_CODES =
   /^(08(?!P01)...|57P0[123]|53300|3D000|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|EPIPE)$/;
+/** The 503 of a statement sent to a server that stopped answering (see toHttpError). */
+export const QUERY_OUTCOME_UNKNOWN =
+  'the database stopped answering; a change this request made may still be applied when it resumes: check before repeating it';
+
 // What pg, knex and tarn say when there is no usable connection (they set no code).
 const UNREACHABLE_MESSAGES = new RegExp(
   [
@@ -129,8 +133,6 @@ const UNREACHABLE_MESSAGES = new RegExp(
     'timeout exceeded when trying to connect',
     'Client has encountered a connection error',
     'not currently accepting connections',
-    // query_timeout: the server stopped answering (shared/db.ts).
-    'Query read timeout',
     'Connection terminated due to connection timeout',
     // connectionTimeoutMillis: a server that takes the connection and never answers.
     '^timeout expired$',
@@ -227,6 +229,11 @@ export function toHttpError(err: unknown): HttpError | undefined {
     const code = typeof e.code === 'string' ? e.code : '';
     // statement_timeout (DATABASE_REQUEST_TIMEOUT_MS, shared/db.ts): a statement that ran too long.
     if (code === '57014') return serviceUnavailable('the database did not answer in time; try again shortly');
+    // query_timeout (shared/db.ts): the server took the statement and stopped answering (hung, or
+    // paused). It may still run and commit it when it resumes: a write is not known to be undone,
+    // so the client is told to look before it repeats one (a blind retry could store it twice).
+    if (typeof e.message === 'string' && /(^| - )Query read timeout$/.test(e.message))
+      return serviceUnavailable(QUERY_OUTCOME_UNKNOWN);
     if (
       UNREACHABLE_CODES.test(code) ||
       e.name === 'KnexTimeoutError' ||

@@ -115,8 +115,22 @@ test.serial('constraint and data errors map to their status whatever wraps them'
     pool: { min: 0, max: 1 },
   });
   cases.push(['connect timeout', () => mute.raw('select 1'), 503, /^the database is unreachable/]);
+  // A server that took the statement and stopped answering (pg's query_timeout): it may still
+  // commit it when it resumes, so a write is not called undone ("try again" would duplicate it).
+  const slow = knex({
+    client: 'pg',
+    connection: { connectionString: s.config.databaseUrl, query_timeout: 100 },
+    pool: { min: 0, max: 1 },
+  });
+  cases.push([
+    'query read timeout',
+    () => slow.raw('select pg_sleep(0.5)'),
+    503,
+    /stopped answering; a change this request made may still be applied.*check before repeating it/,
+  ]);
   t.teardown(async () => {
     await mute.destroy();
+    await slow.destroy();
     silent.close();
   });
   for (const [name, run, status, message] of cases) {
