@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type Redis from 'ioredis';
-import { recordLatestGps } from './caches/gpsLatest';
+import { forgetLatestGps, recordLatestGps } from './caches/gpsLatest';
+import { publishConfigChange } from './caches/systemConfig';
 import { markGeofencePending } from './commands/evaluateGeofences';
 import type { Config } from './config';
 import { transaction } from './db';
@@ -51,11 +52,29 @@ export interface OutboxPayloads {
    * WebSocket keeps holding, a credential the change narrowed.
    */
   authInvalidation: AuthInvalidation;
+  /**
+   * Latest-point cache entries a GPS delete could not drop (Redis down or hung): dropped once Redis
+   * answers, so a deleted point is not served as the current position after the outage.
+   */
+  gpsLatestForget: { deviceIds: Array<string | null> };
+  /**
+   * A system config change that could not be announced (Redis down or hung): announced once Redis
+   * answers, so no process keeps the old value in its cache after the outage.
+   */
+  systemConfigChange: { key: string };
 }
 export type OutboxKind = keyof OutboxPayloads;
 
 /** Kinds this version carries out; a relay of an older version leaves newer kinds to newer relays. */
-const KINDS: OutboxKind[] = ['gpsPoints', 'email', 'auditEvents', 'passwordReset', 'authInvalidation'];
+const KINDS: OutboxKind[] = [
+  'gpsPoints',
+  'email',
+  'auditEvents',
+  'passwordReset',
+  'authInvalidation',
+  'gpsLatestForget',
+  'systemConfigChange',
+];
 /** KINDS as one Postgres array literal (knex would expand a JS array into a list of parameters). */
 const KINDS_ARRAY = `{${KINDS.join(',')}}`;
 
@@ -303,6 +322,16 @@ export class OutboxRelay {
     for (const r of rows)
       if (r.kind === 'authInvalidation')
         await this.deps.bus.announceAuthInvalidation(r.payload as OutboxPayloads['authInvalidation']);
+    const forget = rows.flatMap((r) =>
+      r.kind === 'gpsLatestForget' ? (r.payload as OutboxPayloads['gpsLatestForget']).deviceIds : [],
+    );
+    if (forget.length) await forgetLatestGps(this.deps.redis, this.deps.config, forget);
+    const keys = new Set(
+      rows.flatMap((r) =>
+        r.kind === 'systemConfigChange' ? [(r.payload as OutboxPayloads['systemConfigChange']).key] : [],
+      ),
+    );
+    for (const key of keys) await publishConfigChange(this.deps.redis, this.deps.config, key);
   }
 
   /** `auditEvent` pushes (REST shape) on `admin:audit`, in write order, for the events still stored. */

@@ -5,21 +5,41 @@ import type { Config } from '../config';
 import { conflict } from '../errors';
 import type { Logger } from '../logger';
 import { GpsPoint } from '../models/GpsPoint';
+import { type OutboxRelay, writeOutbox } from '../outbox';
 import { findOr404 } from '../rowLoader';
 
-/** What deleting GPS points needs: the database and the latest-point cache to drop. */
+/** What deleting GPS points needs: the database, the latest-point cache to drop, the relay to wake. */
 export interface GpsDeleteDeps {
   db: Knex;
   redis: Redis;
   config: Pick<Config, 'redisPrefix'>;
   logger: Logger;
+  outbox?: Pick<OutboxRelay, 'wake'>;
 }
 
-/** Drops cached latest points that a delete may have removed or changed; a failure is only logged. */
+/**
+ * Drops cached latest points that a delete may have removed or changed. When Redis does not take
+ * the drop (down or hung), the outbox drops them once it answers: a Redis that hung keeps its
+ * keys, and would otherwise serve the deleted point as the current position until they expire.
+ */
 export async function forgetDeletedGps(deps: GpsDeleteDeps, deviceIds: Array<string | null>): Promise<void> {
-  await forgetLatestGps(deps.redis, deps.config, deviceIds).catch((err) =>
-    deps.logger.warn({ err: err.message }, 'could not drop the latest GPS cache'),
-  );
+  try {
+    await forgetLatestGps(deps.redis, deps.config, deviceIds);
+  } catch (err) {
+    try {
+      await writeOutbox(deps.db, 'gpsLatestForget', { deviceIds });
+      deps.outbox?.wake();
+      deps.logger.warn(
+        { err: (err as Error).message },
+        'could not drop the latest GPS cache; it is dropped once Redis answers',
+      );
+    } catch (outboxErr) {
+      deps.logger.error(
+        { err: (err as Error).message, outboxErr: (outboxErr as Error).message },
+        'could not drop the latest GPS cache, nor keep the drop for later',
+      );
+    }
+  }
 }
 
 /** Deletes a GPS point that belongs to no trip: 404 when there is none, 409 when it is on a trip. */

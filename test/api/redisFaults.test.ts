@@ -4,6 +4,7 @@ import { createKey, createUser, TestUser } from '../helpers/factories';
 import { gpsBody } from '../helpers/tracking';
 import { Mailbox, startMailbox } from '../helpers/mailbox';
 import { PrivateRedis, startPrivateRedis } from '../helpers/redisServer';
+import { startSecondApi } from '../helpers/secondApi';
 import { Stack, startStack } from '../helpers/stack';
 import { eventually, sleep, timed } from '../helpers/wait';
 
@@ -111,6 +112,88 @@ test.serial('a command that times out because this process paused does not stop 
   t.true(first instanceof Error && first.message === 'Command timed out', String(first));
   // At once, before the PING is answered: nothing was marked stalled.
   t.is(await redis.get(`${s.config.redisPrefix}pause-probe`), '1');
+});
+
+/** Freezes Redis and waits until this process knows it is stalled (a command timed out and its PING went unanswered). */
+async function freezeAndNotice(): Promise<void> {
+  redis.freeze();
+  await s.api.services.redis.get(`${s.config.redisPrefix}stall-probe`).catch(() => undefined);
+  await eventually(
+    () =>
+      s.api.services.redis.get(`${s.config.redisPrefix}stall-probe`).then(
+        () => false,
+        (err: Error) => /not answering/.test(err.message),
+      ),
+    5000,
+  );
+}
+
+test.serial('a GPS point deleted while Redis is frozen is not the current position once it thaws', async (t) => {
+  const owner = await createUser(s.db, { roles: ['role_admin'] });
+  const key = await createKey({ userId: owner.id, scopes: ['gps:write'] });
+  // Later than any other point of the file: the latest, and cached as such by the read.
+  const latest = await s.request('POST', '/v1/gps', {
+    token: key.key,
+    body: gpsBody({ device_id: 'forget-1', timestamp: Math.floor(Date.now() / 1000) + 500 }),
+  });
+  t.is(latest.status, 201, latest.text);
+  const id = latest.body.data.id as string;
+  t.is((await s.request('GET', '/v1/gps/current', { token: owner.token })).body.data.id, id);
+  await freezeAndNotice();
+  try {
+    const deleted = await s.request('DELETE', `/v1/gps/${id}`, { token: owner.token });
+    t.is(deleted.status, 204, deleted.text);
+  } finally {
+    redis.thaw();
+  }
+  // Until this process hears Redis again, reads go to the database (right); from then on the cache
+  // answers, and the drop Redis did not take must have been made: the deleted point is nobody's
+  // current one.
+  await eventually(
+    () =>
+      s.api.services.redis.get(`${s.config.redisPrefix}stall-probe`).then(
+        () => true,
+        () => false,
+      ),
+    5000,
+  );
+  await eventually(async () => {
+    const current = await s.request('GET', '/v1/gps/current', { token: owner.token });
+    return current.status === 404 || current.body.data.id !== id;
+  }, 10_000);
+  const device = await s.request('GET', '/v1/gps/current?device_id=forget-1', { token: owner.token });
+  t.is(device.status, 404, device.text);
+});
+
+test.serial('a system config change made while Redis is frozen reaches every api once it thaws', async (t) => {
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const second = await startSecondApi(s);
+  const defaultLogging = async (url: string) => {
+    const r = await fetch(`${url}/v1/trips`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'config probe' }),
+    });
+    return ((await r.json()) as { data: { gps_logging_enabled: boolean } }).data.gps_logging_enabled;
+  };
+  const set = (value: boolean) =>
+    s.request('PATCH', '/v1/system-config/trips.default_gps_logging', { token: admin.token, body: { value } });
+  try {
+    t.is((await set(true)).status, 200);
+    await eventually(async () => (await defaultLogging(s.url)) && (await defaultLogging(second.url)), 5000);
+    await freezeAndNotice();
+    try {
+      t.is((await set(false)).status, 200);
+    } finally {
+      redis.thaw();
+    }
+    // The second api kept its subscription open through the freeze: it hears the change once the
+    // outbox relay announces it.
+    await eventually(async () => !(await defaultLogging(second.url)), 10_000);
+    t.false(await defaultLogging(s.url));
+  } finally {
+    await second.close();
+  }
 });
 
 test.serial('Redis stopped: a WebSocket ticket is a 503 with Retry-After, not a 500', async (t) => {
