@@ -15,6 +15,7 @@ import {
   specifiedRules,
   ValidationRule,
 } from 'graphql';
+import { checkParsedBody } from '../middleware/body';
 import { createHandler } from 'graphql-http/lib/use/koa';
 import { createComplexityRule, fieldExtensionsEstimator, simpleEstimator } from 'graphql-query-complexity';
 import { buildSchema, MiddlewareFn, NonEmptyArray } from 'type-graphql';
@@ -252,13 +253,16 @@ function hasGraphqlErrors(body: unknown): boolean {
 }
 
 /** A GET parameter that must be a JSON object (or null): `variables`, `extensions`. */
-function isJsonObjectText(v: string | string[]): boolean {
-  if (typeof v !== 'string') return false;
+/** A query parameter's JSON object (or null), or undefined when it is not one. */
+function jsonObjectText(v: string | string[]): Record<string, unknown> | null | undefined {
+  if (typeof v !== 'string') return undefined;
   try {
     const x: unknown = JSON.parse(v);
-    return x === null || (typeof x === 'object' && !Array.isArray(x));
+    return x === null || (typeof x === 'object' && !Array.isArray(x))
+      ? (x as Record<string, unknown> | null)
+      : undefined;
   } catch {
-    return false;
+    return undefined;
   }
 }
 
@@ -375,7 +379,11 @@ export function graphqlRoutes(
     if (ctx.method !== 'POST') {
       for (const name of ['variables', 'extensions']) {
         const v = ctx.query[name];
-        if (v !== undefined && !isJsonObjectText(v)) throw badRequest(`${name}: must be a JSON object`);
+        if (v === undefined) continue;
+        const parsed = jsonObjectText(v);
+        if (parsed === undefined) throw badRequest(`${name}: must be a JSON object`);
+        // The body rule of a POST (nesting, numbers beyond a double), named the same way.
+        checkParsedBody({ [name]: parsed });
       }
     }
     // HEAD answers as GET does (Koa sends no body), as on every other GET route.

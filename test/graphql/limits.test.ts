@@ -159,6 +159,15 @@ test('documents over the size limits are refused before validation, quickly, who
   t.is(v.status, 400, v.text);
   t.regex(v.body.errors[0].message, /^variables\.a\.0\.0: nested deeper than 64 levels/);
   t.is(v.body.errors[0].extensions.code, 'BAD_USER_INPUT');
+  // The same over GET (query parameters): the rule does not depend on the method.
+  const nested = `{"a":${'['.repeat(100)}${']'.repeat(100)}}`;
+  const g = await s.request(
+    'GET',
+    `/v1/gql?query=${encodeURIComponent('{ platforms { slug } }')}&variables=${encodeURIComponent(nested)}`,
+  );
+  t.is(g.status, 400, g.text);
+  t.regex(g.body.errors[0].message, /^variables\.a\.0\.0: nested deeper than 64 levels/);
+  t.is(g.body.errors[0].extensions.code, 'BAD_USER_INPUT');
 });
 
 test('invalid documents are refused by validation, at once, before any limit rule walks them', async (t) => {
