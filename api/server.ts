@@ -7,7 +7,14 @@ import { ensureSystemApiKey, RetiredSystemKeyError } from '../shared/commands/ap
 import { Config, loadConfigOrExit } from '../shared/config';
 import { createContext } from '../shared/context';
 import { RETRY_AFTER_SECONDS, toHttpError } from '../shared/errors';
-import { answerMalformedRequests, closeLingering, listen, refuseSocket, upgradeProblem } from '../shared/httpEdge';
+import {
+  answerMalformedRequests,
+  closeLingering,
+  listen,
+  refuseMissingHost,
+  refuseSocket,
+  upgradeProblem,
+} from '../shared/httpEdge';
 import { exitOnStartFailure, Logger } from '../shared/logger';
 import { createRedis, FAIL_FAST, redisReady } from '../shared/redis';
 import { SERVICE_VERSION } from '../shared/version';
@@ -154,9 +161,11 @@ export async function startApi(
       requestTimeout,
       headersTimeout: Math.min(10_000, Math.ceil(requestTimeout / 3)),
       connectionsCheckingInterval: Math.min(1000, requestTimeout),
+      // Refused by refuseMissingHost instead, with a JSON answer (Node's 400 has no body).
+      requireHostHeader: false,
     },
     // A request pipelined behind its socket's last answer is not run (api/drain.ts).
-    (req, res) => (connections.unanswerable(req) ? undefined : handle(req, res)),
+    (req, res) => (connections.unanswerable(req) || refuseMissingHost(req, res) ? undefined : handle(req, res)),
   );
   server.keepAliveTimeout = 65_000;
   answerMalformedRequests(server);

@@ -68,7 +68,8 @@ function parserErrorAnswer(err: NodeJS.ErrnoException): [number, string] {
 /**
  * Requests Node rejects before any handler runs get a JSON answer like every other error: parser
  * errors (invalid method token, oversize headers → 431, broken chunking → 400) through
- * `clientError`, and CONNECT (which Node would otherwise drop silently) a 405.
+ * `clientError`, CONNECT (which Node would otherwise drop silently) a 405, and an Expect Node
+ * does not meet a 417 (a request without Host: `refuseMissingHost`).
  */
 export function answerMalformedRequests(server: http.Server): void {
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
@@ -86,6 +87,37 @@ export function answerMalformedRequests(server: http.Server): void {
   server.on('connect', (_req: http.IncomingMessage, socket: Duplex) => {
     refuseSocket(socket, 405, 'CONNECT is not supported: this is not a proxy', { Allow: '' });
   });
+  // An Expect other than 100-continue (which Node answers itself): Node's own 417 has no body.
+  server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    answerRefusal(
+      res,
+      417,
+      `Expect: '${String(req.headers.expect).slice(0, 40)}' is not supported (only 100-continue)`,
+    );
+  });
+}
+
+/**
+ * Refuses an HTTP/1.1 request without a Host header (RFC 9112 §3.2), as Node would with its
+ * `requireHostHeader`, but with a JSON answer (Node's has no body): the server is created with
+ * `requireHostHeader: false` and its handler asks this first. True when it answered.
+ */
+export function refuseMissingHost(req: http.IncomingMessage, res: http.ServerResponse): boolean {
+  if (req.headers.host !== undefined || req.httpVersionMajor !== 1 || req.httpVersionMinor < 1) return false;
+  answerRefusal(res, 400, 'Host: required in an HTTP/1.1 request');
+  return true;
+}
+
+/** A JSON error answer written before any handler ran; the connection closes after it. */
+function answerRefusal(res: http.ServerResponse, status: number, message: string): void {
+  const body = JSON.stringify({ error: errorName(status), message });
+  res.shouldKeepAlive = false;
+  res.writeHead(status, {
+    'Content-Type': 'application/json; charset=utf-8',
+    'Content-Length': Buffer.byteLength(body),
+    Connection: 'close',
+  });
+  res.end(body);
 }
 
 /**
