@@ -1,4 +1,6 @@
 import type { Knex } from 'knex';
+import type { Context } from 'koa';
+import { isUtf8 } from 'node:buffer';
 import { isIP } from 'node:net';
 import type { EmailRequest } from '../shared/commands/emailFlows';
 import { notFound } from '../shared/errors';
@@ -67,12 +69,25 @@ export function clientIp(ctx: AppContext): string | null {
 }
 
 /**
+ * A request header's value as text. Node reads header bytes as latin1, one character per byte:
+ * a client that sent UTF-8 (a user agent or app name with `ü`) would be stored as `Ã¼`. Bytes
+ * that form UTF-8 are read as such; anything else stays as Node read it. Empty or absent: null.
+ */
+export function headerText(ctx: Pick<Context, 'get'>, name: string): string | null {
+  const v = ctx.get(name);
+  if (!v) return null;
+  if (!/[^ -~\t]/.test(v)) return v;
+  const bytes = Buffer.from(v, 'latin1');
+  return isUtf8(bytes) ? bytes.toString('utf8') : v;
+}
+
+/**
  * Where an anonymous account request (sign-in, registration, reset, mailed links) comes from: the
  * client's address, user agent and preferred language. No actor: the account's user is named by
  * the command (a relaying system key is not the one acting).
  */
 export const authRequestMeta = (ctx: AppContext): EmailRequest => ({
   ipAddress: clientIp(ctx) ?? ctx.ip,
-  userAgent: ctx.get('user-agent') || null,
+  userAgent: headerText(ctx, 'user-agent'),
   acceptLanguage: ctx.get('accept-language') || null,
 });

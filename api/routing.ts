@@ -19,7 +19,7 @@ import {
 import { z, zInput, zInputEnvelope } from '../shared/zod';
 import { KEYED_VERSIONS, KeyedVersionRef, VERSIONED_TABLES, VersionedTable } from '../shared/caches/tableVersions';
 import { validatesItems } from './middleware/body';
-import { clientIp } from './params';
+import { clientIp, headerText } from './params';
 import { describeSecurity, formExpressible, registerOperation, ResponseDoc } from './openapiSpec';
 import { CACHED_HEADERS, cachedResponse } from './responseCache';
 import type { ApiServices } from './services';
@@ -304,6 +304,6 @@ export function requestAttribution(ctx: AppContext): Attribution {
   return {
     actorId: actorIdOf(ctx.state.principal),
     ipAddress: clientIp(ctx) ?? ctx.ip,
-    userAgent: ctx.get('user-agent') || null,
+    userAgent: headerText(ctx, 'user-agent'),
   };
 }

@@ -24,7 +24,7 @@ import { badRequest, graphqlCode, toHttpError, validationError } from '../../sha
 import { camel } from '../../shared/presenters/camel';
 import { z, zInput } from '../../shared/zod';
 import type { AppContext, AppState } from '../routing';
-import { clientIp } from '../params';
+import { clientIp, headerText } from '../params';
 import type { ApiServices } from '../services';
 import type { GqlContext } from './context';
 import { graphiqlRoutes } from './graphiql';
@@ -371,7 +371,7 @@ export function graphqlRoutes(
       services: ctx.services,
       // A relaying system key's forwarded client address, as REST records it (requestAttribution).
       ip: clientIp(ctx as unknown as AppContext) ?? ctx.ip,
-      userAgent: ctx.get('user-agent') || null,
+      userAgent: headerText(ctx as never, 'user-agent'),
       header: (name: string) => ctx.get(name) || null,
       loaders: createLoaders(ctx.services.db),
     };

@@ -1,6 +1,7 @@
 import Router from '@koa/router';
 import { HttpError } from '../../shared/errors';
 import { parseUserAgent } from '../../shared/userAgent';
+import { headerText } from '../params';
 import { z } from '../../shared/zod';
 import { defineRoute, AppState } from '../routing';
 import type { ApiServices } from '../services';
@@ -44,7 +45,7 @@ export function infoRoutes(router: Router<AppState, { services: ApiServices }>):
       responses: { 200: { description: 'Version, uptime and client', schema: infoSchema } },
     },
     (ctx) => {
-      const ua = ctx.get('user-agent');
+      const ua = headerText(ctx, 'user-agent') ?? '';
       const parsed = parseUserAgent(ua);
       ctx.body = {
         version: ctx.services.version,

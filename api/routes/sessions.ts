@@ -4,6 +4,7 @@ import { notFound } from '../../shared/errors';
 import { internalSessionSchema, presentInternalSession } from '../../shared/presenters/session';
 import { findSessionByToken } from '../../shared/queries/sessions';
 import { z, zUuid } from '../../shared/zod';
+import { headerText } from '../params';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 import { created, noContent, resource, resourceSchema } from '../responses';
@@ -83,7 +84,7 @@ export function sessionRoutes(router: Router<AppState, { services: ApiServices }
       responses: { 204: { description: 'Deleted' }, 404: { description: 'No such session' } },
     },
     async (ctx, { params, query }) => {
-      const app = ctx.get('x-source-service') || null;
+      const app = headerText(ctx, 'x-source-service');
       await endSession(ctx.services, params.token, { reason: query.reason, app }, requestAttribution(ctx));
       noContent(ctx);
     },

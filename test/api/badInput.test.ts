@@ -391,6 +391,12 @@ test('parser errors get a JSON {error, message} and the connection is closed', a
     ],
     ['garbage request line', 'hello\r\n\r\n', 400],
     ['CONNECT', 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', 405],
+    ['HTTP/1.1 without Host', 'GET /v1/health HTTP/1.1\r\nConnection: keep-alive\r\n\r\n', 400],
+    [
+      'an Expect Node does not meet',
+      'POST /v1/devices HTTP/1.1\r\nHost: x\r\nExpect: foo\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
+      417,
+    ],
   ];
   for (const [name, request, status] of cases) {
     const res = await rawRequest(s.api.port, request);
@@ -564,4 +570,45 @@ test('a chunked JSON body over the limit is a 413', async (t) => {
   if (r instanceof Error) return t.fail(`no answer: ${r.message}`);
   t.is(r.status, 413);
   t.is(((await r.json()) as { error: string }).error, 'PayloadTooLarge');
+});
+
+test('header values sent as UTF-8 are read as UTF-8, not stored as mojibake', async (t) => {
+  await init();
+  const s = stack();
+  const agent = 'Agent-ü ∑';
+  const info = await rawRequest(
+    s.api.port,
+    Buffer.from(`GET /v1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nUser-Agent: ${agent}\r\n\r\n`, 'utf8'),
+  );
+  t.is(info.status, 200, info.raw.slice(0, 300));
+  t.is(info.body.client.userAgent, agent);
+  // Stored the same way: the session's audit event and the logout's app name.
+  const user = await createUser(s.db);
+  const body = JSON.stringify({ userId: user.id, expires: new Date(Date.now() + 3600_000).toISOString() });
+  const opened = await rawRequest(
+    s.api.port,
+    Buffer.from(
+      `POST /v1/sessions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer ${s.systemKey}\r\n` +
+        `User-Agent: ${agent}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      'utf8',
+    ),
+  );
+  t.is(opened.status, 201, opened.raw.slice(0, 300));
+  const token = opened.body.data.sessionToken as string;
+  const closed = await rawRequest(
+    s.api.port,
+    Buffer.from(
+      `DELETE /v1/sessions/${token} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer ${s.systemKey}\r\n` +
+        `X-Source-Service: app-ü\r\n\r\n`,
+      'utf8',
+    ),
+  );
+  t.is(closed.status, 204, closed.raw.slice(0, 300));
+  const events = await s
+    .db('audit_events')
+    .where('user_id', user.id)
+    .whereIn('event_type', ['session_created', 'logout'])
+    .select('event_type', 'user_agent', 'metadata');
+  t.is(events.find((e) => e.event_type === 'session_created')?.user_agent, agent);
+  t.is(events.find((e) => e.event_type === 'logout')?.metadata?.app, 'app-ü');
 });
