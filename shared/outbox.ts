@@ -119,6 +119,33 @@ export async function writeOutbox<K extends OutboxKind>(trx: Knex, kind: K, payl
   await trx(SIDE_EFFECT_OUTBOX).insert({ kind, payload: JSON.stringify(payload) });
 }
 
+/**
+ * For a side effect Redis did not take (down or hung) after its change committed: keeps it in the
+ * outbox, where the relay carries it out once Redis answers, and says so in the log (`what`: what
+ * could not be done, as in "could not <what>"). Never throws: a database that cannot take the row
+ * either is logged as an error, and the change stands.
+ */
+export async function deferToOutbox<K extends OutboxKind>(
+  deps: { db: Knex; logger: Logger; outbox?: Pick<OutboxRelay, 'wake'> },
+  kind: K,
+  payload: OutboxPayloads[K],
+  failure: unknown,
+  what: string,
+  context: Record<string, unknown> = {},
+): Promise<void> {
+  const err = (failure as Error)?.message ?? String(failure);
+  try {
+    await writeOutbox(deps.db, kind, payload);
+    deps.outbox?.wake();
+    deps.logger.warn({ ...context, err }, `could not ${what}; it is done once Redis answers`);
+  } catch (outboxErr) {
+    deps.logger.error(
+      { ...context, err, outboxErr: (outboxErr as Error).message },
+      `could not ${what}, nor keep it for later`,
+    );
+  }
+}
+
 /** What a relay needs from its process. */
 export interface RelayDeps {
   db: Knex;
@@ -322,14 +349,20 @@ export class OutboxRelay {
     for (const r of rows)
       if (r.kind === 'authInvalidation')
         await this.deps.bus.announceAuthInvalidation(r.payload as OutboxPayloads['authInvalidation']);
-    const forget = rows.flatMap((r) =>
-      r.kind === 'gpsLatestForget' ? (r.payload as OutboxPayloads['gpsLatestForget']).deviceIds : [],
-    );
+    // A row of another shape (written by hand, say) is carried out as far as it makes sense and
+    // never holds up the rows behind it.
+    const forget = rows.flatMap((r) => {
+      const ids =
+        r.kind === 'gpsLatestForget' ? (r.payload as OutboxPayloads['gpsLatestForget'] | null)?.deviceIds : [];
+      return Array.isArray(ids) ? ids.filter((d) => d === null || typeof d === 'string') : [];
+    });
     if (forget.length) await forgetLatestGps(this.deps.redis, this.deps.config, forget);
     const keys = new Set(
-      rows.flatMap((r) =>
-        r.kind === 'systemConfigChange' ? [(r.payload as OutboxPayloads['systemConfigChange']).key] : [],
-      ),
+      rows.flatMap((r) => {
+        const key =
+          r.kind === 'systemConfigChange' ? (r.payload as OutboxPayloads['systemConfigChange'] | null)?.key : undefined;
+        return typeof key === 'string' ? [key] : [];
+      }),
     );
     for (const key of keys) await publishConfigChange(this.deps.redis, this.deps.config, key);
   }

@@ -9,7 +9,7 @@ import {
 import type { Logger } from '../logger';
 import type { UserAccessSnapshot } from '../queries/access';
 import { publishChatPermissionChanges } from './chatUserEvents';
-import { type OutboxRelay, writeOutbox } from '../outbox';
+import { deferToOutbox, type OutboxRelay } from '../outbox';
 
 /** What credential invalidation and access pushes need: the bus, a logger, this instance's cache. */
 export interface AccessServices {
@@ -102,18 +102,6 @@ export async function invalidateCredentials(
     await outlastDeafness();
     // Redis down or hung: the other instances (and their open WebSockets) would keep the old
     // credential. The outbox relay publishes it once Redis answers (a second delivery is harmless).
-    try {
-      await writeOutbox(services.db, 'authInvalidation', msg);
-      services.outbox?.wake();
-      services.logger.warn(
-        { err: (err as Error).message },
-        'could not publish credential invalidation; it is published again once Redis answers',
-      );
-    } catch (outboxErr) {
-      services.logger.error(
-        { err: (err as Error).message, outboxErr: (outboxErr as Error).message },
-        'could not publish credential invalidation, nor keep it for later',
-      );
-    }
+    await deferToOutbox(services, 'authInvalidation', msg, err, 'publish a credential invalidation');
   }
 }

@@ -5,7 +5,7 @@ import type { Config } from '../config';
 import { conflict } from '../errors';
 import type { Logger } from '../logger';
 import { GpsPoint } from '../models/GpsPoint';
-import { type OutboxRelay, writeOutbox } from '../outbox';
+import { deferToOutbox, type OutboxRelay } from '../outbox';
 import { findOr404 } from '../rowLoader';
 
 /** What deleting GPS points needs: the database, the latest-point cache to drop, the relay to wake. */
@@ -26,19 +26,7 @@ export async function forgetDeletedGps(deps: GpsDeleteDeps, deviceIds: Array<str
   try {
     await forgetLatestGps(deps.redis, deps.config, deviceIds);
   } catch (err) {
-    try {
-      await writeOutbox(deps.db, 'gpsLatestForget', { deviceIds });
-      deps.outbox?.wake();
-      deps.logger.warn(
-        { err: (err as Error).message },
-        'could not drop the latest GPS cache; it is dropped once Redis answers',
-      );
-    } catch (outboxErr) {
-      deps.logger.error(
-        { err: (err as Error).message, outboxErr: (outboxErr as Error).message },
-        'could not drop the latest GPS cache, nor keep the drop for later',
-      );
-    }
+    await deferToOutbox(deps, 'gpsLatestForget', { deviceIds }, err, 'drop the latest GPS cache');
   }
 }
 

@@ -3,7 +3,7 @@ import { invalidateCachedConfig, publishConfigChange } from '../caches/systemCon
 import type { ServiceContext } from '../context';
 import { afterCommit, transaction } from '../db';
 import { notFound, validationError } from '../errors';
-import { writeOutbox } from '../outbox';
+import { deferToOutbox } from '../outbox';
 import type { SystemConfigRow } from '../presenters/systemConfig';
 import { isConfigKey, SYSTEM_CONFIG } from '../systemConfig';
 
@@ -40,24 +40,11 @@ export async function updateSystemConfig(
     );
     afterCommit(trx, async () => {
       invalidateCachedConfig(ctx.db, key);
-      await publishConfigChange(ctx.redis, ctx.config, key).catch(async (err: Error) => {
-        // Redis down or hung: the other processes would keep the old value (a Redis that hung
-        // keeps their subscriptions open, so they keep trusting their caches). The outbox relay
-        // announces the change once Redis answers.
-        try {
-          await writeOutbox(ctx.db, 'systemConfigChange', { key });
-          ctx.outbox?.wake();
-          ctx.logger.warn(
-            { err: err.message, key },
-            'could not publish a system config change; it is published once Redis answers',
-          );
-        } catch (outboxErr) {
-          ctx.logger.error(
-            { err: err.message, outboxErr: (outboxErr as Error).message, key },
-            'could not publish a system config change, nor keep it for later',
-          );
-        }
-      });
+      // Redis down or hung: the other processes would keep the old value (a Redis that hung keeps
+      // their subscriptions open, so they keep trusting their caches); the relay announces it later.
+      await publishConfigChange(ctx.redis, ctx.config, key).catch((err: unknown) =>
+        deferToOutbox(ctx, 'systemConfigChange', { key }, err, 'publish a system config change', { key }),
+      );
     });
     return row as SystemConfigRow;
   });
