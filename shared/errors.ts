@@ -57,6 +57,7 @@ export function errorName(status: number): string {
     409: 'Conflict',
     413: 'PayloadTooLarge',
     415: 'UnsupportedMediaType',
+    417: 'ExpectationFailed',
     422: 'UnprocessableEntity',
     426: 'UpgradeRequired',
     429: 'TooManyRequests',

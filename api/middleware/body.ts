@@ -144,7 +144,7 @@ export function plainJsonLength(ctx: Context): number {
   const t = type.length === 16 ? type.toLowerCase() : type.toLowerCase().replace(/\s+/g, '');
   if (t !== 'application/json' && t !== 'application/json;charset=utf-8') return -1;
   const encoding = h['content-encoding'];
-  if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return -1;
+  if (encoding !== undefined && encoding !== '' && encoding.toLowerCase() !== 'identity') return -1;
   const declared = h['content-length'];
   if (declared === undefined || !/^\d{1,8}$/.test(declared)) return -1;
   const length = Number(declared);
@@ -163,11 +163,15 @@ function otherJsonLength(ctx: Context): number {
   const declared = h['content-length'];
   if (declared === undefined) return h['transfer-encoding'] !== undefined ? Infinity : -1;
   if (!/^\d{1,15}$/.test(declared) || declared === '0' || /^0+$/.test(declared)) return -1;
-  const encoding = h['content-encoding'];
-  if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return Infinity;
+  if (contentEncoding(ctx) !== 'identity') return Infinity;
   const length = Number(declared);
   if (length > JSON_LIMIT_BYTES) refuse(Object.assign(new Error('request entity too large'), { status: 413 }));
   return length;
+}
+
+/** A request's Content-Encoding, lower case; none or an empty header is `identity`. */
+function contentEncoding(ctx: Context): string {
+  return ctx.req.headers['content-encoding']?.trim().toLowerCase() || 'identity';
 }
 
 /**
@@ -176,7 +180,7 @@ function otherJsonLength(ctx: Context): number {
  */
 function decodedBody(ctx: Context): Readable {
   const req = ctx.req;
-  const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
+  const encoding = contentEncoding(ctx);
   if (encoding === 'identity') return req;
   if (encoding === 'gzip' || encoding === 'x-gzip' || encoding === 'deflate') return req.pipe(zlib.createUnzip());
   if (encoding === 'br') return req.pipe(zlib.createBrotliDecompress());
@@ -229,6 +233,8 @@ function readJson(ctx: Context, length: number): Promise<unknown> {
     const onEnd = () => {
       if (length !== Infinity && received !== length)
         return done(new Error('request size did not match content length'));
+      // A compressed body of nothing is an empty body, which is `{}` (as koa-body reads one).
+      if (received === 0 && source !== req) return done(null, {});
       const bytes = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, received);
       if (!isUtf8(bytes)) return done(new HttpError(400, 'BadRequest', 'body: not valid UTF-8 (send JSON as UTF-8)'));
       let text = bytes.toString('utf8');
@@ -244,8 +250,16 @@ function readJson(ctx: Context, length: number): Promise<unknown> {
     };
     const onError = (err: Error) => done(err);
     // What the decompressor refuses is the client's: bytes that are not of the encoding they name.
-    const onDecodeError = () =>
-      done(new HttpError(400, 'BadRequest', `body: not valid ${String(req.headers['content-encoding'])} data`));
+    const onDecodeError = () => {
+      // The rest of the body is never read: the connection closes after the answer, or the next
+      // request on it would wait behind the unread bytes.
+      req.pause();
+      done(
+        new HttpError(400, 'BadRequest', `body: not valid ${contentEncoding(ctx)} data`, undefined, {
+          Connection: 'close',
+        }),
+      );
+    };
     const onAborted = () => done(new Error('request aborted'));
     source.on('data', onData);
     source.on('end', onEnd);

@@ -405,6 +405,8 @@ test('parser errors get a JSON {error, message} and the connection is closed', a
     t.regex(res.headers['content-type'] ?? '', /application\/json/, name);
     t.true(res.closed, `${name}: connection left open`);
   }
+  const expectation = await rawRequest(s.api.port, `GET /v1/health HTTP/1.1\r\nHost: x\r\nExpect: foo\r\n\r\n`);
+  t.is(expectation.body.error, 'ExpectationFailed');
 });
 
 test('a body over the body limit is a 413 with {error, message}', async (t) => {

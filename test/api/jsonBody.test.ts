@@ -128,6 +128,28 @@ test('a compressed JSON body is read as UTF-8 too: what is not is refused, never
   t.is(big.status, 413, big.raw);
   const unknown = await postWith(`${json}Content-Encoding: compress\r\n`, Buffer.from('{}'));
   t.is(unknown.status, 415, unknown.raw);
+  // An empty Content-Encoding is none; a compressed body of nothing is an empty body ({}), whose
+  // missing name the route names.
+  const empty = await postWith(`${json}Content-Encoding: \r\n`, Buffer.from('{"name":"plain"}'));
+  t.is(empty.status, 201, empty.raw);
+  const nothing = await postWith(`${json}Content-Encoding: gzip\r\n`, zlib.gzipSync(Buffer.alloc(0)));
+  t.is(nothing.status, 400, nothing.raw);
+  t.regex(nothing.body.message, /name/);
+  // A broken stream refused before its end closes the connection: the next request on it would
+  // otherwise wait behind the unread bytes.
+  const noise = Buffer.concat([Buffer.from([0x1f, 0x8b, 0x08, 0x00]), Buffer.alloc(200_000, 0x41)]);
+  const broken = await rawRequest(
+    stack().api.port,
+    Buffer.concat([
+      Buffer.from(
+        `POST /v1/devices HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin.token}\r\n${json}` +
+          `Content-Encoding: gzip\r\nContent-Length: ${noise.length}\r\n\r\n`,
+      ),
+      noise,
+    ]),
+  );
+  t.is(broken.status, 400, broken.raw.slice(0, 300));
+  t.is(broken.headers.connection, 'close');
   t.is(await stack().db('devices').where('name', 'like', 'caf%').first(), undefined);
 });
 
