@@ -199,9 +199,13 @@ export async function startApi(
 
 if (require.main === module) {
   const config = loadConfigOrExit();
-  startApi(config)
-    .then((api) => {
-      const shutdown = (signal: string) => {
+  const started = startApi(config);
+  // Installed before the port opens: a signal that arrives between 'api listening' and the end of
+  // the start (a process descheduled there on a busy host) would otherwise find Node's default
+  // action and end the process without a drain. Such a signal drains once the start is done.
+  const shutdown = (signal: string) => {
+    void started.then(
+      (api) => {
         api.services.logger.info({ signal, deadlineMs: config.drainTimeoutMs }, 'api draining');
         api.close().then(
           () => process.exit(0),
@@ -210,12 +214,15 @@ if (require.main === module) {
             process.exit(1);
           },
         );
-      };
-      // PM2 stops and reloads with SIGINT, systemd and docker with SIGTERM.
-      process.once('SIGTERM', () => shutdown('SIGTERM'));
-      process.once('SIGINT', () => shutdown('SIGINT'));
-      // With wait_ready (ecosystem.config.js), `pm2 reload` stops an old instance only after this.
-      process.send?.('ready');
-    })
+      },
+      () => undefined,
+    );
+  };
+  // PM2 stops and reloads with SIGINT, systemd and docker with SIGTERM.
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+  process.once('SIGINT', () => shutdown('SIGINT'));
+  started
+    // With wait_ready (ecosystem.config.js), `pm2 reload` stops an old instance only after this.
+    .then(() => process.send?.('ready'))
     .catch((err) => exitOnStartFailure('api', config.logLevel, err));
 }

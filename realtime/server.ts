@@ -185,9 +185,11 @@ export async function startRealtime(
 
 if (require.main === module) {
   const config = loadConfigOrExit();
-  startRealtime(config)
-    .then((rt) => {
-      const shutdown = (signal: string) => {
+  const started = startRealtime(config);
+  // Installed before the port opens (as the api's): a signal during the start drains once it is done.
+  const shutdown = (signal: string) => {
+    void started.then(
+      (rt) => {
         rt.logger.info({ signal }, 'realtime draining');
         rt.close().then(
           () => process.exit(0),
@@ -196,10 +198,15 @@ if (require.main === module) {
             process.exit(1);
           },
         );
-      };
-      // PM2 stops and reloads with SIGINT, systemd and docker with SIGTERM.
-      process.once('SIGTERM', () => shutdown('SIGTERM'));
-      process.once('SIGINT', () => shutdown('SIGINT'));
+      },
+      () => undefined,
+    );
+  };
+  // PM2 stops and reloads with SIGINT, systemd and docker with SIGTERM.
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+  process.once('SIGINT', () => shutdown('SIGINT'));
+  started
+    .then((rt) => {
       // With wait_ready (ecosystem.config.js), `pm2 reload` stops an old instance only after this.
       process.send?.('ready');
       // `--ipc-probe` (bench/wsFanout.ts, started with an IPC channel): answers memory probes,
