@@ -21,6 +21,8 @@ const QUEUE_DASHBOARD_API = `${QUEUE_DASHBOARD_PATH}/api/`;
  * shared/policies.ts (admin:read). A script sends its session token as `Authorization: Bearer`; a
  * browser, which cannot add headers to page loads, first calls POST /v1/admin/queues/session with
  * the header and then carries the token in an HttpOnly, SameSite=Strict cookie scoped to this path.
+ * Its actions (retry, remove, clean, pause: any method but GET, HEAD and OPTIONS) are
+ * `queueDashboard.manage`: a super admin.
  */
 export function queueDashboard(services: ApiServices): Middleware {
   // Built on the first dashboard request: the app can be assembled (e.g. to read its route table)
@@ -48,7 +50,9 @@ export function queueDashboard(services: ApiServices): Middleware {
         if (result.ok) c.state.principal = result.principal;
       }
     }
-    authorize(c.state.principal, 'view', subjects.queueDashboard());
+    // Pages and reads need admin:read; the board's actions (every other method) a super admin.
+    const reading = ctx.method === 'GET' || ctx.method === 'HEAD' || ctx.method === 'OPTIONS';
+    authorize(c.state.principal, reading ? 'view' : 'manage', subjects.queueDashboard());
     // Bull Board's pages are not ours to cache or frame.
     ctx.set('Cache-Control', 'no-store');
     if (ctx.path.startsWith(QUEUE_DASHBOARD_API)) await redisAnswers(c.services);

@@ -654,8 +654,14 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
       isOwner(p, c.userId) || forbidden('the state was issued to another user than the credential sent with it'),
   },
   queueDashboard: {
-    /** Seeing and retrying jobs exposes every queue's payloads: administrators only. */
+    /** Seeing jobs exposes every queue's payloads: administrators only. */
     view: (p) => needs(p, 'admin:read'),
+    /**
+     * Changing them (retry, promote, remove, clean, empty, pause a queue) is more than reading: a
+     * super admin only. `admin:read` is the catalog's only administrative permission, and a
+     * credential narrowed to it (an API key, an OAuth token) must not empty the mail queue.
+     */
+    manage: (p) => needs(p, '*:*'),
   },
   wsRequest: {
     send: (p, r) => {

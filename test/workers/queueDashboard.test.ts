@@ -1,5 +1,5 @@
 import test from 'ava';
-import { createUser } from '../helpers/factories';
+import { createKey, createUser } from '../helpers/factories';
 import { startStack, useStack } from '../helpers/stack';
 import { QueueName } from '../../shared/queues';
 
@@ -86,6 +86,31 @@ test('a method the dashboard does not serve answers 405 with Allow, not a 500 fr
   // What the board serves still works, and an unknown dashboard path is a 404.
   t.is((await board('/v1/admin/queues/api/queues', { token: admin.token })).status, 200);
   t.is((await board('/v1/admin/queues/api/nothing-here', { token: admin.token })).status, 404);
+});
+
+test('admin:read looks; only a super admin acts (pause, resume, clean)', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  // The admin's own key, narrowed to admin:read: it may look, not act.
+  const reader = await createKey({ userId: admin.id, scopes: ['admin:read'] });
+  t.is((await board('/v1/admin/queues/api/queues', { token: reader.key })).status, 200);
+  for (const [method, path] of [
+    ['PUT', '/v1/admin/queues/api/queues/email/pause'],
+    ['PUT', '/v1/admin/queues/api/queues/email/clean/failed'],
+    ['PUT', '/v1/admin/queues/api/queues/pause'],
+  ]) {
+    const r = await board(path, { method, token: reader.key });
+    t.is(r.status, 403, `${method} ${path}`);
+    t.is(r.body.error, 'Forbidden');
+  }
+  t.false(await s.api.services.queues.queue(QueueName.email).isPaused());
+  // The super admin acts.
+  const paused = await board('/v1/admin/queues/api/queues/email/pause', { method: 'PUT', token: admin.token });
+  t.true(paused.status < 300, String(paused.status));
+  t.true(await s.api.services.queues.queue(QueueName.email).isPaused());
+  const resumed = await board('/v1/admin/queues/api/queues/email/resume', { method: 'PUT', token: admin.token });
+  t.true(resumed.status < 300, String(resumed.status));
+  t.false(await s.api.services.queues.queue(QueueName.email).isPaused());
 });
 
 test('with Redis unreachable, the dashboard API answers 503 instead of hanging; the page still loads', async (t) => {
