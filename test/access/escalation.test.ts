@@ -1,6 +1,6 @@
 import test from 'ava';
 import { createSession } from '../../shared/commands/sessions';
-import { createKey, createOAuthToken, createUser } from '../helpers/factories';
+import { createKey, createOAuthToken, createUser, TestUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 
 /**
@@ -111,6 +111,19 @@ test('finding 2: a token holding api_keys:write cannot put roles or scopes beyon
   t.deepEqual((await s.request('POST', '/v1/gql', { token: made.body.key, body: ME })).body.data.me.permissions, []);
 });
 
+/** The owner's own API key and an OAuth token of theirs, each holding only api_keys:write and api_keys:read. */
+async function narrowCredentials(owner: TestUser): Promise<{ narrowKey: string; oauth: string }> {
+  const s = stack();
+  const narrowKey = (
+    await s.request('POST', '/v1/api-keys', {
+      token: owner.token,
+      body: { name: 'narrow', scopes: ['api_keys:write', 'api_keys:read'] },
+    })
+  ).body.key as string;
+  const { token: oauth } = await createOAuthToken(s.db, owner.id, ['api_keys:write', 'api_keys:read']);
+  return { narrowKey, oauth };
+}
+
 test('a narrowed credential with api_keys:write neither regenerates nor switches back on a wider key of its owner', async (t) => {
   const s = stack();
   // Not a super admin: the owner holds API Full Access, which is more than its narrow credentials.
@@ -121,13 +134,7 @@ test('a narrowed credential with api_keys:write neither regenerates nor switches
       body: { name: 'wide', scopes: ['users:read', 'api_keys:write', 'api_keys:read'] },
     })
   ).body;
-  const narrowKey = (
-    await s.request('POST', '/v1/api-keys', {
-      token: owner.token,
-      body: { name: 'narrow', scopes: ['api_keys:write', 'api_keys:read'] },
-    })
-  ).body.key as string;
-  const { token: oauth } = await createOAuthToken(s.db, owner.id, ['api_keys:write', 'api_keys:read']);
+  const { narrowKey, oauth } = await narrowCredentials(owner);
   for (const token of [narrowKey, oauth]) {
     t.is((await s.request('GET', '/v1/users', { token })).status, 403);
     const regen = await s.request('POST', `/v1/api-keys/${wide.id}/regenerate`, { token });
@@ -169,13 +176,7 @@ test('a narrowed credential with api_keys:write does not extend the life of a wi
       body: { name: 'wide', scopes: ['users:read', 'api_keys:write'], expires_at: inAnHour },
     })
   ).body;
-  const narrowKey = (
-    await s.request('POST', '/v1/api-keys', {
-      token: owner.token,
-      body: { name: 'narrow', scopes: ['api_keys:write', 'api_keys:read'] },
-    })
-  ).body.key as string;
-  const { token: oauth } = await createOAuthToken(s.db, owner.id, ['api_keys:write', 'api_keys:read']);
+  const { narrowKey, oauth } = await narrowCredentials(owner);
   const later = new Date(Date.now() + 10 * 365 * 86400_000).toISOString();
   const sooner = new Date(Date.now() + 1800_000).toISOString();
   for (const token of [narrowKey, oauth]) {
