@@ -63,11 +63,15 @@ export function infoRoutes(router: Router<AppState, { services: ApiServices }>):
       method: 'post',
       path: '/v1/auth/validate',
       summary: 'Token validation placeholder (always 501)',
-      description: 'Documented success shape {valid, user {id, email, role}} is never returned.',
+      description:
+        'Body {token} (spec §4.1), not read: any JSON body, or none, gets the 501. The documented success shape ' +
+        '{valid, user {id, email, role}} is never returned. Only a body that is not JSON at all (or holds a NUL) is ' +
+        'refused before the route, with 400, as on every route.',
       tags: ['auth'],
       auth: 'authenticated',
-      // Optional: the placeholder answers 501 whatever it is sent ("always", spec §4.1).
-      body: z.object({ token: z.string().max(4096).optional() }),
+      // Any JSON: the placeholder answers 501 whatever it is sent ("always", spec §4.1).
+      body: z.unknown(),
+      bodyExample: { token: 'sess_…' },
       responses: { 501: { description: 'Not implemented' } },
     },
     () => {
