@@ -177,7 +177,8 @@ export function healthRoutes(router: Router<AppState, { services: ApiServices }>
             },
             ais,
           },
-          _links: { self: path, info: '/v1', openapi: '/v1/openapi.json' },
+          // One body on both paths (spec §4.1): /v1/health is the canonical address of either.
+          _links: { self: '/v1/health', info: '/v1', openapi: '/v1/openapi.json' },
         };
       },
     );

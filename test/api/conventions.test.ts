@@ -66,6 +66,9 @@ test('/health and /v1/health return the same shape with live probes and websocke
     for (const k of ['days', 'hours', 'minutes', 'seconds']) t.true(Number.isInteger(r.body.uptime[k]));
   }
   t.deepEqual(Object.keys(a.body).sort(), Object.keys(b.body).sort());
+  // "Same body on both" (spec §4.1): the links too, not only the keys.
+  t.deepEqual(a.body._links, b.body._links);
+  t.is(a.body._links.self, '/v1/health');
 });
 
 test('POST /v1/auth/validate is 501 for an authenticated caller and 401 anonymously', async (t) => {
@@ -79,6 +82,9 @@ test('POST /v1/auth/validate is 501 for an authenticated caller and 401 anonymou
   // "Always": without a token in the body too.
   t.is((await s.request('POST', '/v1/auth/validate', { token: user.token, body: {} })).status, 501);
   t.is((await s.request('POST', '/v1/auth/validate', { token: user.token })).status, 501);
+  // Nor does the body's shape matter: the token is not read.
+  for (const body of [{ token: 123 }, [], { token: 'a'.repeat(5000) }, { other: true }])
+    t.is((await s.request('POST', '/v1/auth/validate', { token: user.token, body })).status, 501, JSON.stringify(body));
 });
 
 test('OpenAPI document lists the routes and Swagger UI is served', async (t) => {
