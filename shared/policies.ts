@@ -514,14 +514,15 @@ function wsRequestPermission(r: SubjectTypes['wsRequest']): string | null {
   }
 }
 
+/** Whether the identifier found is the caller's own, as far as the credential's grant allows reading oneself. */
+const ownLookup = (p: Principal, u: { userId: string | null }) =>
+  u.userId !== null && u.userId === actingUserId(p) && grantAllowsSelf(p, 'users:read');
+
 /** Finding a user by an identifier: the system key and holders of users:read find anyone; others only themselves. */
 const lookupOf =
   (refusal: string): Rule<'userLookup'> =>
   (p, u) =>
-    p.kind === 'system' ||
-    p.permissions.has('users:read') ||
-    (u.userId !== null && u.userId === actingUserId(p) && grantAllowsSelf(p, 'users:read')) ||
-    forbidden(refusal);
+    p.kind === 'system' || p.permissions.has('users:read') || ownLookup(p, u) || forbidden(refusal);
 
 /** Integrations are their owner's alone: anyone else is told there is no such integration. */
 const ownIntegration: Rule<'integration'> = (p, i) => isOwner(p, i.userId) || notFound('integration');
@@ -598,8 +599,12 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
     },
   },
   userLookup: {
-    /** By email: the system key and holders of users:read find anyone; others only themselves. */
-    read: lookupOf('you may only look up your own email address'),
+    /**
+     * By email (GET /v1/users/email/{email}): spec §4.11 lets the system key look up any address
+     * and every user only their own, whatever their permissions; a user with users:read finds
+     * others through GET /v1/users instead.
+     */
+    read: (p, u) => p.kind === 'system' || ownLookup(p, u) || forbidden('you may only look up your own email address'),
     /**
      * By platform account (GraphQL findUserByPlatform), the same rule. `userId` is whose account it
      * is: another user's and an unlinked one are refused alike, so a refusal tells nothing.

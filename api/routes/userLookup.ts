@@ -73,7 +73,8 @@ export function userLookupRoutes(router: ApiRouter): void {
       path: '/v1/users/email/:email',
       summary: 'Find a user by email',
       description:
-        'The system key (and holders of users:read) may look up any address; other callers only their own (403 otherwise).',
+        'The system key may look up any address; every other caller only their own (403 otherwise, whatever its ' +
+        'permissions: users:read lists users through GET /v1/users).',
       tags: TAG,
       auth: 'authenticated',
       params: z.object({ email: zLookupEmail() }),

@@ -176,12 +176,15 @@ export const NOT_READS: Record<string, string> = {
 /** Credentials that differ from the rule's default: the routes trackers and dashboards poll with API keys. */
 const API_KEY_ROUTES = new Set(['GET /v1/gps/current']);
 
+/** Routes only the system key may call for any user (the first-party app's lookups, spec §4.11). */
+const SYSTEM_KEY_ROUTES = new Set(['GET /v1/users/email/:email']);
+
 /** Picks the credential of a route: none for public, the system key for system routes, else the admin's session. */
 export function credentialFor(entry: RouteEntry, f: Fixtures, systemKey: string): Credential {
   const key = `${entry.method} ${entry.path}`;
   if (API_KEY_ROUTES.has(key)) return { kind: 'apiKey', token: f.gpsReadKey, label: 'API key (gps:read)' };
   if (entry.auth === 'public') return { kind: 'none' };
-  if (entry.auth === 'system')
+  if (entry.auth === 'system' || SYSTEM_KEY_ROUTES.has(key))
     return {
       kind: 'system',
       token: systemKey,

@@ -167,6 +167,16 @@ test('GET /v1/users/email/{email}: 401 without auth, 403 for another user, 404 u
   t.is(theirs.status, 403);
   // Unknown addresses are 403 too for regular users: nothing is learnt about other addresses.
   t.is((await s.request('GET', '/v1/users/email/nobody%40example.test', { token: me.token })).status, 403);
+  // Spec §4.11: only the system key looks up any address; an admin's users:read does not widen it.
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  t.is(
+    (await s.request('GET', `/v1/users/email/${encodeURIComponent(other.email)}`, { token: admin.token })).status,
+    403,
+  );
+  t.is(
+    (await s.request('GET', `/v1/users/email/${encodeURIComponent(admin.email)}`, { token: admin.token })).status,
+    200,
+  );
   const sys = await s.request('GET', `/v1/users/email/${encodeURIComponent(other.email)}`, { token: s.systemKey });
   t.is(sys.status, 200);
   t.is(sys.body.data.id, other.id);
