@@ -35,6 +35,20 @@ export const unauthorized = (message = 'authentication required') => new HttpErr
 export const forbidden = (message = 'insufficient permissions') => new HttpError(403, 'Forbidden', message);
 export const notFound = (what = 'resource') => new HttpError(404, 'NotFound', `${what} not found`);
 export const conflict = (message: string) => new HttpError(409, 'Conflict', message);
+/**
+ * A 429 of a limit of its own (an export allowance, a sign-in or two-factor lock-out, a mail
+ * throttle), with the headers of spec §8 describing that limit: `limit` attempts in its window,
+ * none left, and the window's end `retryAfterSeconds` from now. The general tier's headers, set
+ * before the route ran, would say requests remain, and a client reading them would retry at once.
+ */
+export function tooManyRequests(message: string, limit: number, retryAfterSeconds: number): HttpError {
+  return new HttpError(429, 'TooManyRequests', message, undefined, {
+    'Retry-After': String(retryAfterSeconds),
+    'X-RateLimit-Limit': String(limit),
+    'X-RateLimit-Remaining': '0',
+    'X-RateLimit-Reset': String(Math.ceil(Date.now() / 1000) + retryAfterSeconds),
+  });
+}
 export const serviceUnavailable = (message: string) =>
   new HttpError(503, 'ServiceUnavailable', message, undefined, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
 

@@ -2,7 +2,7 @@ import { attributed, Attribution, recordAuditEvent } from '../audit';
 import { countExportRequest, joinExportWait, leaveExportWait, readExportArchive } from '../caches/dataExports';
 import type { ServiceContext } from '../context';
 import { transaction } from '../db';
-import { HttpError, serviceUnavailable } from '../errors';
+import { HttpError, serviceUnavailable, tooManyRequests } from '../errors';
 import { ExportLog } from '../models/ExportLog';
 import { QueueName, type DataExportResult } from '../queues';
 
@@ -45,19 +45,10 @@ export async function deliverDataExport(
 ): Promise<DeliveredExport> {
   const allowance = await countExportRequest(ctx.redis, ctx.config, userId);
   if (!allowance.allowed)
-    throw new HttpError(
-      429,
-      'TooManyRequests',
+    throw tooManyRequests(
       `at most ${allowance.limit} data exports per hour; try again in ${allowance.retryAfterSeconds} s`,
-      undefined,
-      // The export's own limit, not the general tier's (spec §8's 429 headers): a client that reads
-      // X-RateLimit-* would otherwise retry at once.
-      {
-        'Retry-After': String(allowance.retryAfterSeconds),
-        'X-RateLimit-Limit': String(allowance.limit),
-        'X-RateLimit-Remaining': '0',
-        'X-RateLimit-Reset': String(Math.ceil(Date.now() / 1000) + allowance.retryAfterSeconds),
-      },
+      allowance.limit,
+      allowance.retryAfterSeconds,
     );
 
   try {

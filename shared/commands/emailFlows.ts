@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { ServiceContext } from '../context';
 import { emailLocale } from '../emails/accountEmails';
 import { writeAccountEmail } from '../emails/outbox';
-import { badRequest, conflict, HttpError, notFound } from '../errors';
+import { badRequest, conflict, notFound, tooManyRequests } from '../errors';
 import { ADDRESS_MAILS_PER_HOUR, claimAddressMail, giveBackAddressMail } from '../caches/mailSlots';
 import type { AccountToken, AccountTokenPurpose } from '../models/AccountToken';
 import { PlatformAccount } from '../models/PlatformAccount';
@@ -53,12 +53,11 @@ async function tokenUser(db: Knex, userId: string): Promise<void> {
 async function withMailTo<T>(ctx: ServiceContext, userId: string, email: string, write: () => Promise<T>): Promise<T> {
   const { wait, claimed } = await claimAddressMail(ctx.redis, ctx.config, userId, email);
   if (wait > 0)
-    throw new HttpError(
-      429,
-      'TooManyRequests',
+    throw tooManyRequests(
       `one mail per address per minute and ${ADDRESS_MAILS_PER_HOUR} per account per hour; try again in ${wait} s`,
-      undefined,
-      { 'Retry-After': String(wait) },
+      // The limit that ends first: one mail per address and minute.
+      1,
+      wait,
     );
   try {
     return await write();

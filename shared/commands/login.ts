@@ -1,6 +1,7 @@
 import { attributed, Attribution, recordAuditEvents } from '../audit';
 import {
   clearLoginFailures,
+  LOGIN_THROTTLE,
   releaseAttempt,
   reserveLoginAttempt,
   throttleSubjectForEmail,
@@ -12,7 +13,7 @@ import type { ServiceContext } from '../context';
 import { sha256 } from '../crypto';
 import { transaction } from '../db';
 import { verifyPassword } from '../domain/passwords';
-import { forbidden, HttpError, unauthorized } from '../errors';
+import { forbidden, HttpError, tooManyRequests, unauthorized } from '../errors';
 import { User } from '../models/User';
 import { findActiveBan } from '../queries/access';
 import { sessionLifetimeMs } from '../queries/accountSettings';
@@ -93,12 +94,10 @@ export async function completeLogin(ctx: ServiceContext, attempt: LoginAttempt) 
 }
 
 function tooManyAttempts(seconds: number): HttpError {
-  return new HttpError(
-    429,
-    'TooManyRequests',
+  return tooManyRequests(
     `too many failed sign-in attempts; try again in ${seconds} seconds`,
-    undefined,
-    { 'Retry-After': String(seconds) },
+    LOGIN_THROTTLE.account.max,
+    seconds,
   );
 }
 

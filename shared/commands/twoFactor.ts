@@ -7,6 +7,7 @@ import {
   claimTotpStep,
   giveBackTwoFactorAttempt,
   reserveTwoFactorAttempt,
+  TWO_FACTOR_THROTTLE,
 } from '../caches/twoFactorThrottle';
 import { clock } from '../clock';
 import type { ServiceContext } from '../context';
@@ -24,7 +25,7 @@ import {
 import { emailLocale } from '../emails/accountEmails';
 import { writeNoticeEmail } from '../emails/outbox';
 import { renderTwoFactorEmail, TwoFactorEmailTemplate } from '../emails/twoFactorEmails';
-import { badRequest, HttpError, notFound } from '../errors';
+import { badRequest, HttpError, notFound, tooManyRequests } from '../errors';
 import { User } from '../models/User';
 import { UserTwoFactor } from '../models/UserTwoFactor';
 import { noticeAddress, twoFactorState, TwoFactorState } from '../queries/twoFactor';
@@ -42,12 +43,10 @@ export const INVALID_CODE = 'invalid code';
 export type TwoFactorActor = EmailRequest;
 
 export function tooManyCodeAttempts(seconds: number): HttpError {
-  return new HttpError(
-    429,
-    'TooManyRequests',
+  return tooManyRequests(
     `too many wrong two-factor codes; try again in ${seconds} seconds`,
-    undefined,
-    { 'Retry-After': String(seconds) },
+    TWO_FACTOR_THROTTLE.maxFailures,
+    seconds,
   );
 }
 

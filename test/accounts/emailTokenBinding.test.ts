@@ -125,6 +125,10 @@ test("mails to an address of the caller's choosing: one per address per minute, 
   t.regex(second.body.message, /per address per minute/);
   const wait = Number(second.headers.get('retry-after'));
   t.true(wait > 0 && wait <= 60, `Retry-After ${wait}`);
+  // Spec §8's headers describe the limit that refused, not the general tier that still has room.
+  t.is(second.headers.get('x-ratelimit-remaining'), '0');
+  t.is(second.headers.get('x-ratelimit-limit'), '1');
+  t.true(Math.abs(Number(second.headers.get('x-ratelimit-reset')) - (Date.now() / 1000 + wait)) <= 2);
   // The email-link flow shares the address's slot.
   const provider = await createUser(s.db);
   await s.db('platform_accounts').where('user_id', provider.id).delete();

@@ -38,6 +38,8 @@ test.serial(
     t.is(blocked.body.error, 'TooManyRequests');
     const retry = Number(blocked.headers.get('retry-after'));
     t.true(retry > 0 && retry <= LOGIN_THROTTLE.account.windowSeconds, String(retry));
+    t.is(blocked.headers.get('x-ratelimit-remaining'), '0');
+    t.is(blocked.headers.get('x-ratelimit-limit'), String(LOGIN_THROTTLE.account.max));
     // login_failed goes through the buffered audit writer: written within moments, not before the answer.
     const failures = await loginFailures(id, LOGIN_THROTTLE.account.max + 1);
     t.is(failures.length, LOGIN_THROTTLE.account.max + 1);

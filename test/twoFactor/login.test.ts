@@ -201,6 +201,9 @@ test.serial('20 parallel wrong guesses: exactly 5 are checked, the rest 429 with
   });
   t.is(regen.status, 429);
   t.truthy(regen.headers.get('retry-after'));
+  // Spec §8's headers describe the lock-out, not the general tier the session still has room in.
+  t.is(regen.headers.get('x-ratelimit-remaining'), '0');
+  t.is(regen.headers.get('x-ratelimit-limit'), String(TWO_FACTOR_THROTTLE.maxFailures));
 
   // The cool-down ends; 5 more wrong codes give a longer one.
   const counter = () => s.db('attempt_counters').where('key', `2fa:${u.id}`);
