@@ -2378,13 +2378,13 @@ export interface Operations {
     response: {
       sessions: Array<{
         id: string;
-        ip_address: string | null;
-        user_agent: string | null;
+        ip_address: string;
+        user_agent: string;
         device_type: "desktop" | "mobile" | "tablet";
-        browser_name: string | null;
-        os_name: string | null;
-        provider: string | null;
-        provider_name: string | null;
+        browser_name: string;
+        os_name: string;
+        provider: string;
+        provider_name: string;
         last_activity_at: string;
         created_at: string;
         expires_at: string;

@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import type { ExportLog } from '../models/ExportLog';
 import type { DataExportRows } from '../queries/dataExport';
-import { parseUserAgent } from '../userAgent';
+import { describeSession } from './userSession';
 import { z } from '../zod';
 import { iso } from './iso';
 
@@ -261,16 +261,16 @@ export function presentDataExport(r: DataExportRows, exportedAt: Date): DataExpo
     },
     exportLogs: r.exportLogs.map(presentExportLog),
     sessions: r.sessions.map((s) => {
-      const ua = parseUserAgent(s.user_agent);
+      const d = describeSession(s, r.platformNames);
       return {
         id: s.id,
         ipAddress: maskIp(s.ip_address),
-        userAgent: s.user_agent,
-        deviceType: ua.device_type,
-        browserName: ua.browser,
-        osName: ua.os,
-        provider: s.platform_slug,
-        providerName: s.platform_slug ? (r.platformNames.get(s.platform_slug) ?? s.platform_slug) : null,
+        userAgent: d.user_agent,
+        deviceType: d.device_type,
+        browserName: d.browser_name,
+        osName: d.os_name,
+        provider: d.provider,
+        providerName: d.provider_name,
         lastActivityAt: iso(s.last_activity_at),
         createdAt: iso(s.created_at),
         expiresAt: iso(s.expires_at),

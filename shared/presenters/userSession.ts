@@ -6,13 +6,13 @@ import { iso } from './iso';
 /** Session (user-visible, spec §2) with the device parsed from its user agent. */
 export const userSessionSchema = z.object({
   id: z.string(),
-  ip_address: z.string().nullable(),
-  user_agent: z.string().nullable(),
+  ip_address: z.string(),
+  user_agent: z.string().describe('as sent; empty when the client sent none'),
   device_type: z.enum(['desktop', 'mobile', 'tablet']),
-  browser_name: z.string().nullable(),
-  os_name: z.string().nullable(),
-  provider: z.string().nullable(),
-  provider_name: z.string().nullable(),
+  browser_name: z.string().describe('name and major version; Unknown when the user agent does not say'),
+  os_name: z.string().describe('name and version; Unknown when the user agent does not say'),
+  provider: z.string().describe('platform slug; empty when the session was made without one'),
+  provider_name: z.string(),
   last_activity_at: z.string(),
   created_at: z.string(),
   expires_at: z.string(),
@@ -26,22 +26,52 @@ export const userSessionListSchema = z.object({
   _links: z.object({ self: z.string() }),
 });
 
+/** What a parsed user agent or a display name says when there is nothing to say. */
+const UNKNOWN = 'Unknown';
+
+/**
+ * A session's client and provider as spec §2 types them, all strings: an absent user agent or
+ * provider is '', a device the user agent does not name is 'Unknown'. `platformNames` maps
+ * platform slugs to display names. Shared by the session list and the data export.
+ */
+export function describeSession(
+  s: Pick<Session, 'user_agent' | 'platform_slug'>,
+  platformNames: Map<string, string>,
+): {
+  user_agent: string;
+  device_type: 'desktop' | 'mobile' | 'tablet';
+  browser_name: string;
+  os_name: string;
+  provider: string;
+  provider_name: string;
+} {
+  const ua = parseUserAgent(s.user_agent);
+  return {
+    user_agent: s.user_agent ?? '',
+    device_type: ua.device_type,
+    browser_name: ua.browser ?? UNKNOWN,
+    os_name: ua.os ?? UNKNOWN,
+    provider: s.platform_slug ?? '',
+    provider_name: s.platform_slug ? (platformNames.get(s.platform_slug) ?? s.platform_slug) : UNKNOWN,
+  };
+}
+
 /** One session of the caller's list; `platformNames` maps platform slugs to display names. */
 function presentUserSession(
   s: Session,
   currentSessionId: string | null,
   platformNames: Map<string, string>,
 ): z.infer<typeof userSessionSchema> {
-  const ua = parseUserAgent(s.user_agent);
+  const d = describeSession(s, platformNames);
   return {
     id: s.id,
-    ip_address: s.ip_address,
-    user_agent: s.user_agent,
-    device_type: ua.device_type,
-    browser_name: ua.browser,
-    os_name: ua.os,
-    provider: s.platform_slug,
-    provider_name: s.platform_slug ? (platformNames.get(s.platform_slug) ?? s.platform_slug) : null,
+    ip_address: s.ip_address ?? '',
+    user_agent: d.user_agent,
+    device_type: d.device_type,
+    browser_name: d.browser_name,
+    os_name: d.os_name,
+    provider: d.provider,
+    provider_name: d.provider_name,
     last_activity_at: iso(s.last_activity_at),
     created_at: iso(s.created_at),
     expires_at: iso(s.expires_at),

@@ -61,6 +61,24 @@ test('list: parsed devices, provider names, the current session flagged', async 
   t.true((byId.get(user.sessionId) as any).is_current);
 });
 
+test('a session of an unknown client still has every field as a string (spec §2)', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const bare = await createSession(s.db, user.id, new Date(Date.now() + 3600_000), {});
+  const curl = await createSession(s.db, user.id, new Date(Date.now() + 3600_000), { userAgent: 'curl/8.5.0' });
+  const r = await s.request('GET', '/v1/users/me/sessions', { token: user.token });
+  t.is(r.status, 200, r.text);
+  for (const id of [bare.session.id, curl.session.id]) {
+    const x = r.body.sessions.find((y: any) => y.id === id);
+    for (const f of ['ip_address', 'user_agent', 'browser_name', 'os_name', 'provider', 'provider_name'])
+      t.is(typeof x[f], 'string', `${f} of ${id}: ${JSON.stringify(x[f])}`);
+    t.is(x.browser_name, 'Unknown');
+    t.is(x.os_name, 'Unknown');
+  }
+  t.is(r.body.sessions.find((y: any) => y.id === bare.session.id).user_agent, '');
+  t.is(r.body.sessions.find((y: any) => y.id === curl.session.id).user_agent, 'curl/8.5.0');
+});
+
 test('needs a session token: API keys 403, anonymous 401', async (t) => {
   const s = stack();
   const user = await createUser(s.db);
