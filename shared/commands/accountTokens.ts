@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { randomToken, sha256 } from '../crypto';
 import { AccountToken, AccountTokenPurpose } from '../models/AccountToken';
+import { insertRow } from '../models/AppModel';
 
 /** How long each kind of emailed token stays valid. */
 const TOKEN_TTL_MS: Record<AccountTokenPurpose, number> = {
@@ -31,7 +32,7 @@ export async function issueAccountToken(
   if (input.userId) await open.where('user_id', input.userId).delete();
   else if (input.email) await open.whereNull('user_id').where('email', input.email).delete();
   const token = randomToken('', 32);
-  const row = await AccountToken.query(trx).insertAndFetch({
+  const row = await insertRow(AccountToken, trx, {
     token_hash: sha256(token),
     purpose: input.purpose,
     user_id: input.userId,

@@ -7,6 +7,7 @@ import { ApiKey } from '../models/ApiKey';
 import type { Role } from '../models/Role';
 import { loadUserAccess } from '../queries/access';
 import { AccessServices, invalidateCredentials } from './accessChanges';
+import { insertRow, patchById } from '../models/AppModel';
 
 /** Prefix of every generated API key; the shown key_prefix is its first 12 characters. */
 export const API_KEY_PREFIX = 'sk_';
@@ -31,7 +32,7 @@ export async function createApiKey(
   trx: Knex | Knex.Transaction,
 ): Promise<{ apiKey: ApiKey; key: string }> {
   const key = randomToken(API_KEY_PREFIX, 32);
-  const apiKey = await ApiKey.query(trx).insertAndFetch({
+  const apiKey = await insertRow(ApiKey, trx, {
     user_id: input.userId,
     name: input.name,
     description: input.description ?? null,
@@ -152,7 +153,7 @@ export async function updateApiKey(
   const patch: Partial<ApiKey> = Object.fromEntries(Object.entries(changes).filter(([, v]) => v !== undefined));
   if (changes.is_active !== undefined && opts.locking) patch.locked = !changes.is_active;
   return transaction(services.db, async (trx) => {
-    const row = await ApiKey.query(trx).patchAndFetchById(key.id, patch);
+    const row = await patchById(ApiKey, trx, key.id, patch);
     if (key.is_active && changes.is_active === false) {
       await recordAuditEvent(
         keyEvent(by, key, {
@@ -178,7 +179,7 @@ export async function regenerateApiKey(
 ): Promise<{ apiKey: ApiKey; key: string }> {
   const key = randomToken(API_KEY_PREFIX, 32);
   return transaction(services.db, async (trx) => {
-    const apiKey = await ApiKey.query(trx).patchAndFetchById(old.id, {
+    const apiKey = await patchById(ApiKey, trx, old.id, {
       key_hash: sha256(key),
       key_prefix: keyPrefixOf(key),
     });

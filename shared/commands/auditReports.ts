@@ -7,6 +7,7 @@ import { conflict, notFound } from '../errors';
 import { AuditEvent } from '../models/AuditEvent';
 import { AUDIT_REPORT_REASONS, AuditReport, AuditReportStatus } from '../models/AuditReport';
 import { isUuid } from '../zod';
+import { insertRow, patchById } from '../models/AppModel';
 
 export interface AuditReportInput {
   reason: (typeof AUDIT_REPORT_REASONS)[number];
@@ -44,7 +45,7 @@ export async function createAuditReport(
       if (!event) throw notFound('audit event');
       if (await AuditReport.query(trx).where('audit_event_id', event.id).first())
         throw conflict('this event is already reported');
-      const report = await AuditReport.query(trx).insertAndFetch({
+      const report = await insertRow(AuditReport, trx, {
         audit_event_id: event.id,
         user_id: userId,
         reason: input.reason,
@@ -95,7 +96,7 @@ export async function reviewAuditReport(
     if (!report) throw notFound('audit report');
     const status = review.status ?? report.status;
     const now = new Date();
-    const updated = await AuditReport.query(trx).patchAndFetchById(report.id, {
+    const updated = await patchById(AuditReport, trx, report.id, {
       status,
       ...(review.resolution_notes !== undefined ? { resolution_notes: review.resolution_notes } : {}),
       reviewed_by: by.actorId,

@@ -5,6 +5,7 @@ import { transaction } from '../db';
 import { HttpError, serviceUnavailable, tooManyRequests } from '../errors';
 import { ExportLog } from '../models/ExportLog';
 import { QueueName, type DataExportResult } from '../queues';
+import { insertRow } from '../models/AppModel';
 
 /** A finished export as the request hands it out. */
 export interface DeliveredExport {
@@ -88,7 +89,7 @@ export async function deliverDataExport(
     }
     const exportedAt = new Date(result.exportedAt);
     const log = await transaction(ctx.db, async (trx) => {
-      const row = await ExportLog.query(trx).insertAndFetch({
+      const row = await insertRow(ExportLog, trx, {
         user_id: userId,
         exported_at: exportedAt,
         ip_address: by.ipAddress ?? null,

@@ -5,6 +5,7 @@ import { Device } from '../models/Device';
 import { insertGrouped } from '../groupedInsert';
 import { authorize, Principal, subjects } from '../policies';
 import { invalidateTrackerLinks, TrackerLinkServices } from './trackerLinks';
+import { insertRow, patchById } from '../models/AppModel';
 
 /** Device fields of POST/PATCH /v1/devices. */
 export interface DeviceInput {
@@ -46,7 +47,7 @@ export async function saveDevice(
   if (id === null && typeof input.api_key_id !== 'string') return insertGrouped(Device, services.db, fields);
   if (id !== null && input.api_key_id === undefined) {
     // A change that leaves the tracker key alone: one UPDATE … RETURNING, no lock, no transaction.
-    const updated = await Device.query(services.db).patchAndFetchById(id, fields);
+    const updated = await patchById(Device, services.db, id, fields);
     if (!updated) throw notFound('device');
     return updated;
   }
@@ -103,9 +104,7 @@ async function saveDeviceOnce(
     }
     if (before?.api_key_id && input.api_key_id !== undefined && input.api_key_id !== before.api_key_id)
       trackerKeys.push(before.api_key_id);
-    const device = before
-      ? await before.$query(trx).patchAndFetch(fields)
-      : await Device.query(trx).insertAndFetch(fields);
+    const device = before ? await before.$query(trx).patchAndFetch(fields) : await insertRow(Device, trx, fields);
     afterCommit(trx, () => invalidateTrackerLinks(services, trackerKeys));
     return device;
   });

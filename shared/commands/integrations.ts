@@ -7,6 +7,7 @@ import { IntegrationPlatform, platformEnabled } from '../integrations/platforms'
 import { GrantRejected, streamClient, TokenRejected } from '../integrations/streamClient';
 import { BotStatus, Integration } from '../models/Integration';
 import { tokenColumns, unsealToken } from './integrationTokens';
+import { insertRow, patchById } from '../models/AppModel';
 
 /**
  * Connecting, disconnecting and configuring stream-platform integrations (spec §4.25). The OAuth
@@ -107,7 +108,7 @@ export async function completeConnect(
       .forUpdate();
     const row = existing
       ? await existing.$query(trx).patchAndFetch({ ...columns, connected_at: now })
-      : await Integration.query(trx).insertAndFetch({
+      : await insertRow(Integration, trx, {
           user_id: pending.userId,
           platform_slug: pending.platform,
           platform_user_id: user.id,
@@ -156,7 +157,7 @@ export async function disconnectIntegration(ctx: Ctx, integration: Integration, 
 
 /** Sets the stream bot's status for the integration (spec §3: any of the three states, from any). */
 export async function setBotStatus(ctx: Ctx, integration: Integration, status: BotStatus): Promise<Integration> {
-  const row = await Integration.query(ctx.db).patchAndFetchById(integration.id, { bot_status: status });
+  const row = await patchById(Integration, ctx.db, integration.id, { bot_status: status });
   if (!row) throw notFound('integration');
   return row;
 }

@@ -5,6 +5,7 @@ import { Location } from '../models/Location';
 import { LocationContact } from '../models/LocationContact';
 import { insertGrouped } from '../groupedInsert';
 import { contactsOf } from '../queries/locationContacts';
+import { insertRow } from '../models/AppModel';
 
 /** Fields of POST/PATCH /v1/locations. */
 export interface LocationInput {
@@ -36,7 +37,7 @@ export async function createLocation(
   // Without contacts it is one INSERT, shared with the locations created meanwhile (insertGrouped).
   if (contacts.length === 0) return { location: await insertGrouped(Location, db, fields), contacts: [] };
   return transaction(db, async (trx) => {
-    const location = await Location.query(trx).insertAndFetch(fields);
+    const location = await insertRow(Location, trx, fields);
     if (contacts.length) {
       await LocationContact.query(trx).insert(contacts.map((c) => ({ ...c, location_id: location.id })));
     }

@@ -8,6 +8,7 @@ import type { AuthInvalidation } from '../events';
 import { OAuthClient } from '../models/OAuthClient';
 import { clientTokenInvalidation } from '../queries/oauth';
 import { AccessServices, invalidateCredentials } from './accessChanges';
+import { insertRow, patchById } from '../models/AppModel';
 
 /**
  * OAuth client applications (spec §4.19). Who may act on a client is decided by the caller through
@@ -62,7 +63,7 @@ export async function registerOAuthClient(
 ): Promise<{ client: OAuthClient; secret: string | null }> {
   const secret = fields.client_type === 'confidential' ? randomToken(OAUTH_CLIENT_SECRET_PREFIX, 32) : null;
   const client = await transaction(db, async (trx) => {
-    const c = await OAuthClient.query(trx).insertAndFetch({
+    const c = await insertRow(OAuthClient, trx, {
       user_id: ownerId,
       ...fields,
       is_active: true,
@@ -92,7 +93,7 @@ export async function updateOAuthClient(
   const fields = Object.keys(patch);
   if (changes.client_type === 'public') patch.client_secret_hash = null;
   return transaction(services.db, async (trx) => {
-    const c = await OAuthClient.query(trx).patchAndFetchById(client.id, patch);
+    const c = await patchById(OAuthClient, trx, client.id, patch);
     await recordAuditEvent(clientEvent(by, c, 'client_updated', { fields }), trx);
     if (changes.is_active !== undefined || changes.allowed_scopes !== undefined) {
       afterCommit(trx, async () => invalidateTokens(services, await clientTokenInvalidation(services.db, client.id)));
@@ -106,7 +107,7 @@ export async function regenerateClientSecret(db: Knex, client: OAuthClient, by: 
   if (client.client_type !== 'confidential') throw badRequest('public clients have no client secret');
   const secret = randomToken(OAUTH_CLIENT_SECRET_PREFIX, 32);
   await transaction(db, async (trx) => {
-    await OAuthClient.query(trx).patchAndFetchById(client.id, { client_secret_hash: sha256(secret) });
+    await patchById(OAuthClient, trx, client.id, { client_secret_hash: sha256(secret) });
     await recordAuditEvent(clientEvent(by, client, 'client_secret_regenerated'), trx);
   });
   return secret;

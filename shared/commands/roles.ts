@@ -8,6 +8,7 @@ import { reachesAccountScope } from '../policies';
 import { roleHasPermission, roleHolders, snapshotUserAccess } from '../queries/access';
 import { AccessServices, invalidateCredentials, publishAccessChanges } from './accessChanges';
 import { keepAnAdministrator, roleGrantsEverything } from './lastAdministrator';
+import { insertRow, patchById } from '../models/AppModel';
 
 /**
  * Roles and permissions (spec §4.21). Who may do what is decided by the caller through
@@ -59,7 +60,7 @@ export interface RoleFields {
 /** Creates a (non-system) role; 409 when the name is taken, whatever its case. */
 export async function createRole(db: Knex, input: RoleFields): Promise<Role> {
   if (await nameTaken(db, input.name)) throw conflict('a role with this name exists');
-  return Role.query(db).insertAndFetch({ id: randomUUID(), ...input, is_system: false });
+  return insertRow(Role, db, { id: randomUUID(), ...input, is_system: false });
 }
 
 /**
@@ -71,18 +72,15 @@ export async function updateRole(services: AccessServices, role: Role, patch: Pa
   const renamed = patch.name !== undefined && patch.name !== role.name;
   if (renamed && (await nameTaken(services.db, patch.name!, role.id))) throw conflict('a role with this name exists');
   if (!renamed) {
-    const updated = await Role.query(services.db).patchAndFetchById(role.id, patch);
+    const updated = await patchById(Role, services.db, role.id, patch);
     if (patch.description !== undefined && patch.description !== role.description)
       await invalidateCredentials(services, { all: true });
     return updated;
   }
   let updated!: Role;
-  await changeRoleAccess(
-    services,
-    role,
-    async (trx) => void (updated = await Role.query(trx).patchAndFetchById(role.id, patch)),
-    { rolePermissionsChanged: false },
-  );
+  await changeRoleAccess(services, role, async (trx) => void (updated = await patchById(Role, trx, role.id, patch)), {
+    rolePermissionsChanged: false,
+  });
   return updated;
 }
 
@@ -142,5 +140,5 @@ export async function createPermission(
     );
   if (await Permission.query(db).findOne({ resource: input.resource, action: input.action }))
     throw conflict('this permission exists');
-  return Permission.query(db).insertAndFetch(input);
+  return insertRow(Permission, db, input);
 }

@@ -12,6 +12,7 @@ import { findAnySessionByToken } from '../queries/sessions';
 import { insertGrouped } from '../groupedInsert';
 import { rowBy, rowById, turnBatcherByDb } from '../rowLoader';
 import { invalidateCredentials } from './accessChanges';
+import { insertRow } from '../models/AppModel';
 
 /** Where a session is opened from: the request's attribution and the platform signed in with. */
 export interface SessionMeta extends Partial<Attribution> {
@@ -39,7 +40,7 @@ export async function createSession(
   };
   // Outside a transaction the INSERT is shared with the sessions opened meanwhile (insertGrouped).
   const session = (db as Knex.Transaction).isTransaction
-    ? await Session.query(db).insertAndFetch(row)
+    ? await insertRow(Session, db, row)
     : await insertGrouped(Session, db, row);
   return { session, token };
 }

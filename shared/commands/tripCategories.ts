@@ -3,6 +3,7 @@ import { transaction } from '../db';
 import { badRequest, notFound } from '../errors';
 import { TripCategory } from '../models/TripCategory';
 import { assertReferencesExist } from '../queries/references';
+import { insertRow } from '../models/AppModel';
 
 export interface TripCategoryInput {
   parent_id?: string | null;
@@ -46,7 +47,7 @@ export async function saveTripCategory(db: Knex, id: string | null, input: TripC
     const fields = Object.fromEntries(
       Object.entries(input).filter(([, v]) => v !== undefined),
     ) as Partial<TripCategory>;
-    return before ? before.$query(trx).patchAndFetch(fields) : TripCategory.query(trx).insertAndFetch(fields);
+    return before ? before.$query(trx).patchAndFetch(fields) : insertRow(TripCategory, trx, fields);
   });
 }
 

@@ -10,6 +10,7 @@ import { afterCommit, transaction } from '../db';
 import { invalidateCredentials } from './accessChanges';
 import { holdsEverything, keepAnAdministrator } from './lastAdministrator';
 import { announceSessionsRevoked, deleteUserSessions } from './sessions';
+import { insertRow, patchById } from '../models/AppModel';
 
 const now = () => new Date().toISOString();
 
@@ -34,7 +35,7 @@ export async function banUser(
     await trx('users').where('id', input.userId).forUpdate().first('id');
     if (await findActiveBan(trx, input.userId)) throw conflict('user is already banned; unban first to change the ban');
     const expiresAt = input.durationSeconds ? new Date(Date.now() + input.durationSeconds * 1000) : null;
-    const ban = await Ban.query(trx).insertAndFetch({
+    const ban = await insertRow(Ban, trx, {
       user_id: input.userId,
       reason: input.reason,
       banned_by: actor.actorId,
@@ -87,7 +88,7 @@ export async function unbanUser(ctx: ServiceContext, userId: string, actor: Attr
     await trx('users').where('id', userId).forUpdate().first('id');
     const active = await findActiveBan(trx, userId);
     if (!active) throw notFound('active ban');
-    const ban = await Ban.query(trx).patchAndFetchById(active.id, {
+    const ban = await patchById(Ban, trx, active.id, {
       unbanned_at: new Date(),
       unbanned_by: actor.actorId,
     });

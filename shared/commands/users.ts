@@ -19,6 +19,7 @@ import {
   userAccounts,
   usernameTaken,
 } from '../queries/users';
+import { insertRow, patchById } from '../models/AppModel';
 
 // Kept for importers outside the accounts area (shared/commands/oauthSignin.ts, api/routes/platforms.ts,
 // api/routes/bans.ts, scripts/cli.ts); new code imports from shared/queries/users and shared/domain/accounts.
@@ -75,7 +76,7 @@ export async function createUserWithAccount(
   trx: Knex.Transaction,
   input: { username: string; preferredLocale?: string | null; lastLoginAt?: Date | null; account: NewAccount },
 ): Promise<{ user: User; account: PlatformAccount }> {
-  const user = await User.query(trx).insertAndFetch({
+  const user = await insertRow(User, trx, {
     username: input.username,
     preferred_locale: input.preferredLocale ?? null,
     last_login_at: input.lastLoginAt ?? null,
@@ -132,7 +133,7 @@ export async function addPlatformAccount(
   a: NewAccount,
   primary = false,
 ): Promise<PlatformAccount> {
-  return PlatformAccount.query(trx).insertAndFetch({
+  return insertRow(PlatformAccount, trx, {
     user_id: userId,
     platform_id: a.platformId,
     platform_user_id: a.platformUserId,
@@ -204,7 +205,7 @@ export async function updateUser(
     if (changes.avatars_enabled === false)
       await PlatformAccount.query(trx).patch({ avatar_url: null }).where('user_id', userId);
     // Always patched (even with account-only changes) so updated_at moves.
-    const updated = await User.query(trx).patchAndFetchById(userId, changes);
+    const updated = await patchById(User, trx, userId, changes);
     const fields = Object.keys(body).filter((k) => (body as Record<string, unknown>)[k] !== undefined);
     await recordAuditEvent(
       attributed(by, {
@@ -231,7 +232,7 @@ export async function changeUsername(
     const current = await User.query(trx).findById(userId).whereNull('deleted_at');
     if (!current) throw notFound('user');
     if (await usernameTaken(trx, username, userId)) throw conflict('username is already taken');
-    const updated = await User.query(trx).patchAndFetchById(userId, { username });
+    const updated = await patchById(User, trx, userId, { username });
     await recordAuditEvent(
       attributed(by, {
         user_id: userId,
@@ -254,5 +255,5 @@ export async function setPreferredLocale(ctx: ServiceContext, userId: string, lo
     const allowed = (await supportedLocales(ctx.db, ctx.config)).map((l) => l.toLowerCase());
     if (!allowed.includes(locale)) throw badRequest(`locale: must be one of ${allowed.join(', ')} or null`);
   }
-  return User.query(ctx.db).patchAndFetchById(userId, { preferred_locale: locale });
+  return patchById(User, ctx.db, userId, { preferred_locale: locale });
 }

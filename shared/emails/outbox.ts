@@ -5,6 +5,7 @@ import { EmailOutbox } from '../models/EmailOutbox';
 import { writeOutbox } from '../outbox';
 import { emailJobId, type Queues } from '../queues';
 import { AccountEmailTemplate, AccountEmailVars, emailLink, EmailLocale, renderAccountEmail } from './accountEmails';
+import { insertRow } from '../models/AppModel';
 
 export interface AccountEmail {
   to: string;
@@ -36,7 +37,7 @@ export async function writeAccountEmail(
 ): Promise<string> {
   const link = emailLink(config.appUrl, mail.template, mail.token ? TOKEN_PLACEHOLDER : undefined);
   const { subject, text, html } = renderAccountEmail(mail.template, mail.locale, { ...mail.vars, link });
-  const row = await EmailOutbox.query(trx).insertAndFetch({
+  const row = await insertRow(EmailOutbox, trx, {
     to_address: mail.to,
     subject,
     text_body: text,
@@ -64,7 +65,7 @@ export interface NoticeEmail {
 
 /** Writes a notice mail to email_outbox and its `email` job, inside the caller's transaction (see writeAccountEmail). */
 export async function writeNoticeEmail(trx: Knex.Transaction, mail: NoticeEmail): Promise<string> {
-  const row = await EmailOutbox.query(trx).insertAndFetch({
+  const row = await insertRow(EmailOutbox, trx, {
     to_address: mail.to,
     subject: mail.subject,
     text_body: mail.text,
