@@ -29,6 +29,8 @@ export interface Reservation {
   retryAfterSeconds: number;
   /** The counters the attempt was counted on (empty when refused): what `releaseAttempt` gives back. */
   counters: AttemptCounter[];
+  /** When refused: the maximum of the counter that refused (the X-RateLimit-Limit of the 429). */
+  limit: number;
 }
 
 /**
@@ -47,8 +49,28 @@ export async function reserveAttempt(db: Knex, counters: AttemptCounter[]): Prom
   );
   const waitMs = Number(rows[0].wait);
   return waitMs > 0
-    ? { retryAfterSeconds: Math.ceil(waitMs / 1000), counters: [] }
-    : { retryAfterSeconds: 0, counters };
+    ? { retryAfterSeconds: Math.ceil(waitMs / 1000), counters: [], limit: await refusingLimit(db, counters) }
+    : { retryAfterSeconds: 0, counters, limit: 0 };
+}
+
+/**
+ * The maximum of the counter that refused an attempt: the full one (the one that holds the wait
+ * longest when several are full). Read only on a refusal; the first counter's when it cannot be
+ * told (the window ended meanwhile, or the database did not answer).
+ */
+async function refusingLimit(db: Knex, counters: AttemptCounter[]): Promise<number> {
+  if (counters.length === 1) return counters[0].limit.max;
+  const { rows } = await db
+    .raw<{ rows: Array<{ key: string; count: number }> }>(
+      'SELECT key, count FROM attempt_counters WHERE key = ANY(?::text[]) AND expires_at > clock_timestamp() ORDER BY expires_at DESC',
+      [counters.map((c) => c.key)],
+    )
+    .catch(() => ({ rows: [] as Array<{ key: string; count: number }> }));
+  for (const r of rows) {
+    const counter = counters.find((c) => c.key === r.key);
+    if (counter && r.count >= counter.limit.max) return counter.limit.max;
+  }
+  return counters[0].limit.max;
 }
 
 /** Gives a reserved attempt back because it was not a failure (the right password or code). */

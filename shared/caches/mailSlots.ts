@@ -73,14 +73,17 @@ export async function withMailSlot<T>(
  */
 export const ADDRESS_MAILS_PER_HOUR = 10;
 
-/* KEYS: address slot, user counter. ARGV: slot seconds, counter seconds, counter max. Returns ms to wait, 0 = go. */
+/*
+ * KEYS: address slot, user counter. ARGV: slot seconds, counter seconds, counter max. Returns ms to
+ * wait for the address's slot, minus the ms to wait for the account's hourly cap, 0 = go.
+ */
 const CLAIM_ADDRESS_MAIL = `
 local slot = redis.call('PTTL', KEYS[1])
 if slot > 0 then return slot end
 local n = tonumber(redis.call('GET', KEYS[2]) or '0')
 if n >= tonumber(ARGV[3]) then
   local left = redis.call('PTTL', KEYS[2])
-  if left > 0 then return left end
+  if left > 0 then return -left end
 end
 redis.call('SET', KEYS[1], '1', 'EX', ARGV[1])
 if redis.call('INCR', KEYS[2]) == 1 or redis.call('PTTL', KEYS[2]) < 0 then redis.call('EXPIRE', KEYS[2], ARGV[2]) end
@@ -88,7 +91,8 @@ return 0`;
 
 /**
  * Claims the right to mail `email` on behalf of `userId` (see ADDRESS_MAILS_PER_HOUR): `wait` 0
- * when the mail may go out, else the seconds to wait; `claimed` when Redis counted it (fails open
+ * when the mail may go out, else the seconds to wait and the `limit` that refused (1 for the
+ * address's slot, ADDRESS_MAILS_PER_HOUR for the account's cap); `claimed` when Redis counted it (fails open
  * when Redis does not answer, as withMailSlot does: then nothing was counted, and nothing is given back).
  */
 export async function claimAddressMail(
@@ -96,7 +100,7 @@ export async function claimAddressMail(
   config: Pick<Config, 'redisPrefix'>,
   userId: string,
   email: string,
-): Promise<{ wait: number; claimed: boolean }> {
+): Promise<{ wait: number; claimed: boolean; limit: number }> {
   return redis
     .eval(
       CLAIM_ADDRESS_MAIL,
@@ -109,10 +113,11 @@ export async function claimAddressMail(
     )
     .then(
       (ms) => {
-        const wait = Math.ceil(Number(ms) / 1000);
-        return { wait, claimed: wait === 0 };
+        const n = Number(ms);
+        // Negative: the account's hourly cap refused, not the address's one mail per minute.
+        return { wait: Math.ceil(Math.abs(n) / 1000), claimed: n === 0, limit: n < 0 ? ADDRESS_MAILS_PER_HOUR : 1 };
       },
-      () => ({ wait: 0, claimed: false }),
+      () => ({ wait: 0, claimed: false, limit: 0 }),
     );
 }
 

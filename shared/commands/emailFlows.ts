@@ -51,12 +51,11 @@ async function tokenUser(db: Knex, userId: string): Promise<void> {
  * Retry-After past it.
  */
 async function withMailTo<T>(ctx: ServiceContext, userId: string, email: string, write: () => Promise<T>): Promise<T> {
-  const { wait, claimed } = await claimAddressMail(ctx.redis, ctx.config, userId, email);
+  const { wait, claimed, limit } = await claimAddressMail(ctx.redis, ctx.config, userId, email);
   if (wait > 0)
     throw tooManyRequests(
       `one mail per address per minute and ${ADDRESS_MAILS_PER_HOUR} per account per hour; try again in ${wait} s`,
-      // The limit that ends first: one mail per address and minute.
-      1,
+      limit,
       wait,
     );
   try {

@@ -1,7 +1,6 @@
 import { attributed, Attribution, recordAuditEvents } from '../audit';
 import {
   clearLoginFailures,
-  LOGIN_THROTTLE,
   releaseAttempt,
   reserveLoginAttempt,
   throttleSubjectForEmail,
@@ -93,12 +92,8 @@ export async function completeLogin(ctx: ServiceContext, attempt: LoginAttempt) 
   };
 }
 
-function tooManyAttempts(seconds: number): HttpError {
-  return tooManyRequests(
-    `too many failed sign-in attempts; try again in ${seconds} seconds`,
-    LOGIN_THROTTLE.account.max,
-    seconds,
-  );
+function tooManyAttempts(seconds: number, limit: number): HttpError {
+  return tooManyRequests(`too many failed sign-in attempts; try again in ${seconds} seconds`, limit, seconds);
 }
 
 /**
@@ -139,7 +134,7 @@ export async function passwordLogin(
   if (reservation.retryAfterSeconds > 0) {
     const known = await findEmailAccountByAddress(ctx.db, input.email);
     failure(known?.user_id ?? null, 'too_many_attempts');
-    throw tooManyAttempts(reservation.retryAfterSeconds);
+    throw tooManyAttempts(reservation.retryAfterSeconds, reservation.limit);
   }
   // A lookup that fails (the database unreachable: 503) checked no password: its count is given back.
   const account = await findEmailAccountByAddress(ctx.db, input.email).catch(async (err: unknown) => {

@@ -42,12 +42,9 @@ export const INVALID_CODE = 'invalid code';
 /** Who acts (the caller) and from where, with the language their client prefers (for the mails). */
 export type TwoFactorActor = EmailRequest;
 
-export function tooManyCodeAttempts(seconds: number): HttpError {
-  return tooManyRequests(
-    `too many wrong two-factor codes; try again in ${seconds} seconds`,
-    TWO_FACTOR_THROTTLE.maxFailures,
-    seconds,
-  );
+/** The 429 of a refused code check; `limit` is the maximum of the lock-out that refused it (per account by default). */
+export function tooManyCodeAttempts(seconds: number, limit: number = TWO_FACTOR_THROTTLE.maxFailures): HttpError {
+  return tooManyRequests(`too many wrong two-factor codes; try again in ${seconds} seconds`, limit, seconds);
 }
 
 async function liveUser(db: Knex, userId: string): Promise<User> {
@@ -153,10 +150,8 @@ export async function withTwoFactorCode<T>(
   opts.state(await twoFactorState(ctx.db, userId));
   // Per IP first (the sign-in counter failed passwords use), then per account: a refusal counts nowhere.
   const ipReservation = by.ipAddress ? await reserveIpAttempt(ctx.db, by.ipAddress) : null;
-  const reservation =
-    ipReservation && ipReservation.retryAfterSeconds > 0
-      ? { ...ipReservation, userId }
-      : await reserveTwoFactorAttempt(ctx.db, userId);
+  const ipRefused = ipReservation !== null && ipReservation.retryAfterSeconds > 0;
+  const reservation = ipRefused ? { ...ipReservation, userId } : await reserveTwoFactorAttempt(ctx.db, userId);
   if (reservation.retryAfterSeconds > 0) {
     if (ipReservation) await releaseAttempt(ctx.db, ipReservation);
     await recordAuditEvent(
@@ -172,7 +167,7 @@ export async function withTwoFactorCode<T>(
       ),
       ctx.db,
     );
-    throw tooManyCodeAttempts(reservation.retryAfterSeconds);
+    throw tooManyCodeAttempts(reservation.retryAfterSeconds, ipRefused ? ipReservation.limit : undefined);
   }
   // A check that fails other than by a wrong code (the state changed meanwhile: a parallel request
   // enabled 2FA; the database failed) was no guess: its attempts are given back.

@@ -152,6 +152,9 @@ test("mails to an address of the caller's choosing: one per address per minute, 
   });
   t.is(over.status, 429, over.text);
   t.true(Number(over.headers.get('retry-after')) > 60);
+  // The headers name the limit that refused: the account's hourly cap, not the address's minute.
+  t.is(over.headers.get('x-ratelimit-limit'), String(ADDRESS_MAILS_PER_HOUR));
+  t.is(over.headers.get('x-ratelimit-remaining'), '0');
   t.is(
     Number((await s.db('email_outbox').where({ user_id: u.id, template: 'email_change' }).count({ n: '*' }))[0].n),
     ADDRESS_MAILS_PER_HOUR,

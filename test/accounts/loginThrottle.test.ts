@@ -81,6 +81,9 @@ test.serial('per IP: many failures across addresses lock the IP; the system key 
   const blocked = await s.request('POST', '/v1/auth/login', { body: { email, password: 'ip-password' } });
   t.is(blocked.status, 429);
   t.truthy(blocked.headers.get('retry-after'));
+  // The headers name the limit that refused: the IP's, not the account's.
+  t.is(blocked.headers.get('x-ratelimit-limit'), String(LOGIN_THROTTLE.ip.max));
+  t.is(blocked.headers.get('x-ratelimit-remaining'), '0');
   // The web app (system key) signs in a user from another address: not locked by 127.0.0.1's failures.
   const relayed = await s.request('POST', '/v1/auth/login', {
     token: s.systemKey,
@@ -116,6 +119,8 @@ test.serial(
     t.true(r.ok + r.wrong <= max, `evaluated ${r.ok + r.wrong} (200: ${r.ok}, 401: ${r.wrong}) of ${bodies.length}`);
     t.is(r.ok + r.wrong + r.blocked, bodies.length);
     t.true(r.results.filter((x) => x.status === 429).every((x) => Number(x.headers.get('retry-after')) > 0));
+    // Relayed by the system key: spec §8 sends it no X-RateLimit-* headers, on a lock-out's 429 either.
+    t.true(r.results.filter((x) => x.status === 429).every((x) => x.headers.get('x-ratelimit-limit') === null));
     // Every request that did not sign in wrote its login_failed event (wrong_password or too_many_attempts).
     const failures = await loginFailures(id, r.wrong + r.blocked);
     t.is(failures.length, r.wrong + r.blocked);
