@@ -1,4 +1,4 @@
-import type { Middleware } from 'koa';
+import type { Context, Middleware } from 'koa';
 import { errorName, graphqlCode, HttpError, toHttpError } from '../../shared/errors';
 import type { Logger } from '../../shared/logger';
 import { endOfTurn, leavesAtEndOfTurn } from '../answerTurn';
@@ -21,6 +21,17 @@ function badJsonMessage(text: unknown): string {
     }
   }
   return 'invalid JSON body';
+}
+
+/**
+ * The headers of a refusal as sent: a 429 of a limit of its own (a sign-in lock-out the system key
+ * relays, say) says nothing of rate limits to the system key, which spec §8 sends no
+ * X-RateLimit-* headers; Retry-After still tells it when to try again.
+ */
+function answerHeaders(ctx: Context, headers: Record<string, string>): Record<string, string> {
+  const principal = (ctx.state as { principal?: { kind?: string } }).principal;
+  if (principal?.kind !== 'system') return headers;
+  return Object.fromEntries(Object.entries(headers).filter(([name]) => !/^x-ratelimit-/i.test(name)));
 }
 
 /**
@@ -64,7 +75,7 @@ export function errorHandler(logger: Logger): Middleware {
         logger.warn({ err: err.message, method: ctx.method, path: ctx.path }, 'dependency unavailable');
       }
       ctx.status = httpErr.status;
-      if (httpErr.headers) ctx.set(httpErr.headers);
+      if (httpErr.headers) ctx.set(answerHeaders(ctx, httpErr.headers));
       ctx.body =
         ctx.path === GRAPHQL_PATH
           ? // A GraphQL client reads errors in GraphQL's format, whatever refused the request (rate limit, credentials, body).
