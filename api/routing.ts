@@ -77,6 +77,11 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends Zo
   /** An example request body for the document. */
   bodyExample?: unknown;
   /**
+   * Documentation only, for a route that reads no body (a placeholder): the body the document shows.
+   * The request's body is then not validated beyond the text rule every input gets.
+   */
+  bodyDoc?: ZodTypeAny;
+  /**
    * Documentation only, for a 'public' route that checks credentials of its own (an app key, an
    * assertion): the security requirement the document shows instead of none, as alternatives of
    * the schemes of api/openapiSpec.ts (`bearerAuth`, `idAppKey`, `idAppAssertion`).
@@ -273,6 +278,7 @@ export function defineRoute<
   const permission = typeof def.auth === 'object' && 'permission' in def.auth ? def.auth.permission : undefined;
   registerOperation({
     ...def,
+    body: def.body ?? def.bodyDoc,
     access: def.security ? describeSecurity(def.security) : describeAuth(def.auth),
     secured: def.auth !== 'public',
     permission,

@@ -64,13 +64,14 @@ export function infoRoutes(router: Router<AppState, { services: ApiServices }>):
       path: '/v1/auth/validate',
       summary: 'Token validation placeholder (always 501)',
       description:
-        'Body {token} (spec §4.1), not read: any JSON body, or none, gets the 501. The documented success shape ' +
-        '{valid, user {id, email, role}} is never returned. Only a body that is not JSON at all (or holds a NUL) is ' +
-        'refused before the route, with 400, as on every route.',
+        'Body {token} (spec §4.1), not read: any body the service can parse (a JSON object or array, a form), or ' +
+        'none, gets the 501. The documented success shape {valid, user {id, email, role}} is never returned. A body ' +
+        'no route takes (malformed JSON, a bare JSON scalar, a NUL, another content type) is refused before the ' +
+        'route, with the 4xx it gets everywhere.',
       tags: ['auth'],
       auth: 'authenticated',
-      // Any JSON: the placeholder answers 501 whatever it is sent ("always", spec §4.1).
-      body: z.unknown(),
+      // Not read: the placeholder answers 501 whatever it is sent ("always", spec §4.1).
+      bodyDoc: z.object({ token: z.string().optional() }),
       bodyExample: { token: 'sess_…' },
       responses: { 501: { description: 'Not implemented' } },
     },

@@ -432,7 +432,9 @@ export interface Operations {
   post_v1_auth_validate: {
     params: Record<string, never>;
     query: Record<string, never>;
-    body: undefined;
+    body: {
+      token?: string;
+    };
     /** The body of a 2xx answer. */
     response: unknown;
     /** The body of any other answer (the documented error statuses; none on 304). */

@@ -82,6 +82,15 @@ test('POST /v1/auth/validate is 501 for an authenticated caller and 401 anonymou
   // "Always": without a token in the body too.
   t.is((await s.request('POST', '/v1/auth/validate', { token: user.token, body: {} })).status, 501);
   t.is((await s.request('POST', '/v1/auth/validate', { token: user.token })).status, 501);
+  // A form, as the document offers it, gets the 501 too.
+  const form = await fetch(`${s.url}/v1/auth/validate`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${user.token}`, 'content-type': 'application/x-www-form-urlencoded' },
+    body: 'token=abc',
+  });
+  t.is(form.status, 501);
+  const doc = await s.request('GET', '/v1/openapi.json');
+  t.truthy(doc.body.paths['/v1/auth/validate'].post.requestBody.content['application/json'].schema);
   // Nor does the body's shape matter: the token is not read.
   for (const body of [{ token: 123 }, [], { token: 'a'.repeat(5000) }, { other: true }])
     t.is((await s.request('POST', '/v1/auth/validate', { token: user.token, body })).status, 501, JSON.stringify(body));
