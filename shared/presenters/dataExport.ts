@@ -264,7 +264,8 @@ export function presentDataExport(r: DataExportRows, exportedAt: Date): DataExpo
       const d = describeSession(s, r.platformNames);
       return {
         id: s.id,
-        ipAddress: maskIp(s.ip_address),
+        // A string, as in the session list (describeSession): '' when none was recorded.
+        ipAddress: maskIp(s.ip_address) ?? '',
         userAgent: d.user_agent,
         deviceType: d.device_type,
         browserName: d.browser_name,
