@@ -7,7 +7,7 @@ import { ApiKey } from '../models/ApiKey';
 import type { Role } from '../models/Role';
 import { loadUserAccess } from '../queries/access';
 import { AccessServices, invalidateCredentials } from './accessChanges';
-import { insertRow, patchById } from '../models/AppModel';
+import { deleteById, insertRow, patchById } from '../models/AppModel';
 
 /** Prefix of every generated API key; the shown key_prefix is its first 12 characters. */
 export const API_KEY_PREFIX = 'sk_';
@@ -213,7 +213,7 @@ export async function regenerateApiKey(
  */
 export async function deleteApiKey(services: AccessServices, key: ApiKey, by: Attribution): Promise<void> {
   await transaction(services.db, async (trx) => {
-    if ((await ApiKey.query(trx).deleteById(key.id)) === 0) throw notFound('api key');
+    if ((await deleteById(ApiKey, trx, key.id)) === 0) throw notFound('api key');
     await recordAuditEvent(
       keyEvent(by, key, {
         event_type: 'api_key_revoked',

@@ -5,7 +5,7 @@ import { Device } from '../models/Device';
 import { insertGrouped } from '../groupedInsert';
 import { authorize, Principal, subjects } from '../policies';
 import { invalidateTrackerLinks, TrackerLinkServices } from './trackerLinks';
-import { insertRow, patchById } from '../models/AppModel';
+import { insertRow, patchById, patchLoaded } from '../models/AppModel';
 
 /** Device fields of POST/PATCH /v1/devices. */
 export interface DeviceInput {
@@ -104,7 +104,7 @@ async function saveDeviceOnce(
     }
     if (before?.api_key_id && input.api_key_id !== undefined && input.api_key_id !== before.api_key_id)
       trackerKeys.push(before.api_key_id);
-    const device = before ? await before.$query(trx).patchAndFetch(fields) : await insertRow(Device, trx, fields);
+    const device = before ? await patchLoaded(before, trx, fields, 'device') : await insertRow(Device, trx, fields);
     afterCommit(trx, () => invalidateTrackerLinks(services, trackerKeys));
     return device;
   });

@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { notFound } from '../errors';
 import { Geofence } from '../models/Geofence';
 import { insertGrouped } from '../groupedInsert';
+import { deleteById, patchLoaded } from '../models/AppModel';
 
 /** Fields of POST/PATCH /v1/geofences. */
 export interface GeofenceInput {
@@ -25,11 +26,11 @@ export async function createGeofence(
 
 /** Patches a geofence the caller loaded. */
 export async function updateGeofence(db: Knex, geofence: Geofence, input: GeofenceInput): Promise<Geofence> {
-  return geofence.$query(db).patchAndFetch(input);
+  return patchLoaded(geofence, db, input, 'geofence');
 }
 
 /** Deletes a geofence (404 when there is none). */
 export async function deleteGeofence(db: Knex, id: string): Promise<void> {
-  const n = await Geofence.query(db).deleteById(id);
+  const n = await deleteById(Geofence, db, id);
   if (!n) throw notFound('geofence');
 }

@@ -7,7 +7,7 @@ import { IntegrationPlatform, platformEnabled } from '../integrations/platforms'
 import { GrantRejected, streamClient, TokenRejected } from '../integrations/streamClient';
 import { BotStatus, Integration } from '../models/Integration';
 import { tokenColumns, unsealToken } from './integrationTokens';
-import { insertRow, patchById } from '../models/AppModel';
+import { deleteById, insertRow, patchById, patchLoaded } from '../models/AppModel';
 
 /**
  * Connecting, disconnecting and configuring stream-platform integrations (spec §4.25). The OAuth
@@ -107,7 +107,7 @@ export async function completeConnect(
       .findOne({ user_id: pending.userId, platform_slug: pending.platform, platform_user_id: user.id })
       .forUpdate();
     const row = existing
-      ? await existing.$query(trx).patchAndFetch({ ...columns, connected_at: now })
+      ? await patchLoaded(existing, trx, { ...columns, connected_at: now }, 'integration')
       : await insertRow(Integration, trx, {
           user_id: pending.userId,
           platform_slug: pending.platform,
@@ -141,7 +141,7 @@ export async function disconnectIntegration(ctx: Ctx, integration: Integration, 
   }
   await transaction(ctx.db, async (trx) => {
     // Of concurrent disconnects one deletes (and records the event); the others answer 404.
-    if ((await Integration.query(trx).deleteById(integration.id)) === 0) throw notFound('integration');
+    if ((await deleteById(Integration, trx, integration.id)) === 0) throw notFound('integration');
     await recordAuditEvent(
       attributed(by, {
         user_id: integration.user_id,

@@ -5,7 +5,7 @@ import { Location } from '../models/Location';
 import { LocationContact } from '../models/LocationContact';
 import { insertGrouped } from '../groupedInsert';
 import { contactsOf } from '../queries/locationContacts';
-import { insertRow } from '../models/AppModel';
+import { deleteById, insertRow, patchLoaded } from '../models/AppModel';
 
 /** Fields of POST/PATCH /v1/locations. */
 export interface LocationInput {
@@ -47,12 +47,12 @@ export async function createLocation(
 
 /** Patches a location the caller loaded (contacts have their own commands). */
 export async function updateLocation(db: Knex, location: Location, input: LocationInput): Promise<Location> {
-  return location.$query(db).patchAndFetch(input);
+  return patchLoaded(location, db, input, 'location');
 }
 
 /** Deletes a location and, by the foreign key, its contacts (404 when there is none). */
 export async function deleteLocation(db: Knex, id: string): Promise<void> {
-  const n = await Location.query(db).deleteById(id);
+  const n = await deleteById(Location, db, id);
   if (!n) throw notFound('location');
 }
 
@@ -74,7 +74,7 @@ export async function updateLocationContact(
 ): Promise<LocationContact> {
   const contact = await LocationContact.query(db).findOne({ id: contactId, location_id: locationId });
   if (!contact) throw notFound('location contact');
-  return contact.$query(db).patchAndFetch(input);
+  return patchLoaded(contact, db, input, 'location contact');
 }
 
 /** Removes a contact of a location (404 when the location has no such contact). */

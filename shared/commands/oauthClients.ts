@@ -8,7 +8,7 @@ import type { AuthInvalidation } from '../events';
 import { OAuthClient } from '../models/OAuthClient';
 import { clientTokenInvalidation } from '../queries/oauth';
 import { AccessServices, invalidateCredentials } from './accessChanges';
-import { insertRow, patchById } from '../models/AppModel';
+import { deleteById, insertRow, patchById } from '../models/AppModel';
 
 /**
  * OAuth client applications (spec §4.19). Who may act on a client is decided by the caller through
@@ -120,7 +120,7 @@ export async function deleteOAuthClient(services: AccessServices, client: OAuthC
     const invalidations = await clientTokenInvalidation(trx, client.id);
     afterCommit(trx, () => invalidateTokens(services, invalidations));
     // Of concurrent deletes one deletes (and records the event); the others answer 404.
-    if ((await OAuthClient.query(trx).deleteById(client.id)) === 0) throw notFound('oauth client');
+    if ((await deleteById(OAuthClient, trx, client.id)) === 0) throw notFound('oauth client');
     await recordAuditEvent(clientEvent(by, client, 'client_deleted'), trx);
   });
 }

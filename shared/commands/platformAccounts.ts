@@ -6,6 +6,7 @@ import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
 import { userAccounts } from '../queries/users';
 import { CHAT_PLATFORM_SLUG, publishChatUserUnlinked } from './chatUserEvents';
+import { deleteById } from '../models/AppModel';
 
 /** A live user, locked for the change; 404 otherwise. */
 async function lockUser(trx: Parameters<typeof User.query>[0], userId: string): Promise<User> {
@@ -56,7 +57,7 @@ export async function unlinkAccount(
     if (account.id === user.primary_platform_account_id || account.is_primary) {
       throw conflict('cannot unlink the primary account: make another account primary first');
     }
-    await PlatformAccount.query(trx).deleteById(account.id);
+    await deleteById(PlatformAccount, trx, account.id);
     if (account.platform?.slug === CHAT_PLATFORM_SLUG) {
       const unlink = { chatId: account.platform_user_id, userId };
       afterCommit(trx, () => publishChatUserUnlinked(ctx, unlink));

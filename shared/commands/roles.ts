@@ -8,7 +8,7 @@ import { reachesAccountScope } from '../policies';
 import { roleHasPermission, roleHolders, snapshotUserAccess } from '../queries/access';
 import { AccessServices, invalidateCredentials, publishAccessChanges } from './accessChanges';
 import { keepAnAdministrator, roleGrantsEverything } from './lastAdministrator';
-import { insertRow, patchById } from '../models/AppModel';
+import { deleteById, insertRow, patchById } from '../models/AppModel';
 
 /**
  * Roles and permissions (spec §4.21). Who may do what is decided by the caller through
@@ -93,7 +93,7 @@ export async function deleteRole(services: AccessServices, role: Role): Promise<
     services,
     role,
     async (trx) => {
-      if ((await Role.query(trx).deleteById(role.id)) === 0) throw notFound('role');
+      if ((await deleteById(Role, trx, role.id)) === 0) throw notFound('role');
     },
     { rolePermissionsChanged: true, narrows: true },
   );

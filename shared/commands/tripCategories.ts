@@ -3,7 +3,7 @@ import { transaction } from '../db';
 import { badRequest, notFound } from '../errors';
 import { TripCategory } from '../models/TripCategory';
 import { assertReferencesExist } from '../queries/references';
-import { insertRow } from '../models/AppModel';
+import { deleteById, insertRow, patchLoaded } from '../models/AppModel';
 
 export interface TripCategoryInput {
   parent_id?: string | null;
@@ -47,12 +47,12 @@ export async function saveTripCategory(db: Knex, id: string | null, input: TripC
     const fields = Object.fromEntries(
       Object.entries(input).filter(([, v]) => v !== undefined),
     ) as Partial<TripCategory>;
-    return before ? before.$query(trx).patchAndFetch(fields) : insertRow(TripCategory, trx, fields);
+    return before ? patchLoaded(before, trx, fields, 'trip category') : insertRow(TripCategory, trx, fields);
   });
 }
 
 /** Deletes a trip category; its children move to the top level by the foreign key (404 when there is none). */
 export async function deleteTripCategory(db: Knex, id: string): Promise<void> {
-  const n = await TripCategory.query(db).deleteById(id);
+  const n = await deleteById(TripCategory, db, id);
   if (!n) throw notFound('trip category');
 }

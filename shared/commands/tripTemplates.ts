@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { notFound } from '../errors';
 import { TripTemplate } from '../models/TripTemplate';
 import { insertGrouped } from '../groupedInsert';
+import { deleteById, patchLoaded } from '../models/AppModel';
 
 /** Fields of POST/PATCH /v1/trip-templates. */
 export interface TripTemplateInput {
@@ -35,11 +36,11 @@ export async function updateTripTemplate(
   input: TripTemplateInput,
 ): Promise<TripTemplate> {
   const changed = Object.values(input).some((v) => v !== undefined);
-  return changed ? template.$query(db).patchAndFetch(input) : template;
+  return changed ? patchLoaded(template, db, input, 'trip template') : template;
 }
 
 /** Deletes a trip template (404 when there is none). */
 export async function deleteTripTemplate(db: Knex, id: string): Promise<void> {
-  const n = await TripTemplate.query(db).deleteById(id);
+  const n = await deleteById(TripTemplate, db, id);
   if (!n) throw notFound('trip template');
 }

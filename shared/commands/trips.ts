@@ -12,7 +12,7 @@ import { insertGrouped } from '../groupedInsert';
 import { findOr404 } from '../rowLoader';
 import { forgetDeletedGps, GpsDeleteDeps } from './gpsPoints';
 import { canDeleteTrip, transitionPatch } from '../domain/tripStatus';
-import { patchById } from '../models/AppModel';
+import { deleteById, patchById, patchLoaded } from '../models/AppModel';
 
 /** The partial unique index of the tracking migration: one active GPS-logging trip per device. */
 const ACTIVE_GPS_TRIP_INDEX = 'trips_one_active_gps_logging_per_device';
@@ -114,7 +114,7 @@ export async function updateTrip(
 
     let updated: Trip;
     try {
-      updated = await trip.$query(trx).patchAndFetch(changes);
+      updated = await patchLoaded(trip, trx, changes, 'trip');
     } catch (err) {
       if (isActiveTripConflict(err)) {
         throw conflict(
@@ -147,7 +147,7 @@ export async function deleteTrip(deps: GpsDeleteDeps, id: string): Promise<void>
     if (!canDeleteTrip(trip.status))
       throw conflict(`trip is ${trip.status}: only draft or completed trips can be deleted`);
     const devices = await trx('gps_points').where('trip_id', id).distinct('device_id');
-    await Trip.query(trx).deleteById(id);
+    await deleteById(Trip, trx, id);
     const pointDeviceIds = devices.map((d) => d.device_id as string | null);
     if (pointDeviceIds.length) afterCommit(trx, () => forgetDeletedGps(deps, pointDeviceIds));
   });

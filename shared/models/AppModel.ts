@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { Model, PartialModelObject, QueryBuilder, QueryContext } from 'objection';
+import { notFound } from '../errors';
 
 /** The builder methods the overrides below use (objection's own generics say nothing more here). */
 interface Chain {
@@ -148,4 +149,41 @@ export async function insertRow<M extends AppModel>(
     : { sql: db(model.tableName).insert({}).returning('*').toSQL().sql, order: [] };
   const { rows } = await db.raw<{ rows: object[] }>(sql, order.map((c) => row[c]) as Knex.RawBinding[]);
   return model.fromDatabaseJson(rows[0]) as M;
+}
+
+/**
+ * `instance.$query(db).patchAndFetch(patch)` by `patchById`: the row the caller loaded, patched and
+ * read back; a 404 naming `what` when it was deleted meanwhile.
+ */
+export async function patchLoaded<M extends AppModel>(
+  instance: M,
+  db: Knex,
+  patch: PartialModelObject<M>,
+  what: string,
+): Promise<M> {
+  const model = instance.constructor as typeof AppModel & (new () => M);
+  const updated = (await patchById(model, db, instance.$id() as string | number, patch)) as M | undefined;
+  if (!updated) throw notFound(what);
+  return updated;
+}
+
+/**
+ * `Model.query(db).deleteById(id)` without the query builder (no model defines delete hooks): the
+ * number of rows deleted, by one prepared `DELETE … WHERE <id> = ?`.
+ */
+export async function deleteById(model: typeof AppModel, db: Knex, id: string | number): Promise<number> {
+  const key = `delete\n${model.tableName}`;
+  let shape = shapes.get(key);
+  if (!shape) {
+    shape = {
+      sql: db(model.tableName)
+        .where(model.idColumn as string, id)
+        .delete()
+        .toSQL().sql,
+      order: [],
+    };
+    shapes.set(key, shape);
+  }
+  const result = await db.raw<{ rowCount: number | null }>(shape.sql, [id]);
+  return result.rowCount ?? 0;
 }

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { randomUUID } from 'node:crypto';
-import { insertRow, patchById } from '../../shared/models/AppModel';
+import { HttpError } from '../../shared/errors';
+import { deleteById, insertRow, patchById, patchLoaded } from '../../shared/models/AppModel';
 import { ApiKey } from '../../shared/models/ApiKey';
 import { Role } from '../../shared/models/Role';
 import { useStack } from '../helpers/stack';
@@ -146,3 +147,24 @@ test.serial('insertRow writes every value to its own column, whatever the order 
   t.deepEqual(result.toJSON(), read!.toJSON());
   await ApiKey.query(db).deleteById(result.id);
 });
+
+test.serial(
+  'patchLoaded patches the row a caller loaded, 404 once it is gone; deleteById counts what it deleted',
+  async (t) => {
+    const db = stack().db;
+    const id = `role_pl_${randomUUID().slice(0, 8)}`;
+    const loaded = await insertRow(Role, db, { id, name: `Loaded ${id}`, description: 'first', is_system: false });
+    const patched = await patchLoaded(loaded, db, { description: 'second' }, 'role');
+    t.true(patched instanceof Role);
+    t.is(patched.description, 'second');
+    t.is(patched.name, `Loaded ${id}`);
+    const deleted = await statementsOn('roles', () => deleteById(Role, db, id));
+    t.is(deleted.result, 1);
+    t.is(deleted.sql.length, 1);
+    t.regex(deleted.sql[0], /^delete from "roles" where "id" = /i);
+    t.is(await deleteById(Role, db, id), 0);
+    const gone = await t.throwsAsync(() => patchLoaded(loaded, db, { description: 'third' }, 'role'));
+    t.is((gone as HttpError).status, 404);
+    t.is(gone!.message, 'role not found');
+  },
+);
