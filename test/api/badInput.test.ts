@@ -116,6 +116,11 @@ const tokenFor = (r: Route) => (isSystemRoute(r) ? stack().systemKey : admin.tok
 const pathParams = (r: Route) => (r.op.parameters ?? []).filter((p) => p.in === 'path');
 const queryParams = (r: Route) => (r.op.parameters ?? []).filter((p) => p.in === 'query');
 const bodySchema = (r: Route) => r.op.requestBody?.content['application/json'].schema;
+/**
+ * The body a route validates: none for the spec's placeholder (POST /v1/auth/validate), which
+ * documents its body but answers its 501 whatever it is sent (the property test below checks it).
+ */
+const validatedBody = (r: Route) => (r.op.responses?.['501'] ? undefined : bodySchema(r));
 
 /**
  * The route's path with every parameter a fresh UUID, except `override`, and except parameters
@@ -295,7 +300,7 @@ test('a field of the wrong JSON type is a 400 naming the field', async (t) => {
   await init();
   const s = stack();
   const cases = routes.flatMap((r) => {
-    const schema = bodySchema(r);
+    const schema = validatedBody(r);
     if (!schema) return [];
     return Object.entries(resolve(schema).properties ?? {})
       .map(([field, fs]) => ({ r, field, value: wrongValue(fs) }))
@@ -315,7 +320,7 @@ test('bodies that are not objects are a 400 with {error, message}', async (t) =>
   await init();
   const s = stack();
   const bodies = ['[]', '"text"', '42', 'null', 'true', '{"a":', '\u0000'];
-  const cases = routes.filter((r) => bodySchema(r)).flatMap((r) => bodies.map((rawBody) => ({ r, rawBody })));
+  const cases = routes.filter((r) => validatedBody(r)).flatMap((r) => bodies.map((rawBody) => ({ r, rawBody })));
   const failures = await sweep(cases, async ({ r, rawBody }) => {
     const res = await s.request(r.method, concretePath(r), { token: tokenFor(r), rawBody });
     const problem = notClientError(res) ?? (res.status === 400 ? null : 'not 400');
