@@ -211,6 +211,11 @@ test('a German user exports every section of data.json, a German report.pdf and 
   t.is(firefox.provider, 'email');
   t.is(firefox.expiresAt, iso(other.session.expires_at));
   t.is((byId.get(v6.session.id) as any).ipAddress, '2001:db8:85a3:*');
+  // A session made without an address or user agent: strings, as in the session list (spec §2).
+  const bare: any = byId.get(user.sessionId);
+  t.is(bare.ipAddress, '');
+  t.is(bare.userAgent, '');
+  t.is(bare.browserName, 'Unknown');
   for (const x of data.sessions)
     t.deepEqual(sorted(Object.keys(x)), [
       'browserName',
