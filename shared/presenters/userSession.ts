@@ -62,16 +62,10 @@ function presentUserSession(
   currentSessionId: string | null,
   platformNames: Map<string, string>,
 ): z.infer<typeof userSessionSchema> {
-  const d = describeSession(s, platformNames);
   return {
     id: s.id,
     ip_address: s.ip_address ?? '',
-    user_agent: d.user_agent,
-    device_type: d.device_type,
-    browser_name: d.browser_name,
-    os_name: d.os_name,
-    provider: d.provider,
-    provider_name: d.provider_name,
+    ...describeSession(s, platformNames),
     last_activity_at: iso(s.last_activity_at),
     created_at: iso(s.created_at),
     expires_at: iso(s.expires_at),
