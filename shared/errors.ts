@@ -52,10 +52,25 @@ export function tooManyRequests(message: string, limit: number, retryAfterSecond
 export const serviceUnavailable = (message: string) =>
   new HttpError(503, 'ServiceUnavailable', message, undefined, { 'Retry-After': String(RETRY_AFTER_SECONDS) });
 
-/** A zod failure as a 400: the message names each field (`where` when the issue has no path), `details` lists all. */
+/** Issues a 400 reports at most, and the length of each one's message (zod quotes what was sent). */
+const MAX_ISSUES = 20;
+const MAX_ISSUE_MESSAGE = 300;
+
+const clip = (s: string, max: number) => (s.length > max ? `${s.slice(0, max - 1)}…` : s);
+
+/**
+ * A zod failure as a 400: the message names each field (`where` when the issue has no path),
+ * `details` lists them. At most MAX_ISSUES are reported, each clipped, and the message says how many
+ * more there were: a body of a million bad values is answered in a few kilobytes, not megabytes.
+ */
 export function validationError(err: ZodError, where: string): HttpError {
-  const details = err.issues.map((i) => ({ field: i.path.length ? i.path.join('.') : where, message: i.message }));
-  const message = details.map((d) => `${d.field}: ${d.message}`).join('; ');
+  const details = err.issues.slice(0, MAX_ISSUES).map((i) => ({
+    field: clip(i.path.length ? i.path.join('.') : where, MAX_ISSUE_MESSAGE),
+    message: clip(i.message, MAX_ISSUE_MESSAGE),
+  }));
+  const more = err.issues.length - details.length;
+  const message =
+    details.map((d) => `${d.field}: ${d.message}`).join('; ') + (more > 0 ? `; and ${more} more problems` : '');
   return badRequest(message, { details });
 }
 
@@ -77,7 +92,7 @@ export function errorName(status: number): string {
     429: 'TooManyRequests',
     431: 'RequestHeaderFieldsTooLarge',
     500: 'InternalServerError',
-    501: 'NotImplemented', // only POST /v1/auth/validate (spec §4.1)
+    501: 'NotImplemented', // POST /v1/auth/validate (spec §4.1), and an unknown method token (shared/httpEdge.ts)
     503: 'ServiceUnavailable',
     504: 'GatewayTimeout',
   };

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { z } from './zod';
+import { z, zList } from './zod';
 
 /**
  * The system config registry (spec §4.9): every key of `system_config`, with the zod schema a value
@@ -46,7 +46,11 @@ export const SYSTEM_CONFIG = {
   'geofence.evaluation_enabled': entry(bool(), true, 'Evaluate geofences for incoming GPS points'),
   'auth.session_days': entry(int(1, 3650), 30, 'Lifetime of a session created by login, in days'),
   'auth.supported_locales': entry(
-    z.array(locale(), { invalid_type_error: 'must be an array of locale tags' }).min(1, 'must not be empty').max(50),
+    zList(
+      locale(),
+      { min: 1, minMessage: 'must not be empty', max: 50 },
+      { invalid_type_error: 'must be an array of locale tags' },
+    ),
     ['en', 'de'],
     'Locales users may choose',
   ),

@@ -28,16 +28,12 @@ import { apiKeyRoles, loadApiKeyRoleAccess } from '../../shared/queries/access';
 import { apiKeySchema, issuedApiKeySchema, presentApiKey, presentIssuedApiKey } from '../../shared/presenters/apiKey';
 import { presentRole, roleSchema } from '../../shared/presenters/role';
 import { findOr404 } from '../../shared/rowLoader';
-import { emptyPatch, z, zScope, zUuid } from '../../shared/zod';
+import { emptyPatch, z, zList, zScope, zUuid } from '../../shared/zod';
 import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
 import { AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 
-const zScopes = () =>
-  z
-    .array(zScope())
-    .max(200)
-    .transform((s) => [...new Set(s)]);
+const zScopes = () => zList(zScope(), { max: 200 }).transform((s) => [...new Set(s)]);
 const zFutureDate = () =>
   z
     .string()

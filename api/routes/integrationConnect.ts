@@ -15,7 +15,7 @@ import {
   presentPlatform,
   presentPlatformScopes,
 } from '../../shared/presenters/integration';
-import { z, zHttpUrl } from '../../shared/zod';
+import { z, zHttpUrl, zList } from '../../shared/zod';
 import { AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 
@@ -94,7 +94,7 @@ export function integrationConnectRoutes(router: ApiRouter): void {
       tags: TAG,
       auth: { own: 'integrations:write' },
       params: slugParam,
-      body: z.object({ redirect_uri: zHttpUrl(), scopes: z.array(z.string().max(100)).max(50).optional() }),
+      body: z.object({ redirect_uri: zHttpUrl(), scopes: zList(z.string().max(100), { max: 50 }).optional() }),
       responses: {
         200: {
           description: '{authorization_url, state}',

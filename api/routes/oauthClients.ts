@@ -18,7 +18,7 @@ import {
 } from '../../shared/presenters/oauthClient';
 import { ownedClients } from '../../shared/queries/oauth';
 import { findOr404 } from '../../shared/rowLoader';
-import { emptyPatch, z, zHttpUrl, zScope, zUuid } from '../../shared/zod';
+import { emptyPatch, z, zHttpUrl, zList, zScope, zUuid } from '../../shared/zod';
 import { paginate, paginationQuery } from '../pagination';
 import { created, listSchema, noContent, pageSchema, resource, resourceSchema } from '../responses';
 import { AppContext, AppState, defineRoute, requestAttribution } from '../routing';
@@ -40,15 +40,8 @@ const fields = {
   homepage_url: zHttpUrl(2000).nullish(),
   privacy_policy_url: zHttpUrl(2000).nullish(),
   terms_of_service_url: zHttpUrl(2000).nullish(),
-  redirect_uris: z
-    .array(zRedirectUri())
-    .min(1)
-    .max(20)
-    .transform((u) => [...new Set(u)]),
-  allowed_scopes: z
-    .array(zScope())
-    .max(200)
-    .transform((s) => [...new Set(s)]),
+  redirect_uris: zList(zRedirectUri(), { min: 1, max: 20 }).transform((u) => [...new Set(u)]),
+  allowed_scopes: zList(zScope(), { max: 200 }).transform((s) => [...new Set(s)]),
   client_type: z.enum(['public', 'confidential']),
   is_first_party: z.boolean(),
 };

@@ -16,7 +16,7 @@ import {
 } from '../../../shared/presenters/location';
 import { contactsOf } from '../../../shared/queries/locationContacts';
 import { findOr404 } from '../../../shared/rowLoader';
-import { atLeastOne, z, zUuid } from '../../../shared/zod';
+import { atLeastOne, z, zList, zUuid } from '../../../shared/zod';
 import { paginate, paginationQuery } from '../../pagination';
 import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
 import { AppState, defineRoute } from '../../routing';
@@ -52,7 +52,7 @@ const locationFields = {
   longitude: zLongitude().nullable().optional(),
   notes: zText(),
 };
-const createBody = z.object({ ...locationFields, contacts: z.array(contactBody).max(100).optional() });
+const createBody = z.object({ ...locationFields, contacts: zList(contactBody, { max: 100 }).optional() });
 const patchBody = atLeastOne(
   z.object({ ...locationFields, name: zName().optional(), is_active: z.boolean().optional() }),
 );

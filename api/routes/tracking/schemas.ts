@@ -1,5 +1,5 @@
 import type { GpsBatchInput } from '../../../shared/commands/ingestGps';
-import { z, zFinite, zInput, zUuid } from '../../../shared/zod';
+import { z, zFinite, zInput, zList, zUuid } from '../../../shared/zod';
 
 /**
  * Request field builders shared by the tracking routers (GPS, devices, trips, locations, geofences,
@@ -13,11 +13,7 @@ export const zText = (max = 10_000) => zString().max(max).nullable().optional();
 export const zLatitude = () => zFinite().min(-90, 'must be between -90 and 90').max(90, 'must be between -90 and 90');
 export const zLongitude = () =>
   zFinite().min(-180, 'must be between -180 and 180').max(180, 'must be between -180 and 180');
-export const zTags = () =>
-  z
-    .array(z.string().trim().min(1).max(100))
-    .max(100)
-    .transform((t) => [...new Set(t)]);
+export const zTags = () => zList(z.string().trim().min(1).max(100), { max: 100 }).transform((t) => [...new Set(t)]);
 export const zWeight = () => zFinite().min(0, 'must be >= 0');
 
 /** `:id` of a tracking resource. */
