@@ -1,8 +1,18 @@
 import { Arg, Ctx, Field, Int, Mutation, ObjectType, Resolver } from 'type-graphql';
 import { deleteGpsData } from '../../shared/commands/gpsPoints';
-import { badRequest } from '../../shared/errors';
+import { badRequest, validationError } from '../../shared/errors';
 import { authorizePermission } from '../../shared/policies';
+import { z } from '../../shared/zod';
 import type { GqlContext } from './context';
+
+/**
+ * The filters as REST spells them: a device identifier of 1 to 100 characters (an empty one is a
+ * 400, never "every device") and a date-time whose day exists (2027-02-30 is a 400, not 2 March).
+ */
+const deleteArgs = z.object({
+  deviceId: z.string().trim().min(1, 'must not be empty').max(100).nullish(),
+  before: z.string().datetime({ offset: true, message: 'must be an ISO 8601 date-time' }).nullish(),
+});
 
 @ObjectType({ simpleResolvers: true, description: 'Outcome of deleteGpsData' })
 export class DeleteGpsDataResult {
@@ -31,10 +41,13 @@ export class GpsResolver {
     before?: string | null,
   ): Promise<DeleteGpsDataResult> {
     authorizePermission(ctx.principal, 'gps:delete');
-    if (!deviceId && !before) throw badRequest('deviceId or before is required (refusing to delete every GPS point)');
-    const cutoff = before ? new Date(before) : null;
-    if (before && (!/^\d{4}-\d{2}-\d{2}T/.test(before) || Number.isNaN(cutoff!.getTime())))
-      throw badRequest('before: must be an ISO 8601 date-time');
-    return deleteGpsData(ctx.services, { deviceId: deviceId || null, before: cutoff });
+    const r = deleteArgs.safeParse({ deviceId, before });
+    if (!r.success) throw validationError(r.error, 'args');
+    if (r.data.deviceId == null && r.data.before == null)
+      throw badRequest('deviceId or before is required (refusing to delete every GPS point)');
+    return deleteGpsData(ctx.services, {
+      deviceId: r.data.deviceId ?? null,
+      before: r.data.before == null ? null : new Date(r.data.before),
+    });
   }
 }

@@ -111,12 +111,12 @@ export class TripResolver {
       { column: 'created_at', order: 'desc' },
       { column: 'id', order: 'desc' },
     ]);
-    if (status) {
+    if (status != null) {
       if (!(TRIP_STATUSES as readonly string[]).includes(status))
         throw badRequest(`status: must be one of ${TRIP_STATUSES.join(', ')}`);
       q.where('status', status);
     }
-    const counter = status ? { keyed: 'trips_by_status' as const, key: status } : undefined;
+    const counter = status != null ? { keyed: 'trips_by_status' as const, key: status } : undefined;
     return pageOf(q, args, (t) => camelKeys(presentTrip(t)), { counter });
   }
 
@@ -145,8 +145,8 @@ export class TripResolver {
   ): Promise<GqlGpsPointConnection> {
     if (!Number.isInteger(first) || first < 1 || first > MAX_POINTS)
       throw badRequest(`first: must be an integer from 1 to ${MAX_POINTS}`);
-    if (after && !isUuid(after)) throw badRequest('after: not a cursor of this list');
-    const page = await ctx.loaders.tripPoints.load({ tripId: trip.id, first, after: after || null });
+    if (after != null && !isUuid(after)) throw badRequest('after: not a cursor of this list');
+    const page = await ctx.loaders.tripPoints.load({ tripId: trip.id, first, after: after ?? null });
     const nodes = page.rows.map((r) => camelKeys(presentGpsPoint(r)));
     return { nodes, pageInfo: { hasNextPage: page.hasNextPage, endCursor: nodes.at(-1)?.id ?? null } };
   }

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type Redis from 'ioredis';
 import { forgetLatestGps } from '../caches/gpsLatest';
 import type { Config } from '../config';
-import { conflict } from '../errors';
+import { badRequest, conflict } from '../errors';
 import type { Logger } from '../logger';
 import { GpsPoint } from '../models/GpsPoint';
 import { deferToOutbox, type OutboxRelay } from '../outbox';
@@ -54,9 +54,11 @@ export async function deleteGpsData(
   deps: GpsDeleteDeps,
   filter: { deviceId?: string | null; before?: Date | null },
 ): Promise<{ deleted: number; keptOnTrips: number }> {
+  // A missing filter is refused here too: no caller may turn "no filter" into "every point".
+  if (filter.deviceId == null && filter.before == null) throw badRequest('deviceId or before is required');
   const match = (q: Knex.QueryBuilder) => {
-    if (filter.deviceId) q.where('device_id', filter.deviceId);
-    if (filter.before) q.where('timestamp', '<', filter.before);
+    if (filter.deviceId != null) q.where('device_id', filter.deviceId);
+    if (filter.before != null) q.where('timestamp', '<', filter.before);
     return q;
   };
   const deleted = await match(deps.db('gps_points').whereNull('trip_id')).delete();

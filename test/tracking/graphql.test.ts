@@ -41,6 +41,24 @@ test('deleteGpsData deletes a device’s points (optionally before a time), keep
     body: { query: MUTATION, variables: { before: 'yesterday' } },
   });
   t.regex(badDate.body.errors[0].message, /^before: /);
+  // An empty device identifier is a bad filter, never "every device"; a day that does not exist
+  // (which Date would roll over to 2 March) and hour 24 are bad dates. Nothing is deleted by any.
+  for (const variables of [
+    { deviceId: '' },
+    { deviceId: '  ', before: new Date().toISOString() },
+    { before: '2027-02-30T00:00:00Z' },
+    { deviceId: 'wipe', before: '2026-01-01T24:00:00Z' },
+  ]) {
+    const r = await s.request('POST', '/v1/gql', { token: admin.token, body: { query: MUTATION, variables } });
+    t.is(r.body.errors?.[0]?.extensions?.status, 400, JSON.stringify(variables));
+    t.regex(r.body.errors[0].message, /^(deviceId|before): /, JSON.stringify(variables));
+  }
+  t.is((await s.request('GET', '/v1/gps/current?device_id=keep', { token: developer.token })).status, 200);
+  const trips = await s.request('POST', '/v1/gql', {
+    token: admin.token,
+    body: { query: '{ trips(status: "") { total } }' },
+  });
+  t.is(trips.body.errors?.[0]?.extensions?.status, 400, trips.text);
 
   const older = await s.request('POST', '/v1/gql', {
     token: admin.token,
