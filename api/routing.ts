@@ -191,6 +191,29 @@ function assertCacheable(def: {
   }
 }
 
+/** The shape of a route's params or query schema (an object, possibly refined). */
+function objectShape(schema: AnyObject): z.ZodRawShape {
+  return schema instanceof z.ZodEffects ? schema._def.schema.shape : schema.shape;
+}
+
+/**
+ * A declared query parameter sent in an array or object form (`status[]=draft`, `device_id[0]=x`,
+ * as qs and axios write arrays) is a 400 naming it: as an undeclared name it would be ignored, and
+ * the client would get the unfiltered list it did not ask for. Other undeclared parameters are
+ * ignored (a cache-buster, a provider's extra callback parameters).
+ */
+function refuseBracketForms(query: Record<string, unknown>, declared: ReadonlySet<string>): void {
+  for (const key of Object.keys(query)) {
+    const base = /^([^[\]]+)\[/.exec(key)?.[1];
+    if (base && declared.has(base)) {
+      const message = `${base} takes one value, without brackets (${base}=…)`;
+      throw new HttpError(400, 'BadRequest', `${key.slice(0, 100)}: ${message}`, {
+        details: [{ field: key.slice(0, 100), message }],
+      });
+    }
+  }
+}
+
 /** The access rule in words, for the OpenAPI description. */
 function describeAuth(auth: AuthRule): string {
   if (auth === 'internal') return 'Access: system. Another credential gets 403, none 401.';
@@ -234,6 +257,7 @@ export function defineRoute<
   }
   // A form's values are all text: only a body of text fields takes one (and the document says so).
   const refusesForms = def.body !== undefined && !formExpressible(def.body);
+  const queryKeys = new Set(def.query ? Object.keys(objectShape(def.query)) : []);
   const cacheBy = def.cacheBy;
   if (cacheBy) assertCacheable(def);
   else if (def.cacheVariant) throw new Error(`${def.method.toUpperCase()} ${def.path}: cacheVariant needs cacheBy`);
@@ -244,6 +268,7 @@ export function defineRoute<
     if (!selfRule) checkAccess(c, def.auth, {});
     const params: z.infer<P> = parse(input.params, ctx.params, 'params');
     if (selfRule) checkAccess(c, def.auth, params as Record<string, unknown>);
+    if (ctx.querystring.includes('[') || ctx.querystring.includes('%5B')) refuseBracketForms(ctx.query, queryKeys);
     const rawQuery = parse(input.query, ctx.query, 'query');
     const query = (def.query ? rawQuery : {}) as z.infer<Q>;
     const rawBody = (ctx.request as { body?: unknown }).body;

@@ -1,5 +1,6 @@
 import bourne from '@hapi/bourne';
 import { isUtf8 } from 'node:buffer';
+import querystring from 'node:querystring';
 import type { Readable } from 'node:stream';
 import zlib from 'node:zlib';
 import type { Context, Middleware, Next } from 'koa';
@@ -7,60 +8,12 @@ import { HttpMethodEnum, koaBody } from 'koa-body';
 // koa-body's own test of which types it parses, so the 415 below refuses exactly what it would ignore.
 import { isJsonBody, isUrlencodedBody } from 'koa-body/lib/utils/body-type-util';
 import { HttpError } from '../../shared/errors';
+import { checkJsonLimits } from '../../shared/jsonLimits';
 
 /** Largest JSON body (the koa-body limit below, in bytes for the fast path). */
 const JSON_LIMIT_BYTES = 4 * 1024 * 1024;
 /** A strict JSON body is an object or an array (co-body's test, RFC 7159 whitespace first). */
 const STRICT_JSON = /^[ \t\n\r]*[[{]/;
-
-/**
- * Deepest nesting of arrays and objects a body may have. Free-form JSON fields (a geofence's
- * metadata, a setting's value) are stored, cloned and serialised recursively: a body nested a few
- * thousand levels deep, well within the size limit, overflowed the stack there (a 500). No field of
- * the API needs more than a few levels; 64 leaves room for any real metadata.
- */
-export const MAX_JSON_DEPTH = 64;
-
-/** What is wrong with a parsed body, and where (a path such as `metadata.a.0`, cut after a few segments). */
-interface BodyProblem {
-  path: string[];
-  kind: 'depth' | 'number';
-}
-
-/**
- * The first value nested deeper than `MAX_JSON_DEPTH`, or the first number JSON.parse could only
- * read as ±Infinity (`1e400`: stored as null by a jsonb column, so a free-form field would change
- * silently), or undefined. Recursion stops at the depth limit, so the check itself cannot overflow.
- */
-function firstProblem(value: unknown, depth: number, path: string[], numbers = true): BodyProblem | undefined {
-  if (value === null || typeof value !== 'object') {
-    return numbers && typeof value === 'number' && !Number.isFinite(value) ? { path, kind: 'number' } : undefined;
-  }
-  if (depth >= MAX_JSON_DEPTH) return { path, kind: 'depth' };
-  const at = (key: string) => (path.length < 4 ? [...path, key] : path);
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const v = value[i] as unknown;
-      if (typeof v === 'number') {
-        if (numbers && !Number.isFinite(v)) return { path: at(String(i)), kind: 'number' };
-      } else if (v !== null && typeof v === 'object') {
-        const found = firstProblem(v, depth + 1, at(String(i)), numbers);
-        if (found) return found;
-      }
-    }
-    return undefined;
-  }
-  for (const key in value) {
-    const v = (value as Record<string, unknown>)[key];
-    if (typeof v === 'number') {
-      if (numbers && !Number.isFinite(v)) return { path: at(key), kind: 'number' };
-    } else if (v !== null && typeof v === 'object') {
-      const found = firstProblem(v, depth + 1, at(key), numbers);
-      if (found) return found;
-    }
-  }
-  return undefined;
-}
 
 /**
  * Routes (`POST /v1/gps/batch`) that validate their body item by item (`bodyText: 'items'`): a number
@@ -85,35 +38,50 @@ export function checkParsedBody(body: unknown, ctx?: Pick<Context, 'method' | 'p
   if (body !== null && typeof body === 'object' && !Array.isArray(body))
     for (const key in body)
       if (key.includes('\u0000')) throw new HttpError(400, 'BadRequest', 'body: keys must not contain NUL characters');
-  let problem = firstProblem(body, 0, []);
-  if (problem?.kind === 'number' && ctx && itemBodies.has(`${ctx.method} ${ctx.path}`))
-    problem = firstProblem(body, 0, [], false);
-  if (!problem) return;
-  const field = problem.path.length ? problem.path.join('.') : 'body';
-  const message =
-    problem.kind === 'depth'
-      ? `nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects`
-      : 'number too large (beyond ±1.8e308)';
-  // The shape of every other validation 400: the message names the field, details lists it.
+  checkJsonLimits(body, !(ctx && itemBodies.has(`${ctx.method} ${ctx.path}`)));
+}
+
+/** True when every run of percent-escapes in `s` decodes to UTF-8 (a `%` without two hex digits stays text). */
+function escapesAreUtf8(s: string): boolean {
+  for (const [run] of s.matchAll(/(?:%[0-9a-fA-F]{2})+/g)) {
+    if (!isUtf8(Buffer.from(run.replace(/%/g, ''), 'hex'))) return false;
+  }
+  return true;
+}
+
+/** A 400 naming `field`, in the shape of every other validation 400. */
+function fieldRefused(field: string, message: string): never {
   throw new HttpError(400, 'BadRequest', `${field}: ${message}`, { details: [{ field, message }] });
 }
 
+const NOT_UTF8_ESCAPES = 'percent-escapes must encode UTF-8';
+
 /**
- * A NUL in any query parameter, declared or not, is a 400 naming it, on every route: defineRoute's
- * zInput does it for its routes, this for the others too (documents, GraphiQL, GraphQL). Only a
- * query string holding an encoded NUL is decoded for it.
+ * Rules of the URL that hold on every route, before any of them runs: defineRoute's zInput checks
+ * its routes' declared parameters, this every parameter of every route (documents, GraphiQL,
+ * GraphQL) and the path.
+ * - Percent-escapes that are not UTF-8 (`%FF`, an encoded lone surrogate) are a 400 naming the
+ *   parameter, or `path`: Node's query parser would turn them into U+FFFD and the router would keep
+ *   them as literal text, so a filter or an id would silently change into another.
+ * - A NUL in any query parameter is a 400 naming it.
+ * Only a URL holding a `%` is looked at.
  */
-function refuseNulInQuery(ctx: Context): void {
+function refuseBadUrl(ctx: Context): void {
+  const path = ctx.path;
+  if (path.includes('%') && !escapesAreUtf8(path)) fieldRefused('path', NOT_UTF8_ESCAPES);
   const qs = ctx.querystring;
-  if (!qs || !qs.includes('%00')) return;
+  if (!qs || !qs.includes('%')) return;
+  for (const pair of qs.split('&')) {
+    if (!pair.includes('%') || escapesAreUtf8(pair)) continue;
+    const eq = pair.indexOf('=');
+    const key = eq < 0 ? pair : pair.slice(0, eq);
+    fieldRefused(escapesAreUtf8(key) ? querystring.unescape(key).slice(0, 100) : 'query', NOT_UTF8_ESCAPES);
+  }
+  if (!qs.includes('%00')) return;
   for (const [key, value] of Object.entries(ctx.query)) {
     const values = Array.isArray(value) ? value : [value ?? ''];
-    if (key.includes('\u0000') || values.some((v) => v.includes('\u0000'))) {
-      // The shape of every other validation 400: the message names the parameter, details lists it.
-      const field = key.replaceAll('\u0000', '\\0').slice(0, 100);
-      const message = 'must not contain NUL characters';
-      throw new HttpError(400, 'BadRequest', `${field}: ${message}`, { details: [{ field, message }] });
-    }
+    if (key.includes('\u0000') || values.some((v) => v.includes('\u0000')))
+      fieldRefused(key.replaceAll('\u0000', '\\0').slice(0, 100), 'must not contain NUL characters');
   }
 }
 
@@ -363,7 +331,7 @@ export function bodyParser(): Middleware {
     );
   return (ctx, next) => {
     const m = ctx.method;
-    refuseNulInQuery(ctx);
+    refuseBadUrl(ctx);
     if (m === 'GET' || m === 'HEAD' || m === 'OPTIONS') return next();
     const length = m === 'POST' || m === 'PUT' || m === 'PATCH' || m === 'DELETE' ? plainJsonLength(ctx) : -1;
     if (length > 0) return fast(ctx, next, length);
