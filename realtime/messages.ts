@@ -1,5 +1,5 @@
 import type { RawData } from 'ws';
-import { decodeEnvelope, encodeEnvelope, Envelope, PayloadCase } from '../shared/proto';
+import { decodeEnvelope, encodeEnvelope, Envelope, InvalidUtf8Error, PayloadCase } from '../shared/proto';
 import { isInternalChannel, subscriptionRefusal } from './access';
 import { CloseCode } from './frames';
 import type { Client, Hub } from './hub';
@@ -131,8 +131,9 @@ function handleBinary(deps: MessageDeps, c: Client, buf: Buffer): void {
   let env: Envelope;
   try {
     env = decodeEnvelope(buf);
-  } catch {
-    return reply('error', { message: 'invalid protobuf WsEnvelope', code: 'bad_request' });
+  } catch (err) {
+    const why = err instanceof InvalidUtf8Error ? `: ${err.message}` : '';
+    return reply('error', { message: `invalid protobuf WsEnvelope${why}`, code: 'bad_request' });
   }
   const rid = env.requestId;
   switch (env.payload) {

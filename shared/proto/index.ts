@@ -115,12 +115,36 @@ export function encodeEnvelope(payload: PayloadCase, body: Record<string, unknow
   return WsEnvelopeType.encode(msg).finish();
 }
 
+/** Thrown for a string field whose bytes are not UTF-8. */
+export class InvalidUtf8Error extends Error {
+  constructor() {
+    super('a string field is not valid UTF-8');
+  }
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * protobufjs' reader, except that a string field whose bytes are not UTF-8 is refused
+ * (InvalidUtf8Error) rather than read with U+FFFD in place of what was sent: the rule of every
+ * JSON and form body, which would otherwise not hold for the same request sent as protobuf.
+ */
+class StrictReader extends protobuf.Reader {
+  override string(): string {
+    try {
+      return utf8.decode(this.bytes());
+    } catch {
+      throw new InvalidUtf8Error();
+    }
+  }
+}
+
 /**
  * Decodes one binary frame. Throws on malformed bytes. When the sender set only `type` (an empty
  * Ping, say), the payload case is inferred from it.
  */
 export function decodeEnvelope(bytes: Uint8Array): Envelope {
-  const msg = WsEnvelopeType.decode(bytes);
+  const msg = WsEnvelopeType.decode(new StrictReader(bytes));
   // `oneofs: false`: protobufjs would otherwise also emit the synthetic oneofs of proto3 optional
   // fields (`_guildId: 'guildId'`) in every nested message. The payload case comes from the
   // decoded message's oneof getter instead.

@@ -95,6 +95,19 @@ test('audit request validation follows POST /v1/internal/audit', async (t) => {
     success: false,
     error: 'metadata_json: must encode a JSON object',
   });
+  // The body rule of POST /v1/internal/audit: 1e400 is refused, not stored as null.
+  t.like((await audit(svc, { eventType: 'login', metadataJson: '{"a":1e400}' }, 'v6b')).createAuditEventResponse, {
+    success: false,
+    error: 'metadata_json.a: number too large (beyond ±1.8e308)',
+  });
+  // A string field whose bytes are not UTF-8 is refused, not stored with U+FFFD: event_type(2)
+  // "login", description(8) FF FE 41.
+  const bad = Buffer.from([0x12, 0x05, ...Buffer.from('login'), 0x42, 0x03, 0xff, 0xfe, 0x41]);
+  svc.ws.send(Buffer.concat([Buffer.from([0x08, 0x64, 0x12, 0x02, 0x75, 0x38, 0xa2, 0x06, bad.length]), bad]));
+  const refused = await svc.nextEnvelope((e) => e.payload === 'error', 10_000);
+  t.regex((refused.error as { message: string }).message, /not valid UTF-8/);
+  const [{ n }] = await s.db('audit_events').whereRaw('description LIKE ?', ['%\uFFFD%']).count({ n: '*' });
+  t.is(Number(n), 0);
   t.like((await audit(svc, { eventType: 'login', status: 'maybe' }, 'v7')).createAuditEventResponse, {
     success: false,
     error: 'status: must be success or failure',

@@ -11,6 +11,7 @@ import { badRequest, HttpError, toHttpError, validationError } from '../../share
 import { PubSub } from '../../shared/events';
 import { presentAuditEventReceipt } from '../../shared/presenters/auditEvent';
 import { presentChatSettings } from '../../shared/presenters/chatBotSettings';
+import { checkJsonLimits } from '../../shared/jsonLimits';
 import { decodeEnvelope, encodeEnvelope, PayloadCase } from '../../shared/proto';
 import { failureReply } from '../../shared/proto/rpc';
 import type { RealtimeRequestJob } from '../../shared/queues';
@@ -70,6 +71,8 @@ function auditRequestBody(r: AuditRequest, connectionSource: string | null): unk
     }
     if (!metadata || typeof metadata !== 'object' || Array.isArray(metadata))
       throw badRequest('metadata_json: must encode a JSON object');
+    // The body rule of POST /v1/internal/audit: 1e400 would be stored as null, silently.
+    checkJsonLimits({ metadata_json: metadata });
   }
   // Protobuf strings have no null: an empty one counts as absent. The connection's X-Source-Service
   // is the default source.
