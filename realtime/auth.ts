@@ -75,7 +75,10 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: AuthD
     principal = result.principal;
     expiresAt = result.entry.expiresAt;
     auth = { kind: 'bearer', token: m[1] };
-    const relayUser = new URL(req.url ?? '/', 'http://x').searchParams.get('userId');
+    const relayUsers = new URL(req.url ?? '/', 'http://x').searchParams.getAll('userId');
+    // Two userId parameters name two users: which one to act for is the client's to say, not ours.
+    if (relayUsers.length > 1) return { ok: false, status: 400, message: 'userId: given more than once' };
+    const relayUser = relayUsers[0] ?? null;
     if (relayUser !== null && can(principal, 'actForUser', subjects.relay())) {
       if (!isUuid(relayUser)) return { ok: false, status: 400, message: 'userId: must be a UUID' };
       const r = await principalForUser(deps.db, { userId: relayUser.toLowerCase(), sessionId: null, via: 'session' });

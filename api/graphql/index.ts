@@ -377,6 +377,10 @@ export function graphqlRoutes(
     };
     // graphql-http says 'Unparsable URL' for GET variables that are not JSON: named here instead.
     if (ctx.method !== 'POST') {
+      // A repeated parameter (two queries, two sets of variables) is refused as REST refuses it:
+      // graphql-http would run the first and quietly drop the other.
+      for (const name of ['query', 'operationName', 'variables', 'extensions'])
+        if (Array.isArray(ctx.query[name])) throw badRequest(`${name}: given more than once`);
       for (const name of ['variables', 'extensions']) {
         const v = ctx.query[name];
         if (v === undefined) continue;

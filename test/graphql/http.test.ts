@@ -28,6 +28,16 @@ test('GET runs queries, refuses mutations; a batch (array of operations) is refu
   });
   t.is(get.status, 200, get.text);
   t.is(get.body.data.me.userId, user.id);
+  // Two queries (or two sets of variables) in one GET: refused, rather than running the first.
+  for (const name of ['query', 'variables']) {
+    const twice = await s.request(
+      'GET',
+      `/v1/gql?query=${encodeURIComponent('{ me { userId } }')}&${name}=${encodeURIComponent(name === 'query' ? '{ __typename }' : '{}')}${name === 'variables' ? '&variables=%7B%7D' : ''}`,
+      { token: user.token },
+    );
+    t.is(twice.status, 400, twice.text);
+    t.is(twice.body.errors[0].message, `${name}: given more than once`);
+  }
   // The answer's type follows the Accept header, as graphql-http negotiates it.
   t.is(get.headers.get('content-type'), 'application/graphql-response+json; charset=utf-8');
   for (const accept of [undefined, 'application/json', '*/*', 'text/html, application/json;q=0.9']) {

@@ -197,6 +197,12 @@ test('the system key may act for a user with ?userId=; other credentials cannot'
   notRelayed.close();
 
   t.is((await refusedUpgrade(wsBase(s), { token: s.systemKey, path: '/v1/ws?userId=not-a-uuid' })).status, 400);
+  // Two users named: refused, rather than acting for the first.
+  const twice = await refusedUpgrade(wsBase(s), {
+    token: s.systemKey,
+    path: `/v1/ws?userId=${user.id}&userId=${other.id}`,
+  });
+  t.is(twice.status, 400);
   t.is(
     (
       await refusedUpgrade(wsBase(s), {
