@@ -53,8 +53,16 @@ function parserErrorAnswer(err: NodeJS.ErrnoException): [number, string] {
       return [431, 'request headers too large (16 KB at most)'];
     case 'ERR_HTTP_REQUEST_TIMEOUT':
       return [408, 'the request was not received in time'];
-    case 'HPE_INVALID_METHOD':
-      return [400, 'unknown or malformed request method'];
+    case 'HPE_INVALID_METHOD': {
+      // A well-formed request line whose method this server does not know is not implemented
+      // (RFC 9110 §9.1: 501); anything else is a malformed request.
+      const method = /^([!#$%&'*+.^_`|~0-9A-Za-z-]{1,32}) [!-~]+ HTTP\/\d\.\d\r?\n/.exec(
+        (err as { rawPacket?: Buffer }).rawPacket?.subarray(0, 16 * 1024).toString('latin1') ?? '',
+      )?.[1];
+      return method
+        ? [501, `method ${method} is not implemented (methods are case-sensitive)`]
+        : [400, 'malformed request method'];
+    }
     case 'HPE_INVALID_CHUNK_SIZE':
     case 'HPE_INVALID_TRANSFER_ENCODING':
     case 'HPE_UNEXPECTED_CONTENT_LENGTH':

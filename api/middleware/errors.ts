@@ -6,11 +6,17 @@ import { compressAnswer } from '../compression';
 
 const GRAPHQL_PATH = '/v1/gql';
 
+/** JSON.parse's own messages (V8): they say what was wrong and where (`at position 12`). */
+const JSON_SYNTAX = /JSON|Unexpected|Expected|position/;
+
 /**
  * The message of a body that did not parse as JSON. A JSON text that is valid but not an object or
- * array (`null`, `42`, `"x"`: both parsers are strict) is named as what it is, not as unreadable.
+ * array (`null`, `42`, `"x"`: both parsers are strict) is named as what it is, not as unreadable; a
+ * `__proto__` key (refused by bourne: prototype poisoning) is named; otherwise the parser's own
+ * words say what is wrong and where.
  */
-function badJsonMessage(text: unknown): string {
+function badJsonMessage(text: unknown, parserMessage: string): string {
+  if (/forbidden prototype property/.test(parserMessage)) return 'body: the key __proto__ is not allowed';
   if (typeof text === 'string' && text.length <= 1024) {
     try {
       const v: unknown = JSON.parse(text);
@@ -20,6 +26,8 @@ function badJsonMessage(text: unknown): string {
       // not JSON at all
     }
   }
+  if (JSON_SYNTAX.test(parserMessage) && !/only supports object and array/.test(parserMessage))
+    return `invalid JSON body: ${parserMessage.length > 200 ? `${parserMessage.slice(0, 199)}…` : parserMessage}`;
   return 'invalid JSON body';
 }
 
@@ -65,7 +73,7 @@ export function errorHandler(logger: Logger): Middleware {
         // http-errors thrown by Koa or a library: keep the status, name it ourselves.
         const badJson =
           err.type === 'entity.parse.failed' || (status === 400 && /JSON|Unexpected|token/i.test(err.message));
-        const message = badJson ? badJsonMessage((err as { body?: unknown }).body) : err.message;
+        const message = badJson ? badJsonMessage((err as { body?: unknown }).body, err.message) : err.message;
         httpErr = new HttpError(status, errorName(status), message, undefined, err.headers);
       }
       if (!httpErr) {

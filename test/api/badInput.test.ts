@@ -387,7 +387,8 @@ test('parser errors get a JSON {error, message} and the connection is closed', a
   const s = stack();
   const cases: Array<[string, string, number]> = [
     ['invalid method token', 'FOO BAR /v1/health HTTP/1.1\r\nHost: x\r\n\r\n', 400],
-    ['unknown method token', 'FOO /v1/health HTTP/1.1\r\nHost: x\r\n\r\n', 400],
+    ['unknown method token', 'FOO /v1/health HTTP/1.1\r\nHost: x\r\n\r\n', 501],
+    ['lower-case method', 'get /v1/health HTTP/1.1\r\nHost: x\r\n\r\n', 501],
     ['60 KB header', `GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(60_000)}\r\n\r\n`, 431],
     [
       'bad chunk size',
@@ -406,7 +407,11 @@ test('parser errors get a JSON {error, message} and the connection is closed', a
   for (const [name, request, status] of cases) {
     const res = await rawRequest(s.api.port, request);
     t.is(res.status, status, `${name}: ${res.raw.slice(0, 200)}`);
-    t.is(notClientError(res), null, name);
+    // A method no server here implements is a 501 (RFC 9110 §9.1), in the same shape.
+    if (status === 501) {
+      t.is(res.body.error, 'NotImplemented', name);
+      t.regex(res.body.message, /^method (FOO|get) is not implemented/, name);
+    } else t.is(notClientError(res), null, name);
     t.regex(res.headers['content-type'] ?? '', /application\/json/, name);
     t.true(res.closed, `${name}: connection left open`);
   }
@@ -618,4 +623,93 @@ test('header values sent as UTF-8 are read as UTF-8, not stored as mojibake', as
     .select('event_type', 'user_agent', 'metadata');
   t.is(events.find((e) => e.event_type === 'session_created')?.user_agent, agent);
   t.is(events.find((e) => e.event_type === 'logout')?.metadata?.app, 'app-ü');
+});
+
+test('percent-escapes that are not UTF-8 are a 400 naming the query parameter, or the path, on every route', async (t) => {
+  await init();
+  const s = stack();
+  // Declared parameters: Node's query parser would have turned %FF%FE into U+FFFD U+FFFD.
+  const declared = routes.flatMap((r) => queryParams(r).map((p) => ({ r, p: p.name })));
+  t.true(declared.length > 10);
+  const failures = await sweep(declared, async ({ r, p }) => {
+    const res = await s.request(r.method, `${concretePath(r)}?${p}=%FF%FE`, { token: tokenFor(r) });
+    return res.status === 400 && res.body?.message === `${p}: percent-escapes must encode UTF-8`
+      ? null
+      : `${p} → ${describe(r, res)}`;
+  });
+  // Undeclared ones too, GraphQL's included; and an encoded lone surrogate (CESU, not UTF-8).
+  const gets = [...routes.filter((r) => r.method === 'GET'), { method: 'GET', path: '/v1/gql', op: {} } as Route];
+  failures.push(
+    ...(await sweep(gets, async (r) => {
+      const res = await s.request(r.method, `${concretePath(r)}?zzz=%ED%A0%80`, { token: tokenFor(r) });
+      const message: string | undefined = res.body?.message ?? res.body?.errors?.[0]?.message;
+      return res.status === 400 && message === 'zzz: percent-escapes must encode UTF-8' ? null : describe(r, res);
+    })),
+  );
+  // A path parameter the router would have kept as the literal text %FF.
+  const withParams = routes.filter((r) => pathParams(r).length);
+  failures.push(
+    ...(await sweep(withParams, async (r) => {
+      const res = await s.request(r.method, concretePath(r, { [pathParams(r)[0].name]: 'a%FFb' }), {
+        token: tokenFor(r),
+        ...(bodySchema(r) ? { body: {} } : {}),
+      });
+      return res.status === 400 && res.body?.message === 'path: percent-escapes must encode UTF-8'
+        ? null
+        : describe(r, res);
+    })),
+  );
+  t.deepEqual(failures, []);
+  // Escapes of UTF-8 still decode, and a % without two hex digits stays text, as before.
+  const fine = await s.request('GET', '/v1/gps?device_id=B%C3%B6%C3%B6t%20%25zz', { token: admin.token });
+  t.is(fine.status, 200, fine.text);
+});
+
+test('a declared query parameter in array form is a 400 naming it, never dropped with its filter', async (t) => {
+  await init();
+  const s = stack();
+  const cases = routes.filter((r) => r.method === 'GET').flatMap((r) => queryParams(r).map((p) => ({ r, p: p.name })));
+  t.true(cases.length > 10);
+  const failures = await sweep(cases, async ({ r, p }) => {
+    const res = await s.request(r.method, `${concretePath(r)}?${p}[]=x`, { token: tokenFor(r) });
+    return res.status === 400 && res.body?.message?.startsWith(`${p}[]: ${p} takes one value`)
+      ? null
+      : `${p} → ${describe(r, res)}`;
+  });
+  t.deepEqual(failures, []);
+  // Encoded brackets are the same parameter; an undeclared bracketed name is ignored like any other.
+  t.is((await s.request('GET', '/v1/trips?status%5B0%5D=draft', { token: admin.token })).status, 400);
+  t.is((await s.request('GET', '/v1/trips?zzz[]=1', { token: admin.token })).status, 200);
+});
+
+test('an array beyond its bound is one issue, refused before its items are read', async (t) => {
+  await init();
+  const s = stack();
+  // A million bad scopes (4 MB, within the body limit): before, every item was checked and
+  // reported, answering ~100 MB and holding the event loop for seconds.
+  const huge = await s.request('POST', '/v1/api-keys', {
+    token: admin.token,
+    body: { name: 'k', scopes: Array.from({ length: 1_000_000 }, () => 'a') },
+  });
+  t.is(huge.status, 400);
+  t.is(huge.body.message, 'scopes: Array must contain at most 200 element(s)');
+  t.is(huge.body.details.length, 1);
+  for (const [path, body, field] of [
+    ['/v1/trips', { name: 't', tags: Array.from({ length: 50_000 }, () => '') }, 'tags'],
+    ['/v1/trip-templates', { name: 't', tags: Array.from({ length: 50_000 }, () => 7) }, 'tags'],
+    ['/v1/locations', { name: 'l', contacts: Array.from({ length: 50_000 }, () => ({})) }, 'contacts'],
+  ] as const) {
+    const r = await s.request('POST', path, { token: admin.token, body });
+    t.is(r.status, 400, path);
+    t.regex(r.body.message, new RegExp(`^${field}: Array must contain at most \\d+ element\\(s\\)$`), path);
+  }
+  // Within the bound, every bad item is checked, and at most 20 are reported.
+  const many = await s.request('POST', '/v1/api-keys', {
+    token: admin.token,
+    body: { name: 'k', scopes: Array.from({ length: 150 }, (_, i) => `bad ${i}`) },
+  });
+  t.is(many.status, 400);
+  t.is(many.body.details.length, 20);
+  t.is(many.body.details[0].field, 'scopes.0');
+  t.regex(many.body.message, /; and 130 more problems$/);
 });
