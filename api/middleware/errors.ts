@@ -43,6 +43,18 @@ function answerHeaders(ctx: Context, headers: Record<string, string>): Record<st
 }
 
 /**
+ * The path as logged: the matched route's pattern (`/v1/sessions/:token`), never the values in it,
+ * for a path parameter may be a credential (a session token) or personal (an email address).
+ * Before routing (a refusal by the credential layer) no pattern is known: the first two segments.
+ */
+export function loggedPath(ctx: Pick<Context, 'path'>): string {
+  const route = (ctx as { _matchedRoute?: unknown })._matchedRoute;
+  if (typeof route === 'string') return route;
+  const segments = ctx.path.split('/');
+  return segments.length > 3 ? `${segments.slice(0, 3).join('/')}/…` : ctx.path;
+}
+
+/**
  * Compresses what the routes answer (compressAnswer, api/compression.ts), turns every failure into
  * `{error, message}` with the right status (and the error's headers, e.g. Allow, Retry-After), and
  * holds each answer until the end of its event-loop turn (api/answerTurn.ts). Unknown routes are 404, malformed JSON 400, database failures whatever
@@ -77,10 +89,10 @@ export function errorHandler(logger: Logger): Middleware {
         httpErr = new HttpError(status, errorName(status), message, undefined, err.headers);
       }
       if (!httpErr) {
-        logger.error({ err, method: ctx.method, path: ctx.path }, 'unhandled error');
+        logger.error({ err, method: ctx.method, path: loggedPath(ctx) }, 'unhandled error');
         httpErr = new HttpError(500, 'InternalServerError', 'an unexpected error occurred');
       } else if (httpErr.status === 503 && !(err instanceof HttpError)) {
-        logger.warn({ err: err.message, method: ctx.method, path: ctx.path }, 'dependency unavailable');
+        logger.warn({ err: err.message, method: ctx.method, path: loggedPath(ctx) }, 'dependency unavailable');
       }
       ctx.status = httpErr.status;
       if (httpErr.headers) ctx.set(answerHeaders(ctx, httpErr.headers));
