@@ -17,6 +17,7 @@ import {
 } from '../shared/httpEdge';
 import { exitOnStartFailure, Logger } from '../shared/logger';
 import { createRedis, FAIL_FAST, redisReady } from '../shared/redis';
+import { ReleaseDeadline } from '../shared/shutdown';
 import { SERVICE_VERSION } from '../shared/version';
 import { createApp } from './app';
 import { DRAIN_IDLE_GRACE_MS, trackConnections } from './drain';
@@ -189,10 +190,13 @@ export async function startApi(
       const drained = await connections.drain(config.drainTimeoutMs);
       ctx.logger.info(drained, 'api drained');
       systemKey?.stop();
-      await credentials.stop();
-      await services.rateLimiter.close();
+      // The last writes (key usage, rate counts) and the release share one deadline: PostgreSQL or
+      // Redis may hang (shared/shutdown.ts).
+      const release = new ReleaseDeadline(ctx.logger);
+      await release.step('credential usage', () => credentials.stop());
+      await release.step('rate limit counts', () => services.rateLimiter.close());
       limiterRedis.disconnect();
-      await ctx.close();
+      await ctx.close(release);
     },
   };
 }

@@ -11,6 +11,7 @@ import { listen } from '../shared/httpEdge';
 import { createLogger, exitOnStartFailure, Logger } from '../shared/logger';
 import { Queues } from '../shared/queues';
 import { createRedis, RedisErrorLog, redisKey, RedisKeys } from '../shared/redis';
+import { ReleaseDeadline } from '../shared/shutdown';
 import { AccountEvents } from './accountEvents';
 import type { AuthDeps } from './auth';
 import { fanOut } from './fanout';
@@ -55,7 +56,7 @@ export async function startRealtime(
   const authSubscriber = redisErrors.watch(createRedis(config), 'auth subscriber');
   const credentials = new CredentialResolver(db, logger);
   await credentials.start(authSubscriber, config, { publisher: redis });
-  const queues = new Queues(redis, config);
+  const queues = new Queues(redis, config, redisErrors);
 
   const hub = new Hub(config.ws.maxBufferedBytes);
   const deps: AuthDeps = { db, redis, config, credentials };
@@ -164,7 +165,9 @@ export async function startRealtime(
       const clients = hub.clients.size;
       // 1012 rather than 1001 (going away): the service stays up, clients reconnect at once.
       for (const c of hub.clients) hub.close(c, CloseCode.serviceRestart, 'service restart');
-      await redis.hdel(statsKey, instanceId).catch(() => undefined);
+      // Redis may be down or hung: its steps, and the database's, get one deadline.
+      const release = new ReleaseDeadline(logger);
+      await release.step('instance stats', () => redis.hdel(statsKey, instanceId));
       await new Promise<void>((resolve) => {
         wss.close();
         server.close(() => resolve());
@@ -174,11 +177,11 @@ export async function startRealtime(
         }, 1000).unref();
       });
       logger.info({ clients, ms: Date.now() - started }, 'realtime drained');
-      await credentials.stop();
-      await queues.close().catch(() => undefined);
+      await release.step('credential cache', () => credentials.stop());
+      await release.step('queues', () => queues.close());
       subscriber.disconnect();
       redis.disconnect();
-      await db.destroy();
+      await release.step('database pool', () => db.destroy());
     },
   };
 }

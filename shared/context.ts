@@ -9,6 +9,7 @@ import { OutboxRelay } from './outbox';
 import { ChatBotClient } from './proto/rpc';
 import { Queues } from './queues';
 import { createRedis, FAIL_FAST, RedisErrorLog } from './redis';
+import { ReleaseDeadline } from './shutdown';
 
 /**
  * What every process holds: config, logger, database, Redis, the typed event bus, the queue
@@ -29,7 +30,8 @@ export interface ServiceContext {
   audit: AuditBuffer;
   /** Requests to the connected chat bot (chat sync); opens its reply subscription on first use. */
   chatBot: ChatBotClient;
-  close(): Promise<void>;
+  /** Releases everything, within `release`'s deadline (a new one unless the caller's steps share it). */
+  close(release?: ReleaseDeadline): Promise<void>;
 }
 
 /** Builds the context; its Redis connection is fail-fast (see FAIL_FAST), so await `redisReady()` before using it at start. */
@@ -42,7 +44,7 @@ export function createContext(config: Config, name: string, logger?: Logger): Se
   const redisErrors = new RedisErrorLog(log);
   redisErrors.watch(redis, 'requests');
   const bus = new EventBus(redis, config);
-  const queues = new Queues(redis, config);
+  const queues = new Queues(redis, config, redisErrors);
   const outbox = new OutboxRelay({ db, redis, bus, queues, config, logger: log });
   const audit = new AuditBuffer({ db, logger: log });
   const chatBot = new ChatBotClient(redis, config);
@@ -57,18 +59,19 @@ export function createContext(config: Config, name: string, logger?: Logger): Se
     outbox,
     audit,
     chatBot,
-    async close() {
+    async close(release = new ReleaseDeadline(log)) {
+      // One deadline for all of it: a hung PostgreSQL or Redis must not keep the process alive.
       // Buffered audit events first: their live-feed rows join the relay's last drain.
-      await audit.close();
+      await release.step('audit events', () => audit.close());
       // The relay's last drain still needs the queues and the connection.
-      await outbox.close();
-      await queues.close().catch(() => undefined);
-      await chatBot.close();
+      await release.step('outbox relay', () => outbox.close());
+      await release.step('queues', () => queues.close());
+      await release.step('chat bot client', () => chatBot.close());
       bus.close();
-      // QUIT lets commands already queued (publishes after a commit) finish; a dead Redis gets 1 s.
-      await Promise.race([redis.quit().catch(() => undefined), new Promise((r) => setTimeout(r, 1000).unref())]);
+      // QUIT lets commands already queued (publishes after a commit) finish.
+      await release.step('redis', () => redis.quit());
       redis.disconnect();
-      await db.destroy();
+      await release.step('database pool', () => db.destroy());
     },
   };
 }

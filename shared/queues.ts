@@ -1,7 +1,7 @@
 import { JobsOptions, Queue, QueueEvents } from 'bullmq';
 import type Redis from 'ioredis';
 import type { Config } from './config';
-import { redisKey, RedisKeys, WAIT_FOR_REDIS } from './redis';
+import { redisKey, RedisErrorLog, RedisKeys, WAIT_FOR_REDIS } from './redis';
 
 /**
  * Queue registry: every BullMQ queue, its job payload type and its default job options.
@@ -177,15 +177,22 @@ export class Queues {
   private readonly closeHooks: Array<() => Promise<void>> = [];
   private readonly eventConnections: Redis[] = [];
 
+  /**
+   * `errors`: the process's log of Redis errors. Every queue, queue-events reader and connection
+   * opened here reports to it: BullMQ prints an error of an emitter without a listener as plain
+   * multi-line text on stderr, twice a second for as long as Redis is down.
+   */
   constructor(
     private readonly connection: Redis,
     private readonly config: Pick<Config, 'redisPrefix'>,
+    private readonly errors?: Pick<RedisErrorLog, 'listener' | 'watch'>,
   ) {}
 
   queue(name: QueueName): Queue {
     let q = this.queues.get(name);
     if (!q) {
       q = new Queue(name, { connection: this.connection, prefix: bullPrefix(this.config) });
+      q.on('error', this.errors?.listener(`queue ${name}`) ?? (() => undefined));
       this.queues.set(name, q);
     }
     return q;
@@ -211,9 +218,12 @@ export class Queues {
     if (!ev) {
       // A blocking reader: it must not inherit the producer connection's fail-fast options.
       const connection = this.connection.duplicate(WAIT_FOR_REDIS);
+      if (this.errors) this.errors.watch(connection, `queue events ${name}`);
+      else connection.on('error', () => undefined);
       // QueueEvents treats a passed-in instance as shared and never closes it: close() does.
       this.eventConnections.push(connection);
       ev = new QueueEvents(name, { connection, prefix: bullPrefix(this.config) });
+      ev.on('error', this.errors?.listener(`queue events ${name}`) ?? (() => undefined));
       this.events.set(name, ev);
       await ev.waitUntilReady();
     }

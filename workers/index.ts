@@ -16,7 +16,8 @@ import { realtimeRequestsProcessor } from './processors/realtimeRequests';
 import type { Processor } from './processors/types';
 import { loadGeoIp } from '../shared/geoip';
 import { AisIngestion } from './ais/ingest';
-import { exitOnStartFailure } from '../shared/logger';
+import { exitOnStartFailure, type Logger } from '../shared/logger';
+import { ReleaseDeadline } from '../shared/shutdown';
 
 /** One processor per queue of the registry; the type makes a missing one a compile error. */
 export const processors: { [N in QueueName]: Processor<N> } = {
@@ -76,13 +77,23 @@ export async function startWorkers(
   ctx.redisErrors.watch(configSubscriber, 'config subscriber');
   connections.push(configSubscriber);
   await listenForConfigChanges(configSubscriber, config, ctx.db, ctx.logger);
+  // Jobs running in this process: at shutdown, whether Worker.close() still waits for work or only for Redis.
+  let runningJobs = 0;
+  const countedRun = async <T>(run: () => Promise<T>): Promise<T> => {
+    runningJobs++;
+    try {
+      return await run();
+    } finally {
+      runningJobs--;
+    }
+  };
   const workers = (Object.values(QueueName) as QueueName[]).map((name) => {
     const processor = processors[name] as Processor<QueueName>;
     const connection = createRedis(config);
     // Without a listener ioredis prints every connection error as plain text on stderr.
     ctx.redisErrors.watch(connection, `worker ${name}`);
     connections.push(connection);
-    const worker = new Worker(name, (job) => processor(job as never, ctx), {
+    const worker = new Worker(name, (job) => countedRun(() => processor(job as never, ctx)), {
       connection,
       prefix: bullPrefix(config),
       concurrency: config.queueConcurrency[name] ?? config.workerConcurrency,
@@ -145,16 +156,52 @@ export async function startWorkers(
       const started = Date.now();
       clearInterval(scheduleCheck);
       // Gives the feed lease back at once, so another instance takes over without waiting for expiry.
-      await ais?.close();
+      if (ais) await new ReleaseDeadline(ctx.logger, AIS_RELEASE_MS).step('AIS feed', () => ais.close());
       // Worker.close() stops taking jobs and waits for the running ones to finish. A job still running
       // at PM2's kill_timeout dies with the process and is retried as stalled by another worker.
-      await Promise.all(workers.map((w) => w.close()));
+      await closeWorkers(workers, () => runningJobs, ctx.logger);
       ctx.logger.info({ ms: Date.now() - started }, 'workers drained');
       await closeSharedPdfRenderer();
       for (const c of connections) c.disconnect();
       await ctx.close();
     },
   };
+}
+
+/** How long the AIS feed may take to give its lease back at shutdown (Redis may be down). */
+const AIS_RELEASE_MS = 1000;
+/** How long Worker.close() may go on with no job running here before the workers are left behind. */
+const IDLE_CLOSE_MS = 2000;
+
+/**
+ * Closes the BullMQ workers: they stop taking jobs, and the jobs running here finish, however long
+ * they take (PM2's kill_timeout bounds that). Worker.close() also waits on Redis, and with Redis
+ * down or hung it waited for as long as the outage lasted, with nothing running: once no job has
+ * run here for IDLE_CLOSE_MS, the close is abandoned (logged) and the process goes on to exit. A
+ * job whose completion could not be recorded in Redis is retried as stalled once Redis is back.
+ */
+async function closeWorkers(workers: Worker[], runningJobs: () => number, logger: Logger): Promise<void> {
+  const closed = Promise.all(workers.map((w) => w.close())).then(
+    () => true,
+    () => true,
+  );
+  let idleSince = 0;
+  for (;;) {
+    const done = await Promise.race([closed, new Promise<false>((r) => setTimeout(() => r(false), 250))]);
+    if (done) return;
+    if (runningJobs() > 0) {
+      idleSince = 0;
+      continue;
+    }
+    idleSince ||= Date.now();
+    if (Date.now() - idleSince >= IDLE_CLOSE_MS) {
+      logger.warn(
+        { waitedMs: IDLE_CLOSE_MS },
+        'workers still closing with no job running (Redis unreachable?); going on',
+      );
+      return;
+    }
+  }
 }
 
 if (require.main === module) {

@@ -14,6 +14,8 @@ export interface ServiceProcess {
   waitForLog(msg: string, timeoutMs?: number): Promise<LogLine>;
   /** Resolves when the process has exited; `at` is Date.now() of the exit. */
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>;
+  /** Everything written to stderr so far (a structured logger writes nothing there). */
+  stderr(): string;
   /** Cleanup: SIGKILL if still running. */
   kill(): Promise<void>;
 }
@@ -81,6 +83,7 @@ export async function spawnService(
     logs,
     waitForLog,
     exited,
+    stderr: () => stderr,
     async kill() {
       if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGKILL');

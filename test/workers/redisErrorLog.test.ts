@@ -34,6 +34,7 @@ test('an outage of several seconds logs each error once per process, and its end
   const owner = await createUser(s.db, { roles: ['role_developer'] });
   const key = await createKey({ userId: owner.id, scopes: ['gps:write'] });
   const seen = services.map((p) => p.logs.length);
+  const stderrBefore = services.map((p) => p.stderr().length);
   await redis.stop();
   // Long enough for every connection to fail several reconnect attempts (ioredis waits 50 ms more
   // each time, up to 2 s), well within one repeat interval. Meanwhile GPS points keep coming: each
@@ -66,6 +67,8 @@ test('an outage of several seconds logs each error once per process, and its end
     const distinct = new Set(lines.map((l) => l.err as string));
     t.is(lines.length, distinct.size, `${name}: ${lines.length} lines for ${distinct.size} distinct errors`);
     t.true(lines.length <= 4, `${name}: ${lines.length} lines in 6 s`);
+    // Nothing bypasses the log: BullMQ prints an error of a queue without a listener on stderr.
+    t.is(p.stderr().slice(stderrBefore[i]), '', `${name}: stderr during the outage`);
   }
   await redis.start();
   for (const p of services) {
