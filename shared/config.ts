@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 
@@ -25,19 +26,46 @@ const int = (def: number, min = 0, max = Number.MAX_SAFE_INTEGER) =>
 /** A TCP port (0: any free one, for tests). */
 const port = (def: number) => int(def, 0, 65535);
 
-const optionalUrl = z
-  .string()
-  .optional()
-  .transform((v, ctx) => {
-    if (v === undefined || v === '') return undefined;
-    try {
-      new URL(v);
-    } catch {
-      ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'must be a URL' });
-      return z.NEVER;
-    }
-    return v;
-  });
+/**
+ * A URL of one of `schemes` (`postgres:`…), or undefined when unset. A URL of another scheme is
+ * refused here: `REDIS_URL=http://…` was accepted, and the service then ran with Redis forever
+ * "down"; `DATABASE_URL=mysql://…` stopped it with a driver error that did not name the variable.
+ */
+const urlOf = (schemes: string[]) =>
+  z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v === '') return undefined;
+      const message = `must be a ${schemes.map((s) => `${s}//`).join(' or ')} URL`;
+      if (!URL.canParse(v) || !schemes.includes(new URL(v).protocol)) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message });
+        return z.NEVER;
+      }
+      return v;
+    });
+const optionalUrl = urlOf(['http:', 'https:']);
+const withDefault = <T extends z.ZodTypeAny>(schema: T, def: string) =>
+  schema.transform((v: string | undefined) => v ?? def);
+
+/** An address to listen on: an IP address or a host name (checked here, not by a failing listen()). */
+const host = (def: string) =>
+  z
+    .string()
+    .default(def)
+    .refine(
+      (v) =>
+        isIP(v) !== 0 ||
+        /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*$/.test(
+          v,
+        ),
+      {
+        message: 'must be an IP address or a host name',
+      },
+    );
+
+/** A mailbox as a From header takes it: `Name <user@host>` or `user@host`. */
+const MAILBOX = /^(?:[^<>@]*<[^<>\s@]+@[^<>\s@]+>|[^<>\s@]+@[^<>\s@]+)$/;
 
 const secretsKey = z
   .string()
@@ -114,15 +142,15 @@ const queueConcurrency = z
 const schema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   PORT: port(3000),
-  HOST: z.string().default('0.0.0.0'),
+  HOST: host('0.0.0.0'),
   TRUST_PROXY: z.enum(['true', 'false', '1', '0']).default('false'),
   REALTIME_PORT: port(0),
-  REALTIME_HOST: z.string().default('127.0.0.1'),
-  DATABASE_URL: z.string().url().default('postgres://postgres:postgres@127.0.0.1:5432/service'),
+  REALTIME_HOST: host('127.0.0.1'),
+  DATABASE_URL: withDefault(urlOf(['postgres:', 'postgresql:']), 'postgres://postgres:postgres@127.0.0.1:5432/service'),
   DATABASE_POOL_MAX: int(10, 1),
   DATABASE_REQUEST_TIMEOUT_MS: int(10_000, 100),
   HTTP_REQUEST_TIMEOUT_MS: int(30_000, 100),
-  REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
+  REDIS_URL: withDefault(urlOf(['redis:', 'rediss:']), 'redis://127.0.0.1:6379'),
   REDIS_PREFIX: z.string().default('svc:'),
   SYSTEM_API_KEY: z.string().min(16).optional(),
   SECRETS_KEY: secretsKey,
@@ -131,8 +159,11 @@ const schema = z.object({
   ID_APPS: idApps,
   ID_ASSERTION_MAX_AGE_SECONDS: int(30, 1),
   ID_ASSERTION_CLOCK_SKEW_SECONDS: int(5, 0),
-  SMTP_URL: optionalUrl,
-  MAIL_FROM: z.string().default('Service <no-reply@localhost>'),
+  SMTP_URL: urlOf(['smtp:', 'smtps:']),
+  MAIL_FROM: z
+    .string()
+    .default('Service <no-reply@localhost>')
+    .refine((v) => MAILBOX.test(v.trim()), { message: 'must be an address: Name <user@host> or user@host' }),
   APP_URL: optionalUrl,
   EMAIL_RETRY_DELAY_MS: int(2000, 1),
   EMAIL_RETRY_MAX_DELAY_MS: int(300_000, 1),
@@ -148,7 +179,10 @@ const schema = z.object({
   WORKER_CONCURRENCY: int(4, 1),
   QUEUE_CONCURRENCY: queueConcurrency,
   DRAIN_TIMEOUT_MS: int(10000, 0),
-  API_INSTANCES: z.string().default('max'),
+  API_INSTANCES: z
+    .string()
+    .default('max')
+    .refine((v) => v === 'max' || /^-?\d+$/.test(v), { message: 'must be max or an integer (PM2 instances)' }),
   REALTIME_INSTANCES: int(1, 1),
   WORKER_INSTANCES: int(1, 1),
   WS_HEARTBEAT_INTERVAL_MS: int(5000, 10),

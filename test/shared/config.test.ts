@@ -38,10 +38,36 @@ test('bad values are rejected naming the variable', (t) => {
     ['RATE_LIMIT_USER', '-1'],
     ['ID_APPS', 'nocolon'],
     ['SMTP_URL', '::::'],
+    // URLs of the wrong scheme: accepted before, then a Redis forever down or a driver error.
+    ['DATABASE_URL', 'mysql://127.0.0.1/x'],
+    ['REDIS_URL', 'http://127.0.0.1:6379'],
+    ['SMTP_URL', 'http://mail.example'],
+    ['APP_URL', 'ftp:x'],
+    ['PEGEL_API_URL', 'javascript:alert(1)'],
+    // Mail sent without a From header; a listen() failing with a message not naming HOST.
+    ['MAIL_FROM', 'garbage'],
+    ['HOST', 'not a host'],
+    ['REALTIME_HOST', 'a/b'],
+    ['API_INSTANCES', 'abc'],
   ]) {
     const err = t.throws(() => loadConfig({ [name]: value }), { instanceOf: ConfigError });
     t.regex(err!.message, new RegExp(name), name);
   }
+});
+
+test('good values of the checked variables are accepted', (t) => {
+  const c = loadConfig({
+    DATABASE_URL: 'postgresql://u:p@db.internal:5433/app',
+    REDIS_URL: 'rediss://cache.internal:6380/2',
+    SMTP_URL: 'smtps://u:p@mail.example:465',
+    MAIL_FROM: 'Tracker Service <no-reply@example.com>',
+    HOST: '::',
+    REALTIME_HOST: 'realtime-1.internal',
+    API_INSTANCES: '-1',
+  });
+  t.is(c.redisUrl, 'rediss://cache.internal:6380/2');
+  t.is(c.mailFrom, 'Tracker Service <no-reply@example.com>');
+  t.is(loadConfig({ MAIL_FROM: 'ops@example.com' }).mailFrom, 'ops@example.com');
 });
 
 test('PORT 65535 needs a REALTIME_PORT of its own (realtime listens on PORT + 1 by default)', (t) => {
