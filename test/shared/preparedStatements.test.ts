@@ -61,6 +61,18 @@ test.serial('DDL and several statements in one text stay unnamed', async (t) => 
   t.is((await prepared()).length, before);
 });
 
+test.serial('a pattern match is planned for its pattern: unnamed', async (t) => {
+  t.is(statementName('select * from "prep_probe" where lower("label") like lower(?)'), undefined);
+  t.is(statementName('select * from "prep_probe" where "label" ILIKE ?'), undefined);
+  // A column merely named like the keyword does not count.
+  t.truthy(statementName('select "likes", "unlike_count" from "prep_probe"'));
+  const all = (await db('prep_probe').pluck('id')).sort();
+  const before = (await prepared()).length;
+  for (let i = 0; i < 7; i++)
+    t.deepEqual((await db('prep_probe').whereRaw('coalesce(label, ?) like ?', ['', '%']).pluck('id')).sort(), all);
+  t.is((await prepared()).length, before);
+});
+
 test.serial('a column added while the process runs: the next SELECT * answers the new shape', async (t) => {
   const first = await db('prep_probe').where('id', 1).select('*');
   t.deepEqual(Object.keys(first[0]).sort(), ['id', 'label']);
