@@ -287,6 +287,9 @@ async function main(argv: string[]): Promise<void> {
       });
       if (!values.name) throw new Error('create-api-key needs --name');
       if (!values.system && !values.user) throw new Error('create-api-key needs --user (or --system)');
+      // A system key holds every scope: a list given with it would be silently dropped.
+      if (values.system && values.scopes !== undefined)
+        throw new Error('--scopes cannot narrow a --system key (it holds every scope): leave one of them out');
       // An empty list is a mistake (an unset variable, say), not "no scopes given": refused rather
       // than read as the owner's whole power.
       if (values.scopes !== undefined && !values.scopes.split(',').some((x) => x.trim()))

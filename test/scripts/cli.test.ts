@@ -49,6 +49,11 @@ test('create-api-key prints a working key once; only its hash is stored', async 
   const sme = await s.request('POST', '/v1/gql', { token: sysKey, body: { query: '{ me { isSuperAdmin } }' } });
   t.true(sme.body.data.me.isSuperAdmin);
 
+  // Scopes cannot narrow a system key: refused rather than silently dropped.
+  const narrowed = cli('create-api-key', '--name', 'x', '--system', '--scopes', 'gps:read');
+  t.is(narrowed.status, 1, narrowed.stdout);
+  t.regex(narrowed.stderr, /--scopes cannot narrow a --system key/);
+
   const bad = cli('create-api-key', '--user', user.id, '--name', 'x', '--scopes', 'nope:nothing');
   t.is(bad.status, 1);
   t.regex(bad.stderr, /unknown scopes: nope:nothing/);
