@@ -168,7 +168,7 @@ const schema = z.object({
   EMAIL_RETRY_DELAY_MS: int(2000, 1),
   EMAIL_RETRY_MAX_DELAY_MS: int(300_000, 1),
   PEGEL_API_URL: optionalUrl,
-  AIS_FEED_URL: optionalUrl.refine((v) => v === undefined || /^(tcp|udp):\/\/[^/:]*:\d+\/?$/.test(v), {
+  AIS_FEED_URL: urlOf(['tcp:', 'udp:']).refine((v) => v === undefined || /^(tcp|udp):\/\/[^/:]*:\d+\/?$/.test(v), {
     message: 'must be tcp://host:port or udp://host:port',
   }),
   AIS_VESSEL_TTL_SECONDS: int(600, 1),

@@ -66,6 +66,8 @@ test('good values of the checked variables are accepted', (t) => {
     API_INSTANCES: '-1',
   });
   t.is(c.redisUrl, 'rediss://cache.internal:6380/2');
+  t.is(loadConfig({ AIS_FEED_URL: 'udp://0.0.0.0:10110' }).aisFeedUrl, 'udp://0.0.0.0:10110');
+  t.is(loadConfig({ AIS_FEED_URL: 'tcp://ais.example:5631' }).aisFeedUrl, 'tcp://ais.example:5631');
   t.is(c.mailFrom, 'Tracker Service <no-reply@example.com>');
   t.is(loadConfig({ MAIL_FROM: 'ops@example.com' }).mailFrom, 'ops@example.com');
 });
