@@ -3,8 +3,7 @@ import { Model } from 'objection';
 import { startApi } from '../../api/server';
 import { createUser } from '../helpers/factories';
 import { freePort, spawnService, type ServiceProcess } from '../helpers/processes';
-import { PrivateRedis, startPrivateRedis } from '../helpers/redisServer';
-import { startStack, type Stack } from '../helpers/stack';
+import { useOutageStack } from '../helpers/outageStack';
 import { startTcpProxy } from '../helpers/tcpProxy';
 
 /**
@@ -12,21 +11,7 @@ import { startTcpProxy } from '../helpers/tcpProxy';
  * time: its last writes and disconnects share one deadline (shared/shutdown.ts), and the workers
  * stop waiting on Redis once no job runs. Before, each waited as long as the outage lasted.
  */
-let redis: PrivateRedis;
-let s: Stack;
-const services: ServiceProcess[] = [];
-
-test.before(async () => {
-  redis = await startPrivateRedis();
-  s = await startStack({ env: { REDIS_URL: redis.url } });
-});
-test.after.always(async () => {
-  await Promise.all(services.map((p) => p.kill()));
-  redis?.thaw();
-  await redis?.start().catch(() => undefined);
-  await s?.close();
-  await redis?.stop();
-});
+const outage = useOutageStack(test);
 
 /** SIGTERM to each process; resolves with each one's exit code and seconds to exit (null: still running after `ms`). */
 async function stopAll(
@@ -46,6 +31,7 @@ async function stopAll(
 }
 
 test.serial('SIGTERM while Redis hangs: workers, realtime and api exit 0 within seconds', async (t) => {
+  const { redis, stack: s, services } = outage();
   const port = await freePort();
   const env = { ...s.env, PORT: String(port), REALTIME_PORT: String(await freePort()) };
   const ps = [
@@ -66,6 +52,7 @@ test.serial('SIGTERM while Redis hangs: workers, realtime and api exit 0 within 
 });
 
 test.serial('SIGTERM while Redis is gone: workers and realtime exit 0 within seconds', async (t) => {
+  const { redis, stack: s, services } = outage();
   const env = { ...s.env, REALTIME_PORT: String(await freePort()) };
   const ps = [
     await spawnService('workers', env, 'workers ready'),
@@ -84,6 +71,7 @@ test.serial('SIGTERM while Redis is gone: workers and realtime exit 0 within sec
 });
 
 test.serial('an api stops within its release budget while PostgreSQL hangs', async (t) => {
+  const { stack: s } = outage();
   const admin = await createUser(s.db, { roles: ['role_admin'] });
   const db = new URL(s.config.databaseUrl);
   const proxy = await startTcpProxy(db.hostname, Number(db.port || 5432));

@@ -1,7 +1,6 @@
 import test from 'ava';
-import { spawnService, type ServiceProcess } from '../helpers/processes';
-import { PrivateRedis, startPrivateRedis } from '../helpers/redisServer';
-import { Stack, startStack } from '../helpers/stack';
+import { spawnService } from '../helpers/processes';
+import { useOutageStack } from '../helpers/outageStack';
 import { sleep } from '../helpers/wait';
 import { createKey, createUser } from '../helpers/factories';
 import { gpsBody } from '../helpers/tracking';
@@ -12,22 +11,10 @@ import { gpsBody } from '../helpers/tracking';
  * 'error'. The operator sees each distinct error once per ten seconds, with how many it stands
  * for, and one line when Redis is back.
  */
-let redis: PrivateRedis;
-let s: Stack;
-const services: ServiceProcess[] = [];
-
-test.before(async () => {
-  redis = await startPrivateRedis();
-  s = await startStack({ env: { REDIS_URL: redis.url } });
-});
-test.after.always(async () => {
-  await Promise.all(services.map((p) => p.kill()));
-  await redis?.start().catch(() => undefined);
-  await s?.close();
-  await redis?.stop();
-});
+const outage = useOutageStack(test);
 
 test('an outage of several seconds logs each error once per process, and its end once', async (t) => {
+  const { redis, stack: s, services } = outage();
   services.push(await spawnService('workers', s.env, 'workers ready'));
   services.push(await spawnService('api', { ...s.env, PORT: '0' }, 'api listening'));
   const port = (await services[1].waitForLog('api listening')).port as number;
