@@ -25,7 +25,7 @@ export async function checkTwoFactorLogin(
   const { userId } = challenge;
   const by = { ...meta, actorId: userId };
   // A spent challenge is refused before its code is checked: it must not spend a backup code or a
-  // time step, nor count a check. (It is claimed after the code, so parallel guesses each count.)
+  // time step, nor count a check. (It is claimed once the code matched, so parallel guesses each count.)
   const tokenHash = sha256(input.challenge_token);
   if (await challengeSpent(ctx.redis, ctx.config, tokenHash)) throw badRequest(INVALID_CHALLENGE);
   await withTwoFactorCode(
@@ -42,6 +42,10 @@ export async function checkTwoFactorLogin(
       },
     },
     async (trx, s, m) => {
+      // Claimed under the 2FA row lock, before the code's spending commits: of parallel checks with
+      // different right codes one wins, and the others roll back, leaving their backup codes unused.
+      if (!(await claimChallenge(ctx.redis, ctx.config, tokenHash, CHALLENGE_TTL_MS / 1000 + 60)))
+        throw badRequest(INVALID_CHALLENGE);
       await recordAuditEvent(
         attributed(by, {
           user_id: userId,
@@ -54,8 +58,6 @@ export async function checkTwoFactorLogin(
       );
     },
   );
-  if (!(await claimChallenge(ctx.redis, ctx.config, tokenHash, CHALLENGE_TTL_MS / 1000 + 60)))
-    throw badRequest(INVALID_CHALLENGE);
   const ban = await findActiveBan(ctx.db, userId);
   if (ban) throw forbidden('account is banned');
   const attempt: LoginAttempt = {

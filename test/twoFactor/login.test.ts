@@ -6,6 +6,7 @@ import { TWO_FACTOR_THROTTLE } from '../../shared/caches/twoFactorThrottle';
 import { useAccountsStack } from '../helpers/accounts';
 import { createUser, TestUser } from '../helpers/factories';
 import { startSecondApi } from '../helpers/secondApi';
+import { lockWaiters } from '../helpers/wait';
 import { codeNow, enableTwoFactor, nextStep } from './helpers';
 
 // Serial: the tests move the service's clock, and a second api instance rebinds the models.
@@ -252,6 +253,36 @@ test.serial('a spent challenge spends no code: a second backup code sent with it
     body: { challenge_token: fresh, code: backupCodes[1] },
   });
   t.is(second.status, 200, second.text);
+});
+
+test.serial('parallel backup codes on one challenge: one signs in, the others stay unused', async (t) => {
+  const s = stack();
+  const u = await userWithPassword();
+  const { backupCodes } = await enableTwoFactor(s, u.token);
+  const challenge = (await s.request('POST', '/v1/auth/login', { body: { email: u.email, password: PASSWORD } })).body
+    .challenge_token;
+  // Three checks with three different right codes, lined up behind the 2FA row lock so that all
+  // of them have passed the spent-challenge check before any commits.
+  const trx = await s.db.transaction();
+  let answers: { status: number; body: any }[];
+  try {
+    await trx('user_two_factor').where('user_id', u.id).forUpdate();
+    const pending = Promise.all(
+      backupCodes
+        .slice(0, 3)
+        .map((code) => s.request('POST', '/v1/auth/2fa/check', { body: { challenge_token: challenge, code } })),
+    );
+    await lockWaiters(s.db, 3);
+    await trx.commit();
+    answers = await pending;
+  } finally {
+    if (!trx.isCompleted()) await trx.rollback();
+  }
+  t.deepEqual(answers.map((a) => a.status).sort(), [200, 400, 400]);
+  for (const a of answers.filter((a) => a.status === 400)) t.regex(a.body.message, /^challenge_token: /);
+  const used = await s.db('two_factor_backup_codes').where('user_id', u.id).whereNotNull('used_at');
+  t.is(used.length, 1, 'only the code that signed in is spent');
+  t.falsy(await s.db('attempt_counters').where('key', `2fa:${u.id}`).first(), 'no lost race counted as a guess');
 });
 
 test.serial('parallel requests with the right code never lock the account out', async (t) => {
