@@ -374,10 +374,13 @@ export interface SubjectTypes {
   /** An OAuth client: its owner. */
   /** `ownerPermissions`: what the owner holds, for a change by someone else (hierarchy); none for reads. */
   oauthClient: { userId: string | null; ownerPermissions?: PermissionSet };
-  /** A role with the permissions it grants. */
-  role: { id: string; isSystem: boolean; permissions: PermissionSet };
-  /** One permission of a role, added or removed. */
-  rolePermission: { name: string };
+  /**
+   * A role with the permissions it grants; `holders`: everything its holders hold, for a change to
+   * the role (it changes every holder); none for giving or taking it (the user is checked then).
+   */
+  role: { id: string; isSystem: boolean; permissions: PermissionSet; holders?: PermissionSet };
+  /** One permission of a role, added or removed; `holders`: everything the role's holders hold. */
+  rolePermission: { name: string; holders: PermissionSet };
   /** Another user, with every permission they hold (hierarchy). */
   user: { id: string; permissions: PermissionSet };
   /** A user account's data reached by a lookup (by email, by platform account). */
@@ -456,6 +459,23 @@ const changeClient =
 /** Holding every permission a role grants (giving, taking or deleting it moves all of them). */
 const holdsRole: Rule<'role'> = (p, r) =>
   holdsAll(p, r.permissions, 'cannot manage a role granting permissions you do not hold');
+
+/**
+ * A change to a role is a change to every holder: the hierarchy rule over all of them, as if the
+ * role were given to or taken from each (else emptying or deleting a role would demote users the
+ * actor may not manage). Fails closed when the route did not load the holders.
+ */
+const managesHolders = (p: Authenticated, holders: PermissionSet | undefined): Verdict =>
+  holders ? holdsAll(p, holders, 'you may only change roles whose every holder you may manage') : forbidden(OUTRANK);
+
+/** The first refusal of several checks, in order (each runs only when those before it allowed). */
+const every = (...checks: Array<() => Verdict>): Verdict => {
+  for (const check of checks) {
+    const v = check();
+    if (v !== true) return v;
+  }
+  return true;
+};
 
 /**
  * Two-factor (spec §4.15, §5.3): one's own with two_factor:read / two_factor:write (effective, so a
@@ -582,15 +602,31 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
      * as for giving or deleting it. Otherwise a holder of roles:write could switch off the
      * two-factor requirement of a role above it (Admin).
      */
-    update: holdsRole,
+    update: (p, r) =>
+      every(
+        () => holdsRole(p, r),
+        () => managesHolders(p, r.holders),
+      ),
     rename: (_p, r) => !r.isSystem || forbidden('system roles cannot be renamed'),
-    /** Deleting takes it from every holder: not a system role, and holding all it grants. */
-    delete: (p, r) => (r.isSystem ? forbidden('system roles cannot be deleted') : holdsRole(p, r)),
+    /** Deleting takes it from every holder: not a system role, holding all it grants, managing every holder. */
+    delete: (p, r) =>
+      every(
+        () => !r.isSystem || forbidden('system roles cannot be deleted'),
+        () => holdsRole(p, r),
+        () => managesHolders(p, r.holders),
+      ),
   },
   rolePermission: {
-    add: (p, x) => p.permissions.has(x.name) || forbidden(`you may only add permissions you hold yourself (${x.name})`),
+    add: (p, x) =>
+      every(
+        () => p.permissions.has(x.name) || forbidden(`you may only add permissions you hold yourself (${x.name})`),
+        () => managesHolders(p, x.holders),
+      ),
     remove: (p, x) =>
-      p.permissions.has(x.name) || forbidden(`you may only remove permissions you hold yourself (${x.name})`),
+      every(
+        () => p.permissions.has(x.name) || forbidden(`you may only remove permissions you hold yourself (${x.name})`),
+        () => managesHolders(p, x.holders),
+      ),
   },
   user: {
     /** Hierarchy: manage another user only holding every permission they hold; oneself always. */
@@ -756,13 +792,22 @@ export const subjects = {
     userId: c.user_id,
     ownerPermissions,
   }),
-  role: (r: { id: string; is_system: boolean }, permissions: PermissionSet): Subject<'role'> => ({
+  role: (
+    r: { id: string; is_system: boolean },
+    permissions: PermissionSet,
+    holders?: PermissionSet,
+  ): Subject<'role'> => ({
     type: 'role',
     id: r.id,
     isSystem: r.is_system,
     permissions,
+    holders,
   }),
-  rolePermission: (name: string): Subject<'rolePermission'> => ({ type: 'rolePermission', name }),
+  rolePermission: (name: string, holders: PermissionSet): Subject<'rolePermission'> => ({
+    type: 'rolePermission',
+    name,
+    holders,
+  }),
   user: (id: string, permissions: PermissionSet): Subject<'user'> => ({ type: 'user', id, permissions }),
   userLookup: (userId: string | null): Subject<'userLookup'> => ({ type: 'userLookup', userId }),
   accountToken: (t: { user_id: string }): Subject<'accountToken'> => ({ type: 'accountToken', userId: t.user_id }),

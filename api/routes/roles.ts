@@ -1,4 +1,5 @@
 import Router from '@koa/router';
+import type { Knex } from 'knex';
 import {
   addRolePermission,
   createPermission,
@@ -10,8 +11,8 @@ import {
 import { notFound } from '../../shared/errors';
 import { Permission } from '../../shared/models/Permission';
 import { Role } from '../../shared/models/Role';
-import { authorize, subjects } from '../../shared/policies';
-import { roleHasPermission, rolePermissions } from '../../shared/queries/access';
+import { authorize, PermissionSet, subjects } from '../../shared/policies';
+import { loadRoleHolderPermissions, roleHasPermission, rolePermissions } from '../../shared/queries/access';
 import { findOr404, rowById } from '../../shared/rowLoader';
 import { permissionSchema, presentPermission, presentRole, roleSchema } from '../../shared/presenters/role';
 import { emptyPatch, z, zUuid } from '../../shared/zod';
@@ -22,6 +23,8 @@ import { created, listSchema, noContent, resource, resourceSchema } from '../res
 const roleIdParam = z.object({ id: z.string().min(1).max(64) });
 const roleName = z.string().trim().min(1).max(100);
 const loadRole = (id: string) => findOr404(Role, id, 'role');
+/** Everything the role's holders hold: a change to the role needs managing all of them (policies). */
+const holders = async (db: Knex, roleId: string) => new PermissionSet(await loadRoleHolderPermissions(db, roleId));
 
 /** Roles and permissions (spec §4.21). */
 export function roleRoutes(router: Router<AppState, { services: ApiServices }>): void {
@@ -112,7 +115,11 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
     },
     async (ctx, { params, body }) => {
       const role = await loadRole(params.id);
-      const subject = subjects.role(role, await ctx.services.credentials.access.role(role.id));
+      const subject = subjects.role(
+        role,
+        await ctx.services.credentials.access.role(role.id),
+        await holders(ctx.services.db, role.id),
+      );
       authorize(ctx.state.principal, 'update', subject);
       if (body.name !== undefined && body.name !== role.name) authorize(ctx.state.principal, 'rename', subject);
       const patch: Parameters<typeof updateRole>[2] = {};
@@ -145,7 +152,11 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       authorize(
         ctx.state.principal,
         'delete',
-        subjects.role(role, await ctx.services.credentials.access.role(role.id)),
+        subjects.role(
+          role,
+          await ctx.services.credentials.access.role(role.id),
+          await holders(ctx.services.db, role.id),
+        ),
       );
       await deleteRole(ctx.services, role);
       noContent(ctx);
@@ -195,7 +206,11 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
     async (ctx, { params, body }) => {
       const role = await loadRole(params.id);
       const permission = await findOr404(Permission, body.permission_id, 'permission');
-      authorize(ctx.state.principal, 'add', subjects.rolePermission(`${permission.resource}:${permission.action}`));
+      authorize(
+        ctx.state.principal,
+        'add',
+        subjects.rolePermission(`${permission.resource}:${permission.action}`, await holders(ctx.services.db, role.id)),
+      );
       await addRolePermission(ctx.services, role, permission);
       created(ctx, resource(ctx, (await rolePermissions(ctx.services.db, role.id)).map(presentPermission)));
     },
@@ -225,7 +240,10 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
         authorize(
           ctx.state.principal,
           'remove',
-          subjects.rolePermission(`${permission.resource}:${permission.action}`),
+          subjects.rolePermission(
+            `${permission.resource}:${permission.action}`,
+            await holders(ctx.services.db, role.id),
+          ),
         );
       await removeRolePermission(ctx.services, role, params.permission_id);
       noContent(ctx);

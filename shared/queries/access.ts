@@ -64,6 +64,27 @@ export async function loadRolePermissions(db: Knex, roleId: string): Promise<str
   return rows.map((r) => r.perm);
 }
 
+/**
+ * Everything the holders of a role hold: the union of the permissions of every role held by a user
+ * who holds this one, or who owns an API key that carries it. Changing the role changes it for all
+ * of them, so the hierarchy rule asks the actor to hold all of this (one statement, O(holders)).
+ */
+export async function loadRoleHolderPermissions(db: Knex, roleId: string): Promise<string[]> {
+  const rows: Array<{ perm: string }> = await db
+    .raw(
+      `SELECT DISTINCT p.resource || ':' || p.action AS perm
+       FROM role_permissions rp JOIN permissions p ON p.id = rp.permission_id
+      WHERE rp.role_id IN (
+        SELECT o.role_id FROM user_roles h JOIN user_roles o ON o.user_id = h.user_id WHERE h.role_id = :roleId
+        UNION
+        SELECT o.role_id FROM api_key_roles kr JOIN api_keys k ON k.id = kr.api_key_id
+          JOIN user_roles o ON o.user_id = k.user_id WHERE kr.role_id = :roleId)`,
+      { roleId },
+    )
+    .then((r: { rows: Array<{ perm: string }> }) => r.rows);
+  return rows.map((r) => r.perm);
+}
+
 /** What a user holds: effective permissions and role ids (both sorted), roles in name order. */
 export interface UserAccessSet {
   permissions: string[];

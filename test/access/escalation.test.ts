@@ -308,6 +308,63 @@ test('finding 8: roles:write holders cannot remove permissions they do not hold;
   );
 });
 
+test('a role held by a user the actor may not manage is neither emptied, changed nor deleted', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const as = (token: string) => ({ token });
+  const newRole = async (name: string, perms: string[]) => {
+    const role = (await s.request('POST', '/v1/roles', { ...as(admin.token), body: { name } })).body.data;
+    for (const perm of perms)
+      await s.request('POST', `/v1/roles/${role.id}/permissions`, {
+        ...as(admin.token),
+        body: { permission_id: await permId(perm) },
+      });
+    return role.id as string;
+  };
+  const manager = await newRole('Manager', ['roles:read', 'roles:write', 'roles:delete', 'users:read']);
+  const helper = await newRole('Helper', ['roles:read']);
+  const mgr = await createUser(s.db, { roles: [manager] });
+  // dev holds Developer's tracking permissions, which mgr lacks: taking Helper from dev is refused...
+  const dev = await createUser(s.db, { roles: ['role_developer', helper] });
+  const take = await s.request('DELETE', `/v1/users/${dev.id}/roles/${helper}`, as(mgr.token));
+  t.is(take.status, 403, take.text);
+  // ...and so is every change to Helper that would do the same, or change what dev holds.
+  const rolesRead = await permId('roles:read');
+  const changes = [
+    await s.request('DELETE', `/v1/roles/${helper}/permissions/${rolesRead}`, as(mgr.token)),
+    await s.request('POST', `/v1/roles/${helper}/permissions`, {
+      ...as(mgr.token),
+      body: { permission_id: await permId('roles:write') },
+    }),
+    await s.request('PATCH', `/v1/roles/${helper}`, { ...as(mgr.token), body: { requires_two_factor: true } }),
+    await s.request('DELETE', `/v1/roles/${helper}`, as(mgr.token)),
+  ];
+  for (const r of changes) {
+    t.is(r.status, 403, r.text);
+    t.regex(r.body.message, /^you may only change roles whose every holder you may manage \(missing /);
+  }
+  t.deepEqual(
+    (await s.db('role_permissions').where('role_id', helper).select('permission_id')).map((r) => r.permission_id),
+    [rolesRead],
+  );
+  t.truthy(await s.db('user_roles').where({ user_id: dev.id, role_id: helper }).first());
+  // A holder through an API key counts too: dev's key keeps Helper after dev loses it.
+  const key = await createKey({ userId: dev.id });
+  const onKey = await s.request('POST', `/v1/api-keys/${key.id}/roles`, {
+    ...as(dev.token),
+    body: { role_id: helper },
+  });
+  t.is(onKey.status, 201, onKey.text);
+  await s.db('user_roles').where({ user_id: dev.id, role_id: helper }).delete();
+  const viaKey = await s.request('DELETE', `/v1/roles/${helper}/permissions/${rolesRead}`, as(mgr.token));
+  t.is(viaKey.status, 403, viaKey.text);
+  // Held only by users mgr may manage, Helper is mgr's to change.
+  await s.db('api_key_roles').where('role_id', helper).delete();
+  await createUser(s.db, { roles: [helper] });
+  t.is((await s.request('DELETE', `/v1/roles/${helper}/permissions/${rolesRead}`, as(mgr.token))).status, 204);
+  t.is((await s.request('DELETE', `/v1/roles/${helper}`, as(mgr.token))).status, 204);
+});
+
 test('finding 10: a newly signed-up user reads no tracking data', async (t) => {
   const s = stack();
   const user = await createUser(s.db);
