@@ -12,9 +12,18 @@ import { deleteById, insertRow, patchById } from '../models/AppModel';
 /** Prefix of every generated API key; the shown key_prefix is its first 12 characters. */
 export const API_KEY_PREFIX = 'sk_';
 
-/** The part of a key shown again after its creation. */
+/** The part of a generated key shown again after its creation (`sk_` and 9 of its 43 random characters). */
 export function keyPrefixOf(key: string): string {
   return key.slice(0, 12);
+}
+
+/**
+ * The part of an operator's own key (SYSTEM_API_KEY) shown again: its first 4 characters. Such a
+ * key may be as short as 16 characters, and 12 of them shown (and stored beside its hash) would
+ * leave only 4 to guess.
+ */
+export function configuredKeyPrefixOf(key: string): string {
+  return key.slice(0, 4);
 }
 
 export interface NewApiKey {
@@ -83,13 +92,20 @@ export async function ensureSystemApiKey(db: Knex, key: string): Promise<string>
       name: 'System',
       description: 'System key from SYSTEM_API_KEY',
       key_hash: hash,
-      key_prefix: keyPrefixOf(key),
+      key_prefix: configuredKeyPrefixOf(key),
       scopes: JSON.stringify(['*:*']),
       is_system: true,
       is_active: true,
     })
     .onConflict('key_hash')
-    .merge({ is_system: true, is_active: true, expires_at: null, updated_at: db.fn.now() })
+    // key_prefix too: a row stored before the prefix was shortened loses the longer one.
+    .merge({
+      is_system: true,
+      is_active: true,
+      expires_at: null,
+      key_prefix: configuredKeyPrefixOf(key),
+      updated_at: db.fn.now(),
+    })
     .returning('id');
   return rows[0].id as string;
 }

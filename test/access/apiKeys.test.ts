@@ -353,7 +353,26 @@ test('a regenerated system key value stays revoked: start-up does not store SYST
   t.regex(err!.message, /set SYSTEM_API_KEY to the regenerated key/);
   t.is((await s.request('POST', '/v1/gql', { token: value, body: ME })).status, 401);
   t.is((await s.request('POST', '/v1/gql', { token: regen.body.key, body: ME })).status, 200);
-  t.is((await s.db('api_keys').where('key_prefix', value.slice(0, 12))).length, 0);
+  t.is((await s.db('api_keys').where('key_hash', sha256(value))).length, 0);
+});
+
+test('a configured system key shows 4 of its characters, not 12; a row stored with 12 is cut at the next start', async (t) => {
+  const s = stack();
+  const { ensureSystemApiKey } = await import('../../shared/commands/apiKeys');
+  // As short as SYSTEM_API_KEY may be: 12 characters shown would leave 4 to guess beside its hash.
+  const value = `Q${Date.now().toString(36)}`.padEnd(16, 'z').slice(0, 16);
+  const id = await ensureSystemApiKey(s.db, value);
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const listed = await s.request('GET', '/v1/api-keys?limit=100', { token: admin.token });
+  t.is(listed.status, 200, listed.text);
+  t.is(listed.body.data.find((k: { id: string }) => k.id === id).key_prefix, value.slice(0, 4));
+  await s
+    .db('api_keys')
+    .where('id', id)
+    .update({ key_prefix: value.slice(0, 12) });
+  t.is(await ensureSystemApiKey(s.db, value), id);
+  t.is((await s.db('api_keys').where('id', id).first()).key_prefix, value.slice(0, 4));
+  await s.db('api_keys').where('id', id).delete();
 });
 
 test("a system key's scopes, switch and expiry cannot be changed; its name can", async (t) => {
