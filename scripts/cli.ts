@@ -22,6 +22,7 @@ import { rotateSecrets } from '../shared/commands/rotateSecrets';
 import { secretKeyId } from '../shared/crypto';
 
 const USAGE = `usage: npm run cli -- <command>
+  check-config                              validate the environment (exit 1 naming what is wrong)
   migrate                                   create the database if missing, apply migrations
   seed                                      roles, permissions, platforms, system config (idempotent)
   create-admin --email <e> [--password <p>] [--api-key]
@@ -227,6 +228,11 @@ async function main(argv: string[]): Promise<void> {
   const config = loadConfigOrExit();
   if (!command || command === 'help' || command === '--help') {
     say(USAGE);
+    return;
+  }
+  // Start-up runs it before anything acts on DATABASE_URL or REDIS_URL (scripts/start.sh).
+  if (command === 'check-config') {
+    say('configuration ok');
     return;
   }
   if (command === 'migrate') {

@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-deps.sh
+# Before provisioning acts on DATABASE_URL / REDIS_URL: a bad value stops here, naming the variable.
+node dist/scripts/cli.js check-config
 bash scripts/provision.sh
 node dist/scripts/cli.js migrate
 node dist/scripts/cli.js seed

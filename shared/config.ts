@@ -67,6 +67,12 @@ const host = (def: string) =>
 /** A mailbox as a From header takes it: `Name <user@host>` or `user@host`. */
 const MAILBOX = /^(?:[^<>@]*<[^<>\s@]+@[^<>\s@]+>|[^<>\s@]+@[^<>\s@]+)$/;
 
+/** A locale tag as SUPPORTED_LOCALES and the `auth.supported_locales` setting take it: en, pt-BR. */
+export const LOCALE_TAG = /^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$/;
+
+/** Standard base64 (with padding), nothing else. */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
 const secretsKey = z
   .string()
   .optional()
@@ -74,7 +80,8 @@ const secretsKey = z
     // A fixed development key keeps local runs working; production sets its own (NODE_ENV check below).
     const raw = v && v !== '' ? v : 'ZGV2ZWxvcG1lbnQtb25seS1rZXktMzItYnl0ZXMhISE=';
     const key = Buffer.from(raw, 'base64');
-    if (key.length !== 32) {
+    // Node's decoder skips characters that are not base64: `!!!!<key>` would pass as <key>.
+    if (!BASE64.test(raw) || key.length !== 32) {
       ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'must be 32 bytes, base64-encoded' });
       return z.NEVER;
     }
@@ -89,13 +96,12 @@ const previousSecretsKeys = z
     const keys = v
       .split(',')
       .map((s) => s.trim())
-      .filter(Boolean)
-      .map((s) => Buffer.from(s, 'base64'));
-    if (keys.some((k) => k.length !== 32)) {
+      .filter(Boolean);
+    if (keys.some((k) => !BASE64.test(k) || Buffer.from(k, 'base64').length !== 32)) {
       ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'each key must be 32 bytes, base64-encoded' });
       return z.NEVER;
     }
-    return keys;
+    return keys.map((k) => Buffer.from(k, 'base64'));
   });
 
 /** ID_APPS: comma-separated `app_id:secret` pairs of first-party apps allowed to send X-ID-App-Assertion. */
@@ -175,7 +181,13 @@ const schema = z.object({
   AIS_LEASE_MS: int(5000, 500),
   CHROMIUM_PATH: z.string().default('/usr/bin/chromium'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  SUPPORTED_LOCALES: z.string().default('en,de'),
+  SUPPORTED_LOCALES: z
+    .string()
+    .default('en,de')
+    .refine(
+      (v) => v.split(',').some((l) => l.trim()) && v.split(',').every((l) => !l.trim() || LOCALE_TAG.test(l.trim())),
+      'must be a comma-separated list of locale tags like en or pt-BR',
+    ),
   WORKER_CONCURRENCY: int(4, 1),
   QUEUE_CONCURRENCY: queueConcurrency,
   DRAIN_TIMEOUT_MS: int(10000, 0),
@@ -211,7 +223,7 @@ const schema = z.object({
   STREAM_REFRESH_AHEAD_SECONDS: int(900, 0),
   CHAT_SYNC_TIMEOUT_SECONDS: int(30, 1),
   CHAT_MEMBER_SYNC_TIMEOUT_SECONDS: int(60, 1),
-  CHAT_CDN_URL: z.string().url().default('https://cdn.discordapp.com'),
+  CHAT_CDN_URL: withDefault(optionalUrl, 'https://cdn.discordapp.com'),
 });
 
 export interface RateTier {
@@ -325,6 +337,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (e.NODE_ENV === 'production' && !env.SECRETS_KEY) {
     throw new ConfigError('Invalid configuration:\n  SECRETS_KEY: required in production (32 bytes, base64)');
   }
+  if (e.REALTIME_PORT && e.REALTIME_PORT === e.PORT)
+    throw new ConfigError(
+      'Invalid configuration:\n  REALTIME_PORT: must differ from PORT (the api listens there; realtime needs its own port)',
+    );
   if (!e.REALTIME_PORT && e.PORT === 65535)
     throw new ConfigError(
       'Invalid configuration:\n  PORT: 65535 leaves no port for realtime (PORT + 1): set REALTIME_PORT',

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { z, zList } from './zod';
+import { LOCALE_TAG } from './config';
 
 /**
  * The system config registry (spec §4.9): every key of `system_config`, with the zod schema a value
@@ -31,9 +32,7 @@ const int = (min: number, max: number) =>
     .max(max, `must be <= ${max}`);
 const bool = () => z.boolean({ invalid_type_error: 'must be a boolean' });
 const locale = () =>
-  z
-    .string({ invalid_type_error: 'must be a string' })
-    .regex(/^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$/, 'must be a locale tag like en or pt-BR');
+  z.string({ invalid_type_error: 'must be a string' }).regex(LOCALE_TAG, 'must be a locale tag like en or pt-BR');
 
 export const SYSTEM_CONFIG = {
   'gps.latest_cache_seconds': entry(int(1, 86_400), 300, 'How long the latest GPS point is cached'),

@@ -1,5 +1,7 @@
 import test from 'ava';
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError, loadConfig } from '../../shared/config';
 
@@ -49,6 +51,12 @@ test('bad values are rejected naming the variable', (t) => {
     ['HOST', 'not a host'],
     ['REALTIME_HOST', 'a/b'],
     ['API_INSTANCES', 'abc'],
+    // A base of avatar URLs clients show; a key Node's lenient base64 read without its junk.
+    ['CHAT_CDN_URL', 'javascript:alert(1)'],
+    ['SECRETS_KEY', `!!!!${randomBytes(32).toString('base64')}`],
+    ['SECRETS_KEY_PREVIOUS', `${randomBytes(32).toString('base64')}*`],
+    ['SUPPORTED_LOCALES', 'en,Deutsch'],
+    ['SUPPORTED_LOCALES', ' , '],
   ]) {
     const err = t.throws(() => loadConfig({ [name]: value }), { instanceOf: ConfigError });
     t.regex(err!.message, new RegExp(name), name);
@@ -70,6 +78,17 @@ test('good values of the checked variables are accepted', (t) => {
   t.is(loadConfig({ AIS_FEED_URL: 'tcp://ais.example:5631' }).aisFeedUrl, 'tcp://ais.example:5631');
   t.is(c.mailFrom, 'Tracker Service <no-reply@example.com>');
   t.is(loadConfig({ MAIL_FROM: 'ops@example.com' }).mailFrom, 'ops@example.com');
+  const key = randomBytes(32);
+  t.deepEqual(loadConfig({ SECRETS_KEY: key.toString('base64') }).secretKeys[0], key);
+  t.deepEqual(loadConfig({ SUPPORTED_LOCALES: 'en, pt-BR' }).supportedLocales, ['en', 'pt-BR']);
+  t.is(loadConfig({ CHAT_CDN_URL: 'https://cdn.example/' }).chat.cdnUrl, 'https://cdn.example');
+});
+
+test('REALTIME_PORT must differ from PORT (realtime would die on an address in use, not naming it)', (t) => {
+  t.throws(() => loadConfig({ PORT: '4000', REALTIME_PORT: '4000' }), {
+    instanceOf: ConfigError,
+    message: /REALTIME_PORT: must differ from PORT/,
+  });
 });
 
 test('PORT 65535 needs a REALTIME_PORT of its own (realtime listens on PORT + 1 by default)', (t) => {
@@ -85,6 +104,25 @@ test('ID_APPS parses app ids and secrets', (t) => {
 
 test('production requires SECRETS_KEY', (t) => {
   t.throws(() => loadConfig({ NODE_ENV: 'production' }), { message: /SECRETS_KEY/ });
+});
+
+test('check-config (run by npm start before it provisions) names a bad DATABASE_URL and exits 1', (t) => {
+  const cli = path.resolve(__dirname, '../../scripts/cli.js');
+  const bad = spawnSync(process.execPath, [cli, 'check-config'], {
+    env: { ...process.env, DATABASE_URL: 'notaurl' },
+    encoding: 'utf8',
+    timeout: 20000,
+  });
+  t.is(bad.status, 1);
+  t.regex(bad.stderr, /DATABASE_URL: must be a postgres:\/\/ or postgresql:\/\/ URL/);
+  const good = spawnSync(process.execPath, [cli, 'check-config'], {
+    env: process.env,
+    encoding: 'utf8',
+    timeout: 20000,
+  });
+  t.is(good.status, 0, good.stderr);
+  t.regex(good.stdout, /configuration ok/);
+  t.regex(readFileSync(path.resolve(__dirname, '../../../scripts/start.sh'), 'utf8'), /check-config\n.*provision\.sh/s);
 });
 
 test('a process started with a bad variable exits with a message naming it', (t) => {
