@@ -141,7 +141,7 @@ export function presentChatMember(m: ChatMember, cdnUrl: string, now = Date.now(
 /** Chat bot global settings (spec §2). */
 export const chatBotSettingsSchema = z
   .object({
-    id: z.string(),
+    id: z.string().uuid(),
     auto_sync_enabled: z.boolean(),
     sync_interval_seconds: z.number().int(),
     initial_delay_seconds: z.number().int(),
@@ -155,7 +155,7 @@ export const chatBotSettingsSchema = z
 
 export function presentChatBotSettings(g: Record<string, any>): z.infer<typeof chatBotSettingsSchema> {
   return {
-    id: String(g.id),
+    id: g.public_id,
     auto_sync_enabled: g.auto_sync_enabled,
     sync_interval_seconds: g.sync_interval_seconds,
     initial_delay_seconds: g.initial_delay_seconds,

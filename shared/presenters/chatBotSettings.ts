@@ -6,7 +6,7 @@ import { iso } from './iso';
 export const chatSettingsResponseSchema = z.object({
   success: z.literal(true),
   global: z.object({
-    id: z.string(),
+    id: z.string().uuid(),
     autoSyncEnabled: z.boolean(),
     syncIntervalSeconds: z.number().int(),
     initialDelaySeconds: z.number().int(),
@@ -26,7 +26,7 @@ export function presentChatSettings(s: ChatSettingsState): z.infer<typeof chatSe
   const out: z.infer<typeof chatSettingsResponseSchema> = {
     success: true,
     global: {
-      id: String(g.id),
+      id: g.public_id,
       autoSyncEnabled: g.auto_sync_enabled,
       syncIntervalSeconds: g.sync_interval_seconds,
       initialDelaySeconds: g.initial_delay_seconds,

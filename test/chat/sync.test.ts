@@ -310,8 +310,9 @@ test.serial('settings: global and per guild, validated, pushed to the bot', asyn
   const s = stack();
   const get = await s.request('GET', '/v1/chat/settings', { token: mod.token });
   t.is(get.status, 200);
+  // A UUID like every id of spec §2 (it was "1", the singleton row's key), the same on every read.
+  t.regex(get.body.id, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
   t.like(get.body, {
-    id: '1',
     auto_sync_enabled: true,
     sync_interval_seconds: 3600,
     initial_delay_seconds: 30,
@@ -342,7 +343,7 @@ test.serial('settings: global and per guild, validated, pushed to the bot', asyn
   });
   // The bot hears of it as a ChatSettingsResponse (121) push.
   const pushed = await bot!.waitFor((e) => e.event === 'settings' && e.global?.syncIntervalSeconds === 120);
-  t.like(pushed, { success: true, global: { defaultLanguage: 'de', commandCooldownSeconds: 0 } });
+  t.like(pushed, { success: true, global: { id: get.body.id, defaultLanguage: 'de', commandCooldownSeconds: 0 } });
 
   // Per guild: null falls back to the global default.
   const path = `/v1/chat/guilds/${ALPHA}/settings`;
