@@ -1,5 +1,6 @@
 import type http from 'node:http';
 import net from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { Logger } from '../shared/logger';
 
 /**
@@ -33,9 +34,12 @@ export interface DrainResult {
   ms: number;
   /** Sockets destroyed at the deadline with a request still in flight. */
   cut: number;
-  /** WebSocket tunnels to realtime that were closed (their clients reconnect). */
+  /** WebSocket tunnels to realtime that were closed (their clients got 1012 and reconnect). */
   tunnels: number;
 }
+
+/** Ends one WebSocket tunnel at the drain: gently (a close frame, then the socket); the deadline destroys what is left. */
+export type TunnelClose = () => void;
 
 export interface HttpDrain {
   /**
@@ -49,17 +53,24 @@ export interface HttpDrain {
    * Stops accepting connections and closes every socket once it has nothing to answer: responses
    * from now on carry `Connection: close` (Node ends the socket after them), idle keep-alive
    * sockets are closed after DRAIN_IDLE_GRACE_MS of quiet. Upgraded sockets (WebSocket tunnels)
-   * are closed once no HTTP socket is left. At `deadlineMs` whatever remains is destroyed.
+   * are ended once no HTTP socket is left, the way `onTunnelClose` said (a forwarded WebSocket gets
+   * a close frame 1012). At `deadlineMs` whatever remains is destroyed.
    * Resolves when the server is closed; later calls return the same promise.
    */
   drain(deadlineMs: number): Promise<DrainResult>;
+  /**
+   * How the drain ends the upgraded `socket` (the forwarding sets it; without it the socket is
+   * destroyed). Called once, when the tunnels are closed; `socket` stays counted until it closes.
+   */
+  onTunnelClose(socket: Duplex, close: TunnelClose): void;
 }
 
 /** Tracks the connections and in-flight requests of `server` so that it can be drained without resetting a request. */
 export function trackConnections(server: http.Server, logger: Logger, opts: { idleGraceMs?: number } = {}): HttpDrain {
   const idleGraceMs = opts.idleGraceMs ?? DRAIN_IDLE_GRACE_MS;
   const sockets = new Map<net.Socket, SocketState>();
-  const tunnels = new Set<net.Socket>();
+  // Upgraded sockets still open, with how the drain ends them (undefined once it was asked to).
+  const tunnels = new Map<Duplex, TunnelClose | undefined>();
   // Responses on sockets this tracker never saw connect (none in practice): switched to Connection:
   // close when the drain begins, like the open responses of every tracked socket.
   const untracked = new Set<http.ServerResponse>();
@@ -84,7 +95,7 @@ export function trackConnections(server: http.Server, logger: Logger, opts: { id
   server.on('upgrade', (_req: http.IncomingMessage, socket: net.Socket) => {
     // No longer HTTP: the socket now carries a WebSocket to realtime.
     sockets.delete(socket);
-    if (!socket.destroyed) tunnels.add(socket);
+    if (!socket.destroyed) tunnels.set(socket, () => socket.destroy());
   });
   // Runs before the application's listener, so the header is decided before any handler writes.
   server.prependListener('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
@@ -133,10 +144,15 @@ export function trackConnections(server: http.Server, logger: Logger, opts: { id
     }
     let cut = 0;
     let tunnelCount = 0;
+    // Each tunnel is ended once and stays tracked until its socket closes (the close frame and the
+    // client's answer take a round trip); the deadline destroys those still open.
     const closeTunnels = () => {
-      tunnelCount += tunnels.size;
-      for (const socket of tunnels) socket.destroy();
-      tunnels.clear();
+      for (const [socket, close] of tunnels) {
+        if (!close) continue;
+        tunnels.set(socket, undefined);
+        tunnelCount++;
+        close();
+      }
     };
     const sweep = () => {
       const now = Date.now();
@@ -148,6 +164,7 @@ export function trackConnections(server: http.Server, logger: Logger, opts: { id
         }
         if (cut) logger.warn({ cut, deadlineMs }, 'drain deadline reached: requests still in flight were cut');
         closeTunnels();
+        for (const socket of tunnels.keys()) socket.destroy();
         return;
       }
       for (const [socket, state] of sockets) {
@@ -160,7 +177,7 @@ export function trackConnections(server: http.Server, logger: Logger, opts: { id
         }
         if (now - state.quietSince >= idleGraceMs) socket.destroy();
       }
-      if (sockets.size === 0 && tunnels.size) closeTunnels();
+      if (sockets.size === 0) closeTunnels();
     };
     const sweeper = setInterval(sweep, SWEEP_MS);
     return new Promise<DrainResult>((resolve) => {
@@ -175,6 +192,9 @@ export function trackConnections(server: http.Server, logger: Logger, opts: { id
 
   return {
     unanswerable: (req) => unanswerable.has(req),
+    onTunnelClose(socket, close) {
+      if (tunnels.get(socket)) tunnels.set(socket, close);
+    },
     drain(deadlineMs) {
       drained ??= run(deadlineMs);
       return drained;

@@ -7,21 +7,15 @@ import { ensureSystemApiKey, RetiredSystemKeyError } from '../shared/commands/ap
 import { Config, loadConfigOrExit } from '../shared/config';
 import { createContext } from '../shared/context';
 import { RETRY_AFTER_SECONDS, toHttpError } from '../shared/errors';
-import {
-  answerMalformedRequests,
-  closeLingering,
-  listen,
-  refuseMissingHost,
-  refuseSocket,
-  upgradeProblem,
-} from '../shared/httpEdge';
+import { answerMalformedRequests, listen, refuseMissingHost, refuseSocket, upgradeProblem } from '../shared/httpEdge';
 import { exitOnStartFailure, Logger } from '../shared/logger';
 import { createRedis, FAIL_FAST, redisReady } from '../shared/redis';
 import { ReleaseDeadline } from '../shared/shutdown';
 import { SERVICE_VERSION } from '../shared/version';
 import { createApp } from './app';
-import { DRAIN_IDLE_GRACE_MS, trackConnections } from './drain';
+import { DRAIN_IDLE_GRACE_MS, HttpDrain, trackConnections } from './drain';
 import { buildGraphqlSchema } from './graphql';
+import { WsTunnel } from './wsTunnel';
 import { RateLimiter } from '../shared/caches/rateLimiter';
 import { listenForConfigChanges } from '../shared/caches/systemConfig';
 import type { ApiServices } from './services';
@@ -78,15 +72,16 @@ export interface RunningApi {
 /**
  * Forwards WebSocket upgrades on /v1/ws to the realtime process on this machine, so clients see
  * one origin. A handshake that cannot succeed is refused here with JSON; a good one is replayed
- * upstream and both sockets are piped. Once piping, nothing but WebSocket bytes reaches the
- * client: when either side ends or fails, the other is closed (an HTTP status written into an
- * upgraded stream would be read as a corrupt frame).
+ * upstream and both sockets are piped (api/wsTunnel.ts). Once piping, nothing but WebSocket bytes
+ * reaches the client: when either side ends or fails, the other is closed (an HTTP status written
+ * into an upgraded stream would be read as a corrupt frame). A drain ends a piped tunnel with 1012
+ * "service restart" between two frames, and one still connecting upstream with a 503.
  */
-function forwardUpgrades(server: http.Server, config: Config, logger: Logger): void {
+function forwardUpgrades(server: http.Server, config: Config, logger: Logger, connections: HttpDrain): void {
   server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
     const problem = upgradeProblem(req);
     if (problem) return refuseSocket(socket, problem.status, problem.message, problem.headers);
-    let piping = false;
+    let tunnel: WsTunnel | undefined;
     const upstream = net.connect(config.realtimePort, '127.0.0.1', () => {
       let head1 = `${req.method} ${req.url} HTTP/${req.httpVersion}\r\n`;
       for (let i = 0; i < req.rawHeaders.length; i += 2) {
@@ -96,27 +91,24 @@ function forwardUpgrades(server: http.Server, config: Config, logger: Logger): v
       head1 += `X-Forwarded-For: ${req.socket.remoteAddress ?? ''}\r\n\r\n`;
       upstream.write(head1);
       if (head.length) upstream.write(head);
-      piping = true;
-      socket.pipe(upstream);
-      upstream.pipe(socket);
+      tunnel = new WsTunnel(socket, upstream);
     });
     upstream.on('error', (err) => {
-      if (piping) return; // 'close' follows
+      if (tunnel) return; // 'close' follows
       logger.warn({ err: err.message }, 'realtime process unreachable for /v1/ws');
       refuseSocket(socket, 503, 'the real-time service is unavailable; try again shortly', {
         'Retry-After': String(RETRY_AFTER_SECONDS),
       });
     });
-    upstream.on('close', () => {
-      if (!piping) return;
-      // Realtime is done with the connection (after a close frame, e.g. 1009 for an oversize frame,
-      // or a failure) while the client may still be sending: its side is ended gently, not left
-      // waiting on a pipe that will never drain.
-      socket.unpipe(upstream);
-      closeLingering(socket);
-    });
     socket.on('error', () => upstream.destroy());
     socket.on('close', () => upstream.destroy());
+    connections.onTunnelClose(socket, () => {
+      if (tunnel) return tunnel.restart();
+      // Not connected to realtime yet: nothing was forwarded, the upgrade is refused as realtime's
+      // drain refuses one it is still authenticating.
+      upstream.destroy();
+      refuseSocket(socket, 503, 'the server is restarting, reconnect');
+    });
   });
 }
 
@@ -173,7 +165,7 @@ export async function startApi(
   const connections = trackConnections(server, ctx.logger, {
     idleGraceMs: opts.drainIdleGraceMs ?? DRAIN_IDLE_GRACE_MS,
   });
-  forwardUpgrades(server, config, ctx.logger);
+  forwardUpgrades(server, config, ctx.logger, connections);
   // geoip-lite's database (about a second) is loaded now, not by the first audit event a request writes.
   loadGeoIp();
   await listen(server, opts.port ?? config.port, config.host);

@@ -1,4 +1,5 @@
 import { encodeEnvelope, PayloadCase } from '../shared/proto';
+import { SERVICE_RESTART_CLOSE } from '../shared/wsMessages';
 
 /**
  * Frame formats of /v1/ws. Text frames are JSON, binary frames one protobuf WsEnvelope. Pushes
@@ -142,7 +143,7 @@ export const CloseCode = {
   /** RFC 6455 "try again later": the client did not read fast enough and its send buffer overflowed. */
   slowConsumer: 1013,
   /** RFC 6455 "service restart": the instance is draining (deploy, reload); reconnect, to another instance or this one restarted. */
-  serviceRestart: 1012,
+  serviceRestart: SERVICE_RESTART_CLOSE.code,
   /** Credentials revoked, expired or no longer valid. */
   credentialsRevoked: 4001,
   accountDeleted: 4002,

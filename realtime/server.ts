@@ -12,6 +12,7 @@ import { createLogger, exitOnStartFailure, Logger } from '../shared/logger';
 import { Queues } from '../shared/queues';
 import { createRedis, RedisErrorLog, redisKey, RedisKeys } from '../shared/redis';
 import { ReleaseDeadline } from '../shared/shutdown';
+import { SERVICE_RESTART_CLOSE } from '../shared/wsMessages';
 import { AccountEvents } from './accountEvents';
 import type { AuthDeps } from './auth';
 import { fanOut } from './fanout';
@@ -164,7 +165,7 @@ export async function startRealtime(
       rpc.close();
       const clients = hub.clients.size;
       // 1012 rather than 1001 (going away): the service stays up, clients reconnect at once.
-      for (const c of hub.clients) hub.close(c, CloseCode.serviceRestart, 'service restart');
+      for (const c of hub.clients) hub.close(c, CloseCode.serviceRestart, SERVICE_RESTART_CLOSE.reason);
       // Redis may be down or hung: its steps, and the database's, get one deadline.
       const release = new ReleaseDeadline(logger);
       await release.step('instance stats', () => redis.hdel(statsKey, instanceId));

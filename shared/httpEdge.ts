@@ -15,7 +15,7 @@ const REFUSED = Symbol('refused');
  * cutting it: closing with unread data would reset the connection, and a reset can make the client
  * lose the bytes just written (an error answer, a WebSocket close frame).
  */
-export function closeLingering(socket: Duplex, last?: string): void {
+export function closeLingering(socket: Duplex, last?: string | Buffer): void {
   socket.on('error', () => socket.destroy());
   socket.end(last);
   socket.resume();

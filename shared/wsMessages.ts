@@ -17,6 +17,11 @@ export const wsClientMessages = { subscribe: wsSubscribe, unsubscribe: wsUnsubsc
 export type WsClientMessage = z.infer<typeof wsSubscribe | typeof wsUnsubscribe | typeof wsPing>;
 
 // ---- server → client: replies ----
+/**
+ * The close frame of a draining process (docs/websocket.md, close codes): realtime sends it on its
+ * own connections, a draining api on the ones it forwards, so a deploy reads the same either way.
+ */
+export const SERVICE_RESTART_CLOSE = { code: 1012, reason: 'service restart' } as const;
 export const wsPong = z.object({ type: z.literal('pong') });
 export const wsError = z.object({ type: z.literal('error'), message: z.string() });
 

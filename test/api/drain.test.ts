@@ -5,9 +5,9 @@ import net from 'node:net';
 import { describeOutcome, loadKey, Outcome, send, startLoad } from '../helpers/httpLoad';
 import { ServiceProcess, spawnService } from '../helpers/processes';
 import { Stack, useStack } from '../helpers/stack';
-import { connect } from '../helpers/wsClient';
+import { connect, publish } from '../helpers/wsClient';
 import { gpsBody } from '../helpers/tracking';
-import { sleep } from '../helpers/wait';
+import { eventually, sleep } from '../helpers/wait';
 
 // The api runs as a child process (`node dist/api/server.js`, as PM2 runs it) on this stack's
 // database and Redis prefix; SIGTERM is what PM2 (SIGINT) and systemd send to stop or reload it.
@@ -258,7 +258,7 @@ test.serial('a request pipelined behind an answer that closes its socket is not 
 });
 
 test.serial(
-  'a WebSocket forwarded to realtime does not hold a draining api: the tunnel is closed and the client reconnects elsewhere',
+  'a WebSocket forwarded to realtime does not hold a draining api: the client gets 1012 "service restart" and reconnects elsewhere',
   async (t) => {
     const s = stack();
     const { api, port } = await startApiProcess(s);
@@ -269,7 +269,8 @@ test.serial(
       const termAt = Date.now();
       api.child.kill('SIGTERM');
       const closed = await Promise.race([ws.closed, sleep(10_000).then(() => null)]);
-      t.truthy(closed, 'the forwarded WebSocket stayed open');
+      // What realtime's own drain sends (docs/websocket.md): reconnect at once. A cut tunnel reads 1006.
+      t.deepEqual(closed, { code: 1012, reason: 'service restart' });
       const exit = await Promise.race([api.exited, sleep(10_000).then(() => null)]);
       t.is(exit?.code, 0);
       t.true(exit !== null && exit.at - termAt < EXIT_BOUND_MS, `exit ${exit && exit.at - termAt} ms after SIGTERM`);
@@ -277,6 +278,148 @@ test.serial(
       const again = await connect(`ws://127.0.0.1:${s.realtime[0].port}`);
       again.close();
     } finally {
+      await api.kill();
+    }
+  },
+);
+
+/**
+ * A TCP proxy in front of realtime whose realtime→api direction passes only as many bytes as the
+ * test allows: it can stop realtime's output in the middle of a frame.
+ */
+async function startGate(target: number) {
+  let allowed = Infinity;
+  let passed = 0;
+  const held: Buffer[] = [];
+  const sockets: net.Socket[] = [];
+  let toApi: net.Socket | undefined;
+  const flush = () => {
+    while (toApi && held.length && passed < allowed) {
+      const chunk = held.shift()!;
+      const n = Math.min(chunk.length, allowed - passed);
+      if (n < chunk.length) held.unshift(chunk.subarray(n));
+      toApi.write(chunk.subarray(0, n));
+      passed += n;
+    }
+  };
+  const server = net.createServer((fromApi) => {
+    const realtime = net.connect(target, '127.0.0.1');
+    toApi = fromApi;
+    sockets.push(fromApi, realtime);
+    fromApi.pipe(realtime);
+    realtime.on('data', (d: Buffer) => (held.push(d), flush()));
+    realtime.on('close', () => fromApi.end());
+    fromApi.on('close', () => realtime.destroy());
+    fromApi.on('error', () => undefined);
+    realtime.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    passed: () => passed,
+    allowed: () => allowed,
+    /** From now on `bytes` more pass, then nothing. */
+    hold(bytes: number) {
+      allowed = passed + bytes;
+    },
+    open() {
+      allowed = Infinity;
+      flush();
+    },
+    close() {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    },
+  };
+}
+
+/** The frames of a server→client byte stream (unmasked); `rest` is an incomplete frame at the end. */
+function serverFrames(buf: Buffer): { frames: Array<{ fin: boolean; opcode: number; payload: Buffer }>; rest: number } {
+  const frames: Array<{ fin: boolean; opcode: number; payload: Buffer }> = [];
+  let i = 0;
+  for (;;) {
+    if (buf.length - i < 2) break;
+    const len7 = buf[i + 1] & 0x7f;
+    const headLength = len7 === 126 ? 4 : len7 === 127 ? 10 : 2;
+    if (buf.length - i < headLength) break;
+    const n = len7 === 126 ? buf.readUInt16BE(i + 2) : len7 === 127 ? Number(buf.readBigUInt64BE(i + 2)) : len7;
+    if (buf.length - i < headLength + n) break;
+    frames.push({
+      fin: (buf[i] & 0x80) !== 0,
+      opcode: buf[i] & 0x0f,
+      payload: buf.subarray(i + headLength, i + headLength + n),
+    });
+    i += headLength + n;
+  }
+  return { frames, rest: buf.length - i };
+}
+
+/** A masked client text frame (mask key 0: the payload is sent as is). */
+function clientText(text: string): Buffer {
+  const payload = Buffer.from(text);
+  return Buffer.concat([Buffer.from([0x81, 0x80 | payload.length, 0, 0, 0, 0]), payload]);
+}
+
+test.serial(
+  'a draining api puts 1012 after the frame realtime is in the middle of: the client gets the whole large message, then the close',
+  async (t) => {
+    const s = stack();
+    const gate = await startGate(s.realtime[0].port);
+    const { api, port } = await startApiProcess(s, { REALTIME_PORT: String(gate.port) });
+    const client = net.connect(port, '127.0.0.1');
+    try {
+      // A hand-made client: the test sees every byte, so it knows when part of a frame arrived.
+      let received = Buffer.alloc(0);
+      client.on('data', (d: Buffer) => (received = Buffer.concat([received, d])));
+      const clientClosed = new Promise<void>((resolve) => client.once('close', () => resolve()));
+      client.on('error', () => undefined);
+      client.write(
+        'GET /v1/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n' +
+          'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+      );
+      const headEnd = (await eventually(() => received.indexOf('\r\n\r\n') + 1)) + 3;
+      t.regex(received.toString('latin1', 0, 13), /^HTTP\/1\.1 101/);
+      client.write(clientText(JSON.stringify({ type: 'subscribe', channel: 'vessels' })));
+      await eventually(() =>
+        serverFrames(received.subarray(headEnd)).frames.some((f) =>
+          f.payload.toString().includes('"channel":"vessels"'),
+        ),
+      );
+
+      // Realtime sends a 400 KB message; 1000 bytes of it (with its header) reach the client, then it stops.
+      const before = received.length;
+      gate.hold(1000);
+      const big = { type: 'vesselsUpdate', data: { vessels: [{ name: 'v'.repeat(400_000) }] } };
+      await publish(s, 'vessels', big);
+      await eventually(() => gate.passed() === gate.allowed() && received.length === gate.passed());
+      t.true(serverFrames(received.subarray(before)).rest > 0, 'the client is not in the middle of a frame');
+
+      const termAt = Date.now();
+      api.child.kill('SIGTERM');
+      await api.waitForLog('api draining');
+      // The drain has begun while realtime is mid-frame; now the rest of the frame (and whatever follows) comes.
+      gate.open();
+      await Promise.race([clientClosed, sleep(10_000)]);
+      t.true(client.destroyed || client.readableEnded, 'the client connection stayed open');
+
+      const { frames, rest } = serverFrames(received.subarray(before));
+      t.is(rest, 0, 'a frame was cut');
+      const data = frames.filter((f) => f.opcode === 0x1);
+      t.is(data.length, 1);
+      t.true(data[0].fin);
+      t.deepEqual(JSON.parse(data[0].payload.toString()), big);
+      // The close is the last thing on the wire: 1012 with realtime's reason, nothing from realtime after it.
+      const last = frames[frames.length - 1];
+      t.is(last.opcode, 0x8);
+      t.is(last.payload.readUInt16BE(0), 1012);
+      t.is(last.payload.subarray(2).toString(), 'service restart');
+
+      const exit = await Promise.race([api.exited, sleep(10_000).then(() => null)]);
+      t.is(exit?.code, 0);
+      t.true(exit !== null && exit.at - termAt < EXIT_BOUND_MS, `exit ${exit && exit.at - termAt} ms after SIGTERM`);
+    } finally {
+      client.destroy();
+      gate.close();
       await api.kill();
     }
   },
