@@ -13,17 +13,31 @@ import {
 import { Integration } from '../models/Integration';
 
 /**
- * The tokens of stream integrations (spec §4.25): sealed with SECRETS_KEY at rest, unsealed only
- * for the call that needs them, rotated by an explicit refresh, by a platform that rejected the
- * access token (once, then the call is retried), and by the scheduled refresh before expiry.
+ * The tokens of stream integrations (spec §4.25): sealed with SECRETS_KEY at rest (re-sealed by
+ * rotate-secrets: shared/secretColumns.ts), unsealed only for the call that needs them, rotated by
+ * an explicit refresh, by a platform that rejected the access token (once, then the call is
+ * retried), and by the scheduled refresh before expiry.
  */
 
 type Ctx = Pick<ServiceContext, 'db' | 'config' | 'logger'>;
 
-/** Seals a token for the database (AES-256-GCM with SECRETS_KEY). */
-export const sealToken = (ctx: Ctx, token: string) => encryptSecret(token, ctx.config.secretsKey);
-/** Opens a sealed token; only ever passed on to the platform. */
-export const unsealToken = (ctx: Ctx, sealed: string) => decryptSecret(sealed, ctx.config.secretsKey);
+/** Seals a token for the database (AES-256-GCM with SECRETS_KEY, the first key of the ring). */
+export const sealToken = (ctx: Ctx, token: string) => encryptSecret(token, ctx.config.secretKeys);
+/**
+ * Opens a sealed token with the whole key ring: during a SECRETS_KEY rotation a token is still under
+ * SECRETS_KEY_PREVIOUS until rotate-secrets reaches it. Only ever passed on to the platform.
+ */
+export const unsealToken = (ctx: Ctx, sealed: string) => decryptSecret(sealed, ctx.config.secretKeys);
+
+/**
+ * Whether `row` still holds the refresh token that was sealed as `sealedBefore`: the same sealed
+ * value, or the same token re-sealed meanwhile under the current key by rotate-secrets.
+ */
+function holdsRefreshToken(ctx: Ctx, row: Integration, sealedBefore: string): boolean {
+  const now = row.refresh_token_sealed;
+  if (now === sealedBefore) return true;
+  return now !== null && unsealToken(ctx, now) === unsealToken(ctx, sealedBefore);
+}
 
 /** The columns a token set writes. */
 export function tokenColumns(ctx: Ctx, tokens: TokenSet, now: Date, previousRefresh: string | null) {
@@ -51,10 +65,11 @@ export async function refreshIntegrationTokens(ctx: Ctx, integration: Integratio
   } catch (err) {
     if (!(err instanceof GrantRejected)) throw err;
     const current = await Integration.query(ctx.db).findById(integration.id);
-    if (current && current.refresh_token_sealed !== sealedBefore) return current;
-    await Integration.query(ctx.db)
-      .patch({ is_active: false })
-      .where({ id: integration.id, refresh_token_sealed: sealedBefore });
+    if (current && !holdsRefreshToken(ctx, current, sealedBefore)) return current;
+    if (current)
+      await Integration.query(ctx.db)
+        .patch({ is_active: false })
+        .where({ id: integration.id, refresh_token_sealed: current.refresh_token_sealed });
     ctx.logger.warn(
       { integrationId: integration.id },
       'stream platform refused the refresh token; integration deactivated',
@@ -62,19 +77,27 @@ export async function refreshIntegrationTokens(ctx: Ctx, integration: Integratio
     throw badGateway('the stream platform refused to refresh the token; connect the integration again');
   }
   const now = new Date();
-  const patched = (await Integration.query(ctx.db)
-    .patch({
-      ...tokenColumns(ctx, tokens, now, sealedBefore),
-      ...(tokens.scopes.length ? { scopes: tokens.scopes } : {}),
-      is_active: true,
-      last_refreshed_at: now,
-    })
-    .where({ id: integration.id, refresh_token_sealed: sealedBefore })
-    .returning('*')) as unknown as Integration[];
-  // Zero rows: deleted meanwhile, or refreshed by someone else; the row as it is now answers.
-  const row = patched[0] ?? (await Integration.query(ctx.db).findById(integration.id));
-  if (!row) throw badGateway('the integration was removed while its token was refreshed');
-  return row;
+  // The row is changed only if it still holds the token just spent (a concurrent refresh wins). A
+  // rotate-secrets that re-sealed that token meanwhile is no such change: the patch is retried
+  // against the re-sealed value, so the new tokens are not lost.
+  let expected = sealedBefore;
+  for (;;) {
+    const patched = (await Integration.query(ctx.db)
+      .patch({
+        ...tokenColumns(ctx, tokens, now, expected),
+        ...(tokens.scopes.length ? { scopes: tokens.scopes } : {}),
+        is_active: true,
+        last_refreshed_at: now,
+      })
+      .where({ id: integration.id, refresh_token_sealed: expected })
+      .returning('*')) as unknown as Integration[];
+    if (patched[0]) return patched[0];
+    // Zero rows: deleted meanwhile, or refreshed by someone else; the row as it is now answers.
+    const row = await Integration.query(ctx.db).findById(integration.id);
+    if (!row) throw badGateway('the integration was removed while its token was refreshed');
+    if (row.refresh_token_sealed === expected || !holdsRefreshToken(ctx, row, sealedBefore)) return row;
+    expected = row.refresh_token_sealed!;
+  }
 }
 
 /**

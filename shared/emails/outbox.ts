@@ -32,7 +32,7 @@ const TOKEN_PLACEHOLDER = 'REDACTED';
  */
 export async function writeAccountEmail(
   trx: Knex.Transaction,
-  config: Pick<Config, 'appUrl' | 'secretsKey'>,
+  config: Pick<Config, 'appUrl' | 'secretKeys'>,
   mail: AccountEmail,
 ): Promise<string> {
   const link = emailLink(config.appUrl, mail.template, mail.token ? TOKEN_PLACEHOLDER : undefined);
@@ -44,7 +44,7 @@ export async function writeAccountEmail(
     html_body: html,
     template: mail.template,
     user_id: mail.userId,
-    token_sealed: mail.token ? encryptSecret(mail.token, config.secretsKey) : null,
+    token_sealed: mail.token ? encryptSecret(mail.token, config.secretKeys) : null,
     // A link is worthless once its token has expired: no delivery is tried after that.
     ...(mail.token && mail.vars.expiresAt ? { deliver_until: mail.vars.expiresAt } : {}),
     status: 'queued',

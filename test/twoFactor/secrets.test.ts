@@ -47,7 +47,12 @@ test('sealed secrets carry their key id, a random IV, and open only with their k
   t.false(sealedWith(old, k1));
   t.deepEqual(
     ENCRYPTED_COLUMNS.map((c) => `${c.table}.${c.column}`),
-    ['email_outbox.token_sealed', 'user_two_factor.secret_encrypted'],
+    [
+      'email_outbox.token_sealed',
+      'user_two_factor.secret_encrypted',
+      'integrations.access_token_sealed',
+      'integrations.refresh_token_sealed',
+    ],
   );
 });
 
