@@ -170,6 +170,16 @@ export function narrowGrant(granted: PermissionSet, requested: Iterable<string>)
   return new PermissionSet(out);
 }
 
+/**
+ * The scopes of a stored grant (a token's, a consent's) that a client allowed `allowed` may still
+ * ask for (narrowGrant), in their stored order when nothing is cut. Grants are narrowed with the
+ * client, never widened back: a scope lost this way needs a new consent.
+ */
+export function grantStillAllowed(allowed: readonly string[], scopes: readonly string[]): string[] {
+  const set = new PermissionSet(allowed);
+  return scopes.every((s) => grantCovers(set, s)) ? [...scopes] : narrowGrant(set, scopes).list();
+}
+
 /** The user a principal acts as, if any (a user-owned API key acts for its owner). */
 export function actingUserId(p: Principal): string | null {
   if (p.kind === 'user') return p.userId;

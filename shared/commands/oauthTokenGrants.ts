@@ -11,7 +11,7 @@ import { randomToken, safeEqual, sha256 } from '../crypto';
 import { afterCommit, transaction } from '../db';
 import { oauthError, pkceChallenge, PKCE_VERIFIER, TokenResponse } from '../domain/oauth';
 import type { OAuthClient } from '../models/OAuthClient';
-import { grantCovers, PermissionSet } from '../policies';
+import { grantCovers, grantStillAllowed, PermissionSet } from '../policies';
 import { findActiveBan } from '../queries/access';
 import { lockActiveConsent, lockClientForGrant, userActive } from '../queries/oauth';
 import { AccessServices, invalidateCredentials } from './accessChanges';
@@ -107,7 +107,8 @@ export async function exchangeAuthorizationCode(
   // the claimed row until the tokens exist, then finds them and revokes them (reuse, below). A
   // refused claim still commits (the code is burnt), and the refusal is thrown after the commit.
   const outcome = await transaction(db, async (trx): Promise<TokenResponse | HttpError | undefined> => {
-    if (!(await lockClientForGrant(trx, input.client.id))) return oauthError(401, 'invalid_client', 'unknown client');
+    const allowed = await lockClientForGrant(trx, input.client.id);
+    if (!allowed) return oauthError(401, 'invalid_client', 'unknown client');
     const [code] = await trx('oauth_authorization_codes')
       .where('code_hash', hash)
       .whereNull('used_at')
@@ -129,7 +130,8 @@ export async function exchangeAuthorizationCode(
     const { response } = await issueTokens(trx, {
       clientId: code.client_id,
       userId: code.user_id,
-      scopes: code.scopes,
+      // Allowed when the code was issued; the client may have been narrowed since.
+      scopes: grantStillAllowed(allowed, code.scopes),
       familyId: randomUUID(),
       codeId: code.id,
     });
@@ -154,7 +156,8 @@ export async function exchangeAuthorizationCode(
 /**
  * grant_type=refresh_token with rotation: each refresh token works once and is replaced by a new
  * one; presenting a rotated token again means it leaked, so the whole family is revoked.
- * An optional `scope` may narrow (never widen) the grant.
+ * An optional `scope` may narrow (never widen) the grant; the new tokens are also narrowed to what
+ * the client may still ask for.
  */
 export async function refreshAccessToken(
   services: AccessServices,
@@ -181,7 +184,8 @@ export async function refreshAccessToken(
     throw oauthError(400, 'invalid_grant', 'the user of this grant can no longer sign in');
 
   const result = await transaction(db, async (trx): Promise<TokenResponse | HttpError | null> => {
-    if (!(await lockClientForGrant(trx, row.client_id))) return oauthError(401, 'invalid_client', 'unknown client');
+    const allowed = await lockClientForGrant(trx, row.client_id);
+    if (!allowed) return oauthError(401, 'invalid_client', 'unknown client');
     // Inside the transaction that issues the tokens, locked: see lockActiveConsent.
     if (!(await lockActiveConsent(trx, row.user_id, row.client_id)))
       return oauthError(400, 'invalid_grant', 'consent was revoked');
@@ -195,7 +199,9 @@ export async function refreshAccessToken(
     const issued = await issueTokens(trx, {
       clientId: row.client_id,
       userId: row.user_id,
-      scopes,
+      // What the client may still ask for: the answered `scope` describes the token (RFC 6749
+      // §5.1), and a scope the client lost does not come back when it is widened again.
+      scopes: grantStillAllowed(allowed, scopes),
       familyId: row.family_id,
       parentId: row.id,
     });
