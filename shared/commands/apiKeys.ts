@@ -7,7 +7,7 @@ import { ApiKey } from '../models/ApiKey';
 import type { Role } from '../models/Role';
 import { loadUserAccess } from '../queries/access';
 import { AccessServices, invalidateCredentials } from './accessChanges';
-import { deleteById, insertRow, patchById } from '../models/AppModel';
+import { deleteById, insertRow, patchLoaded } from '../models/AppModel';
 
 /** Prefix of every generated API key; the shown key_prefix is its first 12 characters. */
 export const API_KEY_PREFIX = 'sk_';
@@ -169,7 +169,8 @@ export async function updateApiKey(
   const patch: Partial<ApiKey> = Object.fromEntries(Object.entries(changes).filter(([, v]) => v !== undefined));
   if (changes.is_active !== undefined && opts.locking) patch.locked = !changes.is_active;
   return transaction(services.db, async (trx) => {
-    const row = await patchById(ApiKey, trx, key.id, patch);
+    // A key deleted since the route loaded it: 404, and no event about it.
+    const row = await patchLoaded(key, trx, patch, 'api key');
     if (key.is_active && changes.is_active === false) {
       await recordAuditEvent(
         keyEvent(by, key, {
@@ -195,10 +196,7 @@ export async function regenerateApiKey(
 ): Promise<{ apiKey: ApiKey; key: string }> {
   const key = randomToken(API_KEY_PREFIX, 32);
   return transaction(services.db, async (trx) => {
-    const apiKey = await patchById(ApiKey, trx, old.id, {
-      key_hash: sha256(key),
-      key_prefix: keyPrefixOf(key),
-    });
+    const apiKey = await patchLoaded(old, trx, { key_hash: sha256(key), key_prefix: keyPrefixOf(key) }, 'api key');
     // The old value stays revoked, also where it is configured (SYSTEM_API_KEY, ensureSystemApiKey).
     await trx('retired_key_hashes')
       .insert({ key_hash: old.key_hash, api_key_id: old.id })

@@ -7,7 +7,7 @@ import { conflict, notFound } from '../errors';
 import { AuditEvent } from '../models/AuditEvent';
 import { AUDIT_REPORT_REASONS, AuditReport, AuditReportStatus } from '../models/AuditReport';
 import { isUuid } from '../zod';
-import { insertRow, patchById } from '../models/AppModel';
+import { insertRow, patchLoaded } from '../models/AppModel';
 
 export interface AuditReportInput {
   reason: (typeof AUDIT_REPORT_REASONS)[number];
@@ -96,13 +96,18 @@ export async function reviewAuditReport(
     if (!report) throw notFound('audit report');
     const status = review.status ?? report.status;
     const now = new Date();
-    const updated = await patchById(AuditReport, trx, report.id, {
-      status,
-      ...(review.resolution_notes !== undefined ? { resolution_notes: review.resolution_notes } : {}),
-      reviewed_by: by.actorId,
-      reviewed_at: now,
-      updated_at: now,
-    });
+    const updated = await patchLoaded(
+      report,
+      trx,
+      {
+        status,
+        ...(review.resolution_notes !== undefined ? { resolution_notes: review.resolution_notes } : {}),
+        reviewed_by: by.actorId,
+        reviewed_at: now,
+        updated_at: now,
+      },
+      'audit report',
+    );
     const event = await AuditEvent.query(trx)
       .patchAndFetchById(report.audit_event_id, { is_reported: reportedWhile(status) })
       .select('event_type', 'created_at');

@@ -5,7 +5,7 @@ import { Device } from '../models/Device';
 import { insertGrouped } from '../groupedInsert';
 import { authorize, Principal, subjects } from '../policies';
 import { invalidateTrackerLinks, TrackerLinkServices } from './trackerLinks';
-import { insertRow, patchById, patchLoaded } from '../models/AppModel';
+import { insertRow, patchFound, patchLoaded } from '../models/AppModel';
 
 /** Device fields of POST/PATCH /v1/devices. */
 export interface DeviceInput {
@@ -47,9 +47,7 @@ export async function saveDevice(
   if (id === null && typeof input.api_key_id !== 'string') return insertGrouped(Device, services.db, fields);
   if (id !== null && input.api_key_id === undefined) {
     // A change that leaves the tracker key alone: one UPDATE … RETURNING, no lock, no transaction.
-    const updated = await patchById(Device, services.db, id, fields);
-    if (!updated) throw notFound('device');
-    return updated;
+    return patchFound(Device, services.db, id, fields, 'device');
   }
   // A key taken as unchanged that another change moved before the lock: the save runs again from
   // the start, now as a change of key (locked and checked), rather than answering an error.

@@ -7,7 +7,7 @@ import { IntegrationPlatform, platformEnabled } from '../integrations/platforms'
 import { GrantRejected, streamClient, TokenRejected } from '../integrations/streamClient';
 import { BotStatus, Integration } from '../models/Integration';
 import { tokenColumns, unsealToken } from './integrationTokens';
-import { deleteById, insertRow, patchById, patchLoaded } from '../models/AppModel';
+import { deleteById, insertRow, patchLoaded } from '../models/AppModel';
 
 /**
  * Connecting, disconnecting and configuring stream-platform integrations (spec §4.25). The OAuth
@@ -157,7 +157,5 @@ export async function disconnectIntegration(ctx: Ctx, integration: Integration, 
 
 /** Sets the stream bot's status for the integration (spec §3: any of the three states, from any). */
 export async function setBotStatus(ctx: Ctx, integration: Integration, status: BotStatus): Promise<Integration> {
-  const row = await patchById(Integration, ctx.db, integration.id, { bot_status: status });
-  if (!row) throw notFound('integration');
-  return row;
+  return patchLoaded(integration, ctx.db, { bot_status: status }, 'integration');
 }

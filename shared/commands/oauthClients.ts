@@ -9,7 +9,7 @@ import { OAuthClient } from '../models/OAuthClient';
 import { grantStillAllowed } from '../policies';
 import { clientTokenInvalidation } from '../queries/oauth';
 import { AccessServices, invalidateCredentials } from './accessChanges';
-import { deleteById, insertRow, patchById } from '../models/AppModel';
+import { deleteById, insertRow, patchLoaded } from '../models/AppModel';
 
 /**
  * OAuth client applications (spec §4.19). Who may act on a client is decided by the caller through
@@ -122,7 +122,7 @@ export async function updateOAuthClient(
   const fields = Object.keys(patch);
   if (changes.client_type === 'public') patch.client_secret_hash = null;
   return transaction(services.db, async (trx) => {
-    const c = await patchById(OAuthClient, trx, client.id, patch);
+    const c = await patchLoaded(client, trx, patch, 'oauth client');
     await recordAuditEvent(clientEvent(by, c, 'client_updated', { fields }), trx);
     if (changes.allowed_scopes !== undefined) await narrowClientGrants(trx, client.id, c.allowed_scopes);
     if (changes.is_active !== undefined || changes.allowed_scopes !== undefined) {
@@ -137,7 +137,8 @@ export async function regenerateClientSecret(db: Knex, client: OAuthClient, by: 
   if (client.client_type !== 'confidential') throw badRequest('public clients have no client secret');
   const secret = randomToken(OAUTH_CLIENT_SECRET_PREFIX, 32);
   await transaction(db, async (trx) => {
-    await patchById(OAuthClient, trx, client.id, { client_secret_hash: sha256(secret) });
+    // Deleted since the route loaded it: 404, not a secret for a client that is gone.
+    await patchLoaded(client, trx, { client_secret_hash: sha256(secret) }, 'oauth client');
     await recordAuditEvent(clientEvent(by, client, 'client_secret_regenerated'), trx);
   });
   return secret;

@@ -1,7 +1,7 @@
 import type { Attribution } from '../audit';
 import type { ServiceContext } from '../context';
 import { Platform } from '../models/Platform';
-import { patchById } from '../models/AppModel';
+import { patchLoaded } from '../models/AppModel';
 
 /**
  * Switches sign-in through a platform on or off: a disabled platform refuses new sign-ins and
@@ -13,7 +13,7 @@ export async function setPlatformEnabled(
   enabled: boolean,
   by: Attribution,
 ): Promise<Platform> {
-  const updated = await patchById(Platform, ctx.db, platform.id, { enabled });
+  const updated = await patchLoaded(platform, ctx.db, { enabled }, 'platform');
   ctx.logger.info({ platform: platform.slug, enabled, by: by.actorId }, 'platform sign-in toggled');
   return updated;
 }

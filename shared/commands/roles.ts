@@ -8,7 +8,7 @@ import { reachesAccountScope } from '../policies';
 import { roleHasPermission, roleHolders, snapshotUserAccess } from '../queries/access';
 import { AccessServices, invalidateCredentials, publishAccessChanges } from './accessChanges';
 import { keepAnAdministrator, roleGrantsEverything } from './lastAdministrator';
-import { deleteById, insertRow, patchById } from '../models/AppModel';
+import { deleteById, insertRow, patchLoaded } from '../models/AppModel';
 
 /**
  * Roles and permissions (spec §4.21). Who may do what is decided by the caller through
@@ -72,13 +72,13 @@ export async function updateRole(services: AccessServices, role: Role, patch: Pa
   const renamed = patch.name !== undefined && patch.name !== role.name;
   if (renamed && (await nameTaken(services.db, patch.name!, role.id))) throw conflict('a role with this name exists');
   if (!renamed) {
-    const updated = await patchById(Role, services.db, role.id, patch);
+    const updated = await patchLoaded(role, services.db, patch, 'role');
     if (patch.description !== undefined && patch.description !== role.description)
       await invalidateCredentials(services, { all: true });
     return updated;
   }
   let updated!: Role;
-  await changeRoleAccess(services, role, async (trx) => void (updated = await patchById(Role, trx, role.id, patch)), {
+  await changeRoleAccess(services, role, async (trx) => void (updated = await patchLoaded(role, trx, patch, 'role')), {
     rolePermissionsChanged: false,
   });
   return updated;

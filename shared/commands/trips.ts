@@ -12,7 +12,7 @@ import { insertGrouped } from '../groupedInsert';
 import { findOr404 } from '../rowLoader';
 import { forgetDeletedGps, GpsDeleteDeps } from './gpsPoints';
 import { canDeleteTrip, transitionPatch } from '../domain/tripStatus';
-import { deleteById, patchById, patchLoaded } from '../models/AppModel';
+import { deleteById, patchFound, patchLoaded } from '../models/AppModel';
 
 /** The partial unique index of the tracking migration: one active GPS-logging trip per device. */
 const ACTIVE_GPS_TRIP_INDEX = 'trips_one_active_gps_logging_per_device';
@@ -84,9 +84,7 @@ export async function updateTrip(
     const { latitude: _lat, longitude: _lon, ...fields } = patch;
     const changes = defined(fields);
     if (Object.keys(changes).length === 0) return findOr404(Trip, id, 'trip');
-    const updated = await patchById(Trip, services.db, id, changes);
-    if (!updated) throw notFound('trip');
-    return updated;
+    return patchFound(Trip, services.db, id, changes, 'trip');
   }
   return transaction(services.db, async (trx) => {
     const trip = await Trip.query(trx).findById(id).forUpdate();

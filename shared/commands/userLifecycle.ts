@@ -10,7 +10,7 @@ import { afterCommit, transaction } from '../db';
 import { invalidateCredentials } from './accessChanges';
 import { holdsEverything, keepAnAdministrator } from './lastAdministrator';
 import { announceSessionsRevoked, deleteUserSessions } from './sessions';
-import { insertRow, patchById } from '../models/AppModel';
+import { insertRow, patchFound } from '../models/AppModel';
 
 const now = () => new Date().toISOString();
 
@@ -88,10 +88,13 @@ export async function unbanUser(ctx: ServiceContext, userId: string, actor: Attr
     await trx('users').where('id', userId).forUpdate().first('id');
     const active = await findActiveBan(trx, userId);
     if (!active) throw notFound('active ban');
-    const ban = await patchById(Ban, trx, active.id, {
-      unbanned_at: new Date(),
-      unbanned_by: actor.actorId,
-    });
+    const ban = await patchFound(
+      Ban,
+      trx,
+      active.id,
+      { unbanned_at: new Date(), unbanned_by: actor.actorId },
+      'active ban',
+    );
     await recordAuditEvent(
       attributed(actor, {
         user_id: userId,

@@ -19,7 +19,7 @@ import {
   userAccounts,
   usernameTaken,
 } from '../queries/users';
-import { insertRow, patchById } from '../models/AppModel';
+import { insertRow, patchFound } from '../models/AppModel';
 
 // Kept for importers outside the accounts area (shared/commands/oauthSignin.ts, api/routes/platforms.ts,
 // api/routes/bans.ts, scripts/cli.ts); new code imports from shared/queries/users and shared/domain/accounts.
@@ -205,7 +205,7 @@ export async function updateUser(
     if (changes.avatars_enabled === false)
       await PlatformAccount.query(trx).patch({ avatar_url: null }).where('user_id', userId);
     // Always patched (even with account-only changes) so updated_at moves.
-    const updated = await patchById(User, trx, userId, changes);
+    const updated = await patchFound(User, trx, userId, changes, 'user');
     const fields = Object.keys(body).filter((k) => (body as Record<string, unknown>)[k] !== undefined);
     await recordAuditEvent(
       attributed(by, {
@@ -232,7 +232,7 @@ export async function changeUsername(
     const current = await User.query(trx).findById(userId).whereNull('deleted_at');
     if (!current) throw notFound('user');
     if (await usernameTaken(trx, username, userId)) throw conflict('username is already taken');
-    const updated = await patchById(User, trx, userId, { username });
+    const updated = await patchFound(User, trx, userId, { username }, 'user');
     await recordAuditEvent(
       attributed(by, {
         user_id: userId,
@@ -255,5 +255,6 @@ export async function setPreferredLocale(ctx: ServiceContext, userId: string, lo
     const allowed = (await supportedLocales(ctx.db, ctx.config)).map((l) => l.toLowerCase());
     if (!allowed.includes(locale)) throw badRequest(`locale: must be one of ${allowed.join(', ')} or null`);
   }
-  return patchById(User, ctx.db, userId, { preferred_locale: locale });
+  // Purged since the read above: 404.
+  return patchFound(User, ctx.db, userId, { preferred_locale: locale }, 'user');
 }

@@ -97,21 +97,24 @@ function written(row: Record<string, unknown>): string[] {
  * table and column list and sent as `UPDATE … RETURNING *` with its bindings. objection's builder
  * (its operations, hooks and a knex compile on every call) cost more of a PATCH's CPU than the
  * round trip; this is the write fast path every update by id takes (README "Hot paths").
- * Undefined when no row has that id (typed as the model, as objection types patchAndFetchById:
- * callers that may miss check). A patch holding raw SQL or a subquery goes through objection.
+ * Undefined when no row has that id, and typed so: objection types patchAndFetchById as the model,
+ * and callers that took a row loaded before the write for granted answered a 500 when a concurrent
+ * DELETE removed it in between (found by the race34 audit). A write to a row the caller found
+ * goes through `patchFound` or `patchLoaded` (a 404). A patch holding raw SQL or a subquery goes
+ * through objection.
  */
 export async function patchById<M extends AppModel>(
   model: typeof AppModel & (new () => M),
   db: Knex,
   id: string | number,
   patch: PartialModelObject<M>,
-): Promise<M> {
+): Promise<M | undefined> {
   const values = patch as Record<string, unknown>;
   if (!Object.values(values).every(isPlainValue)) {
     const query = model.query(db) as unknown as {
       patchAndFetchById(id: unknown, patch: unknown): PromiseLike<unknown>;
     };
-    return (await query.patchAndFetchById(id, patch)) as M;
+    return (await query.patchAndFetchById(id, patch)) as M | undefined;
   }
   const instance = model.fromJson(values, { patch: true, skipValidation: true }) as M;
   await instance.$beforeUpdate({ patch: true }, {} as QueryContext);
@@ -121,7 +124,23 @@ export async function patchById<M extends AppModel>(
   const { sql, order } = shapeOf(db, 'update', model, columns);
   const bindings = [...order.map((c) => row[c]), id] as Knex.RawBinding[];
   const { rows } = await db.raw<{ rows: object[] }>(sql, bindings);
-  return (rows.length ? model.fromDatabaseJson(rows[0]) : undefined) as M;
+  return rows.length ? (model.fromDatabaseJson(rows[0]) as M) : undefined;
+}
+
+/**
+ * `patchById` of a row the caller found before (a route's findOr404, a read in the command): a
+ * 404 naming `what` when it was deleted meanwhile, as if the request had come after the delete.
+ */
+export async function patchFound<M extends AppModel>(
+  model: typeof AppModel & (new () => M),
+  db: Knex,
+  id: string | number,
+  patch: PartialModelObject<M>,
+  what: string,
+): Promise<M> {
+  const updated = await patchById(model, db, id, patch);
+  if (!updated) throw notFound(what);
+  return updated;
 }
 
 /**
@@ -162,9 +181,7 @@ export async function patchLoaded<M extends AppModel>(
   what: string,
 ): Promise<M> {
   const model = instance.constructor as typeof AppModel & (new () => M);
-  const updated = (await patchById(model, db, instance.$id() as string | number, patch)) as M | undefined;
-  if (!updated) throw notFound(what);
-  return updated;
+  return patchFound(model, db, instance.$id() as string | number, patch, what);
 }
 
 /**
