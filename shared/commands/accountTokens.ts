@@ -20,14 +20,28 @@ export interface IssueTokenInput {
 }
 
 /**
+ * Serialises, until the transaction ends, the issuers of one purpose's tokens for one user (or, for
+ * registrations, one address). Each drops the open tokens before it inserts its own; two at once
+ * each missed the other's uncommitted token, and every superseded link kept working (an older
+ * email change or a second email sign-in for one account: the race34 audit). Key space 5 of the
+ * two-key advisory locks. Only issuers take it, first in their transaction, and nothing waits for
+ * it while holding something else (a claim never takes it): it adds no deadlock.
+ */
+async function lockTokenIssuance(trx: Knex.Transaction, purpose: AccountTokenPurpose, subject: string): Promise<void> {
+  await trx.raw('SELECT pg_advisory_xact_lock(5, hashtext(?))', [`${purpose}:${subject}`]);
+}
+
+/**
  * Creates a one-time token and returns it in clear once (only its hash is stored). Earlier open
  * tokens of the same purpose for the same user (or, for registrations, the same address) are
- * dropped, so only the newest email's link works.
+ * dropped, so only the newest email's link works, also when the requests came at once.
  */
 export async function issueAccountToken(
-  trx: Knex | Knex.Transaction,
+  trx: Knex.Transaction,
   input: IssueTokenInput,
 ): Promise<{ token: string; row: AccountToken }> {
+  const subject = input.userId ?? input.email;
+  if (subject) await lockTokenIssuance(trx, input.purpose, subject);
   const open = AccountToken.query(trx).where('purpose', input.purpose).whereNull('used_at');
   if (input.userId) await open.where('user_id', input.userId).delete();
   else if (input.email) await open.whereNull('user_id').where('email', input.email).delete();

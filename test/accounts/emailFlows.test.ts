@@ -3,6 +3,7 @@ import { createSession } from '../../shared/commands/sessions';
 import { createUser } from '../helpers/factories';
 import { listenPushes } from '../helpers/pushes';
 import { tokenOf } from '../helpers/mailbox';
+import { lockWaiters } from '../helpers/wait';
 import { freshEmail, sentOutboxRow, useAccountsStack } from '../helpers/accounts';
 
 const { stack, mailbox } = useAccountsStack(test);
@@ -23,6 +24,65 @@ async function providerUser(tag: string) {
     platformSlug: 'github',
   });
   return { id: r.body.data.id as string, email: r.body.data.email as string, token };
+}
+
+/**
+ * Sends `requests` while the test holds `userId`'s row locked, until all of them wait on a lock
+ * (the row, or one they take themselves), then lets them go on together: requests of one user
+ * lined up to run at once. Serial tests only (ava runs them before the others), so that the
+ * waiters counted are these requests.
+ */
+async function atOnce<R>(userId: string, requests: Array<() => Promise<R>>): Promise<R[]> {
+  const s = stack();
+  const trx = await s.db.transaction();
+  try {
+    await trx('users').where('id', userId).forUpdate().first('id');
+    const pending = Promise.all(requests.map((send) => send()));
+    await lockWaiters(s.db, requests.length);
+    await trx.commit();
+    return await pending;
+  } finally {
+    if (!trx.isCompleted()) await trx.rollback();
+  }
+}
+
+for (const flow of [
+  { name: 'email change', request: 'email/request-change', pending: 'email/pending', verify: 'email/verify' },
+  { name: 'email link', request: 'email-link/request', pending: 'email-link/pending', verify: 'email-link/verify' },
+]) {
+  test.serial(`${flow.name}: of two requests sent at once only the newest one's token works`, async (t) => {
+    const s = stack();
+    const user = flow.name === 'email change' ? await createUser(s.db) : await providerUser('both');
+    const addresses = [freshEmail('race1'), freshEmail('race2')];
+    const asked = await atOnce(
+      user.id,
+      addresses.map(
+        (email) => () =>
+          s.request('POST', `/v1/users/${user.id}/${flow.request}`, {
+            token: user.token,
+            body: flow.name === 'email change' ? { email } : { email, password: 'linked-password' },
+          }),
+      ),
+    );
+    t.deepEqual(
+      asked.map((r) => r.status),
+      [200, 200],
+      asked.map((r) => r.text).join(),
+    );
+    const pending = await s.request('GET', `/v1/users/${user.id}/${flow.pending}`, { token: user.token });
+    const newest = pending.body.new_email ?? pending.body.email;
+    t.true(addresses.includes(newest), pending.text);
+    const [replaced] = addresses.filter((a) => a !== newest);
+    const verify = async (address: string) =>
+      s.request('POST', `/v1/users/${flow.verify}`, {
+        token: user.token,
+        body: { token: tokenOf(await mailbox().waitFor(address)) },
+      });
+    const old = await verify(replaced);
+    t.is(old.status, 400, `the replaced request's token: ${old.text}`);
+    t.is(old.body.message, 'invalid or expired token');
+    t.is((await verify(newest)).status, 200);
+  });
 }
 
 test('email change: request → pending → mail to the new address → verify → address changed, push, login with the new address', async (t) => {
