@@ -8,6 +8,7 @@ import type { AccountToken, AccountTokenPurpose } from '../models/AccountToken';
 import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
 import { claimAccountToken, issueAccountToken } from './accountTokens';
+import { peekAccountToken } from '../queries/accountTokens';
 import { hashPassword } from '../domain/passwords';
 import { attributed, Attribution, recordAuditEvent } from '../audit';
 import { afterCommit, transaction } from '../db';
@@ -40,9 +41,22 @@ async function liveUser(db: Knex, userId: string): Promise<User> {
   return user;
 }
 
-/** A token's user must still be live; a token of a deleted account is as unusable as any other (400, not 404). */
-async function tokenUser(db: Knex, userId: string): Promise<void> {
-  if (!(await User.query(db).findById(userId).whereNull('deleted_at').select('id'))) throw badRequest(INVALID_TOKEN);
+/**
+ * Locks what using an emailed token changes, before the token is claimed: the address it gives
+ * (email change, email link), then the user's row, in the order of every writer of a user's
+ * addresses and sign-ins (the sign-ins and cancelDeletion take the address before the user row),
+ * and the token last, as its issuers and a purge reach the tokens after the user. The user's row
+ * makes the checks of the account's sign-ins and their write one step: two links verified at once
+ * gave one user two email sign-ins (the race34 audit). A token of a deleted account is as unusable
+ * as any other (400, not 404). Returns the user.
+ */
+async function lockTokenUser(trx: Knex.Transaction, token: AccountToken): Promise<User> {
+  const email = token.purpose === 'email_change' ? token.payload.new_email : token.payload.email;
+  if ((token.purpose === 'email_change' || token.purpose === 'email_link') && typeof email === 'string')
+    await lockEmailAddress(trx, email);
+  const user = await User.query(trx).findById(token.user_id!).whereNull('deleted_at').forUpdate();
+  if (!user) throw badRequest(INVALID_TOKEN);
+  return user;
 }
 
 /**
@@ -107,7 +121,10 @@ export async function requestEmailChange(
   return { expiresAt };
 }
 
-/** Applies a claimed email_change token inside `trx`; 409 when the address was taken meanwhile. */
+/**
+ * Applies a claimed email_change token inside `trx` (its address and user locked by
+ * lockTokenUser); 409 when the address was taken meanwhile.
+ */
 async function applyEmailChange(
   trx: Knex.Transaction,
   token: AccountToken,
@@ -115,8 +132,6 @@ async function applyEmailChange(
 ): Promise<{ userId: string; email: string }> {
   const userId = token.user_id!;
   const email = String(token.payload.new_email);
-  await tokenUser(trx, userId);
-  await lockEmailAddress(trx, email);
   if (await emailInUse(trx, email, userId)) throw conflict('email is already in use');
   const account = await findEmailAccount(trx, userId);
   if (!account) throw badRequest(INVALID_TOKEN);
@@ -175,24 +190,26 @@ export async function requestEmailLink(
   return { expiresAt };
 }
 
-/** Applies a claimed email_link token inside `trx`: creates the email platform account. */
+/**
+ * Applies a claimed email_link token inside `trx` (its address and `user` locked by
+ * lockTokenUser): creates the email platform account; 409 when the user has one already.
+ */
 async function applyEmailLink(
   trx: Knex.Transaction,
   token: AccountToken,
+  user: User,
   meta: EmailRequest,
 ): Promise<{ userId: string; platformAccountId: string }> {
   const userId = token.user_id!;
   const email = String(token.payload.email);
-  await tokenUser(trx, userId);
   if (await findEmailAccount(trx, userId)) throw conflict('this account already has an email sign-in');
-  await lockEmailAddress(trx, email);
   if (await emailInUse(trx, email, userId)) throw conflict('email is already in use');
   const platform = await emailPlatform(trx);
   const account = await addPlatformAccount(trx, userId, {
     platformId: platform.id,
     platformUserId: email,
     isOauth: false,
-    username: (await User.query(trx).findById(userId))!.username,
+    username: user.username,
     email,
     passwordHash: String(token.payload.password_hash),
     emailVerifiedAt: new Date(),
@@ -324,11 +341,15 @@ export async function useEmailToken(
   meta: EmailRequest,
 ): Promise<UsedEmailToken> {
   return transaction(ctx.db, async (trx) => {
+    const found = await peekAccountToken(trx, token, purposes);
+    if (!found?.user_id) throw badRequest(INVALID_TOKEN);
+    const user = await lockTokenUser(trx, found);
+    // Claimed after the locks: a token a newer request replaced while this one waited is gone (400).
     const row = await claimAccountToken(trx, token, purposes);
     if (!row) throw badRequest(INVALID_TOKEN);
     let result: { userId: string; email?: string; platformAccountId?: string };
     if (row.purpose === 'email_change') result = await applyEmailChange(trx, row, meta);
-    else if (row.purpose === 'email_link') result = await applyEmailLink(trx, row, meta);
+    else if (row.purpose === 'email_link') result = await applyEmailLink(trx, row, user, meta);
     else result = await applyEmailVerification(trx, row);
     afterCommit(trx, () => announceEmailVerified(ctx, result));
     return { purpose: row.purpose, ...result };

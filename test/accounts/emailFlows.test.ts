@@ -1,5 +1,6 @@
 import test from 'ava';
 import { createSession } from '../../shared/commands/sessions';
+import { randomToken, sha256 } from '../../shared/crypto';
 import { createUser } from '../helpers/factories';
 import { listenPushes } from '../helpers/pushes';
 import { tokenOf } from '../helpers/mailbox';
@@ -84,6 +85,39 @@ for (const flow of [
     t.is((await verify(newest)).status, 200);
   });
 }
+
+test.serial('email link: two link tokens used at once give the account one email sign-in, the other 409', async (t) => {
+  const s = stack();
+  const prov = await providerUser('twice');
+  // Two live link tokens of one user, as parallel requests left them before they were serialised.
+  const tokens = [randomToken('', 32), randomToken('', 32)];
+  await s.db('account_tokens').insert(
+    tokens.map((token) => {
+      const email = freshEmail('twice');
+      return {
+        token_hash: sha256(token),
+        purpose: 'email_link',
+        user_id: prov.id,
+        email,
+        payload: { email, password_hash: 'not-a-hash' },
+        expires_at: new Date(Date.now() + 3600_000),
+      };
+    }),
+  );
+  const used = await atOnce(
+    prov.id,
+    tokens.map(
+      (token) => () => s.request('POST', '/v1/users/email-link/verify', { token: prov.token, body: { token } }),
+    ),
+  );
+  t.deepEqual(used.map((r) => r.status).sort(), [200, 409], used.map((r) => r.text).join());
+  t.is(used.find((r) => r.status === 409)?.body.message, 'this account already has an email sign-in');
+  const emailAccounts = await s
+    .db('platform_accounts')
+    .join('platforms', 'platforms.id', 'platform_accounts.platform_id')
+    .where({ 'platform_accounts.user_id': prov.id, 'platforms.slug': 'email' });
+  t.is(emailAccounts.length, 1);
+});
 
 test('email change: request → pending → mail to the new address → verify → address changed, push, login with the new address', async (t) => {
   const s = stack();
