@@ -1,6 +1,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
+import type { ExecutionContext } from 'ava';
+import { Stack, useStack } from './stack';
 
 /**
  * A local stand-in for a Twitch-compatible stream platform, speaking the wire formats of
@@ -314,5 +316,35 @@ export function fakeUser(overrides: Partial<FakeUser> = {}): FakeUser {
     subscribers: 0,
     stream: null,
     ...overrides,
+  };
+}
+
+/**
+ * A file's stack configured for a fake stream platform started before it (and closed after):
+ * `stack()` and `fake()` for the tests. `env` adds settings of the file's own.
+ */
+export function useStreamPlatformStack(
+  test: {
+    before: (fn: (t: ExecutionContext) => Promise<void>) => void;
+    after: { always: (fn: () => Promise<void>) => void };
+  },
+  env: Record<string, string> = {},
+): { stack: () => Stack; fake: () => FakeStreamPlatform } {
+  let fake: FakeStreamPlatform | undefined;
+  const settings: Record<string, string> = { STREAM_TIMEOUT_MS: '2000', RATE_LIMIT_ANONYMOUS: '100000', ...env };
+  test.before(async () => {
+    fake = await startFakeStreamPlatform();
+    Object.assign(settings, fake.env);
+  });
+  const stack = useStack(test, { env: settings });
+  test.after.always(async () => {
+    await fake?.close();
+  });
+  return {
+    stack,
+    fake: () => {
+      if (!fake) throw new Error('fake stream platform not started');
+      return fake;
+    },
   };
 }

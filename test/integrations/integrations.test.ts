@@ -3,8 +3,7 @@ import { unsealToken } from '../../shared/commands/integrationTokens';
 import { sha256 } from '../../shared/crypto';
 import { redisKey, RedisKeys } from '../../shared/redis';
 import { createKey, createUser, TestUser } from '../helpers/factories';
-import { FakeStreamPlatform, FakeUser, fakeUser, startFakeStreamPlatform } from '../helpers/fakeStreamPlatform';
-import { useStack } from '../helpers/stack';
+import { FakeUser, fakeUser, useStreamPlatformStack } from '../helpers/fakeStreamPlatform';
 
 /**
  * Stream-platform integrations (spec §4.25) against a local Twitch-compatible platform: the OAuth
@@ -13,16 +12,7 @@ import { useStack } from '../helpers/stack';
  * timeout, and the scheduled refresh.
  */
 
-let fake: FakeStreamPlatform;
-const env: Record<string, string> = { STREAM_TIMEOUT_MS: '2000', RATE_LIMIT_ANONYMOUS: '100000' };
-test.before(async () => {
-  fake = await startFakeStreamPlatform();
-  Object.assign(env, fake.env);
-});
-const stack = useStack(test, { env });
-test.after.always(async () => {
-  await fake?.close();
-});
+const { stack, fake } = useStreamPlatformStack(test);
 
 const REDIRECT = 'https://app.example.test/integrations/done?tab=stream';
 
@@ -52,7 +42,7 @@ async function call(method: string, path: string, opts: { token?: string; body?:
 
 function platformUser(overrides: Partial<FakeUser> = {}): FakeUser {
   const u = fakeUser(overrides);
-  fake.users.set(u.id, u);
+  fake().users.set(u.id, u);
   return u;
 }
 
@@ -60,8 +50,8 @@ function platformUser(overrides: Partial<FakeUser> = {}): FakeUser {
 async function connect(user: TestUser, pu: FakeUser, body: Record<string, unknown> = { redirect_uri: REDIRECT }) {
   const started = await call('POST', '/v1/integrations/platform/stream/connect', { token: user.token, body });
   if (started.status !== 200) throw new Error(`connect: ${started.status} ${started.text}`);
-  fake.consentingUser = pu.id;
-  const consent = await fake.consent(started.body.authorization_url);
+  fake().consentingUser = pu.id;
+  const consent = await fake().consent(started.body.authorization_url);
   const callbackPath = `${consent.location.pathname}?${consent.location.searchParams.toString()}`;
   const cb = await call('GET', callbackPath);
   return { started: started.body, consent, callbackPath, cb, redirect: cb.location ? new URL(cb.location) : null };
@@ -105,8 +95,8 @@ test.serial('connect → consent → callback creates the integration; tokens se
   const { started, consent, cb, redirect } = await connect(u, pu, { redirect_uri: REDIRECT, scopes: ['chat:read'] });
 
   const auth = new URL(started.authorization_url);
-  t.is(`${auth.origin}${auth.pathname}`, `${fake.authUrl}/authorize`);
-  t.is(auth.searchParams.get('client_id'), fake.clientId);
+  t.is(`${auth.origin}${auth.pathname}`, `${fake().authUrl}/authorize`);
+  t.is(auth.searchParams.get('client_id'), fake().clientId);
   t.is(auth.searchParams.get('response_type'), 'code');
   t.is(auth.searchParams.get('state'), started.state);
   t.is(auth.searchParams.get('redirect_uri'), `${s.config.appUrl}/v1/integrations/callback/stream`);
@@ -145,12 +135,12 @@ test.serial('connect → consent → callback creates the integration; tokens se
 
   const row = await s.db('integrations').where('id', id).first();
   const access = unseal(row.access_token_sealed);
-  t.true(fake.accessTokens.has(access));
-  t.true(fake.refreshTokens.has(unseal(row.refresh_token_sealed)));
+  t.true(fake().accessTokens.has(access));
+  t.true(fake().refreshTokens.has(unseal(row.refresh_token_sealed)));
   const dump = JSON.stringify(row);
-  for (const tok of fake.issued) t.false(dump.includes(tok), 'a token in clear in the database');
+  for (const tok of fake().issued) t.false(dump.includes(tok), 'a token in clear in the database');
   const expiresIn = (new Date(row.token_expires_at).getTime() - Date.now()) / 1000;
-  t.true(expiresIn > fake.expiresIn - 60 && expiresIn <= fake.expiresIn);
+  t.true(expiresIn > fake().expiresIn - 60 && expiresIn <= fake().expiresIn);
 
   const audit = await s.db('audit_events').where({ resource_id: id, event_type: 'account_linked' }).first();
   t.is(audit?.user_id, u.id);
@@ -199,8 +189,8 @@ test.serial(
       token: u.token,
       body: { redirect_uri: REDIRECT },
     });
-    fake.consentingUser = platformUser().id;
-    const c = await fake.consent(started.body.authorization_url);
+    fake().consentingUser = platformUser().id;
+    const c = await fake().consent(started.body.authorization_url);
     t.is((await call('GET', `/v1/integrations/callback/other?code=${c.code}&state=${c.state}`)).status, 400);
     t.is((await call('GET', `/v1/integrations/callback/stream?code=${c.code}&state=${c.state}`)).status, 400);
 
@@ -213,7 +203,7 @@ test.serial(
     const ttl = await s.redis.ttl(key);
     t.true(ttl > 590 && ttl <= 600, `ttl ${ttl}`);
     await s.redis.del(key);
-    const l = await fake.consent(late.body.authorization_url);
+    const l = await fake().consent(late.body.authorization_url);
     t.is((await call('GET', `/v1/integrations/callback/stream?code=${l.code}&state=${l.state}`)).status, 400);
 
     // A Bearer credential of another user sent with the callback: refused.
@@ -221,7 +211,7 @@ test.serial(
       token: u.token,
       body: { redirect_uri: REDIRECT },
     });
-    const m = await fake.consent(mine.body.authorization_url);
+    const m = await fake().consent(mine.body.authorization_url);
     const mismatch = await call('GET', `/v1/integrations/callback/stream?code=${m.code}&state=${m.state}`, {
       token: other.token,
     });
@@ -234,8 +224,8 @@ test.serial(
       token: u.token,
       body: { redirect_uri: REDIRECT },
     });
-    fake.consentingUser = platformUser().id;
-    const a = await fake.consent(again.body.authorization_url);
+    fake().consentingUser = platformUser().id;
+    const a = await fake().consent(again.body.authorization_url);
     const ok = await call('GET', `/v1/integrations/callback/stream?code=${a.code}&state=${a.state}`, {
       token: u.token,
     });
@@ -265,8 +255,8 @@ test.serial('callback failures redirect with error and write nothing', async (t)
     token: u.token,
     body: { redirect_uri: REDIRECT },
   });
-  fake.consentingUser = platformUser().id;
-  await fake.consent(bad.body.authorization_url);
+  fake().consentingUser = platformUser().id;
+  await fake().consent(bad.body.authorization_url);
   const refused = await call('GET', `/v1/integrations/callback/stream?code=not-a-code&state=${bad.body.state}`);
   t.is(refused.status, 302);
   t.is(new URL(refused.location!).searchParams.get('error'), 'invalid_grant');
@@ -276,14 +266,14 @@ test.serial('callback failures redirect with error and write nothing', async (t)
     token: u.token,
     body: { redirect_uri: REDIRECT },
   });
-  const c = await fake.consent(down.body.authorization_url);
-  fake.failWith.set('/oauth2/token', 503);
+  const c = await fake().consent(down.body.authorization_url);
+  fake().failWith.set('/oauth2/token', 503);
   try {
     const r = await call('GET', `/v1/integrations/callback/stream?code=${c.code}&state=${c.state}`);
     t.is(r.status, 302);
     t.is(new URL(r.location!).searchParams.get('error'), 'upstream_error');
   } finally {
-    fake.failWith.clear();
+    fake().failWith.clear();
   }
   t.is(await countFor(u.id), 0);
 });
@@ -332,8 +322,8 @@ test.serial('concurrent callbacks for one platform account: every one redirects,
       token: u.token,
       body: { redirect_uri: REDIRECT },
     });
-    fake.consentingUser = pu.id;
-    const consent = await fake.consent(started.body.authorization_url);
+    fake().consentingUser = pu.id;
+    const consent = await fake().consent(started.body.authorization_url);
     paths.push(`${consent.location.pathname}?${consent.location.searchParams.toString()}`);
   }
   const answers = await Promise.all(paths.map((p) => call('GET', p)));
@@ -391,11 +381,13 @@ test.serial('stats come from the platform: followers, subscribers, live stream',
   });
   t.true(Math.abs(new Date(r.body.stats.updated_at).getTime() - Date.now()) < 10_000);
   // Helix got the token as a Bearer header with the client id, never in a URL.
-  const helix = fake.requests.filter((q) => q.path.startsWith('/helix/'));
-  t.true(helix.every((q) => q.headers['client-id'] === fake.clientId));
-  const urls = fake.requests.map((q) => q.url).join('\n');
+  const helix = fake().requests.filter((q) => q.path.startsWith('/helix/'));
+  t.true(helix.every((q) => q.headers['client-id'] === fake().clientId));
+  const urls = fake()
+    .requests.map((q) => q.url)
+    .join('\n');
   t.false(
-    fake.issued.some((tok) => urls.includes(tok)),
+    fake().issued.some((tok) => urls.includes(tok)),
     'a token in a URL',
   );
 
@@ -410,8 +402,8 @@ test.serial('a token the platform rejects is refreshed once and the call retried
   const pu = platformUser({ followers: 42 });
   const id = await connected(u, pu);
   const before = await s.db('integrations').where('id', id).first();
-  fake.expireAccessTokens();
-  const tokenCalls = () => fake.requests.filter((q) => q.path === '/oauth2/token').length;
+  fake().expireAccessTokens();
+  const tokenCalls = () => fake().requests.filter((q) => q.path === '/oauth2/token').length;
   const n = tokenCalls();
   const r = await call('POST', `/v1/integrations/${id}/stats`, { token: u.token });
   t.is(r.status, 200, r.text);
@@ -420,10 +412,10 @@ test.serial('a token the platform rejects is refreshed once and the call retried
   const after = await s.db('integrations').where('id', id).first();
   t.not(after.access_token_sealed, before.access_token_sealed);
   t.not(after.refresh_token_sealed, before.refresh_token_sealed);
-  t.true(fake.accessTokens.has(unseal(after.access_token_sealed)));
+  t.true(fake().accessTokens.has(unseal(after.access_token_sealed)));
 
   // Rejected again after the refresh: a 502, and only one refresh was tried.
-  fake.failWith.set('/helix/streams', 401);
+  fake().failWith.set('/helix/streams', 401);
   try {
     const m = tokenCalls();
     const again = await call('POST', `/v1/integrations/${id}/stats`, { token: u.token });
@@ -431,7 +423,7 @@ test.serial('a token the platform rejects is refreshed once and the call retried
     t.is(again.body.error, 'BadGateway');
     t.is(tokenCalls(), m + 1);
   } finally {
-    fake.failWith.clear();
+    fake().failWith.clear();
   }
 });
 
@@ -446,14 +438,14 @@ test.serial('refresh rotates the tokens and answers expires_at; a refused refres
   t.true(r.body.success);
   t.is(typeof r.body.message, 'string');
   const exp = (new Date(r.body.expires_at).getTime() - Date.now()) / 1000;
-  t.true(exp > fake.expiresIn - 60 && exp <= fake.expiresIn, `expires in ${exp}`);
-  t.false(fake.refreshTokens.has(oldRefresh));
+  t.true(exp > fake().expiresIn - 60 && exp <= fake().expiresIn, `expires in ${exp}`);
+  t.false(fake().refreshTokens.has(oldRefresh));
   const after = await s.db('integrations').where('id', id).first();
-  t.true(fake.refreshTokens.has(unseal(after.refresh_token_sealed)));
+  t.true(fake().refreshTokens.has(unseal(after.refresh_token_sealed)));
   t.true(new Date(after.last_refreshed_at) >= new Date(before.last_refreshed_at));
 
   // The platform forgot the refresh token (revoked by the user there).
-  fake.refreshTokens.clear();
+  fake().refreshTokens.clear();
   const refused = await call('POST', `/v1/integrations/${id}/refresh`, { token: u.token });
   t.is(refused.status, 502);
   t.regex(refused.body.message, /connect/);
@@ -464,14 +456,14 @@ test.serial('refresh rotates the tokens and answers expires_at; a refused refres
 test.serial('upstream failures and timeouts are 502 {error, message}, never a hang', async (t) => {
   const u = await createUser(stack().db);
   const id = await connected(u, platformUser());
-  fake.failWith.set('/helix/channels/followers', 500);
+  fake().failWith.set('/helix/channels/followers', 500);
   try {
     const r = await call('POST', `/v1/integrations/${id}/stats`, { token: u.token });
     t.is(r.status, 502);
     t.is(r.body.error, 'BadGateway');
     t.regex(r.body.message, /followers/);
   } finally {
-    fake.failWith.clear();
+    fake().failWith.clear();
   }
   // Only a 400 on /subscriptions means "no subscribers to count" (not an affiliate); a 403 is a
   // refusal like any other, not a count of 0.
@@ -479,17 +471,17 @@ test.serial('upstream failures and timeouts are 502 {error, message}, never a ha
     [400, 200],
     [403, 502],
   ] as const) {
-    fake.failWith.set('/helix/subscriptions', status);
+    fake().failWith.set('/helix/subscriptions', status);
     try {
       const r = await call('POST', `/v1/integrations/${id}/stats`, { token: u.token });
       t.is(r.status, expected, `${status} on /subscriptions: ${r.text}`);
       if (expected === 200) t.is(r.body.stats.subscribers, 0);
       else t.regex(r.body.message, /subscriptions/);
     } finally {
-      fake.failWith.clear();
+      fake().failWith.clear();
     }
   }
-  fake.hang.add('/helix/streams');
+  fake().hang.add('/helix/streams');
   try {
     const started = Date.now();
     const r = await call('POST', `/v1/integrations/${id}/stats`, { token: u.token });
@@ -498,14 +490,14 @@ test.serial('upstream failures and timeouts are 502 {error, message}, never a ha
     const elapsed = Date.now() - started;
     t.true(elapsed >= 1900 && elapsed < 10_000, `${elapsed} ms`);
   } finally {
-    fake.hang.clear();
+    fake().hang.clear();
   }
-  fake.hang.add('/oauth2/token');
+  fake().hang.add('/oauth2/token');
   try {
     const r = await call('POST', `/v1/integrations/${id}/refresh`, { token: u.token });
     t.is(r.status, 502);
   } finally {
-    fake.hang.clear();
+    fake().hang.clear();
   }
 });
 
@@ -532,21 +524,23 @@ test.serial('delete revokes the token upstream and removes the integration', asy
   const row = await s.db('integrations').where('id', id).first();
   const access = unseal(row.access_token_sealed);
 
-  fake.failWith.set('/oauth2/revoke', 500);
+  fake().failWith.set('/oauth2/revoke', 500);
   try {
     const failed = await call('DELETE', `/v1/integrations/${id}`, { token: u.token });
     t.is(failed.status, 502);
     t.is((await call('GET', `/v1/integrations/${id}`, { token: u.token })).status, 200);
   } finally {
-    fake.failWith.clear();
+    fake().failWith.clear();
   }
 
   const r = await call('DELETE', `/v1/integrations/${id}`, { token: u.token });
   t.is(r.status, 200);
   t.true(r.body.success);
-  t.true(fake.revoked.includes(access));
-  const revoke = fake.requests.filter((q) => q.path === '/oauth2/revoke').pop()!;
-  t.is(new URLSearchParams(revoke.body).get('client_id'), fake.clientId);
+  t.true(fake().revoked.includes(access));
+  const revoke = fake()
+    .requests.filter((q) => q.path === '/oauth2/revoke')
+    .pop()!;
+  t.is(new URLSearchParams(revoke.body).get('client_id'), fake().clientId);
   t.is((await call('GET', `/v1/integrations/${id}`, { token: u.token })).status, 404);
   t.truthy(await s.db('audit_events').where({ resource_id: id, event_type: 'account_unlinked' }).first());
 });
@@ -568,16 +562,16 @@ test.serial('the scheduled task refreshes tokens that expire soon, and only thos
   const after = await s.db('integrations').whereIn('id', [soon, later]).orderBy('id');
   const byId = (rows: any[], id: string) => rows.find((r) => r.id === id);
   t.not(byId(after, soon).access_token_sealed, byId(before, soon).access_token_sealed);
-  t.true(new Date(byId(after, soon).token_expires_at).getTime() > Date.now() + (fake.expiresIn - 60) * 1000);
+  t.true(new Date(byId(after, soon).token_expires_at).getTime() > Date.now() + (fake().expiresIn - 60) * 1000);
   t.is(byId(after, later).access_token_sealed, byId(before, later).access_token_sealed);
   // The stats keep working with the renewed token without another refresh.
-  const n = fake.requests.filter((q) => q.path === '/oauth2/token').length;
+  const n = fake().requests.filter((q) => q.path === '/oauth2/token').length;
   t.is((await call('POST', `/v1/integrations/${soon}/stats`, { token: u.token })).status, 200);
-  t.is(fake.requests.filter((q) => q.path === '/oauth2/token').length, n);
+  t.is(fake().requests.filter((q) => q.path === '/oauth2/token').length, n);
 });
 
 test.serial('no token the platform issued ever appeared in an answer', (t) => {
-  t.true(fake.issued.length > 10);
+  t.true(fake().issued.length > 10);
   const all = answered.join('\n');
-  for (const tok of fake.issued) t.false(all.includes(tok), 'a platform token in a response');
+  for (const tok of fake().issued) t.false(all.includes(tok), 'a platform token in a response');
 });

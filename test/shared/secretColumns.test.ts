@@ -13,8 +13,7 @@ import { writeAccountEmail } from '../../shared/emails/outbox';
 import { Integration } from '../../shared/models/Integration';
 import { ENCRYPTED_COLUMNS } from '../../shared/secretColumns';
 import { createUser, TestUser } from '../helpers/factories';
-import { FakeStreamPlatform, fakeUser, startFakeStreamPlatform } from '../helpers/fakeStreamPlatform';
-import { useStack } from '../helpers/stack';
+import { fakeUser, useStreamPlatformStack } from '../helpers/fakeStreamPlatform';
 import { enableTwoFactor } from '../twoFactor/helpers';
 
 /**
@@ -25,16 +24,7 @@ import { enableTwoFactor } from '../twoFactor/helpers';
  * local fake platform); the database is then searched for sealed values and sealed-looking columns.
  */
 
-let fake: FakeStreamPlatform;
-const env: Record<string, string> = { STREAM_TIMEOUT_MS: '2000', RATE_LIMIT_ANONYMOUS: '100000' };
-test.before(async () => {
-  fake = await startFakeStreamPlatform();
-  Object.assign(env, fake.env);
-});
-const stack = useStack(test, { env });
-test.after.always(async () => {
-  await fake?.close();
-});
+const { stack, fake } = useStreamPlatformStack(test);
 
 const CLI = path.resolve(__dirname, '../../scripts/cli.js');
 const REDIRECT = 'https://app.example.test/integrations/done';
@@ -45,15 +35,15 @@ const registered = new Set(ENCRYPTED_COLUMNS.map((c) => `${c.table}.${c.column}`
 /** Connects a new platform account for `user` through the given api (connect → consent → callback). */
 async function connectIntegration(url: string, user: TestUser): Promise<string> {
   const pu = fakeUser();
-  fake.users.set(pu.id, pu);
+  fake().users.set(pu.id, pu);
   const started = await fetch(`${url}/v1/integrations/platform/stream/connect`, {
     method: 'POST',
     headers: { authorization: `Bearer ${user.token}`, 'content-type': 'application/json' },
     body: JSON.stringify({ redirect_uri: REDIRECT }),
   });
   if (started.status !== 200) throw new Error(`connect: ${started.status} ${await started.text()}`);
-  fake.consentingUser = pu.id;
-  const consent = await fake.consent(((await started.json()) as any).authorization_url);
+  fake().consentingUser = pu.id;
+  const consent = await fake().consent(((await started.json()) as any).authorization_url);
   const cb = await fetch(`${url}${consent.location.pathname}${consent.location.search}`, { redirect: 'manual' });
   const id = new URL(cb.headers.get('location')!).searchParams.get('integration_id');
   if (!id) throw new Error(`no integration: ${cb.headers.get('location')}`);
@@ -164,7 +154,7 @@ test.serial(
     t.deepEqual(await columnsHolding('^v1:'), [], 'values still in the old format');
     const row = await s.db('integrations').where('id', a).first();
     t.true(sealedWith(row.access_token_sealed, newKey));
-    t.true(fake.accessTokens.has(decryptSecret(row.access_token_sealed, newKey)));
+    t.true(fake().accessTokens.has(decryptSecret(row.access_token_sealed, newKey)));
 
     // Step 4: without SECRETS_KEY_PREVIOUS, the integrations still work.
     await withApi({ SECRETS_KEY: ring.SECRETS_KEY }, async (url) => {
@@ -195,8 +185,8 @@ test.serial('a token refresh that read its row before rotate-secrets re-sealed i
   const stored = await s.db('integrations').where('id', id).first();
   t.is(stored.access_token_sealed, row.access_token_sealed);
   t.true(sealedWith(stored.refresh_token_sealed, newKey));
-  t.is(fake.issued.at(-1), decryptSecret(stored.refresh_token_sealed, newKey), 'the tokens of this refresh are kept');
-  t.true(fake.accessTokens.has(decryptSecret(stored.access_token_sealed, newKey)));
+  t.is(fake().issued.at(-1), decryptSecret(stored.refresh_token_sealed, newKey), 'the tokens of this refresh are kept');
+  t.true(fake().accessTokens.has(decryptSecret(stored.access_token_sealed, newKey)));
   t.false(
     decryptSecret(stored.access_token_sealed, newKey) === decryptSecret(stale!.access_token_sealed, oldKey),
     'the access token was replaced',

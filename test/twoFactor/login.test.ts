@@ -32,6 +32,12 @@ async function userWithPassword(): Promise<TestUser> {
   return u;
 }
 
+/** Signs `u` in with the password: the 2FA challenge token the answer carries. */
+async function challengeFor(u: TestUser): Promise<string> {
+  return (await stack().request('POST', '/v1/auth/login', { body: { email: u.email, password: PASSWORD } })).body
+    .challenge_token;
+}
+
 async function post(url: string, path: string, body: unknown) {
   const r = await fetch(url + path, {
     method: 'POST',
@@ -92,8 +98,7 @@ test.serial('a backup code signs in once', async (t) => {
   const s = stack();
   const u = await userWithPassword();
   const { backupCodes } = await enableTwoFactor(s, u.token);
-  const challenge = async () =>
-    (await s.request('POST', '/v1/auth/login', { body: { email: u.email, password: PASSWORD } })).body.challenge_token;
+  const challenge = async () => await challengeFor(u);
   const first = await s.request('POST', '/v1/auth/2fa/check', {
     body: { challenge_token: await challenge(), code: backupCodes[0] },
   });
@@ -125,9 +130,7 @@ test.serial(
     // A code issued before the change (SHA-256) keeps working, once.
     const legacy = 'hjkm-2345';
     await s.db('two_factor_backup_codes').insert({ user_id: a.id, code_hash: legacyBackupCodeHash(norm(legacy)) });
-    const challenge = async () =>
-      (await s.request('POST', '/v1/auth/login', { body: { email: a.email, password: PASSWORD } })).body
-        .challenge_token;
+    const challenge = async () => await challengeFor(a);
     const first = await s.request('POST', '/v1/auth/2fa/check', {
       body: { challenge_token: await challenge(), code: legacy },
     });
@@ -177,8 +180,7 @@ test.serial('20 parallel wrong guesses: exactly 5 are checked, the rest 429 with
   const s = stack();
   const u = await userWithPassword();
   const { secret } = await enableTwoFactor(s, u.token);
-  const challenge = (await s.request('POST', '/v1/auth/login', { body: { email: u.email, password: PASSWORD } })).body
-    .challenge_token;
+  const challenge = await challengeFor(u);
   const right = codeNow(secret);
   const guesses = Array.from({ length: 20 }, (_, i) => String(100000 + i * 7919)).filter((c) => c !== right);
   const answers = await Promise.all(
@@ -231,8 +233,7 @@ test.serial('a spent challenge spends no code: a second backup code sent with it
   const s = stack();
   const u = await userWithPassword();
   const { backupCodes } = await enableTwoFactor(s, u.token);
-  const challenge = (await s.request('POST', '/v1/auth/login', { body: { email: u.email, password: PASSWORD } })).body
-    .challenge_token;
+  const challenge = await challengeFor(u);
   const unused = async () =>
     Number((await s.db('two_factor_backup_codes').where('user_id', u.id).whereNull('used_at').count({ n: '*' }))[0].n);
   const first = await s.request('POST', '/v1/auth/2fa/check', {
@@ -247,8 +248,7 @@ test.serial('a spent challenge spends no code: a second backup code sent with it
   t.regex(replay.body.message, /^challenge_token: /);
   // Refused before the code was checked: still unused, and usable with a fresh challenge.
   t.is(await unused(), backupCodes.length - 1);
-  const fresh = (await s.request('POST', '/v1/auth/login', { body: { email: u.email, password: PASSWORD } })).body
-    .challenge_token;
+  const fresh = await challengeFor(u);
   const second = await s.request('POST', '/v1/auth/2fa/check', {
     body: { challenge_token: fresh, code: backupCodes[1] },
   });
@@ -259,8 +259,7 @@ test.serial('parallel backup codes on one challenge: one signs in, the others st
   const s = stack();
   const u = await userWithPassword();
   const { backupCodes } = await enableTwoFactor(s, u.token);
-  const challenge = (await s.request('POST', '/v1/auth/login', { body: { email: u.email, password: PASSWORD } })).body
-    .challenge_token;
+  const challenge = await challengeFor(u);
   // Three checks with three different right codes, lined up behind the 2FA row lock so that all
   // of them have passed the spent-challenge check before any commits.
   const trx = await s.db.transaction();
