@@ -42,6 +42,10 @@ export async function issueAccountToken(
 ): Promise<{ token: string; row: AccountToken }> {
   const subject = input.userId ?? input.email;
   if (subject) await lockTokenIssuance(trx, input.purpose, subject);
+  // The user row before the tokens, as useEmailToken takes them (user row, then the claim): the new
+  // row's foreign key would take it only after the DELETE had locked the old token, and a link used
+  // meanwhile held the user and waited for that token (a deadlock, 409).
+  if (input.userId) await trx('users').where('id', input.userId).forKeyShare().first('id');
   const open = AccountToken.query(trx).where('purpose', input.purpose).whereNull('used_at');
   if (input.userId) await open.where('user_id', input.userId).delete();
   else if (input.email) await open.whereNull('user_id').where('email', input.email).delete();

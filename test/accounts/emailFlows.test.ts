@@ -86,6 +86,43 @@ for (const flow of [
   });
 }
 
+test.serial('email change: a link used while a new one is requested: both answer, no deadlock', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const first = freshEmail('first');
+  const asked = await s.request('POST', `/v1/users/${user.id}/email/request-change`, {
+    token: user.token,
+    body: { email: first },
+  });
+  t.is(asked.status, 200, asked.text);
+  const link = tokenOf(await mailbox().waitFor(first));
+  const second = freshEmail('second');
+  // The link's use queues on the user row first, then a new request behind it.
+  const trx = await s.db.transaction();
+  let answers: Array<{ status: number; text: string }>;
+  try {
+    await trx('users').where('id', user.id).forUpdate().first('id');
+    const verify = s.request('POST', '/v1/users/email/verify', { token: user.token, body: { token: link } });
+    await lockWaiters(s.db, 1);
+    const request = s.request('POST', `/v1/users/${user.id}/email/request-change`, {
+      token: user.token,
+      body: { email: second },
+    });
+    await lockWaiters(s.db, 2);
+    await trx.commit();
+    answers = await Promise.all([verify, request]);
+  } finally {
+    if (!trx.isCompleted()) await trx.rollback();
+  }
+  t.deepEqual(
+    answers.map((a) => a.status),
+    [200, 200],
+    answers.map((a) => a.text).join(),
+  );
+  const pending = await s.request('GET', `/v1/users/${user.id}/email/pending`, { token: user.token });
+  t.is(pending.body.new_email, second, 'the new request stands');
+});
+
 test.serial('email link: two link tokens used at once give the account one email sign-in, the other 409', async (t) => {
   const s = stack();
   const prov = await providerUser('twice');
