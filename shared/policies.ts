@@ -172,8 +172,8 @@ export function narrowGrant(granted: PermissionSet, requested: Iterable<string>)
 
 /**
  * The scopes of a stored grant (a token's, a consent's) that a client allowed `allowed` may still
- * ask for (narrowGrant), in their stored order when nothing is cut. Grants are narrowed with the
- * client, never widened back: a scope lost this way needs a new consent.
+ * ask for (narrowGrant), in their stored order when nothing is cut: the client's allowed scopes
+ * are a ceiling over what its users granted, applied where a token is issued or read.
  */
 export function grantStillAllowed(allowed: readonly string[], scopes: readonly string[]): string[] {
   const set = new PermissionSet(allowed);

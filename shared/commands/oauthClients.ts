@@ -6,7 +6,6 @@ import { afterCommit, transaction } from '../db';
 import { badRequest, notFound } from '../errors';
 import type { AuthInvalidation } from '../events';
 import { OAuthClient } from '../models/OAuthClient';
-import { grantStillAllowed } from '../policies';
 import { clientTokenInvalidation } from '../queries/oauth';
 import { AccessServices, invalidateCredentials } from './accessChanges';
 import { deleteById, insertRow, patchLoaded } from '../models/AppModel';
@@ -52,33 +51,6 @@ async function invalidateTokens(services: AccessServices, msg: AuthInvalidation 
   if (msg) await invalidateCredentials(services, msg);
 }
 
-/** The stored grants of a client: its tokens and its users' consents. */
-const GRANT_TABLES = ['oauth_access_tokens', 'oauth_refresh_tokens', 'oauth_consents'] as const;
-
-/**
- * Cuts the stored scopes of the client's unrevoked tokens and consents to what it may still ask
- * for. Narrowing on read alone (loadOAuthTokenEntry) would hand the lost scopes back, without a new
- * consent, to every token and refresh of the grant as soon as the client is widened again. One
- * update per distinct stored scope list: a client's grants share few.
- */
-async function narrowClientGrants(trx: Knex.Transaction, clientId: string, allowed: string[]): Promise<void> {
-  for (const table of GRANT_TABLES) {
-    const lists: Array<{ scopes: string[] }> = await trx(table)
-      .where('client_id', clientId)
-      .whereNull('revoked_at')
-      .distinct('scopes');
-    for (const { scopes } of lists) {
-      const kept = grantStillAllowed(allowed, scopes);
-      if (JSON.stringify(kept) === JSON.stringify(scopes)) continue;
-      await trx(table)
-        .where('client_id', clientId)
-        .whereNull('revoked_at')
-        .where('scopes', JSON.stringify(scopes))
-        .update({ scopes: JSON.stringify(kept) });
-    }
-  }
-}
-
 /**
  * Registers a client owned by `ownerId`; a confidential client gets a secret, returned here only
  * (null for a public client).
@@ -106,8 +78,8 @@ export async function registerOAuthClient(
 
 /**
  * Updates a client. A public client cannot become confidential (400); a confidential one turned
- * public loses its secret. Deactivating it or changing its scopes reaches its live tokens at once;
- * narrowing its scopes narrows its stored grants for good (narrowClientGrants).
+ * public loses its secret. Deactivating it or changing its scopes reaches its live tokens at once:
+ * the allowed scopes are a ceiling over the stored grants, applied where a token is read or issued.
  */
 export async function updateOAuthClient(
   services: AccessServices,
@@ -124,7 +96,6 @@ export async function updateOAuthClient(
   return transaction(services.db, async (trx) => {
     const c = await patchLoaded(client, trx, patch, 'oauth client');
     await recordAuditEvent(clientEvent(by, c, 'client_updated', { fields }), trx);
-    if (changes.allowed_scopes !== undefined) await narrowClientGrants(trx, client.id, c.allowed_scopes);
     if (changes.is_active !== undefined || changes.allowed_scopes !== undefined) {
       afterCommit(trx, async () => invalidateTokens(services, await clientTokenInvalidation(services.db, client.id)));
     }

@@ -23,7 +23,17 @@ import { AccessServices, invalidateCredentials } from './accessChanges';
 
 async function issueTokens(
   trx: Knex.Transaction,
-  t: { clientId: string; userId: string; scopes: string[]; familyId: string; codeId?: string; parentId?: string },
+  t: {
+    clientId: string;
+    userId: string;
+    /** What the user granted: kept by the refresh token. */
+    grant: string[];
+    /** What the access token holds and the answer names: the grant as far as the client may still ask for it. */
+    scopes: string[];
+    familyId: string;
+    codeId?: string;
+    parentId?: string;
+  },
 ): Promise<{ response: TokenResponse; refreshId: string }> {
   const access = randomToken(OAUTH_ACCESS_TOKEN_PREFIX, 32);
   const refresh = randomToken(OAUTH_REFRESH_TOKEN_PREFIX, 32);
@@ -33,7 +43,7 @@ async function issueTokens(
       token_hash: sha256(refresh),
       client_id: t.clientId,
       user_id: t.userId,
-      scopes: JSON.stringify(t.scopes),
+      scopes: JSON.stringify(t.grant),
       family_id: t.familyId,
       authorization_code_id: t.codeId ?? null,
       parent_id: t.parentId ?? null,
@@ -130,6 +140,7 @@ export async function exchangeAuthorizationCode(
     const { response } = await issueTokens(trx, {
       clientId: code.client_id,
       userId: code.user_id,
+      grant: code.scopes,
       // Allowed when the code was issued; the client may have been narrowed since.
       scopes: grantStillAllowed(allowed, code.scopes),
       familyId: randomUUID(),
@@ -199,8 +210,9 @@ export async function refreshAccessToken(
     const issued = await issueTokens(trx, {
       clientId: row.client_id,
       userId: row.user_id,
-      // What the client may still ask for: the answered `scope` describes the token (RFC 6749
-      // §5.1), and a scope the client lost does not come back when it is widened again.
+      // The refresh token keeps the grant; the access token holds what the client may still ask
+      // for, which the answered `scope` describes (RFC 6749 §5.1).
+      grant: scopes,
       scopes: grantStillAllowed(allowed, scopes),
       familyId: row.family_id,
       parentId: row.id,

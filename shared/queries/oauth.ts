@@ -35,15 +35,15 @@ export async function lockActiveConsent(
 }
 
 /**
- * Locks the client row FOR SHARE, first in a transaction that issues tokens for it, and returns its
- * allowed scopes (null when the client is gone). A client deletion (which locks the row, then
+ * Locks the client row FOR KEY SHARE, first in a transaction that issues tokens for it, and returns
+ * its allowed scopes (null when the client is gone). A client deletion (which locks the row, then
  * cascades to codes, tokens and consents) and a grant (which claimed a code or refresh token, then
  * inserted tokens referencing the client) took their locks in opposite orders and deadlocked; now
- * one waits for the other. A change of the client's scopes waits too, so the tokens a grant issues
- * are narrowed by the scopes the client has when they commit (updateOAuthClient narrows the rest).
+ * one waits for the other. A change of the client's scopes does not wait: the scopes a token holds
+ * are narrowed again by the client's current ones wherever it is read (loadOAuthTokenEntry).
  */
 export async function lockClientForGrant(trx: Knex.Transaction, clientId: string): Promise<string[] | null> {
-  const row = await trx('oauth_clients').where('id', clientId).forShare().first('allowed_scopes');
+  const row = await trx('oauth_clients').where('id', clientId).forKeyShare().first('allowed_scopes');
   return row ? (row.allowed_scopes as string[]) : null;
 }
 
