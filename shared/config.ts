@@ -70,8 +70,8 @@ const MAILBOX = /^(?:[^<>@]*<[^<>\s@]+@[^<>\s@]+>|[^<>\s@]+@[^<>\s@]+)$/;
 /** A locale tag as SUPPORTED_LOCALES and the `auth.supported_locales` setting take it: en, pt-BR. */
 export const LOCALE_TAG = /^[a-z]{2,3}(-[A-Za-z0-9]{2,8})*$/;
 
-/** Standard base64 (with padding), nothing else. */
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+/** Base64, standard or URL-safe, padded or not (Node decodes all four), and nothing else. */
+const BASE64 = /^(?:[A-Za-z0-9+/]+|[A-Za-z0-9_-]+)={0,2}$/;
 
 const secretsKey = z
   .string()

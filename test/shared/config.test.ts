@@ -80,6 +80,9 @@ test('good values of the checked variables are accepted', (t) => {
   t.is(loadConfig({ MAIL_FROM: 'ops@example.com' }).mailFrom, 'ops@example.com');
   const key = randomBytes(32);
   t.deepEqual(loadConfig({ SECRETS_KEY: key.toString('base64') }).secretKeys[0], key);
+  // URL-safe and unpadded, as some key generators print it: the same 32 bytes.
+  t.deepEqual(loadConfig({ SECRETS_KEY: key.toString('base64url') }).secretKeys[0], key);
+  t.deepEqual(loadConfig({ SECRETS_KEY_PREVIOUS: key.toString('base64url') }).secretKeys[1], key);
   t.deepEqual(loadConfig({ SUPPORTED_LOCALES: 'en, pt-BR' }).supportedLocales, ['en', 'pt-BR']);
   t.is(loadConfig({ CHAT_CDN_URL: 'https://cdn.example/' }).chat.cdnUrl, 'https://cdn.example');
 });
