@@ -3,6 +3,7 @@ import { oauthSignin, oauthSigninSchema } from '../../shared/commands/oauthSigni
 import { validationError } from '../../shared/errors';
 import { Platform } from '../../shared/models/Platform';
 import { authorize, requireAuthenticated, requireSystem, subjects } from '../../shared/policies';
+import { userIdOfPlatformAccount } from '../../shared/queries/users';
 import { versionedValue } from '../../shared/caches/tableVersions';
 import {
   GqlFlatUserShape,
@@ -143,14 +144,8 @@ export class AccountsResolver {
     // Only an authenticated caller looks at all; whose account it is then decides (a refusal of
     // another user's account and of an unlinked one read the same, so nothing leaks).
     requireAuthenticated(ctx.principal);
-    const row = await ctx.services
-      .db('platform_accounts as pa')
-      .join('platforms as p', 'p.id', 'pa.platform_id')
-      .join('users as u', 'u.id', 'pa.user_id')
-      .where({ 'p.slug': platformSlug, 'pa.platform_user_id': platformUserId })
-      .whereNull('u.deleted_at')
-      .first('pa.user_id');
-    authorize(ctx.principal, 'readAccount', subjects.userLookup(row?.user_id ?? null));
-    return row?.user_id ?? null;
+    const userId = (await userIdOfPlatformAccount(ctx.services.db, platformSlug, platformUserId)) ?? null;
+    authorize(ctx.principal, 'readAccount', subjects.userLookup(userId));
+    return userId;
   }
 }

@@ -371,3 +371,26 @@ export function latestOfUser<M extends Model>(
     return { row: columns[idColumn] == null ? undefined : (model.fromDatabaseJson(columns) as M) };
   };
 }
+
+/** The live users of a turn's platform accounts, keyed `slug\u0000platformUserId`: one statement. */
+const platformAccountUsersInTurn = turnBatcherByDb<string>(async (db, keys) => {
+  const pairs = keys.map((k) => k.split('\u0000'));
+  const { rows } = await db.raw<{ rows: Array<{ slug: string; platform_user_id: string; user_id: string }> }>(
+    `SELECT p.slug, pa.platform_user_id, pa.user_id
+       FROM platform_accounts pa
+       JOIN platforms p ON p.id = pa.platform_id
+       JOIN users u ON u.id = pa.user_id
+      WHERE (p.slug, pa.platform_user_id) IN (SELECT * FROM unnest(?::text[], ?::text[]))
+        AND u.deleted_at IS NULL`,
+    [pairs.map((p) => p[0]), pairs.map((p) => p[1] ?? '')],
+  );
+  return new Map(rows.map((r) => [`${r.slug}\u0000${r.platform_user_id}`, r.user_id]));
+});
+
+/**
+ * The id of the live user a platform account belongs to, or undefined. Lookups of one turn share a
+ * statement: a GraphQL document of many aliased findUserByPlatform fields costs one, not one each.
+ */
+export function userIdOfPlatformAccount(db: Knex, slug: string, platformUserId: string): Promise<string | undefined> {
+  return platformAccountUsersInTurn(db, `${slug}\u0000${platformUserId}`);
+}

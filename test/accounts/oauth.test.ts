@@ -1,6 +1,7 @@
 import test from 'ava';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
+import { statementsOn } from '../helpers/statements';
 
 const stack = useStack(test);
 let n = 0;
@@ -293,6 +294,19 @@ test('GraphQL: platforms (anonymous), oauthSignin (system key only), findUserByP
     ).body.data.findUserByPlatform,
     null,
   );
+  // Aliases share one statement (a document of many lookups held the pool one connection each).
+  const aliases = Array.from(
+    { length: 50 },
+    (_, i) => `a${i}: findUserByPlatform(platformSlug: "github", platformUserId: "${i === 7 ? pid : `none-${i}`}")`,
+  );
+  const many = await statementsOn(s.db, 'platform_accounts', () =>
+    s.request('POST', '/v1/gql', { token: s.systemKey, body: { query: `{ ${aliases.join(' ')} }` } }),
+  );
+  t.falsy(many.result.body.errors, JSON.stringify(many.result.body.errors));
+  t.is(many.result.body.data.a7, ok.body.data.oauthSignin.id);
+  t.is(many.result.body.data.a8, null);
+  // (A few statements, not one each: the gates before a resolver may spread them over some turns.)
+  t.true(many.count <= 5, `${many.count} statements for 50 lookups`);
 });
 
 test('first sign-ins at the same time: one provider account makes one user; one address across providers makes one user', async (t) => {
