@@ -145,8 +145,9 @@ test('chat settings (120/121): get, update global, update guild; permissions cha
   };
   const got = await ask({}, 'g1');
   t.true(got.success);
+  // The same UUID the REST route answers as the settings' id (spec §2 ids are UUIDs).
+  t.is(got.global.id, (await s.db('chat_bot_settings').first('public_id')).public_id);
   t.like(got.global, {
-    id: '1',
     autoSyncEnabled: true,
     syncIntervalSeconds: 3600,
     initialDelaySeconds: 30,
