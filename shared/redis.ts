@@ -277,6 +277,11 @@ export const RedisKeys = {
    * point's id) of a device's points queued for geofence evaluation and not yet evaluated.
    */
   geofencePending: (deviceId: string) => `geofence:pending:${deviceId}`,
+  /**
+   * List: geofence transitions (JSON) the state script confirmed but whose recording failed (the
+   * database refused or was away); the next evaluation records and publishes them first.
+   */
+  geofenceUnrecorded: 'geofence:unrecorded',
 } as const;
 
 /** `prefix + parts.join(':')`: the only way a Redis key or channel name is built. */

@@ -116,8 +116,12 @@ interface Entry {
   latitude: number;
   longitude: number;
   gpsPointId: string;
-  occurredAt: Date;
+  /** ISO 8601: an entry is kept as JSON while its recording waits (RedisKeys.geofenceUnrecorded). */
+  occurredAt: string;
 }
+
+/** Transitions whose recording failed, taken back by one evaluation at a time, this many at once. */
+const UNRECORDED_CHUNK = 500;
 
 /** What evaluation needs from its process. */
 type EvaluateDeps = { db: Knex; redis: Redis; bus: EventBus; config: Pick<Config, 'redisPrefix'>; logger: Logger };
@@ -188,10 +192,10 @@ export async function markGeofencePending(
  */
 export async function evaluateGeofences(deps: EvaluateDeps, gpsPointIds: string[]): Promise<GeofenceEventData[]> {
   if (gpsPointIds.length === 0) return [];
+  const events: GeofenceEventData[] = await recordKept(deps);
   let own = await loadPoints(deps.db, gpsPointIds);
-  if (own.length === 0) return [];
+  if (own.length === 0) return events;
   const index = await activeFenceIndex(deps.db);
-  const events: GeofenceEventData[] = [];
   while (own.length) {
     // Per track, the pending points up to the job's newest one (the older ones first, a chunk at a time).
     const newest = new Map<string, string>();
@@ -281,7 +285,7 @@ async function applyInOrder(
         latitude: p.latitude,
         longitude: p.longitude,
         gpsPointId: p.id,
-        occurredAt: p.timestamp,
+        occurredAt: (p.timestamp as Date).toISOString(),
       });
     }
   }
@@ -289,6 +293,45 @@ async function applyInOrder(
   const changed = await scripts(deps.redis).geofenceTransitions(keys.length, ...keys, STATE_TTL_SECONDS, ...args);
   if (changed.length === 0) return [];
   const happened = changed.map((i) => entries[i - 1]);
+  const events = await recordOrKeep(deps, happened);
+  if (events.length)
+    deps.logger.debug({ events: events.length, points: points.length }, 'geofence transitions published');
+  return events;
+}
+
+/**
+ * Records transitions the state script confirmed and publishes them. The script has already moved
+ * the state on, so a retry of the job would not find them again: when the database refuses or is
+ * away, they are kept in Redis (RedisKeys.geofenceUnrecorded) before the job fails, and the next
+ * evaluation, this job's retry or any other, records them first.
+ */
+async function recordOrKeep(deps: EvaluateDeps, happened: Entry[]): Promise<GeofenceEventData[]> {
+  try {
+    return await recordTransitions(deps, happened);
+  } catch (err) {
+    await deps.redis.rpush(unrecordedKey(deps.config), ...happened.map((e) => JSON.stringify(e)));
+    throw err;
+  }
+}
+
+const unrecordedKey = (config: Pick<Config, 'redisPrefix'>) => redisKey(config, RedisKeys.geofenceUnrecorded);
+
+/** Records (and publishes) the transitions an earlier evaluation could not, oldest first. */
+async function recordKept(deps: EvaluateDeps): Promise<GeofenceEventData[]> {
+  const kept = await deps.redis.lpop(unrecordedKey(deps.config), UNRECORDED_CHUNK);
+  if (!kept?.length) return [];
+  const entries = kept.map((raw) => JSON.parse(raw) as Entry);
+  try {
+    return await recordTransitions(deps, entries);
+  } catch (err) {
+    // Back at the head, in order, for the next evaluation.
+    await deps.redis.lpush(unrecordedKey(deps.config), ...kept.reverse());
+    throw err;
+  }
+}
+
+/** Inserts transitions into geofence_events and publishes them; one statement, then one publish. */
+async function recordTransitions(deps: EvaluateDeps, happened: Entry[]): Promise<GeofenceEventData[]> {
   // Recorded only for fences that still exist (one deleted meanwhile takes its history with it).
   const { rows } = await deps.db.raw<{ rows: Array<{ geofence_id: string }> }>(
     `INSERT INTO geofence_events (geofence_id, device_id, event, distance_km, latitude, longitude, gps_point_id, occurred_at)
@@ -307,7 +350,7 @@ async function applyInOrder(
           latitude: e.latitude,
           longitude: e.longitude,
           gps_point_id: e.gpsPointId,
-          occurred_at: e.occurredAt.toISOString(),
+          occurred_at: e.occurredAt,
         })),
       ),
     ],
@@ -320,7 +363,5 @@ async function applyInOrder(
     pushes.push({ channel: 'geofence', message }, { channel: `geofence:${data.geofence_id}`, message });
   }
   await deps.bus.publishMany(pushes);
-  if (events.length)
-    deps.logger.debug({ events: events.length, points: points.length }, 'geofence transitions published');
   return events;
 }

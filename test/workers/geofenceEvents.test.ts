@@ -177,3 +177,48 @@ test('without min_dwell_seconds a change counts at once; a deleted fence stops e
     l.close();
   }
 });
+
+test.serial('a transition whose recording failed is recorded and pushed by the retry, once', async (t) => {
+  const s = stack();
+  const { developer } = await users();
+  const l = await listen(s);
+  // The next insert into geofence_events fails once (a sequence is not rolled back with it).
+  const seq = `gf_fail_${randomUUID().slice(0, 8)}`;
+  await s.db.raw(`CREATE SEQUENCE ${seq}`);
+  await s.db.raw(`CREATE FUNCTION ${seq}() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN IF nextval('${seq}') = 1 THEN RAISE EXCEPTION 'injected failure'; END IF; RETURN NEW; END $$`);
+  await s.db.raw(`CREATE TRIGGER ${seq} BEFORE INSERT ON geofence_events FOR EACH ROW EXECUTE FUNCTION ${seq}()`);
+  try {
+    const g = await make(s, developer.token, '/v1/geofences', {
+      name: 'Flaky',
+      latitude: 12.5,
+      longitude: -70.0,
+      radius_km: 2,
+    });
+    const device = `flaky-${randomUUID().slice(0, 8)}`;
+    await make(
+      s,
+      developer.token,
+      '/v1/gps',
+      gpsBody({ device_id: device, latitude: 12.5, longitude: -70.0, timestamp: nowSeconds() }),
+    );
+    // The job fails once (the state already moved on) and its retry, a second later, records it.
+    await eventually(() => l.received.some((m) => m.data.geofence_id === g.id), 15_000);
+    await drained(s);
+    t.is(Number((await s.db.raw(`SELECT last_value FROM ${seq}`)).rows[0].last_value) >= 2, true, 'it did fail once');
+    const rows = await s.db('geofence_events').where('geofence_id', g.id);
+    t.deepEqual(
+      rows.map((r) => r.event),
+      ['enter'],
+    );
+    t.deepEqual(
+      l.received.filter((m) => m.data.geofence_id === g.id && m.channel === 'geofence').map((m) => m.data.event),
+      ['enter'],
+    );
+  } finally {
+    l.close();
+    await s.db.raw(`DROP TRIGGER IF EXISTS ${seq} ON geofence_events`);
+    await s.db.raw(`DROP FUNCTION IF EXISTS ${seq}()`);
+    await s.db.raw(`DROP SEQUENCE IF EXISTS ${seq}`);
+  }
+});
