@@ -1,4 +1,7 @@
 import test from 'ava';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { eventually } from '../helpers/wait';
 import { createLogger } from '../../shared/logger';
 import { PdfRenderer } from '../../workers/export/pdfRenderer';
 import { pdfText } from './archive';
@@ -28,5 +31,40 @@ test('one browser and reused pages for every render, at most EXPORT_PDF_MAX_PAGE
     for (const [i, pdf] of pdfs.entries()) t.true((await pdfText(pdf)).includes(`render number ${i}`));
   } finally {
     await renderer.close();
+  }
+});
+
+test('a worker killed outright takes its Chromium with it', async (t) => {
+  // A process that starts the renderer, renders once and prints Chromium's pid, then waits.
+  const renderer = path.resolve(__dirname, '../../workers/export/pdfRenderer.js');
+  const logger = path.resolve(__dirname, '../../shared/logger.js');
+  const script = `
+    const { PdfRenderer } = require(${JSON.stringify(renderer)});
+    const { createLogger } = require(${JSON.stringify(logger)});
+    const r = new PdfRenderer({ executablePath: ${JSON.stringify(process.env.CHROMIUM_PATH || '/usr/bin/chromium')}, maxPages: 1, logger: createLogger('test', 'silent') });
+    r.on('launch', (b) => process.stdout.write('chromium ' + b.process().pid + '\\n'));
+    r.render('<p>x</p>').then(() => setInterval(() => {}, 1000));`;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => (out += c));
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  let pid = 0;
+  try {
+    await eventually(() => /chromium (\d+)/.test(out), 30_000);
+    pid = Number(/chromium (\d+)/.exec(out)![1]);
+    t.true(alive(pid));
+    child.kill('SIGKILL');
+    await eventually(() => !alive(pid), 10_000);
+    t.false(alive(pid));
+  } finally {
+    child.kill('SIGKILL');
+    if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
   }
 });

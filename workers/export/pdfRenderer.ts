@@ -45,6 +45,9 @@ export class PdfRenderer extends EventEmitter {
       .launch({
         executablePath: this.opts.executablePath,
         headless: true,
+        // Commands over a pipe instead of a WebSocket: a worker killed outright (SIGKILL, OOM) closes
+        // the pipe, and Chromium exits with it. Over a socket it kept running, ~470 MB each time.
+        pipe: true,
         // As root (containers, CI) Chromium needs --no-sandbox; the pages only ever hold our own escaped HTML.
         args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--disable-extensions'],
         handleSIGINT: false,
