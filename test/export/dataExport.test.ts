@@ -3,6 +3,7 @@ import { createSession } from '../../shared/commands/sessions';
 import { hashPassword } from '../../shared/domain/passwords';
 import { iso } from '../../shared/presenters/iso';
 import { QueueName } from '../../shared/queues';
+import { REPORT_LIST_LIMIT } from '../../workers/export/documents';
 import { formatDate } from '../../workers/export/i18n';
 import { sharedPdfRenderer } from '../../workers/export/pdfRenderer';
 import { createKey, createOAuthToken, createUser } from '../helpers/factories';
@@ -337,6 +338,28 @@ test('two parallel exports of one user run one job and both receive its archive'
   // A later export is a new job.
   t.is((await download(`${s.url}/v1/user/export`, user.token)).status, 200);
   t.is((await completedJobs(user.id)).length, 2);
+});
+
+test('a list longer than the report prints: its first entries, how many more, and all of them in data.json', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const extra = 40;
+  // Sessions beyond the report's limit, written straight to the table (each one's token is never used).
+  await s.db('sessions').insert(
+    Array.from({ length: REPORT_LIST_LIMIT + extra }, (_, i) => ({
+      user_id: user.id,
+      token_hash: `bulk-${user.id}-${i}`,
+      expires_at: new Date(Date.now() + 3600_000),
+    })),
+  );
+  const res = await download(`${s.url}/v1/user/export`, user.token);
+  t.is(res.status, 200, res.body.toString());
+  const files = await unzip(res.body);
+  const data = JSON.parse(files.get('data.json')!.toString());
+  t.true(data.sessions.length > REPORT_LIST_LIMIT, `${data.sessions.length} sessions in data.json`);
+  const text = await pdfText(files.get('report.pdf')!);
+  const more = data.sessions.length - REPORT_LIST_LIMIT;
+  t.true(text.replace(/\s+/g, ' ').includes(`and ${more} more, in data.json`), text.slice(-400));
 });
 
 test('the hourly limit answers 429 with Retry-After, counted atomically across parallel requests', async (t) => {

@@ -16,6 +16,13 @@ export const SECTION_ORDER: SectionName[] = [
   'sessions',
 ];
 
+/**
+ * Entries of one list the report prints; data.json holds them all. Chromium lays out a table per
+ * entry: a user with thousands of sessions or keys took longer than the print timeout, on every
+ * retry, and could never export.
+ */
+export const REPORT_LIST_LIMIT = 500;
+
 const escapeHtml = (s: string) =>
   s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
@@ -60,8 +67,13 @@ export function reportHtml(data: DataExport, locale: ExportLocale): string {
     const value = data[name] as unknown;
     let body: string;
     if (Array.isArray(value)) {
+      const shown = value.slice(0, REPORT_LIST_LIMIT);
+      const more = value.length - shown.length;
       body = value.length
-        ? value.map((item) => recordTable(item as Record<string, unknown>, s.fields, locale, t)).join('')
+        ? shown.map((item) => recordTable(item as Record<string, unknown>, s.fields, locale, t)).join('') +
+          (more > 0
+            ? `<p class="none">${escapeHtml(t.moreInData(new Intl.NumberFormat(locale).format(more)))}</p>`
+            : '')
         : `<p class="none">${escapeHtml(t.none)}</p>`;
     } else body = recordTable(value as Record<string, unknown>, s.fields, locale, t);
     parts.push(`<section><h2>${escapeHtml(s.title)}</h2><p class="intro">${escapeHtml(s.intro)}</p>${body}</section>`);

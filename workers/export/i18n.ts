@@ -36,6 +36,8 @@ export interface ExportTexts {
   filesHeading: string;
   fieldsHeading: string;
   privacyNote: string;
+  /** Below a list the report cut short: how many entries more data.json holds. */
+  moreInData: (count: string) => string;
   sections: Record<SectionName, SectionText>;
 }
 
@@ -52,10 +54,11 @@ const en: ExportTexts = {
   filesHeading: 'Files',
   files: {
     dataJson: 'data.json: all data in machine-readable form (JSON, UTF-8). Times are ISO 8601 in UTC.',
-    reportPdf: 'report.pdf: the same data as a readable report.',
+    reportPdf: 'report.pdf: the same data as a readable report (of a long list, its first 500 entries).',
     readmeTxt: 'README.txt: this file: what the files and fields mean.',
   },
   fieldsHeading: 'Sections and fields of data.json',
+  moreInData: (count) => `… and ${count} more, in data.json (which holds every entry).`,
   privacyNote:
     'For your security the export never contains passwords, full API keys, session tokens, two-factor secrets or ' +
     'client secrets, nor hashes of them. IP addresses of sessions are partly masked.',
@@ -229,10 +232,11 @@ const de: ExportTexts = {
   filesHeading: 'Dateien',
   files: {
     dataJson: 'data.json: alle Daten in maschinenlesbarer Form (JSON, UTF-8). Zeitangaben nach ISO 8601 in UTC.',
-    reportPdf: 'report.pdf: dieselben Daten als lesbarer Bericht.',
+    reportPdf: 'report.pdf: dieselben Daten als lesbarer Bericht (von einer langen Liste die ersten 500 Einträge).',
     readmeTxt: 'README.txt: diese Datei: was die Dateien und Felder bedeuten.',
   },
   fieldsHeading: 'Abschnitte und Felder von data.json',
+  moreInData: (count) => `… und ${count} weitere, in data.json (dort sind alle Einträge enthalten).`,
   privacyNote:
     'Zu Ihrer Sicherheit enthält der Export nie Passwörter, vollständige API-Schlüssel, Sitzungstoken, ' +
     'Zwei-Faktor-Geheimnisse oder Client-Geheimnisse, auch keine Hashes davon. IP-Adressen von Sitzungen sind teilweise maskiert.',
