@@ -210,6 +210,17 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export const isUuid = (v: unknown): v is string => typeof v === 'string' && UUID.test(v);
 
 /**
+ * An ISO 8601 date-time with `Z` or an offset. zod's own check takes any two-digit offset
+ * (`+25:00`, `-99:99`), which no Date can hold: such a value reached the database as an invalid
+ * date and came back as a 400 that named no field. The value must also be a real instant.
+ */
+export const zDateTime = (message = 'must be an ISO 8601 date-time') =>
+  z
+    .string()
+    .datetime({ offset: true, message })
+    .refine((v) => !Number.isNaN(Date.parse(v)), message);
+
+/**
  * A UUID path or body field; malformed values are a 400 naming the field. Lower-cased: PostgreSQL
  * compares uuids regardless of case, but everything keyed by id in the service does not (cached
  * credentials, invalidations, `user:<id>` channels, self checks), and a ban sent with an

@@ -2,7 +2,7 @@ import { Arg, Ctx, Field, Int, Mutation, ObjectType, Resolver } from 'type-graph
 import { deleteGpsData } from '../../shared/commands/gpsPoints';
 import { badRequest, validationError } from '../../shared/errors';
 import { authorizePermission } from '../../shared/policies';
-import { z } from '../../shared/zod';
+import { z, zDateTime } from '../../shared/zod';
 import type { GqlContext } from './context';
 
 /**
@@ -11,7 +11,7 @@ import type { GqlContext } from './context';
  */
 const deleteArgs = z.object({
   deviceId: z.string().trim().min(1, 'must not be empty').max(100).nullish(),
-  before: z.string().datetime({ offset: true, message: 'must be an ISO 8601 date-time' }).nullish(),
+  before: zDateTime().nullish(),
 });
 
 @ObjectType({ simpleResolvers: true, description: 'Outcome of deleteGpsData' })

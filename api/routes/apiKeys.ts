@@ -28,17 +28,13 @@ import { apiKeyRoles, loadApiKeyRoleAccess } from '../../shared/queries/access';
 import { apiKeySchema, issuedApiKeySchema, presentApiKey, presentIssuedApiKey } from '../../shared/presenters/apiKey';
 import { presentRole, roleSchema } from '../../shared/presenters/role';
 import { findOr404 } from '../../shared/rowLoader';
-import { emptyPatch, z, zList, zScope, zUuid } from '../../shared/zod';
+import { emptyPatch, z, zDateTime, zList, zScope, zUuid } from '../../shared/zod';
 import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
 import { AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 
 const zScopes = () => zList(zScope(), { max: 200 }).transform((s) => [...new Set(s)]);
-const zFutureDate = () =>
-  z
-    .string()
-    .datetime({ offset: true, message: 'must be an ISO 8601 date-time' })
-    .refine((v) => new Date(v).getTime() > Date.now(), 'must be in the future');
+const zFutureDate = () => zDateTime().refine((v) => new Date(v).getTime() > Date.now(), 'must be in the future');
 
 const idParam = z.object({ id: zUuid() });
 const keyRolesBody = listSchema(roleSchema);

@@ -3,7 +3,7 @@ import { createInternalSession, endSession } from '../../shared/commands/session
 import { notFound } from '../../shared/errors';
 import { internalSessionSchema, presentInternalSession } from '../../shared/presenters/session';
 import { findSessionByToken } from '../../shared/queries/sessions';
-import { z, zUuid } from '../../shared/zod';
+import { z, zDateTime, zUuid } from '../../shared/zod';
 import { headerText } from '../params';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
@@ -29,7 +29,7 @@ export function sessionRoutes(router: Router<AppState, { services: ApiServices }
         'used platform account: the one POST /v1/users/oauth has just signed in with.',
       body: z.object({
         userId: zUuid(),
-        expires: z.string().datetime({ offset: true, message: 'must be an ISO 8601 date-time' }),
+        expires: zDateTime(),
         provider: z
           .string()
           .regex(/^[a-z0-9_-]{1,64}$/, 'must be a platform slug')

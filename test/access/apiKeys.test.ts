@@ -73,6 +73,13 @@ test('create: 201 with the key shown once, stored as sha256 with its prefix; aud
     400,
   );
   t.is((await s.request('POST', '/v1/api-keys', { body: { name: 'x' } })).status, 401);
+  // An offset no clock has (zod's date-time check takes any two digits): named, never "invalid value".
+  const offset = await s.request('POST', '/v1/api-keys', {
+    token: user.token,
+    body: { name: 'x', expires_at: '2099-01-01T00:00:00+25:00' },
+  });
+  t.is(offset.status, 400);
+  t.regex(offset.body.message, /^expires_at: must be an ISO 8601 date-time/);
 });
 
 test('scope escalation is refused with 403; super admins are exempt', async (t) => {
