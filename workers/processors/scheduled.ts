@@ -69,6 +69,9 @@ export const scheduledProcessor: Processor<'scheduled'> = async (job, ctx) => {
   const task = scheduledTasks[job.data.task];
   if (!task) throw new Error(`unknown scheduled task ${job.data.task}`);
   const result = await task(ctx);
-  ctx.logger.info({ task: job.data.task, ...result }, 'scheduled task done');
+  // At info only when it did something: the frequent ticks (chat auto-sync every 15 s, also when it
+  // is switched off) would otherwise write thousands of lines a day that say nothing.
+  const did = Object.values(result ?? {}).some((v) => (typeof v === 'number' ? v > 0 : Boolean(v)));
+  ctx.logger[did ? 'info' : 'debug']({ task: job.data.task, ...result }, 'scheduled task done');
   return result;
 };
