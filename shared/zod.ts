@@ -218,7 +218,9 @@ export const zDateTime = (message = 'must be an ISO 8601 date-time') =>
   z
     .string()
     .datetime({ offset: true, message })
-    .refine((v) => !Number.isNaN(Date.parse(v)), message);
+    // Only for a value the format check passed: one problem per field, not two.
+    .refine((v) => !ISO_DATE_TIME.safeParse(v).success || !Number.isNaN(Date.parse(v)), message);
+const ISO_DATE_TIME = z.string().datetime({ offset: true });
 
 /**
  * A UUID path or body field; malformed values are a 400 naming the field. Lower-cased: PostgreSQL
