@@ -88,7 +88,11 @@ test('a posted point raises the latest-point cache once, not again when the rela
   const owner = await createUser(s.db, { roles: ['role_developer'] });
   const device = `relayed-${Date.now()}`;
   const deviceKey = redisKey(s.config, RedisKeys.gpsLatestDevice(device));
-  const source = new Redis(s.config.redisUrl);
+  // No ready check, and the source connected first: MONITOR echoes every client's commands, and
+  // one echoed while the monitoring connection still awaited its own INFO reply was taken for that
+  // reply (ioredis "Command queue state error"; it failed the test and held its worker open).
+  const source = new Redis(s.config.redisUrl, { enableReadyCheck: false });
+  await source.ping();
   const monitor = await source.monitor();
   const scriptCalls: string[][] = [];
   monitor.on('monitor', (_time: string, args: string[]) => {
