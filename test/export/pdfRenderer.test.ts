@@ -1,6 +1,7 @@
 import test from 'ava';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
+import { processAlive } from '../helpers/processes';
 import { eventually } from '../helpers/wait';
 import { createLogger } from '../../shared/logger';
 import { PdfRenderer } from '../../workers/export/pdfRenderer';
@@ -47,24 +48,16 @@ test('a worker killed outright takes its Chromium with it', async (t) => {
   const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   child.stdout.on('data', (c: Buffer) => (out += c));
-  const alive = (pid: number) => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
   let pid = 0;
   try {
     await eventually(() => /chromium (\d+)/.test(out), 30_000);
     pid = Number(/chromium (\d+)/.exec(out)![1]);
-    t.true(alive(pid));
+    t.true(processAlive(pid));
     child.kill('SIGKILL');
-    await eventually(() => !alive(pid), 10_000);
-    t.false(alive(pid));
+    await eventually(() => !processAlive(pid), 10_000);
+    t.false(processAlive(pid));
   } finally {
     child.kill('SIGKILL');
-    if (pid && alive(pid)) process.kill(pid, 'SIGKILL');
+    if (pid && processAlive(pid)) process.kill(pid, 'SIGKILL');
   }
 });

@@ -110,3 +110,13 @@ export function freePort(): Promise<number> {
     probe.on('error', reject);
   });
 }
+
+/** Whether a process (or, for a negative pid, any process of that group) is alive. */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { freePort } from '../helpers/processes';
+import { freePort, processAlive } from '../helpers/processes';
 import { useStack } from '../helpers/stack';
 import { sleep } from '../helpers/wait';
 
@@ -12,16 +12,6 @@ import { sleep } from '../helpers/wait';
 // private PM2 home.
 const stack = useStack(test);
 const root = path.resolve(__dirname, '../../..');
-
-/** Whether a process (or, for a negative pid, any process of that group) is alive. */
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 test('npm start: SIGTERM to npm alone drains the whole fleet, and nothing is left running', async (t) => {
   const s = stack();
@@ -57,15 +47,15 @@ test('npm start: SIGTERM to npm alone drains the whole fleet, and nothing is lef
     for (const name of ['api', 'workers', 'realtime'])
       t.regex(out, new RegExp(`"name":"${name}".*"msg":"${name} drained"`), `${name} drained`);
     // Every process of the fleet has exited: none was orphaned by a shell between npm and pm2-runtime.
-    for (let i = 0; alive(-npm.pid!) && i < 50; i++) await sleep(100);
-    t.false(alive(-npm.pid!), 'processes of npm start are still running');
+    for (let i = 0; processAlive(-npm.pid!) && i < 50; i++) await sleep(100);
+    t.false(processAlive(-npm.pid!), 'processes of npm start are still running');
     const refused = await fetch(`http://127.0.0.1:${port}/health`).then(
       () => false,
       () => true,
     );
     t.true(refused, 'the api still answers');
   } finally {
-    if (alive(-npm.pid!)) process.kill(-npm.pid!, 'SIGKILL');
+    if (processAlive(-npm.pid!)) process.kill(-npm.pid!, 'SIGKILL');
     rmSync(home, { recursive: true, force: true });
   }
 });
