@@ -1,4 +1,4 @@
-import { haversineKm } from '../geo';
+import { EARTH_RADIUS_KM, haversineKm } from '../geo';
 
 export interface IndexedFence {
   id: string;
@@ -14,7 +14,11 @@ export interface IndexedFence {
 const CELL_DEG = 0.25;
 /** A fence whose bounding box covers more cells than this is checked for every point instead. */
 const MAX_CELLS_PER_FENCE = 256;
-const KM_PER_DEG_LAT = 111.32;
+/** Degrees of arc per km on the sphere the exact test (haversineKm) measures on. */
+const DEG_PER_KM = 180 / (Math.PI * EARTH_RADIUS_KM);
+/** Slack added to the box, so that rounding never leaves out a point the exact test counts. */
+const BOX_PAD_DEG = 1e-9;
+const rad = (deg: number) => (deg * Math.PI) / 180;
 
 const cellOf = (deg: number) => Math.floor(deg / CELL_DEG);
 const cellKey = (row: number, col: number) => row * 4096 + col;
@@ -40,9 +44,13 @@ export class GeofenceIndex {
 
   private add(f: IndexedFence): void {
     this.byId.set(f.id, f);
-    const dLat = f.radius_km / KM_PER_DEG_LAT;
-    const cos = Math.cos((Math.min(89.9, Math.abs(f.latitude) + dLat) * Math.PI) / 180);
-    const dLng = f.radius_km / (KM_PER_DEG_LAT * Math.max(cos, 1e-6));
+    // The circle's bounding box on the sphere: its angular radius north and south, and east and
+    // west the widest longitude it reaches, asin(sin δ / cos φ) (a fence around a pole reaches
+    // every longitude: north or south of the poles below sends it to the short list).
+    const delta = f.radius_km * DEG_PER_KM;
+    const dLat = delta + BOX_PAD_DEG;
+    const reach = Math.sin(rad(Math.min(delta, 90))) / Math.max(Math.cos(rad(f.latitude)), 1e-12);
+    const dLng = reach >= 1 ? 360 : (Math.asin(reach) * 180) / Math.PI + BOX_PAD_DEG;
     const south = f.latitude - dLat;
     const north = f.latitude + dLat;
     const west = f.longitude - dLng;
