@@ -23,7 +23,10 @@ const TAG = ['audit'];
 const oneOf = <T extends readonly [string, ...string[]]>(values: T) =>
   z.enum(values, { errorMap: () => ({ message: `must be one of ${values.join(', ')}` }) });
 
-/** ISO 8601 date or date-time; a bare date as end_date means the end of that day (UTC). */
+/**
+ * ISO 8601 date or date-time; a bare date as end_date means the end of that day, and a date-time
+ * without an offset is UTC too (never the server's own time zone).
+ */
 const ISO_DATE = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/i;
 const zQueryDate = (endOfDay: boolean) =>
   z
@@ -34,10 +37,13 @@ const zQueryDate = (endOfDay: boolean) =>
       const day = new Date(`${v.slice(0, 10)}T00:00:00Z`);
       return Number.isNaN(day.getTime()) || day.toISOString().startsWith(v.slice(0, 10));
     }, 'no such day')
-    .transform((v) => new Date(endOfDay && v.length === 10 ? `${v}T23:59:59.999Z` : v))
+    .transform((v) => {
+      if (v.length === 10) return new Date(`${v}T${endOfDay ? '23:59:59.999' : '00:00:00'}Z`);
+      return new Date(/(z|[+-]\d{2}:?\d{2})$/i.test(v) ? v : `${v}Z`);
+    })
     // Documentation of the refinements above, which the OpenAPI document cannot render.
     .openapi({
-      description: `An ISO 8601 date or date-time (YYYY-MM-DD[Thh:mm[:ss[.fff]][Z|±hh:mm]])${endOfDay ? '; a bare date means the end of that day (UTC)' : ''}`,
+      description: `An ISO 8601 date or date-time (YYYY-MM-DD[Thh:mm[:ss[.fff]][Z|±hh:mm]]), UTC unless it has an offset${endOfDay ? '; a bare date means the end of that day' : ''}. Compared at the millisecond precision events are shown with`,
       pattern: '^\\d{4}-\\d{2}-\\d{2}([Tt]\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?([Zz]|[+-]\\d{2}:?\\d{2})?)?$',
     });
 

@@ -63,7 +63,9 @@ async function filtered(db: Knex, f: AuditFilter): Promise<{ q: Knex.QueryBuilde
   if (f.source_service !== undefined) q.where('source_service', f.source_service);
   if (f.is_reported !== undefined) q.where('is_reported', f.is_reported);
   if (f.start_date) q.where('created_at', '>=', f.start_date);
-  if (f.end_date) q.where('created_at', '<=', f.end_date);
+  // Events are shown to the millisecond and stored to the microsecond: an end bound includes its
+  // whole millisecond, so the created_at of an event, passed back as end_date, finds that event.
+  if (f.end_date) q.where('created_at', '<', new Date(f.end_date.getTime() + 1));
   if (f.user_search !== undefined) whereUserSearch(q, f.user_search);
   return { q };
 }

@@ -142,6 +142,48 @@ test('/v1/admin/audit: every filter', async (t) => {
   t.is(await mine('event_type=login&start_date=2026-01-02&end_date=2026-01-06'), 2);
 });
 
+test.serial(
+  '/v1/admin/audit date bounds: millisecond precision, UTC without an offset whatever the time zone',
+  async (t) => {
+    await seed();
+    const s = stack();
+    const user = await createUser(s.db);
+    // Stored to the microsecond, shown to the millisecond.
+    await s.db('audit_events').insert({
+      user_id: user.id,
+      event_type: 'login',
+      status: 'success',
+      source_service: 'api',
+      metadata: '{}',
+      created_at: '2026-01-09T10:00:00.262799Z',
+    });
+    const count = async (q: string) => {
+      const r = await get(`/v1/admin/audit?user_id=${user.id}&${q}`);
+      t.is(r.status, 200, r.text);
+      return r.body.total_count as number;
+    };
+    const shown = (await get(`/v1/admin/audit?user_id=${user.id}`)).body.events[0].created_at;
+    t.is(shown, '2026-01-09T10:00:00.262Z');
+    t.is(await count(`end_date=${shown}`), 1);
+    t.is(await count(`start_date=${shown}&end_date=${shown}`), 1);
+    t.is(await count('end_date=2026-01-09T10:00:00.261Z'), 0);
+    t.is(await count('start_date=2026-01-09T10:00:00.263Z'), 0);
+    t.is(await count('end_date=2026-01-09'), 1);
+    t.is(await count('start_date=2026-01-10'), 0);
+    const zone = process.env.TZ;
+    process.env.TZ = 'Europe/Berlin';
+    try {
+      t.is(new Date('2026-01-09T10:00:00').toISOString(), '2026-01-09T09:00:00.000Z', 'the zone change took');
+      t.is(await count('start_date=2026-01-09T10:00:00&end_date=2026-01-09T10:00:00.262'), 1);
+      t.is(await count('start_date=2026-01-09T10:00:00.263'), 0);
+      t.is(await count('end_date=2026-01-09T10:00'), 0);
+    } finally {
+      if (zone === undefined) delete process.env.TZ;
+      else process.env.TZ = zone;
+    }
+  },
+);
+
 test('/v1/admin/audit: a user_search matching hundreds of users counts every one of their events', async (t) => {
   await seed();
   const s = stack();
