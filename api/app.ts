@@ -12,12 +12,15 @@ import type { AppState } from './routing';
 import type { ApiServices } from './services';
 
 /**
- * The Koa application: errors (which also compresses answers) → body parsing → authentication (+ system-key allowlist) → rate
- * limiting → credential failures → routes. Every route then runs the chain of api/routing.ts.
+ * The Koa application: errors (which also compresses answers) → authentication (+ system-key allowlist) → rate
+ * limiting → body parsing → credential failures → routes. Every route then runs the chain of api/routing.ts.
  */
 export function createApp(services: ApiServices, schema: GraphQLSchema): Koa<AppState, { services: ApiServices }> {
   const app = new Koa<AppState, { services: ApiServices }>();
-  app.proxy = services.config.trustProxy;
+  // Behind proxies, only the entries they appended to X-Forwarded-For are believed: the leftmost
+  // ones are whatever the client sent, and would choose its own rate-limit and sign-in counters.
+  app.proxy = services.config.trustProxyHops > 0;
+  app.maxIpsCount = services.config.trustProxyHops;
   app.context.services = services;
   app.silent = true;
 
@@ -26,9 +29,11 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): Koa<App
   graphqlRoutes(router, schema, services.config.env === 'production');
 
   app.use(errorHandler(services.logger));
-  app.use(bodyParser());
   app.use(authenticate());
   app.use(rateLimit(services.config));
+  // After the limiter: a malformed body, bad URL or unsupported type is counted, and answered with
+  // the X-RateLimit-* headers, like any other answer of a rate-limited route.
+  app.use(bodyParser());
   app.use(rejectFailedCredentials());
   app.use(queueDashboard(services));
   app.use(router.routes());

@@ -149,7 +149,18 @@ const schema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   PORT: port(3000),
   HOST: host('0.0.0.0'),
-  TRUST_PROXY: z.enum(['true', 'false', '1', '0']).default('false'),
+  // false, true (one proxy), or how many proxies in front append to X-Forwarded-For.
+  TRUST_PROXY: z
+    .string()
+    .default('false')
+    .transform((v, ctx) => {
+      if (v === 'false' || v === '') return 0;
+      if (v === 'true') return 1;
+      const n = Number(v);
+      if (/^\d+$/.test(v) && n <= 10) return n;
+      ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'must be true, false or a number of proxies from 0 to 10' });
+      return z.NEVER;
+    }),
   REALTIME_PORT: port(0),
   REALTIME_HOST: host('127.0.0.1'),
   DATABASE_URL: withDefault(urlOf(['postgres:', 'postgresql:']), 'postgres://postgres:postgres@127.0.0.1:5432/service'),
@@ -235,8 +246,12 @@ export interface Config {
   env: 'development' | 'production' | 'test';
   port: number;
   host: string;
-  /** Trust X-Forwarded-For (behind a reverse proxy). */
-  trustProxy: boolean;
+  /**
+   * Proxies in front of the api that append the address they saw to X-Forwarded-For (0: the header
+   * is ignored). The client's address is the entry that many places from the end: entries further
+   * left were written by the client itself.
+   */
+  trustProxyHops: number;
   /** Internal port of the realtime process; the api forwards /v1/ws upgrades there. */
   realtimePort: number;
   /** Bind address of the realtime process: loopback unless a reverse proxy reaches it directly. */
@@ -350,7 +365,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     env: e.NODE_ENV,
     port: e.PORT,
     host: e.HOST,
-    trustProxy: e.TRUST_PROXY === 'true' || e.TRUST_PROXY === '1',
+    trustProxyHops: e.TRUST_PROXY,
     realtimePort: e.REALTIME_PORT || e.PORT + 1,
     realtimeHost: e.REALTIME_HOST,
     databaseUrl: e.DATABASE_URL,

@@ -30,6 +30,17 @@ test('every window and limit is configurable', (t) => {
   t.is(c.rateLimit.gpsPost.limit, 3);
 });
 
+test('TRUST_PROXY: false, true (one proxy) or a number of proxies', (t) => {
+  t.is(loadConfig({}).trustProxyHops, 0);
+  t.is(loadConfig({ TRUST_PROXY: 'false' }).trustProxyHops, 0);
+  t.is(loadConfig({ TRUST_PROXY: '0' }).trustProxyHops, 0);
+  t.is(loadConfig({ TRUST_PROXY: 'true' }).trustProxyHops, 1);
+  t.is(loadConfig({ TRUST_PROXY: '1' }).trustProxyHops, 1);
+  t.is(loadConfig({ TRUST_PROXY: '2' }).trustProxyHops, 2);
+  for (const v of ['yes', '-1', '1.5', '11'])
+    t.throws(() => loadConfig({ TRUST_PROXY: v }), { instanceOf: ConfigError, message: /TRUST_PROXY/ }, v);
+});
+
 test('bad values are rejected naming the variable', (t) => {
   for (const [name, value] of [
     ['PORT', 'abc'],
