@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { ServiceContext } from '../context';
 import { emailLocale } from '../emails/accountEmails';
 import { writeAccountEmail } from '../emails/outbox';
-import { badRequest, conflict, notFound, tooManyRequests } from '../errors';
+import { badRequest, conflict, notFound, toHttpError, tooManyRequests } from '../errors';
 import { ADDRESS_MAILS_PER_HOUR, claimAddressMail, giveBackAddressMail } from '../caches/mailSlots';
 import type { AccountToken, AccountTokenPurpose } from '../models/AccountToken';
 import { PlatformAccount } from '../models/PlatformAccount';
@@ -75,9 +75,11 @@ async function withMailTo<T>(ctx: ServiceContext, userId: string, email: string,
   try {
     return await write();
   } catch (err) {
-    // Not written (a 503, say): the claim is given back, so the retry is not refused for a mail
-    // that never went out.
-    if (claimed) await giveBackAddressMail(ctx.redis, ctx.config, userId, email);
+    // Not written for the service's own reason (a 503, say): the claim is given back, so the retry
+    // is not refused for a mail that never went out. A refusal of the request itself (the address
+    // is taken: 409) keeps it, so the answer cannot be used to test addresses without bound.
+    if (claimed && (toHttpError(err)?.status ?? 500) >= 500)
+      await giveBackAddressMail(ctx.redis, ctx.config, userId, email);
     throw err;
   }
 }
@@ -97,9 +99,10 @@ export async function requestEmailChange(
   if (!account)
     throw badRequest('this account has no email sign-in; link an email address with /email-link/request instead');
   if (account.email?.toLowerCase() === newEmail) throw badRequest('email: this is already the address of the account');
-  if (await emailInUse(ctx.db, newEmail, userId)) throw conflict('email is already in use');
-  const expiresAt = await withMailTo(ctx, userId, newEmail, () =>
-    transaction(ctx.db, async (trx) => {
+  // Counted like a mail sent (withMailTo): whether an address is taken is told at the same pace.
+  const expiresAt = await withMailTo(ctx, userId, newEmail, async () => {
+    if (await emailInUse(ctx.db, newEmail, userId)) throw conflict('email is already in use');
+    return transaction(ctx.db, async (trx) => {
       afterCommit(trx, () => ctx.outbox.wake());
       const { token, row } = await issueAccountToken(trx, {
         purpose: 'email_change',
@@ -116,8 +119,8 @@ export async function requestEmailChange(
         vars: { expiresAt: row.expires_at, username: user.username, email: newEmail },
       });
       return row.expires_at;
-    }),
-  );
+    });
+  });
   return { expiresAt };
 }
 
@@ -165,10 +168,11 @@ export async function requestEmailLink(
   const user = await liveUser(ctx.db, userId);
   if (await findEmailAccount(ctx.db, userId))
     throw badRequest('this account already has an email sign-in; change its address with /email/request-change');
-  if (await emailInUse(ctx.db, email, userId)) throw conflict('email is already in use');
-  const passwordHash = await hashPassword(password);
-  const expiresAt = await withMailTo(ctx, userId, email, () =>
-    transaction(ctx.db, async (trx) => {
+  // Counted like a mail sent (withMailTo): whether an address is taken is told at the same pace.
+  const expiresAt = await withMailTo(ctx, userId, email, async () => {
+    if (await emailInUse(ctx.db, email, userId)) throw conflict('email is already in use');
+    const passwordHash = await hashPassword(password);
+    return transaction(ctx.db, async (trx) => {
       afterCommit(trx, () => ctx.outbox.wake());
       const { token, row } = await issueAccountToken(trx, {
         purpose: 'email_link',
@@ -185,8 +189,8 @@ export async function requestEmailLink(
         vars: { expiresAt: row.expires_at, username: user.username, email },
       });
       return row.expires_at;
-    }),
-  );
+    });
+  });
   return { expiresAt };
 }
 

@@ -160,3 +160,36 @@ test("mails to an address of the caller's choosing: one per address per minute, 
     ADDRESS_MAILS_PER_HOUR,
   );
 });
+
+test('whether an address is taken is told at the pace of the mails: a 409 uses the allowance too', async (t) => {
+  const s = stack();
+  const u = await registered('prober');
+  const taken = await createUser(s.db);
+  const change = (email: string) =>
+    s.request('POST', `/v1/users/${u.id}/email/request-change`, { token: u.token, body: { email } });
+  const first = await change(taken.email);
+  t.is(first.status, 409, first.text);
+  t.is(first.body.message, 'email is already in use');
+  // The same taken address again within the minute: refused like a second mail to it.
+  t.is((await change(taken.email)).status, 429);
+  // Probing other taken addresses uses up the account's hourly allowance like mails would.
+  for (let i = 1; i < ADDRESS_MAILS_PER_HOUR; i++) {
+    const other = await createUser(s.db);
+    t.is((await change(other.email)).status, 409);
+  }
+  const last = await createUser(s.db);
+  const over = await change(last.email);
+  t.is(over.status, 429, over.text);
+  t.is(over.headers.get('x-ratelimit-limit'), String(ADDRESS_MAILS_PER_HOUR));
+  // Same for the email-link flow.
+  const provider = await createUser(s.db);
+  await s.db('platform_accounts').where('user_id', provider.id).delete();
+  const link = (email: string) =>
+    s.request('POST', `/v1/users/${provider.id}/email-link/request`, {
+      token: provider.token,
+      body: { email, password: 'link-password-1' },
+    });
+  const linkTaken = await createUser(s.db);
+  t.is((await link(linkTaken.email)).status, 409);
+  t.is((await link(linkTaken.email)).status, 429);
+});
