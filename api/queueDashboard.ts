@@ -53,8 +53,11 @@ export function queueDashboard(services: ApiServices): Middleware {
     // Pages and reads need admin:read; the board's actions (every other method) a super admin.
     const reading = ctx.method === 'GET' || ctx.method === 'HEAD' || ctx.method === 'OPTIONS';
     authorize(c.state.principal, reading ? 'view' : 'manage', subjects.queueDashboard());
-    // Bull Board's pages are not ours to cache or frame.
+    // Bull Board's pages are not ours to cache, and no other site may frame them (its buttons
+    // retry and remove jobs with the dashboard's cookie).
     ctx.set('Cache-Control', 'no-store');
+    ctx.set('X-Frame-Options', 'DENY');
+    ctx.set('Content-Security-Policy', "frame-ancestors 'none'");
     if (ctx.path.startsWith(QUEUE_DASHBOARD_API)) await redisAnswers(c.services);
     // The board is given a `next` of its own: whatever runs after it (the router's 404 and 405 with
     // Allow) must run outside Bull Board's error handler, which answers every error with a 500.

@@ -71,8 +71,8 @@ export function noContent(ctx: Context): void {
 }
 
 /**
- * Answers an HTML page (the pages behind email links): never cached (the URL carries a one-time
- * token), never framed or sniffed, no referrer, and the page's own Content-Security-Policy.
+ * Answers an HTML page (the pages behind email links, Swagger UI): never cached (a URL may carry a
+ * one-time token), never framed or sniffed, no referrer, and the page's own Content-Security-Policy.
  */
 export function sendHtml(ctx: Context, html: string | Buffer, contentSecurityPolicy: string): void {
   ctx.set('Content-Security-Policy', contentSecurityPolicy);

@@ -38,7 +38,7 @@ const HTML = `<!doctype html>
 
 /** Scripts, styles and requests only from this origin (fonts and icons of the stylesheet are data: URLs). */
 const CSP =
-  "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'";
+  "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'";
 
 /** GET /v1/graphiql and its assets (outside production only; the caller decides). */
 export function graphiqlRoutes(router: Router<AppState, { services: ApiServices }>): void {

@@ -6,7 +6,7 @@ import { z } from '../../shared/zod';
 import { asyncApiDocument } from '../asyncapiDocument';
 import { reusable } from '../compression';
 import { documentRoute, openApiDocument } from '../openapiSpec';
-import { sendValidatedBytes } from '../responses';
+import { sendHtml, sendValidatedBytes } from '../responses';
 import { sendStaticFile, staticFile } from '../staticFiles';
 import type { AppState } from '../routing';
 import type { ApiServices } from '../services';
@@ -27,13 +27,31 @@ function documentJson(name: string, build: () => unknown): { json: Buffer; etag:
   return doc;
 }
 
+const SWAGGER_INIT =
+  "window.ui = SwaggerUIBundle({ url: '/v1/openapi.json', dom_id: '#ui', validatorUrl: null, deepLinking: true });";
 const SWAGGER_HTML = `<!doctype html>
 <html><head><meta charset="utf-8"><title>Service API</title>
 <link rel="stylesheet" href="/v1/swagger-ui/swagger-ui.css"></head>
 <body><div id="ui"></div>
 <script src="/v1/swagger-ui/swagger-ui-bundle.js"></script>
-<script>window.ui = SwaggerUIBundle({ url: '/v1/openapi.json', dom_id: '#ui', validatorUrl: null, deepLinking: true });</script>
+<script>${SWAGGER_INIT}</script>
 </body></html>`;
+/**
+ * Swagger UI loads only its own bundle (and the one inline start-up script, by its hash), calls only
+ * this origin, and is never framed: a page that sends requests with a token pasted into it is not to
+ * be overlaid by another site.
+ */
+const SWAGGER_CSP = [
+  "default-src 'self'",
+  `script-src 'self' 'sha256-${createHash('sha256').update(SWAGGER_INIT).digest('base64')}'`,
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "font-src 'self' data:",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "base-uri 'none'",
+  "frame-ancestors 'none'",
+].join('; ');
 
 const STATIC_TYPES: Record<string, string> = {
   '.css': 'text/css',
@@ -101,10 +119,7 @@ export function openApiRoutes(router: Router<AppState, { services: ApiServices }
       const doc = documentJson(route, () => build(version));
       sendValidatedBytes(ctx, { etag: doc.etag, type: 'application/json', body: doc.json });
     });
-  router.get('/v1/swagger-ui/', (ctx) => {
-    ctx.type = 'text/html';
-    ctx.body = SWAGGER_HTML;
-  });
+  router.get('/v1/swagger-ui/', (ctx) => sendHtml(ctx, SWAGGER_HTML, SWAGGER_CSP));
   const dist = path.dirname(require.resolve('swagger-ui-dist/package.json'));
   router.get('/v1/swagger-ui/:file', async (ctx) => {
     const file = ctx.params.file;

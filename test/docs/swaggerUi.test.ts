@@ -31,8 +31,17 @@ test('Swagger UI renders every operation in Chromium with no request leaving the
     });
     const errors: string[] = [];
     page.on('pageerror', (e) => errors.push(String(e)));
+    // What the Content-Security-Policy refused (Chromium reports it on the console).
+    const refused: string[] = [];
+    page.on('console', (m) => {
+      if (/Content Security Policy/i.test(m.text())) refused.push(m.text());
+    });
     const res = await page.goto(`${s.url}/v1/swagger-ui/`, { waitUntil: 'networkidle0' });
     t.is(res?.status(), 200);
+    // Never framed by another site; scripts only its own bundle and start-up script.
+    t.is(res?.headers()['x-frame-options'], 'DENY');
+    t.regex(res?.headers()['content-security-policy'] ?? '', /frame-ancestors 'none'/);
+    t.regex(res?.headers()['content-security-policy'] ?? '', /script-src 'self' 'sha256-/);
     await page.waitForSelector('.opblock', { timeout: 30_000 });
     // Swagger UI virtualises long lists (100 or more entries): only the operations near the
     // viewport are in the DOM. Scroll through the whole page and collect every block drawn.
@@ -72,6 +81,7 @@ test('Swagger UI renders every operation in Chromium with no request leaving the
     t.true(local.includes('/v1/swagger-ui/swagger-ui-bundle.js'));
     t.deepEqual(outside, [], 'requests that would have left the machine');
     t.deepEqual(errors, []);
+    t.deepEqual(refused, [], 'nothing the page needs is refused by its policy');
   } finally {
     await browser.close();
   }

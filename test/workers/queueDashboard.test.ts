@@ -47,6 +47,9 @@ test('the queue dashboard: 401 without a credential, 403 without admin:read, 200
   const page = await board('/v1/admin/queues', { token: admin.token });
   t.is(page.status, 200);
   t.regex(page.headers.get('content-type') ?? '', /html/);
+  // No other site may frame the board (its buttons act with the dashboard's cookie).
+  t.is(page.headers.get('x-frame-options'), 'DENY');
+  t.is(page.headers.get('content-security-policy'), "frame-ancestors 'none'");
   const api = await board('/v1/admin/queues/api/queues', { token: admin.token });
   t.is(api.status, 200);
   // Every queue of the registry is on the board.
