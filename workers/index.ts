@@ -4,7 +4,7 @@ import type Redis from 'ioredis';
 import { Config, loadConfigOrExit } from '../shared/config';
 import { listenForConfigChanges } from '../shared/caches/systemConfig';
 import { createContext, ServiceContext } from '../shared/context';
-import { bullPrefix, QueueName, schedules } from '../shared/queues';
+import { bullPrefix, queueDefaults, QueueName, schedules } from '../shared/queues';
 import { createRedis, redisReady } from '../shared/redis';
 import { closeSharedPdfRenderer } from './export/pdfRenderer';
 import { dataExportProcessor } from './processors/dataExport';
@@ -108,8 +108,10 @@ export async function startWorkers(
   let scheduleCheck: NodeJS.Timeout | undefined;
   if (opts.schedule !== false) {
     const q = ctx.queues.queue(QueueName.scheduled);
+    // The queue's job options go into the template: without them every occurrence was kept in
+    // Redis for good (about 9,000 a day) and a failed task was not retried.
     const register = (task: string, every: number) =>
-      q.upsertJobScheduler(task, { every }, { name: task, data: { task } });
+      q.upsertJobScheduler(task, { every }, { name: task, data: { task }, opts: queueDefaults[QueueName.scheduled] });
     // At start every scheduler is written (a deploy may change an interval)…
     for (const [task, every] of Object.entries(schedules)) await register(task, every);
     // …and from then on only a missing one, so a running schedule is never moved.

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { Queue } from 'bullmq';
 import Redis from 'ioredis';
-import { bullPrefix, QueueName, schedules } from '../../shared/queues';
+import { bullPrefix, queueDefaults, QueueName, schedules } from '../../shared/queues';
 import { RunningWorkers, startWorkers } from '../../workers/index';
 import { PrivateRedis, startPrivateRedis } from '../helpers/redisServer';
 import { Stack, startStack } from '../helpers/stack';
@@ -39,6 +39,19 @@ const registered = async () => {
   const found = await Promise.all(Object.keys(schedules).map((task) => queue.getJobScheduler(task)));
   return found.every(Boolean);
 };
+
+test.serial(
+  "every scheduled occurrence carries the queue's options: kept finished jobs are bounded, failures retried",
+  async (t) => {
+    for (const task of Object.keys(schedules)) {
+      const scheduler = await queue.getJobScheduler(task);
+      const next = await queue.getJob(`repeat:${task}:${scheduler!.next}`);
+      t.truthy(next, task);
+      const { removeOnComplete, removeOnFail, attempts, backoff } = queueDefaults[QueueName.scheduled];
+      t.like(next!.opts, { removeOnComplete, removeOnFail, attempts, backoff }, task);
+    }
+  },
+);
 
 test.serial('a Redis that lost its data gets every job scheduler back, and the tasks run again', async (t) => {
   t.true(await registered());
