@@ -44,6 +44,18 @@ export interface RunningRealtime {
  * subscribers of all instances. The fan-out never touches Postgres; the database is used only to
  * authenticate and to re-check connections after account events.
  */
+/** A dead instance's counts are forgotten this long after its last report (live ones report every 5 s). */
+const STATS_FORGET_MS = 10 * 60_000;
+
+/** When a ws:stats field was written (NaN for a value of another shape, which is then forgotten). */
+function statsAt(value: string): number {
+  try {
+    return Number((JSON.parse(value) as { at?: unknown }).at);
+  } catch {
+    return NaN;
+  }
+}
+
 export async function startRealtime(
   config: Config,
   opts: { port?: number; logger?: Logger } = {},
@@ -142,8 +154,23 @@ export async function startRealtime(
       void report();
     }, 100);
   });
+  // An instance that died without draining (SIGKILL, a crash) never removed its field: each start
+  // and then every minute, fields not refreshed for STATS_FORGET_MS are dropped.
+  const forgetDead = async () => {
+    const all = await redis.hgetall(statsKey);
+    const before = Date.now() - STATS_FORGET_MS;
+    const dead = Object.entries(all)
+      .filter(([id, v]) => id !== instanceId && !(statsAt(v) >= before))
+      .map(([id]) => id);
+    if (dead.length) await redis.hdel(statsKey, ...dead);
+  };
   await report();
-  const reporter = setInterval(report, 5000);
+  await forgetDead().catch(() => undefined);
+  let reports = 0;
+  const reporter = setInterval(() => {
+    void report();
+    if (++reports % 12 === 0) void forgetDead().catch(() => undefined);
+  }, 5000);
 
   await listen(server, opts.port ?? config.realtimePort, config.realtimeHost);
   const port = (server.address() as net.AddressInfo).port;

@@ -1,4 +1,5 @@
 import test from 'ava';
+import { startRealtime } from '../../realtime/server';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { connect, publish, wsBase } from '../helpers/wsClient';
@@ -58,3 +59,28 @@ test.serial('/health sums connection and subscription counts over the instances'
   await eventually(async () => (await s.request('GET', '/health')).body.services.websocket.connections === 0);
   t.pass();
 });
+
+test.serial(
+  "a dead instance's counts are forgotten: a new instance drops fields not refreshed for 10 minutes",
+  async (t) => {
+    const s = stack();
+    const key = `${s.config.redisPrefix}ws:stats`;
+    const live = s.realtime.map((r) => r.instanceId);
+    // Killed instances never removed their fields: one 11 minutes old, one 9, one unreadable.
+    await s.redis.hset(key, {
+      'dead-11min': JSON.stringify({ clients: 3, at: Date.now() - 11 * 60_000 }),
+      'quiet-9min': JSON.stringify({ clients: 1, at: Date.now() - 9 * 60_000 }),
+      garbage: 'not json',
+    });
+    const third = await startRealtime(s.config, { port: 0 });
+    try {
+      const fields = await s.redis.hkeys(key);
+      t.deepEqual(fields.sort(), [...live, third.instanceId, 'quiet-9min'].sort());
+    } finally {
+      await third.close();
+      await s.redis.hdel(key, 'quiet-9min');
+    }
+    // A drained instance removes its own field.
+    t.false((await s.redis.hkeys(key)).includes(third.instanceId));
+  },
+);
