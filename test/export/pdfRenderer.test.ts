@@ -1,11 +1,31 @@
 import test from 'ava';
 import { spawn } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { processAlive } from '../helpers/processes';
 import { eventually } from '../helpers/wait';
 import { createLogger } from '../../shared/logger';
-import { PdfRenderer } from '../../workers/export/pdfRenderer';
+import { PdfRenderer, PROFILE_PREFIX } from '../../workers/export/pdfRenderer';
 import { pdfText } from './archive';
+
+const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+
+/** The Chromium profile directories of worker process `pid`. */
+const profilesOf = (pid: number) => readdirSync(os.tmpdir()).filter((n) => n.startsWith(`${PROFILE_PREFIX}${pid}-`));
+
+test.serial('a browser that fails to start, or ends, leaves no profile directory behind', async (t) => {
+  const broken = new PdfRenderer({ executablePath: '/bin/false', maxPages: 1, logger: createLogger('test', 'silent') });
+  for (let i = 0; i < 3; i++) await t.throwsAsync(broken.render('<p>x</p>'));
+  await broken.close();
+  t.deepEqual(profilesOf(process.pid), []);
+  const renderer = new PdfRenderer({ executablePath: CHROMIUM, maxPages: 1, logger: createLogger('test', 'silent') });
+  await renderer.render('<p>x</p>');
+  t.is(profilesOf(process.pid).length, 1, 'the running browser has its profile');
+  await renderer.close();
+  await eventually(() => profilesOf(process.pid).length === 0, 10_000);
+  t.deepEqual(profilesOf(process.pid), []);
+});
 
 test('one browser and reused pages for every render, at most EXPORT_PDF_MAX_PAGES pages at once', async (t) => {
   const renderer = new PdfRenderer({
@@ -53,9 +73,20 @@ test('a worker killed outright takes its Chromium with it', async (t) => {
     await eventually(() => /chromium (\d+)/.test(out), 30_000);
     pid = Number(/chromium (\d+)/.exec(out)![1]);
     t.true(processAlive(pid));
+    const orphan = profilesOf(child.pid!);
+    t.is(orphan.length, 1, 'the killed worker left its profile');
     child.kill('SIGKILL');
     await eventually(() => !processAlive(pid), 10_000);
     t.false(processAlive(pid));
+    t.deepEqual(profilesOf(child.pid!), orphan);
+    // The next browser a worker starts removes the profiles of workers that no longer run.
+    const next = new PdfRenderer({ executablePath: CHROMIUM, maxPages: 1, logger: createLogger('test', 'silent') });
+    try {
+      await next.render('<p>y</p>');
+      t.deepEqual(profilesOf(child.pid!), []);
+    } finally {
+      await next.close();
+    }
   } finally {
     child.kill('SIGKILL');
     if (pid && processAlive(pid)) process.kill(pid, 'SIGKILL');

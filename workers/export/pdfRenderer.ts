@@ -1,4 +1,7 @@
 import { EventEmitter } from 'node:events';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import puppeteer, { Browser, Page } from 'puppeteer-core';
 import type { Logger } from '../../shared/logger';
 
@@ -10,6 +13,42 @@ export interface PdfRendererOptions {
   logger: Logger;
   /** Longest a single page may take to load and print. */
   pageTimeoutMs?: number;
+}
+
+/** Chromium profile directories: `<tmp>/<PROFILE_PREFIX><worker pid>-<random>`. */
+export const PROFILE_PREFIX = 'service-chromium-';
+
+const removeDir = (dir: string) => rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+
+/**
+ * Removes the profile directories of worker processes that no longer run (killed outright: their
+ * own clean-up never ran). A pid reused by another process keeps its directory until it ends too.
+ */
+function removeOrphanProfiles(): void {
+  let names: string[];
+  try {
+    names = readdirSync(os.tmpdir());
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const m = new RegExp(`^${PROFILE_PREFIX}(\\d+)-`).exec(name);
+    if (!m || Number(m[1]) === process.pid || pidRuns(Number(m[1]))) continue;
+    try {
+      removeDir(path.join(os.tmpdir(), name));
+    } catch {
+      // Another worker removing it at the same moment, or not ours to remove.
+    }
+  }
+}
+
+function pidRuns(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /**
@@ -41,9 +80,14 @@ export class PdfRenderer extends EventEmitter {
 
   private launch(): Promise<Browser> {
     const started = Date.now();
+    // A profile directory of our own, removed when the browser ends or fails to start (puppeteer's
+    // own is left behind by a failed launch: one directory per attempt of every export).
+    if (this.launches === 0) removeOrphanProfiles();
+    const profile = mkdtempSync(path.join(os.tmpdir(), `${PROFILE_PREFIX}${process.pid}-`));
     const p = puppeteer
       .launch({
         executablePath: this.opts.executablePath,
+        userDataDir: profile,
         headless: true,
         // Commands over a pipe instead of a WebSocket: a worker killed outright (SIGKILL, OOM) closes
         // the pipe, and Chromium exits with it. Over a socket it kept running, ~470 MB each time.
@@ -59,6 +103,10 @@ export class PdfRenderer extends EventEmitter {
           this.launches++;
           this.opts.logger.info({ pid: b.process()?.pid, ms: Date.now() - started }, 'chromium started');
           b.on('disconnected', () => {
+            // Once Chromium has exited: it writes to its profile until then.
+            const proc = b.process();
+            if (proc && proc.exitCode === null && proc.signalCode === null) proc.once('exit', () => removeDir(profile));
+            else removeDir(profile);
             if (this.browser === p) this.browser = undefined;
             this.idle.splice(0);
             if (!this.closed)
@@ -68,6 +116,7 @@ export class PdfRenderer extends EventEmitter {
           return b;
         },
         (err) => {
+          removeDir(profile);
           if (this.browser === p) this.browser = undefined;
           throw err;
         },
