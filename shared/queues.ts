@@ -31,7 +31,8 @@ export type ScheduledTask =
   | 'purgeAuditEvents'
   | 'refreshIntegrationTokens'
   | 'chatAutoSync'
-  | 'requeueEmails';
+  | 'requeueEmails'
+  | 'purgeSentEmails';
 
 /** Who sent a realtime request: enough to attribute it, never a credential. */
 export interface RealtimeRequestJob {
@@ -159,6 +160,7 @@ export const schedules: Record<ScheduledTask, number> = {
   chatAutoSync: 15 * 1000,
   // Mails still queued whose job is gone (Redis lost it, or an older job ran out of attempts).
   requeueEmails: 60 * 1000,
+  purgeSentEmails: 60 * 60 * 1000,
 };
 
 /** The BullMQ prefix for this deployment, so tests (and tenants) never share queues. */

@@ -160,3 +160,29 @@ export async function requeueStrandedEmails(db: Knex, queues: Queues): Promise<{
   }
   return { queued, requeued };
 }
+
+/** How long a mail that is done with (sent, logged or failed) is kept: for support, then forgotten. */
+export const EMAIL_HISTORY_DAYS = 30;
+
+/**
+ * The mail history purge (scheduled task `purgeSentEmails`): rows that are no longer `queued` and
+ * older than EMAIL_HISTORY_DAYS are deleted, a batch at a time so no statement holds many locks.
+ * They hold an address and the mail's text (links redacted): personal data with no use left.
+ */
+export async function purgeSentEmails(db: Knex): Promise<{ deleted: number }> {
+  let deleted = 0;
+  for (;;) {
+    const n: number = await db('email_outbox')
+      .whereIn(
+        'id',
+        db('email_outbox')
+          .select('id')
+          .whereNot('status', 'queued')
+          .where('created_at', '<', db.raw('now() - make_interval(days => ?)', [EMAIL_HISTORY_DAYS]))
+          .limit(5000),
+      )
+      .delete();
+    deleted += n;
+    if (n < 5000) return { deleted };
+  }
+}

@@ -8,7 +8,7 @@ import { forgetDeletedGps } from '../../shared/commands/gpsPoints';
 import { purgeExpiredAuditEvents } from '../../shared/commands/auditRetention';
 import { refreshExpiringIntegrations } from '../../shared/commands/integrationTokens';
 import { chatAutoSync } from '../../shared/commands/chatAutoSync';
-import { requeueStrandedEmails } from '../../shared/emails/outbox';
+import { purgeSentEmails, requeueStrandedEmails } from '../../shared/emails/outbox';
 
 /** Maintenance tasks by name; each returns a small summary stored as the job's result. */
 export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Promise<Record<string, number>>> = {
@@ -63,6 +63,8 @@ export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Prom
   chatAutoSync: (ctx) => chatAutoSync(ctx),
   /** Queued mails whose job is gone get a new one, so an outage of Redis or SMTP loses none. */
   requeueEmails: (ctx) => requeueStrandedEmails(ctx.db, ctx.queues),
+  /** Mails done with for EMAIL_HISTORY_DAYS: their address and text are not kept for good. */
+  purgeSentEmails: (ctx) => purgeSentEmails(ctx.db),
 };
 
 export const scheduledProcessor: Processor<'scheduled'> = async (job, ctx) => {
