@@ -24,6 +24,8 @@ export interface ExportAllowance {
   allowed: boolean;
   limit: number;
   retryAfterSeconds: number;
+  /** The counter this request was counted in (null when Redis did not count it). */
+  counted: string | null;
 }
 
 /**
@@ -42,11 +44,31 @@ export async function countExportRequest(redis: Redis, config: Config, userId: s
       HOUR_MS,
     )) as [number, number];
     const left = ttl > 0 ? ttl : (window + 1) * HOUR_MS - Date.now();
-    return { allowed: count <= limit, limit, retryAfterSeconds: Math.max(1, Math.ceil(left / 1000)) };
+    return {
+      allowed: count <= limit,
+      limit,
+      retryAfterSeconds: Math.max(1, Math.ceil(left / 1000)),
+      counted: redisKey(config, RedisKeys.exportRate(userId, window)),
+    };
   } catch {
-    return { allowed: true, limit, retryAfterSeconds: 0 };
+    return { allowed: true, limit, retryAfterSeconds: 0, counted: null };
   }
 }
+
+/**
+ * Gives back the count of an export request that delivered no archive (it failed or timed out):
+ * the hourly limit counts exports a user received. Never throws.
+ */
+export async function giveBackExportRequest(redis: Redis, allowance: ExportAllowance): Promise<void> {
+  if (!allowance.counted) return;
+  await redis.eval(GIVE_BACK_SCRIPT, 1, allowance.counted).catch(() => undefined);
+}
+
+/* KEYS: the window's counter. Decrements it, never below zero (nor a counter that expired meanwhile). */
+const GIVE_BACK_SCRIPT = `
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n > 0 then redis.call('DECR', KEYS[1]) end
+return 1`;
 
 /** Worker side: parks a finished archive for the waiting requests, expiring after EXPORT_ARCHIVE_TTL_SECONDS. */
 export async function storeExportArchive(redis: Redis, config: Config, archiveId: string, zip: Buffer): Promise<void> {

@@ -1,5 +1,11 @@
 import { attributed, Attribution, recordAuditEvent } from '../audit';
-import { countExportRequest, joinExportWait, leaveExportWait, readExportArchive } from '../caches/dataExports';
+import {
+  countExportRequest,
+  giveBackExportRequest,
+  joinExportWait,
+  leaveExportWait,
+  readExportArchive,
+} from '../caches/dataExports';
 import type { ServiceContext } from '../context';
 import { transaction } from '../db';
 import { HttpError, serviceUnavailable, tooManyRequests } from '../errors';
@@ -33,7 +39,8 @@ async function auditFailure(ctx: ServiceContext, userId: string, by: Attribution
 }
 
 /**
- * GET /v1/user/export: counts the request against the user's hourly limit (429 beyond it), then
+ * GET /v1/user/export: counts the request against the user's hourly limit (429 beyond it; a request
+ * that ends without an archive gives its count back), then
  * enqueues the export job and waits for it. A user's parallel requests share one job (BullMQ
  * deduplication by user), and each receives the archive. On success writes the export log entry
  * and the data_exported audit event in one transaction; a failed job is a logged, audited 500, a
@@ -55,9 +62,11 @@ export async function deliverDataExport(
   try {
     await joinExportWait(ctx.redis, ctx.config, userId);
   } catch {
+    await giveBackExportRequest(ctx.redis, allowance);
     throw serviceUnavailable('the export queue is unavailable; try again shortly');
   }
   let archiveId: string | null = null;
+  let delivered = false;
   try {
     let result: DataExportResult;
     try {
@@ -115,8 +124,11 @@ export async function deliverDataExport(
       );
       return row;
     });
+    delivered = true;
     return { zip, exportedAt, log };
   } finally {
     await leaveExportWait(ctx.redis, ctx.config, userId, archiveId);
+    // The hourly limit counts exports received: a failed or timed-out one gives its count back.
+    if (!delivered) await giveBackExportRequest(ctx.redis, allowance);
   }
 }

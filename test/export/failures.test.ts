@@ -1,5 +1,6 @@
 import test from 'ava';
 import { QueueName } from '../../shared/queues';
+import { redisKey, RedisKeys } from '../../shared/redis';
 import { createUser } from '../helpers/factories';
 import { startStack, Stack } from '../helpers/stack';
 
@@ -17,6 +18,12 @@ test.before(async () => {
 test.after.always(async () => {
   await Promise.all([broken?.close(), idle?.close()]);
 });
+
+/** What the user's hourly export window counts now (the limit counts exports received). */
+async function exportsCounted(s: Stack, userId: string): Promise<number> {
+  const window = Math.floor(Date.now() / 3_600_000);
+  return Number((await s.redis.get(redisKey(s.config, RedisKeys.exportRate(userId, window)))) ?? 0);
+}
 
 test('generation failure: 500 {error, message}, audited as a failed data_exported, nothing logged as exported', async (t) => {
   const s = broken!;
@@ -37,6 +44,8 @@ test('generation failure: 500 {error, message}, audited as a failed data_exporte
   );
   t.is(failed.length, 2);
   t.true(failed.every((j) => j.attemptsMade === 3));
+  // Neither failure used up one of the user's hourly exports.
+  t.is(await exportsCounted(s, user.id), 0);
 });
 
 test('no result within EXPORT_TIMEOUT_MS: 503 with Retry-After, never a hung request', async (t) => {
@@ -51,4 +60,5 @@ test('no result within EXPORT_TIMEOUT_MS: 503 with Retry-After, never a hung req
   t.true(Date.now() - started < 5000);
   const audit = await s.db('audit_events').where({ user_id: user.id, event_type: 'data_exported' });
   t.is(audit[0]?.status, 'failure');
+  t.is(await exportsCounted(s, user.id), 0, 'no archive reached the user: the request is not counted');
 });
