@@ -72,7 +72,11 @@ export class StreamClient {
     private readonly timeoutMs: number,
   ) {}
 
-  /** Where the user's browser authorises the service (`/authorize`, response_type=code). */
+  /**
+   * Where the user's browser authorises the service (`/authorize`, response_type=code). With
+   * `force_verify` the platform always shows its consent screen, also to a user who authorised the
+   * service before: a link started by someone else cannot pass silently (docs/integrations.md).
+   */
   authorizationUrl(state: string, callbackUrl: string, scopes: string[]): string {
     const q = new URLSearchParams({
       response_type: 'code',
@@ -80,6 +84,7 @@ export class StreamClient {
       redirect_uri: callbackUrl,
       scope: scopes.join(' '),
       state,
+      force_verify: 'true',
     });
     return `${this.cfg.authUrl}/authorize?${q.toString()}`;
   }

@@ -99,6 +99,8 @@ test.serial('connect → consent → callback creates the integration; tokens se
   t.is(auth.searchParams.get('client_id'), fake().clientId);
   t.is(auth.searchParams.get('response_type'), 'code');
   t.is(auth.searchParams.get('state'), started.state);
+  // The platform's consent screen is always shown (a link started by someone else never passes silently).
+  t.is(auth.searchParams.get('force_verify'), 'true');
   t.is(auth.searchParams.get('redirect_uri'), `${s.config.appUrl}/v1/integrations/callback/stream`);
   t.deepEqual(auth.searchParams.get('scope')!.split(' ').sort(), [
     'channel:read:subscriptions',
