@@ -41,7 +41,9 @@ async function lockUsername(db: Knex, name: string): Promise<void> {
 
 export async function uniqueUsername(db: Knex, base: string): Promise<string> {
   let name = base
+    // Letters with marks keep their letter (Zoë → Zoe): the marks NFKD splits off are dropped.
     .normalize('NFKD')
+    .replace(/\p{M}+/gu, '')
     .replace(/[^A-Za-z0-9_]+/g, '_')
     .replace(/_+/g, '_')
     .replace(/^_|_$/g, '')

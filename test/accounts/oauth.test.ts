@@ -382,3 +382,17 @@ test('two users given one address at the same time: one of them gets it', async 
     t.deepEqual(answers.map((r) => r.status).sort(), [200, 409], JSON.stringify(answers.map((r) => r.text)));
   }
 });
+
+test('a username made from a name keeps the letters of accented ones (Zoë Ünïcödé → Zoe_Unicode)', async (t) => {
+  const s = stack();
+  const signin = (name: string) =>
+    s.request('POST', '/v1/users/oauth', {
+      token: s.systemKey,
+      body: { email: null, name, oauthProvider: 'github', oauthProviderId: uniq() },
+    });
+  const accented = await signin('Zoë Ünïcödé');
+  t.is(accented.status, 200, accented.text);
+  t.regex(accented.body.data.username, /^Zoe_Unicode(_[0-9a-f]{6})?$/);
+  const decomposed = await signin('Jose\u0301 Mu\u0308ller');
+  t.regex(decomposed.body.data.username, /^Jose_Muller(_[0-9a-f]{6})?$/);
+});
