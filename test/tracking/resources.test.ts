@@ -533,3 +533,18 @@ test.serial(
     await s.db('trip_templates').where('id', created.id).delete();
   },
 );
+
+test('name limits count characters as the database does: 255 emoji fit, 256 are a 400 naming the field', async (t) => {
+  const s = stack();
+  const { developer } = await users();
+  const ship = '\u{1F6A2}';
+  const fits = await s.request('POST', '/v1/devices', { token: developer.token, body: { name: ship.repeat(255) } });
+  t.is(fits.status, 201, fits.text);
+  t.is(fits.body.data.name, ship.repeat(255));
+  const over = await s.request('POST', '/v1/devices', { token: developer.token, body: { name: ship.repeat(256) } });
+  t.is(over.status, 400);
+  t.is(over.body.message, 'name: must be at most 255 characters');
+  const latin = await s.request('POST', '/v1/devices', { token: developer.token, body: { name: 'x'.repeat(256) } });
+  t.is(latin.status, 400);
+  t.is(latin.body.message, 'name: must be at most 255 characters');
+});

@@ -8,7 +8,17 @@ import { z, zFinite, zInput, zList, zUuid } from '../../../shared/zod';
  */
 
 const zString = () => z.string({ invalid_type_error: 'must be a string' });
-export const zName = (max = 255) => zString().trim().min(1, 'must not be empty').max(max);
+/**
+ * A name of at most `max` characters, counted as the database counts them (code points: an emoji is
+ * one, not the two UTF-16 units zod's max would count).
+ */
+export const zName = (max = 255) =>
+  zString()
+    .trim()
+    .min(1, 'must not be empty')
+    .refine((v) => v.length <= max || [...v].length <= max, `must be at most ${max} characters`)
+    // JSON Schema's maxLength counts code points too.
+    .openapi({ maxLength: max });
 export const zText = (max = 10_000) => zString().max(max).nullable().optional();
 export const zLatitude = () => zFinite().min(-90, 'must be between -90 and 90').max(90, 'must be between -90 and 90');
 export const zLongitude = () =>
