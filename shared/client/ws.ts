@@ -7,8 +7,15 @@ import { ApiClient, authorizationOf, CallAuth } from './http';
  * subprotocols ['service-ticket', ticket]; the system key or an API key goes in the Authorization
  * header (Node only); { anonymous: true } connects without credential. Fail-closed like the REST
  * client: without an auth choice nothing connects. The connection is re-opened with exponential
- * backoff when it drops, and every channel is subscribed again.
+ * backoff when it drops, and every channel is subscribed again, except after a close code of
+ * 4001–4006 (docs/websocket.md: "do not reconnect with the same credential"): the client then stops
+ * for good and emits `terminated`.
  */
+
+/** Close codes after which the same credential must not reconnect (4001–4006, docs/websocket.md). */
+export function isTerminalCloseCode(code: number): boolean {
+  return code >= 4001 && code <= 4006;
+}
 
 /** The subset of the WebSocket interface used (the browser's, or the `ws` package's in Node). */
 export interface SocketLike {
@@ -37,6 +44,12 @@ export interface WsClientOptions {
 
 type Listener<T> = (value: T) => void;
 
+/** A close frame's code and reason. */
+export interface WsCloseInfo {
+  code: number;
+  reason: string;
+}
+
 export class WsClient {
   private socket?: SocketLike;
   private readonly channels = new Set<string>();
@@ -47,11 +60,19 @@ export class WsClient {
     message: new Set<Listener<WsServerMessage>>(),
     binary: new Set<Listener<Uint8Array>>(),
     open: new Set<Listener<number>>(),
-    close: new Set<Listener<{ code: number; reason: string }>>(),
+    close: new Set<Listener<WsCloseInfo>>(),
     error: new Set<Listener<Error>>(),
+    /** The server closed with 4001–4006: the client will not reconnect (after `close`, once). */
+    terminated: new Set<Listener<WsCloseInfo>>(),
   };
   /** Connections opened so far (1 after the first, +1 per reconnect). */
   opens = 0;
+  /**
+   * Set when the server closed with 4001–4006 (the credential is dead: revoked, expired, the account
+   * deleted or banned…): the client stopped and will not reconnect; sign in again and make a new
+   * client (or call connect() with a credential that works). Cleared by connect().
+   */
+  terminated?: WsCloseInfo;
 
   constructor(private readonly o: WsClientOptions) {}
 
@@ -68,6 +89,7 @@ export class WsClient {
   async connect(): Promise<void> {
     if (!authorizationOf(this.o.auth)) throw Object.assign(new Error('AUTH_REQUIRED'), { status: 401 });
     this.stopped = false;
+    this.terminated = undefined;
     await this.open();
   }
 
@@ -148,9 +170,19 @@ export class WsClient {
           if (!opened) reject(new Error('WebSocket connection failed'));
         };
         socket.onclose = (ev) => {
-          this.emit('close', { code: ev.code, reason: ev.reason });
+          const info: WsCloseInfo = { code: ev.code, reason: ev.reason };
+          // Set before the listeners run, so a close listener already sees that this one is final.
+          const terminal = isTerminalCloseCode(ev.code) && !this.stopped;
+          if (terminal) {
+            this.stopped = true;
+            if (this.timer) clearTimeout(this.timer);
+            this.timer = undefined;
+            this.terminated = info;
+          }
+          this.emit('close', info);
           if (!opened) reject(new Error(`WebSocket closed before opening (${ev.code})`));
-          this.scheduleReconnect();
+          if (terminal) this.emit('terminated', info);
+          else this.scheduleReconnect();
         };
       });
     });

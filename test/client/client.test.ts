@@ -8,7 +8,7 @@ import { ApiClient, CallAuth, SocketFactory, WsClient } from '../../shared/clien
 import type { WsServerMessage } from '../../shared/client';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { eventually as waitFor } from '../helpers/wait';
+import { eventually as waitFor, sleep } from '../helpers/wait';
 
 const stack = useStack(test, { realtime: 1 });
 
@@ -120,3 +120,46 @@ test('WebSocket client: ticket auth, reconnect with backoff and resubscribe afte
     message: 'AUTH_REQUIRED',
   });
 });
+
+// Serial (ava runs it before the concurrent tests): the restart test above would close its socket with 1012.
+test.serial(
+  'WebSocket client: after a close with 4004 (session revoked) it does not reconnect and emits terminated',
+  async (t) => {
+    const s = stack();
+    const user = await createUser(s.db);
+    let tickets = 0;
+    const countingFetch: typeof fetch = (input, init) => {
+      if (String(input).endsWith('/v1/ws/ticket')) tickets++;
+      return fetch(input, init);
+    };
+    const ws = new WsClient({
+      baseUrl: s.url,
+      auth: { userToken: user.token },
+      socket: nodeSocket,
+      fetch: countingFetch,
+      minDelayMs: 20,
+      maxDelayMs: 40,
+    });
+    const closes: Array<{ code: number; reason: string }> = [];
+    const terminated: Array<{ code: number; reason: string }> = [];
+    const errors: Error[] = [];
+    ws.on('close', (c) => closes.push(c));
+    ws.on('terminated', (c) => terminated.push(c));
+    ws.on('error', (e) => errors.push(e));
+    await ws.connect();
+    t.is(tickets, 1);
+
+    const del = await s.request('DELETE', `/v1/sessions/${user.token}?reason=revoked`, { token: s.systemKey });
+    t.is(del.status, 204);
+    await waitFor(() => closes.length > 0);
+    t.is(closes[0].code, 4004);
+    // Many backoff delays later: no ticket was asked for with the dead token, nothing reopened.
+    await sleep(600);
+    t.is(tickets, 1, 'no ticket request after the 4004 close');
+    t.is(ws.opens, 1);
+    t.deepEqual(errors, []);
+    t.deepEqual(terminated, [closes[0]]);
+    t.deepEqual(ws.terminated, closes[0]);
+    ws.close();
+  },
+);
