@@ -160,9 +160,12 @@ type ResponseRef = { $ref: string };
 const integerHeader = (description: string) => ({ description, schema: { type: 'integer' } });
 const RATE_LIMIT_HEADERS = {
   'Retry-After': integerHeader('Seconds to wait before trying again'),
-  'X-RateLimit-Limit': integerHeader("Requests allowed per window in the caller's tier"),
+  'X-RateLimit-Limit': integerHeader(
+    "Requests allowed per window by the limit that applies: the caller's tier, or the route's own limit when fewer requests remain under it",
+  ),
   'X-RateLimit-Remaining': integerHeader('Requests left in the current window'),
-  'X-RateLimit-Reset': integerHeader('Seconds until the window resets'),
+  // Spec §8: a Unix timestamp, not a delay (api/middleware/rateLimit.ts, tooManyRequests in shared/errors.ts).
+  'X-RateLimit-Reset': integerHeader('When the current window ends, as a Unix timestamp (seconds since the epoch)'),
 };
 const ETAG_HEADER = {
   ETag: { description: 'The version of the answer, for If-None-Match', schema: { type: 'string' } },

@@ -233,6 +233,24 @@ test('F14: 429 is documented exactly where the rate limiter counts, with its hea
   t.is(problem('POST', '/v1/gps', r!), null);
 });
 
+test('the rate-limit headers are what the document says: X-RateLimit-Reset a Unix timestamp, Retry-After seconds', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  let r: HttpResult | undefined;
+  for (let i = 0; i < 4; i++) r = await s.request('POST', '/v1/gps', { token: user.token, body: {} });
+  t.is(r!.status, 429);
+  const now = Date.now() / 1000;
+  const reset = Number(r!.headers.get('x-ratelimit-reset'));
+  const retryAfter = Number(r!.headers.get('retry-after'));
+  // The window's end as seconds since the epoch, Retry-After seconds from now (spec §8).
+  t.true(reset > now && reset <= now + retryAfter + 2, `X-RateLimit-Reset ${reset} at ${now}`);
+  t.true(retryAfter >= 1 && retryAfter <= 60, `Retry-After ${retryAfter}`);
+  const headers = doc.paths['/v1/gps'].post.responses['429'].headers;
+  t.regex(headers['X-RateLimit-Reset'].description, /Unix timestamp/);
+  t.notRegex(headers['X-RateLimit-Reset'].description, /^Seconds/);
+  t.regex(headers['Retry-After'].description, /^Seconds/);
+});
+
 test('F2: the two-factor routes document the 403 they answer without two_factor:*', async (t) => {
   const s = stack();
   const user = await createUser(s.db);
