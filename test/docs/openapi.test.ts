@@ -1,4 +1,6 @@
 import test from 'ava';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import type Koa from 'koa';
 import { createApp } from '../../api/app';
 import { buildGraphqlSchema } from '../../api/graphql';
@@ -114,4 +116,25 @@ test('the response check catches a body that departs from its schema', async (t)
   t.regex(checker.check('GET', '/v1/users/me', 200, { ...good.body, _links: 1 }) ?? '', /_links/);
   t.regex(checker.check('GET', '/v1/nope', 200, {}) ?? '', /not in the OpenAPI document/);
   t.regex(checker.check('GET', '/v1/health', 201, {}) ?? '', /does not document status 201/);
+});
+
+test('docs/api.md names exactly the paths without a 429: the rate limiter exempts them, and counts the rest', async (t) => {
+  const doc = await getDoc();
+  const md = readFileSync(path.resolve(__dirname, '../../../docs/api.md'), 'utf8').replace(/\s+/g, ' ');
+  const sentence = /wherever the rate limiter counts, which is everywhere but (.*?) \(spec §8/.exec(md);
+  if (!sentence) return t.fail('docs/api.md: the 429 item names no exempt paths');
+  // `/v1/swagger-ui/…` stands for every path under it.
+  const named = [...sentence[1].matchAll(/`(\/[^`]*)`/g)].map((m) => m[1]);
+  const covers = (p: string) => named.some((n) => (n.endsWith('/…') ? p.startsWith(n.slice(0, -1)) : p === n));
+  for (const n of named) t.true(isRateLimitExempt(n.replace(/…$/, 'index.html')), `${n} is named exempt but counted`);
+  t.true(named.includes('/v1/ws') && isRateLimitExempt('/v1/ws'));
+  const problems: string[] = [];
+  for (const [p, ops] of Object.entries(doc.paths))
+    for (const [method, op] of Object.entries(ops)) {
+      const limited = Boolean(op.responses['429']);
+      if (limited === covers(p))
+        problems.push(`${method} ${p}: ${limited ? 'counted, yet named' : 'exempt, not named'}`);
+    }
+  t.deepEqual(problems, []);
+  t.truthy(doc.paths['/v1/asyncapi.json'].get.responses['429'], 'the AsyncAPI document is counted');
 });
