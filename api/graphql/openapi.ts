@@ -1,10 +1,31 @@
 import { z } from '../../shared/zod';
 import { documentRoute } from '../openapiSpec';
 
+/** An error as api/graphql/index.ts answers it (GraphQL's format; `extensions` on every one, docs/graphql.md). */
+const gqlError = z
+  .object({
+    message: z.string(),
+    locations: z
+      .array(z.object({ line: z.number().int(), column: z.number().int() }))
+      .optional()
+      .openapi({ description: 'Where in the query text the error is (validation and field errors)' }),
+    path: z
+      .array(z.union([z.string(), z.number().int()]))
+      .optional()
+      .openapi({ description: 'The response field that failed (field errors)' }),
+    extensions: z
+      .object({
+        code: z.string().openapi({ description: 'UNAUTHENTICATED, FORBIDDEN, BAD_USER_INPUT, NOT_FOUND, …' }),
+        status: z.number().int().openapi({ description: 'The HTTP status REST would answer' }),
+      })
+      .passthrough()
+      .openapi({ description: 'Some codes add fields: `details` on bad input, `cost` and `maximumCost`, …' }),
+  })
+  .passthrough();
 const gqlResult = z
   .object({
     data: z.record(z.unknown()).nullable().optional(),
-    errors: z.array(z.object({ message: z.string() }).passthrough()).optional(),
+    errors: z.array(gqlError).optional(),
   })
   .openapi('GraphQLResult');
 const gqlRequest = z.object({

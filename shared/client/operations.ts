@@ -166,6 +166,15 @@ export interface Schemas {
     } | null;
     errors?: Array<{
       message: string;
+      locations?: Array<{
+        line: number;
+        column: number;
+      }>;
+      path?: Array<string | number>;
+      extensions: {
+        code: string;
+        status: number;
+      };
     }>;
   };
   Health: {

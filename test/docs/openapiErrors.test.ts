@@ -251,6 +251,38 @@ test('the rate-limit headers are what the document says: X-RateLimit-Reset a Uni
   t.regex(headers['Retry-After'].description, /^Seconds/);
 });
 
+test('GraphQL errors carry only what GraphQLResult declares: message, locations, path, extensions {code, status}', async (t) => {
+  const s = stack();
+  const query = (q: string, headers?: Record<string, string>) =>
+    s.request('POST', '/v1/gql', { body: { query: q }, headers });
+  const answers = [
+    await query('{ nope }'), // validation: locations
+    await query('{ roles { name } }'), // a field refused (anonymous): locations and path
+    await query('{ me { isSuperAdmin } }', { authorization: 'Bearer nope' }), // refused before GraphQL: 401
+  ];
+  const item = resolve(doc.components.schemas.GraphQLResult).properties.errors.items;
+  const fields = new Set<string>();
+  for (const r of answers) {
+    t.is(problem('POST', '/v1/gql', r), null);
+    for (const e of r.body.errors) {
+      for (const k of Object.keys(e)) fields.add(k);
+      for (const k of Object.keys(e).filter((k) => !item.properties[k]))
+        t.fail(`undeclared ${k}: ${JSON.stringify(e)}`);
+    }
+  }
+  t.deepEqual([...fields].sort(), ['extensions', 'locations', 'message', 'path']);
+  t.deepEqual(item.required.sort(), ['extensions', 'message']);
+  t.deepEqual(item.properties.extensions.required.sort(), ['code', 'status']);
+  t.deepEqual(
+    answers.map((r) => [r.status, r.body.errors[0].extensions.code]),
+    [
+      [200, 'GRAPHQL_VALIDATION_FAILED'],
+      [200, 'UNAUTHENTICATED'],
+      [401, 'UNAUTHENTICATED'],
+    ],
+  );
+});
+
 test('F2: the two-factor routes document the 403 they answer without two_factor:*', async (t) => {
   const s = stack();
   const user = await createUser(s.db);
