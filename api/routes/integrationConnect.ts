@@ -133,7 +133,7 @@ export function integrationConnectRoutes(router: ApiRouter): void {
         scope: z.string().max(4096).optional(),
       }),
       responses: {
-        302: { description: 'To redirect_uri with integration_id or error' },
+        302: { description: 'To redirect_uri with integration_id or error, in the Location header; no body' },
         400: { description: 'Unknown, expired or used state' },
         403: { description: 'The Bearer credential sent is another user' },
       },
@@ -162,7 +162,13 @@ export function integrationConnectRoutes(router: ApiRouter): void {
       }
       ctx.set('Cache-Control', 'no-store');
       ctx.set('Referrer-Policy', 'no-referrer');
-      ctx.redirect(target.toString());
+      // Location and an empty body: Koa's ctx.redirect() would add a text/html "Redirecting to …"
+      // the document does not declare. The null body first (Koa makes it a 204), then the status,
+      // and Content-Length 0 (else Node sends the empty body chunked).
+      ctx.set('Location', target.toString());
+      ctx.body = null;
+      ctx.status = 302;
+      ctx.length = 0;
     },
   );
 }

@@ -37,7 +37,7 @@ async function call(method: string, path: string, opts: { token?: string; body?:
   } catch {
     body = text;
   }
-  return { status: res.status, body, text, location: res.headers.get('location') };
+  return { status: res.status, body, text, location: res.headers.get('location'), headers: res.headers };
 }
 
 function platformUser(overrides: Partial<FakeUser> = {}): FakeUser {
@@ -112,6 +112,10 @@ test.serial('connect → consent → callback creates the integration; tokens se
   t.is(await s.redis.exists(redisKey(s.config, RedisKeys.integrationState(sha256(started.state)))), 0);
 
   t.is(cb.status, 302);
+  // A bare redirect, as the document declares it: no "Redirecting to …" page.
+  t.is(cb.text, '');
+  t.is(cb.headers.get('content-type'), null);
+  t.is(cb.headers.get('content-length'), '0');
   t.is(`${redirect!.origin}${redirect!.pathname}`, 'https://app.example.test/integrations/done');
   t.is(redirect!.searchParams.get('tab'), 'stream');
   const id = redirect!.searchParams.get('integration_id')!;
@@ -249,6 +253,8 @@ test.serial('callback failures redirect with error and write nothing', async (t)
     `/v1/integrations/callback/stream?error=access_denied&error_description=The+user+denied&state=${started.body.state}`,
   );
   t.is(denied.status, 302);
+  t.is(denied.text, '');
+  t.is(denied.headers.get('content-type'), null);
   t.is(new URL(denied.location!).searchParams.get('error'), 'access_denied');
   t.is(new URL(denied.location!).searchParams.get('integration_id'), null);
 
