@@ -377,6 +377,12 @@ export function registerOperation(op: OperationDoc): void {
   });
 }
 
+/**
+ * The extension of an operation that exists only outside production (GraphiQL): the first-party
+ * client (scripts/clientTypes.ts) describes the production API and leaves it out.
+ */
+export const DEVELOPMENT_ONLY = { 'x-development-only': true } as const;
+
 /** A stable operation id from method and path: `get_v1_trips_id`. */
 export function operationId(method: string, path: string): string {
   return `${method.toLowerCase()}${path.replace(/[^A-Za-z0-9]+/g, '_').replace(/_+$/, '')}`;

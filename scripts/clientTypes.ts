@@ -11,7 +11,8 @@ import { loadConfig } from '../shared/config';
 
 /**
  * Generates shared/client/operations.ts (the client's request and response types) from the
- * OpenAPI document, itself generated from the routes' zod schemas. test/client/types.test.ts
+ * OpenAPI document, itself generated from the routes' zod schemas, without the operations only
+ * development has (production answers them 404). test/client/types.test.ts
  * fails when the committed file differs from a fresh render: run `npm run client:types`.
  */
 
@@ -92,6 +93,8 @@ export function renderOperations(document: Schema): string {
   const table: string[] = [];
   for (const [p, ops] of Object.entries(doc.paths as Record<string, Record<string, Schema>>))
     for (const [method, op] of Object.entries(ops)) {
+      // DEVELOPMENT_ONLY (GraphiQL): the client is for the production API, which answers these 404.
+      if (op['x-development-only'] === true) continue;
       const params = (op.parameters ?? []) as Schema[];
       const group = (where: string) => {
         const ps = params.filter((x) => x.in === where);
@@ -122,8 +125,9 @@ export function renderOperations(document: Schema): string {
 export const OPERATIONS_FILE = path.resolve(__dirname, '../../shared/client/operations.ts');
 
 async function main(): Promise<void> {
-  // The committed file describes the API as built, not as this shell's environment configures it:
-  // NODE_ENV=production (no GraphiQL routes, SECRETS_KEY required) would drop operations.
+  // The committed file does not depend on this shell's environment (NODE_ENV=production would
+  // also require SECRETS_KEY): built in development, whose development-only operations
+  // (DEVELOPMENT_ONLY, GraphiQL) renderOperations leaves out.
   const config = loadConfig({ NODE_ENV: 'development', LOG_LEVEL: 'silent' });
   createApp({ config, logger: pino({ level: 'silent' }) } as unknown as ApiServices, await buildGraphqlSchema());
   writeFileSync(OPERATIONS_FILE, renderOperations(openApiDocument('generated')));

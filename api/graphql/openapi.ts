@@ -1,5 +1,5 @@
 import { z } from '../../shared/zod';
-import { documentRoute } from '../openapiSpec';
+import { DEVELOPMENT_ONLY, documentRoute } from '../openapiSpec';
 
 /** An error as api/graphql/index.ts answers it (GraphQL's format; `extensions` on every one, docs/graphql.md). */
 const gqlError = z
@@ -82,6 +82,7 @@ export function documentGraphqlRoutes(production: boolean): void {
       tags: ['graphql'],
       auth: 'public',
       responses: { 200: { description: 'HTML page', schema: z.string(), contentType: 'text/html' } },
+      extensions: DEVELOPMENT_ONLY,
     });
   if (!production) {
     documentRoute({
@@ -91,6 +92,7 @@ export function documentGraphqlRoutes(production: boolean): void {
       tags: ['graphql'],
       auth: 'public',
       responses: { 200: { description: 'Script', schema: z.string(), contentType: 'application/javascript' } },
+      extensions: DEVELOPMENT_ONLY,
     });
     documentRoute({
       method: 'get',
@@ -108,6 +110,7 @@ export function documentGraphqlRoutes(production: boolean): void {
         404: { description: 'No such file' },
       },
       conditional: true,
+      extensions: DEVELOPMENT_ONLY,
     });
   }
 }

@@ -3651,33 +3651,6 @@ export interface Operations {
     /** The body of any other answer (the documented error statuses; none on 304). */
     error: Schemas["Error"];
   };
-  get_v1_graphiql: {
-    params: Record<string, never>;
-    query: Record<string, never>;
-    body: undefined;
-    /** The body of a 2xx answer. */
-    response: string;
-    /** The body of any other answer (the documented error statuses; none on 304). */
-    error: Schemas["Error"];
-  };
-  get_v1_graphiql_init_js: {
-    params: Record<string, never>;
-    query: Record<string, never>;
-    body: undefined;
-    /** The body of a 2xx answer. */
-    response: string;
-    /** The body of any other answer (the documented error statuses; none on 304). */
-    error: Schemas["Error"];
-  };
-  get_v1_graphiql_file: {
-    params: { file: string };
-    query: Record<string, never>;
-    body: undefined;
-    /** The body of a 2xx answer. */
-    response: string;
-    /** The body of any other answer (the documented error statuses; none on 304). */
-    error: undefined | Schemas["Error"];
-  };
 }
 
 /** Method and Koa path of every operation. */
@@ -3882,7 +3855,4 @@ export const OPERATIONS: { [K in keyof Operations]: [string, string] } = {
   post_v1_gql: ["post", "/v1/gql"],
   get_v1_gql: ["get", "/v1/gql"],
   get_v1_schema: ["get", "/v1/schema"],
-  get_v1_graphiql: ["get", "/v1/graphiql"],
-  get_v1_graphiql_init_js: ["get", "/v1/graphiql/init.js"],
-  get_v1_graphiql_file: ["get", "/v1/graphiql/:file"],
 };
