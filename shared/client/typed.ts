@@ -33,11 +33,17 @@ export type TypedResult<K extends keyof Operations> =
  * cannot drift. Check `ok` (or the status) before reading the body as the success type.
  */
 export class TypedApiClient extends ApiClient {
-  call<K extends keyof Operations>(op: K, o: OperationOptions<K>): Promise<TypedResult<K>> {
+  /**
+   * One call, as `request`: never throws. Every HTTP status resolves; a call that cannot be made
+   * rejects, as a network failure does: a path parameter missing (nothing is sent).
+   */
+  async call<K extends keyof Operations>(op: K, o: OperationOptions<K>): Promise<TypedResult<K>> {
     const [method, path] = OPERATIONS[op];
-    return this.request(method.toUpperCase(), fillPath(path, o.params as Record<string, string> | undefined), {
+    // Inside the async function, so a missing parameter is a rejection rather than a synchronous throw.
+    const filled = fillPath(path, o.params as Record<string, string> | undefined);
+    return (await this.request(method.toUpperCase(), filled, {
       ...o,
       query: o.query as CallOptions['query'],
-    }) as Promise<TypedResult<K>>;
+    })) as TypedResult<K>;
   }
 }

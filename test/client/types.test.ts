@@ -56,3 +56,20 @@ test('typed calls fill the path and type the answer', async (t) => {
   t.is(none.status, 401);
   t.true(none.notSent);
 });
+
+test('a typed call that cannot be made rejects instead of throwing: a path parameter missing, nothing sent', async (t) => {
+  let sent = 0;
+  const client = new TypedApiClient({
+    baseUrl: stack().url,
+    fetch: (...a) => {
+      sent++;
+      return fetch(...a);
+    },
+  });
+  let pending: Promise<unknown> | undefined;
+  t.notThrows(() => {
+    pending = client.call('get_v1_users_id', { auth: { anonymous: true } });
+  });
+  await t.throwsAsync(pending!, { message: 'path parameter id missing for /v1/users/:id' });
+  t.is(sent, 0);
+});
