@@ -1,6 +1,10 @@
 import test from 'ava';
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { createSession } from '../../shared/commands/sessions';
+import { issueAccountToken } from '../../shared/commands/accountTokens';
+import { transaction } from '../../shared/db';
 import { randomToken, sha256 } from '../../shared/crypto';
 import { CredentialResolver } from '../../shared/auth/credentials';
 import { createKey, createOAuthToken, createUser } from '../helpers/factories';
@@ -297,4 +301,45 @@ test('a socket opened with a ticket minted from an OAuth token closes when the t
   t.is((await deleted.conn.closed).code, 4001);
   t.is(bySession.ws.readyState, bySession.ws.OPEN);
   bySession.close();
+});
+
+test("password reset: a session's socket gets sessionRevoked and 4004, an OAuth socket forceLogout and 4005, as docs/websocket.md shows", async (t) => {
+  const s = stack();
+  const user = await createUser(s.db, { roles: READER });
+  const oauth = await createOAuthToken(s.db, user.id, ['gps:read']);
+  const key = await createKey({ userId: user.id, scopes: ['gps:read'] });
+  const bySession = await connect(wsBase(s), { token: user.token });
+  const byOauth = await connect(wsBase(s), { token: oauth.token });
+  const byKey = await connect(wsBase(s), { token: key.key });
+  // The token the reset mail carries, issued as the passwordResets job does.
+  const account = await s.db('platform_accounts').where({ user_id: user.id }).first('id');
+  const { token } = await transaction(s.db, (trx) =>
+    issueAccountToken(trx, {
+      purpose: 'password_reset',
+      userId: user.id,
+      email: user.email,
+      payload: { platform_account_id: account.id },
+    }),
+  );
+  const reset = await s.request('POST', '/v1/auth/reset-password/confirm', {
+    body: { token, password: 'brand-new-pass-1' },
+  });
+  t.is(reset.status, 200, reset.text);
+
+  const revoked = (await bySession.nextJson()) as Record<string, unknown>;
+  t.like(revoked, { type: 'sessionRevoked', userId: user.id, sessionId: user.sessionId, reason: 'password_reset' });
+  t.is((await bySession.closed).code, 4004);
+  const logout = await byOauth.nextJson((m) => m.type === 'forceLogout');
+  t.like(logout, { userId: user.id, reason: 'password_reset' });
+  t.is((await byOauth.closed).code, 4005);
+  t.is(byKey.ws.readyState, byKey.ws.OPEN);
+  byKey.close();
+
+  // The page's example of a password reset is the event a session's socket receives.
+  const doc = readFileSync(path.resolve(__dirname, '../../../docs/websocket.md'), 'utf8');
+  const example = /`(\{"type": "\w+"[^`]*"reason": "password_reset"[^`]*\})`/.exec(doc);
+  if (!example) return t.fail('docs/websocket.md shows no password_reset event');
+  const shown = JSON.parse(example[1]) as Record<string, unknown>;
+  t.is(shown.type, revoked.type);
+  t.deepEqual(Object.keys(shown).sort(), Object.keys(revoked).sort());
 });
