@@ -73,7 +73,8 @@ export function authFlowRoutes(router: ApiRouter): void {
       method: 'post',
       path: '/v1/auth/reset-password/confirm',
       summary: 'Set a new password with the emailed token',
-      description: 'Every session of the user is revoked; clients get forceLogout.',
+      description:
+        "Every session of the user is revoked: their sockets get sessionRevoked and close with 4004; the user's sockets signed in with OAuth tokens get forceLogout and close with 4005.",
       tags: TAG,
       auth: 'public',
       body: z.object({ token: zEmailedToken(), password: zNewPassword() }),
