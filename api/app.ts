@@ -8,7 +8,7 @@ import { rateLimit } from './middleware/rateLimit';
 import { graphqlRoutes } from './graphql';
 import { queueDashboard } from './queueDashboard';
 import { routeModules } from './routes';
-import type { AppState } from './routing';
+import { AppState, routeTraits } from './routing';
 import type { ApiServices } from './services';
 
 /**
@@ -27,9 +27,11 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): Koa<App
   const router = new IndexedRouter<AppState, { services: ApiServices }>();
   for (const mount of routeModules) mount(router);
   graphqlRoutes(router, schema, services.config.env === 'production');
+  // What a route declares, for the middleware that decides before it runs (a credential it checks itself).
+  const routeOf = (ctx: Koa.Context) => routeTraits(router, ctx.method, ctx.path);
 
   app.use(errorHandler(services.logger));
-  app.use(authenticate());
+  app.use(authenticate(routeOf));
   app.use(rateLimit(services.config));
   // After the limiter: a malformed body, bad URL or unsupported type is counted, and answered with
   // the X-RateLimit-* headers, like any other answer of a rate-limited route.

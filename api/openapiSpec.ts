@@ -56,8 +56,9 @@ export interface OperationDoc {
   secured: boolean;
   /**
    * The security requirement when the route checks credentials of its own (X-ID-App-Key,
-   * X-ID-App-Assertion) rather than through its access rule: alternatives, e.g.
-   * `[{ idAppKey: [] }, { bearerAuth: [] }]`. Default: bearerAuth when secured, none otherwise.
+   * X-ID-App-Assertion, HTTP Basic client credentials) rather than through its access rule:
+   * alternatives, e.g. `[{ idAppKey: [] }, { bearerAuth: [] }]` (`{}`: none needed). Default:
+   * bearerAuth when secured, none otherwise.
    */
   security?: Array<Record<string, string[]>>;
   /** The permission the route needs, documented as `x-permission`. */
@@ -93,21 +94,35 @@ export const SECURITY_SCHEMES = {
     name: 'X-ID-App-Assertion',
     description: 'A signed assertion from the ID app naming the signed-in user (spec §5.8)',
   },
+  clientBasic: {
+    type: 'http',
+    scheme: 'basic',
+    description:
+      "An OAuth client's credentials (RFC 6749 §2.3.1): client_id and client_secret, each form-urlencoded, joined by a colon",
+  },
 } as const;
 
 const SCHEME_WORDS: Record<string, string> = {
   bearerAuth: 'a bearer credential',
   idAppKey: 'X-ID-App-Key',
   idAppAssertion: 'X-ID-App-Assertion',
+  clientBasic: 'HTTP Basic client credentials',
 };
 
-/** A security requirement (alternatives of schemes) in words, for the access line of the description. */
+/**
+ * A security requirement (alternatives of schemes) in words, for the access line of the
+ * description. An empty alternative (`{}`) is a route anyone may call: the schemes are then
+ * checked when sent.
+ */
 export function describeSecurity(security: Array<Record<string, string[]>>): string {
-  const alternatives = security.map((req) =>
+  const named = security.filter((req) => Object.keys(req).length > 0);
+  const alternatives = named.map((req) =>
     Object.keys(req)
       .map((name) => SCHEME_WORDS[name] ?? name)
       .join(' with '),
   );
+  if (named.length < security.length)
+    return `Access: public; ${alternatives.join(' or ')} checked by the route itself when sent.`;
   return `Access: ${alternatives.join(' or ')}, checked by the route itself (none: 401).`;
 }
 

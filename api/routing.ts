@@ -30,6 +30,11 @@ export interface AppState {
   token?: string;
   /** Until when (epoch ms) the answer being built holds without a write (`answerValidUntil`). */
   answerValidUntil?: number;
+  /**
+   * On a route that authenticates OAuth clients itself (`authenticatesClients`): the Authorization
+   * header when it is not a bearer credential (HTTP Basic client credentials), for the route to check.
+   */
+  clientAuthorization?: string;
 }
 
 export type AppContext = ParameterizedContext<AppState, { services: ApiServices }>;
@@ -84,9 +89,17 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends Zo
   /**
    * Documentation only, for a 'public' route that checks credentials of its own (an app key, an
    * assertion): the security requirement the document shows instead of none, as alternatives of
-   * the schemes of api/openapiSpec.ts (`bearerAuth`, `idAppKey`, `idAppAssertion`).
+   * the schemes of api/openapiSpec.ts (`bearerAuth`, `idAppKey`, `idAppAssertion`, `clientBasic`).
    */
   security?: Array<Record<string, string[]>>;
+  /**
+   * For a 'public' route that authenticates OAuth clients itself (RFC 6749 §2.3.1: the token
+   * endpoint): an Authorization header that is not a bearer credential, such as HTTP Basic client
+   * credentials, reaches it in `ctx.state.clientAuthorization`, where every other route refuses it
+   * as a malformed credential (401) before it runs. The document shows the `clientBasic` scheme,
+   * beside none (the body may carry the credentials, and a public client has no secret).
+   */
+  authenticatesClients?: true;
   /**
    * 'items': the body's text rule (zInput) and the body parser's rule for numbers beyond a double
    * are left to the route for the items (the contents of the body's arrays), which it validates one
@@ -109,6 +122,28 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends Zo
    * so callers with equal values share one and others never see it.
    */
   cacheVariant?: (principal: Principal) => string;
+}
+
+/**
+ * What the middleware in front of the router (authentication) needs to know of the route a request
+ * is for, before it runs: its declarations, by the router's own layer. Only routes that declare
+ * something have an entry.
+ */
+export interface RouteTraits {
+  authenticatesClients: boolean;
+}
+
+const traitsOfLayer = new WeakMap<Router.Layer, RouteTraits>();
+
+/**
+ * The traits of the route the router will run for this method and path (its first matching
+ * route, matched as it matches), or undefined for a route that declares none and for no route. A
+ * match of its own: asked only when a decision needs it (an Authorization header that is not a
+ * bearer credential), not on every request.
+ */
+export function routeTraits(router: Pick<Router, 'match'>, method: string, path: string): RouteTraits | undefined {
+  const layer = router.match(path, method).pathAndMethod.find((l) => l.methods.length > 0);
+  return layer && traitsOfLayer.get(layer);
 }
 
 export interface RouteInput<P extends AnyObject, Q extends AnyObject, B extends ZodTypeAny> {
@@ -250,6 +285,8 @@ export function defineRoute<
     query: zInput(def.query ?? z.unknown()),
     body: def.bodyText === 'items' ? zInputEnvelope(def.body ?? z.unknown()) : zInput(def.body ?? z.unknown()),
   };
+  if (def.authenticatesClients && def.auth !== 'public')
+    throw new Error(`${def.method.toUpperCase()} ${def.path}: authenticatesClients needs auth 'public'`);
   if (def.bodyText === 'items') {
     if (def.path.includes(':'))
       throw new Error(`${def.method.toUpperCase()} ${def.path}: bodyText 'items' needs a path without parameters`);
@@ -261,7 +298,7 @@ export function defineRoute<
   const cacheBy = def.cacheBy;
   if (cacheBy) assertCacheable(def);
   else if (def.cacheVariant) throw new Error(`${def.method.toUpperCase()} ${def.path}: cacheVariant needs cacheBy`);
-  router[def.method](def.path, (ctx) => {
+  const layer = router.register(def.path, [def.method], (ctx) => {
     const c = ctx as unknown as AppContext;
     // Permission checks come before validation (a caller without access learns nothing about the
     // input rules), except for 'or self' rules, which need the validated path id.
@@ -296,15 +333,18 @@ export function defineRoute<
       );
     return handler(c, { params, query, body });
   });
+  if (def.authenticatesClients) traitsOfLayer.set(layer, { authenticatesClients: true });
 
   // A documented example must pass the route's own validation (checked once, at mount).
   if (def.bodyExample !== undefined && def.body && !def.body.safeParse(def.bodyExample).success)
     throw new Error(`${def.method.toUpperCase()} ${def.path}: bodyExample does not pass the body schema`);
   const permission = typeof def.auth === 'object' && 'permission' in def.auth ? def.auth.permission : undefined;
+  const security = def.security ?? (def.authenticatesClients ? [{ clientBasic: [] }, {}] : undefined);
   registerOperation({
     ...def,
+    security,
     body: def.body ?? def.bodyDoc,
-    access: def.security ? describeSecurity(def.security) : describeAuth(def.auth),
+    access: security ? describeSecurity(security) : describeAuth(def.auth),
     secured: def.auth !== 'public',
     permission,
     // The text rule of zInput checks every parameter, declared or not: any route can answer 400.

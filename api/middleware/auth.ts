@@ -1,8 +1,8 @@
-import type { Middleware, Next } from 'koa';
+import type { Context, Middleware, Next } from 'koa';
 import type { CredentialResult } from '../../shared/auth/credentials';
 import { forbidden, HttpError, unauthorized } from '../../shared/errors';
 import { ANONYMOUS, systemKeyAllowed } from '../../shared/policies';
-import type { AppContext } from '../routing';
+import type { AppContext, RouteTraits } from '../routing';
 
 /** Extracts the Bearer token; a malformed Authorization header is a 401, not anonymous access. */
 function bearerToken(header: string | undefined): string | null | undefined {
@@ -15,13 +15,22 @@ function bearerToken(header: string | undefined): string | null | undefined {
  * Resolves the caller once per request into `ctx.state.principal` (X-User-Id is never read).
  * A failed credential is remembered, not thrown, so the rate limiter can count it against the
  * caller's IP before the 401 goes out. Anonymous requests pass without making a promise.
+ * An Authorization header that is not a bearer credential is refused, except on a route that
+ * authenticates OAuth clients itself (`authenticatesClients` in its definition, found by
+ * `routeOf`): the request goes on anonymous, and the header is the route's to check
+ * (`ctx.state.clientAuthorization`, HTTP Basic client credentials).
  */
-export function authenticate(): Middleware {
+export function authenticate(routeOf?: (ctx: Context) => RouteTraits | undefined): Middleware {
   return (ctx, next) => {
     const c = ctx as unknown as AppContext;
-    const token = bearerToken(ctx.get('authorization') || undefined);
+    const header = ctx.get('authorization') || undefined;
+    const token = bearerToken(header);
     c.state.principal = ANONYMOUS;
     if (token === undefined) {
+      if (routeOf?.(ctx)?.authenticatesClients) {
+        c.state.clientAuthorization = header;
+        return next();
+      }
       (c.state as { authFailure?: HttpError }).authFailure = unauthorized(
         'malformed Authorization header: expected Bearer <token>',
       );

@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import { ASSERTION_HEADER, verifyAppAssertion } from '../../shared/auth/assertionVerifier';
 import { authenticateClient, authorizeClient, revokeConsent } from '../../shared/commands/oauthProvider';
 import { exchangeAuthorizationCode, refreshAccessToken } from '../../shared/commands/oauthTokenGrants';
-import { oauthError, parseScopeParam, TokenResponse } from '../../shared/domain/oauth';
+import { basicClientCredentials, oauthError, parseScopeParam, TokenResponse } from '../../shared/domain/oauth';
 import { HttpError, serviceUnavailable, unauthorized } from '../../shared/errors';
 import type { OAuthClient } from '../../shared/models/OAuthClient';
 import { ACCOUNT_SCOPES, actingUserId, authorize, subjects } from '../../shared/policies';
@@ -37,6 +37,8 @@ const tokenBody = z.object({
   scope: z.string().max(4000).optional(),
 });
 
+type TokenBody = z.infer<typeof tokenBody>;
+
 const tokenResponse = z.object({
   access_token: z.string(),
   token_type: z.literal('Bearer'),
@@ -44,6 +46,34 @@ const tokenResponse = z.object({
   refresh_token: z.string(),
   scope: z.string(),
 });
+
+/**
+ * The credentials the client presents: HTTP Basic (RFC 6749 §2.3.1, the header the auth middleware
+ * left to this route), or client_id and client_secret in the body. One method per request: a
+ * client_secret beside the header, or a client_id naming another client, is invalid_request; the
+ * same client_id beside it is accepted (some clients always send it), and so are empty ones (sent
+ * without a value is not sent, RFC 6749 §3.2).
+ */
+function clientCredentials(ctx: AppContext, body: TokenBody): { clientId?: string; clientSecret?: string } {
+  const header = ctx.state.clientAuthorization;
+  if (header === undefined) return { clientId: body.client_id, clientSecret: body.client_secret };
+  if (body.client_secret)
+    throw oauthError(
+      400,
+      'invalid_request',
+      'client credentials both in the Authorization header and in the body (client_secret): use one method',
+    );
+  const basic = basicClientCredentials(header);
+  if (!basic)
+    throw oauthError(
+      401,
+      'invalid_client',
+      'Authorization: expected Basic with the client_id and client_secret, each form-urlencoded (RFC 6749 §2.3.1)',
+    );
+  if (body.client_id && body.client_id !== basic.clientId)
+    throw oauthError(400, 'invalid_request', 'client_id: not the client of the Authorization header');
+  return basic;
+}
 
 /** Verifies X-ID-App-Assertion (spec §5.8) and returns the user it vouches for. */
 async function assertedUser(ctx: AppContext): Promise<{ userId: string; appId: string }> {
@@ -103,14 +133,15 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
       path: '/v1/oauth/token',
       summary: 'Token endpoint: authorization_code (PKCE S256) and refresh_token grants',
       description:
-        'JSON or application/x-www-form-urlencoded. Confidential clients authenticate with client_id and client_secret in the body. Refresh tokens rotate: each works once, and presenting a used one revokes every token of the grant. Errors carry the RFC 6749 code in `error`.',
+        'JSON or application/x-www-form-urlencoded. Confidential clients authenticate with HTTP Basic (RFC 6749 §2.3.1: `Authorization: Basic` of client_id:client_secret, each form-urlencoded first) or with client_id and client_secret in the body, not both; public clients send client_id alone. Refresh tokens rotate: each works once, and presenting a used one revokes every token of the grant. Errors carry the RFC 6749 code in `error`.',
       tags: ['oauth'],
       auth: 'public',
+      authenticatesClients: true,
       body: tokenBody,
       responses: {
         200: { description: 'Tokens', schema: tokenResponse },
         400: { description: 'invalid_request, invalid_grant, invalid_scope, unsupported_grant_type' },
-        401: { description: 'invalid_client' },
+        401: { description: 'invalid_client (with `WWW-Authenticate: Basic`)' },
       },
     },
     async (ctx, { body }) => {
@@ -120,9 +151,11 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
       }
       let client: OAuthClient;
       try {
-        client = await authenticateClient(body.client_id, body.client_secret);
+        const { clientId, clientSecret } = clientCredentials(ctx, body);
+        client = await authenticateClient(clientId, clientSecret);
       } catch (err) {
-        if (err instanceof HttpError) ctx.set('WWW-Authenticate', 'Basic realm="oauth"');
+        // RFC 6749 §5.2: a failed client authentication names the scheme the client may use.
+        if (err instanceof HttpError && err.status === 401) ctx.set('WWW-Authenticate', 'Basic realm="oauth"');
         throw err;
       }
       let tokens: TokenResponse;

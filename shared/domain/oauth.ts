@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { createHash } from 'node:crypto';
 import { HttpError } from '../errors';
 
@@ -6,6 +7,40 @@ import { HttpError } from '../errors';
 /** RFC 6749 §5.2 error: the `error` field carries the OAuth error code, `message` the reason. */
 export function oauthError(status: 400 | 401, code: string, message: string): HttpError {
   return new HttpError(status, code, message, { error_description: message });
+}
+
+/** An OAuth client's credentials as an `Authorization: Basic` header carries them. */
+export interface ClientCredentials {
+  clientId: string;
+  clientSecret: string;
+}
+
+/** One form-urlencoded value (`+` a space, percent-escapes of UTF-8), or null when it does not decode. */
+function formDecoded(value: string): string | null {
+  try {
+    return decodeURIComponent(value.replace(/\+/g, ' '));
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The client credentials of an Authorization header (RFC 6749 §2.3.1): scheme `Basic`, then the
+ * base64 of `client_id:client_secret`, each form-urlencoded before they were joined (Appendix B),
+ * so a colon inside either arrives as `%3A`. Null for another scheme or a value that does not
+ * decode: the token endpoint answers invalid_client to it, as to wrong credentials.
+ */
+export function basicClientCredentials(header: string): ClientCredentials | null {
+  const m = /^Basic\s+([A-Za-z0-9+/]+={0,2})\s*$/i.exec(header);
+  if (!m || m[1].length % 4 === 1) return null;
+  const bytes = Buffer.from(m[1], 'base64');
+  if (!isUtf8(bytes)) return null;
+  const text = bytes.toString('utf8');
+  const colon = text.indexOf(':');
+  if (colon < 0) return null;
+  const clientId = formDecoded(text.slice(0, colon));
+  const clientSecret = formDecoded(text.slice(colon + 1));
+  return clientId === null || clientSecret === null ? null : { clientId, clientSecret };
 }
 
 /** Why a redirect URI is not acceptable, or null: absolute https, or http on localhost only. */

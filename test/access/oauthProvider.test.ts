@@ -72,14 +72,20 @@ async function codeFor(user: TestUser, client: Client, scope?: string) {
 }
 
 /** The token endpoint, form-encoded as OAuth clients usually send it. */
-function token(params: Record<string, string | undefined | null>) {
+function token(params: Record<string, string | undefined | null>, headers: Record<string, string> = {}) {
   const form = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null) form.set(k, v);
   return stack().request('POST', '/v1/oauth/token', {
     rawBody: form.toString(),
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
   });
 }
+
+/** HTTP Basic client credentials (RFC 6749 §2.3.1): id and secret form-urlencoded, then base64. */
+const formEncoded = (value: string) => new URLSearchParams({ v: value }).toString().slice(2);
+const basic = (id: string, secret: string) => ({
+  authorization: `Basic ${Buffer.from(`${formEncoded(id)}:${formEncoded(secret)}`).toString('base64')}`,
+});
 
 const exchange = (client: Client, code: string, verifier: string, extra: Record<string, string> = {}) =>
   token({
@@ -258,6 +264,101 @@ test('a wrong code_verifier fails and burns the code; wrong redirect_uri, wrong 
     .client_secret;
   t.is((await exchange(client, c5.code, c5.verifier)).status, 401);
   t.is((await exchange({ id: client.id, secret: fresh }, c5.code, c5.verifier)).status, 200);
+});
+
+test('confidential clients may authenticate with HTTP Basic at the token endpoint, one method per request', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
+  const client = await makeClient(dev);
+  const other = await makeClient(dev);
+  const grant = (code: string, verifier: string, extra: Record<string, string> = {}) => ({
+    grant_type: 'authorization_code',
+    code,
+    redirect_uri: REDIRECT,
+    code_verifier: verifier,
+    ...extra,
+  });
+
+  // A wrong secret in the header: invalid_client with the challenge, and the code is not spent.
+  const c1 = await codeFor(user, client, 'gps:read');
+  const wrong = await token(grant(c1.code, c1.verifier), basic(client.id, 'ocs_wrong'));
+  t.is(wrong.status, 401);
+  t.is(wrong.body.error, 'invalid_client');
+  t.is(wrong.body.error_description, 'client authentication failed');
+  t.is(wrong.headers.get('www-authenticate'), 'Basic realm="oauth"');
+  const ok = await token(grant(c1.code, c1.verifier), basic(client.id, client.secret!));
+  t.is(ok.status, 200, ok.text);
+  t.is(ok.headers.get('cache-control'), 'no-store');
+  t.deepEqual((await me(ok.body.access_token)).body.data.me.permissions, ['gps:read']);
+  const refreshed = await token(
+    { grant_type: 'refresh_token', refresh_token: ok.body.refresh_token },
+    basic(client.id, client.secret!),
+  );
+  t.is(refreshed.status, 200, refreshed.text);
+
+  // Both methods at once is a malformed request; the same client_id beside the header is not, nor
+  // an empty client_secret (RFC 6749 §3.2: as if not sent).
+  const c2 = await codeFor(user, client);
+  const twice = await token(
+    grant(c2.code, c2.verifier, { client_secret: client.secret! }),
+    basic(client.id, client.secret!),
+  );
+  t.is(twice.status, 400);
+  t.is(twice.body.error, 'invalid_request');
+  t.is(twice.headers.get('www-authenticate'), null);
+  const otherId = await token(grant(c2.code, c2.verifier, { client_id: other.id }), basic(client.id, client.secret!));
+  t.is(otherId.status, 400);
+  t.is(otherId.body.error, 'invalid_request');
+  const sameId = await token(
+    grant(c2.code, c2.verifier, { client_id: client.id, client_secret: '' }),
+    basic(client.id, client.secret!),
+  );
+  t.is(sameId.status, 200, sameId.text);
+
+  // Another scheme, or a value that is not base64 of id:secret, is a failed client authentication.
+  for (const authorization of [
+    'Digest username="x"',
+    'Basic !!!',
+    `Basic ${Buffer.from(client.id).toString('base64')}`,
+  ]) {
+    const r = await token(grant(c2.code, c2.verifier), { authorization });
+    t.is(r.status, 401, authorization);
+    t.is(r.body.error, 'invalid_client');
+    t.is(r.headers.get('www-authenticate'), 'Basic realm="oauth"');
+  }
+
+  // Id and secret are form-urlencoded before base64: a colon, a plus, a space, non-ASCII.
+  const odd = 'a:b+c d/é%';
+  await s
+    .db('oauth_clients')
+    .where('id', client.id)
+    .update({ client_secret_hash: sha256(odd) });
+  const c3 = await codeFor(user, client);
+  t.is((await token(grant(c3.code, c3.verifier), basic(client.id, odd))).status, 200);
+  // A public client sends its id with an empty secret.
+  const pub = await makeClient(dev, { client_type: 'public' });
+  const c4 = await codeFor(user, pub);
+  t.is((await token(grant(c4.code, c4.verifier), basic(pub.id, ''))).status, 200);
+});
+
+test('Basic credentials are refused everywhere but the token endpoint, as a malformed bearer credential', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const client = await makeClient(dev);
+  const header = basic(client.id, client.secret!);
+  for (const [method, path] of [
+    ['GET', '/v1/users/me'],
+    ['GET', `/v1/oauth/clients/${client.id}`],
+    ['GET', '/v1/oauth/authorize'],
+    // The token endpoint's path with another method: no route that authenticates clients.
+    ['GET', '/v1/oauth/token'],
+    ['POST', '/v1/oauth/clients'],
+  ]) {
+    const r = await s.request(method, path, { headers: header, ...(method === 'POST' ? { body: {} } : {}) });
+    t.is(r.status, 401, `${method} ${path}`);
+    t.deepEqual(r.body, { error: 'Unauthorized', message: 'malformed Authorization header: expected Bearer <token>' });
+  }
 });
 
 test('a reused code is refused and revokes the tokens it produced; an expired code is refused', async (t) => {

@@ -458,6 +458,10 @@ test('F13: routes that check app credentials themselves document them', async (t
   for (const method of ['get', 'post'])
     t.deepEqual(doc.paths['/v1/oauth/authorize'][method].security, [{ idAppAssertion: [] }]);
   for (const op of [audit, doc.paths['/v1/oauth/authorize'].get]) t.notRegex(op.description, /Access: public/);
+  // The token endpoint takes HTTP Basic client credentials, or none (they may be in the body).
+  t.like(doc.components.securitySchemes.clientBasic, { type: 'http', scheme: 'basic' });
+  t.deepEqual(doc.paths['/v1/oauth/token'].post.security, [{ clientBasic: [] }, {}]);
+  t.regex(doc.paths['/v1/oauth/token'].post.description, /Access: public; HTTP Basic client credentials/);
   const r = await s.request('POST', '/v1/internal/audit', { body: { event_type: 'login' } });
   t.is(r.status, 401);
   t.is(problem('POST', '/v1/internal/audit', r), null);
