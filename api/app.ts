@@ -27,10 +27,11 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): Koa<App
   const router = new IndexedRouter<AppState, { services: ApiServices }>();
   for (const mount of routeModules) mount(router);
   graphqlRoutes(router, schema, services.config.env === 'production');
-  // What a route declares, for the middleware that decides before it runs (a credential it checks itself).
+  // What a route declares, for the middleware that decides before it runs (a credential it checks
+  // itself, the format of its errors).
   const routeOf = (ctx: Koa.Context) => routeTraits(router, ctx.method, ctx.path);
 
-  app.use(errorHandler(services.logger));
+  app.use(errorHandler(services.logger, routeOf));
   app.use(authenticate(routeOf));
   app.use(rateLimit(services.config));
   // After the limiter: a malformed body, bad URL or unsupported type is counted, and answered with

@@ -69,6 +69,8 @@ export interface OperationDoc {
   /** The body's media type when not JSON. */
   bodyContentType?: string;
   bodyExample?: unknown;
+  /** The route answers a malformed request as RFC 6749 §5.2 says (400 invalid_request), never 415. */
+  oauthErrors?: boolean;
   /** The route validates declared input (params, query or body): it can answer 400. */
   validates: boolean;
   /** The route can deny a credential for lack of a permission or scope (403, besides the standard reasons). */
@@ -149,7 +151,8 @@ const STANDARD_ERRORS: Record<number, string> = {
  *   not), or its method carries a body (malformed JSON);
  * - 401 and 403 on every route: authentication refuses a bad credential, a banned account's
  *   credential and the system key outside its allowlist before any route runs (spec §5.5);
- * - 404 with path parameters; 413 and 415 for methods with a body (the body parser);
+ * - 404 with path parameters; 413 and 415 for methods with a body (the body parser; an OAuth
+ *   endpoint answers 400 where others answer 415);
  * - 429 unless the path is exempt from rate limiting; 500 (an unexpected fault) and 503 everywhere
  *   (a credential is resolved from the database);
  * - 304 when the answer is conditional (an ETag).
@@ -161,7 +164,8 @@ function standardStatuses(op: OperationDoc): number[] {
   if (op.validates || body) out.push(400);
   out.push(401, 403);
   if (/:[A-Za-z0-9_]+/.test(op.path)) out.push(404);
-  if (body) out.push(413, 415);
+  if (body) out.push(413);
+  if (body && !op.oauthErrors) out.push(415);
   if (!isRateLimitExempt(op.path)) out.push(429);
   out.push(500, 503);
   return out;

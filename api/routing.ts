@@ -101,6 +101,14 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends Zo
    */
   authenticatesClients?: true;
   /**
+   * For a route that answers errors as RFC 6749 §5.2 says (the token endpoint): whatever refuses a
+   * malformed request, before the route runs or in its validation (a missing or repeated
+   * parameter, a body that does not parse or is neither JSON nor a form), answers 400
+   * `invalid_request` with `error_description` (asOAuthError, in the error handler), and every
+   * refusal carries `Cache-Control: no-store`. Its own errors carry their OAuth codes already.
+   */
+  oauthErrors?: true;
+  /**
    * 'items': the body's text rule (zInput) and the body parser's rule for numbers beyond a double
    * are left to the route for the items (the contents of the body's arrays), which it validates one
    * by one, so one bad item is rejected alone rather than the whole body; the rest of the body (its
@@ -125,12 +133,13 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends Zo
 }
 
 /**
- * What the middleware in front of the router (authentication) needs to know of the route a request
- * is for, before it runs: its declarations, by the router's own layer. Only routes that declare
- * something have an entry.
+ * What the middleware in front of the router (authentication, the error handler) needs to know of
+ * the route a request is for, also when it refuses the request before the route runs: its
+ * declarations, by the router's own layer. Only routes that declare something have an entry.
  */
 export interface RouteTraits {
   authenticatesClients: boolean;
+  oauthErrors: boolean;
 }
 
 const traitsOfLayer = new WeakMap<Router.Layer, RouteTraits>();
@@ -139,7 +148,7 @@ const traitsOfLayer = new WeakMap<Router.Layer, RouteTraits>();
  * The traits of the route the router will run for this method and path (its first matching
  * route, matched as it matches), or undefined for a route that declares none and for no route. A
  * match of its own: asked only when a decision needs it (an Authorization header that is not a
- * bearer credential), not on every request.
+ * bearer credential, a refusal), not on every request.
  */
 export function routeTraits(router: Pick<Router, 'match'>, method: string, path: string): RouteTraits | undefined {
   const layer = router.match(path, method).pathAndMethod.find((l) => l.methods.length > 0);
@@ -333,7 +342,11 @@ export function defineRoute<
       );
     return handler(c, { params, query, body });
   });
-  if (def.authenticatesClients) traitsOfLayer.set(layer, { authenticatesClients: true });
+  if (def.authenticatesClients || def.oauthErrors)
+    traitsOfLayer.set(layer, {
+      authenticatesClients: Boolean(def.authenticatesClients),
+      oauthErrors: Boolean(def.oauthErrors),
+    });
 
   // A documented example must pass the route's own validation (checked once, at mount).
   if (def.bodyExample !== undefined && def.body && !def.body.safeParse(def.bodyExample).success)

@@ -1,8 +1,10 @@
 import type { Context, Middleware } from 'koa';
+import { asOAuthError } from '../../shared/domain/oauth';
 import { errorName, graphqlCode, HttpError, toHttpError } from '../../shared/errors';
 import type { Logger } from '../../shared/logger';
 import { endOfTurn, leavesAtEndOfTurn } from '../answerTurn';
 import { compressAnswer } from '../compression';
+import type { RouteTraits } from '../routing';
 
 const GRAPHQL_PATH = '/v1/gql';
 
@@ -59,9 +61,10 @@ export function loggedPath(ctx: Pick<Context, 'path'>): string {
  * `{error, message}` with the right status (and the error's headers, e.g. Allow, Retry-After), and
  * holds each answer until the end of its event-loop turn (api/answerTurn.ts). Unknown routes are 404, malformed JSON 400, database failures whatever
  * shared/errors' toHttpError says (constraint → 4xx, unreachable → 503), and anything unexpected a
- * logged 500 that reveals nothing internal. On /v1/gql the same answer is in GraphQL's error format.
+ * logged 500 that reveals nothing internal. On /v1/gql the same answer is in GraphQL's error format;
+ * on a route that declares `oauthErrors` (found by `routeOf`), in RFC 6749's (asOAuthError), not cached.
  */
-export function errorHandler(logger: Logger): Middleware {
+export function errorHandler(logger: Logger, routeOf?: (ctx: Context) => RouteTraits | undefined): Middleware {
   return async (ctx, next) => {
     try {
       await next();
@@ -93,6 +96,11 @@ export function errorHandler(logger: Logger): Middleware {
         httpErr = new HttpError(500, 'InternalServerError', 'an unexpected error occurred');
       } else if (httpErr.status === 503 && !(err instanceof HttpError)) {
         logger.warn({ err: err.message, method: ctx.method, path: loggedPath(ctx) }, 'dependency unavailable');
+      }
+      if (routeOf?.(ctx)?.oauthErrors) {
+        httpErr = asOAuthError(httpErr);
+        ctx.set('Cache-Control', 'no-store');
+        ctx.set('Pragma', 'no-cache');
       }
       ctx.status = httpErr.status;
       if (httpErr.headers) ctx.set(answerHeaders(ctx, httpErr.headers));

@@ -26,15 +26,27 @@ const authorizeParams = z.object({
 });
 type AuthorizeParams = z.infer<typeof authorizeParams>;
 
+/** A token request parameter: text, sent once (a form field sent twice arrives as an array). */
+const param = (max: number) =>
+  z
+    .string({
+      errorMap: (issue, ctx) => ({
+        message:
+          issue.code === 'invalid_type' && issue.received === 'array' ? 'given more than once' : ctx.defaultError,
+      }),
+    })
+    .max(max);
+
 const tokenBody = z.object({
-  grant_type: z.string().max(100),
-  client_id: z.string().max(100).optional(),
-  client_secret: z.string().max(512).optional(),
-  code: z.string().max(512).optional(),
-  redirect_uri: z.string().max(2000).optional(),
-  code_verifier: z.string().max(256).optional(),
-  refresh_token: z.string().max(512).optional(),
-  scope: z.string().max(4000).optional(),
+  // Sent without a value is not sent (RFC 6749 §3.2).
+  grant_type: param(100).min(1, 'Required'),
+  client_id: param(100).optional(),
+  client_secret: param(512).optional(),
+  code: param(512).optional(),
+  redirect_uri: param(2000).optional(),
+  code_verifier: param(256).optional(),
+  refresh_token: param(512).optional(),
+  scope: param(4000).optional(),
 });
 
 type TokenBody = z.infer<typeof tokenBody>;
@@ -133,14 +145,18 @@ export function oauthProviderRoutes(router: Router<AppState, { services: ApiServ
       path: '/v1/oauth/token',
       summary: 'Token endpoint: authorization_code (PKCE S256) and refresh_token grants',
       description:
-        'JSON or application/x-www-form-urlencoded. Confidential clients authenticate with HTTP Basic (RFC 6749 §2.3.1: `Authorization: Basic` of client_id:client_secret, each form-urlencoded first) or with client_id and client_secret in the body, not both; public clients send client_id alone. Refresh tokens rotate: each works once, and presenting a used one revokes every token of the grant. Errors carry the RFC 6749 code in `error`.',
+        'JSON or application/x-www-form-urlencoded. Confidential clients authenticate with HTTP Basic (RFC 6749 §2.3.1: `Authorization: Basic` of client_id:client_secret, each form-urlencoded first) or with client_id and client_secret in the body, not both; public clients send client_id alone. Refresh tokens rotate: each works once, and presenting a used one revokes every token of the grant. Errors carry the RFC 6749 code in `error` and the reason in `error_description` (and `message`), with Cache-Control: no-store: any malformed request (a missing, repeated or invalid parameter; malformed JSON; a body neither JSON nor a form) is 400 invalid_request, an unknown grant_type 400 unsupported_grant_type.',
       tags: ['oauth'],
       auth: 'public',
       authenticatesClients: true,
+      oauthErrors: true,
       body: tokenBody,
       responses: {
         200: { description: 'Tokens', schema: tokenResponse },
-        400: { description: 'invalid_request, invalid_grant, invalid_scope, unsupported_grant_type' },
+        400: {
+          description:
+            'invalid_request (also a body that does not parse, or is neither JSON nor a form), invalid_grant, invalid_scope, unsupported_grant_type',
+        },
         401: { description: 'invalid_client (with `WWW-Authenticate: Basic`)' },
       },
     },

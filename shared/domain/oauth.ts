@@ -9,6 +9,34 @@ export function oauthError(status: 400 | 401, code: string, message: string): Ht
   return new HttpError(status, code, message, { error_description: message });
 }
 
+/** The error codes of the token endpoint (RFC 6749 §5.2). */
+const TOKEN_ERRORS = new Set([
+  'invalid_request',
+  'invalid_client',
+  'invalid_grant',
+  'unauthorized_client',
+  'unsupported_grant_type',
+  'invalid_scope',
+]);
+
+/**
+ * A refusal as an endpoint of RFC 6749 §5.2 answers it: a malformed request (a missing, repeated
+ * or invalid parameter, a body that does not parse or is of a type not taken: the service's 400 and
+ * 415) is 400 invalid_request, its message the error_description (validation `details` kept).
+ * OAuth errors, and refusals that are not about the request's form (credentials, size, rate limit,
+ * outages), stay as they are.
+ */
+export function asOAuthError(err: HttpError): HttpError {
+  if (TOKEN_ERRORS.has(err.error) || (err.status !== 400 && err.status !== 415)) return err;
+  return new HttpError(
+    400,
+    'invalid_request',
+    err.message,
+    { ...err.extra, error_description: err.message },
+    err.headers,
+  );
+}
+
 /** An OAuth client's credentials as an `Authorization: Basic` header carries them. */
 export interface ClientCredentials {
   clientId: string;

@@ -361,6 +361,79 @@ test('Basic credentials are refused everywhere but the token endpoint, as a malf
   }
 });
 
+test("malformed token requests are invalid_request (RFC 6749 §5.2), not the service's BadRequest or 415", async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const client = await makeClient(dev);
+  const raw = (rawBody: string, contentType: string) =>
+    s.request('POST', '/v1/oauth/token', { rawBody, headers: { 'content-type': contentType } });
+  const form = 'application/x-www-form-urlencoded';
+  type Answer = {
+    status: number;
+    body: { error: string; message: string; error_description: string };
+    headers: Headers;
+  };
+  const cases: Array<[string, () => Promise<Answer>, RegExp]> = [
+    ['no grant_type', () => token({ client_id: client.id, client_secret: client.secret }), /^grant_type: Required$/],
+    ['empty grant_type', () => token({ grant_type: '', client_id: client.id }), /^grant_type: Required$/],
+    [
+      'repeated grant_type',
+      () => raw('grant_type=authorization_code&grant_type=refresh_token', form),
+      /^grant_type: given more than once$/,
+    ],
+    [
+      'repeated client_id',
+      () => raw(`grant_type=refresh_token&client_id=${client.id}&client_id=x`, form),
+      /^client_id: given more than once$/,
+    ],
+    ['text/plain', () => raw('grant_type=refresh_token', 'text/plain'), /Content-Type 'text\/plain'/],
+    ['malformed JSON', () => raw('{"grant_type":', 'application/json'), /JSON/],
+    [
+      'a field too long',
+      () => token({ grant_type: 'refresh_token', refresh_token: 'x'.repeat(513) }),
+      /^refresh_token: /,
+    ],
+  ];
+  for (const [what, answer, description] of cases) {
+    const r = await answer();
+    t.is(r.status, 400, what);
+    t.is(r.body.error, 'invalid_request', what);
+    t.regex(r.body.error_description, description, what);
+    t.is(r.body.message, r.body.error_description, what);
+    t.is(r.headers.get('cache-control'), 'no-store', what);
+  }
+  const unsupported = await token({ grant_type: 'password', client_id: client.id });
+  t.is(unsupported.status, 400);
+  t.is(unsupported.body.error, 'unsupported_grant_type');
+  t.is(unsupported.headers.get('cache-control'), 'no-store');
+  const badGrant = await token({
+    grant_type: 'refresh_token',
+    refresh_token: 'ort_nope',
+    client_id: client.id,
+    client_secret: client.secret,
+  });
+  t.is(badGrant.body.error, 'invalid_grant');
+  t.is(badGrant.headers.get('cache-control'), 'no-store');
+
+  // Other routes keep the service's own errors.
+  const clients = await s.request('POST', '/v1/oauth/clients', {
+    token: dev.token,
+    rawBody: 'name=x',
+    headers: { 'content-type': 'text/plain' },
+  });
+  t.is(clients.status, 415);
+  t.is(clients.body.error, 'UnsupportedMediaType');
+  const login = await s.request('POST', '/v1/auth/login', { body: {} });
+  t.is(login.status, 400);
+  t.is(login.body.error, 'BadRequest');
+  t.is(login.headers.get('cache-control'), null);
+  const authorize = await s.request('POST', '/v1/oauth/authorize', {
+    rawBody: 'x',
+    headers: { 'content-type': 'text/plain' },
+  });
+  t.is(authorize.status, 415);
+});
+
 test('a reused code is refused and revokes the tokens it produced; an expired code is refused', async (t) => {
   const s = stack();
   const dev = await createUser(s.db, { roles: ['role_developer'] });
