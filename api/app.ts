@@ -12,8 +12,8 @@ import { AppState, routeTraits } from './routing';
 import type { ApiServices } from './services';
 
 /**
- * The Koa application: errors (which also compresses answers) → authentication (+ system-key allowlist) → rate
- * limiting → body parsing → credential failures → routes. Every route then runs the chain of api/routing.ts.
+ * The Koa application: errors (which also compresses answers) → body parsing → authentication (+ system-key allowlist) → rate
+ * limiting → credential failures → routes. Every route then runs the chain of api/routing.ts.
  */
 export function createApp(services: ApiServices, schema: GraphQLSchema): Koa<AppState, { services: ApiServices }> {
   const app = new Koa<AppState, { services: ApiServices }>();
@@ -32,11 +32,13 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): Koa<App
   const routeOf = (ctx: Koa.Context) => routeTraits(router, ctx.method, ctx.path);
 
   app.use(errorHandler(services.logger, routeOf));
+  // The body before the credential: a credential is resolved once the whole request is in, so a
+  // revocation during a slow upload holds for it, and every body is bounded by the parser's limits
+  // (a refusal answered before the body is read would leave it to be drained, unbounded). A body
+  // the parser refuses is therefore answered before the limiter counts it.
+  app.use(bodyParser());
   app.use(authenticate(routeOf));
   app.use(rateLimit(services.config));
-  // After the limiter: a malformed body, bad URL or unsupported type is counted, and answered with
-  // the X-RateLimit-* headers, like any other answer of a rate-limited route.
-  app.use(bodyParser());
   app.use(rejectFailedCredentials());
   app.use(queueDashboard(services));
   app.use(router.routes());

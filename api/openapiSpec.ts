@@ -445,7 +445,8 @@ const INFO_DESCRIPTION = [
     'Besides the statuses each operation lists, any path the router does not know answers 404, and a known path called with ' +
     'another method answers 405 with an `Allow` header.',
   'Every answer of a rate-limited operation (those documenting 429) carries X-RateLimit-Limit, X-RateLimit-Remaining and ' +
-    'X-RateLimit-Reset; the system key is not rate limited.',
+    'X-RateLimit-Reset, except a refusal of the request body or URL itself (400 for malformed JSON or a NUL character, ' +
+    '413, 415), which is answered before the limiter counts the request; the system key is not rate limited.',
   'Request bodies are JSON; an operation whose body fields are all text also takes application/x-www-form-urlencoded ' +
     '(the document lists it there); any other answers a form with 415.',
   'Not described here: the queue dashboard (Bull Board) under /v1/admin/queues, an operator UI for browsers opened with ' +
