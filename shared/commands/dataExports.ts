@@ -39,8 +39,8 @@ async function auditFailure(ctx: ServiceContext, userId: string, by: Attribution
 }
 
 /**
- * GET /v1/user/export: counts the request against the user's hourly limit (429 beyond it; a request
- * that ends without an archive gives its count back), then
+ * GET /v1/user/export: counts the request against the user's hourly limit (429 beyond it; a failed
+ * export gives its count back, a timed-out one does not: its job runs on), then
  * enqueues the export job and waits for it. A user's parallel requests share one job (BullMQ
  * deduplication by user), and each receives the archive. On success writes the export log entry
  * and the data_exported audit event in one transaction; a failed job is a logged, audited 500, a
@@ -66,7 +66,9 @@ export async function deliverDataExport(
     throw serviceUnavailable('the export queue is unavailable; try again shortly');
   }
   let archiveId: string | null = null;
-  let delivered = false;
+  // Whether the request's count is given back: only when the export ended without an archive and
+  // with no work left running (a timed-out job runs on, and a retry joins it while it does).
+  let giveBack = false;
   try {
     let result: DataExportResult;
     try {
@@ -83,6 +85,7 @@ export async function deliverDataExport(
         await auditFailure(ctx, userId, by, 'timed out');
         throw serviceUnavailable('the data export did not finish in time; try again shortly');
       }
+      giveBack = true;
       ctx.logger.error({ userId, err: e.message }, 'data export failed');
       // The user reads this event: the reason, not the worker's error text (paths, hosts), which
       // only the log above keeps.
@@ -92,6 +95,7 @@ export async function deliverDataExport(
     archiveId = result.archiveId;
     const zip = await readExportArchive(ctx.redis, ctx.config, archiveId);
     if (!zip) {
+      giveBack = true;
       ctx.logger.error({ userId, archiveId }, 'data export archive missing');
       await auditFailure(ctx, userId, by, 'archive missing');
       throw new HttpError(500, 'InternalServerError', 'the data export could not be generated');
@@ -124,11 +128,11 @@ export async function deliverDataExport(
       );
       return row;
     });
-    delivered = true;
     return { zip, exportedAt, log };
   } finally {
     await leaveExportWait(ctx.redis, ctx.config, userId, archiveId);
-    // The hourly limit counts exports received: a failed or timed-out one gives its count back.
-    if (!delivered) await giveBackExportRequest(ctx.redis, allowance);
+    // The hourly limit counts exports received, and bounds the work a user starts: a failed one
+    // gives its count back, a timed-out one (its job still running) does not.
+    if (giveBack) await giveBackExportRequest(ctx.redis, allowance);
   }
 }
