@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import type { ServiceContext } from '../context';
 import { emailLocale } from '../emails/accountEmails';
 import { writeAccountEmail } from '../emails/outbox';
-import { badRequest, conflict, notFound, toHttpError, tooManyRequests } from '../errors';
+import { badRequest, conflict, notFound, tooManyRequests } from '../errors';
 import { ADDRESS_MAILS_PER_HOUR, claimAddressMail, giveBackAddressMail } from '../caches/mailSlots';
 import type { AccountToken, AccountTokenPurpose } from '../models/AccountToken';
 import { PlatformAccount } from '../models/PlatformAccount';
@@ -64,6 +64,14 @@ async function lockTokenUser(trx: Knex.Transaction, token: AccountToken): Promis
  * signed-in user sends to an address of their choosing (shared/caches/mailSlots.ts): 429 with
  * Retry-After past it.
  */
+/** Refusals of an address another account holds: counted like a mail (withMailTo). */
+const addressInUseRefusals = new WeakSet<object>();
+function addressInUse(): Error {
+  const err = conflict('email is already in use');
+  addressInUseRefusals.add(err);
+  return err;
+}
+
 async function withMailTo<T>(ctx: ServiceContext, userId: string, email: string, write: () => Promise<T>): Promise<T> {
   const { wait, claimed, limit } = await claimAddressMail(ctx.redis, ctx.config, userId, email);
   if (wait > 0)
@@ -75,10 +83,10 @@ async function withMailTo<T>(ctx: ServiceContext, userId: string, email: string,
   try {
     return await write();
   } catch (err) {
-    // Not written for the service's own reason (a 503, say): the claim is given back, so the retry
-    // is not refused for a mail that never went out. A refusal of the request itself (the address
-    // is taken: 409) keeps it, so the answer cannot be used to test addresses without bound.
-    if (claimed && (toHttpError(err)?.status ?? 500) >= 500)
+    // Not written (a 503, a conflict to retry, say): the claim is given back, so the retry is not
+    // refused for a mail that never went out. Only the answer that the address is taken keeps it,
+    // so that answer cannot be used to test addresses without bound.
+    if (claimed && !addressInUseRefusals.has(err as object))
       await giveBackAddressMail(ctx.redis, ctx.config, userId, email);
     throw err;
   }
@@ -101,7 +109,7 @@ export async function requestEmailChange(
   if (account.email?.toLowerCase() === newEmail) throw badRequest('email: this is already the address of the account');
   // Counted like a mail sent (withMailTo): whether an address is taken is told at the same pace.
   const expiresAt = await withMailTo(ctx, userId, newEmail, async () => {
-    if (await emailInUse(ctx.db, newEmail, userId)) throw conflict('email is already in use');
+    if (await emailInUse(ctx.db, newEmail, userId)) throw addressInUse();
     return transaction(ctx.db, async (trx) => {
       afterCommit(trx, () => ctx.outbox.wake());
       const { token, row } = await issueAccountToken(trx, {
@@ -170,7 +178,7 @@ export async function requestEmailLink(
     throw badRequest('this account already has an email sign-in; change its address with /email/request-change');
   // Counted like a mail sent (withMailTo): whether an address is taken is told at the same pace.
   const expiresAt = await withMailTo(ctx, userId, email, async () => {
-    if (await emailInUse(ctx.db, email, userId)) throw conflict('email is already in use');
+    if (await emailInUse(ctx.db, email, userId)) throw addressInUse();
     const passwordHash = await hashPassword(password);
     return transaction(ctx.db, async (trx) => {
       afterCommit(trx, () => ctx.outbox.wake());
