@@ -188,6 +188,14 @@ export class WsClient {
     });
   }
 
+  /** Stops for good after a reconnect refused for its credential, as a close with `info.code` would. */
+  private terminate(info: WsCloseInfo): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.terminated = info;
+    this.emit('terminated', info);
+  }
+
   /** Exponential backoff with jitter, from minDelayMs up to maxDelayMs; a new ticket each time. */
   private scheduleReconnect(): void {
     if (this.stopped || this.timer) return;
@@ -196,8 +204,11 @@ export class WsClient {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       if (this.stopped) return;
-      this.open().catch((e: Error) => {
+      this.open().catch((e: Error & { status?: number }) => {
         this.emit('error', e);
+        // A reconnect whose credential is refused (the ticket answered 401: the session was revoked
+        // while the connection was down) is as final as a close with 4001.
+        if (e.status === 401) return this.terminate({ code: 4001, reason: e.message });
         this.scheduleReconnect();
       });
     }, delay);

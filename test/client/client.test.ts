@@ -121,6 +121,51 @@ test('WebSocket client: ticket auth, reconnect with backoff and resubscribe afte
   });
 });
 
+test.serial(
+  'WebSocket client: a reconnect whose ticket is refused (the session died while it was down) is final too',
+  async (t) => {
+    const s = stack();
+    const user = await createUser(s.db);
+    let tickets = 0;
+    const countingFetch: typeof fetch = (input, init) => {
+      if (String(input).endsWith('/v1/ws/ticket')) tickets++;
+      return fetch(input, init);
+    };
+    const sockets: Array<{ close(code?: number): void }> = [];
+    const ws = new WsClient({
+      baseUrl: s.url,
+      auth: { userToken: user.token },
+      socket: (u, p, h) => {
+        const socket = nodeSocket(u, p, h);
+        sockets.push(socket);
+        return socket;
+      },
+      fetch: countingFetch,
+      minDelayMs: 300,
+      maxDelayMs: 300,
+    });
+    const terminated: Array<{ code: number; reason: string }> = [];
+    const closes: Array<{ code: number; reason: string }> = [];
+    ws.on('terminated', (c) => terminated.push(c));
+    ws.on('close', (c) => closes.push(c));
+    ws.on('error', () => undefined);
+    await ws.connect();
+    // The connection drops (not a close that ends it), and the session is revoked meanwhile.
+    sockets[0].close(1000);
+    await waitFor(() => closes.length > 0);
+    t.is(closes[0].code, 1000);
+    const del = await s.request('DELETE', `/v1/sessions/${user.token}?reason=revoked`, { token: s.systemKey });
+    t.is(del.status, 204);
+    await waitFor(() => terminated.length > 0);
+    t.is(terminated[0].code, 4001);
+    t.regex(terminated[0].reason, /401/);
+    await sleep(1000);
+    t.is(tickets, 2, 'one refused ticket, then nothing');
+    t.is(ws.opens, 1);
+    ws.close();
+  },
+);
+
 // Serial (ava runs it before the concurrent tests): the restart test above would close its socket with 1012.
 test.serial(
   'WebSocket client: after a close with 4004 (session revoked) it does not reconnect and emits terminated',
