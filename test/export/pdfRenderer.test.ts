@@ -92,3 +92,24 @@ test('a worker killed outright takes its Chromium with it', async (t) => {
     if (pid && processAlive(pid)) process.kill(pid, 'SIGKILL');
   }
 });
+
+test('a profile left by an earlier process with the same pid (a container worker is pid 1 each time) is removed', async (t) => {
+  // The child plays the restarted worker: its pid's directory exists before its first browser.
+  const renderer = path.resolve(__dirname, '../../workers/export/pdfRenderer.js');
+  const logger = path.resolve(__dirname, '../../shared/logger.js');
+  const script = `
+    const fs = require('fs'), os = require('os'), path = require('path');
+    const { PdfRenderer, PROFILE_PREFIX } = require(${JSON.stringify(renderer)});
+    const { createLogger } = require(${JSON.stringify(logger)});
+    const left = fs.mkdtempSync(path.join(os.tmpdir(), PROFILE_PREFIX + process.pid + '-'));
+    const r = new PdfRenderer({ executablePath: ${JSON.stringify(CHROMIUM)}, maxPages: 1, logger: createLogger('test', 'silent') });
+    r.render('<p>x</p>').then(async () => {
+      process.stdout.write(fs.existsSync(left) ? 'kept' : 'removed');
+      await r.close();
+    });`;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => (out += c));
+  await new Promise((resolve) => child.on('exit', resolve));
+  t.is(out, 'removed');
+});

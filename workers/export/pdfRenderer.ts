@@ -24,7 +24,7 @@ const removeDir = (dir: string) => rmSync(dir, { recursive: true, force: true, m
  * Removes the profile directories of worker processes that no longer run (killed outright: their
  * own clean-up never ran). A pid reused by another process keeps its directory until it ends too.
  */
-function removeOrphanProfiles(): void {
+function removeOrphanProfiles(own: boolean): void {
   let names: string[];
   try {
     names = readdirSync(os.tmpdir());
@@ -33,7 +33,9 @@ function removeOrphanProfiles(): void {
   }
   for (const name of names) {
     const m = new RegExp(`^${PROFILE_PREFIX}(\\d+)-`).exec(name);
-    if (!m || Number(m[1]) === process.pid || pidRuns(Number(m[1]))) continue;
+    // Our own pid's are left by an earlier process that had it (a container's worker is often pid 1
+    // every time): this runs before this process starts any browser.
+    if (!m || (Number(m[1]) === process.pid ? !own : pidRuns(Number(m[1])))) continue;
     try {
       removeDir(path.join(os.tmpdir(), name));
     } catch {
@@ -41,6 +43,9 @@ function removeOrphanProfiles(): void {
     }
   }
 }
+
+/** Whether this process removed its own pid's leftovers yet (once, before its first browser). */
+let ownOrphansRemoved = false;
 
 function pidRuns(pid: number): boolean {
   try {
@@ -82,7 +87,10 @@ export class PdfRenderer extends EventEmitter {
     const started = Date.now();
     // A profile directory of our own, removed when the browser ends or fails to start (puppeteer's
     // own is left behind by a failed launch: one directory per attempt of every export).
-    if (this.launches === 0) removeOrphanProfiles();
+    if (this.launches === 0) {
+      removeOrphanProfiles(!ownOrphansRemoved);
+      ownOrphansRemoved = true;
+    }
     const profile = mkdtempSync(path.join(os.tmpdir(), `${PROFILE_PREFIX}${process.pid}-`));
     const p = puppeteer
       .launch({
