@@ -104,6 +104,9 @@ export function errorHandler(logger: Logger, routeOf?: (ctx: Context) => RouteTr
       }
       ctx.status = httpErr.status;
       if (httpErr.headers) ctx.set(answerHeaders(ctx, httpErr.headers));
+      // Refused before its body was read (a 415, say): the connection is closed after the answer,
+      // or Node would read and discard the rest of the body, unbounded, to reuse it.
+      if (!ctx.req.complete) ctx.set('Connection', 'close');
       ctx.body =
         ctx.path === GRAPHQL_PATH
           ? // A GraphQL client reads errors in GraphQL's format, whatever refused the request (rate limit, credentials, body).

@@ -1,0 +1,56 @@
+import test from 'ava';
+import net from 'node:net';
+import { useStack } from '../helpers/stack';
+
+const stack = useStack(test);
+
+/**
+ * Sends `head`, then (with a chunked head) body chunks without end until the server closes the
+ * connection or 5 s pass; answers what came back, whether the server closed, and the bytes sent.
+ */
+function endlessBody(url: string, head: string): Promise<{ answer: string; closed: boolean; sent: number }> {
+  const { port } = new URL(url);
+  return new Promise((resolve) => {
+    const socket = net.connect(Number(port), '127.0.0.1', () => {
+      socket.write(head);
+      const chunk = `${(65536).toString(16)}\r\n${'a'.repeat(65536)}\r\n`;
+      let sent = 0;
+      const pump = () => {
+        while (/chunked/i.test(head) && !socket.destroyed && sent < 500e6 && socket.write(chunk)) sent += 65536;
+      };
+      socket.on('drain', pump);
+      pump();
+      let answer = '';
+      socket.on('data', (d: Buffer) => (answer += d.toString('latin1')));
+      socket.on('error', () => undefined);
+      const timer = setTimeout(() => {
+        socket.destroy();
+        resolve({ answer, closed: false, sent });
+      }, 5000);
+      socket.on('close', () => {
+        clearTimeout(timer);
+        resolve({ answer, closed: true, sent });
+      });
+    });
+  });
+}
+
+test('a request refused before its body is read is answered, then its connection closed: the body is not drained', async (t) => {
+  const s = stack();
+  const r = await endlessBody(
+    s.url,
+    'POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n',
+  );
+  t.regex(r.answer, /^HTTP\/1\.1 415 /);
+  t.regex(r.answer, /\r\nConnection: close\r\n/i);
+  t.true(r.closed, `the connection stayed open; ${r.sent} bytes sent`);
+  t.true(r.sent < 64e6, `${r.sent} bytes sent`);
+});
+
+test('an error answer to a request without a body keeps the connection', async (t) => {
+  const s = stack();
+  const r = await endlessBody(s.url, 'GET /v1/no-such-route HTTP/1.1\r\nHost: x\r\n\r\n');
+  t.regex(r.answer, /^HTTP\/1\.1 404 /);
+  t.notRegex(r.answer, /\r\nConnection: close\r\n/i);
+  t.false(r.closed);
+});
