@@ -1,5 +1,6 @@
 import test from 'ava';
 import net from 'node:net';
+import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 
 const stack = useStack(test);
@@ -53,4 +54,28 @@ test('an error answer to a request without a body keeps the connection', async (
   t.regex(r.answer, /^HTTP\/1\.1 404 /);
   t.notRegex(r.answer, /\r\nConnection: close\r\n/i);
   t.false(r.closed);
+});
+
+test('a credential revoked while the body is still arriving is refused: the body is read before the credential is checked', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const body = JSON.stringify({ locale: 'de' });
+  const { port } = new URL(s.url);
+  const socket = net.connect(Number(port), '127.0.0.1');
+  socket.on('error', () => undefined);
+  let answer = '';
+  socket.on('data', (d: Buffer) => (answer += d.toString('latin1')));
+  await new Promise((resolve) => socket.once('connect', resolve));
+  socket.write(
+    `PATCH /v1/users/${user.id}/locale HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${user.token}\r\n` +
+      `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 3)}`,
+  );
+  await new Promise((r) => setTimeout(r, 200));
+  const revoked = await s.request('DELETE', `/v1/sessions/${user.token}?reason=revoked`, { token: s.systemKey });
+  t.is(revoked.status, 204);
+  socket.write(body.slice(3));
+  await new Promise((r) => setTimeout(r, 1000));
+  socket.destroy();
+  t.regex(answer, /^HTTP\/1\.1 401 /);
+  t.is((await s.db('users').where('id', user.id).first()).preferred_locale, null);
 });
