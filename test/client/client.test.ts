@@ -121,16 +121,24 @@ test('WebSocket client: ticket auth, reconnect with backoff and resubscribe afte
   });
 });
 
+/** A fetch that counts the WebSocket tickets asked for. */
+function ticketCounter(): { fetch: typeof fetch; tickets: () => number } {
+  let n = 0;
+  return {
+    fetch: (input, init) => {
+      if (String(input).endsWith('/v1/ws/ticket')) n++;
+      return fetch(input, init);
+    },
+    tickets: () => n,
+  };
+}
+
 test.serial(
   'WebSocket client: a reconnect whose ticket is refused (the session died while it was down) is final too',
   async (t) => {
     const s = stack();
     const user = await createUser(s.db);
-    let tickets = 0;
-    const countingFetch: typeof fetch = (input, init) => {
-      if (String(input).endsWith('/v1/ws/ticket')) tickets++;
-      return fetch(input, init);
-    };
+    const { fetch: countingFetch, tickets } = ticketCounter();
     const sockets: Array<{ close(code?: number): void }> = [];
     const ws = new WsClient({
       baseUrl: s.url,
@@ -160,7 +168,7 @@ test.serial(
     t.is(terminated[0].code, 4001);
     t.regex(terminated[0].reason, /401/);
     await sleep(1000);
-    t.is(tickets, 2, 'one refused ticket, then nothing');
+    t.is(tickets(), 2, 'one refused ticket, then nothing');
     t.is(ws.opens, 1);
     ws.close();
   },
@@ -172,11 +180,7 @@ test.serial(
   async (t) => {
     const s = stack();
     const user = await createUser(s.db);
-    let tickets = 0;
-    const countingFetch: typeof fetch = (input, init) => {
-      if (String(input).endsWith('/v1/ws/ticket')) tickets++;
-      return fetch(input, init);
-    };
+    const { fetch: countingFetch, tickets } = ticketCounter();
     const ws = new WsClient({
       baseUrl: s.url,
       auth: { userToken: user.token },
@@ -192,7 +196,7 @@ test.serial(
     ws.on('terminated', (c) => terminated.push(c));
     ws.on('error', (e) => errors.push(e));
     await ws.connect();
-    t.is(tickets, 1);
+    t.is(tickets(), 1);
 
     const del = await s.request('DELETE', `/v1/sessions/${user.token}?reason=revoked`, { token: s.systemKey });
     t.is(del.status, 204);
@@ -200,7 +204,7 @@ test.serial(
     t.is(closes[0].code, 4004);
     // Many backoff delays later: no ticket was asked for with the dead token, nothing reopened.
     await sleep(600);
-    t.is(tickets, 1, 'no ticket request after the 4004 close');
+    t.is(tickets(), 1, 'no ticket request after the 4004 close');
     t.is(ws.opens, 1);
     t.deepEqual(errors, []);
     t.deepEqual(terminated, [closes[0]]);
