@@ -266,7 +266,7 @@ async function main(argv: string[]): Promise<void> {
       const user = await findUser(db, userRef);
       const role = await db('roles')
         .where('id', roleRef)
-        .orWhereRaw('lower(name) = lower(?)', [roleRef])
+        .orWhereRaw('lower(name) = lower(?)', [roleRef.normalize('NFC')])
         .first('id', 'name');
       if (!role) throw new Error(`no role with id or name "${roleRef}"`);
       await db('user_roles').insert({ user_id: user.id, role_id: role.id }).onConflict(['user_id', 'role_id']).ignore();

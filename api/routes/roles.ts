@@ -21,7 +21,16 @@ import type { ApiServices } from '../services';
 import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
 
 const roleIdParam = z.object({ id: z.string().min(1).max(64) });
-const roleName = z.string().trim().min(1).max(100);
+/**
+ * Names are kept in Unicode NFC, so two names that look the same (`Café` typed precomposed or as
+ * `e` + combining accent) are one name: the unique-name check sees them as equal (409).
+ */
+const roleName = z
+  .string()
+  .trim()
+  .min(1)
+  .max(100)
+  .transform((s) => s.normalize('NFC'));
 const loadRole = (id: string) => findOr404(Role, id, 'role');
 /** Everything the role's holders hold: a change to the role needs managing all of them (policies). */
 const holders = async (db: Knex, roleId: string) => new PermissionSet(await loadRoleHolderPermissions(db, roleId));

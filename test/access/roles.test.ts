@@ -87,6 +87,23 @@ test('role names are unique regardless of case, also between concurrent requests
   }
 });
 
+test('role names are compared in Unicode NFC: a decomposed spelling of a taken name is 409', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const decomposed = 'Cafe\u0301 crew';
+  const made = await s.request('POST', '/v1/roles', { token: admin.token, body: { name: decomposed } });
+  t.is(made.status, 201, made.text);
+  t.is(made.body.data.name, 'Caf\u00e9 crew');
+  const again = await s.request('POST', '/v1/roles', { token: admin.token, body: { name: 'CAF\u00e9 crew' } });
+  t.is(again.status, 409, again.text);
+  const other = await s.request('POST', '/v1/roles', { token: admin.token, body: { name: 'Tea crew' } });
+  const renamed = await s.request('PATCH', `/v1/roles/${other.body.data.id}`, {
+    token: admin.token,
+    body: { name: 'cafe\u0301 CREW' },
+  });
+  t.is(renamed.status, 409, renamed.text);
+});
+
 test('roles: create, rename, 409 on a taken name, system roles cannot be renamed or deleted', async (t) => {
   const s = stack();
   const admin = await createUser(s.db, { roles: ['role_admin'] });
