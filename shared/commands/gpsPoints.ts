@@ -61,9 +61,17 @@ export async function deleteGpsData(
     if (filter.before != null) q.where('timestamp', '<', filter.before);
     return q;
   };
-  const deleted = await match(deps.db('gps_points').whereNull('trip_id')).delete();
+  // The devices whose points went, each once: their cached latest point may be one of them (a
+  // delete by date alone names no device, and every one it touched must be forgotten).
+  const removed = match(deps.db('gps_points').whereNull('trip_id')).delete().returning('device_id');
+  const {
+    rows: [{ deleted, devices }],
+  } = await deps.db.raw<{ rows: Array<{ deleted: string; devices: Array<string | null> }> }>(
+    'WITH d AS (?) SELECT count(*) AS deleted, coalesce(array_agg(DISTINCT device_id), ?::text[]) AS devices FROM d',
+    [removed, []],
+  );
   const kept = match(deps.db('gps_points').whereNotNull('trip_id')).count({ n: '*' });
   const [{ n }] = (await kept) as Array<{ n: number | string }>;
-  await forgetDeletedGps(deps, [filter.deviceId ?? null]);
-  return { deleted, keptOnTrips: Number(n) };
+  await forgetDeletedGps(deps, [filter.deviceId ?? null, ...devices]);
+  return { deleted: Number(deleted), keptOnTrips: Number(n) };
 }

@@ -84,3 +84,28 @@ test('deleteGpsData deletes a device’s points (optionally before a time), keep
   t.is(sys.body.errors[0].extensions.status, 403);
   t.is((await s.request('GET', '/v1/gps/current?device_id=keep', { token: developer.token })).status, 200);
 });
+
+test('deleteGpsData by date alone forgets the cached current position of every device it emptied', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const old = nowSeconds() - 3 * 86400;
+  const devices = ['aged-a', 'aged-b'];
+  const posted = await s.request('POST', '/v1/gps/batch', {
+    token: admin.token,
+    body: { points: devices.map((device_id) => gpsBody({ device_id, timestamp: old })) },
+  });
+  t.is(posted.status, 201, posted.text);
+  // Warm the cache of each device: the delete below names none of them.
+  for (const d of devices)
+    t.is((await s.request('GET', `/v1/gps/current?device_id=${d}`, { token: admin.token })).status, 200);
+  const wiped = await s.request('POST', '/v1/gql', {
+    token: admin.token,
+    body: { query: MUTATION, variables: { before: new Date((old + 60) * 1000).toISOString() } },
+  });
+  t.is(wiped.body.data.deleteGpsData.keptOnTrips, 0, wiped.text);
+  t.true(wiped.body.data.deleteGpsData.deleted >= devices.length);
+  for (const d of devices) {
+    const current = await s.request('GET', `/v1/gps/current?device_id=${d}`, { token: admin.token });
+    t.is(current.status, 404, `${d}: ${current.text}`);
+  }
+});
