@@ -1,7 +1,7 @@
 import type Redis from 'ioredis';
 import type { Knex } from 'knex';
 import type { Config } from '../config';
-import { PubSub } from '../events';
+import { PubSub, SUBSCRIBER_DEAF_AFTER_MS, SUBSCRIBER_HEARTBEAT_MS } from '../events';
 import type { Logger } from '../logger';
 import { redisKey } from '../redis';
 import { readConfigs, SystemConfigKey, SystemConfigValue } from '../systemConfig';
@@ -12,7 +12,9 @@ import { readConfigs, SystemConfigKey, SystemConfigValue } from '../systemConfig
  * published (`publishConfigChange`, after the PATCH commits), so a change reaches every process in
  * the time a Redis message takes and a hot path reads no database. While the subscription is down
  * (Redis unreachable, or a process that never subscribed, such as the CLI) entries are trusted for
- * UNLISTENED_MAX_AGE_MS only, so a change is still seen within a second.
+ * UNLISTENED_MAX_AGE_MS only, so a change is still seen within a second. A Redis that hangs keeps
+ * the connection open, so the subscription is also pinged (as the credential cache's is): once it
+ * has not answered for SUBSCRIBER_DEAF_AFTER_MS, entries fall back to the same short lifetime.
  */
 const UNLISTENED_MAX_AGE_MS = 1000;
 
@@ -26,14 +28,23 @@ class ConfigCache {
   /** Values derived from several keys (cachedView), kept while their slots are the same objects. */
   readonly views = new Map<string, { slots: Slot[]; value: Promise<unknown> }>();
   listening = false;
+  /** When the subscription last answered a PING (0: never). */
+  lastHeard = 0;
+  heartbeat?: NodeJS.Timeout;
+
+  /** Whether entries may live until a published change drops them: subscribed, and Redis answers. */
+  trusted(now: number): boolean {
+    return this.listening && now - this.lastHeard < SUBSCRIBER_DEAF_AFTER_MS;
+  }
 
   /** The current slot of each key, loading the missing or expired ones with one query. */
   slots(db: Knex, keys: readonly SystemConfigKey[]): Slot[] {
     const now = Date.now();
+    const trusted = this.trusted(now);
     let missing: SystemConfigKey[] | undefined;
     for (const k of keys) {
       const slot = this.entries.get(k);
-      if (!slot || (!this.listening && now - slot.at > UNLISTENED_MAX_AGE_MS)) (missing ??= []).push(k);
+      if (!slot || (!trusted && now - slot.at > UNLISTENED_MAX_AGE_MS)) (missing ??= []).push(k);
     }
     if (missing) {
       // One query for every key missing; each key's slot holds its share of the answer. The slot is
@@ -176,9 +187,29 @@ export async function listenForConfigChanges(
       subscribedOnce = true;
       cache.invalidate();
       cache.listening = true;
+      cache.lastHeard = Date.now();
     },
     (err: Error) => logger.warn({ err: err.message }, 'system config subscribe failed'),
   );
+  // One PING at a time; an answer after a silence drops what was cached before it, as a change
+  // published during the silence may arrive only now.
+  let pinging = false;
+  clearInterval(cache.heartbeat);
+  cache.heartbeat = setInterval(() => {
+    if (pinging || subscriber.status !== 'ready') return;
+    pinging = true;
+    subscriber.ping().then(
+      () => {
+        pinging = false;
+        const now = Date.now();
+        if (cache.lastHeard && now - cache.lastHeard >= SUBSCRIBER_DEAF_AFTER_MS) cache.invalidate();
+        cache.lastHeard = now;
+      },
+      () => (pinging = false),
+    );
+  }, SUBSCRIBER_HEARTBEAT_MS);
+  cache.heartbeat.unref();
+  subscriber.once('end', () => clearInterval(cache.heartbeat));
   // With Redis down the process starts at once (values are then re-read after a second at most).
   if (subscriber.status === 'ready') await Promise.race([subscribed, new Promise((r) => setTimeout(r, 1000).unref())]);
 }
@@ -187,6 +218,7 @@ export async function listenForConfigChanges(
 export function stopListeningForConfigChanges(db: Knex): void {
   const c = caches.get(db);
   if (c) {
+    clearInterval(c.heartbeat);
     c.listening = false;
     c.invalidate();
   }
