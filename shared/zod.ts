@@ -219,8 +219,37 @@ export const zDateTime = (message = 'must be an ISO 8601 date-time') =>
     .string()
     .datetime({ offset: true, message })
     // Only for a value the format check passed: one problem per field, not two.
-    .refine((v) => !ISO_DATE_TIME.safeParse(v).success || !Number.isNaN(Date.parse(v)), message);
+    .refine((v) => !ISO_DATE_TIME.safeParse(v).success || !Number.isNaN(Date.parse(v)), message)
+    .refine((v) => !(Date.parse(v) > LAST_INSTANT), LAST_INSTANT_MESSAGE);
 const ISO_DATE_TIME = z.string().datetime({ offset: true });
+
+/**
+ * The last instant a timestamp may name: 9999-12-31T23:59:59.999Z. Past it (`9999-12-31T23:59-12:00`
+ * is in year 10000) a date prints as `+010000-…`, which is no RFC 3339 text and which no date-time
+ * field would take back.
+ */
+export const LAST_INSTANT = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+export const LAST_INSTANT_MESSAGE = 'must not be later than 9999-12-31T23:59:59.999Z';
+
+/** Whether the calendar day a `YYYY-MM-DD…` text starts with exists (Date rolls 2026-02-30 over to 2 March). */
+export function calendarDayExists(v: string): boolean {
+  const day = new Date(`${v.slice(0, 10)}T00:00:00Z`);
+  return !Number.isNaN(day.getTime()) && day.toISOString().startsWith(v.slice(0, 10));
+}
+
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?$/i;
+
+/**
+ * The instant an ISO 8601 date-time names, or null when it is none: date and time required, an
+ * offset optional (without one the value is UTC, never the server's own time zone), the calendar
+ * day must exist and the year be at most 9999.
+ */
+export function parseIsoInstant(v: string): Date | null {
+  if (!ISO_INSTANT.test(v) || !calendarDayExists(v)) return null;
+  const at = new Date(/(z|[+-]\d{2}:?\d{2})$/i.test(v) ? v : `${v}Z`);
+  const ms = at.getTime();
+  return Number.isNaN(ms) || ms > LAST_INSTANT ? null : at;
+}
 
 /**
  * A UUID path or body field; malformed values are a 400 naming the field. Lower-cased: PostgreSQL

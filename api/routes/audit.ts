@@ -9,7 +9,7 @@ import { auditReportCreatedSchema, auditReportSchema, presentAuditReport } from 
 import { ACCOUNT_SCOPES } from '../../shared/policies';
 import { AUDIT_SORT_FIELDS, AuditFilter, findAuditPage } from '../../shared/queries/audit';
 import { queryOncePerTurn } from '../../shared/rowLoader';
-import { z, zQueryBool, zUuid } from '../../shared/zod';
+import { calendarDayExists, z, zQueryBool, zUuid } from '../../shared/zod';
 import { pageLinks, paginationQuery } from '../pagination';
 import { sharedJson } from '../responses';
 import { loadUser, requireActingUser } from '../params';
@@ -33,10 +33,7 @@ const zQueryDate = (endOfDay: boolean) =>
     .string()
     .refine((v) => ISO_DATE.test(v) && !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 date or date-time')
     // Date.parse rolls an impossible day over (2026-02-30 is 2 March): the calendar day must exist.
-    .refine((v) => {
-      const day = new Date(`${v.slice(0, 10)}T00:00:00Z`);
-      return Number.isNaN(day.getTime()) || day.toISOString().startsWith(v.slice(0, 10));
-    }, 'no such day')
+    .refine((v) => !ISO_DATE.test(v) || Number.isNaN(Date.parse(v)) || calendarDayExists(v), 'no such day')
     .transform((v) => {
       if (v.length === 10) return new Date(`${v}T${endOfDay ? '23:59:59.999' : '00:00:00'}Z`);
       return new Date(/(z|[+-]\d{2}:?\d{2})$/i.test(v) ? v : `${v}Z`);

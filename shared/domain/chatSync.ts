@@ -1,4 +1,4 @@
-import { z, zInput } from '../zod';
+import { parseIsoInstant, z, zInput } from '../zod';
 import { SNOWFLAKE } from './chat';
 
 /**
@@ -9,10 +9,11 @@ import { SNOWFLAKE } from './chat';
 
 const snowflake = z.string().regex(SNOWFLAKE, 'must be a snowflake (digits)');
 const text = (max: number) => z.string().max(max);
+/** An ISO 8601 date-time; without an offset it is UTC, whatever the time zone of the process reading it. */
 const timestamp = z
   .string()
-  .refine((v) => !Number.isNaN(Date.parse(v)), 'must be an ISO 8601 timestamp')
-  .transform((v) => new Date(v).toISOString());
+  .refine((v) => parseIsoInstant(v) !== null, 'must be an ISO 8601 timestamp')
+  .transform((v) => parseIsoInstant(v)!.toISOString());
 const int = (min: number, max: number) => z.number().int().min(min).max(max);
 
 export const botGuild = z.object({

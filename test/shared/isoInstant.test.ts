@@ -1,0 +1,69 @@
+import test from 'ava';
+import { botGuild, botMember } from '../../shared/domain/chatSync';
+import { parseIsoInstant, zDateTime } from '../../shared/zod';
+
+/** Runs `fn` with the process in another time zone (Node reads TZ again when it changes). */
+function inZone<T>(zone: string, fn: () => T): T {
+  const before = process.env.TZ;
+  process.env.TZ = zone;
+  try {
+    return fn();
+  } finally {
+    if (before === undefined) delete process.env.TZ;
+    else process.env.TZ = before;
+  }
+}
+
+test('parseIsoInstant: no offset is UTC in every process time zone; offsets apply', (t) => {
+  for (const zone of ['UTC', 'Asia/Kolkata', 'America/New_York', 'Pacific/Chatham']) {
+    inZone(zone, () => {
+      t.is(parseIsoInstant('2026-03-29T02:30:00')?.toISOString(), '2026-03-29T02:30:00.000Z', zone);
+      t.is(parseIsoInstant('2026-03-29T02:30')?.toISOString(), '2026-03-29T02:30:00.000Z', zone);
+      t.is(parseIsoInstant('2026-03-29T08:00:00+05:30')?.toISOString(), '2026-03-29T02:30:00.000Z', zone);
+      t.is(parseIsoInstant('2026-03-28T21:30:00.5-0500')?.toISOString(), '2026-03-29T02:30:00.500Z', zone);
+    });
+  }
+});
+
+test('parseIsoInstant: days that do not exist, other spellings and years past 9999 are no instant', (t) => {
+  for (const v of [
+    '2026-02-30T00:00:00Z',
+    '2026-02-29T00:00:00Z',
+    'March 1 2026',
+    '1',
+    '2026',
+    '2026-03-01',
+    '2026-03-01 10:00:00Z',
+    '9999-12-31T23:59:59-12:00',
+  ])
+    t.is(parseIsoInstant(v), null, v);
+  t.is(parseIsoInstant('2028-02-29T00:00:00Z')?.toISOString(), '2028-02-29T00:00:00.000Z');
+  t.is(parseIsoInstant('9999-12-31T23:59:59.999Z')?.toISOString(), '9999-12-31T23:59:59.999Z');
+});
+
+test('chat bot timestamps are read the same in every process time zone; bad ones name the field', (t) => {
+  const member = { userId: '500000000000000001', username: 'offsetless', joinedAt: '2026-03-29T02:30:00' };
+  for (const zone of ['UTC', 'Asia/Kolkata', 'America/New_York']) {
+    inZone(zone, () => {
+      const r = botMember.safeParse(member);
+      t.true(r.success, zone);
+      t.is(r.success && r.data.joinedAt, '2026-03-29T02:30:00.000Z', zone);
+    });
+  }
+  const feb30 = botMember.safeParse({ ...member, joinedAt: '2026-02-30T00:00:00Z' });
+  t.false(feb30.success);
+  t.deepEqual(!feb30.success && feb30.error.issues.map((i) => [i.path.join('.'), i.message]), [
+    ['joinedAt', 'must be an ISO 8601 timestamp'],
+  ]);
+  const guild = botGuild.safeParse({ guildId: '111111111111111111', name: 'g', botJoinedAt: 'March 1 2026' });
+  t.false(guild.success);
+  t.deepEqual(!guild.success && guild.error.issues.map((i) => i.path.join('.')), ['botJoinedAt']);
+});
+
+test('zDateTime refuses an instant past 9999-12-31T23:59:59.999Z, which would print as +010000-…', (t) => {
+  const r = zDateTime().safeParse('9999-12-31T23:59:59-12:00');
+  t.false(r.success);
+  t.deepEqual(!r.success && r.error.issues.map((i) => i.message), ['must not be later than 9999-12-31T23:59:59.999Z']);
+  t.true(zDateTime().safeParse('9999-12-31T23:59:59.999Z').success);
+  t.true(zDateTime().safeParse('9999-12-31T23:59:59+14:00').success);
+});
