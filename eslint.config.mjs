@@ -64,6 +64,13 @@ const oneWay = [
     message: 'Invalidate credentials one way: invalidateCredentials() from shared/commands/accessChanges.ts.',
   },
   { selector: 'Literal[regex.pattern=/0-9a-f\\]\\{8\\}/]', message: 'Use isUuid() / zUuid() from shared/zod.ts.' },
+  {
+    // timestamptz minus '1 day' is a calendar day in the session's TimeZone: 23 or 25 hours across
+    // a DST change when the database's zone is not UTC.
+    selector: "Literal[value=/interval '\\d+ days?'|make_interval\\(\\s*days/i]",
+    message:
+      "SQL durations in hours or seconds (interval '24 hours'), not calendar days: those depend on the database's TimeZone.",
+  },
 ];
 
 const layer = (self, others) => ({

@@ -13,6 +13,10 @@ pg.types.setTypeParser(20, (v) => Number.parseInt(v, 10));
 pg.types.setTypeParser(1700, (v) => Number.parseFloat(v));
 // timestamptz: the same Dates as pg's parser, by char codes instead of four regexps (shared/pgDates.ts).
 pg.types.setTypeParser(pg.types.builtins.TIMESTAMPTZ, parseTimestamptz);
+// Date parameters travel as UTC text. pg's default writes the process's local time with the offset
+// cut to whole minutes, which moves instants of zones with a seconds offset (historic LMT) by up to
+// 59 s, and makes what is sent depend on the process's TZ.
+pg.defaults.parseInputDatesAsUTC = true;
 
 /** Where the compiled knex migrations live (dist/migrations). */
 const migrationsDirectory = path.resolve(__dirname, '..', 'migrations');

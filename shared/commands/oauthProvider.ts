@@ -185,7 +185,7 @@ export async function revokeConsent(
 export async function cleanupOAuthArtifacts(
   db: Knex,
 ): Promise<{ codes: number; accessTokens: number; refreshTokens: number }> {
-  const cutoff = db.raw("now() - interval '1 day'");
+  const cutoff = db.raw("now() - interval '24 hours'");
   const codes = await db('oauth_authorization_codes').where('expires_at', '<', cutoff).delete();
   const accessTokens = await db('oauth_access_tokens').where('expires_at', '<', cutoff).delete();
   const refreshTokens = await db('oauth_refresh_tokens').where('expires_at', '<', cutoff).delete();

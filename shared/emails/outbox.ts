@@ -178,7 +178,7 @@ export async function purgeSentEmails(db: Knex): Promise<{ deleted: number }> {
         db('email_outbox')
           .select('id')
           .whereNot('status', 'queued')
-          .where('created_at', '<', db.raw('now() - make_interval(days => ?)', [EMAIL_HISTORY_DAYS]))
+          .where('created_at', '<', db.raw('now() - make_interval(hours => ?)', [EMAIL_HISTORY_DAYS * 24]))
           .limit(5000),
       )
       .delete();

@@ -78,3 +78,21 @@ test('hand-made edge cases agree with the reference, and nothing it cannot read 
   ];
   for (const c of cases) t.true(same(parseTimestamptz(c), reference(c)), c);
 });
+
+test('a Date parameter reaches PostgreSQL as the same instant whatever the process time zone', async (t) => {
+  const before = process.env.TZ;
+  // Kolkata's local mean time was +05:53:28: pg's local-time text cut the offset to whole minutes.
+  process.env.TZ = 'Asia/Kolkata';
+  try {
+    for (const iso of ['1850-06-01T00:00:00.000Z', '2026-03-29T02:30:00.123Z']) {
+      const { rows } = await db.raw<{ rows: Array<{ s: string }> }>(
+        'SELECT to_char(?::timestamptz AT TIME ZONE \'UTC\', \'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"\') AS s',
+        [new Date(iso)],
+      );
+      t.is(rows[0].s, iso);
+    }
+  } finally {
+    if (before === undefined) delete process.env.TZ;
+    else process.env.TZ = before;
+  }
+});

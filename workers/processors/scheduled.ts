@@ -25,7 +25,7 @@ export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Prom
   async cleanupAccountTokens(ctx) {
     const deleted = await ctx
       .db('account_tokens')
-      .where('expires_at', '<', ctx.db.raw("now() - interval '1 day'"))
+      .where('expires_at', '<', ctx.db.raw("now() - interval '24 hours'"))
       .delete();
     return { deleted };
   },
