@@ -1,7 +1,7 @@
 import { clock } from '../clock';
 import type { Config } from '../config';
 import type { ServiceContext } from '../context';
-import { decryptSecret, encryptSecret } from '../crypto';
+import { decryptSecret, encryptSecret, sha256 } from '../crypto';
 import { twoFactorEnabled } from '../queries/twoFactor';
 
 /** How long a sign-in challenge may be answered at POST /v1/auth/2fa/check. */
@@ -15,6 +15,8 @@ interface ChallengeClaims {
   p: string;
   /** expiry, ms since the epoch */
   e: number;
+  /** stamp of the credential that was checked (`credentialStamp`), when it has one */
+  c?: string;
 }
 
 /**
@@ -22,27 +24,38 @@ interface ChallengeClaims {
  * read nor forged), base64url. Nothing is stored: any api instance can open it, with or without
  * Redis. It proves only that the password was right; the session needs the second factor too.
  */
-export function issueChallenge(config: Pick<Config, 'secretKeys'>, userId: string, platformSlug: string) {
+export function issueChallenge(
+  config: Pick<Config, 'secretKeys'>,
+  userId: string,
+  platformSlug: string,
+  credentialStamp?: string,
+) {
   const expires = clock.now() + CHALLENGE_TTL_MS;
-  const claims: ChallengeClaims = { u: userId, p: platformSlug, e: expires };
+  const claims: ChallengeClaims = { u: userId, p: platformSlug, e: expires, c: credentialStamp };
   return {
     token: PREFIX + Buffer.from(encryptSecret(JSON.stringify(claims), config.secretKeys)).toString('base64url'),
     expiresAt: new Date(expires),
   };
 }
 
-/** The challenge's user and platform, or null when the token is not one of ours or has expired. */
+/**
+ * A short digest of a password hash: a challenge carries it, so a password changed or reset after
+ * the challenge was issued voids it (the reset ends every sign-in, also one halfway through).
+ */
+export const credentialStamp = (passwordHash: string) => sha256(`challenge:${passwordHash}`).slice(0, 22);
+
+/** The challenge's user, platform and credential stamp, or null when the token is not one of ours or has expired. */
 export function openChallenge(
   config: Pick<Config, 'secretKeys'>,
   token: string,
-): { userId: string; platformSlug: string } | null {
+): { userId: string; platformSlug: string; credentialStamp?: string } | null {
   if (!token.startsWith(PREFIX)) return null;
   try {
     const claims = JSON.parse(
       decryptSecret(Buffer.from(token.slice(PREFIX.length), 'base64url').toString('utf8'), config.secretKeys),
     ) as ChallengeClaims;
     if (typeof claims.u !== 'string' || typeof claims.e !== 'number' || claims.e <= clock.now()) return null;
-    return { userId: claims.u, platformSlug: claims.p };
+    return { userId: claims.u, platformSlug: claims.p, credentialStamp: claims.c };
   } catch {
     return null;
   }
@@ -54,9 +67,14 @@ export function openChallenge(
  */
 export async function twoFactorLoginGate(
   ctx: ServiceContext,
-  attempt: { userId: string; platformSlug: string },
+  attempt: { userId: string; platformSlug: string; credentialStamp?: string },
 ): Promise<{ requires_two_factor: true; challenge_token: string; expires_at: string } | null> {
   if (!(await twoFactorEnabled(ctx.db, attempt.userId))) return null;
-  const { token, expiresAt } = issueChallenge(ctx.config, attempt.userId, attempt.platformSlug);
+  const { token, expiresAt } = issueChallenge(
+    ctx.config,
+    attempt.userId,
+    attempt.platformSlug,
+    attempt.credentialStamp,
+  );
   return { requires_two_factor: true, challenge_token: token, expires_at: expiresAt.toISOString() };
 }

@@ -6,7 +6,7 @@ import {
   throttleSubjectForEmail,
   Who,
 } from '../caches/loginThrottle';
-import { twoFactorLoginGate } from '../auth/twoFactorChallenge';
+import { credentialStamp, twoFactorLoginGate } from '../auth/twoFactorChallenge';
 import { withMailSlot } from '../caches/mailSlots';
 import type { ServiceContext } from '../context';
 import { sha256 } from '../crypto';
@@ -22,12 +22,16 @@ import { createSession } from './sessions';
 
 /** One message for unknown address and wrong password alike (no account enumeration). */
 const BAD_CREDENTIALS = 'invalid email or password';
+/** The account was deleted while its sign-in was under way. */
+const ACCOUNT_GONE = 'the account was deleted; no session was created';
 
 /** Who is signing in (the actor) and from where, with the platform of the credential that was checked. */
 export interface LoginAttempt extends Attribution {
   userId: string;
   /** Platform of the credential that was checked (`email` for password sign-in). */
   platformSlug: string;
+  /** Digest of the password that was checked (`credentialStamp`): a 2FA challenge carries it. */
+  credentialStamp?: string;
 }
 
 /** What a gate answers instead of a session: the 2FA challenge of decisions.md. */
@@ -65,7 +69,13 @@ export async function completeLogin(ctx: ServiceContext, attempt: LoginAttempt) 
   const expires = new Date(Date.now() + (await sessionLifetimeMs(ctx.db)));
   const { session, token } = await transaction(ctx.db, async (trx) => {
     const created = await createSession(trx, attempt.userId, expires, attempt);
-    await User.query(trx).patch({ last_login_at: new Date() }).where('id', attempt.userId);
+    // The row lock orders this with a deletion: one committed first leaves nothing to stamp (no
+    // session for a deleted account), and one that waits revokes this session with the others.
+    const live = await User.query(trx)
+      .patch({ last_login_at: new Date() })
+      .where('id', attempt.userId)
+      .whereNull('deleted_at');
+    if (live === 0) throw unauthorized(ACCOUNT_GONE);
     // Both events in one statement: the sign-in and the session it opened.
     const event = {
       user_id: attempt.userId,
@@ -169,6 +179,7 @@ export async function passwordLogin(
     userAgent: meta.userAgent ?? null,
     userId,
     platformSlug: 'email',
+    credentialStamp: credentialStamp(account.password_hash ?? ''),
   };
   // Second factor and any other gate: a challenge instead of a session.
   return (await runLoginGates(ctx, attempt)) ?? (await completeLogin(ctx, attempt));

@@ -1,5 +1,5 @@
 import { attributed, recordAuditEvent } from '../audit';
-import { openChallenge, CHALLENGE_TTL_MS } from '../auth/twoFactorChallenge';
+import { credentialStamp, openChallenge, CHALLENGE_TTL_MS } from '../auth/twoFactorChallenge';
 import { challengeSpent, claimChallenge } from '../caches/twoFactorThrottle';
 import type { ServiceContext } from '../context';
 import { sha256 } from '../crypto';
@@ -9,6 +9,38 @@ import { completeLogin, LoginAttempt } from './login';
 import { TwoFactorActor, withTwoFactorCode } from './twoFactor';
 
 const INVALID_CHALLENGE = 'challenge_token: invalid or expired; sign in again';
+
+/**
+ * What the sign-in checked before it issued the challenge must still hold when the code comes: the
+ * platform enabled (403, as the sign-in answers), the account not deleted, and the password not
+ * changed or reset since (the challenge is void: sign in again). Checked before the code is, so a
+ * void challenge spends no backup code.
+ */
+async function assertChallengeCurrent(
+  ctx: ServiceContext,
+  challenge: { userId: string; platformSlug: string; credentialStamp?: string },
+): Promise<void> {
+  const { rows } = await ctx.db.raw<{
+    rows: Array<{ deleted_at: Date | null; enabled: boolean | null; password_hash: string | null }>;
+  }>(
+    `SELECT u.deleted_at, p.enabled, pa.password_hash
+       FROM users u
+       LEFT JOIN platforms p ON p.slug = ?
+       LEFT JOIN platform_accounts pa ON pa.user_id = u.id AND pa.platform_id = p.id
+      WHERE u.id = ?
+      LIMIT 1`,
+    [challenge.platformSlug, challenge.userId],
+  );
+  const row = rows[0];
+  if (!row || row.deleted_at) throw badRequest(INVALID_CHALLENGE);
+  if (!row.enabled)
+    throw forbidden(`sign-in with ${challenge.platformSlug} is disabled; use another linked sign-in method`);
+  if (
+    challenge.credentialStamp !== undefined &&
+    (!row.password_hash || credentialStamp(row.password_hash) !== challenge.credentialStamp)
+  )
+    throw badRequest(INVALID_CHALLENGE);
+}
 
 /**
  * POST /v1/auth/2fa/check: finishes a sign-in that a 2FA challenge stopped, with a TOTP or backup
@@ -23,6 +55,7 @@ export async function checkTwoFactorLogin(
   const challenge = openChallenge(ctx.config, input.challenge_token);
   if (!challenge) throw badRequest(INVALID_CHALLENGE);
   const { userId } = challenge;
+  await assertChallengeCurrent(ctx, challenge);
   const by = { ...meta, actorId: userId };
   // A spent challenge is refused before its code is checked: it must not spend a backup code or a
   // time step, nor count a check. (It is claimed once the code matched, so parallel guesses each count.)

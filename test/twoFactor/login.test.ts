@@ -1,5 +1,7 @@
 import test from 'ava';
 import { setClockOffset } from '../../shared/clock';
+import { issueAccountToken } from '../../shared/commands/accountTokens';
+import { transaction } from '../../shared/db';
 import { hashPassword } from '../../shared/domain/passwords';
 import { hashBackupCode, legacyBackupCodeHash } from '../../shared/domain/totp';
 import { TWO_FACTOR_THROTTLE } from '../../shared/caches/twoFactorThrottle';
@@ -93,6 +95,80 @@ test.serial('with 2FA on, login answers the challenge and no session; 2fa/check 
   t.is(failed.length, 1);
   t.is(failed[0].metadata.reason, 'wrong_2fa_code');
 });
+
+test.serial(
+  'a challenge issued before a password reset, a deletion or a disabled platform opens no session and spends no code',
+  async (t) => {
+    const s = stack();
+    const admin = await createUser(s.db, { roles: ['role_admin'] });
+    const check = (challenge_token: string, code: string) =>
+      s.request('POST', '/v1/auth/2fa/check', { body: { challenge_token, code } });
+    const unusedCodes = async (userId: string) =>
+      (await s.db('two_factor_backup_codes').where({ user_id: userId }).whereNull('used_at').count({ n: '*' }))[0].n;
+
+    // Password reset: the reset ends every sign-in, also one halfway through.
+    const reset = await userWithPassword();
+    const resetCodes = (await enableTwoFactor(s, reset.token)).backupCodes;
+    const beforeReset = await challengeFor(reset);
+    const account = await s.db('platform_accounts').where({ user_id: reset.id }).first('id');
+    const { token } = await transaction(s.db, (trx) =>
+      issueAccountToken(trx, {
+        purpose: 'password_reset',
+        userId: reset.id,
+        email: reset.email,
+        payload: { platform_account_id: account.id },
+      }),
+    );
+    const confirmed = await s.request('POST', '/v1/auth/reset-password/confirm', {
+      body: { token, password: 'brand-new-pass-1' },
+    });
+    t.is(confirmed.status, 200, confirmed.text);
+    const unused = await unusedCodes(reset.id);
+    const afterReset = await check(beforeReset, resetCodes[0]);
+    t.is(afterReset.status, 400, afterReset.text);
+    t.regex(afterReset.body.message, /challenge_token/);
+    t.is(await unusedCodes(reset.id), unused, 'the backup code stays unused');
+
+    // Deletion: no session for a deleted account (it would come back to life on cancel-deletion).
+    const deleted = await userWithPassword();
+    const { secret } = await enableTwoFactor(s, deleted.token);
+    const beforeDelete = await challengeFor(deleted);
+    t.is((await s.request('DELETE', `/v1/users/${deleted.id}`, { token: admin.token })).status, 204);
+    const afterDelete = await check(beforeDelete, codeNow(secret));
+    t.is(afterDelete.status, 400, afterDelete.text);
+    t.is(
+      await s
+        .db('sessions')
+        .where({ user_id: deleted.id })
+        .count({ n: '*' })
+        .first()
+        .then((r) => Number(r!.n)),
+      0,
+    );
+
+    // The email platform switched off: answered as the sign-in itself is now (403).
+    const off = await userWithPassword();
+    const offSecret = (await enableTwoFactor(s, off.token)).secret;
+    const beforeOff = await challengeFor(off);
+    const sessionsBefore = await s.db('sessions').where({ user_id: off.id }).pluck('id');
+    t.is(
+      (await s.request('PATCH', '/v1/platforms/email/enabled', { token: admin.token, body: { enabled: false } }))
+        .status,
+      200,
+    );
+    try {
+      const afterOff = await check(beforeOff, codeNow(offSecret));
+      t.is(afterOff.status, 403, afterOff.text);
+      t.deepEqual(await s.db('sessions').where({ user_id: off.id }).pluck('id'), sessionsBefore);
+    } finally {
+      await s.request('PATCH', '/v1/platforms/email/enabled', { token: admin.token, body: { enabled: true } });
+    }
+    // Back on, the same challenge still works: nothing above spent it.
+    nextStep();
+    const ok = await check(beforeOff, codeNow(offSecret));
+    t.is(ok.status, 200, ok.text);
+  },
+);
 
 test.serial('a backup code signs in once', async (t) => {
   const s = stack();
