@@ -4,12 +4,12 @@ import { redisKey, RedisKeys } from '../redis';
 
 const HOUR_MS = 3600_000;
 
-// Count one export in the user's hour window; the window's expiry starts with its first export.
-// Returns the count and the milliseconds left in the window. Atomic: two requests never see one count.
+// Count one export in the user's clock-hour window; the counter expires when the window ends.
+// Atomic: two requests never see one count.
 const COUNT_SCRIPT = `
 local c = redis.call('INCR', KEYS[1])
-if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return {c, redis.call('PTTL', KEYS[1])}`;
+if c == 1 then redis.call('PEXPIREAT', KEYS[1], ARGV[1]) end
+return c`;
 
 // One waiting request is done with the archive: the last one deletes it (and the waiter count).
 const LEAVE_SCRIPT = `
@@ -37,13 +37,15 @@ export async function countExportRequest(redis: Redis, config: Config, userId: s
   const limit = config.dataExport.rateLimitPerHour;
   const window = Math.floor(Date.now() / HOUR_MS);
   try {
-    const [count, ttl] = (await redis.eval(
+    const end = (window + 1) * HOUR_MS;
+    const count = (await redis.eval(
       COUNT_SCRIPT,
       1,
       redisKey(config, RedisKeys.exportRate(userId, window)),
-      HOUR_MS,
-    )) as [number, number];
-    const left = ttl > 0 ? ttl : (window + 1) * HOUR_MS - Date.now();
+      end,
+    )) as number;
+    // The window is the clock hour (UTC): the limit lifts when it ends, whenever its first export was.
+    const left = end - Date.now();
     return {
       allowed: count <= limit,
       limit,

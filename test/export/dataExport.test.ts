@@ -384,6 +384,9 @@ test('the hourly limit answers 429 with Retry-After, counted atomically across p
     t.is(r.headers.get('x-ratelimit-remaining'), '0');
     const reset = Number(r.headers.get('x-ratelimit-reset')) - r.at;
     t.true(Math.abs(reset - retry) <= 2, `reset in ${reset} s, Retry-After ${retry} s`);
+    // The window is the clock hour: it ends at the next full hour, not an hour after the first export.
+    const hourEnds = (Math.floor(r.at / 3600) + 1) * 3600 - r.at;
+    t.true(Math.abs(hourEnds - retry) <= 2, `the hour ends in ${hourEnds} s, Retry-After ${retry} s`);
   }
   t.is((await download(`${s.url}/v1/user/export`, user.token)).status, 429);
   // Another user is not affected.
