@@ -214,7 +214,11 @@ export function userRoutes(router: ApiRouter): void {
     },
     async (ctx, { params, body }) => {
       const id = resolveUserRef(ctx, params.id);
-      ctx.body = resource(ctx, presentUser(await setPreferredLocale(ctx.services, id, body.locale)), userPath(id));
+      ctx.body = resource(
+        ctx,
+        presentUser(await setPreferredLocale(ctx.services, id, body.locale, requestAttribution(ctx))),
+        userPath(id),
+      );
     },
   );
 

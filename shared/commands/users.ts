@@ -179,9 +179,12 @@ export async function updateUser(
       if (await usernameTaken(trx, body.username, userId)) throw conflict('username is already taken');
       changes.username = body.username;
     }
-    if (body.privacy_mode !== undefined) changes.privacy_mode = body.privacy_mode;
-    if (body.avatars_enabled !== undefined) changes.avatars_enabled = body.avatars_enabled;
+    if (body.privacy_mode !== undefined && body.privacy_mode !== user.privacy_mode)
+      changes.privacy_mode = body.privacy_mode;
+    if (body.avatars_enabled !== undefined && body.avatars_enabled !== user.avatars_enabled)
+      changes.avatars_enabled = body.avatars_enabled;
     const avatarsOn = changes.avatars_enabled ?? user.avatars_enabled;
+    const changed = { email: false, avatar_url: false };
 
     if (body.email !== undefined || body.avatar_url !== undefined) {
       const primary = displayAccount(await userAccounts(trx, userId), user.primary_platform_account_id);
@@ -196,10 +199,12 @@ export async function updateUser(
         if (await emailInUse(trx, body.email, userId)) throw conflict('email is already in use');
         // Typed in, not proven: it never becomes a basis for linking by email until a provider confirms it.
         Object.assign(accountChanges, { email: body.email, email_verified_at: null });
+        changed.email = true;
       }
       if (body.avatar_url !== undefined) {
         if (body.avatar_url !== null && !avatarsOn) throw badRequest('avatar_url: avatars are disabled for this user');
         accountChanges.avatar_url = body.avatar_url;
+        changed.avatar_url = body.avatar_url !== primary.avatar_url;
       }
       if (Object.keys(accountChanges).length)
         await PlatformAccount.query(trx).patch(accountChanges).where('id', primary.id);
@@ -208,17 +213,23 @@ export async function updateUser(
       await PlatformAccount.query(trx).patch({ avatar_url: null }).where('user_id', userId);
     // Always patched (even with account-only changes) so updated_at moves.
     const updated = await patchFound(User, trx, userId, changes, 'user');
-    const fields = Object.keys(body).filter((k) => (body as Record<string, unknown>)[k] !== undefined);
-    await recordAuditEvent(
-      attributed(by, {
-        user_id: userId,
-        event_type: 'user_updated',
-        resource_type: 'user',
-        resource_id: userId,
-        metadata: { fields },
-      }),
-      trx,
-    );
+    // The event names what changed: a field sent with the value it already had is no change.
+    const fields = [
+      ...Object.keys(changes),
+      ...(changed.email ? ['email'] : []),
+      ...(changed.avatar_url ? ['avatar_url'] : []),
+    ];
+    if (fields.length)
+      await recordAuditEvent(
+        attributed(by, {
+          user_id: userId,
+          event_type: 'user_updated',
+          resource_type: 'user',
+          resource_id: userId,
+          metadata: { fields },
+        }),
+        trx,
+      );
     return updated;
   });
 }
@@ -235,28 +246,51 @@ export async function changeUsername(
     if (!current) throw notFound('user');
     if (await usernameTaken(trx, username, userId)) throw conflict('username is already taken');
     const updated = await patchFound(User, trx, userId, { username }, 'user');
-    await recordAuditEvent(
-      attributed(by, {
-        user_id: userId,
-        event_type: 'user_updated',
-        resource_type: 'user',
-        resource_id: userId,
-        metadata: { fields: ['username'], previous_username: current.username },
-      }),
-      trx,
-    );
+    // The same name again is no change, and the log says so by saying nothing.
+    if (username !== current.username)
+      await recordAuditEvent(
+        attributed(by, {
+          user_id: userId,
+          event_type: 'user_updated',
+          resource_type: 'user',
+          resource_id: userId,
+          metadata: { fields: ['username'], previous_username: current.username },
+        }),
+        trx,
+      );
     return updated;
   });
 }
 
-/** Sets or clears (null) a live user's preferred locale: one of supportedLocales(), else 400. */
-export async function setPreferredLocale(ctx: ServiceContext, userId: string, locale: string | null): Promise<User> {
-  const user = await User.query(ctx.db).findById(userId).whereNull('deleted_at');
-  if (!user) throw notFound('user');
+/**
+ * Sets or clears (null) a live user's preferred locale: one of supportedLocales(), else 400. A
+ * change writes `user_updated` (docs/audit.md); the locale it already had writes nothing.
+ */
+export async function setPreferredLocale(
+  ctx: ServiceContext,
+  userId: string,
+  locale: string | null,
+  by: Attribution,
+): Promise<User> {
   if (locale !== null) {
     const allowed = (await supportedLocales(ctx.db, ctx.config)).map((l) => l.toLowerCase());
     if (!allowed.includes(locale)) throw badRequest(`locale: must be one of ${allowed.join(', ')} or null`);
   }
-  // Purged since the read above: 404.
-  return patchFound(User, ctx.db, userId, { preferred_locale: locale }, 'user');
+  return transaction(ctx.db, async (trx) => {
+    const user = await User.query(trx).findById(userId).whereNull('deleted_at').forUpdate();
+    if (!user) throw notFound('user');
+    const updated = await patchFound(User, trx, userId, { preferred_locale: locale }, 'user');
+    if (user.preferred_locale !== locale)
+      await recordAuditEvent(
+        attributed(by, {
+          user_id: userId,
+          event_type: 'user_updated',
+          resource_type: 'user',
+          resource_id: userId,
+          metadata: { fields: ['preferred_locale'], previous_locale: user.preferred_locale },
+        }),
+        trx,
+      );
+    return updated;
+  });
 }

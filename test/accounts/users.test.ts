@@ -389,3 +389,32 @@ test('user views read by id in one turn share one statement, each with its own u
     s.db.off('query', listener);
   }
 });
+
+test('user_updated names what changed: locale changes are recorded, values sent unchanged are not', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const events = async () =>
+    (
+      await s
+        .db('audit_events')
+        .where({ user_id: user.id, event_type: 'user_updated' })
+        .orderBy('created_at')
+        .select('metadata')
+    ).map((e) => e.metadata);
+  const patch = (path: string, body: unknown) => s.request('PATCH', path, { token: user.token, body });
+
+  t.is((await patch(`/v1/users/${user.id}/locale`, { locale: 'de' })).status, 200);
+  t.is((await patch(`/v1/users/${user.id}/locale`, { locale: 'de' })).status, 200);
+  t.is((await patch(`/v1/users/${user.id}/locale`, { locale: null })).status, 200);
+  t.deepEqual(await events(), [
+    { fields: ['preferred_locale'], previous_locale: null },
+    { fields: ['preferred_locale'], previous_locale: 'de' },
+  ]);
+
+  const me = (await s.request('GET', '/v1/users/me', { token: user.token })).body.data;
+  t.is((await patch(`/v1/users/${user.id}/username`, { username: me.username })).status, 200);
+  t.is((await patch(`/v1/users/${user.id}`, { privacy_mode: me.privacy_mode })).status, 200);
+  t.is((await events()).length, 2, 'the same values again are no change');
+  t.is((await patch(`/v1/users/${user.id}`, { privacy_mode: !me.privacy_mode, username: me.username })).status, 200);
+  t.deepEqual((await events())[2], { fields: ['privacy_mode'] });
+});
