@@ -21,6 +21,9 @@ export function isRateLimitExempt(path: string): boolean {
 /** Route-specific limits counted on top of the caller's tier. */
 const ROUTE_TIERS: Array<{ method: string; path: string; tier: 'gpsPost' }> = [
   { method: 'POST', path: '/v1/gps', tier: 'gpsPost' },
+  // One counter for both ways in: a batch (up to 1,000 points) is one request of the GPS limit, so
+  // the limit bounds the points a key stores, not only how it sends them.
+  { method: 'POST', path: '/v1/gps/batch', tier: 'gpsPost' },
 ];
 
 /** Sets the rate-limit headers (and refuses the request when over the limit), then continues. */

@@ -99,7 +99,8 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       description:
         'Each point has the shape of POST /v1/gps and is validated on its own. Valid points are stored with one ' +
         'INSERT, published and queued for geofence evaluation; the answer lists the accepted points (index in the ' +
-        'request and new id) and the rejected ones (index and errors). 400 when no point is valid.',
+        'request and new id) and the rejected ones (index and errors). 400 when no point is valid. Counts as one ' +
+        'request of the POST /v1/gps rate limit (30 per 60 s by default, shared with that route).',
       tags: ['gps'],
       auth: { permission: 'gps:write' },
       body: gpsBatchBody,
@@ -152,7 +153,7 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       description:
         'timestamp is integer Unix seconds (answered as ISO 8601). When the caller is an API key linked to a device, ' +
         'the point gets that device_id and the trip_id of the device’s active GPS-logging trip. Rate limited ' +
-        '(30 per 60 s by default).',
+        '(30 per 60 s by default, shared with POST /v1/gps/batch).',
       tags: ['gps'],
       auth: { permission: 'gps:write' },
       body: gpsPointInput,
