@@ -158,6 +158,25 @@ export interface UserChanges {
   avatars_enabled?: boolean;
 }
 
+/** The `user_updated` event of a change to a user's own fields (`metadata.fields`: what changed). */
+function recordUserUpdated(
+  trx: Knex.Transaction,
+  by: Attribution,
+  userId: string,
+  metadata: { fields: string[] } & Record<string, unknown>,
+): Promise<unknown> {
+  return recordAuditEvent(
+    attributed(by, {
+      user_id: userId,
+      event_type: 'user_updated',
+      resource_type: 'user',
+      resource_id: userId,
+      metadata,
+    }),
+    trx,
+  );
+}
+
 /**
  * Updates a user (409 for a taken username or address). The sign-in address of an email account
  * changes only through the email change flow; avatars_enabled=false clears every avatar URL.
@@ -219,17 +238,7 @@ export async function updateUser(
       ...(changed.email ? ['email'] : []),
       ...(changed.avatar_url ? ['avatar_url'] : []),
     ];
-    if (fields.length)
-      await recordAuditEvent(
-        attributed(by, {
-          user_id: userId,
-          event_type: 'user_updated',
-          resource_type: 'user',
-          resource_id: userId,
-          metadata: { fields },
-        }),
-        trx,
-      );
+    if (fields.length) await recordUserUpdated(trx, by, userId, { fields });
     return updated;
   });
 }
@@ -248,16 +257,7 @@ export async function changeUsername(
     const updated = await patchFound(User, trx, userId, { username }, 'user');
     // The same name again is no change, and the log says so by saying nothing.
     if (username !== current.username)
-      await recordAuditEvent(
-        attributed(by, {
-          user_id: userId,
-          event_type: 'user_updated',
-          resource_type: 'user',
-          resource_id: userId,
-          metadata: { fields: ['username'], previous_username: current.username },
-        }),
-        trx,
-      );
+      await recordUserUpdated(trx, by, userId, { fields: ['username'], previous_username: current.username });
     return updated;
   });
 }
@@ -281,16 +281,10 @@ export async function setPreferredLocale(
     if (!user) throw notFound('user');
     const updated = await patchFound(User, trx, userId, { preferred_locale: locale }, 'user');
     if (user.preferred_locale !== locale)
-      await recordAuditEvent(
-        attributed(by, {
-          user_id: userId,
-          event_type: 'user_updated',
-          resource_type: 'user',
-          resource_id: userId,
-          metadata: { fields: ['preferred_locale'], previous_locale: user.preferred_locale },
-        }),
-        trx,
-      );
+      await recordUserUpdated(trx, by, userId, {
+        fields: ['preferred_locale'],
+        previous_locale: user.preferred_locale,
+      });
     return updated;
   });
 }
