@@ -1,5 +1,7 @@
 import type { TestFn } from 'ava';
 import type { Knex } from 'knex';
+import { issueAccountToken } from '../../shared/commands/accountTokens';
+import { transaction } from '../../shared/db';
 import { useStack, Stack } from './stack';
 import { Mailbox, startMailbox } from './mailbox';
 
@@ -56,4 +58,18 @@ export async function sentOutboxRow(db: Knex, to: string, template: string, ms =
       throw new Error(`outbox row ${template} to ${to} not sent within ${ms} ms: ${JSON.stringify(row)}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** A password reset token for `user`'s email account, issued as the passwordResets job issues the mailed one. */
+export async function passwordResetToken(db: Knex, user: { id: string; email: string }): Promise<string> {
+  const account = await db('platform_accounts').where({ user_id: user.id }).first('id');
+  const { token } = await transaction(db, (trx) =>
+    issueAccountToken(trx, {
+      purpose: 'password_reset',
+      userId: user.id,
+      email: user.email,
+      payload: { platform_account_id: account.id },
+    }),
+  );
+  return token;
 }

@@ -3,13 +3,12 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { createSession } from '../../shared/commands/sessions';
-import { issueAccountToken } from '../../shared/commands/accountTokens';
-import { transaction } from '../../shared/db';
 import { randomToken, sha256 } from '../../shared/crypto';
 import { CredentialResolver } from '../../shared/auth/credentials';
 import { createKey, createOAuthToken, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { connect, publish, wsBase } from '../helpers/wsClient';
+import { passwordResetToken } from '../helpers/accounts';
 
 /** Signed-in users here read tracking data: the default User role alone is self-service only. */
 const READER = ['role_user', 'role_api_read_only'];
@@ -312,15 +311,7 @@ test("password reset: a session's socket gets sessionRevoked and 4004, an OAuth 
   const byOauth = await connect(wsBase(s), { token: oauth.token });
   const byKey = await connect(wsBase(s), { token: key.key });
   // The token the reset mail carries, issued as the passwordResets job does.
-  const account = await s.db('platform_accounts').where({ user_id: user.id }).first('id');
-  const { token } = await transaction(s.db, (trx) =>
-    issueAccountToken(trx, {
-      purpose: 'password_reset',
-      userId: user.id,
-      email: user.email,
-      payload: { platform_account_id: account.id },
-    }),
-  );
+  const token = await passwordResetToken(s.db, user);
   const reset = await s.request('POST', '/v1/auth/reset-password/confirm', {
     body: { token, password: 'brand-new-pass-1' },
   });

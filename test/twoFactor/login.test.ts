@@ -1,11 +1,9 @@
 import test from 'ava';
 import { setClockOffset } from '../../shared/clock';
-import { issueAccountToken } from '../../shared/commands/accountTokens';
-import { transaction } from '../../shared/db';
 import { hashPassword } from '../../shared/domain/passwords';
 import { hashBackupCode, legacyBackupCodeHash } from '../../shared/domain/totp';
 import { TWO_FACTOR_THROTTLE } from '../../shared/caches/twoFactorThrottle';
-import { useAccountsStack } from '../helpers/accounts';
+import { passwordResetToken, useAccountsStack } from '../helpers/accounts';
 import { createUser, TestUser } from '../helpers/factories';
 import { startSecondApi } from '../helpers/secondApi';
 import { lockWaiters } from '../helpers/wait';
@@ -110,15 +108,7 @@ test.serial(
     const reset = await userWithPassword();
     const resetCodes = (await enableTwoFactor(s, reset.token)).backupCodes;
     const beforeReset = await challengeFor(reset);
-    const account = await s.db('platform_accounts').where({ user_id: reset.id }).first('id');
-    const { token } = await transaction(s.db, (trx) =>
-      issueAccountToken(trx, {
-        purpose: 'password_reset',
-        userId: reset.id,
-        email: reset.email,
-        payload: { platform_account_id: account.id },
-      }),
-    );
+    const token = await passwordResetToken(s.db, reset);
     const confirmed = await s.request('POST', '/v1/auth/reset-password/confirm', {
       body: { token, password: 'brand-new-pass-1' },
     });
