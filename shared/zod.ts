@@ -303,6 +303,21 @@ export const zQueryDecimal = <T extends z.ZodTypeAny>(refine: (n: z.ZodNumber) =
 export const zFinite = () =>
   z.number({ invalid_type_error: 'must be a number' }).finite('number too large (beyond ±1.8e308)');
 
+/**
+ * `schema` with its value at most `maxBytes` as serialised JSON (UTF-8): free-form JSON that is read
+ * whole wherever it goes (settings by every client that lists them, a geofence's metadata in every
+ * event push and list page) may not be a document store. A larger value is a 400 naming the field;
+ * an absent one is left to `schema`.
+ */
+export const zJsonAtMost = <T extends z.ZodTypeAny>(
+  schema: T,
+  maxBytes: number,
+): z.ZodEffects<T, z.output<T>, z.input<T>> =>
+  schema.refine(
+    (v) => v === undefined || Buffer.byteLength(JSON.stringify(v)) <= maxBytes,
+    `must be at most ${maxBytes / 1024} KiB as JSON`,
+  );
+
 /** Whether a PATCH body names no field: the spec's "all optional" bodies answer the resource unchanged. */
 export const emptyPatch = (body: Record<string, unknown>): boolean => Object.values(body).every((v) => v === undefined);
 

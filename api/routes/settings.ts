@@ -7,7 +7,7 @@ import { presentSetting, settingSchema } from '../../shared/presenters/setting';
 import { presentSystemConfig, systemConfigSchema, SystemConfigRow } from '../../shared/presenters/systemConfig';
 import { findOr404 } from '../../shared/rowLoader';
 import { notFound } from '../../shared/errors';
-import { z } from '../../shared/zod';
+import { z, zJsonAtMost } from '../../shared/zod';
 import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
 import { AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
@@ -29,14 +29,10 @@ const zSettingKey = () =>
  */
 const MAX_SETTING_VALUE_BYTES = 64 * 1024;
 const settingFields = {
-  value: z
-    .unknown()
-    .refine((v) => v !== undefined, 'is required')
-    .refine(
-      (v) => v === undefined || Buffer.byteLength(JSON.stringify(v)) <= MAX_SETTING_VALUE_BYTES,
-      `must be at most ${MAX_SETTING_VALUE_BYTES / 1024} KiB as JSON`,
-    )
-    .openapi({ description: `Any JSON value, at most ${MAX_SETTING_VALUE_BYTES / 1024} KiB as JSON` }),
+  value: zJsonAtMost(
+    z.unknown().refine((v) => v !== undefined, 'is required'),
+    MAX_SETTING_VALUE_BYTES,
+  ).openapi({ description: `Any JSON value, at most ${MAX_SETTING_VALUE_BYTES / 1024} KiB as JSON` }),
   description: z.string({ invalid_type_error: 'must be a string' }).max(10_000).nullable().optional(),
   is_public: z.boolean({ invalid_type_error: 'must be a boolean' }).optional(),
 };

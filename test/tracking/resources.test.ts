@@ -261,6 +261,46 @@ test('geofences: radius_km > 0, metadata any JSON object, PATCH at least one, pa
   );
 });
 
+test('geofences: metadata at most 16 KiB as JSON (UTF-8 bytes) on create and update; larger rows kept', async (t) => {
+  const s = stack();
+  const { developer } = await users();
+  const fence = { name: 'Sized', latitude: 1, longitude: 1, radius_km: 1 };
+  // {"k":"…"} is 8 bytes around the text: 16,376 one-byte characters fill 16 KiB exactly.
+  const largest = { k: 'x'.repeat(16 * 1024 - 8) };
+  const tooLarge = [
+    { k: 'x'.repeat(16 * 1024 - 7) },
+    // Bytes, not characters: 8,189 two-byte characters are 16,386 bytes of JSON.
+    { k: '\u00e9'.repeat(8189) },
+  ];
+  for (const metadata of tooLarge) {
+    const r = await s.request('POST', '/v1/geofences', { token: developer.token, body: { ...fence, metadata } });
+    t.is(r.status, 400);
+    t.regex(r.body.message, /^metadata: must be at most 16 KiB as JSON/);
+  }
+  const g = await make(s, developer.token, '/v1/geofences', { ...fence, metadata: largest });
+  t.deepEqual(
+    (await s.request('GET', `/v1/geofences/${g.id}`, { token: developer.token })).body.data.metadata,
+    largest,
+  );
+  for (const metadata of tooLarge) {
+    const r = await s.request('PATCH', `/v1/geofences/${g.id}`, { token: developer.token, body: { metadata } });
+    t.is(r.status, 400);
+    t.regex(r.body.message, /^metadata: must be at most 16 KiB as JSON/);
+  }
+  t.deepEqual(
+    (await s.request('GET', `/v1/geofences/${g.id}`, { token: developer.token })).body.data.metadata,
+    largest,
+  );
+  // A fence stored before the limit with larger metadata is not refused for it: other fields still change.
+  await s
+    .db('geofences')
+    .where('id', g.id)
+    .update({ metadata: JSON.stringify(tooLarge[0]) });
+  const p = await s.request('PATCH', `/v1/geofences/${g.id}`, { token: developer.token, body: { name: 'Renamed' } });
+  t.is(p.status, 200, p.text);
+  t.like(p.body.data, { name: 'Renamed', metadata: tooLarge[0] });
+});
+
 test('trip categories: bare array by sort_order then name, hierarchy with existing parents and no cycles', async (t) => {
   const s = stack();
   const { developer, reader, admin } = await users();

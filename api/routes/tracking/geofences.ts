@@ -6,13 +6,19 @@ import { GeofenceEvent } from '../../../shared/models/GeofenceEvent';
 import { geofenceEventSchema, presentGeofenceEvent } from '../../../shared/presenters/geofenceEvent';
 import { geofenceSchema, presentGeofence } from '../../../shared/presenters/geofence';
 import { findOr404, pagesOf } from '../../../shared/rowLoader';
-import { atLeastOne, z, zFinite } from '../../../shared/zod';
+import { atLeastOne, z, zFinite, zJsonAtMost } from '../../../shared/zod';
 import { paginate, paginatedBody, paginationQuery } from '../../pagination';
 import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
 import { errors, idParam, zLatitude, zLongitude, zName, zText } from './schemas';
 
+/**
+ * Largest metadata of a fence, as JSON: it is copied into every geofenceEvent push (twice, and into
+ * the kept transitions when recording fails), into every geofence worker's fence index and into
+ * every list page, so one fence's metadata may not be megabytes.
+ */
+const MAX_METADATA_BYTES = 16 * 1024;
 const geofenceFields = {
   name: zName(),
   description: zText(),
@@ -21,11 +27,12 @@ const geofenceFields = {
   radius_km: zFinite()
     .positive('must be greater than 0')
     .max(20_037.5, 'must be at most half the Earth circumference (20037.5)'),
-  metadata: z
-    .record(z.unknown(), { invalid_type_error: 'must be a JSON object' })
-    .nullable()
-    .optional()
-    .openapi({ description: 'Any JSON object; echoed in geofenceEvent pushes' }),
+  metadata: zJsonAtMost(
+    z.record(z.unknown(), { invalid_type_error: 'must be a JSON object' }).nullable().optional(),
+    MAX_METADATA_BYTES,
+  ).openapi({
+    description: `Any JSON object of at most ${MAX_METADATA_BYTES / 1024} KiB as JSON; echoed in geofenceEvent pushes`,
+  }),
   min_dwell_seconds: z
     .number({ invalid_type_error: 'must be an integer' })
     .int('must be an integer')
