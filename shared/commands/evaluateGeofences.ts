@@ -171,7 +171,9 @@ export async function markGeofencePending(
   const pipeline = redis.pipeline();
   for (const [track, members] of byTrack) {
     const key = pendingKey(config, track);
-    pipeline.zadd(key, ...members);
+    // A bounded spread per ZADD, however many points the caller passes.
+    for (let from = 0; from < members.length; from += 2 * PENDING_CHUNK)
+      pipeline.zadd(key, ...members.slice(from, from + 2 * PENDING_CHUNK));
     pipeline.expire(key, STATE_TTL_SECONDS);
   }
   await execAll(pipeline);
@@ -223,13 +225,13 @@ export async function evaluateGeofences(deps: EvaluateDeps, gpsPointIds: string[
       const points = others.length ? [...now, ...(await loadPoints(deps.db, others))] : now;
       // The order the transition script applies them in (ties on the timestamp by acceptance).
       const sorted = points.map((p) => ({ p, sort: gpsSortKey(p) })).sort((a, b) => (a.sort < b.sort ? -1 : 1));
-      events.push(
-        ...(await applyInOrder(
-          deps,
-          index,
-          sorted.map((x) => x.p),
-        )),
-      );
+      // Not events.push(...): a round may confirm more transitions than a call takes arguments.
+      for (const e of await applyInOrder(
+        deps,
+        index,
+        sorted.map((x) => x.p),
+      ))
+        events.push(e);
     }
     // Evaluated (or evaluation off): no longer pending. A job that fails before this leaves them for its retry.
     const done = deps.redis.pipeline();
@@ -290,13 +292,62 @@ async function applyInOrder(
     }
   }
   if (entries.length === 0) return [];
-  const changed = await scripts(deps.redis).geofenceTransitions(keys.length, ...keys, STATE_TTL_SECONDS, ...args);
-  if (changed.length === 0) return [];
-  const happened = changed.map((i) => entries[i - 1]);
-  const events = await recordOrKeep(deps, happened);
+  const events: GeofenceEventData[] = [];
+  for (const run of transitionRuns(keys)) {
+    const runArgs: Array<string | number> = [];
+    for (const i of run) runArgs.push(keys[2 * i], keys[2 * i + 1]);
+    runArgs.push(STATE_TTL_SECONDS);
+    for (const i of run) for (let a = 5 * i; a < 5 * i + 5; a++) runArgs.push(args[a]);
+    const changed = await scripts(deps.redis).geofenceTransitions(2 * run.length, ...runArgs);
+    // Recorded run by run: a later run that fails (Redis away) cannot lose what earlier runs confirmed.
+    if (changed.length)
+      for (const e of await recordOrKeep(
+        deps,
+        changed.map((n) => entries[run[n - 1]]),
+      ))
+        events.push(e);
+  }
   if (events.length)
     deps.logger.debug({ events: events.length, points: points.length }, 'geofence transitions published');
   return events;
+}
+
+/**
+ * Entries (point × fence) per run of the transition script: 2 keys and 5 arguments each, so a
+ * bounded spread into the call and a bounded time holding Redis. Points × candidate fences has no
+ * bound of its own (100 points against 1,000 fences are 100,000 entries): taken as one call's
+ * spread arguments they overflowed the stack ("Maximum call stack size exceeded" from about 18,000
+ * entries), the job failed, its points stayed pending and every later point of the device failed
+ * with them.
+ */
+const TRANSITION_RUN = 1000;
+
+/**
+ * The entries (indexes; `keys` holds the state key of entry i at 2i) cut into script runs of at
+ * most TRANSITION_RUN entries, each in time order. A run takes whole states, all points of a
+ * (device, fence) pair, so each state's sequence is applied by one atomic script run as before;
+ * only a sequence longer than a run goes on in the next run, after it, which keeps its order (a job
+ * of the device that runs in between applies the same pending points, oldest first, and this one
+ * then finds them applied). A device's inside set changes per fence, so fences may go in any order.
+ * Pushes of a round larger than a run therefore come per group of fences, each fence's in time order.
+ */
+function transitionRuns(keys: string[]): number[][] {
+  const byState = new Map<string, number[]>();
+  for (let i = 0; 2 * i < keys.length; i++) {
+    let list = byState.get(keys[2 * i]);
+    if (!list) byState.set(keys[2 * i], (list = []));
+    list.push(i);
+  }
+  const runs: number[][] = [[]];
+  for (const list of byState.values()) {
+    if (runs.at(-1)!.length > 0 && runs.at(-1)!.length + list.length > TRANSITION_RUN) runs.push([]);
+    for (const i of list) {
+      if (runs.at(-1)!.length === TRANSITION_RUN) runs.push([]);
+      runs.at(-1)!.push(i);
+    }
+  }
+  // Within a run, time order across states too (the order one run of everything had).
+  return runs.map((run) => run.sort((a, b) => a - b));
 }
 
 /**
