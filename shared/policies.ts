@@ -399,7 +399,7 @@ export interface SubjectTypes {
   accountToken: { userId: string };
   /** The caller's sessions (list, revoke): session credentials only. */
   ownSessions: { userId?: undefined };
-  /** The caller's OAuth consents (list, revoke): user credentials (sessions, OAuth tokens) only. */
+  /** The caller's OAuth consents (list, revoke): sessions, OAuth tokens and user-owned API keys (with `account:consents`). */
   ownConsents: { userId?: undefined };
   /** What a trusted service says on others' behalf: the client's address, the user it relays, its own name. */
   relay: { userId?: undefined };
@@ -666,7 +666,11 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
       badRequest('invalid or expired token'),
   },
   ownConsents: {
-    manage: (p) => p.kind === 'user' || forbidden('this endpoint needs a user credential'),
+    // The route already requires `account:consents` in a token's or key's grant (docs/access-control.md).
+    manage: (p) =>
+      p.kind === 'user' ||
+      (p.kind === 'apiKey' && p.userId !== null) ||
+      forbidden('this endpoint needs a user credential or a user-owned API key'),
   },
   relay: {
     /** Named by X-Forwarded-For (the web app relaying a sign-in): the system key only. */

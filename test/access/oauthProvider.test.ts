@@ -2,7 +2,7 @@ import test from 'ava';
 import { createHash, randomBytes } from 'node:crypto';
 import { signAppAssertion } from '../../shared/auth/assertionVerifier';
 import { sha256 } from '../../shared/crypto';
-import { createUser, TestUser } from '../helpers/factories';
+import { createKey, createUser, TestUser } from '../helpers/factories';
 import { listenPushes } from '../helpers/pushes';
 import { useStack } from '../helpers/stack';
 import { lockWaiters as waitForLockWaiters } from '../helpers/wait';
@@ -615,6 +615,31 @@ test("revoking a consent kills the client's tokens at once, audits, pushes oauth
   } finally {
     pushes.close();
   }
+});
+
+test('an API key of the user lists and revokes consents with account:consents, never without it', async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
+  const client = await makeClient(dev);
+  const { code, verifier } = await codeFor(user, client, 'gps:read');
+  const tok = (await exchange(client, code, verifier)).body;
+  const scoped = await createKey({ userId: user.id, scopes: ['account:consents'] });
+  for (const scopes of [['*:*'], ['users:read', 'users:write']]) {
+    const other = await createKey({ userId: user.id, scopes });
+    t.is((await s.request('GET', '/v1/users/me/consents', { token: other.key })).status, 403, scopes.join(' '));
+    const del = await s.request('DELETE', `/v1/users/me/consents/${client.id}`, { token: other.key });
+    t.is(del.status, 403, scopes.join(' '));
+  }
+  const listed = await s.request('GET', '/v1/users/me/consents', { token: scoped.key });
+  t.is(listed.status, 200, listed.text);
+  t.deepEqual(
+    listed.body.data.map((c: { client_id: string }) => c.client_id),
+    [client.id],
+  );
+  const del = await s.request('DELETE', `/v1/users/me/consents/${client.id}`, { token: scoped.key });
+  t.is(del.status, 204, del.text);
+  t.is((await me(tok.access_token)).status, 401);
 });
 
 test('deactivating or deleting a client stops its access tokens at once', async (t) => {
