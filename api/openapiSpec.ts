@@ -137,7 +137,7 @@ const STANDARD_ERRORS: Record<number, string> = {
   401: 'Missing, malformed, unknown, expired or revoked credentials; a public route answers 401 too when a bad credential is sent',
   403: 'The account of the credential is banned, or it is the system key on a route the system key may not call',
   404: 'Not found',
-  413: 'Request body too large (JSON up to 4 MB, forms up to 256 KB)',
+  413: 'Request body too large (JSON up to 4 MB and 50,000 values, forms up to 256 KB)',
   415: 'Request body neither JSON nor a form (application/x-www-form-urlencoded), or in a charset the service does not accept',
   429: 'Rate limited; Retry-After says when to try again',
   500: 'An unexpected server fault (logged; the message reveals nothing internal)',

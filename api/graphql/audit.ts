@@ -8,6 +8,7 @@ import {
   ingestAuditEvent,
 } from '../../shared/commands/ingestAuditEvent';
 import { badRequest, validationError } from '../../shared/errors';
+import { jsonValuesOver, MAX_JSON_VALUES } from '../../shared/jsonLimits';
 import { checkParsedBody } from '../middleware/body';
 import { presentAuditEvent } from '../../shared/presenters/auditEvent';
 import { camelKeys } from '../../shared/presenters/camel';
@@ -86,6 +87,9 @@ export class AuditResolver {
     const writer = auditWriter(ctx.services.config, ctx.principal, ctx.header(APP_KEY_HEADER));
     let metadata: unknown = undefined;
     if (input.metadataJson) {
+      // Counted before parsing, as a body is: the text may be megabytes within a 4 MB body.
+      if (jsonValuesOver(input.metadataJson))
+        throw badRequest(`metadataJson: too many JSON values (at most ${MAX_JSON_VALUES} arrays, objects and items)`);
       try {
         metadata = JSON.parse(input.metadataJson);
       } catch {

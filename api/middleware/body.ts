@@ -8,7 +8,7 @@ import { HttpMethodEnum, koaBody } from 'koa-body';
 // koa-body's own test of which types it parses, so the 415 below refuses exactly what it would ignore.
 import { isJsonBody, isUrlencodedBody } from 'koa-body/lib/utils/body-type-util';
 import { HttpError } from '../../shared/errors';
-import { checkJsonLimits } from '../../shared/jsonLimits';
+import { checkJsonLimits, jsonValuesOver, MAX_JSON_VALUES } from '../../shared/jsonLimits';
 
 /** Largest JSON body (the koa-body limit below, in bytes for the fast path). */
 const JSON_LIMIT_BYTES = 4 * 1024 * 1024;
@@ -86,6 +86,7 @@ function refuseBadUrl(ctx: Context): void {
 }
 
 const BODY_TOO_LARGE = 'request body too large (JSON up to 4 MB, forms up to 256 KB)';
+const TOO_MANY_VALUES = `body: too many JSON values (at most ${MAX_JSON_VALUES} arrays, objects and items)`;
 
 /** koa-body's and the fast path's failures as the answers of the error handler. */
 function refuse(err: Error): never {
@@ -163,7 +164,8 @@ function decodedBody(ctx: Context): Readable {
  * Reads and parses a JSON body of `length` bytes (Infinity: until the end, within the limit) as
  * koa-body does (co-body, strict): a leading BOM dropped, an object or array only, prototype
  * poisoning refused (bourne). The bytes must be UTF-8 (RFC 8259): a body that is not is refused,
- * where a decoder would have stored U+FFFD in place of what was sent. It skips what koa-body
+ * where a decoder would have stored U+FFFD in place of what was sent. A body of more than
+ * `MAX_JSON_VALUES` values is a 413 before it is parsed. It skips what koa-body
  * spends on every request to pick a parser and a decoder, which the common case does not need.
  */
 function readJson(ctx: Context, length: number): Promise<unknown> {
@@ -211,6 +213,9 @@ function readJson(ctx: Context, length: number): Promise<unknown> {
         // The text rides along, as co-body's errors carry it: the error handler names what it was.
         if (!STRICT_JSON.test(text))
           throw Object.assign(new SyntaxError('invalid JSON, only supports object and array'), { body: text });
+        // Counted before parsing: the parse (and bourne's scan, and checkJsonLimits) cost per value,
+        // and what is parsed holds the event loop.
+        if (jsonValuesOver(text)) throw new HttpError(413, 'PayloadTooLarge', TOO_MANY_VALUES);
         done(null, bourne.parse(text, { protoAction: 'error' }));
       } catch (err) {
         done(err as Error);
@@ -299,7 +304,8 @@ function refuseUnparsedType(ctx: Context): void {
 
 /**
  * JSON and form bodies for the methods that carry one; a malformed body is a 400
- * (entity.parse.failed, answered by the error handler), one over the limit a 413, an unsupported
+ * (entity.parse.failed, answered by the error handler), one over the limit (4 MB, or for JSON
+ * `MAX_JSON_VALUES` values) a 413, an unsupported
  * charset (anything but UTF-8) a 415. GET, HEAD and OPTIONS skip the parser entirely: they are
  * most requests and carry no body. A JSON body, compressed or not, is read here directly
  * (`readJson`), its bytes checked to be UTF-8; forms go through koa-body, byte for byte, and are

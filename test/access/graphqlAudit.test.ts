@@ -74,6 +74,20 @@ test('the recorded event shows every field of the REST answer, in camelCase', as
   );
   t.regex(deep.body.errors[0].message, /^metadataJson\.a\.0\.0: nested deeper than 64 levels/);
   t.is(deep.body.errors[0].extensions.code, 'BAD_USER_INPUT');
+  // Its values are counted before it is parsed, as a body's are: one string of a body may hold
+  // megabytes of tiny arrays (60,000 nested 30 deep took JSON.parse about a second).
+  const many = await gql(
+    CREATE,
+    {
+      eventType: 'login',
+      metadataJson: `{"a":[${Array(60_000)
+        .fill(`${'['.repeat(30)}${']'.repeat(30)}`)
+        .join(',')}]}`,
+    },
+    { token: s.systemKey },
+  );
+  t.regex(many.body.errors[0].message, /^metadataJson: too many JSON values \(at most 50000 /);
+  t.is(many.body.errors[0].extensions.code, 'BAD_USER_INPUT');
 });
 
 test('without audit:write: UNAUTHENTICATED anonymously, FORBIDDEN for a plain user', async (t) => {
