@@ -222,6 +222,8 @@ const schema = z.object({
   RATE_LIMIT_API_KEY_WINDOW_SECONDS: int(0, 0),
   RATE_LIMIT_GPS_POST: int(30, 1),
   RATE_LIMIT_GPS_POST_WINDOW_SECONDS: int(60, 1),
+  RATE_LIMIT_REGISTER: int(10, 1),
+  RATE_LIMIT_REGISTER_WINDOW_SECONDS: int(900, 1),
   EXPORT_RATE_LIMIT_PER_HOUR: int(5, 1),
   EXPORT_TIMEOUT_MS: int(60000, 1),
   EXPORT_PDF_MAX_PAGES: int(2, 1),
@@ -308,7 +310,14 @@ export interface Config {
     maxBufferedBytes: number;
     maxMessagesPer10s: number;
   };
-  rateLimit: { anonymous: RateTier; user: RateTier; apiKey: RateTier; gpsPost: RateTier };
+  rateLimit: {
+    anonymous: RateTier;
+    user: RateTier;
+    apiKey: RateTier;
+    gpsPost: RateTier;
+    /** POST /v1/auth/register per client IP, counted in PostgreSQL before the password is hashed. */
+    register: RateTier;
+  };
   /** Personal data export (GET /v1/user/export, docs/data-export.md). */
   dataExport: {
     /** Exports one user may ask for per hour (fixed window, counted in Redis). */
@@ -411,6 +420,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       user: { limit: e.RATE_LIMIT_USER, windowSeconds: e.RATE_LIMIT_USER_WINDOW_SECONDS || window },
       apiKey: { limit: e.RATE_LIMIT_API_KEY, windowSeconds: e.RATE_LIMIT_API_KEY_WINDOW_SECONDS || window },
       gpsPost: { limit: e.RATE_LIMIT_GPS_POST, windowSeconds: e.RATE_LIMIT_GPS_POST_WINDOW_SECONDS },
+      register: { limit: e.RATE_LIMIT_REGISTER, windowSeconds: e.RATE_LIMIT_REGISTER_WINDOW_SECONDS },
     },
     dataExport: {
       rateLimitPerHour: e.EXPORT_RATE_LIMIT_PER_HOUR,

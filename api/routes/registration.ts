@@ -5,7 +5,7 @@ import { zEmail, zEmailedToken, zNewPassword, zUsername } from '../../shared/dom
 import { flatUserSchema } from '../../shared/presenters/user';
 import { flatUser } from '../../shared/queries/users';
 import { z } from '../../shared/zod';
-import { authRequestMeta } from '../params';
+import { authRequestMeta, clientIp } from '../params';
 import { created, messageSchema, resource, resourceSchema, successSchema } from '../responses';
 import { defineRoute, AppState } from '../routing';
 import type { ApiServices } from '../services';
@@ -33,7 +33,9 @@ export function registrationRoutes(router: ApiRouter): void {
       description:
         'Always 202 with the same message: a verification mail goes to a free address, a "you already have an account" mail to the owner of a taken one. ' +
         'The account is created by /v1/auth/register/verify. A taken username is not refused here either (that would tell anyone which names exist): ' +
-        'it is checked when the account is created, and a name taken by then is replaced by a free one close to it (alice → alice_3f9a1c).',
+        'it is checked when the account is created, and a name taken by then is replaced by a free one close to it (alice → alice_3f9a1c). ' +
+        'Every registration counts on its client IP: past RATE_LIMIT_REGISTER (10) within RATE_LIMIT_REGISTER_WINDOW_SECONDS (15 minutes) the answer is 429 with Retry-After, ' +
+        'for a taken address and a free one alike.',
       tags: TAG,
       auth: 'public',
       body: z.object({
@@ -46,10 +48,13 @@ export function registrationRoutes(router: ApiRouter): void {
       responses: {
         202: { description: '{message}', schema: messageSchema },
         403: { description: 'Email sign-in is disabled' },
+        429: {
+          description: 'Too many registrations from this IP address (RATE_LIMIT_REGISTER); Retry-After says when',
+        },
       },
     },
     async (ctx, { body }) => {
-      await startRegistration(ctx.services, body, authRequestMeta(ctx));
+      await startRegistration(ctx.services, body, clientIp(ctx), authRequestMeta(ctx));
       ctx.status = 202;
       ctx.body = { message: REGISTER_ACCEPTED };
     },

@@ -130,6 +130,19 @@ export function reserveIpAttempt(db: Knex, ip: string): Promise<Reservation> {
   return reserveAttempt(db, [{ key: ipKey(ip), limit: LOGIN_THROTTLE.ip }]);
 }
 
+/**
+ * Reserves a registration on the client IP's counter (`register:ip:<ip>`, RATE_LIMIT_REGISTER per
+ * RATE_LIMIT_REGISTER_WINDOW_SECONDS) before the password is hashed: each registration costs a
+ * 64 MiB argon2 hash (~0.5 s of CPU), and the anonymous tier alone let one IP ask for 120 a minute.
+ * Every registration counts, to a taken address or a free one alike (the answer must not differ),
+ * and none is given back.
+ */
+export function reserveRegistration(db: Knex, ip: string, tier: { limit: number; windowSeconds: number }) {
+  return reserveAttempt(db, [
+    { key: `register:ip:${ip}`, limit: { max: tier.limit, windowSeconds: tier.windowSeconds } },
+  ]);
+}
+
 /** A successful sign-in (or a password reset) clears the account's counter; the IP's stays. */
 export async function clearLoginFailures(db: Knex, subject: string): Promise<void> {
   await resetAttempts(db, [accountKey(subject)]);

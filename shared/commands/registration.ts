@@ -1,11 +1,12 @@
 import { attributed, recordAuditEvent } from '../audit';
+import { reserveRegistration } from '../caches/loginThrottle';
 import { withMailSlot } from '../caches/mailSlots';
 import type { ServiceContext } from '../context';
 import { afterCommit, transaction } from '../db';
 import { hashPassword } from '../domain/passwords';
 import { emailLocale } from '../emails/accountEmails';
 import { writeAccountEmail } from '../emails/outbox';
-import { badRequest, forbidden } from '../errors';
+import { badRequest, forbidden, tooManyRequests } from '../errors';
 import { User } from '../models/User';
 import {
   emailPlatform,
@@ -28,15 +29,31 @@ async function assertRegistrationEnabled(db: ServiceContext['db']): Promise<void
 /**
  * Starts an email/password registration: a verification mail (registration token) to a free
  * address, an "account exists" mail to the owner of a taken one, nothing when a mail of that kind
- * went to the address within the minute. The caller answers the same in every case.
+ * went to the address within the minute. The caller answers the same in every case. Each one is
+ * counted on the client IP's registration counter first (none when `clientIp` is unknown, as
+ * sign-in); past its limit the answer is 429 with Retry-After, before any hash or mail.
  */
 export async function startRegistration(
   ctx: ServiceContext,
   input: { email: string; password: string; username?: string; locale?: string },
+  clientIp: string | null,
   meta: EmailRequest,
 ): Promise<void> {
   await assertRegistrationEnabled(ctx.db);
-  // Hash in both branches so the response time does not tell taken and free addresses apart.
+  if (clientIp) {
+    const tier = ctx.config.rateLimit.register;
+    const { retryAfterSeconds } = await reserveRegistration(ctx.db, clientIp, tier);
+    if (retryAfterSeconds > 0)
+      throw tooManyRequests(
+        `too many registrations from this IP address; try again in ${retryAfterSeconds} seconds`,
+        tier.limit,
+        retryAfterSeconds,
+      );
+  }
+  // Hash in both branches so the response time does not tell taken and free addresses apart. Not
+  // skipped when the address's mail slot is taken either: the answer would then come faster for an
+  // address someone registered within the minute, and a client varying addresses would pay the
+  // hash anyway (the IP counter above is what bounds it).
   const passwordHash = await hashPassword(input.password);
   const { email } = input;
   const ownerId =

@@ -16,6 +16,8 @@ export function useAccountsStack(
   let box: Mailbox | undefined;
   const env: Record<string, string> = {
     RATE_LIMIT_ANONYMOUS: '100000',
+    // Tests register many accounts from one address; registrationThrottle.test.ts sets its own.
+    RATE_LIMIT_REGISTER: '100000',
     APP_URL: 'https://app.example.test',
     ...extraEnv,
   };
