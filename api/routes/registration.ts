@@ -34,7 +34,7 @@ export function registrationRoutes(router: ApiRouter): void {
         'Always 202 with the same message: a verification mail goes to a free address, a "you already have an account" mail to the owner of a taken one. ' +
         'The account is created by /v1/auth/register/verify. A taken username is not refused here either (that would tell anyone which names exist): ' +
         'it is checked when the account is created, and a name taken by then is replaced by a free one close to it (alice → alice_3f9a1c). ' +
-        'Every registration counts on its client IP: past RATE_LIMIT_REGISTER (10) within RATE_LIMIT_REGISTER_WINDOW_SECONDS (15 minutes) the answer is 429 with Retry-After, ' +
+        'Every registration counts on its client IP: past RATE_LIMIT_REGISTER (30) within RATE_LIMIT_REGISTER_WINDOW_SECONDS (15 minutes) the answer is 429 with Retry-After, ' +
         'for a taken address and a free one alike.',
       tags: TAG,
       auth: 'public',
