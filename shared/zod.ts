@@ -220,7 +220,7 @@ export const zDateTime = (message = 'must be an ISO 8601 date-time') =>
     .datetime({ offset: true, message })
     // Only for a value the format check passed: one problem per field, not two.
     .refine((v) => !ISO_DATE_TIME.safeParse(v).success || !Number.isNaN(Date.parse(v)), message)
-    .refine((v) => !(Date.parse(v) > LAST_INSTANT), LAST_INSTANT_MESSAGE);
+    .refine((v) => !ISO_DATE_TIME.safeParse(v).success || !(Date.parse(v) > LAST_INSTANT), LAST_INSTANT_MESSAGE);
 const ISO_DATE_TIME = z.string().datetime({ offset: true });
 
 /**

@@ -64,6 +64,9 @@ test('zDateTime refuses an instant past 9999-12-31T23:59:59.999Z, which would pr
   const r = zDateTime().safeParse('9999-12-31T23:59:59-12:00');
   t.false(r.success);
   t.deepEqual(!r.success && r.error.issues.map((i) => i.message), ['must not be later than 9999-12-31T23:59:59.999Z']);
+  // One problem per field: a text that is no date-time is only that.
+  const expanded = zDateTime().safeParse('+010000-01-01T00:00:00.000Z');
+  t.deepEqual(!expanded.success && expanded.error.issues.map((i) => i.message), ['must be an ISO 8601 date-time']);
   t.true(zDateTime().safeParse('9999-12-31T23:59:59.999Z').success);
   t.true(zDateTime().safeParse('9999-12-31T23:59:59+14:00').success);
 });
