@@ -3,6 +3,7 @@ import type { Context } from 'koa';
 import { isUtf8 } from 'node:buffer';
 import { isIP } from 'node:net';
 import type { EmailRequest } from '../shared/commands/emailFlows';
+import { safeEqual } from '../shared/crypto';
 import { notFound } from '../shared/errors';
 import { User } from '../shared/models/User';
 import { rowById } from '../shared/rowLoader';
@@ -54,12 +55,25 @@ export async function loadUser(
 }
 
 /**
+ * Whether the request carries the configured X-Internal-Token: a server-side web app calling
+ * anonymously on its users' behalf (spec §8: it skips the anonymous limit).
+ */
+export function carriesInternalToken(ctx: Pick<Context, 'get'>, internalToken: string): boolean {
+  return internalToken !== '' && safeEqual(ctx.get('x-internal-token'), internalToken);
+}
+
+/**
  * The client's address for throttling. The system key is the first-party web app relaying a user's
- * request: its own IP says nothing about the user, so the forwarded address is used, and without
- * one only the per-account counter applies.
+ * request, and so is an anonymous request with X-Internal-Token (a server-side web app): their own
+ * IP says nothing about the user, so the forwarded address is used, and without one only the
+ * per-account counter applies (counting the web app's own address would let anyone exhaust it for
+ * every user behind it).
  */
 export function clientIp(ctx: AppContext): string | null {
-  if (can(ctx.state.principal, 'forwardClientAddress', subjects.relay())) {
+  if (
+    can(ctx.state.principal, 'forwardClientAddress', subjects.relay()) ||
+    (ctx.state.principal.kind === 'anonymous' && carriesInternalToken(ctx, ctx.services.config.internalToken))
+  ) {
     const forwarded = ctx.get('x-forwarded-for').split(',')[0]?.trim();
     // An address, or none: the value is stored and geolocated, and the column holds an address.
     // (64 characters: the address columns; an IPv6 zone id can make isIP's answer longer.)

@@ -1,6 +1,6 @@
 import type { Context, Middleware, Next } from 'koa';
 import type { Config, RateTier } from '../../shared/config';
-import { safeEqual } from '../../shared/crypto';
+import { carriesInternalToken } from '../params';
 import { HttpError } from '../../shared/errors';
 import type { RateDecision, RateLimiter } from '../../shared/caches/rateLimiter';
 import type { Principal } from '../../shared/policies';
@@ -69,7 +69,7 @@ export function rateLimit(config: Pick<Config, 'rateLimit' | 'internalToken'>): 
       counters.push({ name: 'user', identity, tier: config.rateLimit.user });
     } else {
       identity = `ip:${ctx.ip}`;
-      const bypass = config.internalToken !== '' && safeEqual(ctx.get('x-internal-token'), config.internalToken);
+      const bypass = carriesInternalToken(ctx, config.internalToken);
       if (!bypass) counters.push({ name: 'anonymous', identity, tier: config.rateLimit.anonymous });
     }
     for (const r of ROUTE_TIERS) {

@@ -5,7 +5,12 @@ import { freshEmail, useAccountsStack } from '../helpers/accounts';
 import { createUser } from '../helpers/factories';
 
 // Behind one proxy the client's address is X-Forwarded-For's last entry: each test picks its own.
-const { stack, mailbox } = useAccountsStack(test, { TRUST_PROXY: 'true', RATE_LIMIT_REGISTER: '10' });
+const INTERNAL_TOKEN = 'web-app-internal-token';
+const { stack, mailbox } = useAccountsStack(test, {
+  TRUST_PROXY: 'true',
+  RATE_LIMIT_REGISTER: '10',
+  INTERNAL_TOKEN,
+});
 
 const register = (ip: string, email: string) =>
   stack().request('POST', '/v1/auth/register', {
@@ -57,4 +62,29 @@ test('the 11th registration from one IP within the window is a 429 before any ha
   const r = await register('198.51.100.8', other);
   t.is(r.status, 202, r.text);
   await mailbox().waitFor(other);
+});
+
+test('a server-side web app (X-Internal-Token) is counted per forwarded client address, never as itself', async (t) => {
+  const s = stack();
+  const viaWebApp = (email: string, headers: Record<string, string> = {}) =>
+    s.request('POST', '/v1/auth/register', {
+      body: { email, password: 'correct horse battery' },
+      headers: { 'x-internal-token': INTERNAL_TOKEN, ...headers },
+    });
+  // Without a forwarded address the web app's own address is no client's: nothing is counted on it,
+  // so visitors cannot use up registration for everyone behind the web app.
+  for (let i = 0; i < 11; i++) {
+    const r = await viaWebApp(freshEmail('webapp'));
+    t.is(r.status, 202, `registration ${i + 1}: ${r.text}`);
+  }
+  const counted = await s
+    .db('attempt_counters')
+    .where('key', 'like', 'register:ip:%')
+    .whereNot('key', 'like', 'register:ip:198.51.100.%')
+    .pluck('key');
+  t.deepEqual(counted, []);
+  // With one, that address is counted.
+  const r = await viaWebApp(freshEmail('webapp'), { 'x-forwarded-for': '203.0.113.9' });
+  t.is(r.status, 202, r.text);
+  t.is((await s.db('attempt_counters').where('key', 'register:ip:203.0.113.9').first())?.count, 1);
 });
