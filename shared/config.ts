@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
+import { QueueName } from './queueNames';
 
 /**
  * The one typed view of the environment. Every process calls `loadConfig(process.env)` once at
@@ -138,6 +139,13 @@ const queueConcurrency = z
       const m = /^([A-Za-z]+):(\d+)$/.exec(pair);
       if (!m || Number(m[2]) < 1) {
         ctx.addIssue({ code: z.ZodIssueCode.custom, message: 'must be a comma-separated list of queue:n (n >= 1)' });
+        return z.NEVER;
+      }
+      if (!(Object.values(QueueName) as string[]).includes(m[1])) {
+        ctx.addIssue({
+          code: z.ZodIssueCode.custom,
+          message: `names no queue: ${m[1]} (queues: ${Object.values(QueueName).join(', ')})`,
+        });
         return z.NEVER;
       }
       out[m[1]] = Number(m[2]);

@@ -6,17 +6,10 @@ import { redisKey, RedisErrorLog, RedisKeys, WAIT_FOR_REDIS } from './redis';
 /**
  * Queue registry: every BullMQ queue, its job payload type and its default job options.
  * Payloads carry ids, not rows; a job re-reads what it needs. Enqueue after the commit.
- * Never rename a live queue value: jobs already waiting under the old name would be orphaned.
  */
-export const QueueName = {
-  email: 'email',
-  scheduled: 'scheduled',
-  geofence: 'geofence',
-  realtimeRequests: 'realtimeRequests',
-  passwordResets: 'passwordResets',
-  dataExport: 'dataExport',
-} as const;
-export type QueueName = (typeof QueueName)[keyof typeof QueueName];
+import { QueueName } from './queueNames';
+
+export { QueueName };
 
 /** Scheduled maintenance tasks, run by the `scheduled` queue's repeatable job schedulers. */
 export type ScheduledTask =

@@ -30,6 +30,14 @@ test('every window and limit is configurable', (t) => {
   t.is(c.rateLimit.gpsPost.limit, 3);
 });
 
+test('QUEUE_CONCURRENCY names real queues, or check-config refuses it (as the workers would)', (t) => {
+  t.deepEqual(loadConfig({ QUEUE_CONCURRENCY: 'geofence:8, email:2' }).queueConcurrency, { geofence: 8, email: 2 });
+  for (const v of ['passwordReset:2', 'export:1', 'geofence:2,nosuchqueue:1']) {
+    const err = t.throws(() => loadConfig({ QUEUE_CONCURRENCY: v }), { instanceOf: ConfigError }, v);
+    t.regex(err!.message, /QUEUE_CONCURRENCY: names no queue: \w+ \(queues: email, scheduled/, v);
+  }
+});
+
 test('TRUST_PROXY: false, true (one proxy) or a number of proxies', (t) => {
   t.is(loadConfig({}).trustProxyHops, 0);
   t.is(loadConfig({ TRUST_PROXY: 'false' }).trustProxyHops, 0);
