@@ -290,11 +290,12 @@ function refuseUnparsedType(ctx: Context): void {
     );
   const options = PARSED_TYPES as unknown as Parameters<typeof isJsonBody>[1];
   if (isJsonBody(ctx, options) || isUrlencodedBody(ctx, options)) return;
-  // GraphQL takes JSON only (graphql-http refuses forms): the hint names what this route accepts.
+  // GraphQL takes JSON only (graphql-http refuses forms). Elsewhere the route is not known yet: a
+  // form suits only routes whose fields are all text (the others answer it with their own 415).
   const accepted =
     ctx.path === '/v1/gql'
       ? 'application/json (UTF-8)'
-      : 'application/json (or a form, application/x-www-form-urlencoded)';
+      : 'application/json (a route whose fields are all text also takes a form, application/x-www-form-urlencoded)';
   throw new HttpError(
     415,
     'UnsupportedMediaType',

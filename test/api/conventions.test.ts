@@ -210,6 +210,9 @@ test('a body of a type the parsers do not read is a 415 naming the type, not a m
     text.body.message,
     /Content-Type 'text\/plain;charset=UTF-8' is not accepted: send the body as application\/json/,
   );
+  // Geofences take no form (a radius is a number): the hint must not send the client to one unqualified.
+  t.notRegex(text.body.message, /\(or a form/);
+  t.regex(text.body.message, /a route whose fields are all text also takes a form/);
   const xml = await s.request('PATCH', '/v1/users/me', {
     token: admin.token,
     rawBody: '<user/>',
