@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import type Router from '@koa/router';
 import depthLimit from 'graphql-depth-limit';
+import { createHash } from 'node:crypto';
 import http from 'node:http';
 import {
   ASTNode,
@@ -15,7 +16,9 @@ import {
   specifiedRules,
   ValidationRule,
 } from 'graphql';
+import { reusable } from '../compression';
 import { checkParsedBody } from '../middleware/body';
+import { sendValidatedBytes } from '../responses';
 import { createHandler } from 'graphql-http/lib/use/koa';
 import { createComplexityRule, fieldExtensionsEstimator, simpleEstimator } from 'graphql-query-complexity';
 import { buildSchema, MiddlewareFn, NonEmptyArray } from 'type-graphql';
@@ -415,11 +418,12 @@ export function graphqlRoutes(
   documentGraphqlRoutes(production);
   router.post('/v1/gql', gql);
   router.get('/v1/gql', gql);
-  // Kept as UTF-8 bytes, like the OpenAPI document: a large text is not measured and encoded per answer.
-  const sdl = Buffer.from(printSchema(schema));
+  // Kept as UTF-8 bytes, like the OpenAPI document: a large text is not measured and encoded per
+  // answer; compressed once per encoding (reusable), with an ETag for 304s.
+  const sdl = reusable(Buffer.from(printSchema(schema)));
+  const sdlEtag = `"${createHash('sha1').update(sdl).digest('base64url')}"`;
   router.get('/v1/schema', (ctx) => {
-    ctx.type = 'text/plain';
-    ctx.body = sdl;
+    sendValidatedBytes(ctx, { etag: sdlEtag, type: 'text/plain; charset=utf-8', body: sdl });
   });
   if (!production) graphiqlRoutes(router);
 }

@@ -73,6 +73,7 @@ export function documentGraphqlRoutes(production: boolean): void {
     tags: ['graphql'],
     auth: 'public',
     responses: { 200: { description: 'SDL text', schema: z.string(), contentType: 'text/plain' } },
+    conditional: true,
   });
   if (!production)
     documentRoute({

@@ -3649,7 +3649,7 @@ export interface Operations {
     /** The body of a 2xx answer. */
     response: string;
     /** The body of any other answer (the documented error statuses; none on 304). */
-    error: Schemas["Error"];
+    error: undefined | Schemas["Error"];
   };
 }
 
