@@ -363,16 +363,19 @@ test.serial(
       }
       // Paired: the median of (known - unknown) within each round, so a slow moment weighs on both sides.
       const diff = median(knownMs.map((k, i) => k - unknownMs[i]));
+      // The bound grows with the machine's load: a third of the unknown address's median, 5 ms at least.
+      const bound = Math.max(5, median(unknownMs) / 3);
       t.log(
-        `median known ${median(knownMs).toFixed(2)} ms, unknown ${median(unknownMs).toFixed(2)} ms, of the differences ${diff.toFixed(2)} ms`,
+        `median known ${median(knownMs).toFixed(2)} ms, unknown ${median(unknownMs).toFixed(2)} ms, of the differences ${diff.toFixed(2)} ms (bound ${bound.toFixed(2)} ms)`,
       );
-      return diff;
+      return { diff, bound };
     };
-    // Single requests on a shared 2-core machine vary by 100 ms and more: a real leak (14 vs 3 ms before the fix) shows in
-    // every measurement, noise rarely in three in a row.
-    let diff = await measure();
-    for (let attempt = 1; attempt < 3 && diff >= 5; attempt++) diff = await measure();
-    t.true(diff < 5, `median difference ${diff.toFixed(2)} ms`);
+    // Single requests on a shared 2-core machine vary by 100 ms and more, and under the whole suite's load a request
+    // takes 15-30 ms instead of 6: a real leak (14 vs 3 ms before the fix, over four times the time) shows in every
+    // measurement, noise rarely in three in a row.
+    let m = await measure();
+    for (let attempt = 1; attempt < 3 && m.diff >= m.bound; attempt++) m = await measure();
+    t.true(m.diff < m.bound, `median difference ${m.diff.toFixed(2)} ms, bound ${m.bound.toFixed(2)} ms`);
 
     // The work was not skipped: every known address gets its reset mail, and the audit event exists.
     for (const u of allKnown) {
