@@ -21,6 +21,20 @@ export const PROFILE_PREFIX = 'service-chromium-';
 const removeDir = (dir: string) => rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
 
 /**
+ * Removes a browser's profile once it has exited, never throwing (it runs in event handlers, where
+ * a throw ends the worker): Chromium's helper processes can write to it a moment longer (ENOTEMPTY),
+ * so a failed attempt is tried again a few times; a directory still left is an orphan that the next
+ * worker start removes.
+ */
+function removeProfile(dir: string, attempt = 0): void {
+  try {
+    removeDir(dir);
+  } catch {
+    if (attempt < 5) setTimeout(() => removeProfile(dir, attempt + 1), 500 * (attempt + 1)).unref();
+  }
+}
+
+/**
  * Removes the profile directories of worker processes that no longer run (killed outright: their
  * own clean-up never ran). A pid reused by another process keeps its directory until it ends too.
  */
@@ -113,8 +127,9 @@ export class PdfRenderer extends EventEmitter {
           b.on('disconnected', () => {
             // Once Chromium has exited: it writes to its profile until then.
             const proc = b.process();
-            if (proc && proc.exitCode === null && proc.signalCode === null) proc.once('exit', () => removeDir(profile));
-            else removeDir(profile);
+            if (proc && proc.exitCode === null && proc.signalCode === null)
+              proc.once('exit', () => removeProfile(profile));
+            else removeProfile(profile);
             if (this.browser === p) this.browser = undefined;
             this.idle.splice(0);
             if (!this.closed)
@@ -124,7 +139,7 @@ export class PdfRenderer extends EventEmitter {
           return b;
         },
         (err) => {
-          removeDir(profile);
+          removeProfile(profile);
           if (this.browser === p) this.browser = undefined;
           throw err;
         },
