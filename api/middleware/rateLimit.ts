@@ -1,5 +1,6 @@
 import type { Context, Middleware, Next } from 'koa';
 import type { Config, RateTier } from '../../shared/config';
+import { counterAddress } from '../../shared/addressBlock';
 import { carriesInternalToken } from '../params';
 import { HttpError } from '../../shared/errors';
 import type { RateDecision, RateLimiter } from '../../shared/caches/rateLimiter';
@@ -68,7 +69,7 @@ export function rateLimit(config: Pick<Config, 'rateLimit' | 'internalToken'>): 
       identity = `user:${p.userId}`;
       counters.push({ name: 'user', identity, tier: config.rateLimit.user });
     } else {
-      identity = `ip:${ctx.ip}`;
+      identity = `ip:${counterAddress(ctx.ip)}`; // an IPv6 client by its /64
       const bypass = carriesInternalToken(ctx, config.internalToken);
       if (!bypass) counters.push({ name: 'anonymous', identity, tier: config.rateLimit.anonymous });
     }

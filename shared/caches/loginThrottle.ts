@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { counterAddress } from '../addressBlock';
 import { sha256 } from '../crypto';
 
 /** At most `max` attempts in a window of `windowSeconds` that starts at the first attempt counted. */
@@ -108,7 +109,8 @@ export interface Who {
   ip: string | null;
 }
 const accountKey = (subject: string) => `login:account:${subject}`;
-const ipKey = (ip: string) => `login:ip:${ip}`;
+/** An IPv6 client is counted by its /64 (`counterAddress`). */
+const ipKey = (ip: string) => `login:ip:${counterAddress(ip)}`;
 
 /** The sign-in counters of an attempt: the account's, and the IP's when the client address is known. */
 function loginCounters(who: Who): AttemptCounter[] {
@@ -131,7 +133,7 @@ export function reserveIpAttempt(db: Knex, ip: string): Promise<Reservation> {
 }
 
 /**
- * Reserves a registration on the client IP's counter (`register:ip:<ip>`, RATE_LIMIT_REGISTER per
+ * Reserves a registration on the client IP's counter (`register:ip:<ip>`, an IPv6 client by its /64, RATE_LIMIT_REGISTER per
  * RATE_LIMIT_REGISTER_WINDOW_SECONDS) before the password is hashed: each registration costs a
  * 64 MiB argon2 hash (~0.5 s of CPU), and the anonymous tier alone let one IP ask for 120 a minute.
  * Every registration counts, to a taken address or a free one alike (the answer must not differ),
@@ -139,7 +141,7 @@ export function reserveIpAttempt(db: Knex, ip: string): Promise<Reservation> {
  */
 export function reserveRegistration(db: Knex, ip: string, tier: { limit: number; windowSeconds: number }) {
   return reserveAttempt(db, [
-    { key: `register:ip:${ip}`, limit: { max: tier.limit, windowSeconds: tier.windowSeconds } },
+    { key: `register:ip:${counterAddress(ip)}`, limit: { max: tier.limit, windowSeconds: tier.windowSeconds } },
   ]);
 }
 

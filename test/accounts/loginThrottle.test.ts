@@ -96,6 +96,37 @@ test.serial('per IP: many failures across addresses lock the IP; the system key 
   await s.db('attempt_counters').where('key', 'like', 'login:%').delete();
 });
 
+test.serial(
+  'per IP: an IPv6 client is counted by its /64, so rotating addresses inside it does not reset the counter',
+  async (t) => {
+    const s = stack();
+    const { email } = await registered('v6-password');
+    // The web app relays failures from a new address of one /64 each time.
+    for (let i = 1; i <= LOGIN_THROTTLE.ip.max; i++) {
+      const r = await s.request('POST', '/v1/auth/login', {
+        token: s.systemKey,
+        body: { email: freshEmail(`v6spray${i}`), password: 'nope-nope' },
+        headers: { 'x-forwarded-for': `2001:db8:5:6:${i.toString(16)}::${i}` },
+      });
+      t.is(r.status, 401);
+    }
+    const relay = (ip: string) =>
+      s.request('POST', '/v1/auth/login', {
+        token: s.systemKey,
+        body: { email, password: 'v6-password' },
+        headers: { 'x-forwarded-for': ip },
+      });
+    // Yet another address of that /64 is refused on the IP counter, even with the right password.
+    const blocked = await relay('2001:db8:5:6:ffff:ffff:ffff:fffe');
+    t.is(blocked.status, 429);
+    t.regex(blocked.body.message, /too many failed sign-in attempts/);
+    // The neighbouring /64 is another client.
+    t.is((await relay('2001:db8:5:7::1')).status, 200);
+    t.truthy(await s.db('attempt_counters').where('key', 'login:ip:2001:db8:5:6::/64').first());
+    await s.db('attempt_counters').where('key', 'like', 'login:%').delete();
+  },
+);
+
 /** Status counts of a burst of concurrent sign-ins relayed by the system key for one client IP. */
 async function burst(bodies: Array<{ email: string; password: string }>, ip: string) {
   const s = stack();

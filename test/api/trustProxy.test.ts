@@ -22,3 +22,19 @@ test.serial('behind a proxy, the client is the address the proxy appended, not w
   t.is(other.status, 200);
   t.is(other.headers.get('x-ratelimit-remaining'), '2');
 });
+
+test.serial('an IPv6 client is one bucket per /64; an IPv4-mapped address is its IPv4 client', async (t) => {
+  const s = stack();
+  // Five addresses of one /64 (a client given the usual /64 rotating through it): one bucket of 3.
+  const statuses: number[] = [];
+  for (let i = 1; i <= 5; i++) statuses.push((await s.request('GET', '/v1', via(null, `2001:db8:a:b::${i}`))).status);
+  t.deepEqual(statuses, [200, 200, 200, 429, 429]);
+  // The next /64 is someone else.
+  const neighbour = await s.request('GET', '/v1', via(null, '2001:db8:a:c::1'));
+  t.is(neighbour.status, 200);
+  t.is(neighbour.headers.get('x-ratelimit-remaining'), '2');
+  // What a dual-stack socket reports for an IPv4 client shares that client's bucket.
+  t.is((await s.request('GET', '/v1', via(null, '198.51.100.20'))).headers.get('x-ratelimit-remaining'), '2');
+  const mapped = await s.request('GET', '/v1', via(null, '::ffff:198.51.100.20'));
+  t.is(mapped.headers.get('x-ratelimit-remaining'), '1');
+});
