@@ -48,7 +48,12 @@ const settingsBody = atLeastOne(
     auto_sync_enabled: z.boolean().optional(),
     sync_interval_seconds: z.number().int().min(60).max(86400).optional(),
     initial_delay_seconds: z.number().int().min(0).max(3600).optional(),
-    default_language: z.string().min(1).max(16).optional(),
+    default_language: z
+      .string()
+      .min(1)
+      .max(16)
+      .optional()
+      .openapi({ description: 'One of the locales the server supports (SUPPORTED_LOCALES; by default en, de)' }),
     notify_on_guild_join: z.boolean().optional(),
     notify_on_guild_leave: z.boolean().optional(),
     command_cooldown_seconds: z.number().int().min(0).max(3600).optional(),

@@ -138,3 +138,21 @@ test('docs/api.md names exactly the paths without a 429: the rate limiter exempt
   t.deepEqual(problems, []);
   t.truthy(doc.paths['/v1/asyncapi.json'].get.responses['429'], 'the AsyncAPI document is counted');
 });
+
+test('limits checked beyond the JSON Schema are described on their fields', async (t) => {
+  const doc = await getDoc();
+  // A refinement (a date no further ahead than the clock allows, a configured locale) is not
+  // expressible as JSON Schema: the field's description must say it, or a client meets a 400 the
+  // document did not announce.
+  const text = JSON.stringify(doc);
+  const described = (field: string) =>
+    [...text.matchAll(new RegExp(`"${field}":\\{[^{}]*"description":"([^"]*)"`, 'g'))].map((m) => m[1]);
+  t.true(
+    described('timestamp').some((d) => /600 s ahead of the server's clock/.test(d)),
+    'GPS point timestamp: the future limit',
+  );
+  t.true(
+    described('default_language').some((d) => /SUPPORTED_LOCALES/.test(d)),
+    'chat settings: the configured locales',
+  );
+});

@@ -56,7 +56,10 @@ export const gpsPointInput = z
         // (Past the maximum the message above says it all.)
         (t) => t > MAX_UNIX_SECONDS || t <= Date.now() / 1000 + GPS_MAX_FUTURE_SECONDS,
         `must not be more than ${GPS_MAX_FUTURE_SECONDS} s ahead of the server's clock`,
-      ),
+      )
+      .openapi({
+        description: `Unix seconds, at most ${GPS_MAX_FUTURE_SECONDS} s ahead of the server's clock (a tracker's clock skew)`,
+      }),
     speed_kmh: nonNegative(),
     speed_mps: nonNegative(),
     speed_mph: nonNegative(),
