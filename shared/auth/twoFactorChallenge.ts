@@ -1,6 +1,7 @@
 import { clock } from '../clock';
 import type { Config } from '../config';
 import type { ServiceContext } from '../context';
+import { randomBytes } from 'node:crypto';
 import { decryptSecret, encryptSecret, sha256 } from '../crypto';
 import { twoFactorEnabled } from '../queries/twoFactor';
 
@@ -17,6 +18,8 @@ interface ChallengeClaims {
   e: number;
   /** stamp of the credential that was checked (`credentialStamp`), when it has one */
   c?: string;
+  /** random: two challenges never have the same claims, so the claims name the challenge */
+  n?: string;
 }
 
 /**
@@ -31,7 +34,13 @@ export function issueChallenge(
   credentialStamp?: string,
 ) {
   const expires = clock.now() + CHALLENGE_TTL_MS;
-  const claims: ChallengeClaims = { u: userId, p: platformSlug, e: expires, c: credentialStamp };
+  const claims: ChallengeClaims = {
+    u: userId,
+    p: platformSlug,
+    e: expires,
+    c: credentialStamp,
+    n: randomBytes(12).toString('base64url'),
+  };
   return {
     token: PREFIX + Buffer.from(encryptSecret(JSON.stringify(claims), config.secretKeys)).toString('base64url'),
     expiresAt: new Date(expires),
@@ -44,18 +53,30 @@ export function issueChallenge(
  */
 export const credentialStamp = (passwordHash: string) => sha256(`challenge:${passwordHash}`).slice(0, 22);
 
-/** The challenge's user, platform and credential stamp, or null when the token is not one of ours or has expired. */
+/**
+ * The challenge's user, platform and credential stamp, and `id`, what a check spends: or null when
+ * the token is not one of ours or has expired. The id is the digest of the opened claims, not of
+ * the token's text: base64 decoding skips stray characters, so many spellings of one token open
+ * to the same claims, and each would otherwise be a new challenge to spend.
+ */
 export function openChallenge(
   config: Pick<Config, 'secretKeys'>,
   token: string,
-): { userId: string; platformSlug: string; credentialStamp?: string } | null {
+): { id: string; userId: string; platformSlug: string; credentialStamp?: string } | null {
   if (!token.startsWith(PREFIX)) return null;
   try {
-    const claims = JSON.parse(
-      decryptSecret(Buffer.from(token.slice(PREFIX.length), 'base64url').toString('utf8'), config.secretKeys),
-    ) as ChallengeClaims;
+    const text = decryptSecret(
+      Buffer.from(token.slice(PREFIX.length), 'base64url').toString('utf8'),
+      config.secretKeys,
+    );
+    const claims = JSON.parse(text) as ChallengeClaims;
     if (typeof claims.u !== 'string' || typeof claims.e !== 'number' || claims.e <= clock.now()) return null;
-    return { userId: claims.u, platformSlug: claims.p, credentialStamp: claims.c };
+    return {
+      id: sha256(`challenge-claims:${text}`),
+      userId: claims.u,
+      platformSlug: claims.p,
+      credentialStamp: claims.c,
+    };
   } catch {
     return null;
   }

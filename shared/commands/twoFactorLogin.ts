@@ -2,7 +2,6 @@ import { attributed, recordAuditEvent } from '../audit';
 import { credentialStamp, openChallenge, CHALLENGE_TTL_MS } from '../auth/twoFactorChallenge';
 import { challengeSpent, claimChallenge } from '../caches/twoFactorThrottle';
 import type { ServiceContext } from '../context';
-import { sha256 } from '../crypto';
 import { badRequest, forbidden } from '../errors';
 import { findActiveBan } from '../queries/access';
 import { completeLogin, LoginAttempt } from './login';
@@ -59,7 +58,7 @@ export async function checkTwoFactorLogin(
   const by = { ...meta, actorId: userId };
   // A spent challenge is refused before its code is checked: it must not spend a backup code or a
   // time step, nor count a check. (It is claimed once the code matched, so parallel guesses each count.)
-  const tokenHash = sha256(input.challenge_token);
+  const tokenHash = challenge.id;
   if (await challengeSpent(ctx.redis, ctx.config, tokenHash)) throw badRequest(INVALID_CHALLENGE);
   await withTwoFactorCode(
     ctx,
