@@ -1,6 +1,6 @@
 import { createHmac, randomBytes, randomInt } from 'node:crypto';
 import argon2 from 'argon2';
-import { sha256 } from '../crypto';
+import { safeEqual, sha256 } from '../crypto';
 
 /** RFC 6238 TOTP as authenticator apps use it: SHA-1, 6 digits, 30-second steps. */
 export const TOTP = { digits: 6, stepSeconds: 30, /** steps of clock drift accepted either side */ drift: 1 } as const;
@@ -61,7 +61,8 @@ export function hotp(secret: Buffer, counter: number): string {
 
 /**
  * The time step whose code `code` is, within ±TOTP.drift steps of `nowMs`, or null. Every
- * candidate is computed (no early return on a match), so the timing says nothing about which one.
+ * candidate is computed and compared in constant time (no early return on a match), so the timing
+ * says nothing about which one.
  */
 export function matchTotp(secretBase32: string, code: string, nowMs: number): number | null {
   if (!/^\d{6}$/.test(code)) return null;
@@ -69,7 +70,7 @@ export function matchTotp(secretBase32: string, code: string, nowMs: number): nu
   const now = totpStep(nowMs);
   let found: number | null = null;
   for (let d = -TOTP.drift; d <= TOTP.drift; d++) {
-    if (hotp(secret, now + d) === code && found === null) found = now + d;
+    if (safeEqual(hotp(secret, now + d), code) && found === null) found = now + d;
   }
   return found;
 }
