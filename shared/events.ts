@@ -217,9 +217,22 @@ class AckCollector {
 /** Pushes per publishMany script run (a GPS batch of 1,000 points on two channels is one). */
 const PUBLISH_MANY_CHUNK = 2_000;
 
-/** ARGV: channel, message, channel, message… (channels are not keys, so they go in ARGV). */
-const PUBLISH_MANY_SCRIPT = `for i = 1, #ARGV, 2 do redis.call('PUBLISH', ARGV[i], ARGV[i + 1]) end
-return #ARGV / 2`;
+/**
+ * ARGV: channel, message, channel, message… (channels are not keys, so they go in ARGV). Answers
+ * the fewest receivers any of the messages had.
+ */
+const PUBLISH_MANY_SCRIPT = `local fewest = -1
+for i = 1, #ARGV, 2 do
+  local n = redis.call('PUBLISH', ARGV[i], ARGV[i + 1])
+  if fewest < 0 or n < fewest then fewest = n end
+end
+return fewest`;
+
+/**
+ * A WebSocket channel no client can subscribe to (realtime/access.ts refuses the name), for
+ * counting the realtime instances that receive pushes (`EventBus.wsReceivers`).
+ */
+const WS_PROBE_CHANNEL = '#receivers';
 
 /** Typed publisher; services call this and never touch sockets. */
 export class EventBus {
@@ -237,14 +250,15 @@ export class EventBus {
    * Publishes many pushes, in order, as one Redis command (a script calling PUBLISH for each) per
    * PUBLISH_MANY_CHUNK pushes, e.g. every point of a GPS batch, or a role change's pushes to each of
    * its 10,000 holders: a few commands instead of thousands for both client and server, and no
-   * script long enough to hold Redis up.
+   * script long enough to hold Redis up. Answers the fewest receivers any push had.
    */
-  async publishMany(items: Array<{ channel: string; message: ServerPush }>): Promise<void> {
-    if (items.length === 0) return;
+  async publishMany(items: Array<{ channel: string; message: ServerPush }>): Promise<number> {
+    if (items.length === 0) return 0;
     const redis = this.redis as Redis & { publishMany?: (...args: string[]) => Promise<number> };
     if (!redis.publishMany) redis.defineCommand('publishMany', { numberOfKeys: 0, lua: PUBLISH_MANY_SCRIPT });
     // A push sent on several channels (gps and gps:<device>) is serialised once.
     const texts = new Map<ServerPush, string>();
+    let fewest = Infinity;
     for (let from = 0; from < items.length; from += PUBLISH_MANY_CHUNK) {
       const args: string[] = [];
       for (const { channel, message } of items.slice(from, from + PUBLISH_MANY_CHUNK)) {
@@ -252,8 +266,18 @@ export class EventBus {
         if (text === undefined) texts.set(message, (text = JSON.stringify(message)));
         args.push(redisKey(this.config, PubSub.ws(channel)), text);
       }
-      await redis.publishMany!(...args);
+      fewest = Math.min(fewest, await redis.publishMany!(...args));
     }
+    return fewest;
+  }
+
+  /**
+   * How many subscribers receive WebSocket pushes now: every realtime instance subscribes to all
+   * of them (one pattern), so this is the number of realtime instances subscribed. A probe PUBLISH
+   * on a channel no client can hold; the realtime instances drop it.
+   */
+  wsReceivers(): Promise<number> {
+    return this.redis.publish(redisKey(this.config, PubSub.ws(WS_PROBE_CHANNEL)), '{}');
   }
 
   /** Shortcut for pushes on `user:{id}`. */

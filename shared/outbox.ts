@@ -32,6 +32,12 @@ import { emailJobId, type PasswordResetJob, type Queues } from './queues';
  * carries them out again. Receivers tolerate this: a gpsUpdate repeats a point already seen,
  * geofence evaluation is idempotent (state per device and geofence, points applied in order), and
  * an email job is deduplicated by its job id and skips a mail that is no longer queued.
+ *
+ * Pushes go out on Redis pub/sub, which keeps nothing for a subscriber that is away. After the
+ * relay's connection to Redis closed (a restart drops every subscription with it), the backlog is
+ * held back until as many realtime instances are subscribed again as received the last pushes,
+ * for at most RESUBSCRIBE_GRACE_MS: each instance reconnects on its own schedule, and a push
+ * published before it is back would never reach its clients.
  */
 
 export const SIDE_EFFECT_OUTBOX = 'side_effect_outbox';
@@ -110,6 +116,16 @@ const POLL_MS = 500;
  * for a queue's first connection without a timeout. A pass cut short rolls back: at least once.
  */
 const PASS_REDIS_BUDGET_MS = 5000;
+/**
+ * After Redis was away, how long the relay holds the backlog back for the realtime instances to
+ * subscribe again (each reconnects on its own schedule, within about 2 s). Pub/sub keeps nothing:
+ * a push published before an instance is back never reaches its clients.
+ */
+const RESUBSCRIBE_GRACE_MS = 5000;
+/** How often a held-back relay counts the subscribers again. */
+const RESUBSCRIBE_POLL_MS = 100;
+/** How often an idle relay counts them (a relay that published nothing yet still learns how many to wait for). */
+const RECEIVERS_REFRESH_MS = 2000;
 
 /**
  * Writes one side effect inside the caller's transaction: it happens iff the transaction commits.
@@ -150,7 +166,7 @@ export async function deferToOutbox<K extends OutboxKind>(
 export interface RelayDeps {
   db: Knex;
   redis: Redis;
-  bus: Pick<EventBus, 'publishMany' | 'announceAuthInvalidation'>;
+  bus: Pick<EventBus, 'publishMany' | 'announceAuthInvalidation' | 'wsReceivers'>;
   queues: Pick<Queues, 'enqueue'>;
   config: Pick<Config, 'redisPrefix'>;
   logger: Logger;
@@ -182,6 +198,18 @@ export class OutboxRelay {
   private again = false;
   private failures = 0;
   private closed = false;
+  /** Realtime instances that received the last pushes this relay published (`EventBus.wsReceivers`). */
+  private receivers = 0;
+  private receiversAt = 0;
+  /**
+   * Set when the connection to Redis closed while instances were subscribed (Redis restarted, or
+   * the network dropped: their subscriptions are gone too): the next pass waits until as many are
+   * subscribed again, for at most RESUBSCRIBE_GRACE_MS from when Redis answers (`since`).
+   */
+  private resubscribe?: { expected: number; since?: number };
+  private readonly onRedisClose = () => {
+    if (this.receivers > 0) this.resubscribe ??= { expected: this.receivers };
+  };
 
   constructor(private readonly deps: RelayDeps) {}
 
@@ -190,6 +218,7 @@ export class OutboxRelay {
     if (this.closed || this.poller) return;
     this.poller = setInterval(() => void this.poll(), POLL_MS);
     this.poller.unref();
+    this.deps.redis.on('close', this.onRedisClose);
     this.runNow();
   }
 
@@ -218,6 +247,7 @@ export class OutboxRelay {
    */
   async close(): Promise<void> {
     this.closed = true;
+    this.deps.redis.off('close', this.onRedisClose);
     clearInterval(this.poller);
     clearTimeout(this.timer);
     this.timer = undefined;
@@ -255,6 +285,10 @@ export class OutboxRelay {
     let r: PassResult;
     let relayed = false;
     try {
+      if (this.resubscribe && !(await this.subscribersBack(this.resubscribe))) {
+        this.schedule(RESUBSCRIBE_POLL_MS);
+        return;
+      }
       do {
         r = await this.pass();
         relayed ||= r === 'more' || r === 'done';
@@ -277,6 +311,30 @@ export class OutboxRelay {
     if (r === 'busy') this.schedule(BUSY_RETRY_MS);
   }
 
+  /**
+   * Whether the realtime instances subscribed before Redis went away are subscribed again (or the
+   * grace has run out: an instance that died meanwhile is not waited for longer). Throws while
+   * Redis does not answer, as a pass would.
+   */
+  private async subscribersBack(wait: { expected: number; since?: number }): Promise<boolean> {
+    const now = await this.deps.bus.wsReceivers();
+    wait.since ??= Date.now();
+    if (now < wait.expected && Date.now() - wait.since < RESUBSCRIBE_GRACE_MS) return false;
+    if (now < wait.expected)
+      this.deps.logger.warn(
+        { expected: wait.expected, subscribed: now },
+        'relaying side effects to fewer realtime instances than before Redis went away',
+      );
+    this.resubscribe = undefined;
+    this.learnReceivers(now);
+    return true;
+  }
+
+  private learnReceivers(n: number): void {
+    this.receivers = n;
+    this.receiversAt = Date.now();
+  }
+
   private redisAnswers(): Promise<boolean> {
     return this.deps.redis.ping().then(
       (r) => r === 'PONG',
@@ -287,6 +345,13 @@ export class OutboxRelay {
   /** Wakes the relay when rows wait and nothing else will handle them soon. */
   private async poll(): Promise<void> {
     if (this.closed || this.running || this.timer) return;
+    if (!this.resubscribe && Date.now() - this.receiversAt >= RECEIVERS_REFRESH_MS) {
+      this.receiversAt = Date.now();
+      await this.deps.bus.wsReceivers().then(
+        (n) => this.learnReceivers(n),
+        () => undefined, // Redis away: the count from before stays the one to wait for
+      );
+    }
     try {
       const { rows } = await this.deps.db.raw(
         `SELECT EXISTS (SELECT 1 FROM ${SIDE_EFFECT_OUTBOX} WHERE kind = ANY(?::text[])) AS pending`,
@@ -381,7 +446,7 @@ export class OutboxRelay {
         pushes.push({ channel: ADMIN_AUDIT_WS_CHANNEL, message: { type: 'auditEvent', data: presentAuditEvent(e) } });
     }
     for (let i = 0; i < pushes.length; i += PUBLISH_CHUNK)
-      await this.deps.bus.publishMany(pushes.slice(i, i + PUBLISH_CHUNK));
+      this.learnReceivers(await this.deps.bus.publishMany(pushes.slice(i, i + PUBLISH_CHUNK)));
   }
 
   /**
@@ -407,7 +472,7 @@ export class OutboxRelay {
       if (p.device_id) pushes.push({ channel: `gps:${p.device_id}`, message });
     }
     for (let i = 0; i < pushes.length; i += PUBLISH_CHUNK)
-      await this.deps.bus.publishMany(pushes.slice(i, i + PUBLISH_CHUNK));
+      this.learnReceivers(await this.deps.bus.publishMany(pushes.slice(i, i + PUBLISH_CHUNK)));
     await recordLatestGps(this.deps.db, this.deps.redis, this.deps.config, points);
     // Before the jobs: whichever job of a device runs first evaluates the device's earlier points with its own.
     await markGeofencePending(this.deps.redis, this.deps.config, points);

@@ -1,11 +1,14 @@
 import test from 'ava';
+import Redis from 'ioredis';
+import { PubSub } from '../../shared/events';
+import { redisKey } from '../../shared/redis';
 import { OUTBOX_RELAY_LOCK, SIDE_EFFECT_OUTBOX } from '../../shared/outbox';
 import { createUser, TestUser } from '../helpers/factories';
 import { PrivateRedis, startPrivateRedis } from '../helpers/redisServer';
 import { Stack, startStack } from '../helpers/stack';
 import { connect, wsBase } from '../helpers/wsClient';
 import { countRows, gpsBody, make, nowSeconds } from '../helpers/tracking';
-import { eventually, timed } from '../helpers/wait';
+import { eventually, sleep, timed } from '../helpers/wait';
 
 // One private redis-server that the tests stop and restart, and one stack pointed at it: serial.
 let redis: PrivateRedis;
@@ -139,6 +142,64 @@ test.serial(
     } finally {
       conn.close();
       if (!hold.isCompleted()) await hold.rollback();
+    }
+  },
+);
+
+test.serial(
+  'after a Redis restart the backlog waits for the realtime instances to subscribe again: one that is back late still gets it',
+  async (t) => {
+    const device = `resubscribe-${Date.now()}`;
+    const config = s.api.services.config;
+    const pattern = redisKey(config, PubSub.wsPattern);
+    const channel = redisKey(config, PubSub.ws(`gps:${device}`));
+    // A second realtime instance, as pub/sub sees one: a pattern subscriber. It does not reconnect
+    // by itself; it comes back a while after Redis does, as a slow instance would.
+    const got: string[] = [];
+    const listen = async () => {
+      const sub = new Redis(redis.url, { retryStrategy: () => null, maxRetriesPerRequest: 0 });
+      sub.on('error', () => undefined);
+      sub.on('pmessage', (_p: string, ch: string, text: string) => {
+        const m = JSON.parse(text) as { type: string; data: { id: string } };
+        if (ch === channel && m.type === 'gpsUpdate') got.push(m.data.id);
+      });
+      await sub.psubscribe(pattern);
+      return sub;
+    };
+    let late = await listen();
+    try {
+      const first = await make(s, dev.token, '/v1/gps', gpsBody({ device_id: device, timestamp: nowSeconds() - 5 }));
+      await eventually(async () => got.includes(first.id));
+      // Long enough for every relay (api and workers) to have counted the subscribers (each counts
+      // every 2 s when idle, on its 500 ms poll).
+      await sleep(3500);
+      await redis.stop();
+      const posted: string[] = [];
+      try {
+        for (let i = 0; i < 2; i++) {
+          const r = await s.request('POST', '/v1/gps', {
+            token: dev.token,
+            body: gpsBody({ device_id: device, timestamp: nowSeconds() - 4 + i }),
+          });
+          t.is(r.status, 201, r.text);
+          posted.push(r.body.data.id);
+        }
+      } finally {
+        await redis.start();
+      }
+      // The relays see Redis again at once; the late instance subscribes 2.5 s later.
+      await sleep(2500);
+      late.disconnect();
+      late = await listen();
+      await eventually(async () => posted.every((id) => got.includes(id)), 15_000);
+      t.deepEqual(
+        got.filter((id) => posted.includes(id)).filter((id, i, all) => all.indexOf(id) === i),
+        posted,
+        'the points accepted during the outage reach the late instance, in order',
+      );
+      await eventually(async () => (await countRows(s.db(SIDE_EFFECT_OUTBOX))) === 0, 10_000);
+    } finally {
+      late.disconnect();
     }
   },
 );

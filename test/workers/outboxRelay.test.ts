@@ -73,6 +73,7 @@ test.serial(
             await ctx.bus.publishMany(items);
             throw new Error('relay died before its commit');
           },
+          wsReceivers: () => ctx.bus.wsReceivers(),
           announceAuthInvalidation: (msg) => ctx.bus.announceAuthInvalidation(msg),
         },
       });
