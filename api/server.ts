@@ -7,7 +7,14 @@ import { ensureSystemApiKey, RetiredSystemKeyError } from '../shared/commands/ap
 import { Config, loadConfigOrExit } from '../shared/config';
 import { createContext } from '../shared/context';
 import { RETRY_AFTER_SECONDS, toHttpError } from '../shared/errors';
-import { answerMalformedRequests, listen, refuseMissingHost, refuseSocket, upgradeProblem } from '../shared/httpEdge';
+import {
+  answerMalformedRequests,
+  listen,
+  refuseMissingHost,
+  refuseSocket,
+  requestTimeouts,
+  upgradeProblem,
+} from '../shared/httpEdge';
 import { exitOnStartFailure, Logger } from '../shared/logger';
 import { createRedis, FAIL_FAST, redisReady } from '../shared/redis';
 import { ReleaseDeadline } from '../shared/shutdown';
@@ -144,16 +151,10 @@ export async function startApi(
     version: SERVICE_VERSION,
   };
   const app = createApp(services, await buildGraphqlSchema());
-  // A client has HTTP_REQUEST_TIMEOUT_MS (30 s) for its whole request and a third of that, at most
-  // 10 s, for its headers (Node's defaults, 300 s and 60 s, let a slow sender hold a connection and
-  // its request for minutes), checked every second (not every 30 s): a 408, never a hang.
-  const requestTimeout = config.httpRequestTimeoutMs;
   const handle = app.callback();
   const server = http.createServer(
     {
-      requestTimeout,
-      headersTimeout: Math.min(10_000, Math.ceil(requestTimeout / 3)),
-      connectionsCheckingInterval: Math.min(1000, requestTimeout),
+      ...requestTimeouts(config.httpRequestTimeoutMs),
       // Refused by refuseMissingHost instead, with a JSON answer (Node's 400 has no body).
       requireHostHeader: false,
     },

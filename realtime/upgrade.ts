@@ -2,7 +2,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import { WebSocket, WebSocketServer } from 'ws';
 import { errorName, RETRY_AFTER_SECONDS } from '../shared/errors';
-import { answerMalformedRequests, refuseSocket, upgradeProblem } from '../shared/httpEdge';
+import { answerMalformedRequests, refuseSocket, requestTimeouts, upgradeProblem } from '../shared/httpEdge';
 import type { Logger } from '../shared/logger';
 import { AuthDeps, authenticateUpgrade, UpgradeAuth } from './auth';
 
@@ -31,7 +31,8 @@ export function acceptUpgrades(
     perMessageDeflate: false,
     handleProtocols: (_protocols, req) => (req as UpgradeRequest)[SUBPROTOCOL] ?? false,
   });
-  const server = http.createServer((_req, res) => {
+  // The api's request timeouts: an idle or half-sent handshake holds a connection 10 s, not 60-300.
+  const server = http.createServer(requestTimeouts(deps.config.httpRequestTimeoutMs), (_req, res) => {
     res.writeHead(426, { 'Content-Type': 'application/json' });
     res.end(JSON.stringify({ error: errorName(426), message: 'connect with a WebSocket client to /v1/ws' }));
   });

@@ -74,6 +74,20 @@ function parserErrorAnswer(err: NodeJS.ErrnoException): [number, string] {
 }
 
 /**
+ * The request timeouts of an HTTP server (api and realtime alike): HTTP_REQUEST_TIMEOUT_MS for
+ * the whole request and a third of it, at most 10 s, for its headers (Node's defaults, 300 s and
+ * 60 s, let a slow sender hold a connection and its request for minutes), checked every second
+ * (not every 30 s): a 408, never a hang.
+ */
+export function requestTimeouts(requestTimeout: number) {
+  return {
+    requestTimeout,
+    headersTimeout: Math.min(10_000, Math.ceil(requestTimeout / 3)),
+    connectionsCheckingInterval: Math.min(1000, requestTimeout),
+  };
+}
+
+/**
  * Requests Node rejects before any handler runs get a JSON answer like every other error: parser
  * errors (invalid method token, oversize headers → 431, broken chunking → 400) through
  * `clientError`, CONNECT (which Node would otherwise drop silently) a 405, and an Expect Node

@@ -3,7 +3,7 @@ import { rawRequest } from '../helpers/rawHttp';
 import { useStack } from '../helpers/stack';
 
 // A short request timeout (production: 30 s, headers 10 s) so the test waits seconds, not minutes.
-const stack = useStack(test, { env: { HTTP_REQUEST_TIMEOUT_MS: '1500' } });
+const stack = useStack(test, { env: { HTTP_REQUEST_TIMEOUT_MS: '1500' }, realtime: 1 });
 
 const port = () => Number(new URL(stack().url).port);
 
@@ -29,5 +29,19 @@ test('headers that stop arriving are answered 408 within the headers timeout', a
   const took = Date.now() - started;
   t.is(r.status, 408, r.raw);
   t.is(r.body.error, 'RequestTimeout');
+  t.true(took < 3000, `took ${took} ms`);
+});
+
+test('the realtime port keeps the same timeouts: a handshake whose headers stop arriving is answered 408', async (t) => {
+  // Node's defaults there were 60 s for headers, checked every 30 s.
+  const started = Date.now();
+  const r = await rawRequest(
+    stack().realtime[0].port,
+    'GET /v1/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nX-Slow: ',
+    8000,
+  );
+  const took = Date.now() - started;
+  t.is(r.status, 408, r.raw);
+  t.true(r.closed);
   t.true(took < 3000, `took ${took} ms`);
 });
