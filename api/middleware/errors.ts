@@ -120,6 +120,9 @@ export function errorHandler(logger: Logger, routeOf?: (ctx: Context) => RouteTr
             }
           : { error: httpErr.error, message: httpErr.message, ...(httpErr.extra ?? {}) };
     }
+    // Not kept by any cache unless the route says otherwise (its own Cache-Control, or an ETag to
+    // revalidate with): answers carry sessions, keys, secrets and personal data.
+    if (!ctx.response.get('Cache-Control') && !ctx.response.get('ETag')) ctx.set('Cache-Control', 'no-store');
     // Small answers of one turn leave together (api/answerTurn.ts).
     if (leavesAtEndOfTurn(ctx.body)) await endOfTurn();
   };

@@ -110,6 +110,23 @@ test('the OpenAPI document and Swagger UI files are served from memory with ETag
   t.is((await fetch(`${s.url}/v1/swagger-ui/nope.css`)).status, 404);
 });
 
+test('answers no cache may keep say so, unless the route validates or caches its own', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  // A new API key's value, the caller's own account, and an error: nothing to store anywhere.
+  const key = await s.request('POST', '/v1/api-keys', { token: admin.token, body: { name: 'cc', scopes: [] } });
+  t.is(key.status, 201, key.text);
+  t.is(key.headers.get('cache-control'), 'no-store');
+  const me = await s.request('GET', '/v1/users/me', { token: admin.token });
+  t.is(me.headers.get('cache-control'), 'no-store');
+  t.is((await s.request('GET', '/v1/users/me')).headers.get('cache-control'), 'no-store');
+  // Answers with a validator keep their revalidation; public ones their own lifetime.
+  const doc = await s.request('GET', '/v1/openapi.json');
+  t.truthy(doc.headers.get('etag'));
+  t.not(doc.headers.get('cache-control'), 'no-store');
+  t.is((await s.request('GET', '/v1/stats/public')).headers.get('cache-control'), 'public, max-age=60');
+});
+
 test.serial('settings lists follow their table: a new setting, and one no longer public', async (t) => {
   const s = stack();
   const admin = await createUser(s.db, { roles: ['role_admin'] });
