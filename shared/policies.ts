@@ -707,6 +707,13 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
     /** The callback is authenticated by its state; a Bearer credential sent along must be the same user's. */
     complete: (p, c) =>
       isOwner(p, c.userId) || forbidden('the state was issued to another user than the credential sent with it'),
+    /**
+     * Creating the integration, judged on the connect's user as they are now (rebuilt when the
+     * callback arrives), not as they were when the state was issued: a ban, a deletion or a lost
+     * integrations:write in between voids the connect.
+     */
+    finish: (p, c) =>
+      (isOwner(p, c.userId) && needs(p, 'integrations:write')) || forbidden('you may no longer connect integrations'),
   },
   queueDashboard: {
     /** Seeing jobs exposes every queue's payloads: administrators only. */

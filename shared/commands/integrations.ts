@@ -1,4 +1,5 @@
 import { attributed, Attribution, recordAuditEvent } from '../audit';
+import { principalForUser } from '../auth/wsTickets';
 import { issueConnectState, PendingConnect } from '../caches/integrationStates';
 import type { ServiceContext } from '../context';
 import { transaction } from '../db';
@@ -6,6 +7,7 @@ import { badRequest, notFound, serviceUnavailable } from '../errors';
 import { IntegrationPlatform, platformEnabled } from '../integrations/platforms';
 import { GrantRejected, streamClient, TokenRejected } from '../integrations/streamClient';
 import { BotStatus, Integration } from '../models/Integration';
+import { can, subjects } from '../policies';
 import { tokenColumns, unsealToken } from './integrationTokens';
 import { deleteById, insertRow, patchLoaded } from '../models/AppModel';
 
@@ -63,7 +65,8 @@ export class ConnectFailed extends Error {
  * Completes a connect whose state was taken: code → tokens (the token must have been issued to
  * this service's client), the platform user, then the integration created, or re-activated with
  * the new tokens when the user had connected that platform account before. Failures throw
- * ConnectFailed with the code for the redirect; no integration is written then.
+ * ConnectFailed with the code for the redirect; no integration is written then. A user banned or
+ * deleted since the connect began, or no longer allowed to connect, gets `access_denied`.
  */
 export async function completeConnect(
   ctx: Ctx,
@@ -73,6 +76,12 @@ export async function completeConnect(
 ): Promise<Integration> {
   const client = streamClient(ctx.config);
   const fail = (code: string, message: string) => new ConnectFailed(code, message);
+  // The user as they are now: banned, deleted or without integrations:write since the connect
+  // began, nothing is connected (and the code is not even exchanged).
+  const owner = await principalForUser(ctx.db, { userId: pending.userId, sessionId: null, via: 'session' });
+  if (!owner.ok) throw fail('access_denied', owner.message);
+  if (!can(owner.principal, 'finish', subjects.integrationConnect(pending.userId)))
+    throw fail('access_denied', 'the user may no longer connect integrations');
   let tokens, user;
   try {
     tokens = await client.exchangeCode(code, callbackUrl(ctx, pending.platform));

@@ -286,6 +286,35 @@ test.serial('callback failures redirect with error and write nothing', async (t)
   t.is(await countFor(u.id), 0);
 });
 
+test.serial(
+  'a user banned, deleted or without integrations:write since the connect began connects nothing',
+  async (t) => {
+    const s = stack();
+    const admin = await createUser(s.db, { roles: ['role_admin'] });
+    const narrowings: Array<[string, (u: TestUser) => Promise<unknown>]> = [
+      ['banned', (u) => call('POST', `/v1/users/${u.id}/ban`, { token: admin.token, body: { reason: 'spam' } })],
+      ['deleted', (u) => call('DELETE', `/v1/users/${u.id}`, { token: admin.token })],
+      ['role taken away', (u) => s.db('user_roles').where('user_id', u.id).delete()],
+    ];
+    for (const [what, narrow] of narrowings) {
+      const u = await createUser(s.db);
+      const started = await call('POST', '/v1/integrations/platform/stream/connect', {
+        token: u.token,
+        body: { redirect_uri: REDIRECT },
+      });
+      t.is(started.status, 200, started.text);
+      fake().consentingUser = platformUser().id;
+      const consent = await fake().consent(started.body.authorization_url);
+      await narrow(u);
+      const cb = await call('GET', `/v1/integrations/callback/stream?code=${consent.code}&state=${consent.state}`);
+      t.is(cb.status, 302, `${what}: ${cb.text}`);
+      t.is(new URL(cb.location!).searchParams.get('error'), 'access_denied', what);
+      t.is(await countFor(u.id), 0, what);
+      t.falsy(await s.db('audit_events').where({ user_id: u.id, event_type: 'account_linked' }).first(), what);
+    }
+  },
+);
+
 test.serial('connect validates its input and answers 404 for unknown platforms', async (t) => {
   const u = await createUser(stack().db);
   const post = (body: unknown, slug = 'stream') =>
