@@ -1,4 +1,5 @@
 import Router from '@koa/router';
+import { principalForUser } from '../../shared/auth/wsTickets';
 import { takeConnectState } from '../../shared/caches/integrationStates';
 import { completeConnect, ConnectFailed, startConnect } from '../../shared/commands/integrations';
 import { badRequest, notFound } from '../../shared/errors';
@@ -110,6 +111,7 @@ export function integrationConnectRoutes(router: ApiRouter): void {
       ctx.body = await startConnect(ctx.services, userId, platform, {
         redirectUri: body.redirect_uri,
         scopes: body.scopes,
+        credential: ctx.state.token ? ctx.services.credentials.describe(ctx.state.token) : undefined,
       });
     },
   );
@@ -149,7 +151,12 @@ export function integrationConnectRoutes(router: ApiRouter): void {
       } else {
         try {
           const by = { ...requestAttribution(ctx), actorId: pending.userId };
-          const integration = await completeConnect(ctx.services, pending, query.code, by);
+          // The credential that started the connect, as it is now (a state of an earlier build names
+          // none: its user as they are now).
+          const starter = pending.credential
+            ? await ctx.services.credentials.resolveStored(pending.credential)
+            : await principalForUser(ctx.services.db, { userId: pending.userId, sessionId: null, via: 'session' });
+          const integration = await completeConnect(ctx.services, pending, query.code, by, starter);
           target.searchParams.set('integration_id', integration.id);
         } catch (err) {
           if (!(err instanceof ConnectFailed)) throw err;

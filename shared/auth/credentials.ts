@@ -18,6 +18,12 @@ import { apiKeySource, CredentialEntry, CredentialResult, CredentialSource, sess
 
 export type { CredentialEntry, CredentialResult, CredentialSource };
 
+/** A credential by its source's name and its hash, never the token (`CredentialResolver.describe`). */
+export interface StoredCredential {
+  source: string;
+  hash: string;
+}
+
 /**
  * Resolves Bearer tokens to principals for the api and realtime processes. Resolved credentials are
  * cached in-process (hot path: no query per request); any change that affects them publishes an
@@ -163,10 +169,31 @@ export class CredentialResolver {
    * promise), otherwise once the entry is loaded.
    */
   resolve(token: string): CredentialResult | Promise<CredentialResult> {
-    const hash = sha256(token);
+    return this.resolveHashed(
+      sha256(token),
+      this.sources.find((s) => s.matches(token))!,
+    );
+  }
+
+  /**
+   * How a credential is named without keeping it: its source and hash (what a pending connect
+   * remembers, to ask `resolveStored` later whether that credential still holds).
+   */
+  describe(token: string): StoredCredential {
+    return { source: this.sources.find((s) => s.matches(token))!.name, hash: sha256(token) };
+  }
+
+  /** Resolves a credential named by `describe`, as `resolve` would resolve its token now. */
+  resolveStored(credential: StoredCredential): CredentialResult | Promise<CredentialResult> {
+    const source = this.sources.find((s) => s.name === credential.source);
+    if (!source) return { ok: false, status: 401, message: 'invalid or revoked credentials' };
+    return this.resolveHashed(credential.hash, source);
+  }
+
+  private resolveHashed(hash: string, source: CredentialSource): CredentialResult | Promise<CredentialResult> {
     const entry = this.cache.get(hash);
     if (entry && this.trusted()) return this.check(entry, hash);
-    return (this.inflight.get(hash) ?? this.load(token, hash)).then((loaded) =>
+    return (this.inflight.get(hash) ?? this.load(source, hash)).then((loaded) =>
       loaded ? this.check(loaded, hash) : { ok: false, status: 401, message: 'invalid or revoked credentials' },
     );
   }
@@ -184,9 +211,8 @@ export class CredentialResolver {
   }
 
   /** Loads a token's entry once for all concurrent callers, caching it unless an invalidation raced with it. */
-  private load(token: string, hash: string): Promise<CredentialEntry | null> {
+  private load(source: CredentialSource, hash: string): Promise<CredentialEntry | null> {
     const generation = this.generation;
-    const source = this.sources.find((s) => s.matches(token))!;
     const pending = source.load(this.db, hash, this.access).then(
       (entry) => {
         if (this.inflight.get(hash) === pending) this.inflight.delete(hash);

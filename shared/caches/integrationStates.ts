@@ -1,4 +1,5 @@
 import type Redis from 'ioredis';
+import type { StoredCredential } from '../auth/credentials';
 import type { Config } from '../config';
 import { randomToken, sha256 } from '../crypto';
 import { serviceUnavailable } from '../errors';
@@ -17,6 +18,8 @@ export interface PendingConnect {
   platform: string;
   redirectUri: string;
   scopes: string[];
+  /** The credential that started the connect (its hash, never the token): it must still hold at the callback. */
+  credential?: StoredCredential;
 }
 
 const keyOf = (config: Pick<Config, 'redisPrefix'>, state: string) =>

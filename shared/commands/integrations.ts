@@ -1,5 +1,5 @@
 import { attributed, Attribution, recordAuditEvent } from '../audit';
-import { principalForUser } from '../auth/wsTickets';
+import type { StoredCredential } from '../auth/credentials';
 import { issueConnectState, PendingConnect } from '../caches/integrationStates';
 import type { ServiceContext } from '../context';
 import { transaction } from '../db';
@@ -7,7 +7,7 @@ import { badRequest, notFound, serviceUnavailable } from '../errors';
 import { IntegrationPlatform, platformEnabled } from '../integrations/platforms';
 import { GrantRejected, streamClient, TokenRejected } from '../integrations/streamClient';
 import { BotStatus, Integration } from '../models/Integration';
-import { can, subjects } from '../policies';
+import { can, Principal, subjects } from '../policies';
 import { tokenColumns, unsealToken } from './integrationTokens';
 import { deleteById, insertRow, patchLoaded } from '../models/AppModel';
 
@@ -34,7 +34,7 @@ export async function startConnect(
   ctx: Ctx,
   userId: string,
   platform: IntegrationPlatform,
-  input: { redirectUri: string; scopes?: string[] },
+  input: { redirectUri: string; scopes?: string[]; credential?: StoredCredential },
 ): Promise<{ authorization_url: string; state: string }> {
   if (!platformEnabled(ctx.config, platform))
     throw serviceUnavailable(
@@ -44,7 +44,13 @@ export async function startConnect(
   const unknown = (input.scopes ?? []).filter((s) => !known.has(s));
   if (unknown.length) throw badRequest(`scopes: unknown scope(s) ${unknown.join(', ')}`);
   const scopes = platform.scopes.filter((s) => s.required || (input.scopes ?? []).includes(s.name)).map((s) => s.name);
-  const pending: PendingConnect = { userId, platform: platform.slug, redirectUri: input.redirectUri, scopes };
+  const pending: PendingConnect = {
+    userId,
+    platform: platform.slug,
+    redirectUri: input.redirectUri,
+    scopes,
+    credential: input.credential,
+  };
   const state = await issueConnectState(ctx.redis, ctx.config, pending);
   const url = streamClient(ctx.config).authorizationUrl(state, callbackUrl(ctx, platform.slug), scopes);
   return { authorization_url: url, state };
@@ -65,23 +71,24 @@ export class ConnectFailed extends Error {
  * Completes a connect whose state was taken: code → tokens (the token must have been issued to
  * this service's client), the platform user, then the integration created, or re-activated with
  * the new tokens when the user had connected that platform account before. Failures throw
- * ConnectFailed with the code for the redirect; no integration is written then. A user banned or
- * deleted since the connect began, or no longer allowed to connect, gets `access_denied`.
+ * ConnectFailed with the code for the redirect; no integration is written then. `starter` is the
+ * credential that started the connect resolved now: one revoked or narrowed since, or whose user
+ * was banned or deleted since, gets `access_denied`.
  */
 export async function completeConnect(
   ctx: Ctx,
   pending: PendingConnect,
   code: string,
   by: Attribution,
+  starter: { ok: true; principal: Principal } | { ok: false; message: string },
 ): Promise<Integration> {
   const client = streamClient(ctx.config);
   const fail = (code: string, message: string) => new ConnectFailed(code, message);
-  // The user as they are now: banned, deleted or without integrations:write since the connect
-  // began, nothing is connected (and the code is not even exchanged).
-  const owner = await principalForUser(ctx.db, { userId: pending.userId, sessionId: null, via: 'session' });
-  if (!owner.ok) throw fail('access_denied', owner.message);
-  if (!can(owner.principal, 'finish', subjects.integrationConnect(pending.userId)))
-    throw fail('access_denied', 'the user may no longer connect integrations');
+  // The credential that started the connect, as it is now: revoked, narrowed, its user banned or
+  // deleted since, nothing is connected (and the code is not even exchanged).
+  if (!starter.ok) throw fail('access_denied', starter.message);
+  if (!can(starter.principal, 'finish', subjects.integrationConnect(pending.userId)))
+    throw fail('access_denied', 'the credential that started the connect may no longer connect integrations');
   let tokens, user;
   try {
     tokens = await client.exchangeCode(code, callbackUrl(ctx, pending.platform));

@@ -287,31 +287,56 @@ test.serial('callback failures redirect with error and write nothing', async (t)
 });
 
 test.serial(
-  'a user banned, deleted or without integrations:write since the connect began connects nothing',
+  'a connect whose credential was revoked or narrowed, or whose user was banned or deleted, since it began connects nothing',
   async (t) => {
     const s = stack();
     const admin = await createUser(s.db, { roles: ['role_admin'] });
-    const narrowings: Array<[string, (u: TestUser) => Promise<unknown>]> = [
-      ['banned', (u) => call('POST', `/v1/users/${u.id}/ban`, { token: admin.token, body: { reason: 'spam' } })],
-      ['deleted', (u) => call('DELETE', `/v1/users/${u.id}`, { token: admin.token })],
-      ['role taken away', (u) => s.db('user_roles').where('user_id', u.id).delete()],
+    const userRole = 'role_user';
+    type Key = { id: string; key: string };
+    const narrowings: Array<[string, 'session' | 'key', (u: TestUser, k: Key) => Promise<{ status: number }>]> = [
+      ['banned', 'session', (u) => call('POST', `/v1/users/${u.id}/ban`, { token: admin.token, body: {} })],
+      ['deleted', 'session', (u) => call('DELETE', `/v1/users/${u.id}`, { token: admin.token })],
+      [
+        'role taken away',
+        'session',
+        (u) => call('DELETE', `/v1/users/${u.id}/roles/${userRole}`, { token: admin.token }),
+      ],
+      ['session signed out', 'session', (u) => call('DELETE', `/v1/sessions/${u.token}`, { token: s.systemKey })],
+      ['key revoked', 'key', (u, k) => call('DELETE', `/v1/api-keys/${k.id}`, { token: u.token })],
+      [
+        'key narrowed',
+        'key',
+        (u, k) => call('PATCH', `/v1/api-keys/${k.id}`, { token: u.token, body: { scopes: ['integrations:read'] } }),
+      ],
     ];
-    for (const [what, narrow] of narrowings) {
-      const u = await createUser(s.db);
+    const begin = async (token: string) => {
       const started = await call('POST', '/v1/integrations/platform/stream/connect', {
-        token: u.token,
+        token,
         body: { redirect_uri: REDIRECT },
       });
       t.is(started.status, 200, started.text);
       fake().consentingUser = platformUser().id;
-      const consent = await fake().consent(started.body.authorization_url);
-      await narrow(u);
-      const cb = await call('GET', `/v1/integrations/callback/stream?code=${consent.code}&state=${consent.state}`);
+      return fake().consent(started.body.authorization_url);
+    };
+    const finish = (consent: { code: string | null; state: string | null }) =>
+      call('GET', `/v1/integrations/callback/stream?code=${consent.code}&state=${consent.state}`);
+    for (const [what, via, narrow] of narrowings) {
+      const u = await createUser(s.db);
+      const key = await createKey({ userId: u.id, scopes: ['integrations:write'] });
+      const consent = await begin(via === 'key' ? key.key : u.token);
+      const narrowed = await narrow(u, key);
+      t.true(narrowed.status < 300, `${what}: ${narrowed.status}`);
+      const cb = await finish(consent);
       t.is(cb.status, 302, `${what}: ${cb.text}`);
       t.is(new URL(cb.location!).searchParams.get('error'), 'access_denied', what);
       t.is(await countFor(u.id), 0, what);
       t.falsy(await s.db('audit_events').where({ user_id: u.id, event_type: 'account_linked' }).first(), what);
     }
+    // A connect started with an API key whose grant still holds connects.
+    const u = await createUser(s.db);
+    const key = await createKey({ userId: u.id, scopes: ['integrations:write'] });
+    const cb = await finish(await begin(key.key));
+    t.truthy(new URL(cb.location!).searchParams.get('integration_id'), cb.location!);
   },
 );
 
