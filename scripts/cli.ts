@@ -253,6 +253,7 @@ async function main(argv: string[]): Promise<void> {
       let step = 0;
       const report = await seed(db, {
         systemApiKey: config.systemApiKey,
+        supportedLocales: config.supportedLocales,
         onProgress: (s) => say(`[${++step}/5] seeding ${s}`),
       });
       say(

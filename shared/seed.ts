@@ -30,7 +30,7 @@ export interface SeedReport {
  */
 export async function seed(
   db: Knex,
-  opts: { systemApiKey?: string; onProgress?: (step: string) => void } = {},
+  opts: { systemApiKey?: string; onProgress?: (step: string) => void; supportedLocales?: string[] } = {},
 ): Promise<SeedReport> {
   const progress = opts.onProgress ?? (() => undefined);
   return db.transaction(async (trx) => {
@@ -66,8 +66,11 @@ export async function seed(
     progress('system config');
     // Values stay as operators set them; descriptions belong to the code (nothing else writes them),
     // so a row an older migration or version wrote gets the current words.
+    // auth.supported_locales starts as SUPPORTED_LOCALES says (when given), not as the registry's en, de.
+    const initial = (c: (typeof DEFAULT_SYSTEM_CONFIG)[number]) =>
+      c.key === 'auth.supported_locales' && opts.supportedLocales?.length ? opts.supportedLocales : c.value;
     await trx('system_config')
-      .insert(DEFAULT_SYSTEM_CONFIG.map((c) => ({ ...c, value: JSON.stringify(c.value) })))
+      .insert(DEFAULT_SYSTEM_CONFIG.map((c) => ({ ...c, value: JSON.stringify(initial(c)) })))
       .onConflict('key')
       .merge(['description']);
 

@@ -43,17 +43,19 @@ const errors = {
   404: { description: 'No such guild' },
 };
 
+/** A chat language: checked against the supported locales when the command runs, as the description says. */
+const zLanguage = () =>
+  z.string().min(1).max(16).openapi({
+    description:
+      'One of the locales users may choose: the auth.supported_locales system config (seeded from SUPPORTED_LOCALES; by default en, de)',
+  });
+
 const settingsBody = atLeastOne(
   z.object({
     auto_sync_enabled: z.boolean().optional(),
     sync_interval_seconds: z.number().int().min(60).max(86400).optional(),
     initial_delay_seconds: z.number().int().min(0).max(3600).optional(),
-    default_language: z
-      .string()
-      .min(1)
-      .max(16)
-      .optional()
-      .openapi({ description: 'One of the locales the server supports (SUPPORTED_LOCALES; by default en, de)' }),
+    default_language: zLanguage().optional(),
     notify_on_guild_join: z.boolean().optional(),
     notify_on_guild_leave: z.boolean().optional(),
     command_cooldown_seconds: z.number().int().min(0).max(3600).optional(),
@@ -285,7 +287,7 @@ export function chatRoutes(router: Router<AppState, { services: ApiServices }>):
       tags: ['chat'],
       auth: { permission: 'chat:edit' },
       params: snowflakeGuild,
-      body: z.object({ default_language: z.string().min(1).max(16).nullable() }),
+      body: z.object({ default_language: zLanguage().nullable() }),
       responses: { 200: { description: 'Saved', schema: ok }, ...errors },
     },
     async (ctx, { params, body }) => {

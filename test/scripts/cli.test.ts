@@ -8,10 +8,15 @@ const stack = useStack(test);
 const CLI = path.resolve(__dirname, '../../scripts/cli.js');
 
 function cli(...args: string[]) {
+  return cliWith({}, ...args);
+}
+
+function cliWith(env: Record<string, string>, ...args: string[]) {
   const s = stack();
   return spawnSync(process.execPath, [CLI, ...args], {
     env: {
       ...process.env,
+      ...env,
       DATABASE_URL: s.config.databaseUrl,
       REDIS_URL: s.config.redisUrl,
       REDIS_PREFIX: s.config.redisPrefix,
@@ -31,6 +36,26 @@ test('migrate is idempotent and seed reports progress', (t) => {
   t.regex(s.stdout, /\[1\/5\] seeding permissions/);
   t.regex(s.stdout, /7 roles/);
 });
+
+test.serial(
+  'the first seed takes the supported locales from SUPPORTED_LOCALES; later seeds keep what is set',
+  async (t) => {
+    const s = stack();
+    const locales = async () =>
+      (await s.db('system_config').where('key', 'auth.supported_locales').first('value'))?.value as string[];
+    await s.db('system_config').where('key', 'auth.supported_locales').delete();
+    const first = cliWith({ SUPPORTED_LOCALES: 'en,de,fr' }, 'seed');
+    t.is(first.status, 0, first.stderr);
+    t.deepEqual(await locales(), ['en', 'de', 'fr']);
+    const again = cliWith({ SUPPORTED_LOCALES: 'en' }, 'seed');
+    t.is(again.status, 0, again.stderr);
+    t.deepEqual(await locales(), ['en', 'de', 'fr']);
+    await s
+      .db('system_config')
+      .where('key', 'auth.supported_locales')
+      .update({ value: JSON.stringify(['en', 'de']) });
+  },
+);
 
 test('create-api-key prints a working key once; only its hash is stored', async (t) => {
   const s = stack();
