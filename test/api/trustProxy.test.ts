@@ -25,9 +25,17 @@ test.serial('behind a proxy, the client is the address the proxy appended, not w
 
 test.serial('an IPv6 client is one bucket per /64; an IPv4-mapped address is its IPv4 client', async (t) => {
   const s = stack();
-  // Five addresses of one /64 (a client given the usual /64 rotating through it): one bucket of 3.
+  // Five addresses of one /64 (a client given the usual /64 rotating through it): one bucket of 3,
+  // however they are spelt (upper case, leading zeros, a zone id).
+  const spellings = [
+    '2001:db8:a:b::1',
+    '2001:DB8:A:B::2',
+    '2001:0db8:000a:000b::3',
+    '2001:db8:a:b::4%x-y',
+    '2001:db8:a:b::5%1',
+  ];
   const statuses: number[] = [];
-  for (let i = 1; i <= 5; i++) statuses.push((await s.request('GET', '/v1', via(null, `2001:db8:a:b::${i}`))).status);
+  for (const ip of spellings) statuses.push((await s.request('GET', '/v1', via(null, ip))).status);
   t.deepEqual(statuses, [200, 200, 200, 429, 429]);
   // The next /64 is someone else.
   const neighbour = await s.request('GET', '/v1', via(null, '2001:db8:a:c::1'));
