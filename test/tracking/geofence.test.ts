@@ -2,7 +2,7 @@ import test from 'ava';
 import Redis from 'ioredis';
 import { haversineKm } from '../../shared/geo';
 import { useStack } from '../helpers/stack';
-import { adminAndDeveloper, gpsBody, make, nowSeconds } from '../helpers/tracking';
+import { adminAndDeveloper, countRows, gpsBody, make, nowSeconds } from '../helpers/tracking';
 import { eventually } from '../helpers/wait';
 
 const stack = useStack(test, { workers: true, env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_GPS_POST: '100000' } });
@@ -34,8 +34,12 @@ async function listen(s: ReturnType<typeof stack>) {
   return { received, close: () => sub.disconnect() };
 }
 
-/** Waits until the worker has processed every job queued so far. */
+/**
+ * Waits until the worker has evaluated every point accepted so far: first the outbox relay enqueues
+ * their geofence jobs (it runs a pass some milliseconds after the commit), then the queue empties.
+ */
 async function drained(s: ReturnType<typeof stack>) {
+  await s.api.services.outbox.drain();
   const q = s.api.services.queues.queue('geofence');
   await eventually(async () => {
     const c = await q.getJobCounts('waiting', 'active', 'delayed', 'prioritized');
@@ -59,21 +63,31 @@ test.serial('the geofence.evaluation_enabled system config switches evaluation o
       .db('system_config')
       .where('key', 'geofence.evaluation_enabled')
       .update({ value: JSON.stringify(false) });
-    await make(s, developer.token, '/v1/gps', gpsBody({ device_id: 'switch', latitude: 10, longitude: 10 }));
+    const off = await make(
+      s,
+      developer.token,
+      '/v1/gps',
+      gpsBody({ device_id: 'switch', latitude: 10, longitude: 10 }),
+    );
     await drained(s);
     t.is(l.received.filter((m) => m.message.data.geofence_id === g.id).length, 0);
+    t.is(await countRows(s.db('geofence_events').where('gps_point_id', off.id)), 0);
     await s
       .db('system_config')
       .where('key', 'geofence.evaluation_enabled')
       .update({ value: JSON.stringify(true) });
-    await make(
+    // The same place again: an enter only if the first point was not evaluated (the device was outside).
+    const on = await make(
       s,
       developer.token,
       '/v1/gps',
       gpsBody({ device_id: 'switch', latitude: 10, longitude: 10, timestamp: nowSeconds() + 1 }),
     );
     await eventually(async () => l.received.some((m) => m.message.data.geofence_id === g.id));
-    t.pass();
+    t.deepEqual(
+      (await s.db('geofence_events').where('geofence_id', g.id)).map((e) => [e.event, e.gps_point_id]),
+      [['enter', on.id]],
+    );
   } finally {
     l.close();
   }
@@ -136,10 +150,22 @@ test('enter and exit events per device on geofence and geofence:<id>, with dista
         .map((m) => m.message.data.event),
       ['enter', 'exit'],
     );
-    // A late, older point inside does not flip the state back.
-    await post(-10, 53.5, 9.9);
+    // A late, older point inside does not flip the state back: a later point inside is an enter again.
+    const late = await post(-10, 53.5, 9.9);
     await drained(s);
-    t.is(mine().filter((m) => m.channel === 'geofence').length, 2);
+    t.is(await countRows(s.db('geofence_events').where('gps_point_id', late.id)), 0);
+    const again = await post(4, 53.5, 9.9);
+    await eventually(async () => mine().filter((m) => m.channel === 'geofence').length === 3);
+    t.deepEqual(
+      mine()
+        .filter((m) => m.channel === 'geofence')
+        .map((m) => m.message.data.event),
+      ['enter', 'exit', 'enter'],
+    );
+    t.is(
+      (await s.db('geofence_events').where('geofence_id', g.id).orderBy('occurred_at', 'desc').first()).gps_point_id,
+      again.id,
+    );
   } finally {
     l.close();
   }

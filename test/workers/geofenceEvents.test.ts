@@ -3,7 +3,7 @@ import Redis from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { gpsBody, make, nowSeconds, once } from '../helpers/tracking';
+import { countRows, gpsBody, make, nowSeconds, once } from '../helpers/tracking';
 import { eventually } from '../helpers/wait';
 
 const stack = useStack(test, { workers: true, env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_GPS_POST: '100000' } });
@@ -32,7 +32,9 @@ async function listen(s: ReturnType<typeof stack>) {
   return { received, close: () => sub.disconnect() };
 }
 
+/** Waits until every point accepted so far is evaluated: the outbox relay enqueues its job, then the queue empties. */
 async function drained(s: ReturnType<typeof stack>) {
+  await s.api.services.outbox.drain();
   const q = s.api.services.queues.queue('geofence');
   await eventually(async () => {
     const c = await q.getJobCounts('waiting', 'active', 'delayed', 'prioritized');
@@ -87,10 +89,35 @@ test('min_dwell_seconds: border jitter does not flap; out-of-order and late poin
       mine().map((m) => m.data.event),
       ['enter', 'exit'],
     );
-    // A late point older than the last one applied (inside) changes nothing.
-    await make(s, developer.token, '/v1/gps', gpsBody({ device_id: device.id, ...IN, timestamp: t0 + 150 }));
+    // A late point older than the last one applied (inside) changes nothing: had it started a pending
+    // enter, the point at +220 would confirm it (held 70 s); as it is, +220 starts one and +300 confirms it.
+    const late = await make(
+      s,
+      developer.token,
+      '/v1/gps',
+      gpsBody({ device_id: device.id, ...IN, timestamp: t0 + 150 }),
+    );
     await drained(s);
     t.is(mine().length, 2);
+    t.is(await countRows(s.db('geofence_events').where('gps_point_id', late.id)), 0);
+    await make(s, developer.token, '/v1/gps', gpsBody({ device_id: device.id, ...IN, timestamp: t0 + 220 }));
+    const confirming = await make(
+      s,
+      developer.token,
+      '/v1/gps',
+      gpsBody({ device_id: device.id, ...IN, timestamp: t0 + 300 }),
+    );
+    await eventually(() => mine().length === 3);
+    t.deepEqual(
+      mine().map((m) => m.data.event),
+      ['enter', 'exit', 'enter'],
+    );
+    t.deepEqual(
+      (await s.db('geofence_events').where('geofence_id', g.id).orderBy('occurred_at'))
+        .map((e) => e.gps_point_id)
+        .at(-1),
+      confirming.id,
+    );
 
     // The history, newest first, dated by the point that confirmed each change.
     const list = await s.request('GET', `/v1/geofences/${g.id}/events`, { token: developer.token });
@@ -98,13 +125,14 @@ test('min_dwell_seconds: border jitter does not flap; out-of-order and late poin
     t.deepEqual(
       list.body.data.map((e: any) => [e.event, e.occurred_at, e.device_id]),
       [
+        ['enter', iso(t0 + 300), device.id],
         ['exit', iso(t0 + 200), device.id],
         ['enter', iso(t0 + 95), device.id],
       ],
     );
-    t.is(list.body.pagination.total, 2);
-    t.true(list.body.data[0].distance_km > 100);
-    const page = await s.request('GET', `/v1/devices/${device.id}/geofence-events?limit=1&page=2`, {
+    t.is(list.body.pagination.total, 3);
+    t.true(list.body.data[1].distance_km > 100);
+    const page = await s.request('GET', `/v1/devices/${device.id}/geofence-events?limit=1&page=3`, {
       token: developer.token,
     });
     t.is(page.status, 200);
@@ -112,7 +140,7 @@ test('min_dwell_seconds: border jitter does not flap; out-of-order and late poin
       page.body.data.map((e: any) => [e.event, e.geofence_id]),
       [['enter', g.id]],
     );
-    t.like(page.body.pagination, { page: 2, limit: 1, total: 2, total_pages: 2 });
+    t.like(page.body.pagination, { page: 3, limit: 1, total: 3, total_pages: 3 });
 
     // Access: no credential 401, without geofences:read 403, unknown ids 404, bad ids 400.
     t.is((await s.request('GET', `/v1/geofences/${g.id}/events`)).status, 401);
