@@ -78,7 +78,27 @@ test.serial('the buffered writer groups events into few inserts', async (t) => {
   const s = stack();
   const buffer = new AuditBuffer({ db: s.db, logger: createLogger('test', 'silent') });
   const tag = `bulk-${Date.now()}`;
-  for (let i = 0; i < 2000; i++) buffer.record({ event_type: 'login', resource_id: tag });
-  await buffer.close();
-  t.is(Number((await s.db('audit_events').where('resource_id', tag).count())[0]?.count), 2000);
+  const recorded = Array.from({ length: 2000 }, (_, i) => `${tag}-${i}`);
+  // The INSERT statements into audit_events, each with the resource ids it carries, in order.
+  const inserts: string[][] = [];
+  const listener = (q: { sql: string; bindings?: unknown[] }) => {
+    if (/insert into "audit_events"/i.test(q.sql))
+      inserts.push((q.bindings ?? []).filter((b): b is string => typeof b === 'string' && b.startsWith(`${tag}-`)));
+  };
+  s.db.on('query', listener);
+  try {
+    for (const id of recorded) buffer.record({ event_type: 'login', resource_id: id });
+    await buffer.close();
+  } finally {
+    s.db.off('query', listener);
+  }
+  t.is(Number((await s.db('audit_events').where('resource_id', 'like', `${tag}-%`).count())[0]?.count), 2000);
+  // One multi-row INSERT per 500 events (docs/audit.md), plus at most one a timer flush started early.
+  t.true(inserts.length >= 4 && inserts.length <= 5, `${inserts.length} inserts`);
+  t.true(
+    inserts.every((ids) => ids.length <= 500),
+    inserts.map((ids) => ids.length).join(','),
+  );
+  // The events go out in the order they were recorded.
+  t.deepEqual(inserts.flat(), recorded);
 });
