@@ -9,6 +9,9 @@ export async function readAuditRetentionDays(db: Knex): Promise<number | null> {
   return typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : null;
 }
 
+/** Per run: batches of 5,000 rows, at most 400 of them (2,000,000 rows; docs/audit.md "Retention"). */
+export const AUDIT_PURGE_DEFAULTS = { batchSize: 5000, maxBatches: 400 } as const;
+
 /**
  * Deletes audit events older than audit.retention_days, oldest first, in batches of `batchSize`
  * rows: each batch is its own short statement (the created_at index finds it), so no lock is held
@@ -19,8 +22,8 @@ export async function purgeExpiredAuditEvents(
   db: Knex,
   opts: { batchSize?: number; maxBatches?: number } = {},
 ): Promise<{ deleted: number; batches: number }> {
-  const batchSize = opts.batchSize ?? 5000;
-  const maxBatches = opts.maxBatches ?? 400;
+  const batchSize = opts.batchSize ?? AUDIT_PURGE_DEFAULTS.batchSize;
+  const maxBatches = opts.maxBatches ?? AUDIT_PURGE_DEFAULTS.maxBatches;
   const days = await readAuditRetentionDays(db);
   if (days === null) return { deleted: 0, batches: 0 };
   const cutoff = new Date(Date.now() - days * 86_400_000);

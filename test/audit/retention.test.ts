@@ -1,5 +1,5 @@
 import test from 'ava';
-import { purgeExpiredAuditEvents } from '../../shared/commands/auditRetention';
+import { AUDIT_PURGE_DEFAULTS, purgeExpiredAuditEvents } from '../../shared/commands/auditRetention';
 import { schedules } from '../../shared/queues';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
@@ -10,7 +10,10 @@ test('events older than audit.retention_days go in batches; newer ones and their
   const s = stack();
   const seeded = await s.db('system_config').where('key', 'audit.retention_days').first();
   t.is(seeded.value, 365);
-  t.true(schedules.purgeAuditEvents > 0);
+  // Hourly (docs/workers.md), 5,000 rows a batch and 2,000,000 a run at most (docs/audit.md).
+  t.is(schedules.purgeAuditEvents, 3_600_000);
+  t.is(AUDIT_PURGE_DEFAULTS.batchSize, 5000);
+  t.is(AUDIT_PURGE_DEFAULTS.batchSize * AUDIT_PURGE_DEFAULTS.maxBatches, 2_000_000);
   await s
     .db('system_config')
     .where('key', 'audit.retention_days')
@@ -36,11 +39,24 @@ test('events older than audit.retention_days go in batches; newer ones and their
   t.deepEqual(left, [recent.id]);
   t.is(Number((await s.db('audit_reports').where('user_id', user.id).count())[0]?.count), 0);
 
-  // No retention configured: nothing is deleted.
-  await s.db('audit_events').insert({ user_id: user.id, event_type: 'login', created_at: old });
+  // A run stops at its cap; the next one goes on.
   await s
-    .db('system_config')
-    .where('key', 'audit.retention_days')
-    .update({ value: JSON.stringify(null) });
+    .db('audit_events')
+    .insert(Array.from({ length: 5 }, () => ({ user_id: user.id, event_type: 'login', created_at: old })));
+  t.deepEqual(await purgeExpiredAuditEvents(s.db, { batchSize: 2, maxBatches: 2 }), { deleted: 4, batches: 2 });
+  t.deepEqual(await purgeExpiredAuditEvents(s.db, { batchSize: 2, maxBatches: 2 }), { deleted: 1, batches: 1 });
+
+  // 0, set as an admin would, keeps everything.
+  const [kept] = await s
+    .db('audit_events')
+    .insert({ user_id: user.id, event_type: 'login', created_at: old })
+    .returning('id');
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const patched = await s.request('PATCH', '/v1/system-config/audit.retention_days', {
+    token: admin.token,
+    body: { value: 0 },
+  });
+  t.is(patched.status, 200, patched.text);
   t.deepEqual(await purgeExpiredAuditEvents(s.db), { deleted: 0, batches: 0 });
+  t.deepEqual(await s.db('audit_events').where('id', kept.id).pluck('id'), [kept.id]);
 });
