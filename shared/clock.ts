@@ -1,5 +1,6 @@
 /**
- * The time the two-factor rules read (TOTP steps, setup expiry). Production uses the system clock;
+ * The time the two-factor rules (TOTP steps, setup expiry) and the public statistics' per-process
+ * one-minute copy read. Production uses the system clock;
  * a test that runs the api in-process moves it forward with `setClockOffset` instead of sleeping.
  */
 let offsetMs = 0;

@@ -1,5 +1,6 @@
 import type Redis from 'ioredis';
 import type { Knex } from 'knex';
+import { clock } from '../clock';
 import type { Config } from '../config';
 import { readPublicStats, PublicStats } from '../queries/publicStats';
 import { redisKey, RedisKeys } from '../redis';
@@ -22,7 +23,7 @@ export async function publicStats(db: Knex, redis: Redis, config: Pick<Config, '
   const key = redisKey(config, RedisKeys.publicStats);
   const cached = await redis.get(key).catch(() => undefined);
   if (cached) return JSON.parse(cached) as PublicStats;
-  const now = Date.now();
+  const now = clock.now();
   const memo = memos.get(db);
   // Within the minute a process reuses its own figures (Redis down, or another miss in flight).
   if (memo && now - memo.at < PUBLIC_STATS_TTL_SECONDS * 1000) return memo.value;
