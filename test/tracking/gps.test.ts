@@ -428,7 +428,7 @@ test('a point deleted while a reader fills a cold cache is not kept as the curre
   const device = `delete-race-${Date.now()}`;
   const key = `${s.config.redisPrefix}gps:latest:device:${device}`;
   const t0 = nowSeconds() - 100_000;
-  await make(s, developer.token, '/v1/gps', gpsBody({ device_id: device, timestamp: t0 }));
+  const first = await make(s, developer.token, '/v1/gps', gpsBody({ device_id: device, timestamp: t0 }));
   const current = () => s.request('GET', `/v1/gps/current?device_id=${device}`, { token: reader.token });
   // The race: a reader reads the database (the point still there), the delete commits and drops
   // the key, then the reader's fill lands. Repeated with staggered starts; it hit about 1 in 10.
@@ -444,8 +444,9 @@ test('a point deleted while a reader fills a cold cache is not kept as the curre
       ...Array.from({ length: 4 }, () => new Promise((r) => setTimeout(r, delay)).then(current)),
     ]);
     const after = await current();
-    if (after.body.data?.id === p.id) {
-      t.fail(`round ${i}: the deleted point ${p.id} is still current`);
+    // Every later point is deleted: the first one is the current one again.
+    if (after.status !== 200 || after.body.data?.id !== first.id) {
+      t.fail(`round ${i}: ${after.status}, current ${after.body.data?.id} (deleted ${p.id}, expected ${first.id})`);
       return;
     }
   }
