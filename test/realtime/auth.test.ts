@@ -82,10 +82,15 @@ test('POST /v1/ws/ticket: API-key-only and system credentials get 403, anonymous
 test('an expired ticket is refused with 401', async (t) => {
   const s = stack();
   const user = await createUser(s.db, { roles: READER });
-  const ticket = await ticketFor(user.token);
+  const [fresh, ticket] = await Promise.all([ticketFor(user.token), ticketFor(user.token)]);
+  // Within its lifetime a ticket minted with it is accepted…
+  const conn = await connect(wsBase(s), { protocols: ['service-ticket', fresh] });
+  conn.close();
+  // …and once the lifetime is over the other one is refused.
   await new Promise((r) => setTimeout(r, 1300));
   const r = await refusedUpgrade(wsBase(s), { protocols: ['service-ticket', ticket] });
   t.is(r.status, 401);
+  t.is(r.body.message, 'invalid, expired or already used ticket');
 });
 
 test('unknown tickets and a ticket subprotocol without a ticket are refused with 401', async (t) => {
@@ -99,7 +104,10 @@ test('a ticket of a revoked session is refused', async (t) => {
   const user = await createUser(s.db, { roles: READER });
   const ticket = await ticketFor(user.token);
   await s.db('sessions').where('id', user.sessionId).delete();
-  t.is((await refusedUpgrade(wsBase(s), { protocols: ['service-ticket', ticket] })).status, 401);
+  const r = await refusedUpgrade(wsBase(s), { protocols: ['service-ticket', ticket] });
+  t.is(r.status, 401);
+  // Refused for the session, after the ticket itself was accepted (not because it expired meanwhile).
+  t.is(r.body.message, 'the session behind this credential no longer exists');
 });
 
 test('the ticket wins over an Authorization header', async (t) => {
