@@ -2,6 +2,7 @@ import test, { ExecutionContext } from 'ava';
 import { createKey, createUser } from '../helpers/factories';
 import { startSecondApi } from '../helpers/secondApi';
 import { useStack } from '../helpers/stack';
+import { eventually } from '../helpers/wait';
 
 const WINDOW_SECONDS = 600;
 // Each test uses its own X-Forwarded-For address or credential, so the tests do not share counters.
@@ -91,22 +92,28 @@ test.serial('two api instances share one counter per identity', async (t) => {
   const s = stack();
   const second = await startSecondApi(s);
   try {
+    await roomInWindow();
     const user = await createUser(s.db);
     const get = async (base: string) => {
       const r = await fetch(`${base}/v1`, { headers: { authorization: `Bearer ${user.token}` } });
       await r.text();
       return r;
     };
+    // The user's count in Redis (its window's key), where both instances add theirs.
+    const counted = async () => {
+      const keys = await s.redis.keys(`${s.config.redisPrefix}rl:user:user:${user.id}:*`);
+      return keys.length ? (await s.redis.mget(...keys)).reduce((n, v) => n + Number(v ?? 0), 0) : 0;
+    };
     for (let i = 0; i < 3; i++) t.is((await get(s.url)).status, 200);
     // Counts reach Redis within one flush; then the other instance sees them.
-    await new Promise((r) => setTimeout(r, 100));
+    await eventually(async () => (await counted()) === 3);
     const seen = [];
     for (let i = 0; i < 3; i++) seen.push(await get(second.url));
     t.deepEqual(
       seen.map((r) => r.headers.get('x-ratelimit-remaining')),
       ['2', '1', '0'],
     );
-    await new Promise((r) => setTimeout(r, 100));
+    await eventually(async () => (await counted()) === 6);
     const over = await get(s.url);
     t.is(over.status, 429);
     t.is((await get(second.url)).status, 429);
