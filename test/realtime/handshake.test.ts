@@ -99,3 +99,16 @@ test('a malformed request on the realtime port gets a JSON 400 too', async (t) =
   t.is(r.status, 400, r.raw);
   t.is(r.body.error, 'BadRequest');
 });
+
+test('a plain HTTP request to the realtime port is a JSON 426 Upgrade Required', async (t) => {
+  const s = stack();
+  for (const path of ['/v1/ws', '/']) {
+    const r = await fetch(`http://127.0.0.1:${s.realtime[0].port}${path}`);
+    t.is(r.status, 426, path);
+    t.regex(r.headers.get('content-type') ?? '', /^application\/json/);
+    const body = (await r.json()) as { error: string; message: string };
+    t.deepEqual(Object.keys(body).sort(), ['error', 'message']);
+    t.is(body.error, 'UpgradeRequired');
+    t.regex(body.message, /WebSocket/);
+  }
+});
