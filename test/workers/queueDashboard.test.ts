@@ -63,6 +63,15 @@ test('the queue dashboard: 401 without a credential, 403 without admin:read, 200
   t.regex(setCookie, /httponly/i);
   t.regex(setCookie, /samesite=strict/i);
   t.regex(setCookie, /path=\/v1\/admin\/queues/i);
+  // It lasts 8 hours (docs/workers.md): Max-Age, or an Expires 8 hours ahead.
+  const maxAge = /max-age=(\d+)/i.exec(setCookie)?.[1];
+  const expires = /expires=([^;]+)/i.exec(setCookie)?.[1];
+  t.true(maxAge !== undefined || expires !== undefined, setCookie);
+  if (maxAge !== undefined) t.is(Number(maxAge), 8 * 3600);
+  if (expires !== undefined) {
+    const lifetime = Date.parse(expires) - Date.now();
+    t.true(Math.abs(lifetime - 8 * 3600_000) < 60_000, `expires in ${lifetime} ms`);
+  }
   const cookie = setCookie.split(';')[0];
   const viaCookie = await board('/v1/admin/queues/api/queues', { headers: { cookie } });
   t.is(viaCookie.status, 200);
