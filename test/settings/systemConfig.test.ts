@@ -215,13 +215,11 @@ test.serial('a PATCH reaches the config cache of another api instance within a s
       .update({ value: JSON.stringify(42) });
     await sleep(1500);
     t.true((await ttlAfterPostOnSecond('cfg-b')) > 250);
-    // A PATCH on the first instance is seen by the second within a second.
+    // A PATCH on the first instance is seen by the second within a second (eventually fails after it).
     const patched = await req('PATCH', '/v1/system-config/gps.latest_cache_seconds', admin, { value: 77 });
     t.is(patched.status, 200);
-    const started = Date.now();
     let n = 0;
     await eventually(async () => (await ttlAfterPostOnSecond(`cfg-c${n++}`)) <= 77, 1000, 10);
-    t.true(Date.now() - started < 1000);
   } finally {
     await req('PATCH', '/v1/system-config/gps.latest_cache_seconds', admin, { value: 300 });
     await second.close();
