@@ -102,3 +102,44 @@ test.serial('the buffered writer groups events into few inserts', async (t) => {
   // The events go out in the order they were recorded.
   t.deepEqual(inserts.flat(), recorded);
 });
+
+/** An AuditBuffer holding at most 5 events, with its error log lines captured. */
+function smallBuffer(s: ReturnType<typeof stack>) {
+  const lost: string[] = [];
+  const logger = createLogger('test', 'silent');
+  const buffer = new AuditBuffer(
+    {
+      db: s.db,
+      logger: Object.assign(Object.create(logger), {
+        error: (o: { events?: Array<{ resource_id: string }> }, msg: string) => {
+          if (/audit buffer full/.test(msg)) for (const e of o.events ?? []) lost.push(e.resource_id);
+        },
+      }),
+    },
+    { maxPending: 5, flushMs: 5, retryMs: 20 },
+  );
+  return { buffer, lost };
+}
+
+test.serial(
+  'while the database is away the buffer holds maxPending events; the oldest beyond it are logged',
+  async (t) => {
+    const s = stack();
+    const { buffer, lost } = smallBuffer(s);
+    const tag = `cap-${Date.now()}`;
+    await s.db.raw('ALTER TABLE audit_events RENAME TO audit_events_away');
+    try {
+      for (let i = 0; i < 8; i++) buffer.record({ event_type: 'login', resource_id: `${tag}-${i}` });
+      t.is(buffer.size, 5);
+      t.deepEqual(lost, [`${tag}-0`, `${tag}-1`, `${tag}-2`]);
+    } finally {
+      await s.db.raw('ALTER TABLE audit_events_away RENAME TO audit_events');
+    }
+    await buffer.close();
+    const written = await s.db('audit_events').where('resource_id', 'like', `${tag}-%`).pluck('resource_id');
+    t.deepEqual(
+      written.sort(),
+      [3, 4, 5, 6, 7].map((i) => `${tag}-${i}`),
+    );
+  },
+);
