@@ -149,8 +149,19 @@ export class AuditBuffer {
       if (!isDataError(err)) throw err;
       await this.writeOneByOne(batch);
     }
-    // Events recorded meanwhile were appended, so the batch is still the front.
-    this.pending.splice(0, batch.length);
+    this.dropWritten(batch);
+  }
+
+  /**
+   * Takes written rows off the front of `pending`. Not by count: events recorded meanwhile were
+   * appended, but a full buffer may also have let go of the oldest, the batch's own first rows, so
+   * the batch may now be shorter at the front and the rows after it are new ones not yet written.
+   */
+  private dropWritten(written: Row[]): void {
+    const sent = new Set(written);
+    let n = 0;
+    while (n < this.pending.length && sent.has(this.pending[n]!)) n++;
+    this.pending.splice(0, n);
   }
 
   /** A batch refused for its data: each row alone; a row refused alone is logged and let go. */
@@ -161,7 +172,7 @@ export class AuditBuffer {
       } catch (err) {
         if (!isDataError(err)) {
           // The database went away midway: keep the rest (the written ones leave the front).
-          this.pending.splice(0, i);
+          this.dropWritten(batch.slice(0, i));
           throw err;
         }
         this.deps.logger.error({ err: (err as Error).message, event: batch[i] }, 'audit event refused by the database');

@@ -4,7 +4,7 @@ import { hashPassword } from '../../shared/domain/passwords';
 import { createLogger } from '../../shared/logger';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { eventually, sleep } from '../helpers/wait';
+import { eventually, lockWaiters, sleep } from '../helpers/wait';
 
 const stack = useStack(test, { env: { RATE_LIMIT_ANONYMOUS: '100000' } });
 
@@ -143,3 +143,29 @@ test.serial(
     );
   },
 );
+
+test.serial('events recorded while a full buffer writes are neither lost nor dropped silently', async (t) => {
+  const s = stack();
+  const { buffer, lost } = smallBuffer(s);
+  const tag = `inflight-${Date.now()}`;
+  const ids = Array.from({ length: 7 }, (_, i) => `${tag}-${i}`);
+  // The buffer's insert of the first five waits on this lock while two more events arrive.
+  const trx = await s.db.transaction();
+  try {
+    await trx.raw('LOCK TABLE audit_events IN ACCESS EXCLUSIVE MODE');
+    for (const id of ids.slice(0, 5)) buffer.record({ event_type: 'login', resource_id: id });
+    await lockWaiters(s.db, 1);
+    for (const id of ids.slice(5)) buffer.record({ event_type: 'login', resource_id: id });
+  } finally {
+    await trx.commit();
+  }
+  await buffer.close();
+  const written = await s.db('audit_events').where('resource_id', 'like', `${tag}-%`).pluck('resource_id');
+  // Each event is written, or logged as not written: none disappears without a trace.
+  t.deepEqual(
+    ids.filter((id) => !written.includes(id) && !lost.includes(id)),
+    [],
+  );
+  // The two that arrived during the insert are written.
+  t.true(written.includes(ids[5]!) && written.includes(ids[6]!), written.join(','));
+});
