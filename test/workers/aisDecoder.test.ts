@@ -37,6 +37,25 @@ test('a payload cut short is an error, not a vessel at 0°N 0°E', (t) => {
   t.like(p.vessels.get(477553000), { lat: 47.582833, lng: -122.345833 });
 });
 
+test('a multi-part message is dropped when its rest does not arrive within 2 s', (t) => {
+  const [first, second] = SAMPLES.type5;
+  const late = new AisPipeline();
+  late.line(first, 10_000);
+  late.line(second, 10_000 + 2500);
+  t.is(late.vessels.size, 0);
+  // Both parts were skipped: the one that waited and the one that came too late.
+  t.is(late.errors, 2);
+  t.is(late.sentences, 2);
+  // The same pair within the 2 s decodes, also right at the limit.
+  for (const gap of [0, 1999, 2000]) {
+    const inTime = new AisPipeline();
+    inTime.line(first, 10_000);
+    inTime.line(second, 10_000 + gap);
+    t.is(inTime.errors, 0, `gap ${gap}`);
+    t.is(inTime.vessels.size, 1, `gap ${gap}`);
+  }
+});
+
 test('a position outside ±90 / ±180, on either side, is no position (null), like "not available"', (t) => {
   const position = (aistype: number, mmsi: number, lat: number, lon: number) =>
     new AisEncode({
