@@ -6,6 +6,7 @@ import type { Config } from './config';
 import type { Logger } from './logger';
 import { parseTimestamptz } from './pgDates';
 import { preparingPgClient } from './preparedStatements';
+import { applyMigrationRenames, migrationsConfig } from './migrations';
 
 // COUNT(*) and BIGINT come back as strings by default; our counts fit in a double.
 pg.types.setTypeParser(20, (v) => Number.parseInt(v, 10));
@@ -61,14 +62,18 @@ export function createDb(
     },
     ...(limit ? { acquireConnectionTimeout: limit } : {}),
     pool: { min: 0, max: opts.poolMax ?? config.databasePoolMax },
-    migrations: { directory: migrationsDirectory, loadExtensions: ['.js'], tableName: 'knex_migrations' },
+    migrations: migrationsConfig(migrationsDirectory),
   });
   if (opts.bindModels !== false) Model.knex(db);
   return db;
 }
 
-/** Runs every pending migration; returns the names applied. */
+/**
+ * Runs every pending migration; returns the names applied. Records of renamed migrations are
+ * rewritten to their new names first (shared/migrations.ts).
+ */
 export async function migrate(db: Knex): Promise<string[]> {
+  await applyMigrationRenames(db);
   const [, applied] = await db.migrate.latest();
   return applied as string[];
 }
