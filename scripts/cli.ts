@@ -57,7 +57,11 @@ async function ensureDatabase(config: Config): Promise<void> {
     const exists = await admin.raw('SELECT 1 FROM pg_database WHERE datname = ?', [name]);
     if (exists.rows.length === 0) {
       say(`creating database ${name}`);
-      await admin.raw('CREATE DATABASE ??', [name]);
+      await admin.raw('CREATE DATABASE ??', [name]).catch((err: { code?: string }) => {
+        // Another migrator started at the same time created it first (duplicate_database, or the
+        // unique index of pg_database when both passed the check at once).
+        if (err.code !== '42P04' && err.code !== '23505') throw err;
+      });
     }
   } finally {
     await admin.destroy();
@@ -240,7 +244,7 @@ async function main(argv: string[]): Promise<void> {
     const db = cliDb(config);
     try {
       say('applying migrations…');
-      const applied = await migrate(db);
+      const applied = await migrate(db, { log: say });
       say(applied.length ? applied.map((m) => `  applied ${m}`).join('\n') : '  already up to date');
     } finally {
       await db.destroy();

@@ -6,7 +6,7 @@ import type { Config } from './config';
 import type { Logger } from './logger';
 import { parseTimestamptz } from './pgDates';
 import { preparingPgClient } from './preparedStatements';
-import { applyMigrationRenames, migrationsConfig } from './migrations';
+import { applyMigrationRenames, MIGRATIONS_TABLE, migrationsConfig } from './migrations';
 
 // COUNT(*) and BIGINT come back as strings by default; our counts fit in a double.
 pg.types.setTypeParser(20, (v) => Number.parseInt(v, 10));
@@ -68,14 +68,78 @@ export function createDb(
   return db;
 }
 
+/** The session-level advisory lock one migrator of a database holds (any fixed key; per database). */
+const MIGRATOR_LOCK_KEY = 7_264_011_533;
+/** How often a waiting migrator tries the advisory lock again. */
+const MIGRATOR_LOCK_RETRY_MS = 250;
+
+/** What migrate() says on the way: another migrator it waits for, a stale knex lock it frees. */
+export interface MigrateOptions {
+  log?: (line: string) => void;
+}
+
+/** A raw connection of knex's client (a pg Client), outside the pool. */
+interface RawConnection {
+  query(text: string, values?: unknown[]): Promise<{ rows: Array<Record<string, unknown>> }>;
+}
+
+type RawClient = {
+  acquireRawConnection(): Promise<RawConnection>;
+  destroyRawConnection(conn: RawConnection): Promise<void>;
+};
+
 /**
- * Runs every pending migration; returns the names applied. Records of renamed migrations are
- * rewritten to their new names first (shared/migrations.ts).
+ * Runs `work` as the only migrator of the database: under a PostgreSQL session-level advisory lock
+ * held on a connection of its own, which never opens a transaction nor waits in a statement (migrations build indexes
+ * CONCURRENTLY, which waits for every open transaction to end). Several `cli migrate` started at
+ * once (replicas running `npm start`) queue here: the later ones wait for the first, then find
+ * nothing to do, rather than failing on knex's lock ("Migration table is already locked") or on
+ * creating knex's tables twice. The connection is opened with the pool's settings but outside the
+ * pool, so a pool of one connection still has it for the migrations. Released in finally (and by
+ * PostgreSQL when the connection is lost).
  */
-export async function migrate(db: Knex): Promise<string[]> {
-  await applyMigrationRenames(db);
-  const [, applied] = await db.migrate.latest();
-  return applied as string[];
+async function asOnlyMigrator<T>(db: Knex, log: (line: string) => void, work: () => Promise<T>): Promise<T> {
+  const client = db.client as unknown as RawClient;
+  const conn = await client.acquireRawConnection();
+  try {
+    const tryLock = async () =>
+      (await conn.query('SELECT pg_try_advisory_lock($1) AS ok', [MIGRATOR_LOCK_KEY])).rows[0].ok === true;
+    if (!(await tryLock())) {
+      log('waiting for another migrator to finish…');
+      // Tried again and again rather than waited for in one pg_advisory_lock statement: a statement
+      // waiting holds a snapshot, and CREATE INDEX CONCURRENTLY in the holder's migrations waits for
+      // every older snapshot of the database to go away. The two would wait for each other forever.
+      while (!(await tryLock())) await new Promise((r) => setTimeout(r, MIGRATOR_LOCK_RETRY_MS));
+    }
+    try {
+      // Holding the advisory lock, no other migrator runs: a set knex lock is a crashed one's leftover.
+      if (await db.schema.hasTable(`${MIGRATIONS_TABLE}_lock`)) {
+        const locked = await db(`${MIGRATIONS_TABLE}_lock`).where('is_locked', 1).first('is_locked');
+        if (locked) {
+          log('warning: freeing the knex migration lock left set by a migrator that stopped mid-way');
+          await db.migrate.forceFreeMigrationsLock();
+        }
+      }
+      // Records of renamed migrations under their new names before knex lists them (shared/migrations.ts).
+      await applyMigrationRenames(db);
+      return await work();
+    } finally {
+      await conn.query('SELECT pg_advisory_unlock($1)', [MIGRATOR_LOCK_KEY]).catch(() => undefined);
+    }
+  } finally {
+    await client.destroyRawConnection(conn).catch(() => undefined);
+  }
+}
+
+/**
+ * Runs every pending migration; returns the names applied. One migrator at a time per database
+ * (asOnlyMigrator); records of renamed migrations are rewritten to their new names first.
+ */
+export async function migrate(db: Knex, opts: MigrateOptions = {}): Promise<string[]> {
+  return asOnlyMigrator(db, opts.log ?? (() => undefined), async () => {
+    const [, applied] = await db.migrate.latest();
+    return applied as string[];
+  });
 }
 
 type AfterCommit = () => unknown;

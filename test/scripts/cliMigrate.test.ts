@@ -1,0 +1,62 @@
+import test from 'ava';
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
+import knexFactory, { Knex } from 'knex';
+import { adminKnex, createTestDatabase, testDbSettings } from '../helpers/db';
+
+const CLI = path.resolve(__dirname, '../../scripts/cli.js');
+const MIGRATIONS = readdirSync(path.resolve(__dirname, '../../migrations'))
+  .filter((f) => f.endsWith('.js'))
+  .sort();
+
+/** Runs the CLI against `url` without blocking this process (several run at once). */
+function cli(url: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [CLI, ...args],
+      { env: { ...process.env, DATABASE_URL: url, LOG_LEVEL: 'silent' }, encoding: 'utf8', timeout: 90_000 },
+      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+function connect(t: { teardown(fn: () => Promise<void>): void }, url: string): Knex {
+  const db = knexFactory({ client: 'pg', connection: url, pool: { min: 0, max: 1 } });
+  t.teardown(() => db.destroy());
+  return db;
+}
+
+test('migrators started together on a new database all succeed: the later ones wait, each migration is applied once', async (t) => {
+  // What N replicas running `npm start` (scripts/start.sh, set -e) do at once.
+  const s = testDbSettings();
+  const name = `${s.runPrefix}${randomBytes(5).toString('hex')}`;
+  const url = new URL(s.base.toString());
+  url.pathname = `/${name}`;
+  t.teardown(async () => {
+    const admin = adminKnex();
+    await admin.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]).finally(() => admin.destroy());
+  });
+  const runs = await Promise.all([1, 2, 3].map(() => cli(url.toString(), 'migrate')));
+  for (const r of runs) t.is(r.code, 0, r.stdout + r.stderr);
+  // One applied everything; the others waited for it (or came after it) and had nothing to do.
+  t.is(runs.filter((r) => r.stdout.includes(`applied ${MIGRATIONS[0]}`)).length, 1);
+  t.is(runs.filter((r) => r.stdout.includes('already up to date')).length, 2);
+  const db = connect(t, url.toString());
+  const recorded: string[] = await db('knex_migrations').orderBy('name').pluck('name');
+  t.deepEqual(recorded, MIGRATIONS);
+});
+
+test('a knex migration lock left set by a crashed migrator is freed, with a warning', async (t) => {
+  const d = await createTestDatabase();
+  t.teardown(() => d.drop());
+  const db = connect(t, d.url);
+  await db('knex_migrations_lock').update({ is_locked: 1 });
+  const r = await cli(d.url, 'migrate');
+  t.is(r.code, 0, r.stdout + r.stderr);
+  t.regex(r.stdout, /warning: freeing the knex migration lock/);
+  t.regex(r.stdout, /already up to date/);
+  t.deepEqual(await db('knex_migrations_lock').pluck('is_locked'), [0]);
+});
