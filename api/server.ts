@@ -16,6 +16,7 @@ import {
   upgradeProblem,
 } from '../shared/httpEdge';
 import { exitOnStartFailure, Logger } from '../shared/logger';
+import { checkSchemaAtStart } from '../shared/schemaCheck';
 import { createRedis, FAIL_FAST, redisReady } from '../shared/redis';
 import { ReleaseDeadline } from '../shared/shutdown';
 import { SERVICE_VERSION } from '../shared/version';
@@ -128,6 +129,8 @@ export async function startApi(
   opts: { port?: number; drainIdleGraceMs?: number } = {},
 ): Promise<RunningApi> {
   const ctx = createContext(config, 'api');
+  // A schema behind this build stops the start here, naming the command to run.
+  await checkSchemaAtStart(ctx.db, ctx.logger);
   // The fail-fast connection refuses commands until connected; a Redis that is down does not hold the start.
   if (!(await redisReady(ctx.redis, 2000))) ctx.logger.warn('redis not reachable at start; serving without it');
   // Auto-pipelining sends the counters of concurrent requests in one write: one syscall, not one per request.

@@ -9,6 +9,7 @@ import { createDb } from '../shared/db';
 import { CHAT_BOTS_WS_CHANNEL, PubSub } from '../shared/events';
 import { listen } from '../shared/httpEdge';
 import { createLogger, exitOnStartFailure, Logger } from '../shared/logger';
+import { checkSchemaAtStart } from '../shared/schemaCheck';
 import { Queues } from '../shared/queues';
 import { createRedis, RedisErrorLog, redisKey, RedisKeys } from '../shared/redis';
 import { ReleaseDeadline } from '../shared/shutdown';
@@ -63,6 +64,8 @@ export async function startRealtime(
   const instanceId = randomUUID();
   const logger = opts.logger ?? createLogger('realtime', config.logLevel);
   const db = createDb(config, { poolMax: 4, serving: true, logger });
+  // A schema behind this build stops the start here, naming the command to run.
+  await checkSchemaAtStart(db, logger);
   const redisErrors = new RedisErrorLog(logger);
   const redis = redisErrors.watch(createRedis(config), 'requests');
   const subscriber = redisErrors.watch(createRedis(config), 'subscriber');

@@ -1,4 +1,5 @@
 import pino, { Logger } from 'pino';
+import { SchemaBehindError } from './schemaCheck';
 
 export type { Logger };
 
@@ -8,7 +9,10 @@ export type { Logger };
  * (loadConfigOrExit).
  */
 export function exitOnStartFailure(name: string, level: string, err: unknown): never {
-  createLogger(name, level === 'silent' ? 'fatal' : level).fatal({ err }, `${name} failed to start`);
+  const logger = createLogger(name, level === 'silent' ? 'fatal' : level);
+  // The schema behind the build: the line says what to run (shared/schemaCheck.ts).
+  if (err instanceof SchemaBehindError) logger.fatal({ pending: err.pending }, `${name} not started: ${err.message}`);
+  else logger.fatal({ err }, `${name} failed to start`);
   process.exit(1);
 }
 

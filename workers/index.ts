@@ -17,6 +17,7 @@ import type { Processor } from './processors/types';
 import { loadGeoIp } from '../shared/geoip';
 import { AisIngestion } from './ais/ingest';
 import { exitOnStartFailure, type Logger } from '../shared/logger';
+import { checkSchemaAtStart } from '../shared/schemaCheck';
 import { ReleaseDeadline } from '../shared/shutdown';
 
 /** One processor per queue of the registry; the type makes a missing one a compile error. */
@@ -65,6 +66,8 @@ export async function startWorkers(
 ): Promise<RunningWorkers> {
   assertEveryQueueHasProcessor(config);
   const ctx = createContext(config, 'workers');
+  // A schema behind this build stops the start here, naming the command to run.
+  await checkSchemaAtStart(ctx.db, ctx.logger);
   // Nothing to do without Redis (the scheduler registration below needs it): wait for it.
   while (!(await redisReady(ctx.redis, 10_000))) {
     ctx.logger.warn('waiting for redis');

@@ -2,6 +2,11 @@ import test from 'ava';
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
+import knexFactory from 'knex';
+import { readdirSync } from 'node:fs';
+import { migrationsConfig } from '../../shared/migrations';
+import { pendingMigrations } from '../../shared/schemaCheck';
+import { createTestDatabase } from '../helpers/db';
 import { freePort } from '../helpers/processes';
 import { useStack } from '../helpers/stack';
 
@@ -9,6 +14,10 @@ import { useStack } from '../helpers/stack';
 // naming the cause, and exit code 1, never a bare Node stack trace.
 const stack = useStack(test);
 const root = path.resolve(__dirname, '../..');
+const LAST_MIGRATION = readdirSync(path.join(root, 'migrations'))
+  .filter((f) => f.endsWith('.js'))
+  .sort()
+  .pop()!;
 
 function run(
   entry: string,
@@ -103,4 +112,38 @@ test('PostgreSQL unreachable at start: the api serves 503 and says why, rather t
   }
   t.is(await exited, 0, stdout + stderr);
   t.is(stderr, '');
+});
+
+test('a schema behind the build: the api, realtime and workers log a fatal line naming the migrate command and exit 1', async (t) => {
+  // An operator who deploys a build without migrating (README "Production under PM2") is told what
+  // to run, rather than "relation does not exist" from the first query that needs a new table.
+  const s = stack();
+  const d = await createTestDatabase();
+  t.teardown(() => d.drop());
+  const db = knexFactory({
+    client: 'pg',
+    connection: d.url,
+    pool: { min: 0, max: 1 },
+    migrations: migrationsConfig(path.join(root, 'migrations')),
+  });
+  try {
+    await db.migrate.down();
+    t.deepEqual(await pendingMigrations(db), [LAST_MIGRATION]);
+  } finally {
+    await db.destroy();
+  }
+  const env = { ...s.env, DATABASE_URL: d.url, LOG_LEVEL: 'info' };
+  for (const [entry, name, portEnv] of [
+    ['api/server.js', 'api', { PORT: String(await freePort()), REALTIME_PORT: String(await freePort()) }],
+    ['realtime/server.js', 'realtime', { REALTIME_PORT: String(await freePort()) }],
+    ['workers/index.js', 'workers', {}],
+  ] as const) {
+    const r = await run(entry, { ...env, ...portEnv });
+    t.is(r.code, 1, `${name}: ${r.stdout}${r.stderr}`);
+    const line = fatal(r.stdout) as ReturnType<typeof fatal> & { pending: string[] };
+    t.is(line.name, name);
+    t.regex(line.msg, /schema is behind this build .*run `npm run cli -- migrate`/);
+    t.deepEqual(line.pending, [LAST_MIGRATION]);
+    t.is(r.stderr, '', `${name} wrote to stderr`);
+  }
 });
