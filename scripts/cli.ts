@@ -11,7 +11,7 @@ import { createVerifiedEmailUser } from '../shared/commands/users';
 import { zEmail } from '../shared/domain/accounts';
 import { HttpError } from '../shared/errors';
 import { Config, loadConfigOrExit } from '../shared/config';
-import { createDb, migrate } from '../shared/db';
+import { createDb, migrate, rollbackLastBatch } from '../shared/db';
 import { createLogger } from '../shared/logger';
 import { ALL_PERMISSIONS, DEFAULT_ROLES } from '../shared/permissions';
 import { seed } from '../shared/seed';
@@ -24,6 +24,8 @@ import { secretKeyId } from '../shared/crypto';
 const USAGE = `usage: npm run cli -- <command>
   check-config                              validate the environment (exit 1 naming what is wrong)
   migrate                                   create the database if missing, apply migrations
+  migrate-rollback                          undo the last batch of migrations (the last migrate
+                                            that applied any), dropping what they created
   seed                                      roles, permissions, platforms, system config (idempotent)
   create-admin --email <e> [--password <p>] [--api-key]
                                             a verified email user with the Admin role; prints a
@@ -246,6 +248,17 @@ async function main(argv: string[]): Promise<void> {
       say('applying migrations…');
       const applied = await migrate(db, { log: say });
       say(applied.length ? applied.map((m) => `  applied ${m}`).join('\n') : '  already up to date');
+    } finally {
+      await db.destroy();
+    }
+    return;
+  }
+  if (command === 'migrate-rollback') {
+    const db = cliDb(config);
+    try {
+      say('rolling back the last batch of migrations…');
+      const undone = await rollbackLastBatch(db, { log: say });
+      say(undone.length ? undone.map((m) => `  rolled back ${m}`).join('\n') : '  nothing to roll back');
     } finally {
       await db.destroy();
     }

@@ -142,6 +142,18 @@ export async function migrate(db: Knex, opts: MigrateOptions = {}): Promise<stri
   });
 }
 
+/**
+ * Undoes the last batch of migrations (what one `migrate` applied), newest first, as the only
+ * migrator (asOnlyMigrator); returns the names rolled back (none when nothing was applied). Their
+ * `down` drops what they created, data included.
+ */
+export async function rollbackLastBatch(db: Knex, opts: MigrateOptions = {}): Promise<string[]> {
+  return asOnlyMigrator(db, opts.log ?? (() => undefined), async () => {
+    const [, rolledBack] = await db.migrate.rollback();
+    return rolledBack as string[];
+  });
+}
+
 type AfterCommit = () => unknown;
 
 /** Hooks of the transactions opened by `transaction()`, run once each commits. */

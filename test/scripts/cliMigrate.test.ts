@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import knexFactory, { Knex } from 'knex';
+import { migrationsConfig } from '../../shared/migrations';
 import { adminKnex, createTestDatabase, testDbSettings } from '../helpers/db';
 
 const CLI = path.resolve(__dirname, '../../scripts/cli.js');
@@ -59,4 +60,41 @@ test('a knex migration lock left set by a crashed migrator is freed, with a warn
   t.regex(r.stdout, /warning: freeing the knex migration lock/);
   t.regex(r.stdout, /already up to date/);
   t.deepEqual(await db('knex_migrations_lock').pluck('is_locked'), [0]);
+});
+
+test('migrate-rollback undoes the last batch, prints what it rolled back, and migrate applies it again', async (t) => {
+  const d = await createTestDatabase();
+  t.teardown(() => d.drop());
+  const db = knexFactory({
+    client: 'pg',
+    connection: d.url,
+    pool: { min: 0, max: 1 },
+    migrations: migrationsConfig(path.resolve(__dirname, '../../migrations')),
+  });
+  t.teardown(() => db.destroy());
+  // A last batch of the newest two migrations: undone, then applied again by one migrate.
+  const lastTwo = MIGRATIONS.slice(-2);
+  await db.migrate.down();
+  await db.migrate.down();
+  const m = await cli(d.url, 'migrate');
+  t.is(m.code, 0, m.stdout + m.stderr);
+  for (const name of lastTwo) t.regex(m.stdout, new RegExp(`applied ${name}`));
+  // What those two created: an index of email_outbox and a column of chat_bot_settings.
+  const created = async () => ({
+    index: Boolean(await db('pg_indexes').where('indexname', 'email_outbox_done_created_idx').first('indexname')),
+    column: await db.schema.hasColumn('chat_bot_settings', 'public_id'),
+  });
+  t.deepEqual(await created(), { index: true, column: true });
+
+  const r = await cli(d.url, 'migrate-rollback');
+  t.is(r.code, 0, r.stdout + r.stderr);
+  t.deepEqual(
+    r.stdout.split('\n').filter((l) => l.startsWith('  rolled back ')),
+    [...lastTwo].reverse().map((n) => `  rolled back ${n}`),
+  );
+  t.deepEqual(await db('knex_migrations').whereIn('name', lastTwo).pluck('name'), []);
+  t.deepEqual(await created(), { index: false, column: false });
+  const again = await cli(d.url, 'migrate');
+  t.is(again.code, 0, again.stdout + again.stderr);
+  t.deepEqual(await created(), { index: true, column: true });
 });
