@@ -6,7 +6,6 @@ import os from 'node:os';
 import path from 'node:path';
 
 const ROOT = path.resolve(__dirname, '../../..');
-const hasRedisServer = spawnSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' }).status === 0;
 
 /** A loopback port nothing listens on right now. */
 function freePort(): Promise<number> {
@@ -37,40 +36,38 @@ const run = (script: string, env: Record<string, string>) =>
   });
 
 // Starts a real redis-server on a spare port (PostgreSQL is reachable, so provision leaves it alone)
-// with a state directory of its own, so an operator's .run/ is never touched.
-(hasRedisServer ? test : test.skip)(
-  'services:stop stops exactly the redis-server that provision.sh started',
-  async (t) => {
-    const runDir = mkdtempSync(path.join(os.tmpdir(), 'svc-run-'));
-    const port = await freePort();
-    const env = {
-      RUN_DIR: runDir,
-      REDIS_URL: `redis://127.0.0.1:${port}`,
-      DATABASE_URL: process.env.DATABASE_URL || 'postgres://postgres:postgres@127.0.0.1:5432/service',
-    };
-    try {
-      const p = run('provision.sh', env);
-      t.is(p.status, 0, p.stdout + p.stderr);
-      t.regex(p.stdout, new RegExp(`starting Redis on port ${port}`));
-      t.true(await answers(port));
-      const state = readFileSync(path.join(runDir, 'provisioned'), 'utf8');
-      t.is(state, `redis ${port} ${runDir}/redis-${port}.pid\n`);
+// with a state directory of its own, so an operator's .run/ is never touched. Nothing answers on
+// that port, so provision.sh installs redis-server first where it is missing, as on a fresh machine.
+test('services:stop stops exactly the redis-server that provision.sh started', async (t) => {
+  const runDir = mkdtempSync(path.join(os.tmpdir(), 'svc-run-'));
+  const port = await freePort();
+  const env = {
+    RUN_DIR: runDir,
+    REDIS_URL: `redis://127.0.0.1:${port}`,
+    DATABASE_URL: process.env.DATABASE_URL || 'postgres://postgres:postgres@127.0.0.1:5432/service',
+  };
+  try {
+    const p = run('provision.sh', env);
+    t.is(p.status, 0, p.stdout + p.stderr);
+    t.regex(p.stdout, new RegExp(`starting Redis on port ${port}`));
+    t.true(await answers(port));
+    const state = readFileSync(path.join(runDir, 'provisioned'), 'utf8');
+    t.is(state, `redis ${port} ${runDir}/redis-${port}.pid\n`);
 
-      // Reachable now: a second provision starts nothing and records nothing new.
-      const again = run('provision.sh', env);
-      t.regex(again.stdout, /Redis reachable/);
-      t.is(readFileSync(path.join(runDir, 'provisioned'), 'utf8'), state);
+    // Reachable now: a second provision starts nothing and records nothing new.
+    const again = run('provision.sh', env);
+    t.regex(again.stdout, /Redis reachable/);
+    t.is(readFileSync(path.join(runDir, 'provisioned'), 'utf8'), state);
 
-      const stop = run('services-stop.sh', env);
-      t.is(stop.status, 0, stop.stdout + stop.stderr);
-      t.regex(stop.stdout, new RegExp(`stopping Redis on port ${port}`));
-      t.false(await answers(port));
-      t.false(existsSync(path.join(runDir, 'provisioned')));
-      t.regex(run('services-stop.sh', env).stdout, /nothing to stop/);
-    } finally {
-      const pidFile = path.join(runDir, `redis-${port}.pid`);
-      if (existsSync(pidFile)) spawnSync('kill', [readFileSync(pidFile, 'utf8').trim()]);
-      rmSync(runDir, { recursive: true, force: true });
-    }
-  },
-);
+    const stop = run('services-stop.sh', env);
+    t.is(stop.status, 0, stop.stdout + stop.stderr);
+    t.regex(stop.stdout, new RegExp(`stopping Redis on port ${port}`));
+    t.false(await answers(port));
+    t.false(existsSync(path.join(runDir, 'provisioned')));
+    t.regex(run('services-stop.sh', env).stdout, /nothing to stop/);
+  } finally {
+    const pidFile = path.join(runDir, `redis-${port}.pid`);
+    if (existsSync(pidFile)) spawnSync('kill', [readFileSync(pidFile, 'utf8').trim()]);
+    rmSync(runDir, { recursive: true, force: true });
+  }
+});
