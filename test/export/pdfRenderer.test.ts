@@ -78,8 +78,9 @@ test('a worker killed outright takes its Chromium with it', async (t) => {
     child.kill('SIGKILL');
     await eventually(() => !processAlive(pid), 10_000);
     t.false(processAlive(pid));
-    t.deepEqual(profilesOf(child.pid!), orphan);
-    // The next browser a worker starts removes the profiles of workers that no longer run.
+    // The next browser a worker starts removes the profiles of workers that no longer run. (Not
+    // asserted here that the profile is still there first: a test file running alongside may start
+    // a browser of its own in between, and that one removes it.)
     const next = new PdfRenderer({ executablePath: CHROMIUM, maxPages: 1, logger: createLogger('test', 'silent') });
     try {
       await next.render('<p>y</p>');
