@@ -2,11 +2,9 @@ import test from 'ava';
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
-import knexFactory from 'knex';
 import { readdirSync } from 'node:fs';
-import { migrationsConfig } from '../../shared/migrations';
 import { pendingMigrations } from '../../shared/schemaCheck';
-import { createTestDatabase } from '../helpers/db';
+import { createTestDatabase, migratingKnex } from '../helpers/db';
 import { freePort } from '../helpers/processes';
 import { useStack } from '../helpers/stack';
 
@@ -120,12 +118,7 @@ test('a schema behind the build: the api, realtime and workers log a fatal line 
   const s = stack();
   const d = await createTestDatabase();
   t.teardown(() => d.drop());
-  const db = knexFactory({
-    client: 'pg',
-    connection: d.url,
-    pool: { min: 0, max: 1 },
-    migrations: migrationsConfig(path.join(root, 'migrations')),
-  });
+  const db = migratingKnex(d.url);
   try {
     await db.migrate.down();
     t.deepEqual(await pendingMigrations(db), [LAST_MIGRATION]);

@@ -2,6 +2,7 @@ import knex, { Knex } from 'knex';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { migrationsConfig } from '../../shared/migrations';
 
 /**
  * Test databases are per run: `<db>_t_<run id>_tpl` is the run's migrated, seeded template and
@@ -104,4 +105,17 @@ export async function createTestDatabase(): Promise<{ url: string; name: string;
       }
     },
   };
+}
+
+/**
+ * A knex of the database at `url` that runs the migrations in `dir` (the repository's compiled
+ * ones by default), with a small pool of its own: for tests that migrate a database step by step.
+ */
+export function migratingKnex(url: string, opts: { dir?: string; poolMax?: number } = {}): Knex {
+  return knex({
+    client: 'pg',
+    connection: url,
+    pool: { min: 0, max: opts.poolMax ?? 1 },
+    migrations: migrationsConfig(opts.dir ?? path.resolve(__dirname, '../../migrations')),
+  });
 }

@@ -4,8 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import knexFactory, { Knex } from 'knex';
-import { migrationsConfig } from '../../shared/migrations';
-import { adminKnex, createTestDatabase, testDbSettings } from '../helpers/db';
+import { adminKnex, createTestDatabase, migratingKnex, testDbSettings } from '../helpers/db';
 
 const CLI = path.resolve(__dirname, '../../scripts/cli.js');
 const MIGRATIONS = readdirSync(path.resolve(__dirname, '../../migrations'))
@@ -65,12 +64,7 @@ test('a knex migration lock left set by a crashed migrator is freed, with a warn
 test('migrate-rollback undoes the last batch, prints what it rolled back, and migrate applies it again', async (t) => {
   const d = await createTestDatabase();
   t.teardown(() => d.drop());
-  const db = knexFactory({
-    client: 'pg',
-    connection: d.url,
-    pool: { min: 0, max: 1 },
-    migrations: migrationsConfig(path.resolve(__dirname, '../../migrations')),
-  });
+  const db = migratingKnex(d.url);
   t.teardown(() => db.destroy());
   // A last batch of the newest two migrations: undone, then applied again by one migrate.
   const lastTwo = MIGRATIONS.slice(-2);

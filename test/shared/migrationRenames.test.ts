@@ -1,12 +1,11 @@
 import test from 'ava';
-import knexFactory, { Knex } from 'knex';
+import type { Knex } from 'knex';
 import { copyFile, cp, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../../shared/config';
 import { createDb, migrate } from '../../shared/db';
-import { migrationsConfig } from '../../shared/migrations';
-import { createTestDatabase } from '../helpers/db';
+import { createTestDatabase, migratingKnex } from '../helpers/db';
 
 // An install deployed at 5bf5c4c applied `20261208000000_incremental_trip_stats`, renamed one
 // commit later to `20261207000100_incremental_trip_stats` (shared/migrations.ts RENAMED_MIGRATIONS).
@@ -55,12 +54,7 @@ test('a stale compiled file of an old name left in the migrations directory is n
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   await cp(DIST_MIGRATIONS, dir, { recursive: true });
   await copyFile(path.join(dir, NEW), path.join(dir, OLD));
-  const db = knexFactory({
-    client: 'pg',
-    connection: url,
-    pool: { min: 0, max: 2 },
-    migrations: migrationsConfig(dir),
-  });
+  const db = migratingKnex(url, { dir, poolMax: 2 });
   t.teardown(() => db.destroy());
   const [, pending] = (await db.migrate.list()) as [unknown, unknown[]];
   t.deepEqual(pending, []);
