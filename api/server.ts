@@ -130,7 +130,7 @@ export async function startApi(
 ): Promise<RunningApi> {
   const ctx = createContext(config, 'api');
   // A schema behind this build stops the start here, naming the command to run.
-  await checkSchemaAtStart(ctx.db, ctx.logger);
+  const stopSchemaRecheck = await checkSchemaAtStart(ctx.db, ctx.logger, { name: 'api' });
   // The fail-fast connection refuses commands until connected; a Redis that is down does not hold the start.
   if (!(await redisReady(ctx.redis, 2000))) ctx.logger.warn('redis not reachable at start; serving without it');
   // Auto-pipelining sends the counters of concurrent requests in one write: one syscall, not one per request.
@@ -183,6 +183,7 @@ export async function startApi(
     port,
     async close() {
       // Stop accepting, answer what is in flight with Connection: close, then release Postgres and Redis.
+      stopSchemaRecheck();
       const drained = await connections.drain(config.drainTimeoutMs);
       ctx.logger.info(drained, 'api drained');
       systemKey?.stop();
@@ -208,7 +209,8 @@ if (require.main === module) {
       (api) => {
         api.services.logger.info({ signal, deadlineMs: config.drainTimeoutMs }, 'api draining');
         api.close().then(
-          () => process.exit(0),
+          // 0, or 1 when the process stops on a schema behind the build (shared/schemaCheck.ts).
+          () => process.exit(),
           (err) => {
             api.services.logger.error({ err }, 'api drain failed');
             process.exit(1);

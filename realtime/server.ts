@@ -65,7 +65,7 @@ export async function startRealtime(
   const logger = opts.logger ?? createLogger('realtime', config.logLevel);
   const db = createDb(config, { poolMax: 4, serving: true, logger });
   // A schema behind this build stops the start here, naming the command to run.
-  await checkSchemaAtStart(db, logger);
+  const stopSchemaRecheck = await checkSchemaAtStart(db, logger, { name: 'realtime' });
   const redisErrors = new RedisErrorLog(logger);
   const redis = redisErrors.watch(createRedis(config), 'requests');
   const subscriber = redisErrors.watch(createRedis(config), 'subscriber');
@@ -188,6 +188,7 @@ export async function startRealtime(
     async close() {
       const started = Date.now();
       draining = true;
+      stopSchemaRecheck();
       clearInterval(heartbeat);
       clearInterval(reporter);
       if (reportTimer) clearTimeout(reportTimer);
@@ -226,7 +227,8 @@ if (require.main === module) {
       (rt) => {
         rt.logger.info({ signal }, 'realtime draining');
         rt.close().then(
-          () => process.exit(0),
+          // 0, or 1 when the process stops on a schema behind the build (shared/schemaCheck.ts).
+          () => process.exit(),
           (err) => {
             rt.logger.error({ err }, 'realtime drain failed');
             process.exit(1);

@@ -40,20 +40,65 @@ export async function pendingMigrations(db: Knex): Promise<string[]> {
   return pending.map(nameOf).filter((n) => !applied.has(n));
 }
 
+/** How often a process that could not check its schema at start tries again (ms). */
+export const SCHEMA_RECHECK_MS = 2000;
+
+/**
+ * What a process does when the database it could not reach at start comes back with a schema
+ * behind this build: the same fatal line as at start, then the process's own drain (its SIGTERM
+ * handler), with exit code 1. Serving on would answer "relation does not exist" where the build
+ * needs a new table; stopped, the process manager starts it again, and that start refuses as any.
+ */
+function stopProcess(name: string, logger: Logger): (err: SchemaBehindError) => void {
+  return (err) => {
+    logger.fatal({ pending: err.pending }, `${name} stopping: ${err.message}`);
+    process.exitCode = 1;
+    process.kill(process.pid, 'SIGTERM');
+  };
+}
+
 /**
  * Run once at start by the api, realtime and workers: a schema behind the build throws
  * SchemaBehindError (a fatal line naming MIGRATE_COMMAND, rather than "relation does not exist"
- * from the first query that needs a new table). A database that cannot be reached is not checked:
- * the process starts anyway and answers 503 where it needs the database, as before.
+ * from the first query that needs a new table). A database that cannot be reached is not checked
+ * then: the process starts anyway and answers 503 where it needs the database, as before, and
+ * checks again every SCHEMA_RECHECK_MS until the database answers; a schema found behind then stops
+ * the process (`onLaterBehind`, by default stopProcess). Returns the function that ends the
+ * re-checks (called by the process's close).
  */
-export async function checkSchemaAtStart(db: Knex, logger: Logger): Promise<void> {
-  let pending: string[];
+export async function checkSchemaAtStart(
+  db: Knex,
+  logger: Logger,
+  opts: { name: string; onLaterBehind?: (err: SchemaBehindError) => void; recheckMs?: number },
+): Promise<() => void> {
   try {
-    pending = await pendingMigrations(db);
+    const pending = await pendingMigrations(db);
+    if (pending.length) throw new SchemaBehindError(pending);
+    return () => undefined;
   } catch (err) {
     if (toHttpError(err)?.status !== 503) throw err;
     logger.warn({ err: (err as Error).message }, 'database not reachable at start: schema version not checked');
-    return;
   }
-  if (pending.length) throw new SchemaBehindError(pending);
+  const onLaterBehind = opts.onLaterBehind ?? stopProcess(opts.name, logger);
+  let checking = false;
+  const timer = setInterval(() => {
+    if (checking) return;
+    checking = true;
+    pendingMigrations(db).then(
+      (pending) => {
+        clearInterval(timer);
+        if (pending.length) onLaterBehind(new SchemaBehindError(pending));
+        else logger.info('database reachable: schema version checked, up to date');
+      },
+      (err: unknown) => {
+        checking = false;
+        if (toHttpError(err)?.status === 503) return;
+        // Not an outage (the pool closed by a drain, a permission): checked no more, and said so.
+        clearInterval(timer);
+        logger.warn({ err: (err as Error).message }, 'schema version not checked');
+      },
+    );
+  }, opts.recheckMs ?? SCHEMA_RECHECK_MS);
+  timer.unref();
+  return () => clearInterval(timer);
 }

@@ -67,7 +67,7 @@ export async function startWorkers(
   assertEveryQueueHasProcessor(config);
   const ctx = createContext(config, 'workers');
   // A schema behind this build stops the start here, naming the command to run.
-  await checkSchemaAtStart(ctx.db, ctx.logger);
+  const stopSchemaRecheck = await checkSchemaAtStart(ctx.db, ctx.logger, { name: 'workers' });
   // Nothing to do without Redis (the scheduler registration below needs it): wait for it.
   while (!(await redisReady(ctx.redis, 10_000))) {
     ctx.logger.warn('waiting for redis');
@@ -158,6 +158,7 @@ export async function startWorkers(
     workers,
     ais,
     async close() {
+      stopSchemaRecheck();
       const started = Date.now();
       clearInterval(scheduleCheck);
       // Gives the feed lease back at once, so another instance takes over without waiting for expiry.
@@ -216,7 +217,8 @@ if (require.main === module) {
       const shutdown = (signal: string) => {
         running.ctx.logger.info({ signal }, 'workers draining');
         running.close().then(
-          () => process.exit(0),
+          // 0, or 1 when the process stops on a schema behind the build (shared/schemaCheck.ts).
+          () => process.exit(),
           (err) => {
             running.ctx.logger.error({ err }, 'workers drain failed');
             process.exit(1);

@@ -140,3 +140,116 @@ test('a schema behind the build: the api, realtime and workers log a fatal line 
     t.is(r.stderr, '', `${name} wrote to stderr`);
   }
 });
+
+/**
+ * Starts the api with its database unreachable (nothing listens on the port of DATABASE_URL), then
+ * opens that port as a proxy to `databaseUrl`'s PostgreSQL: the database "comes back".
+ */
+async function startWithDatabaseLater(
+  env: Record<string, string>,
+  databaseUrl: string,
+): Promise<{
+  output: () => string;
+  lines: () => Array<{ level: number; msg: string; name: string; pending?: string[] }>;
+  databaseBack: () => Promise<void>;
+  exited: Promise<number | null>;
+  child: ReturnType<typeof spawn>;
+  closeProxy: () => void;
+}> {
+  const dbPort = await freePort();
+  const target = new URL(databaseUrl);
+  const url = new URL(databaseUrl);
+  url.host = `127.0.0.1:${dbPort}`;
+  const child = spawn(process.execPath, [path.join(root, 'api/server.js')], {
+    env: {
+      ...process.env,
+      ...env,
+      PORT: String(await freePort()),
+      HOST: '127.0.0.1',
+      REALTIME_PORT: String(await freePort()),
+      DATABASE_URL: url.toString(),
+      LOG_LEVEL: 'info',
+    },
+  });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  const sockets = new Set<net.Socket>();
+  const proxy = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port || 5432), target.hostname);
+    sockets.add(client).add(upstream);
+    client.pipe(upstream).on('error', () => undefined);
+    upstream.pipe(client).on('error', () => undefined);
+    client.on('error', () => upstream.destroy());
+    upstream.on('error', () => client.destroy());
+  });
+  return {
+    child,
+    exited,
+    output: () => out,
+    lines: () =>
+      out
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as { level: number; msg: string; name: string; pending?: string[] }),
+    databaseBack: () => new Promise<void>((r) => proxy.listen(dbPort, '127.0.0.1', r)),
+    closeProxy: () => {
+      for (const s of sockets) s.destroy();
+      proxy.close();
+    },
+  };
+}
+
+test('PostgreSQL back after a start without it: a schema behind the build stops the api, naming the migrate command', async (t) => {
+  // The start could not check the schema; the check runs again until the database answers. A
+  // schema behind the build then stops the process as it would have stopped the start.
+  const s = stack();
+  const d = await createTestDatabase();
+  t.teardown(() => d.drop());
+  const db = migratingKnex(d.url);
+  try {
+    await db.migrate.down();
+  } finally {
+    await db.destroy();
+  }
+  const api = await startWithDatabaseLater(s.env, d.url);
+  t.teardown(() => {
+    api.child.kill('SIGKILL');
+    api.closeProxy();
+  });
+  for (let i = 0; i < 300 && !api.output().includes('"api listening"'); i++)
+    await new Promise((r) => setTimeout(r, 50));
+  t.true(api.output().includes('"api listening"'), api.output());
+  t.truthy(api.lines().find((l) => /database not reachable at start/.test(l.msg)));
+  await api.databaseBack();
+  const code = await Promise.race([api.exited, new Promise((r) => setTimeout(() => r('still running'), 20_000))]);
+  t.is(code, 1, api.output());
+  const line = api.lines().find((l) => l.level === 60);
+  t.truthy(line, api.output());
+  t.is(line?.name, 'api');
+  t.regex(line?.msg ?? '', /^api stopping: the database schema is behind this build .*run `npm run cli -- migrate`/);
+  t.deepEqual(line?.pending, [LAST_MIGRATION]);
+});
+
+test('PostgreSQL back after a start without it: an up-to-date schema is checked and the api serves on', async (t) => {
+  const s = stack();
+  const api = await startWithDatabaseLater(s.env, s.env.DATABASE_URL);
+  t.teardown(() => {
+    api.child.kill('SIGKILL');
+    api.closeProxy();
+  });
+  for (let i = 0; i < 300 && !api.output().includes('"api listening"'); i++)
+    await new Promise((r) => setTimeout(r, 50));
+  t.true(api.output().includes('"api listening"'), api.output());
+  await api.databaseBack();
+  for (let i = 0; i < 400 && !api.output().includes('schema version checked, up to date'); i++)
+    await new Promise((r) => setTimeout(r, 50));
+  t.truthy(
+    api.lines().find((l) => l.level === 30 && l.msg === 'database reachable: schema version checked, up to date'),
+    api.output(),
+  );
+  api.child.kill('SIGTERM');
+  t.is(await api.exited, 0, api.output());
+  t.falsy(api.lines().find((l) => l.level === 60));
+});
