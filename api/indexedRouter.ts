@@ -98,6 +98,31 @@ function withoutTrailingDelimiter(path: string): string {
   return path.length > 1 && (last === 47 || last === 35 || last === 63) ? path.slice(0, -1) : path;
 }
 
+const SAFE: Record<string, true> = { GET: true, HEAD: true, OPTIONS: true };
+
+/**
+ * The layers whose path followed by `/:param` is the path of layers taking writes, with those
+ * writes (the layers of /v1/users/me/sessions, with DELETE of /v1/users/me/sessions/:token).
+ */
+function itemParentsOf(stack: Layer[]): Map<Layer, Set<string>> {
+  const item = /^(.*)\/:[A-Za-z_][A-Za-z0-9_]*$/;
+  const writesOfItems = new Map<string, Set<string>>();
+  for (const layer of stack) {
+    const m = typeof layer.path === 'string' ? item.exec(layer.path) : null;
+    if (!m) continue;
+    const key = m[1].toLowerCase();
+    const set = writesOfItems.get(key) ?? new Set<string>();
+    for (const method of layer.methods) if (!SAFE[method]) set.add(method);
+    writesOfItems.set(key, set);
+  }
+  const parents = new Map<Layer, Set<string>>();
+  for (const layer of stack) {
+    const writes = typeof layer.path === 'string' ? writesOfItems.get(layer.path.toLowerCase()) : undefined;
+    if (writes?.size) parents.set(layer, writes);
+  }
+  return parents;
+}
+
 /** A layer and its segments (segmentsOfLayer; undefined: always tested with its regular expression). */
 interface Entry {
   layer: Layer;
@@ -135,7 +160,7 @@ function bucketOf(entries: Entry[]): Bucket {
  * slashes, several layers per path) is unchanged.
  */
 export class IndexedRouter<StateT = unknown, ContextT = unknown> extends Router<StateT, ContextT> {
-  private index?: { size: number; byKey: Map<string, Bucket>; any: Bucket };
+  private index?: { size: number; byKey: Map<string, Bucket>; any: Bucket; itemParents: Map<Layer, Set<string>> };
 
   private buildIndex(): NonNullable<IndexedRouter['index']> {
     const keys = this.stack.map(keyOfLayer);
@@ -144,7 +169,12 @@ export class IndexedRouter<StateT = unknown, ContextT = unknown> extends Router<
     for (const k of new Set(keys)) {
       if (k !== ANY) byKey.set(k, bucketOf(entries.filter((_, i) => keys[i] === k || keys[i] === ANY)));
     }
-    return { size: this.stack.length, byKey, any: bucketOf(entries.filter((_, i) => keys[i] === ANY)) };
+    return {
+      size: this.stack.length,
+      byKey,
+      any: bucketOf(entries.filter((_, i) => keys[i] === ANY)),
+      itemParents: itemParentsOf(this.stack),
+    };
   }
 
   override match(path: string, method: string): Router.RoutesMatch {
@@ -172,6 +202,19 @@ export class IndexedRouter<StateT = unknown, ContextT = unknown> extends Router<
   }
 
   /**
+   * Whether a write to a path ending in `/` is one to an item with an empty id: DELETE
+   * /v1/users/me/sessions/ is DELETE /v1/users/me/sessions/:token without its token, and must not
+   * reach DELETE /v1/users/me/sessions (every other session ends), as path-to-regexp's optional
+   * trailing slash would have it. A write the path's item routes do not take (POST /v1/devices/,
+   * where no POST /v1/devices/:id exists) is not one.
+   */
+  private emptyItem(path: string, method: string): boolean {
+    const layers = this.match(path.slice(0, -1), method).pathAndMethod;
+    const itemParents = this.index!.itemParents;
+    return layers.some((layer) => itemParents.get(layer)?.has(method));
+  }
+
+  /**
    * @koa/router's dispatch, minus its per-request `reduce` + `compose` when every matching route
    * has one handler (every route defineRoute() registers), also when several match the path
    * (/v1/users/me and /v1/users/:id): params are set exactly as its own param layer sets them
@@ -185,6 +228,14 @@ export class IndexedRouter<StateT = unknown, ContextT = unknown> extends Router<
       const c = ctx as unknown as DispatchContext;
       if (c.newRouterPath || c.matched) return general(ctx, next);
       const path = c.path;
+      // Unmatched: 404.
+      if (
+        path.length > 1 &&
+        path.charCodeAt(path.length - 1) === 47 &&
+        !SAFE[c.method] &&
+        this.emptyItem(path, c.method)
+      )
+        return next();
       const matched = this.match(path, c.method);
       const layers = matched.pathAndMethod as unknown as DispatchLayer[];
       if (!matched.route || this.opts.exclusive) return general(ctx, next);

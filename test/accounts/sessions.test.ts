@@ -164,3 +164,20 @@ test('last_activity_at is stamped in batches, not per request', async (t) => {
   const after = (await s.db('sessions').where('id', user.sessionId).first()).last_activity_at;
   t.true(after.getTime() > before.getTime());
 });
+
+test('a revoke with an empty session id (a trailing slash) is 404 and ends no session', async (t) => {
+  // DELETE /v1/users/me/sessions/ is DELETE /v1/users/me/sessions/{id} with the id left out (a
+  // client that builds the path from an empty value), not "revoke all others".
+  const s = stack();
+  const user = await createUser(s.db);
+  const other = await createSession(stack().db, user.id, new Date(Date.now() + 3600_000));
+  for (const path of ['/v1/users/me/sessions/', '/v1/USERS/me/sessions/']) {
+    const r = await s.request('DELETE', path, { token: user.token });
+    t.is(r.status, 404, path);
+    t.is(r.body.error, 'NotFound');
+  }
+  t.is((await s.request('GET', '/v1', { token: other.token })).status, 200);
+  const list = await s.request('GET', '/v1/users/me/sessions', { token: user.token });
+  t.is(list.status, 200);
+  t.is(list.body.sessions.length, 2);
+});

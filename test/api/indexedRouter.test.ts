@@ -100,8 +100,8 @@ test('routes added after the first match are found (the index rebuilds)', (t) =>
 });
 
 /** Runs one GET through a router's middleware and returns what the handler saw. */
-async function dispatch(router: Router, path: string, after?: () => void) {
-  const ctx: Record<string, unknown> = { path, method: 'GET', request: {}, params: undefined };
+async function dispatch(router: Router, path: string, after?: () => void, method = 'GET') {
+  const ctx: Record<string, unknown> = { path, method, request: {}, params: undefined };
   await router.routes()(ctx as never, async () => after?.());
   return ctx;
 }
@@ -196,4 +196,27 @@ test('two routes matching one path (/me and /:id): the first answers; next() rea
     t.is(seen.length, passOn ? 2 : 1);
     t.is(after, 0);
   }
+});
+
+test('a write to a path ending in / is one to an item with an empty id, when item routes take that write', async (t) => {
+  // path-to-regexp's optional trailing slash would send DELETE /v1/items/ to DELETE /v1/items.
+  const r = new IndexedRouter();
+  const ran: string[] = [];
+  r.delete('/v1/items', () => void ran.push('delete all'));
+  r.delete('/v1/items/:id', () => void ran.push('delete one'));
+  r.post('/v1/items', () => void ran.push('create'));
+  r.get('/v1/items', () => void ran.push('list'));
+  let after = 0;
+  const ctx = await dispatch(r as unknown as Router, '/v1/items/', () => after++, 'DELETE');
+  t.deepEqual(ran, []);
+  t.is(after, 1);
+  // Not matched at all (404 after the router, never a 405 naming GET and POST).
+  t.is(ctx.matched, undefined);
+  await dispatch(r as unknown as Router, '/V1/Items/', () => after++, 'DELETE');
+  t.deepEqual(ran, []);
+  await dispatch(r as unknown as Router, '/v1/items/', undefined, 'POST');
+  await dispatch(r as unknown as Router, '/v1/items/', undefined, 'GET');
+  await dispatch(r as unknown as Router, '/v1/items', undefined, 'DELETE');
+  await dispatch(r as unknown as Router, '/v1/items/7', undefined, 'DELETE');
+  t.deepEqual(ran, ['create', 'list', 'delete all', 'delete one']);
 });
