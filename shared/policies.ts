@@ -453,13 +453,17 @@ const ownClient =
  * Changing or deleting a client: its owner, or the oauth_clients permission of the action and the
  * hierarchy rule over the owner (holding every permission the owner holds). A client's redirect
  * URIs and secret decide where its users' authorization codes go: whoever rewrites an
- * administrator's client receives what that administrator grants through it.
+ * administrator's client receives what that administrator grants through it. A client without an
+ * owner is the install's (an operator registered it, e.g. the first-party app): its owner holds
+ * everything, so only a holder of everything changes it.
  */
 const changeClient =
   (permission: string): Rule<'oauthClient'> =>
   (p, c) => {
     if (isOwner(p, c.userId)) return true;
     if (!p.permissions.has(permission)) return forbidden('not the owner of this resource');
+    if (c.userId === null)
+      return p.permissions.isSuperAdmin || forbidden('clients without an owner are changed by super admins only');
     return (
       !c.ownerPermissions ||
       holdsAll(p, c.ownerPermissions, 'you may only change clients of users whose every permission you hold')

@@ -212,6 +212,37 @@ test('oauth_clients:write does not take over the client of someone who holds mor
   );
 });
 
+test("a client without an owner (the system's) is changed only by a holder of every permission", async (t) => {
+  // An ownerless client (an install's first-party app, registered by an operator): whoever rewrote
+  // its redirect URIs would receive the codes of everyone who signs in through it, administrators
+  // included. Routes never create one (the system key may not register clients); the rule fails
+  // closed for those that exist.
+  const s = stack();
+  const operator = await createUser(s.db, { roles: ['role_api_full_access'] });
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const row = await s
+    .db('oauth_clients')
+    .insert({
+      name: 'Web',
+      redirect_uris: JSON.stringify(base.redirect_uris),
+      allowed_scopes: JSON.stringify(['gps:read']),
+      client_type: 'public',
+    })
+    .returning('id');
+  const id = row[0].id;
+  const evil = { redirect_uris: ['https://evil.example/cb'] };
+  const patched = await s.request('PATCH', `/v1/oauth/clients/${id}`, { token: operator.token, body: evil });
+  t.is(patched.status, 403, patched.text);
+  t.regex(patched.body.message, /without an owner/);
+  t.is((await s.request('POST', `/v1/oauth/clients/${id}/regenerate-secret`, { token: operator.token })).status, 403);
+  t.is((await s.request('DELETE', `/v1/oauth/clients/${id}`, { token: operator.token })).status, 403);
+  t.deepEqual((await s.db('oauth_clients').where('id', id).first('redirect_uris')).redirect_uris, base.redirect_uris);
+  // Reading it is still the permission's; the administrator (*:*) changes it.
+  t.is((await s.request('GET', `/v1/oauth/clients/${id}`, { token: operator.token })).status, 200);
+  const r = await s.request('PATCH', `/v1/oauth/clients/${id}`, { token: admin.token, body: { name: 'Web app' } });
+  t.is(r.status, 200, r.text);
+});
+
 test('PATCH updates given fields and audits; only admins may mark a client first-party', async (t) => {
   const s = stack();
   const owner = await createUser(s.db);
