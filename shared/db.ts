@@ -3,6 +3,7 @@ import { Model } from 'objection';
 import pg from 'pg';
 import path from 'node:path';
 import type { Config } from './config';
+import { QUERY_OUTCOME_UNKNOWN, serviceUnavailable, toHttpError } from './errors';
 import type { Logger } from './logger';
 import { parseTimestamptz } from './pgDates';
 import { preparingPgClient } from './preparedStatements';
@@ -288,7 +289,12 @@ export async function transaction<T>(db: Knex, work: (trx: Knex.Transaction) => 
       throw err;
     }
     state.done = true;
-    await conn.query('COMMIT');
+    await conn.query('COMMIT').catch((err: unknown) => {
+      // The connection went with the COMMIT out: the server may have committed. Not "try again".
+      throw toHttpError(err)?.status === 503
+        ? Object.assign(serviceUnavailable(QUERY_OUTCOME_UNKNOWN), { cause: err })
+        : err;
+    });
   } finally {
     // BEGIN may have failed before either of the above.
     state.done = true;

@@ -155,6 +155,9 @@ const UNREACHABLE_CODES =
 export const QUERY_OUTCOME_UNKNOWN =
   'the database stopped answering; a change this request made may still be applied when it resumes: check before repeating it';
 
+/** A statement's error (knex: `<statement> - <message>`) saying its connection ended under it. */
+const STATEMENT_CUT_OFF = / - (Connection terminated unexpectedly|read ECONNRESET)$/;
+
 // What pg, knex and tarn say when there is no usable connection (they set no code).
 const UNREACHABLE_MESSAGES = new RegExp(
   [
@@ -263,6 +266,10 @@ export function toHttpError(err: unknown): HttpError | undefined {
     // paused). It may still run and commit it when it resumes: a write is not known to be undone,
     // so the client is told to look before it repeats one (a blind retry could store it twice).
     if (typeof e.message === 'string' && /(^| - )Query read timeout$/.test(e.message))
+      return serviceUnavailable(QUERY_OUTCOME_UNKNOWN);
+    // The connection went while a statement was out (knex prefixes the statement's errors with its
+    // text, never a failure to connect): the server may have committed it, as above.
+    if (typeof e.message === 'string' && STATEMENT_CUT_OFF.test(e.message))
       return serviceUnavailable(QUERY_OUTCOME_UNKNOWN);
     if (
       UNREACHABLE_CODES.test(code) ||

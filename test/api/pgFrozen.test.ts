@@ -4,6 +4,8 @@ import { startApi } from '../../api/server';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { startTcpProxy } from '../helpers/tcpProxy';
+import { QUERY_OUTCOME_UNKNOWN, toHttpError } from '../../shared/errors';
+import { createDb, transaction } from '../../shared/db';
 
 const stack = useStack(test);
 
@@ -59,5 +61,62 @@ test('a PostgreSQL that stops answering with its connections open: 503s within t
     await api.close();
     Model.knex(s.db);
     await proxy.close();
+  }
+});
+
+test('a connection dropped with a COMMIT or a lone write out: 503 "check before repeating", and the write may be there', async (t) => {
+  // The server may have committed before the connection went: "try again" would have a tracker
+  // store its point twice. A connection refused (nothing sent) still says "try again".
+  const s = stack();
+  const url = new URL(s.config.databaseUrl);
+  const proxy = await startTcpProxy(url.hostname, Number(url.port || 5432));
+  url.hostname = '127.0.0.1';
+  url.port = String(proxy.port);
+  const db = createDb({ ...s.config, databaseUrl: url.toString() }, { poolMax: 2, serving: true });
+  const name = () => `cut-${Math.random().toString(36).slice(2)}`;
+  const cutAfter = async <T>(p: Promise<T>) => {
+    await new Promise((r) => setTimeout(r, 300));
+    proxy.cut();
+    return p.then(
+      () => {
+        throw new Error('expected a failure');
+      },
+      (err: unknown) => toHttpError(err),
+    );
+  };
+  try {
+    // In a transaction: the INSERT answered, the COMMIT sent, its answer never came.
+    const inTx = name();
+    const committing = transaction(db, async (trx) => {
+      await trx('trip_categories').insert({ name: inTx });
+      proxy.holdReplies();
+    });
+    const txErr = await cutAfter(committing);
+    t.is(txErr?.status, 503);
+    t.is(txErr?.message, QUERY_OUTCOME_UNKNOWN);
+    t.truthy(await s.db('trip_categories').where('name', inTx).first(), 'the COMMIT took effect');
+    // A statement on its own (autocommit).
+    const alone = name();
+    await db.raw('SELECT 1');
+    proxy.holdReplies();
+    const aloneErr = await cutAfter(
+      db('trip_categories')
+        .insert({ name: alone })
+        .then(() => undefined),
+    );
+    t.is(aloneErr?.status, 503);
+    t.is(aloneErr?.message, QUERY_OUTCOME_UNKNOWN);
+    t.truthy(await s.db('trip_categories').where('name', alone).first(), 'the INSERT took effect');
+    // Nothing sent: the server is not there at all.
+    await proxy.close();
+    const refused = await db('trip_categories')
+      .insert({ name: name() })
+      .then(() => undefined)
+      .catch((err: unknown) => toHttpError(err));
+    t.is(refused?.status, 503);
+    t.regex(refused?.message ?? '', /unreachable; try again/);
+  } finally {
+    await db.destroy();
+    await proxy.close().catch(() => undefined);
   }
 });

@@ -6,6 +6,10 @@ export interface TcpProxy {
   /** Stops forwarding both ways (as a hung server or a network dropping packets would). */
   freeze(): void;
   thaw(): void;
+  /** Forwards what clients send but holds the server's replies (a server that took a statement and stopped answering). */
+  holdReplies(): void;
+  /** Ends every open connection (a network or server dropping them); new ones are forwarded. */
+  cut(): void;
   close(): Promise<void>;
 }
 
@@ -45,6 +49,15 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
       for (const [a, b] of pairs) {
         a.resume();
         b.resume();
+      }
+    },
+    holdReplies() {
+      for (const [, upstream] of pairs) upstream.pause();
+    },
+    cut() {
+      for (const [a, b] of pairs) {
+        a.destroy();
+        b.destroy();
       }
     },
     async close() {
