@@ -43,6 +43,12 @@ const USAGE = `usage: npm run cli -- <command>
 const ADMIN_ROLE_ID = 'role_admin';
 
 const say = (msg: string) => process.stdout.write(`${msg}\n`);
+// Output into a pipe whose reader is gone (`npm run cli -- list-roles | head`): done, as other
+// command-line tools end, rather than with an EPIPE stack trace.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code !== 'EPIPE') throw err;
+  process.exit(0);
+});
 
 /** knex's own console output (a connection error's stack) is left out: the CLI ends with one `error:` line. */
 const QUIET = { warn: () => undefined, error: () => undefined, deprecate: () => undefined, debug: () => undefined };

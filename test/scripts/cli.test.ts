@@ -262,3 +262,24 @@ test('list-roles names the seven default roles with their permissions', (t) => {
   t.regex(r.stdout, /^Admin \(id role_admin[^\n]*\n {2}\*:\*$/m);
   t.regex(r.stdout, /^Developer [^\n]*\n {2}[^\n]*gps:write/m);
 });
+
+test('output into a pipe closed early (`| head`): no stack trace, exit 0', async (t) => {
+  const s = stack();
+  const r = spawnSync(
+    'bash',
+    ['-c', `set -o pipefail; "${process.execPath}" "${CLI}" list-roles | true; echo "cli=$?" >&2`],
+    {
+      env: {
+        ...process.env,
+        DATABASE_URL: s.config.databaseUrl,
+        REDIS_URL: s.config.redisUrl,
+        REDIS_PREFIX: s.config.redisPrefix,
+        LOG_LEVEL: 'silent',
+      },
+      encoding: 'utf8',
+      timeout: 30000,
+    },
+  );
+  t.regex(r.stderr, /cli=0/);
+  t.false(/EPIPE|Error|at /.test(r.stderr.replace(/cli=\d+\n?/, '')), r.stderr);
+});
