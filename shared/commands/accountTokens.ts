@@ -64,20 +64,33 @@ export async function issueAccountToken(
 /**
  * Claims a token for use inside `trx`: the conditional UPDATE makes a token single use even when
  * two requests race with it. Returns undefined for unknown, used, expired or wrong-purpose tokens.
+ *
+ * The same statement empties the stored payload: what a flow applies (a registration's or an email
+ * link's argon2 password hash, the username and locale chosen at registration, the new address of
+ * an email change, the account of a reset) is needed only now, and the used row stays until a day
+ * past its expiry. The row returned carries the payload as it was, for the caller to apply. A
+ * transaction that fails after the claim rolls both back: the token can be used again.
  */
 export async function claimAccountToken(
   trx: Knex.Transaction,
   token: string,
   purposes: AccountTokenPurpose[],
 ): Promise<AccountToken | undefined> {
-  const rows = await AccountToken.query(trx)
-    .patch({ used_at: new Date() })
-    .where('token_hash', sha256(token))
-    .whereIn('purpose', purposes)
-    .whereNull('used_at')
-    .where('expires_at', '>', new Date())
-    .returning('*');
-  return (rows as unknown as AccountToken[])[0];
+  // The CTE locks the row and reads the payload before the UPDATE empties it (RETURNING gives the
+  // new values). Of two concurrent claims, the second waits for the row, sees it used and gets none.
+  const { rows } = (await trx.raw(
+    `WITH claimed AS (
+       SELECT id, payload FROM account_tokens
+        WHERE token_hash = ? AND purpose = ANY(?) AND used_at IS NULL AND expires_at > ?
+        FOR UPDATE
+     )
+     UPDATE account_tokens AS t SET used_at = ?, payload = '{}'::jsonb
+       FROM claimed
+      WHERE t.id = claimed.id
+     RETURNING t.id, t.token_hash, t.purpose, t.user_id, t.email, claimed.payload, t.expires_at, t.used_at, t.created_at`,
+    [sha256(token), purposes, new Date(), new Date()],
+  )) as { rows: Array<Record<string, unknown>> };
+  return rows.length ? (AccountToken.fromDatabaseJson(rows[0]) as AccountToken) : undefined;
 }
 
 /** Drops every open token of a purpose for a user; returns how many were pending. */
