@@ -1,12 +1,15 @@
+import type { Knex } from 'knex';
 import { attributed, recordAuditEvent } from '../audit';
 import { reserveRegistration } from '../caches/loginThrottle';
 import { withMailSlot } from '../caches/mailSlots';
 import type { ServiceContext } from '../context';
 import { afterCommit, transaction } from '../db';
+import { normaliseEmail } from '../domain/accounts';
 import { hashPassword } from '../domain/passwords';
 import { emailLocale } from '../emails/accountEmails';
 import { writeAccountEmail } from '../emails/outbox';
 import { badRequest, forbidden, tooManyRequests } from '../errors';
+import { AccountToken } from '../models/AccountToken';
 import { User } from '../models/User';
 import {
   emailPlatform,
@@ -109,6 +112,21 @@ async function writeRegistrationMail(
 }
 
 /**
+ * The registration's token and mails came before the user and name none: they are tied to it now,
+ * so the purge of the account finds them by its id, also once the address has changed (the mails
+ * keep their address and text until their 30 days are over). Every registration mail to the
+ * address that names no user went to the mailbox this registration proved.
+ */
+async function tieRegistrationToUser(trx: Knex.Transaction, token: AccountToken, userId: string): Promise<void> {
+  await AccountToken.query(trx).patch({ user_id: userId }).where('id', token.id);
+  await trx('email_outbox')
+    .whereNull('user_id')
+    .where('template', 'registration')
+    .whereRaw('lower(to_address) = ?', [normaliseEmail(token.email!)])
+    .update({ user_id: userId });
+}
+
+/**
  * Finishes a registration with its emailed token: creates the user (User role) with a verified
  * email sign-in and records `user_created`. Returns the new user's id.
  */
@@ -125,6 +143,7 @@ export async function completeRegistration(ctx: ServiceContext, token: string, m
         : null;
     const passwordHash = String(row.payload.password_hash);
     const { user, account } = await createVerifiedEmailUser(trx, { email: row.email, passwordHash, username, locale });
+    await tieRegistrationToUser(trx, row, user.id);
     await recordAuditEvent(
       attributed(
         { ...meta, actorId: user.id },

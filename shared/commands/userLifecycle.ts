@@ -283,9 +283,10 @@ export async function cancelDeletion(
 
 /**
  * Irreversible deletion: the user row goes (platform accounts, sessions, roles, API keys, bans and
- * tokens cascade), mails to the user leave the outbox, and the user's audit events keep only what
- * is not personal (who/where fields and metadata are cleared). One `user_deleted` event remains,
- * naming only the former id.
+ * tokens, the used registration token included, cascade), mails to the user leave the outbox (by
+ * the user's id, by their addresses, and by the addresses they gave up for mails and tokens that
+ * name no user), and the user's audit events keep only what is not personal (who/where fields and
+ * metadata are cleared). One `user_deleted` event remains, naming only the former id.
  */
 export async function purgeUser(
   ctx: ServiceContext,
@@ -303,6 +304,20 @@ export async function purgeUser(
     const emails: string[] = (
       await trx('platform_accounts').where('user_id', userId).whereNotNull('email').pluck('email')
     ).map((e: string) => e.toLowerCase());
+    // The addresses the user gave up by an email change, and when: the audit trail keeps them until
+    // now (its metadata is cleared below). Read before that, to find what was written to them.
+    const previous = (
+      (await trx('audit_events')
+        .where('user_id', userId)
+        .whereRaw("metadata->>'action' = 'email_changed'")
+        .whereRaw("metadata->>'previous_email' IS NOT NULL")
+        .groupByRaw("lower(metadata->>'previous_email')")
+        .select(
+          trx.raw("lower(metadata->>'previous_email') AS email"),
+          // As text: a JS Date would drop the microseconds.
+          trx.raw('max(created_at)::text AS until'),
+        )) as Array<{ email: string; until: string }>
+    ).filter((p) => !emails.includes(p.email));
     // One statement: each side of the OR has its index (audit_events_user_created,
     // audit_events_actor_id_index), so the events are found by a bitmap OR, not a scan of the log.
     await trx('audit_events')
@@ -321,10 +336,23 @@ export async function purgeUser(
         city: null,
         region: null,
       });
+    // The user's mail and one-time tokens: by the user's id (tokens cascade with the user row;
+    // registrations are tied to the user they created), by the current addresses, and by each
+    // given-up address for rows that name no user and were written while the address was the
+    // user's (a registration tied to nobody, as before registrations were tied). A later holder of
+    // that address keeps theirs.
+    const lowerTo = trx.raw('lower(to_address)') as unknown as string;
     const outbox = trx('email_outbox').where('user_id', userId);
-    if (emails.length) outbox.orWhereIn(trx.raw('lower(to_address)') as unknown as string, emails);
+    if (emails.length) outbox.orWhereIn(lowerTo, emails);
+    for (const p of previous)
+      outbox.orWhere((q) => q.whereNull('user_id').where(lowerTo, p.email).where('created_at', '<=', p.until));
     await outbox.delete();
-    if (emails.length) await trx('account_tokens').whereIn('email', emails).delete();
+    if (emails.length || previous.length) {
+      const tokens = trx('account_tokens').whereIn('email', emails);
+      for (const p of previous)
+        tokens.orWhere((q) => q.whereNull('user_id').where('email', p.email).where('created_at', '<=', p.until));
+      await tokens.delete();
+    }
     await trx('users').where('id', userId).delete();
     await recordAuditEvent(
       attributed(actor, {

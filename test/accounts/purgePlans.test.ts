@@ -18,6 +18,12 @@ test('a purge finds the user’s mail and tokens by index', async (t) => {
   await s
     .db('email_outbox')
     .insert({ user_id: user.id, to_address: user.email, subject: 's', text_body: 'b', template: 't', status: 'sent' });
+  // An address the user gave up: the purge also looks for rows written to it that name no user.
+  await s.db('audit_events').insert({
+    user_id: user.id,
+    event_type: 'user_updated',
+    metadata: JSON.stringify({ action: 'email_changed', previous_email: `old.${user.email}`, email: user.email }),
+  });
   t.is((await s.request('DELETE', '/v1/users/me', { token: user.token })).status, 200);
   const seen: Array<{ sql: string; bindings: unknown[] }> = [];
   const listener = (q: { sql: string; bindings: unknown[] }) => {
