@@ -85,7 +85,7 @@ export function adminUserRoutes(router: ApiRouter): void {
       ctx.body = {
         success: true,
         message: wasDeleted
-          ? 'deletion cancelled; the account is restored (its API keys stay deactivated)'
+          ? 'deletion cancelled; the account is restored (its API keys stay deactivated, its OAuth grants revoked)'
           : 'the scheduled deletion was cancelled',
       };
     },

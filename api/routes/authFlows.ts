@@ -74,7 +74,7 @@ export function authFlowRoutes(router: ApiRouter): void {
       path: '/v1/auth/reset-password/confirm',
       summary: 'Set a new password with the emailed token',
       description:
-        "Every session of the user is revoked: their sockets get sessionRevoked and close with 4004; the user's sockets signed in with OAuth tokens get forceLogout and close with 4005.",
+        "Every session and every OAuth access and refresh token of the user is revoked (OAuth consents stay): their session sockets get sessionRevoked and close with 4004; the user's sockets signed in with OAuth tokens get forceLogout and close with 4005.",
       tags: TAG,
       auth: 'public',
       body: z.object({ token: zEmailedToken(), password: zNewPassword() }),

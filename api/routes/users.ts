@@ -254,7 +254,7 @@ export function userRoutes(router: ApiRouter): void {
       path: '/v1/users/:id',
       summary: 'Soft-delete a user',
       description:
-        'Sets deleted_at, revokes every session and API key at once and schedules the purge after the grace period (cancel-deletion restores the account).',
+        'Sets deleted_at, revokes every session, API key and OAuth grant (access and refresh tokens, consents) at once and schedules the purge after the grace period (cancel-deletion restores the account, not its credentials).',
       tags: TAG,
       auth: { permission: 'users:delete', manages: 'id' },
       params: userIdParam,

@@ -120,6 +120,50 @@ export async function authenticateClient(
 }
 
 /**
+ * Revokes a user's OAuth grants inside `trx` (with `client_id`, those of that client only): pending
+ * authorization codes are burnt and access and refresh tokens revoked; with `consents`, the
+ * consents are revoked too (the user is asked again), else they are only locked, so that the grants
+ * in flight finish first. The caller drops the user's cached credentials after the commit
+ * (invalidateCredentials). Used by consent revocation, account deletion and password reset.
+ */
+export async function revokeOAuthGrants(
+  trx: Knex.Transaction,
+  scope: { user_id: string; client_id?: string },
+  opts: { consents: boolean },
+): Promise<{ consents: number; accessTokens: number; refreshTokens: number }> {
+  // Pending codes first: an exchange that claimed one holds its row, then waits for the consent
+  // row (lockActiveConsent). Taking the codes before the consent lets that exchange commit
+  // (the code is then used, not matched here) instead of deadlocking with it.
+  await trx('oauth_authorization_codes').where(scope).whereNull('used_at').update({ used_at: trx.fn.now() });
+  // The consent rows next: a grant that locked one (FOR SHARE) has committed its tokens by the time
+  // this returns, so the UPDATEs below, each a new snapshot, reach them; a grant that comes later
+  // waits for this commit and finds its code or refresh token revoked.
+  const consents = opts.consents
+    ? await trx('oauth_consents')
+        .where(scope)
+        .whereNull('revoked_at')
+        .update({ revoked_at: trx.fn.now(), updated_at: trx.fn.now() })
+    : (await trx('oauth_consents').where(scope).whereNull('revoked_at').forUpdate().select('id')).length;
+  const accessTokens = await trx('oauth_access_tokens')
+    .where(scope)
+    .whereNull('revoked_at')
+    .update({ revoked_at: trx.fn.now() });
+  const refreshTokens = await trx('oauth_refresh_tokens')
+    .where(scope)
+    .whereNull('revoked_at')
+    .update({ revoked_at: trx.fn.now() });
+  // Codes again: an authorize that held the consent row when the first pass ran has committed its
+  // code by now. Codes an exchange holds are skipped: it waits for the consent and finds it revoked.
+  await trx('oauth_authorization_codes')
+    .whereIn(
+      'id',
+      trx('oauth_authorization_codes').where(scope).whereNull('used_at').forUpdate().skipLocked().select('id'),
+    )
+    .update({ used_at: trx.fn.now() });
+  return { consents, accessTokens, refreshTokens };
+}
+
+/**
  * Withdraws a user's consent for a client: revokes its tokens and pending codes for that user and
  * records consent_revoked; 404 when there was no active consent. After the commit the user's
  * cached credentials are dropped and their clients get oauthConsentRevoked.
@@ -131,28 +175,9 @@ export async function revokeConsent(
 ): Promise<void> {
   const { userId, clientId } = input;
   await transaction(services.db, async (trx) => {
-    const scope = { user_id: userId, client_id: clientId };
-    // Pending codes first: an exchange that claimed one holds its row, then waits for the consent
-    // row (lockActiveConsent). Taking the codes before the consent lets that exchange commit
-    // (the code is then used, not matched here) instead of deadlocking with it.
-    await trx('oauth_authorization_codes').where(scope).whereNull('used_at').update({ used_at: trx.fn.now() });
-    // The consent row next: a grant that locked it (FOR SHARE) has committed its tokens by the time
-    // this returns, so the UPDATEs below, each a new snapshot, reach them.
-    const n = await trx('oauth_consents')
-      .where(scope)
-      .whereNull('revoked_at')
-      .update({ revoked_at: trx.fn.now(), updated_at: trx.fn.now() });
-    if (!n) throw notFound('consent');
-    await trx('oauth_access_tokens').where(scope).whereNull('revoked_at').update({ revoked_at: trx.fn.now() });
-    await trx('oauth_refresh_tokens').where(scope).whereNull('revoked_at').update({ revoked_at: trx.fn.now() });
-    // Codes again: an authorize that held the consent row when the first pass ran has committed its
-    // code by now. Codes an exchange holds are skipped: it waits for the consent and finds it revoked.
-    await trx('oauth_authorization_codes')
-      .whereIn(
-        'id',
-        trx('oauth_authorization_codes').where(scope).whereNull('used_at').forUpdate().skipLocked().select('id'),
-      )
-      .update({ used_at: trx.fn.now() });
+    const revoked = await revokeOAuthGrants(trx, { user_id: userId, client_id: clientId }, { consents: true });
+    // Nothing was standing: the statements above are rolled back with the 404.
+    if (!revoked.consents) throw notFound('consent');
     await recordAuditEvent(
       attributed(by, {
         user_id: userId,

@@ -9,6 +9,7 @@ import { PlatformAccount } from '../models/PlatformAccount';
 import { writeOutbox } from '../outbox';
 import { claimAccountToken } from './accountTokens';
 import { EmailRequest, INVALID_TOKEN } from './emailFlows';
+import { revokeOAuthGrants } from './oauthProvider';
 import { announceSessionsRevoked, deleteUserSessions } from './sessions';
 
 /**
@@ -35,8 +36,10 @@ export async function requestPasswordReset(ctx: ServiceContext, email: string, m
 
 /**
  * Sets a new password with an emailed reset token: the address counts as verified (the link
- * proves the mailbox), every session of the user ends, and after the commit the sign-in counter
- * is cleared, credentials are dropped everywhere and clients get sessionRevoked and forceLogout.
+ * proves the mailbox), the user is logged out everywhere (every session ends, every OAuth access
+ * and refresh token and pending code is revoked; the consents stay, so the user may authorize an
+ * app again without being asked anew), and after the commit the sign-in counter is cleared,
+ * credentials are dropped everywhere and clients get sessionRevoked and forceLogout.
  */
 export async function resetPassword(
   ctx: ServiceContext,
@@ -60,6 +63,7 @@ export async function resetPassword(
       .patch({ password_hash: passwordHash, email_verified_at: account.email_verified_at ?? new Date() })
       .where('id', account.id);
     const sessionIds = await deleteUserSessions(trx, userId);
+    const oauth = await revokeOAuthGrants(trx, { user_id: userId }, { consents: false });
     await recordAuditEvent(
       attributed(
         { ...meta, actorId: userId },
@@ -68,7 +72,7 @@ export async function resetPassword(
           event_type: 'password_changed',
           resource_type: 'platform_account',
           resource_id: account.id,
-          metadata: { via: 'reset', revoked_sessions: sessionIds.length },
+          metadata: { via: 'reset', revoked_sessions: sessionIds.length, revoked_oauth_tokens: oauth.accessTokens },
         },
       ),
       trx,

@@ -9,6 +9,7 @@ import { attributed, Attribution, recordAuditEvent, recordAuditEvents } from '..
 import { afterCommit, transaction } from '../db';
 import { invalidateCredentials } from './accessChanges';
 import { holdsEverything, keepAnAdministrator } from './lastAdministrator';
+import { revokeOAuthGrants } from './oauthProvider';
 import { announceSessionsRevoked, deleteUserSessions } from './sessions';
 import { insertRow, patchFound } from '../models/AppModel';
 
@@ -180,8 +181,10 @@ export async function scheduleDeletion(ctx: ServiceContext, userId: string, acto
 }
 
 /**
- * Soft delete (spec §3): deleted_at set, every session deleted and every API key deactivated at
- * once, and the account scheduled for the purge after the grace period (cancel-deletion restores it).
+ * Soft delete (spec §3): deleted_at set, every session deleted, every API key deactivated and every
+ * OAuth grant revoked (access and refresh tokens, pending codes, consents) at once, and the account
+ * scheduled for the purge after the grace period. Cancel-deletion restores the account, none of its
+ * credentials: the user signs in again, and OAuth clients must be authorized again.
  */
 export async function softDeleteUser(
   ctx: ServiceContext,
@@ -205,6 +208,7 @@ export async function softDeleteUser(
       .where({ user_id: userId, is_active: true })
       .update({ is_active: false, locked: true, updated_at: trx.fn.now() })
       .returning('id');
+    const oauth = await revokeOAuthGrants(trx, { user_id: userId }, { consents: true });
     await recordAuditEvent(
       attributed(actor, {
         user_id: userId,
@@ -217,6 +221,8 @@ export async function softDeleteUser(
           reason: actor.reason ?? null,
           revoked_sessions: sessionIds.length,
           revoked_api_keys: keys.length,
+          revoked_oauth_tokens: oauth.accessTokens,
+          revoked_oauth_consents: oauth.consents,
         },
       }),
       trx,

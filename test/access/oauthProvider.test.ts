@@ -2,6 +2,7 @@ import test from 'ava';
 import { createHash, randomBytes } from 'node:crypto';
 import { signAppAssertion } from '../../shared/auth/assertionVerifier';
 import { sha256 } from '../../shared/crypto';
+import { passwordResetToken } from '../helpers/accounts';
 import { createKey, createUser, TestUser } from '../helpers/factories';
 import { listenPushes } from '../helpers/pushes';
 import { useStack } from '../helpers/stack';
@@ -734,6 +735,86 @@ test('an OAuth token follows its user: role changes and bans apply to it', async
     ).status,
     400,
   );
+});
+
+test("a soft delete revokes the user's OAuth tokens and consents: restoring the account brings none back", async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
+  const bystander = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
+  const client = await makeClient(dev);
+  const { code, verifier } = await codeFor(user, client, 'gps:read');
+  const tok = (await exchange(client, code, verifier)).body;
+  const pending = await codeFor(user, client, 'gps:read');
+  const b = await codeFor(bystander, client, 'gps:read');
+  const other = (await exchange(client, b.code, b.verifier)).body;
+  t.is((await me(tok.access_token)).status, 200);
+
+  t.is((await s.request('DELETE', `/v1/users/${user.id}`, { token: admin.token })).status, 204);
+  t.is((await me(tok.access_token)).status, 401);
+  const restored = await s.request('POST', `/v1/admin/users/${user.id}/cancel-deletion`, { token: admin.token });
+  t.is(restored.status, 200, restored.text);
+
+  // Like its sessions and API keys, the account's OAuth grants stay dead after the restore.
+  t.is((await me(tok.access_token)).status, 401);
+  const refreshed = await token({
+    grant_type: 'refresh_token',
+    refresh_token: tok.refresh_token,
+    client_id: client.id,
+    client_secret: client.secret,
+  });
+  t.is(refreshed.status, 400, refreshed.text);
+  t.is(refreshed.body.error, 'invalid_grant');
+  t.is((await exchange(client, pending.code, pending.verifier)).status, 400);
+  const stored = await s.db('oauth_access_tokens').where('token_hash', sha256(tok.access_token)).first();
+  t.truthy(stored.revoked_at);
+  const consent = await s.db('oauth_consents').where({ user_id: user.id, client_id: client.id }).first();
+  t.truthy(consent.revoked_at, 'the consent is revoked: the user is asked again');
+  // Another user of the same client keeps theirs.
+  t.is((await me(other.access_token)).status, 200);
+
+  // The restored user may authorize the client again.
+  const again = await codeFor(user, client, 'gps:read');
+  const fresh = await exchange(client, again.code, again.verifier);
+  t.is(fresh.status, 200, fresh.text);
+  t.is((await me(fresh.body.access_token)).status, 200);
+});
+
+test("a password reset revokes the user's OAuth tokens and keeps the consents", async (t) => {
+  const s = stack();
+  const dev = await createUser(s.db, { roles: ['role_developer'] });
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
+  const client = await makeClient(dev);
+  const { code, verifier } = await codeFor(user, client, 'gps:read');
+  const tok = (await exchange(client, code, verifier)).body;
+  const pending = await codeFor(user, client, 'gps:read');
+  t.is((await me(tok.access_token)).status, 200);
+
+  const reset = await s.request('POST', '/v1/auth/reset-password/confirm', {
+    body: { token: await passwordResetToken(s.db, user), password: 'brand-new-pass-1' },
+  });
+  t.is(reset.status, 200, reset.text);
+
+  // Logged out everywhere: the OAuth grant's tokens (and a code issued before the reset) no longer work.
+  t.is((await me(tok.access_token)).status, 401);
+  const refreshed = await token({
+    grant_type: 'refresh_token',
+    refresh_token: tok.refresh_token,
+    client_id: client.id,
+    client_secret: client.secret,
+  });
+  t.is(refreshed.status, 400, refreshed.text);
+  t.is(refreshed.body.error, 'invalid_grant');
+  t.is((await exchange(client, pending.code, pending.verifier)).status, 400);
+
+  // The consent stands: the user signs the app in again without being asked anew.
+  const consent = await s.db('oauth_consents').where({ user_id: user.id, client_id: client.id }).first();
+  t.is(consent.revoked_at, null);
+  const again = await codeFor(user, client, 'gps:read');
+  const fresh = await exchange(client, again.code, again.verifier);
+  t.is(fresh.status, 200, fresh.text);
+  t.is((await me(fresh.body.access_token)).status, 200);
 });
 
 test('the scheduled cleanup removes codes and tokens a day past expiry and keeps live ones', async (t) => {

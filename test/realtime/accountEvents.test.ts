@@ -7,7 +7,7 @@ import { randomToken, sha256 } from '../../shared/crypto';
 import { CredentialResolver } from '../../shared/auth/credentials';
 import { createKey, createOAuthToken, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { connect, publish, wsBase } from '../helpers/wsClient';
+import { connect, publish, refusedUpgrade, wsBase } from '../helpers/wsClient';
 import { passwordResetToken } from '../helpers/accounts';
 
 /** Signed-in users here read tracking data: the default User role alone is self-service only. */
@@ -323,6 +323,9 @@ test("password reset: a session's socket gets sessionRevoked and 4004, an OAuth 
   const logout = await byOauth.nextJson((m) => m.type === 'forceLogout');
   t.like(logout, { userId: user.id, reason: 'password_reset' });
   t.is((await byOauth.closed).code, 4005);
+  // Logged out everywhere: the OAuth token was revoked, so it cannot reconnect (nor call REST).
+  t.is((await refusedUpgrade(wsBase(s), { token: oauth.token })).status, 401);
+  t.is((await s.request('GET', '/v1/users/me', { token: oauth.token })).status, 401);
   t.is(byKey.ws.readyState, byKey.ws.OPEN);
   byKey.close();
 
