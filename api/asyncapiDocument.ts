@@ -16,7 +16,8 @@ const CHANNELS: Record<string, { address: string; description: string; messages:
     params: ['userId'],
     description:
       'Only that user (API keys cannot). A user connection is subscribed to its own channel automatically. ' +
-      'Account events: the socket is closed after accountDeleted, accountBanned and forceLogout.',
+      'Account events: the socket is closed after accountDeleted, accountBanned and forceLogout. ' +
+      'emailChangeVerified and emailLinkVerified reach a connection of an OAuth token only when its grant names account:email.',
     messages: [
       'accountDeleted',
       'accountBanned',

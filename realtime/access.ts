@@ -33,6 +33,11 @@ export function mayRetain(p: Principal, channel: string): boolean {
   return subscriptionRefusal(p, channel) === null;
 }
 
+/** Whether a socket on its user's channel receives an account event of this type (shared/policies). */
+export function mayReceiveAccountEvent(p: Principal, type: string): boolean {
+  return can(p, 'receive', subjects.accountEvent(type));
+}
+
 /**
  * Null when the principal may send the request (100, 110, 120, 140), else the message: the
  * permission of the matching REST endpoint (shared/policies wsRequest rule).

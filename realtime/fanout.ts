@@ -1,4 +1,5 @@
 import { CHAT_BOTS_WS_CHANNEL, MIRRORED_WS_CHANNELS } from '../shared/events';
+import { mayReceiveAccountEvent } from './access';
 import { ACCOUNT_EVENT_TYPES, AccountEvents } from './accountEvents';
 import { hasProtobufTwin, parseType, peekType, PROTOBUF_ONLY_TYPES, protobufTwin } from './frames';
 import type { Hub } from './hub';
@@ -23,9 +24,12 @@ export function fanOut(hub: Hub, accountEvents: AccountEvents): (channel: string
       const mirror = base !== undefined && MIRRORED_WS_CHANNELS.has(base) ? hub.channels.get(base) : undefined;
       const twin = hasProtobufTwin(type);
       const protoOnly = twin && PROTOBUF_ONLY_TYPES.has(type!);
+      // An account event on a user's channel goes only to the sockets whose credential may see it.
+      const accountEvent = type !== null && channel.startsWith('user:') ? type : null;
       let binary: Uint8Array | null | undefined;
       for (const c of set) {
         if (mirror?.has(c)) continue;
+        if (accountEvent !== null && !mayReceiveAccountEvent(c.principal, accountEvent)) continue;
         const hold = hub.mustHold(c, channel);
         if (twin && (protoOnly || c.format === 'protobuf')) {
           if (binary === undefined) binary = protobufTwin(payload);

@@ -405,6 +405,8 @@ export interface SubjectTypes {
   relay: { userId?: undefined };
   /** A realtime channel (spec §4.26). */
   channel: { name: string };
+  /** An account event pushed on the user's own channel (`user:<id>`), by its `type`. */
+  accountEvent: { eventType: string };
   /** A user's two-factor authentication (spec §4.15, §5.3); `permissions`: what that user holds (hierarchy). */
   twoFactor: { userId: string; permissions: PermissionSet };
   /** A request sent over the WebSocket (audit, chat settings and sync, moderation). */
@@ -531,6 +533,16 @@ function channelRule(p: Authenticated, name: string): Verdict {
   if (name === 'geofence' || name.startsWith('geofence:')) return p.permissions.has('geofences:read') || denied;
   return forbidden(`unknown channel ${name}`);
 }
+
+/**
+ * Account events that carry what an account-security operation would show: a narrowed credential
+ * receives them only when its grant names that scope, as it needs to for the operation itself
+ * (docs/access-control.md). The new address of an email change is the email flows' (account:email).
+ */
+const ACCOUNT_EVENT_SCOPES: Readonly<Record<string, AccountScope>> = {
+  emailChangeVerified: ACCOUNT_SCOPES.email,
+  emailLinkVerified: ACCOUNT_SCOPES.email,
+};
 
 /** The permission each WebSocket request needs: that of the matching REST endpoint. */
 function wsRequestPermission(r: SubjectTypes['wsRequest']): string | null {
@@ -701,6 +713,15 @@ const rules: { [T in SubjectType]: Record<string, Rule<T>> } = {
       (p.kind === 'apiKey' && p.permissions.has('chat:sync')) ||
       forbidden('access denied to chat bot channel'),
   },
+  accountEvent: {
+    /** Whether a socket on its user's channel gets the event: a session always, a narrowed credential per ACCOUNT_EVENT_SCOPES. */
+    receive: (p, e) => {
+      const scope = Object.prototype.hasOwnProperty.call(ACCOUNT_EVENT_SCOPES, e.eventType)
+        ? ACCOUNT_EVENT_SCOPES[e.eventType]
+        : undefined;
+      return !scope || grantNames(p, scope) || forbidden(`this credential's grant does not include ${scope}`);
+    },
+  },
   integration: {
     read: ownIntegration,
     update: ownIntegration,
@@ -840,6 +861,7 @@ export const subjects = {
   ownConsents: (): Subject<'ownConsents'> => ({ type: 'ownConsents' }),
   relay: (): Subject<'relay'> => ({ type: 'relay' }),
   channel: (name: string): Subject<'channel'> => ({ type: 'channel', name }),
+  accountEvent: (eventType: string): Subject<'accountEvent'> => ({ type: 'accountEvent', eventType }),
   twoFactor: (userId: string, permissions: PermissionSet): Subject<'twoFactor'> => ({
     type: 'twoFactor',
     userId,

@@ -257,6 +257,44 @@ test("oauthConsentRevoked closes sockets opened with that client's token, not ot
   viaSession.close();
 });
 
+test('email events reach an OAuth socket only when its grant names account:email, like the email routes', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db, { roles: READER });
+  const narrow = await createOAuthToken(s.db, user.id, ['gps:read', 'devices:read']);
+  const wide = await createOAuthToken(s.db, user.id, ['gps:read', 'account:email']);
+  const byNarrow = await connect(wsBase(s, 0), { token: narrow.token });
+  const byNarrowProto = await connect(wsBase(s, 0), { token: narrow.token });
+  const byWide = await connect(wsBase(s, 0), { token: wide.token });
+  const bySession = await connect(wsBase(s, 0), { token: user.token });
+  // A protobuf client gets account events as envelopes: the rule holds on that path too.
+  byNarrowProto.envelope('subscribe', { channel: 'gps' });
+  await byNarrowProto.nextEnvelope((e) => e.type === 'SUBSCRIBE');
+
+  const changed = { type: 'emailChangeVerified', userId: user.id, email: 'new.address@example.test', timestamp: now() };
+  const linked = { type: 'emailLinkVerified', userId: user.id, platformAccountId: randomUUID(), timestamp: now() };
+  // Published last on the same channel (so delivered last), and closing nothing: another client's consent.
+  const marker = { type: 'oauthConsentRevoked', userId: user.id, clientId: randomUUID(), timestamp: now() };
+  for (const event of [changed, linked, marker]) await publish(s, `user:${user.id}`, event);
+
+  for (const conn of [byWide, bySession]) {
+    t.deepEqual(await conn.nextJson((m) => m.type === 'emailChangeVerified'), changed);
+    t.deepEqual(await conn.nextJson((m) => m.type === 'emailLinkVerified'), linked);
+  }
+  t.deepEqual(await byNarrow.nextJson((m) => m.type === 'oauthConsentRevoked'), marker);
+  t.deepEqual(
+    byNarrow.frames.map((f) => (f.kind === 'json' ? f.data.type : f.env.payload)),
+    [],
+    'no email event before the marker',
+  );
+  await byNarrowProto.nextEnvelope((e) => e.payload === 'oauthConsentRevoked');
+  t.deepEqual(
+    byNarrowProto.frames.map((f) => (f.kind === 'json' ? f.data.type : f.env.payload)),
+    [],
+    'no email event before the marker (protobuf)',
+  );
+  for (const conn of [byNarrow, byNarrowProto, byWide, bySession]) conn.close();
+});
+
 test('account events are recognised whatever the key order of the published JSON', async (t) => {
   const s = stack();
   const user = await createUser(s.db, { roles: READER });

@@ -81,6 +81,30 @@ test('object-level: anonymous sockets get the refusals of a credential holding n
   t.is(refusal(user(['gps:read']), 'subscribe', subjects.channel('gps:boat-1')), null);
 });
 
+test('account events: email events need account:email named by an OAuth grant; sessions get them all', (t) => {
+  const oauth = (scopes: string[]): Principal => ({
+    kind: 'user',
+    userId: 'u1',
+    sessionId: null,
+    via: 'oauth',
+    oauthClientId: 'c',
+    oauthTokenId: 't',
+    permissions: new PermissionSet(scopes),
+    grant: new PermissionSet(scopes),
+    roleIds: [],
+  });
+  for (const type of ['emailChangeVerified', 'emailLinkVerified']) {
+    t.true(can(user([]), 'receive', subjects.accountEvent(type)), type);
+    t.false(can(oauth(['gps:read', 'devices:read']), 'receive', subjects.accountEvent(type)), type);
+    // `*:*` never names an account scope.
+    t.false(can(oauth(['*:*']), 'receive', subjects.accountEvent(type)), type);
+    t.true(can(oauth(['gps:read', 'account:email']), 'receive', subjects.accountEvent(type)), type);
+    t.true(can(oauth(['account:*']), 'receive', subjects.accountEvent(type)), type);
+  }
+  for (const type of ['permissionsUpdated', 'forceLogout', 'oauthConsentRevoked', 'toString'])
+    t.true(can(oauth(['gps:read']), 'receive', subjects.accountEvent(type)), type);
+});
+
 test('system key allowlist: exact routes match only themselves, prefixes match whole segments', (t) => {
   t.true(systemKeyAllowed('/v1/users/oauth'));
   t.false(systemKeyAllowed('/v1/users/oauth/x'));
