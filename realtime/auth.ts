@@ -7,7 +7,7 @@ import { SOURCE_SERVICES } from '../shared/audit';
 import { ANONYMOUS, can, Principal, subjects } from '../shared/policies';
 import { mayBeChatBot } from './access';
 import type { ConnectionAuth } from './hub';
-import { consumeWsTicket, principalForUser, TICKET_SUBPROTOCOL } from '../shared/auth/wsTickets';
+import { principalForUser, redeemWsTicket, TICKET_SUBPROTOCOL } from '../shared/auth/wsTickets';
 import { isUuid } from '../shared/zod';
 
 export type UpgradeAuth =
@@ -59,13 +59,11 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: AuthD
   if (ti >= 0) {
     const ticket = protocols[ti + 1];
     if (!ticket) return { ok: false, status: 401, message: 'service-ticket subprotocol without a ticket' };
-    const data = await consumeWsTicket(deps.redis, deps.config, ticket);
-    if (!data) return { ok: false, status: 401, message: 'invalid, expired or already used ticket' };
-    const r = await principalForUser(deps.db, data);
+    const r = await redeemWsTicket(deps.redis, deps.db, deps.config, ticket);
     if (!r.ok) return r;
     principal = r.principal;
     expiresAt = r.expiresAt;
-    auth = { kind: 'ticket', ticket: data };
+    auth = { kind: 'ticket', ticket: r.data };
     subprotocol = TICKET_SUBPROTOCOL;
   } else if (req.headers.authorization !== undefined) {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization);

@@ -239,6 +239,19 @@ export function requireAccountScope(p: Principal, scope: AccountScope): void {
 }
 
 /**
+ * Throws unless the credential may hold a WebSocket ticket: a user credential (API keys and the
+ * system key connect with an Authorization header instead) whose grant names `ws:ticket`. Checked
+ * when a ticket is minted and again when it is redeemed, on the credential that minted it as it is
+ * then: a ticket is worth no more than that credential still grants.
+ */
+export function authorizeWsTicket(p: Principal): asserts p is Extract<Principal, { kind: 'user' }> {
+  requireAuthenticated(p);
+  if (p.kind !== 'user')
+    throw forbidden('a WebSocket ticket needs a user credential; API keys connect with an Authorization header');
+  requireAccountScope(p, ACCOUNT_SCOPES.wsTicket);
+}
+
+/**
  * Throws 401 for anonymous callers and 403 when the permission is missing. With `selfId`, a user
  * acting on their own record passes without the permission ('or self' in the spec), but only as far
  * as the credential's grant allows: an OAuth token or API key needs the permission among its

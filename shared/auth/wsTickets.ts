@@ -3,8 +3,8 @@ import type Redis from 'ioredis';
 import { buildUserCredentialEntry } from './credentialSources';
 import type { Config } from '../config';
 import { randomToken, sha256 } from '../crypto';
-import { forbidden, serviceUnavailable } from '../errors';
-import { ACCOUNT_SCOPES, Principal, requireAccountScope, requireAuthenticated } from '../policies';
+import { HttpError, serviceUnavailable } from '../errors';
+import { authorizeWsTicket, Principal } from '../policies';
 import { loadOAuthTokenEntry } from './oauthTokens';
 import { redisKey, RedisKeys } from '../redis';
 
@@ -42,10 +42,7 @@ export async function mintWsTicket(
   config: Pick<Config, 'redisPrefix' | 'ws'>,
   principal: Principal,
 ): Promise<{ ticket: string; expiresIn: number }> {
-  requireAuthenticated(principal);
-  if (principal.kind !== 'user')
-    throw forbidden('a WebSocket ticket needs a user credential; API keys connect with an Authorization header');
-  requireAccountScope(principal, ACCOUNT_SCOPES.wsTicket);
+  authorizeWsTicket(principal);
   const ticket = randomToken(TICKET_PREFIX, 32);
   const data: TicketData = {
     userId: principal.userId,
@@ -82,6 +79,34 @@ export async function consumeWsTicket(
 }
 
 export type UserPrincipal = Extract<Principal, { kind: 'user' }>;
+
+/**
+ * Redeems a ticket at the upgrade: consumed (once), then the credential that minted it is resolved
+ * again (principalForUser) and must still be allowed to mint it (authorizeWsTicket). A ticket thus
+ * outlives neither its session or OAuth token (revoked, expired, consent withdrawn) nor the token's
+ * `ws:ticket`, lost when its client's allowed scopes stop naming it.
+ */
+export async function redeemWsTicket(
+  redis: Redis,
+  db: Knex,
+  config: Pick<Config, 'redisPrefix'>,
+  ticket: string,
+): Promise<
+  | { ok: true; data: TicketData; principal: UserPrincipal; expiresAt: number }
+  | { ok: false; status: 401 | 403; message: string }
+> {
+  const data = await consumeWsTicket(redis, config, ticket);
+  if (!data) return { ok: false, status: 401, message: 'invalid, expired or already used ticket' };
+  const r = await principalForUser(db, data);
+  if (!r.ok) return r;
+  try {
+    authorizeWsTicket(r.principal);
+  } catch (err) {
+    if (!(err instanceof HttpError)) throw err;
+    return { ok: false, status: 401, message: 'the credential behind this ticket no longer grants ws:ticket' };
+  }
+  return { ok: true, data, principal: r.principal, expiresAt: r.expiresAt };
+}
 
 /**
  * Rebuilds the principal a ticket stands for from the database, checking that the session or OAuth

@@ -340,6 +340,33 @@ test('a socket opened with a ticket minted from an OAuth token closes when the t
   bySession.close();
 });
 
+test('a ticket minted from an OAuth token opens no socket once the token no longer grants ws:ticket', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db, { roles: READER });
+  const oauth = await createOAuthToken(s.db, user.id, ['gps:read', 'ws:ticket']);
+  const allow = async (scopes: string[]) => {
+    const r = await s.request('PATCH', `/v1/oauth/clients/${oauth.clientId}`, {
+      token: user.token,
+      body: { allowed_scopes: scopes },
+    });
+    t.is(r.status, 200, r.text);
+  };
+  const minted = await ticket(oauth.token);
+  t.truthy(minted);
+  // The client may no longer ask for ws:ticket: its live token lost it, and so did the ticket it minted.
+  await allow(['gps:read']);
+  t.is((await s.request('POST', '/v1/ws/ticket', { token: oauth.token })).status, 403);
+  const refused = await refusedUpgrade(wsBase(s, 0), { protocols: ['service-ticket', minted] });
+  t.is(refused.status, 401);
+  t.regex(refused.body.message, /ws:ticket/);
+
+  // Allowed again, the token mints tickets that open sockets (narrowed to its grant).
+  await allow(['gps:read', 'ws:ticket']);
+  const conn = await connect(wsBase(s, 0), { protocols: ['service-ticket', await ticket(oauth.token)] });
+  t.is((await conn.subscribe('gps')).data, 'Subscribed to gps');
+  conn.close();
+});
+
 test("password reset: a session's socket gets sessionRevoked and 4004, an OAuth socket forceLogout and 4005, as docs/websocket.md shows", async (t) => {
   const s = stack();
   const user = await createUser(s.db, { roles: READER });
