@@ -11,12 +11,17 @@ import { routeModules } from './routes';
 import { AppState, routeTraits } from './routing';
 import type { ApiServices } from './services';
 
+export type ApiApp = Koa<AppState, { services: ApiServices }> & {
+  /** The route pattern `method` and `path` match (`/v1/sessions/:token`), as logged; undefined for none. */
+  routePattern(method: string, path: string): string | undefined;
+};
+
 /**
  * The Koa application: errors (which also compresses answers) → body parsing → authentication (+ system-key allowlist) → rate
  * limiting → credential failures → routes. Every route then runs the chain of api/routing.ts.
  */
-export function createApp(services: ApiServices, schema: GraphQLSchema): Koa<AppState, { services: ApiServices }> {
-  const app = new Koa<AppState, { services: ApiServices }>();
+export function createApp(services: ApiServices, schema: GraphQLSchema): ApiApp {
+  const app = new Koa<AppState, { services: ApiServices }>() as ApiApp;
   // Behind proxies, only the entries they appended to X-Forwarded-For are believed: the leftmost
   // ones are whatever the client sent, and would choose its own rate-limit and sign-in counters.
   app.proxy = services.config.trustProxyHops > 0;
@@ -30,6 +35,10 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): Koa<App
   // What a route declares, for the middleware that decides before it runs (a credential it checks
   // itself, the format of its errors).
   const routeOf = (ctx: Koa.Context) => routeTraits(router, ctx.method, ctx.path);
+  app.routePattern = (method, path) => {
+    const layer = router.match(path, method).pathAndMethod.find((l) => l.methods.length > 0);
+    return typeof layer?.path === 'string' ? layer.path : undefined;
+  };
 
   app.use(errorHandler(services.logger, routeOf));
   // The body before the credential: a credential is resolved once the whole request is in, so a

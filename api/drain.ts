@@ -2,6 +2,7 @@ import type http from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../shared/logger';
+import { loggedPath } from './middleware/errors';
 
 /**
  * How long a keep-alive socket with nothing in flight stays open once the drain has begun (counted
@@ -54,7 +55,8 @@ export interface HttpDrain {
    * from now on carry `Connection: close` (Node ends the socket after them), idle keep-alive
    * sockets are closed after DRAIN_IDLE_GRACE_MS of quiet. Upgraded sockets (WebSocket tunnels)
    * are ended once no HTTP socket is left, the way `onTunnelClose` said (a forwarded WebSocket gets
-   * a close frame 1012). At `deadlineMs` whatever remains is destroyed.
+   * a close frame 1012). At `deadlineMs` whatever remains is destroyed, and logged with the method
+   * and route of each request cut.
    * Resolves when the server is closed; later calls return the same promise.
    */
   drain(deadlineMs: number): Promise<DrainResult>;
@@ -65,9 +67,24 @@ export interface HttpDrain {
   onTunnelClose(socket: Duplex, close: TunnelClose): void;
 }
 
+export interface DrainOptions {
+  idleGraceMs?: number;
+  /**
+   * The route pattern a request matches (`/v1/sessions/:token`), never the values in its path (they
+   * may be credentials); when undefined, its first two segments are logged (loggedPath).
+   */
+  routeOf?: (method: string, path: string) => string | undefined;
+}
+
 /** Tracks the connections and in-flight requests of `server` so that it can be drained without resetting a request. */
-export function trackConnections(server: http.Server, logger: Logger, opts: { idleGraceMs?: number } = {}): HttpDrain {
+export function trackConnections(server: http.Server, logger: Logger, opts: DrainOptions = {}): HttpDrain {
   const idleGraceMs = opts.idleGraceMs ?? DRAIN_IDLE_GRACE_MS;
+  // What the cut line says of a request: its method and route.
+  const describe = (res: http.ServerResponse) => {
+    const method = res.req.method ?? '';
+    const path = (res.req.url ?? '').split('?')[0];
+    return { method, route: opts.routeOf?.(method, path) ?? loggedPath({ path }) };
+  };
   const sockets = new Map<net.Socket, SocketState>();
   // Upgraded sockets still open, with how the drain ends them (undefined once it was asked to).
   const tunnels = new Map<Duplex, TunnelClose | undefined>();
@@ -158,11 +175,14 @@ export function trackConnections(server: http.Server, logger: Logger, opts: { id
       const now = Date.now();
       if (now - started >= deadlineMs) {
         clearInterval(sweeper);
+        const requests: Array<{ method: string; route: string }> = [];
         for (const [socket, state] of sockets) {
           if (state.open.length > 0) cut++;
+          for (const res of state.open) requests.push(describe(res));
           socket.destroy();
         }
-        if (cut) logger.warn({ cut, deadlineMs }, 'drain deadline reached: requests still in flight were cut');
+        if (cut)
+          logger.warn({ cut, deadlineMs, requests }, 'drain deadline reached: requests still in flight were cut');
         closeTunnels();
         for (const socket of tunnels.keys()) socket.destroy();
         return;

@@ -168,6 +168,7 @@ export async function startApi(
   answerMalformedRequests(server);
   const connections = trackConnections(server, ctx.logger, {
     idleGraceMs: opts.drainIdleGraceMs ?? DRAIN_IDLE_GRACE_MS,
+    routeOf: (method, path) => app.routePattern(method, path),
   });
   forwardUpgrades(server, config, ctx.logger, connections);
   // geoip-lite's database (about a second) is loaded now, not by the first audit event a request writes.
