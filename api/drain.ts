@@ -14,6 +14,15 @@ import { loggedPath } from './middleware/errors';
  */
 export const DRAIN_IDLE_GRACE_MS = 1000;
 const SWEEP_MS = 100;
+/**
+ * How long before the drain's deadline the waits of requests on work done elsewhere end (a queued
+ * job such as the data export, the chat bot: `endWaits`), at most a quarter of the deadline. Such a
+ * request may wait far longer than the drain lasts (an export up to 60 s, a member sync 60 s): it
+ * then answers what its timeout answers (an audited 503 with Retry-After, a sync's success false),
+ * with the time left to write it, rather than being cut without an answer. Not at the start of the
+ * drain: a job that finishes within the deadline (an export takes a few seconds) is delivered.
+ */
+export const DRAIN_WAITS_MARGIN_MS = 1000;
 
 interface SocketState {
   /**
@@ -55,8 +64,9 @@ export interface HttpDrain {
    * from now on carry `Connection: close` (Node ends the socket after them), idle keep-alive
    * sockets are closed after DRAIN_IDLE_GRACE_MS of quiet. Upgraded sockets (WebSocket tunnels)
    * are ended once no HTTP socket is left, the way `onTunnelClose` said (a forwarded WebSocket gets
-   * a close frame 1012). At `deadlineMs` whatever remains is destroyed, and logged with the method
-   * and route of each request cut.
+   * a close frame 1012). Shortly before `deadlineMs` (DRAIN_WAITS_MARGIN_MS) requests still waiting
+   * for work done elsewhere are made to answer (`endWaits`); at `deadlineMs` whatever remains is
+   * destroyed, and logged with the method and route of each request cut.
    * Resolves when the server is closed; later calls return the same promise.
    */
   drain(deadlineMs: number): Promise<DrainResult>;
@@ -69,6 +79,8 @@ export interface HttpDrain {
 
 export interface DrainOptions {
   idleGraceMs?: number;
+  /** Ends the waits of requests on work done elsewhere (ServiceContext.endWaits); called once, near the deadline. */
+  endWaits?: () => void;
   /**
    * The route pattern a request matches (`/v1/sessions/:token`), never the values in its path (they
    * may be credentials); when undefined, its first two segments are logged (loggedPath).
@@ -161,6 +173,8 @@ export function trackConnections(server: http.Server, logger: Logger, opts: Drai
     }
     let cut = 0;
     let tunnelCount = 0;
+    const waitsEndAt = started + deadlineMs - Math.min(DRAIN_WAITS_MARGIN_MS, deadlineMs / 4);
+    let waitsEnded = false;
     // Each tunnel is ended once and stays tracked until its socket closes (the close frame and the
     // client's answer take a round trip); the deadline destroys those still open.
     const closeTunnels = () => {
@@ -186,6 +200,17 @@ export function trackConnections(server: http.Server, logger: Logger, opts: Drai
         closeTunnels();
         for (const socket of tunnels.keys()) socket.destroy();
         return;
+      }
+      if (!waitsEnded && now >= waitsEndAt) {
+        waitsEnded = true;
+        let inFlight = 0;
+        for (const state of sockets.values()) inFlight += state.open.length;
+        if (inFlight)
+          logger.info(
+            { inFlight, deadlineMs },
+            'drain deadline near: requests waiting on a job or the chat bot answer now',
+          );
+        opts.endWaits?.();
       }
       for (const [socket, state] of sockets) {
         if (state.open.length > 0) continue;

@@ -168,6 +168,8 @@ export async function startApi(
   answerMalformedRequests(server);
   const connections = trackConnections(server, ctx.logger, {
     idleGraceMs: opts.drainIdleGraceMs ?? DRAIN_IDLE_GRACE_MS,
+    // Requests waiting on a job (data export) or the chat bot answer before the deadline cuts them.
+    endWaits: () => ctx.endWaits(),
     routeOf: (method, path) => app.routePattern(method, path),
   });
   forwardUpgrades(server, config, ctx.logger, connections);

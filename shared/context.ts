@@ -30,6 +30,13 @@ export interface ServiceContext {
   audit: AuditBuffer;
   /** Requests to the connected chat bot (chat sync); opens its reply subscription on first use. */
   chatBot: ChatBotClient;
+  /**
+   * Ends every wait of a request on work done elsewhere (`queues.enqueueAndWait`, `chatBot.call`):
+   * each one gives up at once, as its timeout would, and so do the waits that start afterwards; the
+   * work itself goes on (a queued job still runs). The api's drain calls it shortly before its
+   * deadline, so that such a request is answered rather than cut (api/drain.ts).
+   */
+  endWaits(): void;
   /** Releases everything, within `release`'s deadline (a new one unless the caller's steps share it). */
   close(release?: ReleaseDeadline): Promise<void>;
 }
@@ -44,10 +51,11 @@ export function createContext(config: Config, name: string, logger?: Logger): Se
   const redisErrors = new RedisErrorLog(log);
   redisErrors.watch(redis, 'requests');
   const bus = new EventBus(redis, config);
-  const queues = new Queues(redis, config, redisErrors);
+  const waits = new AbortController();
+  const queues = new Queues(redis, config, redisErrors, waits.signal);
   const outbox = new OutboxRelay({ db, redis, bus, queues, config, logger: log });
   const audit = new AuditBuffer({ db, logger: log });
-  const chatBot = new ChatBotClient(redis, config);
+  const chatBot = new ChatBotClient(redis, config, waits.signal);
   return {
     config,
     logger: log,
@@ -59,6 +67,7 @@ export function createContext(config: Config, name: string, logger?: Logger): Se
     outbox,
     audit,
     chatBot,
+    endWaits: () => waits.abort(),
     async close(release = new ReleaseDeadline(log)) {
       // One deadline for all of it: a hung PostgreSQL or Redis must not keep the process alive.
       // Buffered audit events first: their live-feed rows join the relay's last drain.

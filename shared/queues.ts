@@ -176,11 +176,13 @@ export class Queues {
    * `errors`: the process's log of Redis errors. Every queue, queue-events reader and connection
    * opened here reports to it: BullMQ prints an error of an emitter without a listener as plain
    * multi-line text on stderr, twice a second for as long as Redis is down.
+   * `waitsEnd`: once aborted, enqueueAndWait stops waiting (ServiceContext.endWaits).
    */
   constructor(
     private readonly connection: Redis,
     private readonly config: Pick<Config, 'redisPrefix'>,
     private readonly errors?: Pick<RedisErrorLog, 'listener' | 'watch'>,
+    private readonly waitsEnd?: AbortSignal,
   ) {}
 
   queue(name: QueueName): Queue {
@@ -200,8 +202,11 @@ export class Queues {
   }
 
   /**
-   * Enqueues and waits for the result: for requests that need a heavy result (export, chat sync).
-   * Rejects after `timeoutMs` with an Error whose name is 'TimeoutError'.
+   * Enqueues and waits for the result: for requests that need a heavy result (the data export).
+   * Rejects after `timeoutMs` with an Error whose name is 'TimeoutError', and with such an Error as
+   * soon as the process ends its waits (`waitsEnd`: the api's drain, shortly before its deadline),
+   * so that the request answers what its timeout answers instead of being cut. Either way the job
+   * stays queued and runs on (a deduplicated retry joins it).
    */
   async enqueueAndWait<N extends QueueName, R = unknown>(
     name: N,
@@ -224,11 +229,31 @@ export class Queues {
     }
     const job = await this.queue(name).add(name, data, { ...queueDefaults[name], ...opts });
     try {
-      return (await job.waitUntilFinished(ev, timeoutMs)) as R;
+      return await this.untilWaitsEnd(job.waitUntilFinished(ev, timeoutMs) as Promise<R>, name);
     } catch (err) {
       if (err instanceof Error && /timed out/i.test(err.message)) err.name = 'TimeoutError';
       throw err;
     }
+  }
+
+  /**
+   * `finished`, or a TimeoutError once `waitsEnd` is aborted (at once if it already is). The wait
+   * left behind ends with its own timeout or when the queues close.
+   */
+  private untilWaitsEnd<R>(finished: Promise<R>, name: QueueName): Promise<R> {
+    const signal = this.waitsEnd;
+    if (!signal) return finished;
+    return new Promise<R>((resolve, reject) => {
+      const stop = () => {
+        finished.catch(() => undefined);
+        const err = new Error(`stopped waiting for the ${name} job: the process is shutting down`);
+        err.name = 'TimeoutError';
+        reject(err);
+      };
+      if (signal.aborted) return stop();
+      signal.addEventListener('abort', stop, { once: true });
+      finished.then(resolve, reject).finally(() => signal.removeEventListener('abort', stop));
+    });
   }
 
   /** Registers work to finish before the queues close (e.g. producers that batch enqueues). */

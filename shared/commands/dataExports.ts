@@ -44,7 +44,8 @@ async function auditFailure(ctx: ServiceContext, userId: string, by: Attribution
  * enqueues the export job and waits for it. A user's parallel requests share one job (BullMQ
  * deduplication by user), and each receives the archive. On success writes the export log entry
  * and the data_exported audit event in one transaction; a failed job is a logged, audited 500, a
- * job not done within EXPORT_TIMEOUT_MS an audited 503.
+ * job not done within EXPORT_TIMEOUT_MS an audited 503, and so is one still running when the api's
+ * drain nears its deadline (ServiceContext.endWaits).
  */
 export async function deliverDataExport(
   ctx: ServiceContext,
@@ -81,7 +82,11 @@ export async function deliverDataExport(
     } catch (err) {
       const e = err as Error;
       if (e.name === 'TimeoutError') {
-        ctx.logger.warn({ userId, timeoutMs: ctx.config.dataExport.timeoutMs }, 'data export timed out');
+        // Also when the api's drain ended the wait before its deadline (the message says so).
+        ctx.logger.warn(
+          { userId, timeoutMs: ctx.config.dataExport.timeoutMs, reason: e.message },
+          'data export timed out',
+        );
         await auditFailure(ctx, userId, by, 'timed out');
         throw serviceUnavailable('the data export did not finish in time; try again shortly');
       }

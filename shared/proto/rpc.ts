@@ -66,6 +66,9 @@ export function requestTimeoutMs(env: Envelope, config?: Pick<Config, 'chat'>): 
   return config?.chat.syncTimeoutMs ?? 30_000;
 }
 
+/** What a request the chat bot did not answer in time answers (docs/chat.md). */
+const TIMED_OUT = 'request timed out';
+
 /** Repeated fields of a ChatSyncResponse that a bot may split over several frames (`more`). */
 const SYNC_LISTS = ['guilds', 'channels', 'roles', 'members'] as const;
 
@@ -181,7 +184,9 @@ type BotRequest =
  * The request goes to a realtime instance that reports a chat bot (stats hash), which hands it to
  * the bot; the bot's answer (ChatSyncResponse 111 / ModerationResponse 141) comes back on this
  * client's own PubSub.rpcReply channel. Resolves with the decoded response payload; a timeout or
- * a missing bot resolves with success=false and an error, like the bot's own failures.
+ * a missing bot resolves with success=false and an error, like the bot's own failures. Once
+ * `waitsEnd` is aborted (ServiceContext.endWaits: the api's drain, shortly before its deadline),
+ * every call resolves as its timeout would, at once, so that the request is answered, not cut.
  */
 export class ChatBotClient {
   readonly id = `proc-${randomUUID()}`;
@@ -192,6 +197,7 @@ export class ChatBotClient {
   constructor(
     private readonly redis: Redis,
     private readonly config: Config,
+    private readonly waitsEnd?: AbortSignal,
   ) {}
 
   private start(): Promise<void> {
@@ -223,19 +229,24 @@ export class ChatBotClient {
     if (problem) return fail(problem);
     const target = await pickChatBotInstance(this.redis, this.config);
     if (!target) return fail('no chat bot is connected');
+    // Nobody would wait for the answer.
+    if (this.waitsEnd?.aborted) return fail(TIMED_OUT);
     const requestId = randomUUID();
     const parts = new SyncResponseAssembler();
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
+      const settle = (answer: Record<string, unknown>) => {
+        clearTimeout(timer);
+        this.waitsEnd?.removeEventListener('abort', stopWaiting);
         this.pending.delete(requestId);
-        resolve(fail('request timed out'));
-      }, timeoutMs);
+        resolve(answer);
+      };
+      const timer = setTimeout(() => settle(fail(TIMED_OUT)), timeoutMs);
+      const stopWaiting = () => settle(fail(TIMED_OUT));
+      this.waitsEnd?.addEventListener('abort', stopWaiting, { once: true });
       this.pending.set(requestId, (env) => {
         // A split answer: keep collecting until the last frame.
         if (isPartialReply(env)) return parts.add(unwrap(env));
-        clearTimeout(timer);
-        this.pending.delete(requestId);
-        resolve(env.payload === 'chatSyncResponse' ? parts.finish(unwrap(env)) : unwrap(env));
+        settle(env.payload === 'chatSyncResponse' ? parts.finish(unwrap(env)) : unwrap(env));
       });
       const msg: BotRequestMessage = {
         requestId,
@@ -243,11 +254,9 @@ export class ChatBotClient {
         envelope: Buffer.from(encodeEnvelope(req.payload, req.body as Record<string, unknown>)).toString('base64'),
         timeoutMs,
       };
-      this.redis.publish(redisKey(this.config, PubSub.botRequest(target)), JSON.stringify(msg)).catch(() => {
-        clearTimeout(timer);
-        this.pending.delete(requestId);
-        resolve(fail('service unavailable, try again'));
-      });
+      this.redis
+        .publish(redisKey(this.config, PubSub.botRequest(target)), JSON.stringify(msg))
+        .catch(() => settle(fail('service unavailable, try again')));
     });
   }
 
