@@ -188,7 +188,8 @@ export function auditRoutes(router: ApiRouter): void {
       summary: 'Search the audit log',
       description:
         "total_count is exact up to 10,000 matching events; beyond that it is the database planner's estimate and the " +
-        'response carries X-Total-Count-Estimated: true.',
+        'response carries X-Total-Count-Estimated: true, except on the last page, whose total is exact. ' +
+        '_links.next is present exactly when more events follow, whatever the estimate.',
       tags: TAG,
       auth: { permission: 'audit:read' },
       query: adminAuditQuery,

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { AuditEvent } from '../models/AuditEvent';
 import { isUuid } from '../zod';
 import { computeOncePerTurn, pagesOf, queryOncePerTurn, withoutColumns } from '../rowLoader';
-import { COUNTER_SQL, estimateRows } from './counters';
+import { CAPPED_TOTAL, COUNTER_SQL, readCappedPage } from './counters';
 
 /** Sort fields of GET /v1/admin/audit (spec §4.24); every one is served by an index ending in (created_at, id). */
 export const AUDIT_SORT_FIELDS = ['event_type', 'user_id', 'status', 'created_at'] as const;
@@ -74,7 +74,7 @@ async function filtered(db: Knex, f: AuditFilter): Promise<{ q: Knex.QueryBuilde
 const TOTAL = '__audit_total';
 
 /** What a page row holds beyond the event's columns. */
-const PAGE_COLUMNS: ReadonlySet<string> = new Set([TOTAL]);
+const PAGE_COLUMNS: ReadonlySet<string> = new Set([TOTAL, CAPPED_TOTAL]);
 
 /**
  * One page of audit events, newest first unless sorted otherwise (ties broken by created_at, then
@@ -82,9 +82,10 @@ const PAGE_COLUMNS: ReadonlySet<string> = new Set([TOTAL]);
  *
  * Without filters the total is the exact `audit_events` row counter, read in the page's own
  * statement. With filters it is a count capped at AUDIT_COUNT_CAP + 1 matches, also in the page's
- * statement; only when the cap is reached does the planner's estimate (EXPLAIN, a second
- * statement) give the total, flagged as estimated (never below the cap + 1). So the usual page is
- * one round trip.
+ * statement, which reads one event past the page; only when the cap is reached does the planner's
+ * estimate (EXPLAIN, a second statement) give the total, flagged as estimated (never below the cap
+ * + 1), and then only on a page that does not end the list: the last page's total is exact
+ * (readCappedPage in ./counters). So the usual page is one round trip.
  */
 export function findAuditPage(db: Knex, f: AuditFilter, page: { page: number; limit: number }): Promise<AuditPage> {
   // Identical pages asked for in one turn (a dashboard's first page, polled by many) are built once.
@@ -131,46 +132,39 @@ async function readAuditPage(db: Knex, f: AuditFilter, page: { page: number; lim
   const unfiltered = Object.entries(f).every(
     ([k, v]) => v === undefined || k === 'sort_field' || k === 'sort_direction',
   );
-  const capped = base
-    .clone()
-    .select(db.raw('1'))
-    .limit(AUDIT_COUNT_CAP + 1)
-    .toSQL();
-  const totalSql = unfiltered
-    ? db.raw(`${COUNTER_SQL} AS ${TOTAL}`, ['audit_events'])
-    : db.raw(`(SELECT count(*) FROM (${capped.sql}) AS capped) AS ${TOTAL}`, capped.bindings as Knex.RawBinding[]);
   const offset = (page.page - 1) * page.limit;
-  if (unfiltered && offset >= DEEP_OFFSET) {
+  // Identical pages asked for in one turn share the statement (the rows are shared: not changed here).
+  const pageRows = (total: Knex.Raw, limit: number) =>
+    queryOncePerTurn(
+      db,
+      base
+        .clone()
+        .select('*', total)
+        .orderBy(order.map((column) => ({ column, order: dir })))
+        .limit(limit)
+        .offset(offset),
+    );
+  const events = (rows: ReadonlyArray<Readonly<Record<string, unknown>>>) =>
+    rows.map((row) => AuditEvent.fromDatabaseJson(withoutColumns(row, PAGE_COLUMNS)));
+  if (!unfiltered) {
+    // Counted up to the cap, then estimated; one row past the page keeps `next` exact (readCappedPage).
+    const read = await readCappedPage(db, () => base.clone(), { limit: page.limit, offset }, AUDIT_COUNT_CAP, pageRows);
+    return { events: events(read.rows), total: read.total, estimated: read.estimated };
+  }
+  if (offset >= DEEP_OFFSET) {
     const fromEnd = await readAuditPageFromEnd(db, base, order, dir, page);
     if (fromEnd) return fromEnd;
   }
-  // Identical pages asked for in one turn share the statement (the rows are shared: not changed here).
-  const rows = await queryOncePerTurn(
-    db,
-    base
-      .clone()
-      .select('*', totalSql)
-      .orderBy(order.map((column) => ({ column, order: dir })))
-      .limit(page.limit)
-      .offset(offset),
-  );
+  const totalSql = db.raw(`${COUNTER_SQL} AS ${TOTAL}`, ['audit_events']);
+  const rows = await pageRows(totalSql, page.limit);
   let total: number;
   if (rows.length) total = Number(rows[0]![TOTAL]);
   else {
-    // Past the last page (or nothing matches): the total alone.
+    // Past the last page (or no events at all): the counter alone.
     const [r] = (await db.select(totalSql)) as Array<Record<string, unknown>>;
     total = Number(r![TOTAL]);
   }
-  let estimated = false;
-  if (!unfiltered && total > AUDIT_COUNT_CAP) {
-    total = Math.max(AUDIT_COUNT_CAP + 1, await estimateRows(db, base));
-    estimated = true;
-  }
-  return {
-    events: rows.map((row) => AuditEvent.fromDatabaseJson(withoutColumns(row, PAGE_COLUMNS))),
-    total,
-    estimated,
-  };
+  return { events: events(rows), total, estimated: false };
 }
 
 /** From this offset on, an unfiltered page past the middle is read from the end (as api/pagination.ts does). */

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { ChatChannel } from '../models/ChatChannel';
 import { ChatGuild } from '../models/ChatGuild';
 import { ChatMember } from '../models/ChatMember';
-import { estimateRows, keyedCounterSql } from './counters';
+import { CAPPED_TOTAL, keyedCounterSql, readCappedPage } from './counters';
 import {
   compiledOnce,
   computeOncePerTurn,
@@ -100,6 +100,7 @@ export interface MemberPage {
 }
 
 const TOTAL_COLUMN: ReadonlySet<string> = new Set(['total_count']);
+const CAPPED_COLUMN: ReadonlySet<string> = new Set([CAPPED_TOTAL]);
 
 const unfiltered = (f: MemberFilter) => !f.search && !f.botOnly && !f.humansOnly && !f.hasRole;
 
@@ -134,39 +135,20 @@ async function readMembers(db: Knex, guildUuid: string, f: MemberFilter): Promis
     return { members, total, estimated: false, hasMore: f.offset + members.length < total, at: Date.now() };
   }
   const matching = () => applyFilter(db('chat_members'), guildUuid, f);
-  const capped = matching()
-    .select(db.raw('1'))
-    .limit(MEMBER_COUNT_CAP + 1)
-    .toSQL();
-  const countSql = `(SELECT count(*) FROM (${capped.sql}) AS capped)`;
-  const countBindings = capped.bindings as Knex.RawBinding[];
-  // One row past the page says whether there are more, exactly, even when the total is an estimate.
-  const found = (await matching()
-    .select('chat_members.*', db.raw(`${countSql} AS total_count`, countBindings))
-    .orderByRaw(DISPLAY_ORDER)
-    .limit(f.limit + 1)
-    .offset(f.offset)) as Array<Record<string, unknown>>;
-  const hasMore = found.length > f.limit;
-  const members = found.slice(0, f.limit).map((r) => ChatMember.fromDatabaseJson(withoutColumns(r, TOTAL_COLUMN)));
-  // The capped count comes with the page's rows; past the end (no row to carry it) it is read alone.
-  let total = found.length ? Number(found[0]!.total_count) : 0;
-  if (!found.length && f.offset > 0) {
-    const { rows } = await db.raw<{ rows: Array<{ n: string }> }>(`SELECT ${countSql} AS n`, countBindings);
-    total = Number(rows[0].n);
-  }
-  let estimated = false;
-  if (total > MEMBER_COUNT_CAP && members.length && !hasMore) {
-    // The last page: the count stopped at the cap, but the page shows where the matches end.
-    total = f.offset + members.length;
-  } else if (total > MEMBER_COUNT_CAP) {
-    const estimate = await estimateRows(db, matching());
-    // Within what the read proves: more than the cap and than this page reaches, and past the end
-    // (an empty page) no more than the offset.
-    total = members.length
-      ? Math.max(MEMBER_COUNT_CAP + 1, f.offset + members.length + 1, estimate)
-      : Math.min(f.offset, Math.max(MEMBER_COUNT_CAP + 1, estimate));
-    estimated = true;
-  }
+  // Counted up to the cap, then estimated; one row past the page says whether there are more,
+  // exactly, and makes the last page's total exact (readCappedPage).
+  const read = await readCappedPage(
+    db,
+    matching,
+    { limit: f.limit, offset: f.offset },
+    MEMBER_COUNT_CAP,
+    (count, limit) =>
+      matching().select('chat_members.*', count).orderByRaw(DISPLAY_ORDER).limit(limit).offset(f.offset) as Promise<
+        Array<Record<string, unknown>>
+      >,
+  );
+  const members = read.rows.map((r) => ChatMember.fromDatabaseJson(withoutColumns(r, CAPPED_COLUMN)));
+  const { total, estimated, hasMore } = read;
   return { members, total, estimated, hasMore, at: Date.now() };
 }
 

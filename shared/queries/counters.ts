@@ -113,3 +113,75 @@ export async function estimateRows(db: Knex, q: Knex.QueryBuilder): Promise<numb
   );
   return Math.round(rows[0]!['QUERY PLAN'][0]!.Plan['Plan Rows']);
 }
+
+/** Column alias of the capped count read in a page's own statement (readCappedPage). */
+export const CAPPED_TOTAL = '__capped_total';
+
+/** A page of a filtered list whose total is counted up to a cap, then estimated (readCappedPage). */
+export interface CappedPage {
+  /** The page's rows, as read (the CAPPED_TOTAL column still on them: callers drop it). */
+  rows: ReadonlyArray<Readonly<Record<string, unknown>>>;
+  /** The matches: exact, unless `estimated`. Never contradicts the page (see cappedTotal). */
+  total: number;
+  /** The total is the planner's estimate: more than the cap matched and this page does not end the list. */
+  estimated: boolean;
+  /** Whether matches lie beyond this page: exact (read one row past the page), whatever the total. */
+  hasMore: boolean;
+}
+
+/**
+ * A filtered list's total from what one page's read proves: `counted`, the matches counted up to
+ * `cap` + 1 in the page's own statement, and the page's `rows` at `offset` with `hasMore` (one row
+ * read past the page). Up to the cap the count is exact. Beyond it, a page that ends the list (rows,
+ * none after them) gives the exact total `offset + rows`; any other page takes the planner's
+ * `estimate()`, kept within what the read proves: above the cap and past this page when more
+ * follow, no more than the offset past the end. So `next` links and `total_pages` built from the
+ * total agree with the rows: an estimate below the real count never hides the pages after it, one
+ * above it never leads past the last.
+ */
+export async function cappedTotal(
+  read: { counted: number; cap: number; offset: number; rows: number; hasMore: boolean },
+  estimate: () => Promise<number>,
+): Promise<{ total: number; estimated: boolean }> {
+  const { counted, cap, offset, rows, hasMore } = read;
+  if (counted <= cap) return { total: counted, estimated: false };
+  if (rows > 0 && !hasMore) return { total: offset + rows, estimated: false };
+  const guess = Math.max(cap + 1, await estimate());
+  return { total: rows > 0 ? Math.max(guess, offset + rows + 1) : Math.min(offset, guess), estimated: true };
+}
+
+/**
+ * One page of a filtered list and its total, the rule every list with a capped count follows (the
+ * audit log's filtered pages, a guild's member search). `matching()` is the filtered query (no
+ * order, no page); `read(count, limit)` runs the page's statement at its offset with `count` (the
+ * capped count, aliased CAPPED_TOTAL) among its columns and the `limit` given, which is one more
+ * than the page's: the extra row says whether more follow. Past the end (no row to carry the
+ * count) the count is read alone; beyond the cap the estimate is a second statement (EXPLAIN).
+ */
+export async function readCappedPage(
+  db: Knex,
+  matching: () => Knex.QueryBuilder,
+  page: { limit: number; offset: number },
+  cap: number,
+  read: (count: Knex.Raw, limit: number) => Promise<ReadonlyArray<Readonly<Record<string, unknown>>>>,
+): Promise<CappedPage> {
+  const capped = matching()
+    .select(db.raw('1'))
+    .limit(cap + 1)
+    .toSQL();
+  const countSql = `(SELECT count(*) FROM (${capped.sql}) AS capped)`;
+  const bindings = capped.bindings as Knex.RawBinding[];
+  const found = await read(db.raw(`${countSql} AS ${CAPPED_TOTAL}`, bindings), page.limit + 1);
+  const hasMore = found.length > page.limit;
+  const rows = hasMore ? found.slice(0, page.limit) : found;
+  let counted = rows.length ? Number(rows[0]![CAPPED_TOTAL]) : 0;
+  if (!rows.length && page.offset > 0) {
+    const { rows: alone } = await db.raw<{ rows: Array<{ n: string }> }>(`SELECT ${countSql} AS n`, bindings);
+    counted = Number(alone[0]!.n);
+  }
+  const { total, estimated } = await cappedTotal(
+    { counted, cap, offset: page.offset, rows: rows.length, hasMore },
+    () => estimateRows(db, matching()),
+  );
+  return { rows, total, estimated, hasMore };
+}
