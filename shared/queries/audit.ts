@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { AuditEvent } from '../models/AuditEvent';
+import { badRequest } from '../errors';
 import { isUuid } from '../zod';
 import { computeOncePerTurn, pagesOf, queryOncePerTurn, withoutColumns } from '../rowLoader';
 import { CAPPED_TOTAL, COUNTER_SQL, readCappedPage } from './counters';
@@ -36,21 +37,52 @@ export interface AuditPage {
 }
 
 /**
- * The events a user_search names: those of the text itself as a user id (also an external one a bot
- * wrote), and of every user whose username or any platform account email contains it
- * (case-insensitive). A subquery, not a list of ids read first: a broad search matches every such
- * user, and its total stays exact (an earlier list of at most 500 ids undercounted silently).
+ * Most usernames, and most platform account email addresses, that one user_search may match
+ * (docs/audit.md). A broader text is refused (a 400 naming user_search), never cut short: a search
+ * that silently kept the first N users would undercount.
  */
-function whereUserSearch(q: Knex.QueryBuilder, text: string): void {
+export const USER_SEARCH_MAX_MATCHES = 1000;
+
+/**
+ * The user ids a user_search names: the text itself as a user id (also an external one a bot
+ * wrote) when events carry it, and every user whose username or any platform account email
+ * contains the text (case-insensitive). Read once, in a statement of their own (each side stops
+ * one match past the cap; a text of three or more characters is matched through the trigram
+ * indexes of migration 20261124020000_audit_log), and sorted, so identical searches send
+ * identical statements.
+ */
+async function userSearchIds(db: Knex, text: string): Promise<string[]> {
   const like = `%${text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-  // One array of user ids, computed once before the scan (an InitPlan), so the events are read by
-  // the user_id index. `user_id = ? OR user_id IN (subquery)` was planned as a filter over every
-  // event: 0.1–0.5 s at 500,000 events, against 6 ms.
-  q.whereRaw(
-    `user_id = ANY(ARRAY(SELECT ?::text UNION SELECT id::text FROM users WHERE lower(username) LIKE ?
-       UNION SELECT user_id::text FROM platform_accounts WHERE lower(email) LIKE ?))`,
-    [isUuid(text) ? text.toLowerCase() : text, like, like],
+  const asId = isUuid(text) ? text.toLowerCase() : text;
+  const { rows } = await db.raw<{ rows: Array<{ by_id: boolean; by_name: string[]; by_email: string[] }> }>(
+    `SELECT EXISTS (SELECT 1 FROM audit_events WHERE user_id = ?) AS by_id,
+            ARRAY(SELECT id::text FROM users WHERE lower(username) LIKE ? LIMIT ?::int) AS by_name,
+            ARRAY(SELECT user_id::text FROM platform_accounts WHERE lower(email) LIKE ? LIMIT ?::int) AS by_email`,
+    [asId, like, USER_SEARCH_MAX_MATCHES + 1, like, USER_SEARCH_MAX_MATCHES + 1],
   );
+  const { by_id: byId, by_name: byName, by_email: byEmail } = rows[0]!;
+  if (byName.length > USER_SEARCH_MAX_MATCHES || byEmail.length > USER_SEARCH_MAX_MATCHES)
+    throw badRequest(
+      `user_search: matches more than ${USER_SEARCH_MAX_MATCHES} usernames or email addresses; use a longer text, or user_id`,
+    );
+  return [...new Set([...(byId ? [asId] : []), ...byName, ...byEmail])].sort();
+}
+
+/**
+ * The events of a user_search: of its users (userSearchIds), given to the page's statement as
+ * values, so the planner sees how many users there are and how common their events are. One user
+ * is an equality, whose events come off the (user_id, created_at, id) index in order, the page and
+ * no more; a few users' events come off that index and are sorted; many users' off the sort's own
+ * index, walked until the page is full. As a subquery (`user_id = ANY(ARRAY(SELECT …))`, known
+ * only at run time) the planner assumed a handful of users whatever the text: it read every
+ * matching event by user and sorted them (100,000 events for a search matching every user, 0.2–0.6
+ * s), computed the set twice (the count and the page), and estimated totals from a guess.
+ */
+async function whereUserSearch(db: Knex, q: Knex.QueryBuilder, text: string): Promise<void> {
+  const ids = await userSearchIds(db, text);
+  if (ids.length === 0) q.whereRaw('false');
+  else if (ids.length === 1) q.where('user_id', ids[0]!);
+  else q.whereRaw('user_id = ANY(?::text[])', [ids]);
 }
 
 /** The filtered query (no order, no page), wrapped: a query builder is a thenable an await would run. */
@@ -66,7 +98,7 @@ async function filtered(db: Knex, f: AuditFilter): Promise<{ q: Knex.QueryBuilde
   // Events are shown to the millisecond and stored to the microsecond: an end bound includes its
   // whole millisecond, so the created_at of an event, passed back as end_date, finds that event.
   if (f.end_date) q.where('created_at', '<', new Date(f.end_date.getTime() + 1));
-  if (f.user_search !== undefined) whereUserSearch(q, f.user_search);
+  if (f.user_search !== undefined) await whereUserSearch(db, q, f.user_search);
   return { q };
 }
 

@@ -85,6 +85,6 @@ test.serial('a user_search reads the events by the user index, not by a filter o
   // The user's events are found by an index condition on user_id. `user_id = ? OR user_id IN
   // (subquery)` filtered every entry of an index instead (a hashed subplan per row).
   const plan = await explainJson(db, seen[0], { settings: ['SET enable_seqscan = off'] });
-  t.regex(plan, /"Index Cond":"\(\(user_id\)::text = ANY/);
+  t.regex(plan, /"Index Cond":"\(\(user_id\)::text = /);
   t.notRegex(plan, /hashed SubPlan/);
 });
