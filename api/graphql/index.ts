@@ -70,7 +70,8 @@ export const resolvers: NonEmptyArray<Function> = [
 export const MAX_QUERY_DEPTH = 10;
 /**
  * Highest cost accepted: each field costs 1, a list field its items' cost times its `limit` or
- * `first` (a page of 100 trips with 10 points each costs about 7,400).
+ * `first` (a page of 100 trips with 10 points each costs about 4,300), plus a point per 10 rows its
+ * `page` skips, at most 10,000 a field (listCost in ./pagination).
  */
 export const MAX_QUERY_COST = 20_000;
 /** Most root fields of one mutation operation (aliases included): REST makes one request for each. */

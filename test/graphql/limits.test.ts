@@ -260,6 +260,39 @@ test('an expensive query is refused by its cost, with a GraphQL error', async (t
   t.is(many.body.errors[0].extensions.code, 'QUERY_TOO_COMPLEX');
 });
 
+// Serial: the cost test below counts the statements sent while it runs, and these pages run.
+test.serial('a page past the first also costs the rows it skips: aliased deep pages are refused', async (t) => {
+  const s = stack();
+  const { token } = await admin();
+  const ask = (query: string) => s.request('POST', '/v1/gql', { token, body: { query } });
+  const pages = (n: number, page: (i: number) => number) =>
+    `{ ${Array.from({ length: n }, (_, i) => `a${i}: devices(page: ${page(i)}, limit: 100) { data { id } }`).join(' ')} }`;
+
+  // 20 first pages of 100 devices: 201 each.
+  const first = await ask(pages(20, () => 1));
+  t.is(first.status, 200, first.text);
+  t.is(first.body.errors, undefined, first.text);
+  // The same 20 pages, 48,000 to 50,000 rows in: each also costs its skipped rows (docs/graphql.md).
+  const deep = await ask(pages(20, (i) => 480 + i));
+  t.is(deep.status, 200, deep.text);
+  t.is(deep.body.data, undefined);
+  t.is(deep.body.errors[0].extensions.code, 'QUERY_TOO_COMPLEX', deep.text);
+  t.regex(deep.body.errors[0].message, /^query cost \d+ exceeds the maximum of 20000$/);
+  const skipped = Array.from({ length: 20 }, (_, i) => (479 + i) * 10).reduce((a, b) => a + b, 0);
+  t.is(deep.body.errors[0].extensions.cost, 20 * 201 + skipped);
+  // As documented: devices(page: 500, limit: 100) { data { id } } costs 5,191; three fit, four do not.
+  t.is((await ask(pages(3, () => 500))).body.errors, undefined);
+  const four = await ask(pages(4, () => 500));
+  t.deepEqual(
+    [four.body.errors?.[0].extensions.code, four.body.errors?.[0].extensions.cost],
+    ['QUERY_TOO_COMPLEX', 4 * 5191],
+  );
+  // One page at any depth is answered, as REST answers it (the skip cost of a field is capped).
+  const deepest = await ask('{ devices(page: 1000000, limit: 100) { data { id } pagination { page } } }');
+  t.is(deepest.body.errors, undefined, deepest.text);
+  t.deepEqual(deepest.body.data.devices.data, []);
+});
+
 test.serial(
   'the same operation text is priced with each request’s variables (cached parse and validation)',
   async (t) => {
