@@ -189,8 +189,8 @@ export function auditRoutes(router: ApiRouter): void {
       description:
         "total_count is exact up to 10,000 matching events; beyond that it is the database planner's estimate and the " +
         'response carries X-Total-Count-Estimated: true, except on the last page, whose total is exact. ' +
-        '_links.next is present exactly when more events follow, whatever the estimate. user_search may match at most ' +
-        '1,000 usernames and 1,000 email addresses; a broader text is a 400 naming user_search.',
+        '_links.next is present exactly when more events follow, whatever the estimate. A user_search matching more ' +
+        'than 1,000 usernames or email addresses is searched whole, but slower: a longer text or user_id is faster.',
       tags: TAG,
       auth: { permission: 'audit:read' },
       query: adminAuditQuery,
