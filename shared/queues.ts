@@ -109,6 +109,7 @@ export const queueDefaults: Record<QueueName, JobsOptions> = {
     removeOnFail: 5000,
   },
   scheduled: { attempts: 3, backoff: { type: 'exponential', delay: 10000 }, removeOnComplete: 100, removeOnFail: 500 },
+  // An outage is waited out (waitsOutOutages): the 3 attempts are for other failures.
   geofence: { attempts: 3, backoff: { type: 'exponential', delay: 1000 }, removeOnComplete: true, removeOnFail: 1000 },
   // One attempt: the requester waits at most 30 s, and a replayed audit write would duplicate it.
   realtimeRequests: { attempts: 1, removeOnComplete: true, removeOnFail: 1000 },
@@ -128,6 +129,16 @@ export const queueDefaults: Record<QueueName, JobsOptions> = {
     removeOnFail: { age: 3600, count: 1000 },
   },
 };
+
+/**
+ * Queues whose jobs must not be lost to an outage: a job of theirs that fails because a dependency
+ * is away (the database unreachable or not answering, Redis down: workers/outageRetry.ts) is tried
+ * again after a capped backoff for as long as the outage lasts, without using up its `attempts`;
+ * only other failures count against them. The others keep their plain attempts: `scheduled` runs
+ * again at its next occurrence, `realtimeRequests` and `dataExport` have a requester waiting for a
+ * bounded time, and `email` retries until its row's deadline on its own.
+ */
+export const waitsOutOutages: ReadonlySet<QueueName> = new Set<QueueName>([QueueName.geofence]);
 
 /**
  * The job id of an email_outbox row's `email` job: one job per row, so the relay's at-least-once

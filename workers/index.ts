@@ -14,6 +14,7 @@ import { passwordResetsProcessor } from './processors/passwordResets';
 import { scheduledProcessor } from './processors/scheduled';
 import { realtimeRequestsProcessor } from './processors/realtimeRequests';
 import type { Processor } from './processors/types';
+import { runJob } from './outageRetry';
 import { loadGeoIp } from '../shared/geoip';
 import { AisIngestion } from './ais/ingest';
 import { exitOnStartFailure, type Logger } from '../shared/logger';
@@ -91,12 +92,13 @@ export async function startWorkers(
     }
   };
   const workers = (Object.values(QueueName) as QueueName[]).map((name) => {
-    const processor = processors[name] as Processor<QueueName>;
+    // A queue whose jobs must not be lost waits out a dependency outage (workers/outageRetry.ts).
+    const run = runJob(name, processors[name] as Processor<QueueName>, ctx);
     const connection = createRedis(config);
     // Without a listener ioredis prints every connection error as plain text on stderr.
     ctx.redisErrors.watch(connection, `worker ${name}`);
     connections.push(connection);
-    const worker = new Worker(name, (job) => countedRun(() => processor(job as never, ctx)), {
+    const worker = new Worker(name, (job, token) => countedRun(() => run(job, token)), {
       connection,
       prefix: bullPrefix(config),
       concurrency: config.queueConcurrency[name] ?? config.workerConcurrency,

@@ -10,6 +10,13 @@ export interface TcpProxy {
   holdReplies(): void;
   /** Ends every open connection (a network or server dropping them); new ones are forwarded. */
   cut(): void;
+  /**
+   * Drops every connection and stops listening (as a server that is down): a new connection is
+   * refused (ECONNREFUSED) until `up()`.
+   */
+  down(): Promise<void>;
+  /** Listens again, on the same port. */
+  up(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -35,8 +42,17 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     upstream.on('error', end).on('close', end);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  const dropAll = () => {
+    for (const [a, b] of pairs) {
+      a.destroy();
+      b.destroy();
+    }
+  };
+  const stopListening = () =>
+    new Promise<void>((resolve) => (server.listening ? server.close(() => resolve()) : resolve()));
   return {
-    port: (server.address() as net.AddressInfo).port,
+    port,
     freeze() {
       frozen = true;
       for (const [a, b] of pairs) {
@@ -55,17 +71,20 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
       for (const [, upstream] of pairs) upstream.pause();
     },
     cut() {
-      for (const [a, b] of pairs) {
-        a.destroy();
-        b.destroy();
-      }
+      dropAll();
+    },
+    async down() {
+      const closed = stopListening();
+      dropAll();
+      await closed;
+    },
+    async up() {
+      if (!server.listening) await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
     },
     async close() {
-      for (const [a, b] of pairs) {
-        a.destroy();
-        b.destroy();
-      }
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      const closed = stopListening();
+      dropAll();
+      await closed;
     },
   };
 }

@@ -1,0 +1,73 @@
+import { DelayedError, type Job } from 'bullmq';
+import type { ServiceContext } from '../shared/context';
+import { toHttpError } from '../shared/errors';
+import { queueDefaults, type QueueName, waitsOutOutages } from '../shared/queues';
+import type { Processor } from './processors/types';
+
+/** The longest a job waiting out an outage goes between two tries. */
+export const OUTAGE_RETRY_MAX_DELAY_MS = 30_000;
+/** The first wait when the queue's options name no backoff delay. */
+const OUTAGE_RETRY_FIRST_DELAY_MS = 1000;
+
+/**
+ * What the process's fail-fast Redis connection (shared/redis.ts) says while Redis is down or not
+ * answering: ioredis's own messages, and the one of a stall the process detected.
+ */
+const REDIS_UNAVAILABLE =
+  /^(Connection is closed\.|Stream isn't writeable and enableOfflineQueue options is false|Command timed out|redis is not answering)/;
+
+/**
+ * Whether a job failed because a dependency is away, not because of the job: the database
+ * unreachable, refusing connections, shutting down or not answering in time (what toHttpError maps
+ * to a 503 for the api), another 503 a command throws (a store it needs is unavailable), or Redis
+ * down or hung. The same job succeeds once the dependency is back.
+ */
+export function isDependencyOutage(err: unknown): boolean {
+  if (toHttpError(err)?.status === 503) return true;
+  return err instanceof Error && REDIS_UNAVAILABLE.test(err.message);
+}
+
+/**
+ * The wait before try `n` (1 = the first retry) of a job waiting out an outage: the queue's backoff
+ * delay doubling, at most OUTAGE_RETRY_MAX_DELAY_MS.
+ */
+export function outageRetryDelay(queue: QueueName, n: number): number {
+  const backoff = queueDefaults[queue].backoff;
+  const first = typeof backoff === 'object' && backoff.delay ? backoff.delay : OUTAGE_RETRY_FIRST_DELAY_MS;
+  return Math.min(OUTAGE_RETRY_MAX_DELAY_MS, first * 2 ** Math.min(Math.max(n - 1, 0), 30));
+}
+
+/**
+ * A queue's processor as its BullMQ worker runs it. For a queue whose jobs must not be lost
+ * (`waitsOutOutages`), a failure that is a dependency outage does not count as an attempt: the job
+ * goes back to the delayed set (BullMQ's moveToDelayed + DelayedError, which leaves attemptsMade as
+ * it is) and is tried again after a capped backoff, for as long as the outage lasts. Any other
+ * failure (a bug, input the job cannot handle) is an attempt as usual, so such a job still fails
+ * after the queue's few `attempts`, outage waits or not, and stays in the failed list.
+ */
+export function runJob<N extends QueueName>(
+  queue: N,
+  processor: Processor<N>,
+  ctx: ServiceContext,
+): (job: Job, token?: string) => Promise<unknown> {
+  if (!waitsOutOutages.has(queue)) return (job) => processor(job as never, ctx);
+  return async (job, token) => {
+    try {
+      return await processor(job as never, ctx);
+    } catch (err) {
+      if (!token || !isDependencyOutage(err)) throw err;
+      // Every start counts in attemptsStarted, a failure in attemptsMade: the starts that were
+      // neither are this job's waits so far (a stalled run counts too; it only lengthens the wait).
+      const waits = Math.max(1, job.attemptsStarted - job.attemptsMade);
+      const delayMs = outageRetryDelay(queue, waits);
+      // Throws when Redis is the dependency that is away: the job then fails as usual or, when
+      // BullMQ cannot record that either, is retried as stalled once Redis is back.
+      await job.moveToDelayed(Date.now() + delayMs, token);
+      ctx.logger.warn(
+        { queue, jobId: job.id, wait: waits, delayMs, attempts: job.attemptsMade, err: (err as Error).message },
+        'job waits for a dependency to come back',
+      );
+      throw new DelayedError();
+    }
+  };
+}
