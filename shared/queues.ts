@@ -113,7 +113,9 @@ export const queueDefaults: Record<QueueName, JobsOptions> = {
   geofence: { attempts: 3, backoff: { type: 'exponential', delay: 1000 }, removeOnComplete: true, removeOnFail: 1000 },
   // One attempt: the requester waits at most 30 s, and a replayed audit write would duplicate it.
   realtimeRequests: { attempts: 1, removeOnComplete: true, removeOnFail: 1000 },
-  // Done jobs are dropped at once: they hold an address that may have no account.
+  // Done jobs are dropped at once: they hold an address that may have no account. Its outbox row is
+  // gone once it is queued, so an outage is waited out (waitsOutOutages): the 5 attempts are for
+  // other failures.
   passwordResets: {
     attempts: 5,
     backoff: { type: 'exponential', delay: 2000 },
@@ -138,7 +140,10 @@ export const queueDefaults: Record<QueueName, JobsOptions> = {
  * again at its next occurrence, `realtimeRequests` and `dataExport` have a requester waiting for a
  * bounded time, and `email` retries until its row's deadline on its own.
  */
-export const waitsOutOutages: ReadonlySet<QueueName> = new Set<QueueName>([QueueName.geofence]);
+export const waitsOutOutages: ReadonlySet<QueueName> = new Set<QueueName>([
+  QueueName.geofence,
+  QueueName.passwordResets,
+]);
 
 /**
  * The job id of an email_outbox row's `email` job: one job per row, so the relay's at-least-once

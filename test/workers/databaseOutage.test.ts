@@ -5,6 +5,7 @@ import { Model } from 'objection';
 import { randomUUID } from 'node:crypto';
 import type { QueueName } from '../../shared/queues';
 import { startWorkers, type RunningWorkers } from '../../workers/index';
+import { freshEmail } from '../helpers/accounts';
 import { createUser } from '../helpers/factories';
 import { useStack, type Stack } from '../helpers/stack';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcpProxy';
@@ -92,6 +93,49 @@ test.serial(
       );
     } finally {
       sub.disconnect();
+      await w.close();
+    }
+  },
+);
+
+test.serial(
+  'a password reset answered 202 is mailed after a database outage longer than its job’s attempts',
+  async (t) => {
+    const s = stack();
+    const user = await createUser(s.db, { email: freshEmail('outage') });
+    const w = await proxiedWorkers(s);
+    try {
+      await w.proxy.down();
+      const r = await s.request('POST', '/v1/auth/reset-password/request', { body: { email: user.email } });
+      t.is(r.status, 202);
+      // The api's relay hands the request to the queue and deletes its outbox row: from here on
+      // the job is all there is of it.
+      await s.api.services.outbox.drain();
+      // The queue's 5 attempts, 2 s doubling apart, are all refused: the 5th start comes about
+      // 30 s after the first. Once it is over the job must still be there, waiting.
+      const job = await eventually(
+        async () => {
+          const j = await findJob(s, 'passwordResets', (d) => d.email === user.email);
+          if (!j || j.attemptsStarted < 5) return undefined;
+          return j.finishedOn || (await j.getState()) === 'delayed' ? j : undefined;
+        },
+        60_000,
+        100,
+      );
+      t.falsy(job.finishedOn, `the job ended: ${job.failedReason}`);
+      t.is(job.attemptsMade, 0, 'an outage uses up none of its attempts');
+      await w.proxy.up();
+      // Its next try would come up to 30 s later: run it now.
+      await job.promote();
+      await eventually(
+        async () =>
+          (await s.db('email_outbox').where({ to_address: user.email.toLowerCase(), template: 'password_reset' }))
+            .length === 1,
+        15_000,
+        100,
+      );
+      t.pass();
+    } finally {
       await w.close();
     }
   },
