@@ -278,10 +278,17 @@ export const RedisKeys = {
    */
   geofencePending: (deviceId: string) => `geofence:pending:${deviceId}`,
   /**
-   * List: geofence transitions (JSON) the state script confirmed but whose recording failed (the
-   * database refused or was away); the next evaluation records and publishes them first.
+   * List: geofence transitions (JSON) whose recording failed, as releases before the pending
+   * transitions below kept them; evaluations still record and publish what it holds (an upgrade).
    */
   geofenceUnrecorded: 'geofence:unrecorded',
+  /**
+   * Sorted set (all scores 0, members ordered by name): a device's geofence transitions the state
+   * script confirmed and whose event is not published yet (`<sort key>|<fence id>|<inside 0|1>`),
+   * added by the script itself and taken off by the publish, so a run cut off in between leaves
+   * them for the next evaluation of the device.
+   */
+  geofenceTransitions: (deviceId: string) => `geofence:transitions:${deviceId}`,
 } as const;
 
 /** `prefix + parts.join(':')`: the only way a Redis key or channel name is built. */

@@ -73,12 +73,13 @@ test('migrate-rollback undoes the last batch, prints what it rolled back, and mi
   const m = await cli(d.url, 'migrate');
   t.is(m.code, 0, m.stdout + m.stderr);
   for (const name of lastTwo) t.regex(m.stdout, new RegExp(`applied ${name}`));
-  // What those two created: an index of email_outbox and a column of chat_bot_settings.
+  // What those two created: an index of email_outbox and the unique index of geofence events.
+  const hasIndex = async (name: string) => Boolean(await db('pg_indexes').where('indexname', name).first('indexname'));
   const created = async () => ({
-    index: Boolean(await db('pg_indexes').where('indexname', 'email_outbox_done_created_idx').first('indexname')),
-    column: await db.schema.hasColumn('chat_bot_settings', 'public_id'),
+    index: await hasIndex('email_outbox_done_created_idx'),
+    unique: await hasIndex('geofence_events_point_unique'),
   });
-  t.deepEqual(await created(), { index: true, column: true });
+  t.deepEqual(await created(), { index: true, unique: true });
 
   const r = await cli(d.url, 'migrate-rollback');
   t.is(r.code, 0, r.stdout + r.stderr);
@@ -87,8 +88,8 @@ test('migrate-rollback undoes the last batch, prints what it rolled back, and mi
     [...lastTwo].reverse().map((n) => `  rolled back ${n}`),
   );
   t.deepEqual(await db('knex_migrations').whereIn('name', lastTwo).pluck('name'), []);
-  t.deepEqual(await created(), { index: false, column: false });
+  t.deepEqual(await created(), { index: false, unique: false });
   const again = await cli(d.url, 'migrate');
   t.is(again.code, 0, again.stdout + again.stderr);
-  t.deepEqual(await created(), { index: true, column: true });
+  t.deepEqual(await created(), { index: true, unique: true });
 });

@@ -19,6 +19,7 @@ test('Redis key families keep their names', (t) => {
       redisKey(c, RedisKeys.gpsLatestDeviceGeneration('d')),
       redisKey(c, RedisKeys.geofenceState('d', 'f')),
       redisKey(c, RedisKeys.geofencePending('d')),
+      redisKey(c, RedisKeys.geofenceTransitions('d')),
       redisKey(c, RedisKeys.bull),
       redisKey(c, RedisKeys.exportRate('u', 7)),
       redisKey(c, RedisKeys.exportArchive('a')),
@@ -36,6 +37,7 @@ test('Redis key families keep their names', (t) => {
       'p:gps:latest:gen:device:d',
       'p:geofence:state:d:f',
       'p:geofence:pending:d',
+      'p:geofence:transitions:d',
       'p:bull',
       'p:export:rate:u:7',
       'p:export:archive:a',
@@ -54,6 +56,7 @@ test('key families and pub/sub channels do not collide', (t) => {
     'gps:latest',
     'geofence:state:',
     'geofence:pending:',
+    'geofence:transitions:',
     'bull',
     'export:',
   ];
