@@ -1,6 +1,6 @@
 import test from 'ava';
 import { randomUUID } from 'node:crypto';
-import { down, up } from '../../migrations/20261215000000_geofence_event_identity';
+import { down, up } from '../../migrations/20261216000000_geofence_event_identity';
 import { useStack } from '../helpers/stack';
 
 const stack = useStack(test);
