@@ -122,13 +122,14 @@ function forwardUpgrades(server: http.Server, config: Config, logger: Logger, co
 
 /**
  * Starts the api process: context, credentials cache, rate limiter, GraphQL schema, HTTP server.
- * `drainIdleGraceMs` shortens the quiet time idle keep-alive sockets get in close() (tests).
+ * `drainIdleGraceMs` shortens the quiet time idle keep-alive sockets get in close(), `logger`
+ * replaces the process's own (tests).
  */
 export async function startApi(
   config: Config,
-  opts: { port?: number; drainIdleGraceMs?: number } = {},
+  opts: { port?: number; drainIdleGraceMs?: number; logger?: Logger } = {},
 ): Promise<RunningApi> {
-  const ctx = createContext(config, 'api');
+  const ctx = createContext(config, 'api', opts.logger);
   // A schema behind this build stops the start here, naming the command to run.
   const stopSchemaRecheck = await checkSchemaAtStart(ctx.db, ctx.logger, { name: 'api' });
   // The fail-fast connection refuses commands until connected; a Redis that is down does not hold the start.

@@ -63,10 +63,10 @@ const SCHEDULE_OVERDUE_MS = 60_000;
 
 export async function startWorkers(
   config: Config,
-  opts: { schedule?: boolean; scheduleCheckMs?: number } = {},
+  opts: { schedule?: boolean; scheduleCheckMs?: number; logger?: Logger } = {},
 ): Promise<RunningWorkers> {
   assertEveryQueueHasProcessor(config);
-  const ctx = createContext(config, 'workers');
+  const ctx = createContext(config, 'workers', opts.logger);
   // A schema behind this build stops the start here, naming the command to run.
   const stopSchemaRecheck = await checkSchemaAtStart(ctx.db, ctx.logger, { name: 'workers' });
   // Nothing to do without Redis (the scheduler registration below needs it): wait for it.

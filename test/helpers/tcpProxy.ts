@@ -1,6 +1,9 @@
 import net from 'node:net';
 
-/** A TCP proxy to `target` that a test can freeze: connections stay open and nothing passes. */
+/**
+ * A TCP proxy to `target` that a test can freeze (connections stay open and nothing passes) or
+ * take down (connections are cut and new ones refused, as when the server stops).
+ */
 export interface TcpProxy {
   port: number;
   /** Stops forwarding both ways (as a hung server or a network dropping packets would). */
