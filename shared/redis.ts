@@ -1,6 +1,7 @@
 import Redis, { RedisOptions } from 'ioredis';
 import type { Config } from './config';
 import type { Logger } from './logger';
+import { OutageLog } from './outageLog';
 
 /**
  * Redis connections. Keys are prefixed explicitly with `redisKey()` rather than ioredis' keyPrefix,
@@ -157,57 +158,32 @@ export function redisReady(redis: Redis, timeoutMs: number): Promise<boolean> {
   });
 }
 
-/** How often the same Redis error is logged again while it lasts. */
-const REPEAT_LOG_INTERVAL_MS = 10_000;
-/** Distinct error messages remembered at once (a bound: an outage has one or two). */
-const MAX_REMEMBERED_ERRORS = 100;
-
 /**
  * The log of one process's Redis connection errors. ioredis emits an 'error' on every connection
  * at every failed reconnect attempt, and BullMQ's workers pass theirs on, so an outage would write
- * several lines a second per process (a workers process has a connection per queue). Here each
- * distinct message is logged at once, then at most every REPEAT_LOG_INTERVAL_MS with how many
- * repeats it stands for (`repeated`); the first connection ready again after errors logs "redis
- * reachable again" (info) with the count folded since the last line.
+ * several lines a second per process (a workers process has a connection per queue). They are
+ * folded by the process's OutageLog for Redis (shared/outageLog.ts): each distinct message is
+ * logged at once as "redis error", then at most every 10 s with how many repeats it stands for
+ * (`repeated`); the first connection ready again after errors logs "redis reachable again" (info)
+ * with the count folded since the last line and the outage's length (`outageMs`).
  */
 export class RedisErrorLog {
-  private readonly recent = new Map<string, { loggedAt: number; folded: number }>();
+  private readonly outage: OutageLog;
 
-  constructor(
-    private readonly logger: Logger,
-    private readonly intervalMs = REPEAT_LOG_INTERVAL_MS,
-  ) {}
+  constructor(logger: Logger, intervalMs?: number) {
+    this.outage = new OutageLog(logger, 'redis', { intervalMs });
+  }
 
   /** Logs `redis`'s errors (warn) and its recovery, naming it `connection`. */
   watch(redis: Redis, connection: string): Redis {
     redis.on('error', this.listener(connection));
-    redis.on('ready', () => this.recovered());
+    redis.on('ready', () => this.outage.answered());
     return redis;
   }
 
   /** An 'error' listener for `connection` (a BullMQ worker's, say) at `level`. */
   listener(connection: string, level: 'warn' | 'error' = 'warn'): (err: Error) => void {
-    return (err) => this.error(connection, err, level);
-  }
-
-  private error(connection: string, err: Error, level: 'warn' | 'error'): void {
-    const now = Date.now();
-    const seen = this.recent.get(err.message);
-    if (seen && now - seen.loggedAt < this.intervalMs) {
-      seen.folded++;
-      return;
-    }
-    this.logger[level]({ connection, err: err.message, ...(seen ? { repeated: seen.folded } : {}) }, 'redis error');
-    if (!seen && this.recent.size >= MAX_REMEMBERED_ERRORS) this.recent.clear();
-    this.recent.set(err.message, { loggedAt: now, folded: 0 });
-  }
-
-  private recovered(): void {
-    if (this.recent.size === 0) return;
-    let repeated = 0;
-    for (const e of this.recent.values()) repeated += e.folded;
-    this.recent.clear();
-    this.logger.info({ repeated }, 'redis reachable again');
+    return (err) => this.outage.failure('redis error', err.message, { connection, err: err.message }, level);
   }
 }
 

@@ -62,5 +62,7 @@ test('an outage of several seconds logs each error once per process, and its end
     const back = await p.waitForLog('redis reachable again', 15_000);
     // The repeats the folded lines stood for are counted, not lost.
     t.true((back.repeated as number) > 0, JSON.stringify(back));
+    // How long it was away: from the first error to the first connection ready again (6 s and more).
+    t.true((back.outageMs as number) >= 5000, JSON.stringify(back));
   }
 });
