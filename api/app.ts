@@ -40,7 +40,7 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): ApiApp 
     return typeof layer?.path === 'string' ? layer.path : undefined;
   };
 
-  app.use(errorHandler(services.logger, routeOf));
+  app.use(errorHandler(services.logger, routeOf, services.dbOutages));
   // The body before the credential: a credential is resolved once the whole request is in, so a
   // revocation during a slow upload holds for it, and every body is bounded by the parser's limits
   // (a refusal answered before the body is read would leave it to be drained, unbounded). A body

@@ -1,3 +1,4 @@
+import { databaseFailureReason, isDatabaseUnavailable } from '../shared/errors';
 import { AuthInvalidation, CHAT_BOTS_WS_CHANNEL } from '../shared/events';
 import type { Logger } from '../shared/logger';
 import { encodeEnvelope } from '../shared/proto';
@@ -217,7 +218,11 @@ export class AccountEvents {
           }
         } while (c.recheck!.again);
       } catch (err) {
-        this.logger.warn({ err: (err as Error).message, client: c.id }, 'could not re-check a connection');
+        // A database outage fails the re-check of every socket at once: folded, not a line each.
+        if (isDatabaseUnavailable(err)) {
+          const reason = databaseFailureReason(err);
+          this.deps.dbOutages.failure('could not re-check a connection', reason, { err: reason, client: c.id });
+        } else this.logger.warn({ err: (err as Error).message, client: c.id }, 'could not re-check a connection');
       } finally {
         c.recheck = undefined;
         this.hub.release(c);

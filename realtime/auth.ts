@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import type Redis from 'ioredis';
 import type { CredentialResolver } from '../shared/auth/credentials';
 import type { Config } from '../shared/config';
+import type { OutageLog } from '../shared/outageLog';
 import { SOURCE_SERVICES } from '../shared/audit';
 import { ANONYMOUS, can, Principal, subjects } from '../shared/policies';
 import { mayBeChatBot } from './access';
@@ -25,6 +26,8 @@ export type UpgradeAuth =
 
 export interface AuthDeps {
   db: Knex;
+  /** The process's database OutageLog: a failure to reach `db` is reported there, folded. */
+  dbOutages: OutageLog;
   redis: Redis;
   config: Config;
   credentials: CredentialResolver;

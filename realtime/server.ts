@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { WebSocket, RawData } from 'ws';
 import { CredentialResolver } from '../shared/auth/credentials';
 import { Config, loadConfigOrExit } from '../shared/config';
-import { createDb } from '../shared/db';
+import { createDb, databaseOutageLog } from '../shared/db';
 import { CHAT_BOTS_WS_CHANNEL, PubSub } from '../shared/events';
 import { listen } from '../shared/httpEdge';
 import { createLogger, exitOnStartFailure, Logger } from '../shared/logger';
@@ -63,7 +63,8 @@ export async function startRealtime(
 ): Promise<RunningRealtime> {
   const instanceId = randomUUID();
   const logger = opts.logger ?? createLogger('realtime', config.logLevel);
-  const db = createDb(config, { poolMax: 4, serving: true, logger });
+  const dbOutages = databaseOutageLog(logger);
+  const db = createDb(config, { poolMax: 4, serving: true, logger, outages: dbOutages });
   // A schema behind this build stops the start here, naming the command to run.
   const stopSchemaRecheck = await checkSchemaAtStart(db, logger, { name: 'realtime' });
   const redisErrors = new RedisErrorLog(logger);
@@ -75,7 +76,7 @@ export async function startRealtime(
   const queues = new Queues(redis, config, redisErrors);
 
   const hub = new Hub(config.ws.maxBufferedBytes);
-  const deps: AuthDeps = { db, redis, config, credentials };
+  const deps: AuthDeps = { db, dbOutages, redis, config, credentials };
   const rpc = new RpcBroker(instanceId, hub, redis, queues, config, logger);
   const accountEvents = new AccountEvents(hub, deps, logger);
   const messageDeps: MessageDeps = { hub, rpc, maxMessagesPer10s: config.ws.maxMessagesPer10s };

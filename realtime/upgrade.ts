@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type net from 'node:net';
 import { WebSocket, WebSocketServer } from 'ws';
-import { errorName, RETRY_AFTER_SECONDS } from '../shared/errors';
+import { databaseFailureReason, errorName, isDatabaseUnavailable, RETRY_AFTER_SECONDS } from '../shared/errors';
 import { answerMalformedRequests, refuseSocket, requestTimeouts, upgradeProblem } from '../shared/httpEdge';
 import type { Logger } from '../shared/logger';
 import { AuthDeps, authenticateUpgrade, UpgradeAuth } from './auth';
@@ -54,7 +54,11 @@ export function acceptUpgrades(
       req[SUBPROTOCOL] = result.subprotocol;
       wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, result));
     })().catch((err) => {
-      deps.logger.error({ err }, 'upgrade failed');
+      // A database outage refuses every upgrade (clients reconnect at once): folded, not a line each.
+      if (isDatabaseUnavailable(err)) {
+        const reason = databaseFailureReason(err);
+        deps.dbOutages.failure('dependency unavailable', reason, { err: reason, path: '/v1/ws' });
+      } else deps.logger.error({ err }, 'upgrade failed');
       const retry = { 'Retry-After': String(RETRY_AFTER_SECONDS) };
       refuseSocket(socket, 503, 'could not authenticate the connection, try again', retry);
     });

@@ -2,9 +2,10 @@ import type { Knex } from 'knex';
 import type Redis from 'ioredis';
 import { AuditBuffer } from './auditBuffer';
 import type { Config } from './config';
-import { createDb, onAfterCommitFailure } from './db';
+import { createDb, databaseOutageLog, onAfterCommitFailure } from './db';
 import { EventBus } from './events';
 import { createLogger, Logger } from './logger';
+import type { OutageLog } from './outageLog';
 import { OutboxRelay } from './outbox';
 import { ChatBotClient } from './proto/rpc';
 import { Queues } from './queues';
@@ -23,6 +24,11 @@ export interface ServiceContext {
   redis: Redis;
   /** The process's one log of Redis connection errors: watch every further connection with it. */
   redisErrors: RedisErrorLog;
+  /**
+   * The process's one log of database outages (shared/outageLog.ts): report a failure to reach the
+   * database there (`isDatabaseUnavailable` in shared/errors.ts), not one line per occurrence.
+   */
+  dbOutages: OutageLog;
   bus: EventBus;
   queues: Queues;
   outbox: OutboxRelay;
@@ -44,7 +50,8 @@ export interface ServiceContext {
 /** Builds the context; its Redis connection is fail-fast (see FAIL_FAST), so await `redisReady()` before using it at start. */
 export function createContext(config: Config, name: string, logger?: Logger): ServiceContext {
   const log = logger ?? createLogger(name, config.logLevel);
-  const db = createDb(config, { serving: name === 'api', logger: log });
+  const dbOutages = databaseOutageLog(log);
+  const db = createDb(config, { serving: name === 'api', logger: log, outages: dbOutages });
   onAfterCommitFailure((err) => log.error({ err }, 'after-commit side effect failed'));
   // Fail fast: with Redis down a request falls back or leaves the work to the outbox, never waits.
   const redis = createRedis(config, FAIL_FAST);
@@ -62,6 +69,7 @@ export function createContext(config: Config, name: string, logger?: Logger): Se
     db,
     redis,
     redisErrors,
+    dbOutages,
     bus,
     queues,
     outbox,

@@ -5,6 +5,7 @@ import path from 'node:path';
 import type { Config } from './config';
 import { QUERY_OUTCOME_UNKNOWN, serviceUnavailable, toHttpError } from './errors';
 import type { Logger } from './logger';
+import { OutageLog } from './outageLog';
 import { parseTimestamptz } from './pgDates';
 import { preparingPgClient } from './preparedStatements';
 import { applyMigrationRenames, MIGRATIONS_TABLE, migrationsConfig } from './migrations';
@@ -25,6 +26,21 @@ const migrationsDirectory = path.resolve(__dirname, '..', 'migrations');
 
 const firstLine = (m: unknown) => String(m instanceof Error ? m.message : m).split('\n', 1)[0];
 
+/** knex's warnings of a connection that failed or broke: one per failed acquire and per dropped connection. */
+const CONNECTION_WARNING = /^(Connection Error|Acquire connection error): /;
+
+/**
+ * How long no database failure may have been seen before an answered statement counts as the end of
+ * an outage: while some requests still fail (a pool saturated, connections being replaced) and
+ * others are answered, the log says "database reachable again" once, not at every answer.
+ */
+const DATABASE_QUIET_MS = 1000;
+
+/** The OutageLog a process reports database failures to (requests answered 503, failed jobs…). */
+export function databaseOutageLog(logger: Logger): OutageLog {
+  return new OutageLog(logger, 'database', { quietMs: DATABASE_QUIET_MS });
+}
+
 /** The longest a new connection may take to open: a server that accepts and never answers fails. */
 const CONNECT_TIMEOUT_MS = 5000;
 
@@ -33,21 +49,31 @@ const CONNECT_TIMEOUT_MS = 5000;
  * answers requests (api, realtime): each statement is bounded by DATABASE_REQUEST_TIMEOUT_MS, on
  * the server (statement_timeout, which frees the connection) and on the client (query_timeout,
  * for a server that no longer answers at all), and so is the wait for a pooled connection. Workers
- * and the CLI run long statements (exports, retention, migrations) and are not bounded.
+ * and the CLI run long statements (exports, retention, migrations) and are not bounded. With a
+ * `logger`, connection failures are folded by `outages`, the process's database OutageLog (one of
+ * its own when none is given), which every answered statement tells that the database is back.
  */
 export function createDb(
   config: Config,
-  opts: { poolMax?: number; bindModels?: boolean; serving?: boolean; logger?: Logger } = {},
+  opts: { poolMax?: number; bindModels?: boolean; serving?: boolean; logger?: Logger; outages?: OutageLog } = {},
 ): Knex {
   const limit = opts.serving ? config.databaseRequestTimeoutMs : undefined;
   const logger = opts.logger;
+  const outages = opts.outages ?? (logger ? databaseOutageLog(logger) : undefined);
+  const warn = (m: unknown) => {
+    const detail = firstLine(m);
+    if (outages && CONNECTION_WARNING.test(detail)) outages.failure('database client warning', detail, { detail });
+    else logger?.warn({ detail }, 'database client warning');
+  };
   const db = knex({
     // knex and its pool report connection trouble (with stacks, one per failed acquire) through
-    // this: the process's structured log, first line only, instead of plain text on stderr.
+    // this: the process's structured log, first line only, instead of plain text on stderr. A
+    // connection that failed or broke is a database outage: folded by `outages`, like the requests
+    // it fails (shared/outageLog.ts).
     ...(logger
       ? {
           log: {
-            warn: (m: unknown) => logger.warn({ detail: firstLine(m) }, 'database client warning'),
+            warn,
             error: (m: unknown) => logger.error({ detail: firstLine(m) }, 'database client error'),
             deprecate: (m: unknown) => logger.debug({ detail: firstLine(m) }, 'database client deprecation'),
             debug: (m: unknown) => logger.debug({ detail: firstLine(m) }, 'database client debug'),
@@ -65,6 +91,8 @@ export function createDb(
     pool: { min: 0, max: opts.poolMax ?? config.databasePoolMax },
     migrations: migrationsConfig(migrationsDirectory),
   });
+  // Any statement answered ends an outage (once none failed for DATABASE_QUIET_MS).
+  if (outages) db.on('query-response', () => outages.answered());
   if (opts.bindModels !== false) Model.knex(db);
   return db;
 }

@@ -283,3 +283,30 @@ export function toHttpError(err: unknown): HttpError | undefined {
   }
   return undefined;
 }
+
+/**
+ * Whether `err` is the database failing to answer (toHttpError's 503s: unreachable, statement or
+ * pool timeouts), as opposed to a refusal or a fault of this service: what OutageLog folds.
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  if ([...unwrap(err)].some((e) => e instanceof HttpError)) return false;
+  return toHttpError(err)?.status === 503;
+}
+
+/**
+ * What went wrong with the database, for the log and for folding repeats of it: the first line of
+ * the innermost message, without the statement knex puts in front of it (`<sql with its values> - `),
+ * which differs from query to query and may carry personal data. An error without a message (an
+ * AggregateError of a refused connect) is named by its code.
+ */
+export function databaseFailureReason(err: unknown): string {
+  let reason = '';
+  for (const e of unwrap(err)) {
+    const message = typeof e.message === 'string' ? e.message.split('\n', 1)[0] : '';
+    const sql = message.lastIndexOf(' - ');
+    const text = sql < 0 ? message : message.slice(sql + 3);
+    if (text) reason = text;
+    else if (!reason && typeof e.code === 'string') reason = e.code;
+  }
+  return reason || 'unknown database error';
+}

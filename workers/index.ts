@@ -4,6 +4,7 @@ import type Redis from 'ioredis';
 import { Config, loadConfigOrExit } from '../shared/config';
 import { listenForConfigChanges } from '../shared/caches/systemConfig';
 import { createContext, ServiceContext } from '../shared/context';
+import { databaseFailureReason, isDatabaseUnavailable } from '../shared/errors';
 import { bullPrefix, queueDefaults, QueueName, schedules } from '../shared/queues';
 import { createRedis, redisReady } from '../shared/redis';
 import { closeSharedPdfRenderer } from './export/pdfRenderer';
@@ -104,9 +105,13 @@ export async function startWorkers(
       concurrency: config.queueConcurrency[name] ?? config.workerConcurrency,
       ...(name === QueueName.email ? { settings: { backoffStrategy: emailRetryDelay(config) } } : {}),
     });
-    worker.on('failed', (job, err) =>
-      ctx.logger.warn({ queue: name, jobId: job?.id, attempts: job?.attemptsMade, err: err.message }, 'job failed'),
-    );
+    worker.on('failed', (job, err) => {
+      const fields = { queue: name, jobId: job?.id, attempts: job?.attemptsMade };
+      // A database outage fails every job that runs meanwhile (and their retries): folded.
+      if (!isDatabaseUnavailable(err)) return ctx.logger.warn({ ...fields, err: err.message }, 'job failed');
+      const reason = databaseFailureReason(err);
+      ctx.dbOutages.failure('job failed', `${name}\u0000${reason}`, { ...fields, err: reason });
+    });
     worker.on('error', ctx.redisErrors.listener(`worker ${name}`, 'error'));
     return worker;
   });

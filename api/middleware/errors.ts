@@ -1,7 +1,16 @@
 import type { Context, Middleware } from 'koa';
 import { asOAuthError } from '../../shared/domain/oauth';
-import { errorName, graphqlCode, HttpError, toHttpError } from '../../shared/errors';
+import { databaseOutageLog } from '../../shared/db';
+import {
+  databaseFailureReason,
+  errorName,
+  graphqlCode,
+  HttpError,
+  isDatabaseUnavailable,
+  toHttpError,
+} from '../../shared/errors';
 import type { Logger } from '../../shared/logger';
+import type { OutageLog } from '../../shared/outageLog';
 import { endOfTurn, leavesAtEndOfTurn } from '../answerTurn';
 import { compressAnswer } from '../compression';
 import type { RouteTraits } from '../routing';
@@ -61,10 +70,16 @@ export function loggedPath(ctx: Pick<Context, 'path'>): string {
  * `{error, message}` with the right status (and the error's headers, e.g. Allow, Retry-After), and
  * holds each answer until the end of its event-loop turn (api/answerTurn.ts). Unknown routes are 404, malformed JSON 400, database failures whatever
  * shared/errors' toHttpError says (constraint → 4xx, unreachable → 503), and anything unexpected a
- * logged 500 that reveals nothing internal. On /v1/gql the same answer is in GraphQL's error format;
+ * logged 500 that reveals nothing internal. A 500 is logged per occurrence; a 503 of a database
+ * that does not answer is reported to `outages` (the process's database OutageLog), which folds an
+ * outage's thousands into a few lines and says when the database answers again. On /v1/gql the same answer is in GraphQL's error format;
  * on a route that declares `oauthErrors` (found by `routeOf`), in RFC 6749's (asOAuthError), not cached.
  */
-export function errorHandler(logger: Logger, routeOf?: (ctx: Context) => RouteTraits | undefined): Middleware {
+export function errorHandler(
+  logger: Logger,
+  routeOf?: (ctx: Context) => RouteTraits | undefined,
+  outages: OutageLog = databaseOutageLog(logger),
+): Middleware {
   return async (ctx, next) => {
     try {
       await next();
@@ -94,6 +109,11 @@ export function errorHandler(logger: Logger, routeOf?: (ctx: Context) => RouteTr
       if (!httpErr) {
         logger.error({ err, method: ctx.method, path: loggedPath(ctx) }, 'unhandled error');
         httpErr = new HttpError(500, 'InternalServerError', 'an unexpected error occurred');
+      } else if (isDatabaseUnavailable(err)) {
+        // One line per outage and reason (with how many requests it stands for), not per request:
+        // an outage under load fails a thousand requests a second.
+        const reason = databaseFailureReason(err);
+        outages.failure('dependency unavailable', reason, { err: reason, method: ctx.method, path: loggedPath(ctx) });
       } else if (httpErr.status === 503 && !(err instanceof HttpError)) {
         logger.warn({ err: err.message, method: ctx.method, path: loggedPath(ctx) }, 'dependency unavailable');
       }

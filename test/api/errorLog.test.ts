@@ -22,6 +22,10 @@ async function appLogging(lines: string[]) {
   router.delete('/v1/sessions/:token', () => {
     throw unreachable();
   });
+  // A statement whose connection broke: knex puts the statement, values included, in front.
+  router.get('/v1/users/:id', (ctx) => {
+    throw new Error(`select * from "users" where "id" = '${ctx.params.id}' - Connection terminated unexpectedly`);
+  });
   router.get('/v1/users/email/:email', () => {
     throw new Error('a bug');
   });
@@ -29,7 +33,7 @@ async function appLogging(lines: string[]) {
   app.use(errorHandler(logger));
   // A layer before the router (as the credential layer is) that fails on its own.
   app.use((ctx, next) => {
-    if (ctx.get('x-fail-early')) throw unreachable();
+    if (ctx.get('x-fail-early')) throw Object.assign(new Error('timeout expired'));
     return next();
   });
   app.use(router.routes());
@@ -61,6 +65,31 @@ test('a failed request logs its route pattern, never a token or address from its
     const all = lines.join('\n');
     t.false(all.includes('SECRET'), all);
     t.false(all.includes('someone'), all);
+  } finally {
+    server.close();
+  }
+});
+
+test('a database outage logs each reason once with how many requests it stands for; every 500 is logged', async (t) => {
+  const lines: string[] = [];
+  const { server, url } = await appLogging(lines);
+  try {
+    for (let i = 0; i < 50; i++) {
+      t.is((await fetch(`${url}/v1/sessions/sess_${i}`, { method: 'DELETE' })).status, 503);
+      t.is((await fetch(`${url}/v1/users/someone-${i}`)).status, 503);
+      if (i % 10 === 0) t.is((await fetch(`${url}/v1/users/email/x${i}%40example.com`)).status, 500);
+    }
+    const logged = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+    t.deepEqual(
+      logged.map((l) => l.msg),
+      ['dependency unavailable', 'dependency unavailable', ...Array<string>(5).fill('unhandled error')],
+    );
+    t.deepEqual(
+      logged.slice(0, 2).map((l) => l.err),
+      ['connect ECONNREFUSED 127.0.0.1:5432', 'Connection terminated unexpectedly'],
+    );
+    // The statement and its values stay out of the log.
+    t.false(lines.join('\n').includes('someone'), lines.join('\n'));
   } finally {
     server.close();
   }

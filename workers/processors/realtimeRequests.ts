@@ -7,7 +7,14 @@ import {
   auditIngestInput,
   ingestAuditEvent,
 } from '../../shared/commands/ingestAuditEvent';
-import { badRequest, HttpError, toHttpError, validationError } from '../../shared/errors';
+import {
+  badRequest,
+  databaseFailureReason,
+  HttpError,
+  isDatabaseUnavailable,
+  toHttpError,
+  validationError,
+} from '../../shared/errors';
 import { PubSub } from '../../shared/events';
 import { presentAuditEventReceipt } from '../../shared/presenters/auditEvent';
 import { presentChatSettings } from '../../shared/presenters/chatBotSettings';
@@ -46,7 +53,11 @@ export const realtimeRequestsProcessor: Processor<'realtimeRequests'> = async (j
         reply = ['error', { message: `unsupported request ${env.payload ?? env.type}`, code: 'bad_request' }];
     }
   } catch (err) {
-    ctx.logger.error({ err, requestId: data.requestId }, 'realtime request failed');
+    if (isDatabaseUnavailable(err)) {
+      // A database outage fails every request meanwhile: folded, not a line each.
+      const reason = databaseFailureReason(err);
+      ctx.dbOutages.failure('realtime request failed', reason, { err: reason, requestId: data.requestId });
+    } else ctx.logger.error({ err, requestId: data.requestId }, 'realtime request failed');
     reply = ['error', { message: 'the request could not be processed', code: 'internal' }];
   }
   const envelope = Buffer.from(encodeEnvelope(reply[0], reply[1])).toString('base64');
