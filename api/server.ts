@@ -16,6 +16,7 @@ import {
   upgradeProblem,
 } from '../shared/httpEdge';
 import { exitOnStartFailure, Logger } from '../shared/logger';
+import { OutageLog } from '../shared/outageLog';
 import { checkSchemaAtStart } from '../shared/schemaCheck';
 import { createRedis, FAIL_FAST, redisReady } from '../shared/redis';
 import { ReleaseDeadline } from '../shared/shutdown';
@@ -86,11 +87,15 @@ export interface RunningApi {
  * "service restart" between two frames, and one still connecting upstream with a 503.
  */
 function forwardUpgrades(server: http.Server, config: Config, logger: Logger, connections: HttpDrain): void {
+  // Clients reconnect at once (docs/websocket.md): while realtime is down, one line per refusal
+  // would be one per client and attempt. Folded, with a line when it accepts connections again.
+  const realtime = new OutageLog(logger, 'realtime process');
   server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
     const problem = upgradeProblem(req);
     if (problem) return refuseSocket(socket, problem.status, problem.message, problem.headers);
     let tunnel: WsTunnel | undefined;
     const upstream = net.connect(config.realtimePort, '127.0.0.1', () => {
+      realtime.answered();
       let head1 = `${req.method} ${req.url} HTTP/${req.httpVersion}\r\n`;
       for (let i = 0; i < req.rawHeaders.length; i += 2) {
         if (req.rawHeaders[i].toLowerCase() === 'x-forwarded-for') continue;
@@ -103,7 +108,7 @@ function forwardUpgrades(server: http.Server, config: Config, logger: Logger, co
     });
     upstream.on('error', (err) => {
       if (tunnel) return; // 'close' follows
-      logger.warn({ err: err.message }, 'realtime process unreachable for /v1/ws');
+      realtime.failure('realtime process unreachable for /v1/ws', err.message, { err: err.message });
       refuseSocket(socket, 503, 'the real-time service is unavailable; try again shortly', {
         'Retry-After': String(RETRY_AFTER_SECONDS),
       });
