@@ -1,6 +1,6 @@
 import { DelayedError, type Job } from 'bullmq';
 import type { ServiceContext } from '../shared/context';
-import { toHttpError } from '../shared/errors';
+import { databaseFailureReason, isDatabaseUnavailable, toHttpError } from '../shared/errors';
 import { queueDefaults, type QueueName, waitsOutOutages } from '../shared/queues';
 import type { Processor } from './processors/types';
 
@@ -63,10 +63,15 @@ export function runJob<N extends QueueName>(
       // Throws when Redis is the dependency that is away: the job then fails as usual or, when
       // BullMQ cannot record that either, is retried as stalled once Redis is back.
       await job.moveToDelayed(Date.now() + delayMs, token);
-      ctx.logger.warn(
-        { queue, jobId: job.id, wait: waits, delayMs, attempts: job.attemptsMade, err: (err as Error).message },
-        'job waits for a dependency to come back',
-      );
+      const fields = { queue, jobId: job.id, wait: waits, delayMs, attempts: job.attemptsMade };
+      // Every job running during a database outage waits: folded like the outage's other lines.
+      if (isDatabaseUnavailable(err)) {
+        const reason = databaseFailureReason(err);
+        ctx.dbOutages.failure('job waits for a dependency to come back', `${queue}\u0000${reason}`, {
+          ...fields,
+          err: reason,
+        });
+      } else ctx.logger.warn({ ...fields, err: (err as Error).message }, 'job waits for a dependency to come back');
       throw new DelayedError();
     }
   };

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import test from 'ava';
 import { Model } from 'objection';
 import { Writable } from 'node:stream';
@@ -177,5 +178,30 @@ test.serial('workers: jobs failing during a database outage log once per queue, 
     await workers.close();
     Model.knex(s.db);
     await proxy.close();
+  }
+});
+
+test.serial('workers: jobs waiting out a database outage log one line per queue, not one per job', async (t) => {
+  // Geofence jobs are not failed by an outage: each goes back to the delayed set and waits
+  // (workers/outageRetry.ts). Every job running meanwhile waits: folded as the failures are.
+  const s = stack();
+  const { config, proxy } = await proxied(s.config);
+  const lines: Line[] = [];
+  const workers = await startWorkers(config, { schedule: false, logger: capture(lines, 'workers') });
+  Model.knex(s.db);
+  const queue = s.api.services.queues.queue('geofence');
+  try {
+    await proxy.down();
+    const delayedBefore = await queue.getDelayedCount();
+    for (let i = 0; i < 20; i++) await s.api.services.queues.enqueue('geofence', { gpsPointIds: [randomUUID()] });
+    await eventually(async () => (await queue.getDelayedCount()) - delayedBefore >= 20, 15_000, 100);
+    const waits = problems(lines, 0).filter((l) => l.msg === 'job waits for a dependency to come back');
+    t.is(waits.length, 1, JSON.stringify(waits));
+  } finally {
+    await proxy.up();
+    await workers.close();
+    Model.knex(s.db);
+    await proxy.close();
+    await queue.obliterate({ force: true }).catch(() => undefined);
   }
 });
