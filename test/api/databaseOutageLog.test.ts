@@ -1,14 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import test from 'ava';
 import { Model } from 'objection';
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import WebSocket from 'ws';
 import { startApi } from '../../api/server';
 import type { Config } from '../../shared/config';
 import { startRealtime } from '../../realtime/server';
 import { startWorkers } from '../../workers/index';
 import { createUser } from '../helpers/factories';
+import { captureLog, LogLine } from '../helpers/logCapture';
 import { useStack } from '../helpers/stack';
 import { startTcpProxy, TcpProxy } from '../helpers/tcpProxy';
 import { eventually } from '../helpers/wait';
@@ -25,21 +24,6 @@ import { refusedUpgrade } from '../helpers/wsClient';
 // Serial: startApi and startRealtime bind Objection's models to their (proxied) pools.
 const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000' } });
 
-type Line = Record<string, any> & { msg: string; level: number };
-
-/** A pino logger whose lines land in `lines`, parsed. */
-function capture(lines: Line[], name: string) {
-  return pino(
-    { name, level: 'info' },
-    new Writable({
-      write(chunk, _enc, done) {
-        lines.push(JSON.parse(String(chunk)) as Line);
-        done();
-      },
-    }),
-  );
-}
-
 /** The stack's config with its database behind a proxy the test can take down. */
 async function proxied(config: Config): Promise<{ config: Config; proxy: TcpProxy }> {
   const url = new URL(config.databaseUrl);
@@ -50,10 +34,10 @@ async function proxied(config: Config): Promise<{ config: Config; proxy: TcpProx
 }
 
 /** Warnings and errors logged from line `from` on. */
-const problems = (lines: Line[], from: number) => lines.slice(from).filter((l) => l.level >= 40);
+const problems = (lines: LogLine[], from: number) => lines.slice(from).filter((l) => l.level >= 40);
 
 /** No failure logged twice: every repeat within the interval is folded. */
-function eachOnce(lines: Line[]): boolean {
+function eachOnce(lines: LogLine[]): boolean {
   const keys = lines.map((l) => `${l.msg}|${l.err ?? l.detail ?? ''}|${l.queue ?? ''}`);
   return new Set(keys).size === keys.length;
 }
@@ -62,8 +46,8 @@ test.serial('api: 200 requests during a database outage log a few lines, then on
   const s = stack();
   const admin = await createUser(s.db, { roles: ['role_admin'] });
   const { config, proxy } = await proxied(s.config);
-  const lines: Line[] = [];
-  const api = await startApi(config, { port: 0, drainIdleGraceMs: 0, logger: capture(lines, 'api') });
+  const lines: LogLine[] = [];
+  const api = await startApi(config, { port: 0, drainIdleGraceMs: 0, logger: captureLog(lines, 'api') });
   Model.knex(s.db);
   const get = async (path: string) => {
     const r = await fetch(`http://127.0.0.1:${api.port}${path}`, {
@@ -125,8 +109,8 @@ test.serial('realtime: upgrades refused during a database outage log once, then 
   const s = stack();
   const user = await createUser(s.db);
   const { config, proxy } = await proxied(s.config);
-  const lines: Line[] = [];
-  const realtime = await startRealtime(config, { port: 0, logger: capture(lines, 'realtime') });
+  const lines: LogLine[] = [];
+  const realtime = await startRealtime(config, { port: 0, logger: captureLog(lines, 'realtime') });
   Model.knex(s.db);
   const base = `ws://127.0.0.1:${realtime.port}`;
   try {
@@ -155,8 +139,8 @@ test.serial('realtime: upgrades refused during a database outage log once, then 
 test.serial('workers: jobs failing during a database outage log once per queue, then its end', async (t) => {
   const s = stack();
   const { config, proxy } = await proxied(s.config);
-  const lines: Line[] = [];
-  const workers = await startWorkers(config, { schedule: false, logger: capture(lines, 'workers') });
+  const lines: LogLine[] = [];
+  const workers = await startWorkers(config, { schedule: false, logger: captureLog(lines, 'workers') });
   Model.knex(s.db);
   const queue = s.api.services.queues.queue('scheduled');
   try {
@@ -186,8 +170,8 @@ test.serial('workers: jobs waiting out a database outage log one line per queue,
   // (workers/outageRetry.ts). Every job running meanwhile waits: folded as the failures are.
   const s = stack();
   const { config, proxy } = await proxied(s.config);
-  const lines: Line[] = [];
-  const workers = await startWorkers(config, { schedule: false, logger: capture(lines, 'workers') });
+  const lines: LogLine[] = [];
+  const workers = await startWorkers(config, { schedule: false, logger: captureLog(lines, 'workers') });
   Model.knex(s.db);
   const queue = s.api.services.queues.queue('geofence');
   try {

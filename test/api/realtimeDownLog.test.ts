@@ -1,11 +1,10 @@
 import test from 'ava';
 import { Model } from 'objection';
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import WebSocket from 'ws';
 import { startApi } from '../../api/server';
 import { startRealtime } from '../../realtime/server';
 import { freePort } from '../helpers/processes';
+import { captureLog, LogLine } from '../helpers/logCapture';
 import { useStack } from '../helpers/stack';
 import { eventually } from '../helpers/wait';
 import { refusedUpgrade } from '../helpers/wsClient';
@@ -18,28 +17,13 @@ import { refusedUpgrade } from '../helpers/wsClient';
 
 const stack = useStack(test);
 
-type Line = Record<string, any> & { msg: string; level: number };
-
-/** A pino logger whose lines land in `lines`, parsed. */
-function capture(lines: Line[], name: string) {
-  return pino(
-    { name, level: 'info' },
-    new Writable({
-      write(chunk, _enc, done) {
-        lines.push(JSON.parse(String(chunk)) as Line);
-        done();
-      },
-    }),
-  );
-}
-
 test.serial('api: refused WebSocket upgrades while realtime is down log once, then its return', async (t) => {
   const s = stack();
   const realtimePort = await freePort();
-  const lines: Line[] = [];
+  const lines: LogLine[] = [];
   const api = await startApi(
     { ...s.config, realtimePort },
-    { port: 0, drainIdleGraceMs: 0, logger: capture(lines, 'api') },
+    { port: 0, drainIdleGraceMs: 0, logger: captureLog(lines, 'api') },
   );
   Model.knex(s.db);
   let realtime: Awaited<ReturnType<typeof startRealtime>> | undefined;
@@ -48,7 +32,7 @@ test.serial('api: refused WebSocket upgrades while realtime is down log once, th
     for (let i = 0; i < 20; i++) t.is((await refusedUpgrade(base)).status, 503);
     const refused = lines.filter((l) => l.msg === 'realtime process unreachable for /v1/ws');
     t.is(refused.length, 1, JSON.stringify(refused));
-    realtime = await startRealtime(s.config, { port: realtimePort, logger: capture([], 'realtime') });
+    realtime = await startRealtime(s.config, { port: realtimePort, logger: captureLog([], 'realtime') });
     Model.knex(s.db);
     const ws = new WebSocket(`${base}/v1/ws`);
     await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));

@@ -11,20 +11,21 @@ function cli(...args: string[]) {
   return cliWith({}, ...args);
 }
 
-function cliWith(env: Record<string, string>, ...args: string[]) {
+/** The environment the CLI runs with: the stack's database and Redis, and `env`. */
+function cliEnv(env: Record<string, string> = {}): NodeJS.ProcessEnv {
   const s = stack();
-  return spawnSync(process.execPath, [CLI, ...args], {
-    env: {
-      ...process.env,
-      ...env,
-      DATABASE_URL: s.config.databaseUrl,
-      REDIS_URL: s.config.redisUrl,
-      REDIS_PREFIX: s.config.redisPrefix,
-      LOG_LEVEL: 'silent',
-    },
-    encoding: 'utf8',
-    timeout: 30000,
-  });
+  return {
+    ...process.env,
+    ...env,
+    DATABASE_URL: s.config.databaseUrl,
+    REDIS_URL: s.config.redisUrl,
+    REDIS_PREFIX: s.config.redisPrefix,
+    LOG_LEVEL: 'silent',
+  };
+}
+
+function cliWith(env: Record<string, string>, ...args: string[]) {
+  return spawnSync(process.execPath, [CLI, ...args], { env: cliEnv(env), encoding: 'utf8', timeout: 30000 });
 }
 
 test('migrate is idempotent and seed reports progress', (t) => {
@@ -263,22 +264,11 @@ test('list-roles names the seven default roles with their permissions', (t) => {
   t.regex(r.stdout, /^Developer [^\n]*\n {2}[^\n]*gps:write/m);
 });
 
-test('output into a pipe closed early (`| head`): no stack trace, exit 0', async (t) => {
-  const s = stack();
+test('output into a pipe closed early (`| head`): no stack trace, exit 0', (t) => {
   const r = spawnSync(
     'bash',
     ['-c', `set -o pipefail; "${process.execPath}" "${CLI}" list-roles | true; echo "cli=$?" >&2`],
-    {
-      env: {
-        ...process.env,
-        DATABASE_URL: s.config.databaseUrl,
-        REDIS_URL: s.config.redisUrl,
-        REDIS_PREFIX: s.config.redisPrefix,
-        LOG_LEVEL: 'silent',
-      },
-      encoding: 'utf8',
-      timeout: 30000,
-    },
+    { env: cliEnv(), encoding: 'utf8', timeout: 30000 },
   );
   t.regex(r.stderr, /cli=0/);
   t.false(/EPIPE|Error|at /.test(r.stderr.replace(/cli=\d+\n?/, '')), r.stderr);
