@@ -11,6 +11,7 @@ import {
   RowCounter,
   STORED_COUNTS,
   StoredCount,
+  TotalRead,
   wholeTableCounter,
 } from '../shared/queries/counters';
 import { queryOncePerTurn } from '../shared/rowLoader';
@@ -60,21 +61,18 @@ export interface PaginateOptions {
    * The exact counter (shared/queries/counters.ts) whose value is this query's total: for a list
    * whose default filter a counter's predicate states (e.g. `users_live`), or one key of a keyed
    * counter for a list whose only filter is that column equal to that key (`{ keyed:
-   * 'gps_points_by_device', key: deviceId }`), or a parent's stored count (`gps_points_by_trip`). A
-   * query with no WHERE uses its table's whole-table counter without being told.
+   * 'gps_points_by_device', key: deviceId }`), or a parent's stored count (`gps_points_by_trip`), or
+   * a read of an exact total that costs about what a counter does (a `TotalRead`, such as
+   * `tripPointsOfDevice`). A query with no WHERE uses its table's whole-table counter without being
+   * told.
    */
-  counter?: RowCounter | { keyed: ParentCounter; key: string };
+  counter?: RowCounter | { keyed: ParentCounter; key: string } | TotalRead;
 }
 
-/** A scalar subquery reading a total, with its bindings. */
-interface CounterRead {
-  sql: string;
-  bindings: string[];
-}
-
-/** The read of `counter`'s value: a row_counters name, or a parent's stored count. */
-function counterRead(counter: NonNullable<PaginateOptions['counter']>, table: string): CounterRead {
+/** The read of `counter`'s value: a row_counters name, a parent's stored count, or a total read as given. */
+function counterRead(counter: NonNullable<PaginateOptions['counter']>, table: string): TotalRead {
   if (typeof counter === 'string') return { sql: COUNTER_SQL, bindings: [counter] };
+  if ('sql' in counter) return counter;
   if (parentCounterOf(counter.keyed).table !== table)
     throw new Error(`readPage(${table}): counter ${counter.keyed} does not count ${table}`);
   if (counter.keyed in STORED_COUNTS) {
@@ -176,7 +174,7 @@ function splitTopLevel(sql: string): string[] {
 async function readPageFromEnd<M extends Model>(
   query: QueryBuilder<M, M[]>,
   page: Page,
-  counter: CounterRead,
+  counter: TotalRead,
   knex: Knex,
 ): Promise<{ results: M[]; total: number } | undefined> {
   const offset = (page.page - 1) * page.limit;

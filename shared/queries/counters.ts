@@ -84,6 +84,42 @@ export function parentCountSql(name: ParentCounter, key: string): string {
     : keyedCounterSql(name as KeyedRowCounter, `${key}::text`);
 }
 
+/** A scalar subquery that reads an exact total without counting every row it counts, with its bindings. */
+export interface TotalRead {
+  sql: string;
+  bindings: string[];
+}
+
+/**
+ * Points off the device counted at most (see tripPointsOfDevice): past this the device's own
+ * points in the trip are counted instead.
+ */
+export const OFF_DEVICE_COUNTED = 10_000;
+
+/**
+ * The exact number of a trip's points on one device (GET /v1/gps?device_id=&trip_id=), read in
+ * one snapshot: the trip's stored count (gps_points_by_trip) minus its points on other devices or
+ * on none, counted over the trip-and-device index (migration 20261217000000_gps_points_trip_device_index)
+ * in the ranges below and above the device and its NULL entries, and stopped after
+ * OFF_DEVICE_COUNTED. A trip tracked by one device has none, so the total costs a few index pages
+ * however long the trip is. A trip may hold points of several devices (a point names its trip and
+ * device itself); when more than OFF_DEVICE_COUNTED of its points are off the device, the device's
+ * points in the trip are counted instead (an index-only range of that index).
+ */
+export function tripPointsOfDevice(tripId: string, deviceId: string): TotalRead {
+  const trip = '?::uuid';
+  const off = (cond: string) => `(SELECT 1 FROM gps_points WHERE trip_id = ${trip} AND ${cond})`;
+  return {
+    sql: `(SELECT CASE WHEN o.n <= ${OFF_DEVICE_COUNTED}
+                       THEN ${STORED_COUNTS.gps_points_by_trip.sql(trip)} - o.n
+                       ELSE (SELECT count(*) FROM gps_points WHERE trip_id = ${trip} AND device_id = ?) END
+             FROM (SELECT count(*) AS n FROM (${off('device_id < ?')} UNION ALL ${off('device_id > ?')}
+                                               UNION ALL ${off('device_id IS NULL')}
+                                               LIMIT ${OFF_DEVICE_COUNTED + 1}) off_device) o)`,
+    bindings: [tripId, tripId, deviceId, tripId, deviceId, tripId, deviceId, tripId],
+  };
+}
+
 /** The counter of every row of `table`, if there is one. */
 export function wholeTableCounter(table: string): RowCounter | undefined {
   for (const [name, c] of Object.entries(ROW_COUNTERS))

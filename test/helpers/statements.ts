@@ -47,3 +47,48 @@ export async function explainJson(
     await db.client.releaseConnection(conn);
   }
 }
+
+/**
+ * The plan a pooled connection runs for a statement a route sent ($n parameters): prepared under a
+ * name, as shared/preparedStatements.ts sends it, and run under `EXPLAIN (ANALYZE, FORMAT JSON)
+ * EXECUTE` with its bindings as literals, with `plan_cache_mode` set to `generic` (the plan PostgreSQL
+ * settles on after five runs, which knows no parameter value) or `custom` (planned for the values).
+ * EXPLAIN of the text with bindings plans for the values only.
+ */
+export async function explainPrepared(
+  db: Knex,
+  statement: { sql: string; bindings: readonly unknown[] },
+  mode: 'generic' | 'custom',
+): Promise<string> {
+  type Conn = {
+    query(text: string, values?: unknown[]): Promise<{ rows: Array<Record<string, unknown>> }>;
+    escapeLiteral(s: string): string;
+  };
+  const text = (v: unknown): string | null =>
+    v === null || v === undefined
+      ? null
+      : Array.isArray(v)
+        ? `{${v.map((x) => (x === null ? 'NULL' : `"${String(text(x)).replace(/[\\"]/g, '\\$&')}"`)).join(',')}}`
+        : v instanceof Date
+          ? v.toISOString()
+          : String(v);
+  const conn = (await db.client.acquireConnection()) as Conn;
+  let prepared = false;
+  try {
+    await conn.query(`SET plan_cache_mode = force_${mode}_plan`);
+    await conn.query(`PREPARE explained AS ${statement.sql}`);
+    prepared = true;
+    const literal = (v: unknown) => {
+      const t = text(v);
+      return t === null ? 'NULL' : conn.escapeLiteral(t);
+    };
+    const args = statement.bindings.length ? `(${statement.bindings.map(literal).join(', ')})` : '';
+    const { rows } = await conn.query(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE explained${args}`);
+    return JSON.stringify(rows[0]['QUERY PLAN']);
+  } finally {
+    // Only this one: the connection's named statements (shared/preparedStatements.ts) stay.
+    if (prepared) await conn.query('DEALLOCATE explained');
+    await conn.query('RESET ALL');
+    await db.client.releaseConnection(conn);
+  }
+}

@@ -73,11 +73,13 @@ test('migrate-rollback undoes the last batch, prints what it rolled back, and mi
   const m = await cli(d.url, 'migrate');
   t.is(m.code, 0, m.stdout + m.stderr);
   for (const name of lastTwo) t.regex(m.stdout, new RegExp(`applied ${name}`));
-  // What those two created: the unique index of geofence events (the other only empties the
-  // payloads of used tokens, and its down changes nothing).
+  // What those two created: the unique index of geofence events and the trip-and-device index of GPS points.
   const hasIndex = async (name: string) => Boolean(await db('pg_indexes').where('indexname', name).first('indexname'));
-  const created = async () => ({ unique: await hasIndex('geofence_events_point_unique') });
-  t.deepEqual(await created(), { unique: true });
+  const created = async () => ({
+    unique: await hasIndex('geofence_events_point_unique'),
+    gps: await hasIndex('gps_points_trip_device'),
+  });
+  t.deepEqual(await created(), { unique: true, gps: true });
 
   const r = await cli(d.url, 'migrate-rollback');
   t.is(r.code, 0, r.stdout + r.stderr);
@@ -86,8 +88,8 @@ test('migrate-rollback undoes the last batch, prints what it rolled back, and mi
     [...lastTwo].reverse().map((n) => `  rolled back ${n}`),
   );
   t.deepEqual(await db('knex_migrations').whereIn('name', lastTwo).pluck('name'), []);
-  t.deepEqual(await created(), { unique: false });
+  t.deepEqual(await created(), { unique: false, gps: false });
   const again = await cli(d.url, 'migrate');
   t.is(again.code, 0, again.stdout + again.stderr);
-  t.deepEqual(await created(), { unique: true });
+  t.deepEqual(await created(), { unique: true, gps: true });
 });

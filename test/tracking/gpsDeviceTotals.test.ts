@@ -1,11 +1,14 @@
-import test from 'ava';
+import test, { ExecutionContext } from 'ava';
 import { down, up } from '../../migrations/20261207000000_gps_points_by_device';
+import { OFF_DEVICE_COUNTED } from '../../shared/queries/counters';
 import { createUser } from '../helpers/factories';
+import { explainPrepared } from '../helpers/statements';
 import { useStack } from '../helpers/stack';
 import { gpsBody, make, once } from '../helpers/tracking';
 
 // GET /v1/gps?device_id= takes its exact total from the device's keyed row counter
-// (gps_points_by_device, migration 20261207000000) and reads deep pages from the end.
+// (gps_points_by_device, migration 20261207000000) and reads deep pages from the end; with trip_id
+// too, from the trip's stored count less its points off the device (tripPointsOfDevice).
 const stack = useStack(test, { env: { RATE_LIMIT_GPS_POST: '10000', RATE_LIMIT_USER: '10000' } });
 
 const users = once(async () => {
@@ -177,27 +180,190 @@ test.serial("the total is read from the device's counter, not counted", async (t
   t.is(await page(), 12);
 });
 
-test.serial('a device and trip filter is still counted exactly', async (t) => {
-  const s = stack();
-  const { developer, reader } = await users();
-  const trip = await make(s, developer.token, '/v1/trips', { name: 'device and trip' });
-  await insertPoints('both', 40, trip.id);
-  await insertPoints('both', 25);
-  await insertPoints('other', 10, trip.id);
-  const r = await s.request('GET', `/v1/gps?device_id=both&trip_id=${trip.id}&limit=10&page=2`, {
-    token: reader.token,
-  });
-  t.is(r.status, 200, r.text);
-  t.is(r.body.pagination.total, 40);
-  const { rows } = await s.db.raw(
-    `SELECT id FROM gps_points WHERE device_id = 'both' AND trip_id = ? ORDER BY timestamp DESC, created_at DESC, id DESC LIMIT 10 OFFSET 10`,
-    [trip.id],
+/** A trip's points on one device (both filters): a page read forward with OFFSET, and the count, in SQL. */
+async function expectedBoth(
+  device: string,
+  tripId: string,
+  limit: number,
+  offset: number,
+): Promise<{ total: number; ids: string[] }> {
+  const db = stack().db;
+  const { rows } = await db.raw(`SELECT count(*)::int AS n FROM gps_points WHERE device_id = ? AND trip_id = ?`, [
+    device,
+    tripId,
+  ]);
+  const page = await db.raw(
+    `SELECT id FROM gps_points WHERE device_id = ? AND trip_id = ?
+      ORDER BY timestamp DESC, created_at DESC, id DESC LIMIT ? OFFSET ?`,
+    [device, tripId, limit, offset],
   );
-  t.deepEqual(
-    r.body.data.map((x: { id: string }) => x.id),
-    rows.map((x: { id: string }) => x.id),
-  );
-});
+  return { total: rows[0].n, ids: page.rows.map((r: { id: string }) => r.id) };
+}
+
+/** Every node of a JSON plan (explainPrepared), depth first. */
+function nodesOf(plan: string): Array<Record<string, unknown>> {
+  const walk = (n: Record<string, unknown>): Array<Record<string, unknown>> => [
+    n,
+    ...((n.Plans as Array<Record<string, unknown>> | undefined) ?? []).flatMap(walk),
+  ];
+  return walk((JSON.parse(plan) as Array<{ Plan: Record<string, unknown> }>)[0].Plan);
+}
+
+/**
+ * A statement on gps_points, as the api sent it, under the generic and the custom plan: read off
+ * an index in order (no sort, no sequential scan, no intersection of two indexes), and reading at
+ * most `bound` rows or index entries of gps_points in all, not every match.
+ */
+async function assertIndexed(
+  t: ExecutionContext,
+  statement: { sql: string; bindings: unknown[] },
+  bound: number,
+  label: string,
+): Promise<void> {
+  for (const mode of ['generic', 'custom'] as const) {
+    const nodes = nodesOf(await explainPrepared(stack().db, statement, mode));
+    const kinds = nodes.map((n) => `${String(n['Node Type'])}${n['Index Name'] ? ` ${String(n['Index Name'])}` : ''}`);
+    t.false(
+      kinds.some((k) => /Sort|Seq Scan|BitmapAnd/.test(k)),
+      `${label} (${mode}): ${kinds.join(', ')}`,
+    );
+    const read = nodes
+      .filter((n) => n['Relation Name'] === 'gps_points' || /^gps_points/.test(String(n['Index Name'] ?? '')))
+      .reduce((sum, n) => sum + Number(n['Actual Rows']) * Number(n['Actual Loops']), 0);
+    t.true(read <= bound, `${label} (${mode}): read ${read} rows of gps_points, at most ${bound} expected`);
+  }
+}
+
+test.serial(
+  "a trip's points on one device: exact total without counting them, pages off the index, deep pages from the end",
+  async (t) => {
+    const s = stack();
+    const { developer, reader } = await users();
+    const [trip, other] = [
+      await make(s, developer.token, '/v1/trips', { name: 'device and trip' }),
+      await make(s, developer.token, '/v1/trips', { name: 'device and trip, other' }),
+    ];
+    // The device's points on the trip, on no trip and on another trip; the trip's points on devices
+    // named before and after it, and on none.
+    await insertPoints('both', 1300, trip.id);
+    await insertPoints('both', 25);
+    await insertPoints('both', 40, other.id);
+    await insertPoints('a-before', 60, trip.id);
+    await insertPoints('z-after', 45, trip.id);
+    await insertPoints(null, 30, trip.id);
+    const offDevice = 60 + 45 + 30;
+
+    const check = async (when: string) => {
+      const { total } = await expectedBoth('both', trip.id, 1, 0);
+      for (const [limit, page] of [
+        [100, 1],
+        [100, 7],
+        [100, 11],
+        [100, Math.ceil(total / 100)],
+        [7, 150],
+        [7, Math.ceil(total / 7)],
+        [10, 3],
+        [100, Math.ceil(total / 100) + 1],
+      ]) {
+        const offset = (page - 1) * limit;
+        const label = `${when}: limit ${limit} page ${page}`;
+        const { result: r, statements } = await captured(() =>
+          s.request('GET', `/v1/gps?device_id=both&trip_id=${trip.id}&limit=${limit}&page=${page}`, {
+            token: reader.token,
+          }),
+        );
+        const want = await expectedBoth('both', trip.id, limit, offset);
+        t.is(r.status, 200, r.text);
+        t.deepEqual(
+          r.body.data.map((x: { id: string }) => x.id),
+          want.ids,
+          label,
+        );
+        t.is(r.body.pagination.total, want.total, label);
+        t.is(r.body.pagination.total_pages, Math.max(1, Math.ceil(want.total / limit)), label);
+        // The list's statements (not the relay's, which reads the points the batch below wrote).
+        const points = statements.filter((q) => /from "gps_points"|__page_total/.test(q.sql));
+        // The total starts from the trip's stored count.
+        t.true(
+          points.some((q) => /\btrip_track_stats\b/.test(q.sql)),
+          label,
+        );
+        // Past the middle (and at least DEEP_OFFSET in), read in the reversed order from the end.
+        const fromEnd = offset >= 1000 && offset > total - offset - limit;
+        t.is(points.filter((q) => q.sql.includes('"id" ASC')).length, fromEnd && offset < total ? 1 : 0, label);
+        // Neither the page nor the total reads every match: at most the rows OFFSET skips (from
+        // the nearer end), the page, the points off the device (counted to subtract them; a bitmap
+        // scan counts them as index entries and as rows) and a few index entries either side.
+        const skipped = fromEnd ? Math.max(0, total - offset - limit) : Math.min(offset, total);
+        for (const q of points) await assertIndexed(t, q, skipped + limit + 2 * offDevice + 10, label);
+      }
+    };
+    await check('inserted in SQL');
+
+    // Moves off and onto the device, deletes and points through the API keep the total exact.
+    await s.db.raw(
+      `UPDATE gps_points SET device_id = 'z-after' WHERE id IN (SELECT id FROM gps_points WHERE device_id = 'both' AND trip_id = ? LIMIT 12)`,
+      [trip.id],
+    );
+    await s.db.raw(
+      `UPDATE gps_points SET device_id = 'both' WHERE id IN (SELECT id FROM gps_points WHERE device_id IS NULL AND trip_id = ? LIMIT 4)`,
+      [trip.id],
+    );
+    await s.db.raw(
+      `DELETE FROM gps_points WHERE id IN (SELECT id FROM gps_points WHERE device_id = 'both' AND trip_id = ? LIMIT 9)`,
+      [trip.id],
+    );
+    const batch = await s.request('POST', '/v1/gps/batch', {
+      token: developer.token,
+      body: {
+        points: Array.from({ length: 20 }, (_, i) =>
+          gpsBody({ device_id: i % 4 ? 'both' : 'a-before', trip_id: trip.id, timestamp: 1_767_225_600 + i }),
+        ),
+      },
+    });
+    t.is(batch.status, 201, batch.text);
+    await check('after moves, deletes and API inserts');
+    t.is((await expectedBoth('both', trip.id, 1, 0)).total, 1300 - 12 + 4 - 9 + 15);
+
+    // A device with no point on the trip, and a trip with no point at all.
+    const none = await s.request('GET', `/v1/gps?device_id=nobody&trip_id=${trip.id}`, { token: reader.token });
+    t.deepEqual([none.status, none.body.pagination.total, none.body.data], [200, 0, []]);
+    const empty = await make(s, developer.token, '/v1/trips', { name: 'no points' });
+    const blank = await s.request('GET', `/v1/gps?device_id=both&trip_id=${empty.id}`, { token: reader.token });
+    t.deepEqual([blank.status, blank.body.pagination.total, blank.body.data], [200, 0, []]);
+  },
+);
+
+test.serial(
+  `a trip with more than ${OFF_DEVICE_COUNTED} points off the device: the device's points are counted, exactly`,
+  async (t) => {
+    const s = stack();
+    const { developer, reader } = await users();
+    const trip = await make(s, developer.token, '/v1/trips', { name: 'two trackers' });
+    await insertPoints('many', OFF_DEVICE_COUNTED + 50, trip.id);
+    await insertPoints('few', 30, trip.id);
+    for (const [device, limit, page] of [
+      ['few', 7, 1],
+      ['few', 7, 5],
+      ['many', 100, 1],
+      ['many', 100, 95],
+      ['many', 100, 102],
+    ] as const) {
+      const label = `${device} limit ${limit} page ${page}`;
+      const r = await s.request('GET', `/v1/gps?device_id=${device}&trip_id=${trip.id}&limit=${limit}&page=${page}`, {
+        token: reader.token,
+      });
+      const want = await expectedBoth(device, trip.id, limit, (page - 1) * limit);
+      t.is(r.status, 200, r.text);
+      t.is(r.body.pagination.total, want.total, label);
+      t.deepEqual(
+        r.body.data.map((x: { id: string }) => x.id),
+        want.ids,
+        label,
+      );
+    }
+  },
+);
 
 test.serial('the migration counts the points already stored, and the triggers keep counting after it', async (t) => {
   const s = stack();

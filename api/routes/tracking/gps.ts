@@ -5,6 +5,7 @@ import { ingestGpsBatch, ingestGpsPoint } from '../../../shared/commands/ingestG
 import { badRequest, notFound } from '../../../shared/errors';
 import { GpsPoint } from '../../../shared/models/GpsPoint';
 import { gpsBatchResultSchema, gpsPointSchema, presentGpsPoint } from '../../../shared/presenters/gpsPoint';
+import { tripPointsOfDevice } from '../../../shared/queries/counters';
 import { latestPointPerDevice } from '../../../shared/queries/gpsPoints';
 import { findOr404 } from '../../../shared/rowLoader';
 import { z, zUuid } from '../../../shared/zod';
@@ -38,15 +39,17 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       ]);
       if (query.device_id) q.where('device_id', query.device_id);
       if (query.trip_id) q.where('trip_id', query.trip_id);
-      // A device's or a trip's points alone: the exact total is the device's keyed counter or the
-      // trip's stored count, not a count of its points on every page, and deep pages are read from
-      // the end. Both filters at once count their matches.
+      // The exact total without counting every match: a device's points alone, its keyed counter;
+      // a trip's points alone, the trip's stored count; a trip's points on one device, the trip's
+      // count less its points off the device (tripPointsOfDevice). Deep pages are read from the end.
       const counter =
-        query.device_id && !query.trip_id
-          ? { keyed: 'gps_points_by_device' as const, key: query.device_id }
-          : query.trip_id && !query.device_id
-            ? { keyed: 'gps_points_by_trip' as const, key: query.trip_id }
-            : undefined;
+        query.device_id && query.trip_id
+          ? tripPointsOfDevice(query.trip_id, query.device_id)
+          : query.device_id
+            ? { keyed: 'gps_points_by_device' as const, key: query.device_id }
+            : query.trip_id
+              ? { keyed: 'gps_points_by_trip' as const, key: query.trip_id }
+              : undefined;
       ctx.body = await paginate(ctx, q, query, presentGpsPoint, { counter });
     },
   );
