@@ -443,8 +443,11 @@ export async function queryOncePerTurn(
  * Pages of a parent's rows (a trip's points, a geofence's events): `load(parentId, limit,
  * offset)` answers the page and the parent's exact row count. The parents asked for in one turn
  * with the same limit and offset share one statement: a LATERAL page per parent and a count per
- * parent, over the (parent, order) index. Make one per list at module level (its batches live in
- * it). A page may be shared by the turn's callers of the same parent: do not change it.
+ * parent, over the (parent, order) index. Each parent's page follows from its total: a page past
+ * the end reads no row, and a page past the middle is read in the reversed order from the end (when
+ * `orderBy` ends in the primary key, so that it reverses exactly) and sorted back, the same rows as
+ * reading forward. Make one per list at module level (its batches live in it). A page may be shared
+ * by the turn's callers of the same parent: do not change it.
  */
 export function pagesOf<M extends Model, Plain extends boolean = false>(
   model: typeof Model & (new () => M),
@@ -487,6 +490,13 @@ export function pagesOf<M extends Model, Plain extends boolean = false>(
       : `SELECT count(*) FROM (SELECT 1 FROM "${table}" c WHERE c."${parentColumn}" = k.id LIMIT ${Math.floor(opts.countCap)}) capped`;
   const order = orderBy.map(([c, d]) => `x."${c}" ${d === 'desc' ? 'DESC' : 'ASC'}`).join(', ');
   const inner = orderBy.map(([c, d]) => `"${c}" ${d === 'desc' ? 'DESC' : 'ASC'}`).join(', ');
+  // A page past the middle is read in the reversed order from the end, then sorted back: only
+  // when the order ends in the primary key, so that it reverses exactly (PostgreSQL's default NULLS
+  // placement reverses with the direction).
+  const reversed =
+    orderBy.at(-1)?.[0] === id ? orderBy.map(([c, d]) => `"${c}" ${d === 'desc' ? 'ASC' : 'DESC'}`).join(', ') : '';
+  // The total is the parent's row count unless a capped count reached its cap.
+  const exact = opts.countCap === undefined ? 'true' : `t.__total < ${Math.floor(opts.countCap)}`;
   const read = turnBatcherByDb(async (db, keys) => {
     // Keys are `limit offset parent`: one statement per (limit, offset) asked for in the turn.
     // The parent is the rest of the key: a text identifier may hold spaces.
@@ -504,13 +514,40 @@ export function pagesOf<M extends Model, Plain extends boolean = false>(
           // The total is a lateral of the parent, so it is counted once per parent: as a subquery in
           // the select list PostgreSQL ran it once per returned row (a page of 10 counted 10 times).
           // OFFSET 0 keeps the planner from pulling the lateral up into the select list again.
+          // How each parent's page is read follows from its exact total (`m`): not at all past the
+          // end, from the end past the middle (OFFSET walks every row it skips: the last page of a
+          // trip of 1,000,000 points walked them all), else forward. Each branch's condition names
+          // no row of the table, so PostgreSQL tests it once per parent before scanning anything
+          // (the LIMIT above it is computed first: never negative, even for a branch not taken).
           `SELECT k.id::text AS __parent, t.__total, x.*
              FROM unnest(?::${parentType}[]) WITH ORDINALITY AS k(id, n)
              CROSS JOIN LATERAL (SELECT (${count}) AS __total OFFSET 0) t
-             LEFT JOIN LATERAL (SELECT * FROM "${table}" WHERE "${parentColumn}" = k.id
-                                 ORDER BY ${inner} LIMIT ? OFFSET ?) x ON true
+             CROSS JOIN LATERAL (
+               SELECT CASE WHEN NOT (${exact}) THEN 'forward'
+                           WHEN ?::bigint >= t.__total THEN 'past'
+                           WHEN ${reversed ? 'true' : 'false'} AND ?::bigint > 0
+                                AND t.__total - ?::bigint - ?::bigint < ?::bigint THEN 'reverse'
+                           ELSE 'forward' END AS __read
+               OFFSET 0) m
+             LEFT JOIN LATERAL (
+               (SELECT * FROM "${table}" WHERE "${parentColumn}" = k.id AND m.__read = 'forward'
+                 ORDER BY ${inner} LIMIT ? OFFSET ?)${
+                   reversed
+                     ? `
+               UNION ALL
+               (SELECT * FROM "${table}" WHERE "${parentColumn}" = k.id AND m.__read = 'reverse'
+                 ORDER BY ${reversed}
+                 LIMIT greatest(0, least(?::bigint, t.__total - ?::bigint))
+                 OFFSET greatest(0, t.__total - ?::bigint - ?::bigint))`
+                     : ''
+                 }) x ON true
             ORDER BY k.n, ${order}`,
-          [[...new Set(parents)], limit, offset],
+          [
+            [...new Set(parents)],
+            ...[offset, offset, offset, limit, offset],
+            ...[limit, offset],
+            ...(reversed ? [limit, offset, offset, limit] : []),
+          ],
         );
         for (const row of rows) {
           const key = `${limit} ${offset} ${keyOf(String(row.__parent))}`;

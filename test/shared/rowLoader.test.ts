@@ -4,8 +4,10 @@ import knex from 'knex';
 import { Role } from '../../shared/models/Role';
 import { User } from '../../shared/models/User';
 import { OAuthClient } from '../../shared/models/OAuthClient';
+import { AuditEvent } from '../../shared/models/AuditEvent';
 import { coalesced, computeOncePerTurn, pagesOf, readOncePerTurn, RowLoader, rowsBy } from '../../shared/rowLoader';
 import { createKey, createUser } from '../helpers/factories';
+import { explainPrepared } from '../helpers/statements';
 import { useStack } from '../helpers/stack';
 
 const stack = useStack(test);
@@ -267,6 +269,161 @@ test.serial('pagesOf: the total of each parent is counted once, not once per row
   const aggregates = planNodes(rows[0]['QUERY PLAN'][0].Plan).filter((n) => n['Node Type'] === 'Aggregate');
   t.true(aggregates.length > 0, 'the plan counts with an aggregate');
   for (const a of aggregates) t.is(a['Actual Loops'], owners.length);
+});
+
+test.serial(
+  'pagesOf: pages past the middle are read from the end, past the end not at all: the same pages',
+  async (t) => {
+    const db = stack().db;
+    // Parents of 0, 3, 10, 23 and 40 clients with ties on created_at (the id breaks them).
+    const sizes = [0, 3, 10, 23, 40];
+    const owners: Array<{ id: string }> = [];
+    for (const n of sizes) {
+      const o = await createUser(db);
+      owners.push(o);
+      if (n)
+        await db('oauth_clients').insert(
+          Array.from({ length: n }, (_, i) => ({
+            user_id: o.id,
+            name: `ends ${n} ${i}`,
+            created_at: new Date(Date.UTC(2026, 3, 1, 0, 0, Math.floor(i / 3))),
+          })),
+        );
+    }
+    const ORDER = [
+      ['created_at', 'desc'],
+      ['id', 'desc'],
+    ] as const;
+    const lists = {
+      exact: pagesOf(OAuthClient, 'user_id', 'uuid', ORDER),
+      // A capped count is exact only below its cap: at the cap, pages are read forward.
+      capped: pagesOf(OAuthClient, 'user_id', 'uuid', ORDER, { countCap: 20 }),
+      // An order that does not end in the primary key cannot be reversed exactly: forward only.
+      unreversible: pagesOf(OAuthClient, 'user_id', 'uuid', [['created_at', 'desc']]),
+    };
+    const forward = async (ownerId: string, limit: number, offset: number) =>
+      (
+        await db.raw(
+          'SELECT id FROM oauth_clients WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?',
+          [ownerId, limit, offset],
+        )
+      ).rows.map((r: { id: string }) => r.id);
+    const seen: Array<{ sql: string; bindings: unknown[] }> = [];
+    const listener = (q: { sql: string; bindings: unknown[] }) => {
+      if (/LATERAL/.test(q.sql)) seen.push(q);
+    };
+    db.on('query', listener);
+    try {
+      for (const [limit, offset] of [
+        [5, 0],
+        [5, 5],
+        [5, 10],
+        [5, 15],
+        [5, 20],
+        [5, 35],
+        [7, 21],
+        [3, 22],
+        [10, 40],
+        [100, 0],
+        [1, 39],
+      ]) {
+        seen.length = 0;
+        // Every parent in one statement per list: some read forward, some from the end, some past it.
+        const pages = await Promise.all(
+          Object.values(lists).flatMap((list) => owners.map((o) => list.load(db, o.id, limit, offset))),
+        );
+        t.is(seen.length, Object.keys(lists).length, `limit ${limit} offset ${offset}`);
+        let i = 0;
+        for (const name of Object.keys(lists))
+          for (const [j, o] of owners.entries()) {
+            const page = pages[i++];
+            const label = `${name}: ${sizes[j]} clients, limit ${limit} offset ${offset}`;
+            if (name !== 'unreversible')
+              t.deepEqual(
+                page.results.map((c) => c.id),
+                await forward(o.id, limit, offset),
+                label,
+              );
+            else t.is(page.results.length, Math.max(0, Math.min(limit, sizes[j] - offset)), label);
+            t.is(page.total, name === 'capped' ? Math.min(sizes[j], 20) : sizes[j], label);
+          }
+      }
+    } finally {
+      db.off('query', listener);
+    }
+  },
+);
+
+test.serial('pagesOf: a deep page reads only its rows from the end; a page past the end reads none', async (t) => {
+  const db = stack().db;
+  // A user's audit events: the total is the user's keyed row counter, the page an index range.
+  const user = `deep-${randomUUID()}`;
+  await db.raw(
+    `INSERT INTO audit_events (user_id, event_type, resource_type, created_at)
+     SELECT ?, 'login', 'user', timestamptz '2026-05-01' + (g / 4) * interval '1 second' FROM generate_series(1, 2000) g`,
+    [user],
+  );
+  await db.raw('ANALYZE audit_events');
+  const list = pagesOf(
+    AuditEvent,
+    'user_id',
+    'text',
+    [
+      ['created_at', 'desc'],
+      ['id', 'desc'],
+    ],
+    { counter: 'audit_events_by_user' },
+  );
+  const forward = async (limit: number, offset: number) =>
+    (
+      await db.raw('SELECT id FROM audit_events WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?', [
+        user,
+        limit,
+        offset,
+      ])
+    ).rows.map((r: { id: string }) => r.id);
+  /** One page, and the rows of audit_events the plans of its statement (as sent) read. */
+  const read = async (limit: number, offset: number) => {
+    const seen: Array<{ sql: string; bindings: unknown[] }> = [];
+    const listener = (q: { sql: string; bindings: unknown[] }) => {
+      if (/LATERAL/.test(q.sql)) seen.push(q);
+    };
+    db.on('query', listener);
+    let page;
+    try {
+      page = await list.load(db, user, limit, offset);
+    } finally {
+      db.off('query', listener);
+    }
+    t.is(seen.length, 1);
+    t.deepEqual(
+      page.results.map((e) => e.id),
+      await forward(limit, offset),
+      `limit ${limit} offset ${offset}`,
+    );
+    t.is(page.total, 2000);
+    const rows: Record<string, number> = {};
+    for (const mode of ['generic', 'custom'] as const) {
+      const plan = JSON.parse(await explainPrepared(db, seen[0], mode)) as Array<{ Plan: Record<string, unknown> }>;
+      const walk = (n: Record<string, unknown>): Array<Record<string, unknown>> => [
+        n,
+        ...((n.Plans as Array<Record<string, unknown>> | undefined) ?? []).flatMap(walk),
+      ];
+      rows[mode] = walk(plan[0].Plan)
+        .filter((n) => n['Relation Name'] === 'audit_events')
+        .reduce((sum, n) => sum + Number(n['Actual Rows']) * Number(n['Actual Loops']), 0);
+    }
+    return rows;
+  };
+  // The last page, read from the end: its 5 rows, not the 1,995 OFFSET walked first.
+  t.deepEqual(await read(10, 1995), { generic: 5, custom: 5 });
+  // Past the middle: from the end, 490 skipped and 10 read (not 1,510).
+  t.deepEqual(await read(10, 1500), { generic: 500, custom: 500 });
+  // Past the end: no row at all.
+  t.deepEqual(await read(10, 2000), { generic: 0, custom: 0 });
+  t.deepEqual(await read(10, 5000), { generic: 0, custom: 0 });
+  // Before the middle, forward as before.
+  t.deepEqual(await read(10, 30), { generic: 40, custom: 40 });
 });
 
 test('computeOncePerTurn: identical keys in one turn share one computation and its result or error', async (t) => {

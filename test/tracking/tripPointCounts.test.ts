@@ -129,3 +129,51 @@ test.serial('the migration counts the points already stored, and the trigger kee
   await s.db('gps_points').where('id', one.id).delete();
   t.deepEqual([await total(0), await total(1), await total(2)], [1, 3, 1]);
 });
+
+test.serial(
+  "a trip's deep pages are read from its end and pages past the end read nothing: the same points",
+  async (t) => {
+    const s = stack();
+    const { developer } = await users();
+    const trip = await make(s, developer.token, '/v1/trips', { name: 'deep track' });
+    // 1,503 points with ties on timestamp and created_at (the id breaks them).
+    await s.db.raw(
+      `INSERT INTO gps_points (trip_id, latitude, longitude, timestamp, speed_kmh, speed_mps, speed_mph, speed_knots, created_at)
+     SELECT ?, 45, 6, timestamptz '2026-01-01' + (g / 5) * interval '1 second', 1, 1, 1, 1,
+            timestamptz '2026-01-02' + (g % 3) * interval '1 second'
+       FROM generate_series(1, 1503) g`,
+      [trip.id],
+    );
+    const forward = async (limit: number, offset: number) =>
+      (
+        await s.db.raw(
+          'SELECT id FROM gps_points WHERE trip_id = ? ORDER BY timestamp, created_at, id LIMIT ? OFFSET ?',
+          [trip.id, limit, offset],
+        )
+      ).rows.map((r: { id: string }) => r.id);
+    for (const [limit, page] of [
+      [10, 1],
+      [100, 8],
+      [100, 9],
+      [100, 15],
+      [100, 16],
+      [7, 200],
+      [7, 215],
+      [1, 1503],
+      [100, 17],
+      [10, 1000000],
+    ]) {
+      const r = await s.request('GET', `/v1/trips/${trip.id}/gps?limit=${limit}&page=${page}`, {
+        token: developer.token,
+      });
+      const label = `limit ${limit} page ${page}`;
+      t.is(r.status, 200, r.text);
+      t.deepEqual(
+        r.body.data.map((p: { id: string }) => p.id),
+        await forward(limit, (page - 1) * limit),
+        label,
+      );
+      t.deepEqual([r.body.pagination.total, r.body.pagination.total_pages], [1503, Math.ceil(1503 / limit)], label);
+    }
+  },
+);
