@@ -14,6 +14,7 @@ import {
   TotalRead,
   wholeTableCounter,
 } from '../shared/queries/counters';
+import { PLANNED_PER_VALUES } from '../shared/preparedStatements';
 import { queryOncePerTurn } from '../shared/rowLoader';
 
 /** `page` and `limit` query fields; limit defaults per endpoint and never exceeds 100. */
@@ -166,6 +167,52 @@ function splitTopLevel(sql: string): string[] {
 }
 
 /**
+ * The rows of `query` at `limit`/`offset`, read as a deferred join when the offset is deep
+ * (DEEP_OFFSET) and the query is one table's rows: the page's keys first (`SELECT id … ORDER BY …
+ * LIMIT … OFFSET …`, which an index holding the order and the key walks without visiting the rows it
+ * skips), then those rows by primary key, one LATERAL read per key, in the query's order. Reading
+ * whole rows through OFFSET fetched every skipped row from the table: GET /v1/gps at offset 500,000
+ * read about 211,000 buffers (5,800 this way). Queries with their own select, joins, grouping or eager loading page as they
+ * are.
+ */
+function deferredPage<M extends Model>(
+  query: QueryBuilder<M, M[]>,
+  limit: number,
+  offset: number,
+): QueryBuilder<M, M[]> {
+  const model = query.modelClass();
+  const id = model.idColumn;
+  if (
+    offset < DEEP_OFFSET ||
+    typeof id !== 'string' ||
+    query.hasWithGraph() ||
+    query.has(/select|join|distinct|group|having|from|with|union|modify/i)
+  )
+    return query.clone().limit(limit).offset(offset);
+  const knex = query.knex();
+  const table = model.tableName;
+  const keys = query
+    .clone()
+    .select(knex.raw('??.?? AS __key', [table, id]))
+    .limit(limit)
+    .offset(offset)
+    .toKnexQuery();
+  // The keys' subquery holds the filter; the rows are read by key under the table's own name, so
+  // the order's terms name their columns (the keys' only column is __key). OFFSET 0 keeps each
+  // row's read a lookup by key: pulled up, a plan that misjudges the keys' number may join them to
+  // a scan of the whole table. Planned for its offset, not as a generic plan (PLANNED_PER_VALUES).
+  return query
+    .clone()
+    .clearWhere()
+    .from(
+      knex.raw(
+        `? AS __keys CROSS JOIN LATERAL (SELECT * FROM ?? WHERE ??.?? = __keys.__key OFFSET 0) AS ?? ${PLANNED_PER_VALUES}`,
+        [keys, table, table, id, table],
+      ),
+    );
+}
+
+/**
  * A page past the middle of a list whose total is a counter (`counter`: the read of its value),
  * read from the end (DEEP_OFFSET); undefined when the
  * page is nearer the start, or the order cannot be reversed. Two statements: the counter, then the
@@ -188,12 +235,15 @@ async function readPageFromEnd<M extends Model>(
   if (offset >= total) return { results: [], total };
   const after = total - offset - page.limit;
   if (after >= offset) return undefined;
-  const paged = query.clone().clear(/orderBy|offset|limit/);
+  const paged = deferredPage(
+    query
+      .clone()
+      .clear(/orderBy|offset|limit/)
+      .orderByRaw(reversed),
+    Math.min(page.limit, total - offset),
+    Math.max(0, after),
+  );
   if (!query.has(/select/i)) paged.select(`${query.modelClass().tableName}.*`);
-  paged
-    .orderByRaw(reversed)
-    .limit(Math.min(page.limit, total - offset))
-    .offset(Math.max(0, after));
   const rows = await pageRows(paged, knex);
   return { results: rows.reverse(), total };
 }
@@ -227,10 +277,9 @@ export async function readPage<M extends Model>(
     const { sql, bindings } = matches.toKnexQuery().toSQL();
     total = knex.raw(`(SELECT count(*) FROM (${sql}) AS matches) AS ${TOTAL}`, bindings as Knex.RawBinding[]);
   }
-  const paged = query.clone();
+  const paged = deferredPage(query, page.limit, (page.page - 1) * page.limit);
   if (query.has(/select/i)) paged.select(total);
   else paged.select(`${model.tableName}.*`, total);
-  paged.limit(page.limit).offset((page.page - 1) * page.limit);
   const rows = (await pageRows(paged, knex)) as Array<M & { [TOTAL]?: string | number }>;
   let n: number;
   if (rows.length) {
