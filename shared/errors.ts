@@ -285,11 +285,16 @@ export function toHttpError(err: unknown): HttpError | undefined {
 }
 
 /**
- * Whether `err` is the database failing to answer (toHttpError's 503s: unreachable, statement or
- * pool timeouts), as opposed to a refusal or a fault of this service: what OutageLog folds.
+ * Whether `err` is the database failing to answer (toHttpError's 503s: unreachable, not answering,
+ * pool timeouts; not a statement_timeout), as opposed to a refusal or a fault of this service: what
+ * OutageLog folds.
  */
 export function isDatabaseUnavailable(err: unknown): boolean {
-  if ([...unwrap(err)].some((e) => e instanceof HttpError)) return false;
+  const chain = [...unwrap(err)];
+  if (chain.some((e) => e instanceof HttpError)) return false;
+  // statement_timeout: a database that answers, with a statement that ran too long (a lock, a
+  // slow plan). No outage: each is logged with its route, and none starts or ends one.
+  if (chain.some((e) => e.code === '57014')) return false;
   return toHttpError(err)?.status === 503;
 }
 

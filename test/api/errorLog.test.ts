@@ -29,6 +29,15 @@ async function appLogging(lines: string[]) {
   router.get('/v1/users/email/:email', () => {
     throw new Error('a bug');
   });
+  // A statement that ran past statement_timeout on a database that answers (a lock, a slow plan).
+  const statementTimeout = () =>
+    Object.assign(new Error('select 1 - canceling statement due to statement timeout'), { code: '57014' });
+  router.get('/v1/trips/:id', () => {
+    throw statementTimeout();
+  });
+  router.get('/v1/devices/:id', () => {
+    throw statementTimeout();
+  });
   const app = new Koa();
   app.use(errorHandler(logger));
   // A layer before the router (as the credential layer is) that fails on its own.
@@ -90,6 +99,31 @@ test('a database outage logs each reason once with how many requests it stands f
     );
     // The statement and its values stay out of the log.
     t.false(lines.join('\n').includes('someone'), lines.join('\n'));
+  } finally {
+    server.close();
+  }
+});
+
+test('statement timeouts on a database that answers are logged each time with their route, not folded as an outage', async (t) => {
+  // A lock or a slow plan on one table is no outage: folding would hide which routes time out,
+  // and the next answered statement would log a "reachable again" that never went away.
+  const lines: string[] = [];
+  const { server, url } = await appLogging(lines);
+  try {
+    for (const path of ['/v1/trips/a', '/v1/devices/b', '/v1/trips/c']) t.is((await fetch(url + path)).status, 503);
+    const logged = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+    t.deepEqual(
+      logged.map((l) => [l.msg, l.path]),
+      [
+        ['dependency unavailable', '/v1/trips/:id'],
+        ['dependency unavailable', '/v1/devices/:id'],
+        ['dependency unavailable', '/v1/trips/:id'],
+      ],
+    );
+    t.false(
+      logged.some((l) => 'repeated' in l),
+      JSON.stringify(logged),
+    );
   } finally {
     server.close();
   }
