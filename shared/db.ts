@@ -314,7 +314,11 @@ export async function transaction<T>(db: Knex, work: (trx: Knex.Transaction) => 
       await conn.query('ROLLBACK').catch((rollbackErr: unknown) => {
         conn.__knex__disposed = rollbackErr;
       });
-      throw err;
+      // A statement cut off before the COMMIT was sent: whatever became of it, the transaction
+      // did not commit, so nothing of it is applied and the client may try again.
+      throw toHttpError(err)?.message === QUERY_OUTCOME_UNKNOWN
+        ? Object.assign(serviceUnavailable('the database is unreachable; try again shortly'), { cause: err })
+        : err;
     }
     state.done = true;
     await conn.query('COMMIT').catch((err: unknown) => {

@@ -95,6 +95,19 @@ test('a connection dropped with a COMMIT or a lone write out: 503 "check before 
     t.is(txErr?.status, 503);
     t.is(txErr?.message, QUERY_OUTCOME_UNKNOWN);
     t.truthy(await s.db('trip_categories').where('name', inTx).first(), 'the COMMIT took effect');
+    // In a transaction, a statement cut off before the COMMIT: rolled back, so "try again".
+    const rolledBack = name();
+    await db.raw('SELECT 1');
+    const cutInTx = cutAfter(
+      transaction(db, async (trx) => {
+        proxy.holdReplies();
+        await trx('trip_categories').insert({ name: rolledBack });
+      }),
+    );
+    const cutErr = await cutInTx;
+    t.is(cutErr?.status, 503);
+    t.regex(cutErr?.message ?? '', /unreachable; try again/);
+    t.falsy(await s.db('trip_categories').where('name', rolledBack).first());
     // A statement on its own (autocommit).
     const alone = name();
     await db.raw('SELECT 1');
