@@ -5,7 +5,7 @@ import { useStack } from '../helpers/stack';
 
 const stack = useStack(test);
 
-test('the event identity migration keeps the first of duplicate events, then refuses another', async (t) => {
+test.serial('the event identity migration keeps the first of duplicate events, then refuses another', async (t) => {
   const s = stack();
   const [fence] = await s.db('geofences').insert({ name: 'dup', latitude: 1, longitude: 2, radius_km: 1 }, ['id']);
   const point = randomUUID();
@@ -30,7 +30,8 @@ test('the event identity migration keeps the first of duplicate events, then ref
     { ...row('2026-01-01T00:00:04Z'), gps_point_id: null },
     { ...row('2026-01-01T00:00:05Z'), gps_point_id: null },
   ]);
-  await s.db.transaction((trx) => up(trx));
+  // Outside a transaction, as knex runs it (config.transaction false: the index is built concurrently).
+  await up(s.db);
   const left = await s.db('geofence_events').where('geofence_id', fence.id).orderBy('created_at');
   t.deepEqual(
     left.map((r) => [r.gps_point_id, r.created_at.toISOString()]),
@@ -45,4 +46,42 @@ test('the event identity migration keeps the first of duplicate events, then ref
     .insert(row('2026-01-01T00:00:06Z'))
     .catch((err: { code?: string }) => err.code);
   t.is(again, '23505');
+});
+
+test.serial('the event identity migration does not hold writes to the table while it waits or runs', async (t) => {
+  // A SHARE lock over the clean-up and the index build held every geofence worker and fence
+  // deletion for as long as the whole table took (and, queued behind a long transaction, longer).
+  const s = stack();
+  await down(s.db);
+  const [fence] = await s.db('geofences').insert({ name: 'live', latitude: 1, longitude: 2, radius_km: 1 }, ['id']);
+  const event = (id: string) => ({
+    geofence_id: fence.id,
+    device_id: 'd',
+    event: 'enter',
+    distance_km: 0.1,
+    latitude: 1,
+    longitude: 2,
+    gps_point_id: id,
+    occurred_at: new Date(),
+  });
+  // A worker's transaction still open when the migration starts.
+  const open = await s.db.transaction();
+  await open('geofence_events').insert(event(randomUUID()));
+  const running = up(s.db);
+  await new Promise((r) => setTimeout(r, 300));
+  // Another write meanwhile: through at once, not queued behind the migration's lock.
+  const written = await s.db
+    .transaction(async (trx) => {
+      await trx.raw(`SET LOCAL lock_timeout = '1s'`);
+      await trx('geofence_events').insert(event(randomUUID()));
+      return 'written';
+    })
+    .catch((err: { code?: string }) => err.code);
+  await open.commit();
+  await running;
+  t.is(written, 'written');
+  const idx = await s.db.raw(
+    `SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = 'geofence_events_point_unique'`,
+  );
+  t.deepEqual(idx.rows, [{ indisvalid: true }]);
 });
