@@ -290,6 +290,10 @@ export function toHttpError(err: unknown): HttpError | undefined {
  * OutageLog folds.
  */
 export function isDatabaseUnavailable(err: unknown): boolean {
+  // A 503 this service made of a database failure (shared/db.ts: a statement or COMMIT cut off)
+  // is that failure, for the log as for folding.
+  if (err instanceof HttpError && err.status === 503 && err.cause !== undefined)
+    return isDatabaseUnavailable(err.cause);
   const chain = [...unwrap(err)];
   if (chain.some((e) => e instanceof HttpError)) return false;
   // statement_timeout: a database that answers, with a statement that ran too long (a lock, a

@@ -15,6 +15,8 @@ export const MIGRATIONS_TABLE = 'knex_migrations';
 export const RENAMED_MIGRATIONS: Readonly<Record<string, string>> = {
   // Renamed one commit after it was added (5bf5c4c), to run before 20261208000000_retired_key_hashes.
   '20261208000000_incremental_trip_stats.js': '20261207000100_incremental_trip_stats.js',
+  // Renamed one commit after it was added (c841395), to run after 20261215000000_used_token_payloads.
+  '20261215000000_geofence_event_identity.js': '20261216000000_geofence_event_identity.js',
 };
 
 /** A migration file as knex's source hands it around. */

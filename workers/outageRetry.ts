@@ -14,7 +14,7 @@ const OUTAGE_RETRY_FIRST_DELAY_MS = 1000;
  * answering: ioredis's own messages, and the one of a stall the process detected.
  */
 const REDIS_UNAVAILABLE =
-  /^(Connection is closed\.|Stream isn't writeable and enableOfflineQueue options is false|Command timed out|redis is not answering)/;
+  /^(Connection is closed\.|Stream isn't writeable and enableOfflineQueue options is false|Command timed out|redis is not answering|Reached the max retries per request limit)/;
 
 /**
  * Whether a job failed because a dependency is away, not because of the job: the database

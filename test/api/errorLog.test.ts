@@ -5,6 +5,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { IndexedRouter } from '../../api/indexedRouter';
 import { errorHandler } from '../../api/middleware/errors';
+import { serviceUnavailable } from '../../shared/errors';
 
 /** An app whose logger writes to `lines`, with a route that fails as an unreachable database does. */
 async function appLogging(lines: string[]) {
@@ -37,6 +38,12 @@ async function appLogging(lines: string[]) {
   });
   router.get('/v1/devices/:id', () => {
     throw statementTimeout();
+  });
+  // A transaction whose statement was cut off (shared/db.ts answers it as a 503 of its own).
+  router.get('/v1/geofences/:id', () => {
+    throw Object.assign(serviceUnavailable('the database is unreachable; try again shortly'), {
+      cause: new Error(`insert into "geofence_events" values ('x') - Connection terminated unexpectedly`),
+    });
   });
   const app = new Koa();
   app.use(errorHandler(logger));
@@ -123,6 +130,21 @@ test('statement timeouts on a database that answers are logged each time with th
     t.false(
       logged.some((l) => 'repeated' in l),
       JSON.stringify(logged),
+    );
+  } finally {
+    server.close();
+  }
+});
+
+test('a 503 the service made of a cut-off database statement is logged as the outage it is', async (t) => {
+  const lines: string[] = [];
+  const { server, url } = await appLogging(lines);
+  try {
+    for (let i = 0; i < 5; i++) t.is((await fetch(`${url}/v1/geofences/g${i}`)).status, 503);
+    const logged = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+    t.deepEqual(
+      logged.map((l) => [l.msg, l.err, l.path]),
+      [['dependency unavailable', 'Connection terminated unexpectedly', '/v1/geofences/:id']],
     );
   } finally {
     server.close();

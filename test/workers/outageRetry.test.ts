@@ -19,6 +19,10 @@ test('outages are told from other failures', (t) => {
     new Error('Connection is closed.'),
     new Error("Stream isn't writeable and enableOfflineQueue options is false"),
     new Error('Command timed out'),
+    // Commands in flight when the connection dropped, failed by ioredis once its retries ran out.
+    new Error(
+      'Reached the max retries per request limit (which is 20). Refer to "maxRetriesPerRequest" option for details.',
+    ),
   ])
     t.true(isDependencyOutage(err), (err as Error).message);
   // A bug or input the job cannot handle: a wait mends none of them.
