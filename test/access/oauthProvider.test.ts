@@ -1,4 +1,4 @@
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { createHash, randomBytes } from 'node:crypto';
 import { signAppAssertion } from '../../shared/auth/assertionVerifier';
 import { sha256 } from '../../shared/crypto';
@@ -100,6 +100,25 @@ const exchange = (client: Client, code: string, verifier: string, extra: Record<
   });
 
 const me = (accessToken: string) => stack().request('POST', '/v1/gql', { token: accessToken, body: ME });
+
+/** A grant's access token, refresh token and a code issued before: none works any more. */
+async function grantIsDead(
+  t: ExecutionContext,
+  client: Client,
+  tok: { access_token: string; refresh_token: string },
+  pending: { code: string; verifier: string },
+): Promise<void> {
+  t.is((await me(tok.access_token)).status, 401);
+  const refreshed = await token({
+    grant_type: 'refresh_token',
+    refresh_token: tok.refresh_token,
+    client_id: client.id,
+    client_secret: client.secret,
+  });
+  t.is(refreshed.status, 400, refreshed.text);
+  t.is(refreshed.body.error, 'invalid_grant');
+  t.is((await exchange(client, pending.code, pending.verifier)).status, 400);
+}
 
 test('full authorization-code + PKCE flow ends in a Bearer call with permissions narrowed to the granted scopes', async (t) => {
   const s = stack();
@@ -757,16 +776,7 @@ test("a soft delete revokes the user's OAuth tokens and consents: restoring the 
   t.is(restored.status, 200, restored.text);
 
   // Like its sessions and API keys, the account's OAuth grants stay dead after the restore.
-  t.is((await me(tok.access_token)).status, 401);
-  const refreshed = await token({
-    grant_type: 'refresh_token',
-    refresh_token: tok.refresh_token,
-    client_id: client.id,
-    client_secret: client.secret,
-  });
-  t.is(refreshed.status, 400, refreshed.text);
-  t.is(refreshed.body.error, 'invalid_grant');
-  t.is((await exchange(client, pending.code, pending.verifier)).status, 400);
+  await grantIsDead(t, client, tok, pending);
   const stored = await s.db('oauth_access_tokens').where('token_hash', sha256(tok.access_token)).first();
   t.truthy(stored.revoked_at);
   const consent = await s.db('oauth_consents').where({ user_id: user.id, client_id: client.id }).first();
@@ -797,16 +807,7 @@ test("a password reset revokes the user's OAuth tokens and keeps the consents", 
   t.is(reset.status, 200, reset.text);
 
   // Logged out everywhere: the OAuth grant's tokens (and a code issued before the reset) no longer work.
-  t.is((await me(tok.access_token)).status, 401);
-  const refreshed = await token({
-    grant_type: 'refresh_token',
-    refresh_token: tok.refresh_token,
-    client_id: client.id,
-    client_secret: client.secret,
-  });
-  t.is(refreshed.status, 400, refreshed.text);
-  t.is(refreshed.body.error, 'invalid_grant');
-  t.is((await exchange(client, pending.code, pending.verifier)).status, 400);
+  await grantIsDead(t, client, tok, pending);
 
   // The consent stands: the user signs the app in again without being asked anew.
   const consent = await s.db('oauth_consents').where({ user_id: user.id, client_id: client.id }).first();

@@ -1,4 +1,4 @@
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
@@ -33,6 +33,20 @@ function run(
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+/** A test database whose schema is one migration (the last) behind the build; dropped after the test. */
+async function databaseBehind(t: ExecutionContext): Promise<{ url: string }> {
+  const d = await createTestDatabase();
+  t.teardown(() => d.drop());
+  const db = migratingKnex(d.url);
+  try {
+    await db.migrate.down();
+    t.deepEqual(await pendingMigrations(db), [LAST_MIGRATION]);
+  } finally {
+    await db.destroy();
+  }
+  return d;
 }
 
 /** The fatal line of a process's output, parsed. */
@@ -116,15 +130,7 @@ test('a schema behind the build: the api, realtime and workers log a fatal line 
   // An operator who deploys a build without migrating (README "Production under PM2") is told what
   // to run, rather than "relation does not exist" from the first query that needs a new table.
   const s = stack();
-  const d = await createTestDatabase();
-  t.teardown(() => d.drop());
-  const db = migratingKnex(d.url);
-  try {
-    await db.migrate.down();
-    t.deepEqual(await pendingMigrations(db), [LAST_MIGRATION]);
-  } finally {
-    await db.destroy();
-  }
+  const d = await databaseBehind(t);
   const env = { ...s.env, DATABASE_URL: d.url, LOG_LEVEL: 'info' };
   for (const [entry, name, portEnv] of [
     ['api/server.js', 'api', { PORT: String(await freePort()), REALTIME_PORT: String(await freePort()) }],
@@ -205,14 +211,7 @@ test('PostgreSQL back after a start without it: a schema behind the build stops 
   // The start could not check the schema; the check runs again until the database answers. A
   // schema behind the build then stops the process as it would have stopped the start.
   const s = stack();
-  const d = await createTestDatabase();
-  t.teardown(() => d.drop());
-  const db = migratingKnex(d.url);
-  try {
-    await db.migrate.down();
-  } finally {
-    await db.destroy();
-  }
+  const d = await databaseBehind(t);
   const api = await startWithDatabaseLater(s.env, d.url);
   t.teardown(() => {
     api.child.kill('SIGKILL');
