@@ -1,5 +1,6 @@
 import Router from '@koa/router';
 import { setPrimaryAccount, unlinkAccount } from '../../shared/commands/platformAccounts';
+import { notFound } from '../../shared/errors';
 import { ACCOUNT_SCOPES } from '../../shared/policies';
 import { platformAccountSchema, presentPlatformAccount } from '../../shared/presenters/platformAccount';
 import { userAccounts } from '../../shared/queries/users';
@@ -37,6 +38,34 @@ export function platformAccountRoutes(router: ApiRouter): void {
         userAccounts(ctx.services.db, id),
       ]);
       ctx.body = resource(ctx, accounts.map(presentPlatformAccount), `/v1/users/${id}/accounts`);
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/users/:id/accounts/:account_id',
+      summary: "One of a user's linked platform accounts",
+      description: "The `_links.self` of setting an account primary. 404 for another user's account.",
+      tags: TAG,
+      auth: { permission: 'users:read', self: 'id' },
+      params: accountParams,
+      responses: {
+        200: { description: 'ResourceResponse<platform account>', schema: resourceSchema(platformAccountSchema) },
+        404: { description: 'No such user or account' },
+      },
+    },
+    async (ctx, { params }) => {
+      const id = resolveUserRef(ctx, params.id);
+      // As the list: the user (404) and their accounts in the same turn's batches, one round trip.
+      const [, accounts] = await Promise.all([
+        loadUser(ctx.services.db, id, { includeDeleted: true }),
+        userAccounts(ctx.services.db, id),
+      ]);
+      const account = accounts.find((a) => a.id === params.account_id);
+      if (!account) throw notFound('platform account');
+      ctx.body = resource(ctx, presentPlatformAccount(account), `/v1/users/${id}/accounts/${account.id}`);
     },
   );
 

@@ -31,9 +31,13 @@ export interface Fixtures {
     users: string[];
     emails: string[];
     sessionTokens: string[];
+    /** A platform account of each sampled user, in the same order. */
+    accounts: string[];
     devices: string[];
     trips: string[];
     locations: string[];
+    /** A contact of each sampled location, in the same order. */
+    contacts: string[];
     geofences: string[];
     categories: string[];
     templates: string[];
@@ -361,6 +365,19 @@ export async function seedFixtures(db: Knex, o: FixtureOptions, log: (s: string)
 
   const S = o.sample;
   const sampleUsers = await pick(db, 'users', S, (q) => q.whereLike('username', 'bench\\_u%'));
+  const sampleLocations = await pick(db, 'locations', S);
+  // A child's path value (a contact, an account) comes with its parent's: the load fills the k-th
+  // value of each parameter (fillRoute), so the k-th child is the first of the k-th parent. Every
+  // seeded location has contacts and every bench user an account.
+  const firstChildren = async (table: string, parentColumn: string, parents: string[]) => {
+    const rows: Array<Record<string, string>> = await db(table)
+      .whereIn(parentColumn, parents)
+      .orderBy([parentColumn, 'created_at', 'id'])
+      .select('id', parentColumn);
+    const first = new Map<string, string>();
+    for (const r of rows) if (!first.has(r[parentColumn])) first.set(r[parentColumn], r.id);
+    return parents.flatMap((p) => first.get(p) ?? []);
+  };
   const tokenByUser = new Map(userIds.map((id, i) => [id, userTokens[i]]));
   const platforms = await db('platforms').select('id', 'slug');
   return {
@@ -375,9 +392,11 @@ export async function seedFixtures(db: Knex, o: FixtureOptions, log: (s: string)
         (r: { email: string }) => r.email,
       ),
       sessionTokens: sampleUsers.map((id) => tokenByUser.get(id)!),
+      accounts: await firstChildren('platform_accounts', 'user_id', sampleUsers),
       devices: await pick(db, 'devices', S),
       trips: await pick(db, 'trips', S),
-      locations: await pick(db, 'locations', S),
+      locations: sampleLocations,
+      contacts: await firstChildren('location_contacts', 'location_id', sampleLocations),
       geofences: await pick(db, 'geofences', S),
       categories: await pick(db, 'trip_categories', S),
       templates: await pick(db, 'trip_templates', S),

@@ -1638,6 +1638,18 @@ export interface Operations {
     /** The body of any other answer (the documented error statuses; none on 304). */
     error: Schemas["Error"];
   };
+  get_v1_locations_id_contacts_cid: {
+    params: { id: string; cid: string };
+    query: Record<string, never>;
+    body: undefined;
+    /** The body of a 2xx answer. */
+    response: {
+      data: Schemas["LocationContact"];
+      _links: Schemas["SelfLinks"];
+    };
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: undefined | Schemas["Error"];
+  };
   patch_v1_locations_id_contacts_cid: {
     params: { id: string; cid: string };
     query: Record<string, never>;
@@ -2347,7 +2359,7 @@ export interface Operations {
     /** The body of any other answer (the documented error statuses; none on 304). */
     error: Schemas["Error"];
   };
-  put_v1_users_id_accounts_account_id_primary: {
+  get_v1_users_id_accounts_account_id: {
     params: { id: string; account_id: string };
     query: Record<string, never>;
     body: undefined;
@@ -2378,6 +2390,31 @@ export interface Operations {
     body: undefined;
     /** The body of a 2xx answer. */
     response: undefined;
+    /** The body of any other answer (the documented error statuses; none on 304). */
+    error: Schemas["Error"];
+  };
+  put_v1_users_id_accounts_account_id_primary: {
+    params: { id: string; account_id: string };
+    query: Record<string, never>;
+    body: undefined;
+    /** The body of a 2xx answer. */
+    response: {
+      data: {
+        id: string;
+        platform_id: string;
+        platform_name: string | null;
+        platform_slug: string | null;
+        platform_user_id: string;
+        is_oauth: boolean;
+        is_primary: boolean;
+        username: string | null;
+        email: string | null;
+        avatar_url: string | null;
+        created_at: string;
+        updated_at: string;
+      };
+      _links: Schemas["SelfLinks"];
+    };
     /** The body of any other answer (the documented error statuses; none on 304). */
     error: Schemas["Error"];
   };
@@ -3726,6 +3763,7 @@ export const OPERATIONS: { [K in keyof Operations]: [string, string] } = {
   patch_v1_locations_id: ["patch", "/v1/locations/:id"],
   delete_v1_locations_id: ["delete", "/v1/locations/:id"],
   post_v1_locations_id_contacts: ["post", "/v1/locations/:id/contacts"],
+  get_v1_locations_id_contacts_cid: ["get", "/v1/locations/:id/contacts/:cid"],
   patch_v1_locations_id_contacts_cid: ["patch", "/v1/locations/:id/contacts/:cid"],
   delete_v1_locations_id_contacts_cid: ["delete", "/v1/locations/:id/contacts/:cid"],
   get_v1_geofences: ["get", "/v1/geofences"],
@@ -3771,8 +3809,9 @@ export const OPERATIONS: { [K in keyof Operations]: [string, string] } = {
   get_v1_users_id_email_link_pending: ["get", "/v1/users/:id/email-link/pending"],
   delete_v1_users_id_email_link_pending: ["delete", "/v1/users/:id/email-link/pending"],
   get_v1_users_id_accounts: ["get", "/v1/users/:id/accounts"],
-  put_v1_users_id_accounts_account_id_primary: ["put", "/v1/users/:id/accounts/:account_id/primary"],
+  get_v1_users_id_accounts_account_id: ["get", "/v1/users/:id/accounts/:account_id"],
   delete_v1_users_id_accounts_account_id: ["delete", "/v1/users/:id/accounts/:account_id"],
+  put_v1_users_id_accounts_account_id_primary: ["put", "/v1/users/:id/accounts/:account_id/primary"],
   get_v1_users_me_sessions: ["get", "/v1/users/me/sessions"],
   delete_v1_users_me_sessions: ["delete", "/v1/users/me/sessions"],
   delete_v1_users_me_sessions_session_id: ["delete", "/v1/users/me/sessions/:session_id"],

@@ -415,7 +415,7 @@ test('email link refusals and cancel: 409 in use, cancel then 404, verify-email 
   t.is((await s.request('POST', '/v1/auth/login', { body: { email: addr2, password: 'longenough' } })).status, 200);
 });
 
-test('platform accounts: list, set primary, unlink with the three refusals', async (t) => {
+test('platform accounts: list, set primary, get one (the self link), unlink with the three refusals', async (t) => {
   const s = stack();
   const user = await createUser(s.db);
   const other = await createUser(s.db);
@@ -465,6 +465,18 @@ test('platform accounts: list, set primary, unlink with the three refusals', asy
   t.is(prim.status, 200);
   t.true(prim.body.data.is_primary);
   t.is(prim.body.data.id, gh.id);
+  // The self link answers the account: users:read or self, and only among the user's own accounts.
+  t.is(prim.body._links.self, `/v1/users/${user.id}/accounts/${gh.id}`);
+  const self = await s.request('GET', prim.body._links.self, { token: user.token });
+  t.is(self.status, 200, self.text);
+  t.deepEqual(self.body, prim.body);
+  t.deepEqual((await s.request('GET', `/v1/users/me/accounts/${gh.id}`, { token: user.token })).body, prim.body);
+  t.is((await s.request('GET', prim.body._links.self, { token: other.token })).status, 403);
+  const otherAcct = (await s.db('platform_accounts').where({ user_id: other.id }).first()).id;
+  t.is((await s.request('GET', `/v1/users/${user.id}/accounts/${otherAcct}`, { token: user.token })).status, 404);
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  t.deepEqual((await s.request('GET', prim.body._links.self, { token: admin.token })).body.data, prim.body.data);
+  t.is((await s.request('GET', `/v1/users/${other.id}/accounts/${otherAcct}`, { token: admin.token })).status, 200);
   const after = (await s.request('GET', `/v1/users/${user.id}/accounts`, { token: user.token })).body.data;
   t.deepEqual(
     after.filter((a: any) => a.is_primary).map((a: any) => a.id),

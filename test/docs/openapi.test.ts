@@ -118,6 +118,24 @@ test('the response check catches a body that departs from its schema', async (t)
   t.regex(checker.check('GET', '/v1/health', 201, {}) ?? '', /does not document status 201/);
 });
 
+test('self links: every answer a test receives is checked to name a GET route, parameters included', async (t) => {
+  // test/helpers/stack.ts asks readable() of each 2xx answer's `_links.self` and Location header.
+  const checker = responseChecker((await getDoc()) as never);
+  const id = '0b6f5d4c-3a2b-4c1d-8e9f-a0b1c2d3e4f5';
+  for (const link of [
+    '/v1/gps',
+    '/v1/gps?page=2&limit=5',
+    `/v1/gps/${id}`,
+    `/v1/locations/${id}/contacts/${id}`,
+    `/v1/users/${id}/accounts/${id}`,
+    `/v1/users/me/accounts/${id}`,
+  ])
+    t.true(checker.readable(link), link);
+  // /v1/gps/batch fits /v1/gps/{id} as text, not as the UUID that route takes.
+  for (const link of ['/v1/gps/batch', `/v1/users/${id}/accounts/${id}/primary`, `/v1/users/${id}/ban/x`, '/v1/nope'])
+    t.false(checker.readable(link), link);
+});
+
 test('docs/api.md names exactly the paths without a 429: the rate limiter exempts them, and counts the rest', async (t) => {
   const doc = await getDoc();
   const md = readFileSync(path.resolve(__dirname, '../../../docs/api.md'), 'utf8').replace(/\s+/g, ' ');

@@ -10,7 +10,10 @@ import { withResponsesInline } from '../../api/openapiSpec';
  * shared schema), each response schema on first use.
  */
 type Doc = { paths: Record<string, Record<string, Operation>>; components?: { schemas?: Record<string, unknown> } };
-type Operation = { responses?: Record<string, { content?: Record<string, { schema?: unknown }> }> };
+type Operation = {
+  parameters?: Array<{ name: string; in: string; schema?: unknown }>;
+  responses?: Record<string, { content?: Record<string, { schema?: unknown }> }>;
+};
 
 const COMPONENTS_ID = 'openapi-components';
 
@@ -19,6 +22,12 @@ export interface ResponseChecker {
   operationOf(method: string, path: string): { template: string; op: Operation } | undefined;
   /** A message saying how the body departs from its documented schema, or null when it matches. */
   check(method: string, path: string, status: number, body: unknown): string | null;
+  /**
+   * Whether a documented GET answers this path (a query is ignored): its template matches and each
+   * templated segment is a value the path parameter's schema admits (`/v1/gps/batch` fits
+   * `/v1/gps/{id}` as text, but not the UUID that route takes).
+   */
+  readable(path: string): boolean;
 }
 
 export function responseChecker(document: Doc): ResponseChecker {
@@ -49,8 +58,27 @@ export function responseChecker(document: Doc): ResponseChecker {
     return undefined;
   }
 
+  const paramChecks = new Map<string, ValidateFunction>();
+  function readable(path: string): boolean {
+    const segments = path.split('?')[0].split('/');
+    return templates.some(({ template, re }) => {
+      const op = doc.paths[template].get;
+      if (!op || !re.test(path.split('?')[0])) return false;
+      return template.split('/').every((seg, i) => {
+        const name = /^\{(.+)\}$/.exec(seg)?.[1];
+        const schema = name && op.parameters?.find((p) => p.in === 'path' && p.name === name)?.schema;
+        if (!schema) return true;
+        const key = `${template} ${name}`;
+        let validate = paramChecks.get(key);
+        if (!validate) paramChecks.set(key, (validate = ajv.compile(rewrite(schema))));
+        return validate(decodeURIComponent(segments[i]));
+      });
+    });
+  }
+
   return {
     operationOf,
+    readable,
     check(method, path, status, body) {
       const found = operationOf(method, path);
       if (!found) return `${method} ${path} is not in the OpenAPI document`;

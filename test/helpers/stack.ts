@@ -130,6 +130,12 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     if (r.status < 200 || r.status >= 300 || !/^application\/json\b/.test(r.headers.get('content-type') ?? '')) return;
     const problem = checker.check(method, path, r.status, r.body);
     if (problem) throw new Error(`response does not match the OpenAPI document: ${problem}`);
+    // What an answer names as the resource itself (`_links.self`, a 201's Location) must be
+    // fetchable: a hypermedia link to a path without GET (405) is of no use to the client.
+    const self = (r.body as { _links?: { self?: unknown } } | null)?._links?.self;
+    for (const link of [typeof self === 'string' ? self : null, r.headers.get('location')])
+      if (link?.startsWith('/') && !checker.readable(link))
+        throw new Error(`${method} ${path}: its self link ${link} is no documented GET route`);
   }
 
   return {

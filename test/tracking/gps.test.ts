@@ -328,6 +328,9 @@ test('POST /v1/gps/batch: one insert, per-point validation, accepted ids and rej
   );
   t.is(stored.length, 2);
   t.true(stored.every((p) => p.device_id === device));
+  // The batch is no resource of its own: its self link is the GPS list, which a reader can fetch.
+  t.is(r.body._links.self, '/v1/gps');
+  t.is((await s.request('GET', r.body._links.self, { token: reader.token })).status, 200);
 
   // Beside the points, the body gets the text rule of every body: a NUL in a key or a field is a 400.
   for (const body of [

@@ -113,7 +113,7 @@ test('locations: bad input, PATCH (at least one, no contacts), delete, 404s and 
   t.is((await s.request('DELETE', `/v1/locations/${loc.id}`, { token: admin.token })).status, 404);
 });
 
-test('location contacts: add, patch (at least one), delete; scoped to their location', async (t) => {
+test('location contacts: add, get (the self link), patch (at least one), delete; scoped to their location', async (t) => {
   const s = stack();
   const { developer, reader } = await users();
   const loc = await make(s, developer.token, '/v1/locations', { name: 'With contacts' });
@@ -137,6 +137,14 @@ test('location contacts: add, patch (at least one), delete; scoped to their loca
   t.is(c.body._links.self, `/v1/locations/${loc.id}/contacts/${c.body.data.id}`);
   const cid = c.body.data.id;
   t.deepEqual(await contactsNow(), ['Mia:null']);
+  // The self link answers the contact: locations:read, and only through its own location.
+  const self = await s.request('GET', c.body._links.self, { token: reader.token });
+  t.is(self.status, 200, self.text);
+  t.deepEqual(self.body, c.body);
+  t.is((await s.request('GET', `/v1/locations/${other.id}/contacts/${cid}`, { token: reader.token })).status, 404);
+  t.is((await s.request('GET', `/v1/locations/${loc.id}/contacts/${MISSING}`, { token: reader.token })).status, 404);
+  const noTracking = await createUser(s.db);
+  t.is((await s.request('GET', c.body._links.self, { token: noTracking.token })).status, 403);
   t.is(
     (await s.request('POST', `/v1/locations/${loc.id}/contacts`, { token: developer.token, body: { phone: '1' } }))
       .status,
@@ -161,9 +169,12 @@ test('location contacts: add, patch (at least one), delete; scoped to their loca
     body: { email: 'mia@example.test' },
   });
   t.like(p.body.data, { name: 'Mia', phone: '123', email: 'mia@example.test', role: 'Harbour master' });
+  t.deepEqual((await s.request('GET', p.body._links.self, { token: reader.token })).body, p.body);
   t.deepEqual(await contactsNow(), ['Mia:mia@example.test']);
   await s.db('location_contacts').where({ id: cid }).update({ name: 'Mia in SQL' });
   t.deepEqual(await contactsNow(), ['Mia in SQL:mia@example.test']);
+  // The contact alone is a cached answer too: the write in SQL shows at once.
+  t.is((await s.request('GET', p.body._links.self, { token: reader.token })).body.data.name, 'Mia in SQL');
   t.is(
     (
       await s.request('PATCH', `/v1/locations/${other.id}/contacts/${cid}`, {
@@ -179,6 +190,7 @@ test('location contacts: add, patch (at least one), delete; scoped to their loca
   );
   t.is((await s.request('DELETE', `/v1/locations/${loc.id}/contacts/${cid}`, { token: developer.token })).status, 204);
   t.is((await s.request('DELETE', `/v1/locations/${loc.id}/contacts/${cid}`, { token: developer.token })).status, 404);
+  t.is((await s.request('GET', `/v1/locations/${loc.id}/contacts/${cid}`, { token: reader.token })).status, 404);
   t.deepEqual((await s.request('GET', `/v1/locations/${loc.id}`, { token: reader.token })).body.data.contacts, []);
 });
 

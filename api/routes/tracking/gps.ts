@@ -102,8 +102,9 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       description:
         'Each point has the shape of POST /v1/gps and is validated on its own. Valid points are stored with one ' +
         'INSERT, published and queued for geofence evaluation; the answer lists the accepted points (index in the ' +
-        'request and new id) and the rejected ones (index and errors). 400 when no point is valid. Counts as one ' +
-        'request of the POST /v1/gps rate limit (30 per 60 s by default, shared with that route).',
+        'request and new id) and the rejected ones (index and errors); `_links.self` is the GPS list. 400 when no ' +
+        'point is valid. Counts as one request of the POST /v1/gps rate limit (30 per 60 s by default, shared ' +
+        'with that route).',
       tags: ['gps'],
       auth: { permission: 'gps:write' },
       body: gpsBatchBody,
@@ -127,7 +128,9 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
         const reason = `points.${first.index}${field === 'point' ? '' : `.${field}`}: ${message}`;
         throw badRequest(`${reason} (no point was valid)`, { rejected: result.rejected });
       }
-      created(ctx, resource(ctx, result));
+      // The batch is no resource of its own (nothing answers GET /v1/gps/batch): its self link is
+      // the GPS list the points were stored in; each accepted point has its own /v1/gps/{id}.
+      created(ctx, resource(ctx, result, '/v1/gps'));
     },
   );
 

@@ -7,7 +7,9 @@ import {
   updateLocation,
   updateLocationContact,
 } from '../../../shared/commands/locations';
+import { notFound } from '../../../shared/errors';
 import { Location } from '../../../shared/models/Location';
+import { LocationContact } from '../../../shared/models/LocationContact';
 import {
   locationContactSchema,
   locationSchema,
@@ -182,6 +184,28 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
         ctx,
         resource(ctx, presentLocationContact(contact), `/v1/locations/${location.id}/contacts/${contact.id}`),
       );
+    },
+  );
+
+  defineRoute(
+    router,
+    {
+      method: 'get',
+      path: '/v1/locations/:id/contacts/:cid',
+      summary: 'Get a contact of a location',
+      description: "The `_links.self` of a contact's create and update. 404 for a contact of another location.",
+      tags: ['locations'],
+      auth: { permission: 'locations:read' },
+      cacheBy: ['location_contacts'],
+      params: contactParams,
+      responses: { 200: { description: 'Contact', schema: resourceSchema(locationContactSchema) }, ...errors },
+    },
+    async (ctx, { params }) => {
+      // One batched read by id; a contact reached through another location's path is not found,
+      // as PATCH and DELETE of that path answer.
+      const contact = await findOr404(LocationContact, params.cid, 'location contact');
+      if (contact.location_id !== params.id) throw notFound('location contact');
+      ctx.body = resource(ctx, presentLocationContact(contact));
     },
   );
 
