@@ -216,16 +216,22 @@ export function userEmailRoutes(router: ApiRouter): void {
       method: 'delete',
       path: '/v1/users/:id/email-link/pending',
       summary: 'Cancel the pending email link',
+      description:
+        'Also 200 when none is pending (the message says so), as spec §4.12 gives this route no 404; ' +
+        'the email change twin answers 404 then (spec §4.11).',
       tags: TAG,
       auth: securing('users:write'),
       params: userIdParam,
-      responses: { 200: { description: '{message}', schema: messageSchema }, 404: { description: 'None pending' } },
+      responses: {
+        200: { description: '{message}: cancelled, or nothing was pending', schema: messageSchema },
+        404: { description: 'No such user' },
+      },
     },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id);
-      if (!(await cancelAccountTokens(ctx.services.db, id, 'email_link'))) throw notFound('pending email link');
-      ctx.body = { message: 'the pending email link was cancelled' };
+      const cancelled = await cancelAccountTokens(ctx.services.db, id, 'email_link');
+      ctx.body = { message: cancelled ? 'the pending email link was cancelled' : 'no email link was pending' };
     },
   );
 }

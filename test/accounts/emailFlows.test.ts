@@ -375,7 +375,7 @@ test('email link: request → pending → verify → email account, push, and em
   t.truthy(await s.db('audit_events').where({ user_id: prov.id, event_type: 'account_linked' }).first());
 });
 
-test('email link refusals and cancel: 409 in use, cancel then 404, verify-email accepts a link token too', async (t) => {
+test('email link refusals and cancel: 409 in use, cancel then 200 with nothing pending, verify-email accepts a link token too', async (t) => {
   const s = stack();
   const prov = await providerUser('lref');
   const other = await createUser(s.db);
@@ -397,7 +397,14 @@ test('email link refusals and cancel: 409 in use, cancel then 404, verify-email 
   const cancel = await s.request('DELETE', `/v1/users/${prov.id}/email-link/pending`, { token: prov.token });
   t.is(cancel.status, 200);
   t.truthy(cancel.body.message);
-  t.is((await s.request('DELETE', `/v1/users/${prov.id}/email-link/pending`, { token: prov.token })).status, 404);
+  // Nothing pending any more: still 200 (spec §4.12 names no 404 here, unlike the email change's cancel).
+  const again = await s.request('DELETE', `/v1/users/${prov.id}/email-link/pending`, { token: prov.token });
+  t.is(again.status, 200, again.text);
+  t.is(again.body.message, 'no email link was pending');
+  t.like((await s.request('GET', `/v1/users/${prov.id}/email-link/pending`, { token: prov.token })).body, {
+    pending: false,
+    email: null,
+  });
   t.is(
     (await s.request('POST', '/v1/users/email-link/verify', { token: prov.token, body: { token: tokenOf(m1) } }))
       .status,
