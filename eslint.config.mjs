@@ -54,7 +54,23 @@ const routeRules = [
   },
 ];
 
+/**
+ * zod's string `.min()`/`.max()`/`.length()` count UTF-16 units; text bounds are declared with
+ * zChars (shared/zod.ts), which counts code points as the database and the OpenAPI document do.
+ * Matches a call of one of them at the end of a method chain that starts at `z.string(…)`.
+ */
+const stringBounds = Array.from({ length: 10 }, (_, depth) => {
+  const start = ['callee.object', ...Array(depth).fill('callee.object')].join('.');
+  return {
+    selector:
+      `CallExpression[callee.property.name=/^(min|max|length)$/]` +
+      `[${start}.callee.object.name='z'][${start}.callee.property.name='string']`,
+    message: 'Bound text with zChars() from shared/zod.ts: it counts characters as code points, as the database does.',
+  };
+});
+
 const oneWay = [
+  ...stringBounds,
   {
     selector: "CallExpression[callee.property.name='query'][arguments.length=0][callee.object.name=/^[A-Z]/]",
     message: 'Pass the database handle: Model.query(db) or Model.query(trx).',

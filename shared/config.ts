@@ -177,6 +177,8 @@ const schema = z.object({
   HTTP_REQUEST_TIMEOUT_MS: int(30_000, 100),
   REDIS_URL: withDefault(urlOf(['redis:', 'rediss:']), 'redis://127.0.0.1:6379'),
   REDIS_PREFIX: z.string().default('svc:'),
+  // An environment variable, not request text (zChars is for those): a secret's length in any unit.
+  // eslint-disable-next-line no-restricted-syntax
   SYSTEM_API_KEY: z.string().min(16).optional(),
   SECRETS_KEY: secretsKey,
   SECRETS_KEY_PREVIOUS: previousSecretsKeys,

@@ -1,7 +1,7 @@
 import type { ServerPush } from './events';
 import { auditEventSchema } from './presenters/auditEvent';
 import { gpsPointSchema } from './presenters/gpsPoint';
-import { z } from './zod';
+import { z, zChars } from './zod';
 
 /**
  * The JSON messages of /v1/ws (spec §4.26, §6) as zod schemas: the AsyncAPI document
@@ -10,8 +10,8 @@ import { z } from './zod';
  */
 
 // ---- client → server ----
-export const wsSubscribe = z.object({ type: z.literal('subscribe'), channel: z.string().min(1).max(200) });
-export const wsUnsubscribe = z.object({ type: z.literal('unsubscribe'), channel: z.string().min(1).max(200) });
+export const wsSubscribe = z.object({ type: z.literal('subscribe'), channel: zChars({ min: 1, max: 200 }) });
+export const wsUnsubscribe = z.object({ type: z.literal('unsubscribe'), channel: zChars({ min: 1, max: 200 }) });
 export const wsPing = z.object({ type: z.literal('ping') });
 export const wsClientMessages = { subscribe: wsSubscribe, unsubscribe: wsUnsubscribe, ping: wsPing };
 export type WsClientMessage = z.infer<typeof wsSubscribe | typeof wsUnsubscribe | typeof wsPing>;

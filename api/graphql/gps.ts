@@ -2,7 +2,7 @@ import { Arg, Ctx, Field, Int, Mutation, ObjectType, Resolver } from 'type-graph
 import { deleteGpsData } from '../../shared/commands/gpsPoints';
 import { badRequest, validationError } from '../../shared/errors';
 import { authorizePermission } from '../../shared/policies';
-import { z, zDateTime } from '../../shared/zod';
+import { z, zChars, zDateTime } from '../../shared/zod';
 import type { GqlContext } from './context';
 
 /**
@@ -10,7 +10,7 @@ import type { GqlContext } from './context';
  * 400, never "every device") and a date-time whose day exists (2027-02-30 is a 400, not 2 March).
  */
 const deleteArgs = z.object({
-  deviceId: z.string().trim().min(1, 'must not be empty').max(100).nullish(),
+  deviceId: zChars({ trim: true, min: 1, max: 100 }).nullish(),
   before: zDateTime().nullish(),
 });
 

@@ -8,7 +8,7 @@ import {
 import { validationError } from '../../shared/errors';
 import { presentTwoFactorStatus } from '../../shared/presenters/twoFactor';
 import { twoFactorRequirement, twoFactorState } from '../../shared/queries/twoFactor';
-import { z, zUuid } from '../../shared/zod';
+import { z, zChars, zUuid } from '../../shared/zod';
 import { loadUser } from '../params';
 import { authorizeTwoFactor } from '../twoFactorAccess';
 import { GqlContext, gqlAttribution } from './context';
@@ -99,10 +99,13 @@ export class TwoFactorCodeInput {
 
 const userIdArg = z.object({ userId: zUuid().nullish() });
 const codeInput = z.object({
-  code: z.string().trim().min(1, { message: 'is required' }).max(64, { message: 'is too long' }),
+  code: zChars({ trim: true, min: 1, minMessage: 'is required', max: 64 }),
   userId: zUuid().nullish(),
 });
-const setupInput = z.object({ platformId: z.string().trim().min(1).max(100).nullish(), userId: zUuid().nullish() });
+const setupInput = z.object({
+  platformId: zChars({ trim: true, min: 1, max: 100 }).nullish(),
+  userId: zUuid().nullish(),
+});
 
 function parse<T extends z.ZodTypeAny>(schema: T, value: unknown, where: string): z.infer<T> {
   const r = schema.safeParse(value);

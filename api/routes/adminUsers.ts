@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import { cancelDeletion, purgeUser } from '../../shared/commands/userLifecycle';
 import { notFound } from '../../shared/errors';
-import { z } from '../../shared/zod';
+import { z, zChars } from '../../shared/zod';
 import { successSchema } from '../responses';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
@@ -42,7 +42,7 @@ export function adminUserRoutes(router: ApiRouter): void {
       tags: TAG,
       auth: { permission: 'users:delete', manages: 'id' },
       params: userIdParam,
-      body: z.object({ reason: z.string().trim().min(1).max(1000).optional() }),
+      body: z.object({ reason: zChars({ trim: true, min: 1, max: 1000 }).optional() }),
       responses: {
         200: { description: '{success, message}', schema: successSchema },
         400: { description: 'Deleting oneself' },

@@ -28,7 +28,7 @@ import { apiKeyRoles, loadApiKeyRoleAccess } from '../../shared/queries/access';
 import { apiKeySchema, issuedApiKeySchema, presentApiKey, presentIssuedApiKey } from '../../shared/presenters/apiKey';
 import { presentRole, roleSchema } from '../../shared/presenters/role';
 import { findOr404 } from '../../shared/rowLoader';
-import { emptyPatch, z, zDateTime, zList, zScope, zUuid } from '../../shared/zod';
+import { emptyPatch, z, zChars, zDateTime, zList, zScope, zUuid } from '../../shared/zod';
 import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
 import { AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
@@ -119,8 +119,8 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       tags: ['api-keys'],
       auth: { permission: 'api_keys:write' },
       body: z.object({
-        name: z.string().trim().min(1).max(100),
-        description: z.string().max(2000).nullish(),
+        name: zChars({ trim: true, min: 1, max: 100 }),
+        description: zChars({ max: 2000 }).nullish(),
         scopes: zScopes().default([]),
         expires_at: zFutureDate().nullish(),
       }),
@@ -157,8 +157,8 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       auth: { permission: 'api_keys:write' },
       params: idParam,
       body: z.object({
-        name: z.string().trim().min(1).max(100).optional(),
-        description: z.string().max(2000).nullish(),
+        name: zChars({ trim: true, min: 1, max: 100 }).optional(),
+        description: zChars({ max: 2000 }).nullish(),
         scopes: zScopes().optional(),
         is_active: z.boolean().optional(),
         expires_at: zFutureDate().nullish(),
@@ -286,7 +286,7 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       tags: ['api-keys'],
       auth: { permission: 'api_keys:write' },
       params: idParam,
-      body: z.object({ role_id: z.string().min(1).max(64) }),
+      body: z.object({ role_id: zChars({ min: 1, max: 64 }) }),
       responses: {
         201: { description: 'Current roles of the key', schema: keyRolesBody },
         403: { description: 'Role escalation' },
@@ -312,7 +312,7 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       summary: 'Remove a role from an API key',
       tags: ['api-keys'],
       auth: { permission: 'api_keys:write' },
-      params: z.object({ id: zUuid(), role_id: z.string().min(1).max(64) }),
+      params: z.object({ id: zUuid(), role_id: zChars({ min: 1, max: 64 }) }),
       responses: { 204: { description: 'Removed' }, 404: { description: 'No such key, or the role is not assigned' } },
     },
     async (ctx, { params }) => {

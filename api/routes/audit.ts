@@ -9,7 +9,7 @@ import { auditReportCreatedSchema, auditReportSchema, presentAuditReport } from 
 import { ACCOUNT_SCOPES } from '../../shared/policies';
 import { AUDIT_SORT_FIELDS, AuditFilter, findAuditPage } from '../../shared/queries/audit';
 import { queryOncePerTurn } from '../../shared/rowLoader';
-import { calendarDayExists, z, zQueryBool, zUuid } from '../../shared/zod';
+import { calendarDayExists, z, zChars, zQueryBool, zUuid } from '../../shared/zod';
 import { pageLinks, paginationQuery } from '../pagination';
 import { sharedJson } from '../responses';
 import { loadUser, requireActingUser } from '../params';
@@ -47,14 +47,14 @@ const zQueryDate = (endOfDay: boolean) =>
 /** Filters of /v1/users/me/audit and /v1/users/{user_id}/audit (spec §4.24). */
 const userAuditQuery = paginationQuery(20).extend({
   event_type: oneOf(RECORDED_EVENT_TYPES).optional(),
-  resource_type: z.string().min(1).max(64).optional(),
+  resource_type: zChars({ min: 1, max: 64 }).optional(),
   status: oneOf(['success', 'failure'] as const).optional(),
 });
 
 /** GET /v1/admin/audit adds these. */
 const adminAuditQuery = userAuditQuery.extend({
-  user_id: z.string().min(1).max(255).optional(),
-  user_search: z.string().trim().min(1, 'must not be empty').max(320).optional(),
+  user_id: zChars({ min: 1, max: 255 }).optional(),
+  user_search: zChars({ trim: true, min: 1, max: 320 }).optional(),
   source_service: oneOf(SOURCE_SERVICES).optional(),
   start_date: zQueryDate(false).optional(),
   end_date: zQueryDate(true).optional(),
@@ -145,7 +145,7 @@ export function auditRoutes(router: ApiRouter): void {
       params: z.object({ event_id: zUuid() }),
       body: z.object({
         reason: oneOf(AUDIT_REPORT_REASONS),
-        description: z.string().trim().max(2000).nullish(),
+        description: zChars({ trim: true, max: 2000 }).nullish(),
       }),
       responses: {
         201: { description: '{success, report, error}', schema: auditReportCreatedSchema },
@@ -231,7 +231,7 @@ export function auditRoutes(router: ApiRouter): void {
       params: z.object({ report_id: zUuid() }),
       body: z.object({
         status: oneOf(AUDIT_REPORT_STATUSES).optional(),
-        resolution_notes: z.string().trim().max(4000).nullish(),
+        resolution_notes: zChars({ trim: true, max: 4000 }).nullish(),
       }),
       responses: {
         200: { description: 'The report', schema: auditReportSchema },

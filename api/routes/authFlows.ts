@@ -3,7 +3,7 @@ import { passwordLogin } from '../../shared/commands/login';
 import { requestPasswordReset, resetPassword } from '../../shared/commands/passwordResets';
 import { zEmail, zEmailedToken, zNewPassword } from '../../shared/domain/accounts';
 import { PASSWORD_MAX } from '../../shared/domain/passwords';
-import { z } from '../../shared/zod';
+import { z, zChars } from '../../shared/zod';
 import { authRequestMeta, clientIp } from '../params';
 import { defineRoute, AppState } from '../routing';
 import type { ApiServices } from '../services';
@@ -32,7 +32,7 @@ export function authFlowRoutes(router: ApiRouter): void {
         'the password is checked (the right password gives its count back); past the threshold the answer is 429 with Retry-After, without a check.',
       tags: TAG,
       auth: 'public',
-      body: z.object({ email: zEmail(), password: z.string().min(1, { message: 'is required' }).max(PASSWORD_MAX) }),
+      body: z.object({ email: zEmail(), password: zChars({ min: 1, minMessage: 'is required', max: PASSWORD_MAX }) }),
       bodyExample: { email: 'alice@example.com', password: 'correct horse battery staple' },
       responses: {
         200: { description: 'Signed in, or a 2FA challenge', schema: loginResultSchema },

@@ -10,7 +10,7 @@ import {
   presentBanHistoryEntry,
   presentBanStatus,
 } from '../../shared/presenters/ban';
-import { z } from '../../shared/zod';
+import { z, zChars } from '../../shared/zod';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 import { loadUser, resolveUserRef, userIdParam } from '../params';
@@ -53,7 +53,7 @@ export function banRoutes(router: ApiRouter): void {
       auth: { permission: 'users:ban', manages: 'id' },
       params: userIdParam,
       body: z.object({
-        reason: z.string().trim().max(1000).nullable().optional(),
+        reason: zChars({ trim: true, max: 1000 }).nullable().optional(),
         duration_seconds: z
           .number({ invalid_type_error: 'must be an integer' })
           .int('must be an integer')

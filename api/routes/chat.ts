@@ -21,7 +21,7 @@ import {
 } from '../../shared/presenters/chat';
 import { guildBySnowflake, guildChannels, guildMember, listGuilds, searchMembers } from '../../shared/queries/chat';
 import { findOr404 } from '../../shared/rowLoader';
-import { atLeastOne, isUuid, z, zQueryBool, zQueryInt, zUuid } from '../../shared/zod';
+import { atLeastOne, isUuid, z, zChars, zQueryBool, zQueryInt, zUuid } from '../../shared/zod';
 import { answerValidUntil } from '../responseCache';
 import { listSchema, noContent, resource } from '../responses';
 import { AppContext, AppState, defineRoute, requestAttribution } from '../routing';
@@ -45,7 +45,7 @@ const errors = {
 
 /** A chat language: checked against the supported locales when the command runs, as the description says. */
 const zLanguage = () =>
-  z.string().min(1).max(16).openapi({
+  zChars({ min: 1, max: 16 }).openapi({
     description:
       'One of the locales users may choose: the auth.supported_locales system config (seeded from SUPPORTED_LOCALES; by default en, de)',
   });
@@ -63,7 +63,7 @@ const settingsBody = atLeastOne(
 );
 
 const memberQuery = z.object({
-  search: z.string().trim().max(100).optional(),
+  search: zChars({ trim: true, max: 100 }).optional(),
   bot_only: zQueryBool().default('false'),
   humans_only: zQueryBool().default('false'),
   has_role: zSnowflake().optional(),

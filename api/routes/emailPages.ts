@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { AccountEmailTemplate, EMAIL_LINK_PATHS, escapeHtml } from '../../shared/emails/accountEmails';
 import { notFound } from '../../shared/errors';
 import { PASSWORD_MAX, PASSWORD_MIN } from '../../shared/domain/passwords';
-import { z } from '../../shared/zod';
+import { z, zChars } from '../../shared/zod';
 import { AppContext, AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
 import { sendHtml } from '../responses';
@@ -268,7 +268,7 @@ export function emailPageRoutes(router: Router<AppState, { services: ApiServices
         description: `A minimal HTML page whose form posts to ${posts}. Served only without a web app of its own (APP_URL unset or naming this host); 404 otherwise.`,
         tags: ['pages'],
         auth: 'public',
-        query: z.object({ token: z.string().max(500).optional() }),
+        query: z.object({ token: zChars({ max: 500 }).optional() }),
         responses: {
           200: { description: 'HTML page', schema: z.string(), contentType: 'text/html' },
           404: { description: 'APP_URL names a web app elsewhere' },

@@ -16,14 +16,14 @@ import {
   presentPlatform,
   presentPlatformScopes,
 } from '../../shared/presenters/integration';
-import { z, zHttpUrl, zList } from '../../shared/zod';
+import { z, zChars, zHttpUrl, zList } from '../../shared/zod';
 import { AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
 
 const TAG = ['integrations'];
-export const slugParam = z.object({ slug: z.string().max(64) });
+export const slugParam = z.object({ slug: zChars({ max: 64 }) });
 
 /** The platform with this slug, or 404. */
 export function platformOr404(slug: string): IntegrationPlatform {
@@ -95,7 +95,7 @@ export function integrationConnectRoutes(router: ApiRouter): void {
       tags: TAG,
       auth: { own: 'integrations:write' },
       params: slugParam,
-      body: z.object({ redirect_uri: zHttpUrl(), scopes: zList(z.string().max(100), { max: 50 }).optional() }),
+      body: z.object({ redirect_uri: zHttpUrl(), scopes: zList(zChars({ max: 100 }), { max: 50 }).optional() }),
       responses: {
         200: {
           description: '{authorization_url, state}',
@@ -126,13 +126,13 @@ export function integrationConnectRoutes(router: ApiRouter): void {
         "Reached by the user's browser: the state authenticates it (a Bearer credential sent along must be the same user's). Redirects (302) to the connect's redirect_uri with integration_id or error. An unknown, expired or used state is a 400.",
       tags: TAG,
       auth: 'public',
-      params: z.object({ platform: z.string().max(64) }),
+      params: z.object({ platform: zChars({ max: 64 }) }),
       query: z.object({
-        state: z.string().min(1).max(512),
-        code: z.string().min(1).max(2048).optional(),
-        error: z.string().max(256).optional(),
-        error_description: z.string().max(2048).optional(),
-        scope: z.string().max(4096).optional(),
+        state: zChars({ min: 1, max: 512 }),
+        code: zChars({ min: 1, max: 2048 }).optional(),
+        error: zChars({ max: 256 }).optional(),
+        error_description: zChars({ max: 2048 }).optional(),
+        scope: zChars({ max: 4096 }).optional(),
       }),
       responses: {
         302: { description: 'To redirect_uri with integration_id or error, in the Location header; no body' },

@@ -18,24 +18,24 @@ import {
 } from '../../shared/presenters/oauthClient';
 import { ownedClients } from '../../shared/queries/oauth';
 import { findOr404 } from '../../shared/rowLoader';
-import { emptyPatch, z, zHttpUrl, zList, zScope, zUuid } from '../../shared/zod';
+import { emptyPatch, z, zChars, zHttpUrl, zList, zScope, zUuid } from '../../shared/zod';
 import { paginate, paginationQuery } from '../pagination';
 import { created, listSchema, noContent, pageSchema, resource, resourceSchema } from '../responses';
 import { AppContext, AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 
 const zRedirectUri = () =>
-  z
-    .string()
-    .max(2000)
-    .superRefine((v, ctx) => {
+  zChars(
+    { max: 2000 },
+    z.string().superRefine((v, ctx) => {
       const problem = redirectUriProblem(v);
       if (problem) ctx.addIssue({ code: z.ZodIssueCode.custom, message: problem });
-    });
+    }),
+  );
 
 const fields = {
-  name: z.string().trim().min(1).max(100),
-  description: z.string().max(2000).nullish(),
+  name: zChars({ trim: true, min: 1, max: 100 }),
+  description: zChars({ max: 2000 }).nullish(),
   logo_url: zHttpUrl(2000).nullish(),
   homepage_url: zHttpUrl(2000).nullish(),
   privacy_policy_url: zHttpUrl(2000).nullish(),

@@ -8,17 +8,17 @@ import type { OAuthClient } from '../../shared/models/OAuthClient';
 import { ACCOUNT_SCOPES, actingUserId, authorize, subjects } from '../../shared/policies';
 import { consentSchema, presentConsent } from '../../shared/presenters/oauthClient';
 import { activeConsents } from '../../shared/queries/oauth';
-import { z, zUuid } from '../../shared/zod';
+import { z, zChars, zUuid } from '../../shared/zod';
 import { AppContext, AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 import { listSchema, noContent, resource } from '../responses';
 
 const authorizeParams = z.object({
   client_id: zUuid(),
-  redirect_uri: z.string().min(1).max(2000),
+  redirect_uri: zChars({ min: 1, max: 2000 }),
   response_type: z.literal('code', { errorMap: () => ({ message: 'must be code' }) }),
-  scope: z.string().max(4000).optional(),
-  state: z.string().max(2000).optional(),
+  scope: zChars({ max: 4000 }).optional(),
+  state: zChars({ max: 2000 }).optional(),
   code_challenge: z
     .string()
     .regex(/^[A-Za-z0-9_-]{43}$/, 'must be the unpadded base64url SHA-256 of the code verifier (43 characters)'),
@@ -27,19 +27,20 @@ const authorizeParams = z.object({
 type AuthorizeParams = z.infer<typeof authorizeParams>;
 
 /** A token request parameter: text, sent once (a form field sent twice arrives as an array). */
-const param = (max: number) =>
-  z
-    .string({
+const param = (max: number, min = 0, minMessage?: string) =>
+  zChars(
+    { max, min, minMessage },
+    z.string({
       errorMap: (issue, ctx) => ({
         message:
           issue.code === 'invalid_type' && issue.received === 'array' ? 'given more than once' : ctx.defaultError,
       }),
-    })
-    .max(max);
+    }),
+  );
 
 const tokenBody = z.object({
   // Sent without a value is not sent (RFC 6749 §3.2).
-  grant_type: param(100).min(1, 'Required'),
+  grant_type: param(100, 1, 'Required'),
   client_id: param(100).optional(),
   client_secret: param(512).optional(),
   code: param(512).optional(),

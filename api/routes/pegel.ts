@@ -10,7 +10,7 @@ import {
   presentWaterLevelStation,
   waterLevelStationSchema,
 } from '../../shared/presenters/waterLevelStation';
-import { z, zQueryDecimal } from '../../shared/zod';
+import { z, zChars, zQueryDecimal } from '../../shared/zod';
 import { resource, resourceSchema } from '../responses';
 import { AppContext, AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
@@ -18,12 +18,9 @@ import type { ApiServices } from '../services';
 const zQueryNumber = (min: number, max: number) =>
   zQueryDecimal((n) => n.min(min, `must be between ${min} and ${max}`).max(max, `must be between ${min} and ${max}`));
 const zWater = () =>
-  z
-    .string()
-    .trim()
-    .min(1, 'must not be empty')
-    .max(100, 'must be at most 100 characters')
-    .openapi({ description: 'Water body short name, e.g. RHEIN (case-insensitive)' });
+  zChars({ trim: true, min: 1, max: 100 }).openapi({
+    description: 'Water body short name, e.g. RHEIN (case-insensitive)',
+  });
 const errors = {
   400: { description: 'Invalid input' },
   401: { description: 'Authentication required' },

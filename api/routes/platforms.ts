@@ -9,12 +9,12 @@ import {
   presentPlatform,
   presentPlatformSwitch,
 } from '../../shared/presenters/platform';
-import { z } from '../../shared/zod';
+import { z, zChars } from '../../shared/zod';
 import { listSchema, resource, resourceSchema } from '../responses';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 
-const idOrSlug = z.object({ id_or_slug: z.string().min(1).max(100) });
+const idOrSlug = z.object({ id_or_slug: zChars({ min: 1, max: 100 }) });
 const platformList = { 200: { description: 'Platforms', schema: listSchema(platformSchema) } };
 
 /** Sign-in platforms (spec §4.17): public lists and lookup, enable/disable with settings:write. */

@@ -4,7 +4,7 @@ import { completeRegistration, startRegistration } from '../../shared/commands/r
 import { zEmail, zEmailedToken, zNewPassword, zUsername } from '../../shared/domain/accounts';
 import { flatUserSchema } from '../../shared/presenters/user';
 import { flatUser } from '../../shared/queries/users';
-import { z } from '../../shared/zod';
+import { z, zChars } from '../../shared/zod';
 import { authRequestMeta, clientIp } from '../params';
 import { created, messageSchema, resource, resourceSchema, successSchema } from '../responses';
 import { defineRoute, AppState } from '../routing';
@@ -42,7 +42,7 @@ export function registrationRoutes(router: ApiRouter): void {
         email: zEmail(),
         password: zNewPassword(),
         username: zUsername().optional(),
-        locale: z.string().max(10).optional(),
+        locale: zChars({ max: 10 }).optional(),
       }),
       bodyExample: { email: 'alice@example.com', password: 'correct horse battery staple', username: 'alice' },
       responses: {

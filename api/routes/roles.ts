@@ -15,22 +15,17 @@ import { authorize, PermissionSet, subjects } from '../../shared/policies';
 import { loadRoleHolderPermissions, roleHasPermission, rolePermissions } from '../../shared/queries/access';
 import { findOr404, rowById } from '../../shared/rowLoader';
 import { permissionSchema, presentPermission, presentRole, roleSchema } from '../../shared/presenters/role';
-import { emptyPatch, z, zUuid } from '../../shared/zod';
+import { emptyPatch, z, zChars, zUuid } from '../../shared/zod';
 import { AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
 import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
 
-const roleIdParam = z.object({ id: z.string().min(1).max(64) });
+const roleIdParam = z.object({ id: zChars({ min: 1, max: 64 }) });
 /**
  * Names are kept in Unicode NFC, so two names that look the same (`Café` typed precomposed or as
  * `e` + combining accent) are one name: the unique-name check sees them as equal (409).
  */
-const roleName = z
-  .string()
-  .trim()
-  .min(1)
-  .max(100)
-  .transform((s) => s.normalize('NFC'));
+const roleName = zChars({ trim: true, min: 1, max: 100 }).transform((s) => s.normalize('NFC'));
 const loadRole = (id: string) => findOr404(Role, id, 'role');
 /** Everything the role's holders hold: a change to the role needs managing all of them (policies). */
 const holders = async (db: Knex, roleId: string) => new PermissionSet(await loadRoleHolderPermissions(db, roleId));
@@ -82,7 +77,7 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       auth: { permission: 'roles:write' },
       body: z.object({
         name: roleName,
-        description: z.string().max(2000).nullish(),
+        description: zChars({ max: 2000 }).nullish(),
         requires_two_factor: z.boolean().default(false),
       }),
       responses: {
@@ -112,7 +107,7 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       params: roleIdParam,
       body: z.object({
         name: roleName.optional(),
-        description: z.string().max(2000).nullish(),
+        description: zChars({ max: 2000 }).nullish(),
         requires_two_factor: z.boolean().optional(),
       }),
       responses: {
@@ -233,7 +228,7 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       summary: 'Remove a permission from a role',
       tags: ['roles'],
       auth: { permission: 'roles:write' },
-      params: z.object({ id: z.string().min(1).max(64), permission_id: zUuid() }),
+      params: z.object({ id: zChars({ min: 1, max: 64 }), permission_id: zUuid() }),
       responses: {
         204: { description: 'Removed' },
         403: { description: 'You do not hold the permission' },
@@ -308,7 +303,7 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       body: z.object({
         resource: z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, 'must be lowercase letters, digits and underscores'),
         action: z.string().regex(/^[a-z][a-z0-9_.]{0,63}$/, 'must be lowercase letters, digits, underscores and dots'),
-        description: z.string().max(2000).nullish(),
+        description: zChars({ max: 2000 }).nullish(),
       }),
       responses: {
         201: { description: 'Created permission', schema: resourceSchema(permissionSchema) },

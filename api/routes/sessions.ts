@@ -3,7 +3,7 @@ import { createInternalSession, endSession } from '../../shared/commands/session
 import { notFound } from '../../shared/errors';
 import { internalSessionSchema, presentInternalSession } from '../../shared/presenters/session';
 import { findSessionByToken } from '../../shared/queries/sessions';
-import { z, zDateTime, zUuid } from '../../shared/zod';
+import { z, zChars, zDateTime, zUuid } from '../../shared/zod';
 import { headerText } from '../params';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
@@ -11,7 +11,7 @@ import { created, noContent, resource, resourceSchema } from '../responses';
 
 const LOGOUT_REASONS = ['user_initiated', 'token_deleted', 'session_expired', 'revoked', 'no_access'] as const;
 
-const tokenParam = z.object({ token: z.string().min(8).max(512) });
+const tokenParam = z.object({ token: zChars({ min: 8, max: 512 }) });
 
 /** Internal session store for the first-party web app (spec §4.14, system key only). */
 export function sessionRoutes(router: Router<AppState, { services: ApiServices }>): void {

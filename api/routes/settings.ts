@@ -7,20 +7,21 @@ import { presentSetting, settingSchema } from '../../shared/presenters/setting';
 import { presentSystemConfig, systemConfigSchema, SystemConfigRow } from '../../shared/presenters/systemConfig';
 import { findOr404 } from '../../shared/rowLoader';
 import { notFound } from '../../shared/errors';
-import { z, zJsonAtMost } from '../../shared/zod';
+import { z, zChars, zJsonAtMost } from '../../shared/zod';
 import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
 import { AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 
 const zSettingKey = () =>
-  z
-    .string({ required_error: 'is required', invalid_type_error: 'must be a string' })
-    .min(1, 'must not be empty')
-    .max(100, 'must be at most 100 characters')
-    .regex(
-      /^[A-Za-z0-9][A-Za-z0-9._-]*$/,
-      'may contain only letters, digits, dot, underscore and hyphen, and must start with a letter or digit',
-    )
+  zChars(
+    { min: 1, max: 100 },
+    z
+      .string({ required_error: 'is required', invalid_type_error: 'must be a string' })
+      .regex(
+        /^[A-Za-z0-9][A-Za-z0-9._-]*$/,
+        'may contain only letters, digits, dot, underscore and hyphen, and must start with a letter or digit',
+      ),
+  )
     // In any case: paths match case-insensitively, so GET /v1/settings/Public is the public list.
     .refine((k) => k.toLowerCase() !== 'public', 'public is reserved (in any case)');
 /**
@@ -33,11 +34,13 @@ const settingFields = {
     z.unknown().refine((v) => v !== undefined, 'is required'),
     MAX_SETTING_VALUE_BYTES,
   ).openapi({ description: `Any JSON value, at most ${MAX_SETTING_VALUE_BYTES / 1024} KiB as JSON` }),
-  description: z.string({ invalid_type_error: 'must be a string' }).max(10_000).nullable().optional(),
+  description: zChars({ max: 10_000 }, z.string({ invalid_type_error: 'must be a string' }))
+    .nullable()
+    .optional(),
   is_public: z.boolean({ invalid_type_error: 'must be a boolean' }).optional(),
 };
 const keyParam = z.object({ key: zSettingKey() });
-const configKeyParam = z.object({ key: z.string().min(1).max(200) });
+const configKeyParam = z.object({ key: zChars({ min: 1, max: 200 }) });
 const errors = {
   400: { description: 'Invalid input' },
   401: { description: 'Authentication required' },
@@ -179,7 +182,7 @@ export function settingRoutes(router: Router<AppState, { services: ApiServices }
       tags: ['system-config'],
       auth: { permission: 'settings:read' },
       cacheBy: ['system_config'],
-      query: z.object({ prefix: z.string().max(200).optional() }),
+      query: z.object({ prefix: zChars({ max: 200 }).optional() }),
       responses: { 200: { description: 'Entries', schema: z.array(systemConfigSchema) }, ...errors },
     },
     async (ctx, { query }) => {

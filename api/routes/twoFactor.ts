@@ -19,7 +19,7 @@ import { loadUser, authRequestMeta } from '../params';
 import { defineRoute, AppContext, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 import { authorizeTwoFactor } from '../twoFactorAccess';
-import { z, zUuid } from '../../shared/zod';
+import { z, zChars, zUuid } from '../../shared/zod';
 import { signedInSchema } from '../../shared/presenters/login';
 
 type ApiRouter = Router<AppState, { services: ApiServices }>;
@@ -33,11 +33,10 @@ const userIdField = zUuid()
       'key acts on users’ 2FA through the GraphQL operations: these routes are not on its allowlist (spec §5.5).',
   });
 const userQuery = z.object({ user_id: userIdField });
-const codeField = z
-  .string({ required_error: 'is required' })
-  .trim()
-  .min(1, { message: 'is required' })
-  .max(64, { message: 'is too long' });
+const codeField = zChars(
+  { trim: true, min: 1, minMessage: 'is required', max: 64 },
+  z.string({ required_error: 'is required' }),
+);
 const ACCESS =
   'Your own with two_factor:read (GET) or two_factor:write; another user (user_id) with two_factor:manage and every permission they hold, or as a super admin.';
 
@@ -111,11 +110,7 @@ export function twoFactorRoutes(router: ApiRouter): void {
       tags: TAG,
       auth: 'authenticated',
       body: z.object({
-        platform_id: z
-          .string()
-          .trim()
-          .min(1)
-          .max(100)
+        platform_id: zChars({ trim: true, min: 1, max: 100 })
           .optional()
           .openapi({ description: 'Platform id or slug; must support 2FA (default: email)' }),
         user_id: userIdField,
@@ -217,7 +212,7 @@ export function twoFactorRoutes(router: ApiRouter): void {
       tags: ['auth'],
       auth: 'public',
       body: z.object({
-        challenge_token: z.string().min(1, { message: 'is required' }).max(2000),
+        challenge_token: zChars({ min: 1, minMessage: 'is required', max: 2000 }),
         code: codeField,
       }),
       responses: {

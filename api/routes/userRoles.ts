@@ -7,7 +7,7 @@ import { authorize, subjects } from '../../shared/policies';
 import { presentUserRole, userRoleSchema } from '../../shared/presenters/userRole';
 import { hasRole } from '../../shared/queries/users';
 import { findOr404 } from '../../shared/rowLoader';
-import { z } from '../../shared/zod';
+import { z, zChars } from '../../shared/zod';
 import { loadUser, resolveUserRef, userIdParam, zUserRef } from '../params';
 import { created, listSchema, noContent, resource } from '../responses';
 import { defineRoute, AppContext, AppState, requestAttribution } from '../routing';
@@ -17,7 +17,7 @@ type ApiRouter = Router<AppState, { services: ApiServices }>;
 
 const TAG = ['users'];
 const self = (permission: string) => ({ permission, self: 'id' });
-const roleId = () => z.string().min(1).max(64);
+const roleId = () => zChars({ min: 1, max: 64 });
 
 /** Giving or taking a role needs every permission it grants (shared/policies decides). */
 async function authorizeRoleChange(ctx: AppContext, id: string): Promise<Role> {

@@ -4,21 +4,21 @@ import { AuditWriter, checkAppAttribution } from '../auth/auditWriter';
 import type { Config } from '../config';
 import { badRequest } from '../errors';
 import type { AuditEvent } from '../models/AuditEvent';
-import { z, zInput, isUuid } from '../zod';
+import { z, zChars, zInput, isUuid } from '../zod';
 import { attributed, Attribution, AUDIT_EVENT_TYPES, recordAuditEvent, SOURCE_SERVICES } from '../audit';
 
 /** The audit event an internal app or service may write (POST /v1/internal/audit, GraphQL logAuditEvent). */
 export const auditIngestBody = z.object({
-  user_id: z.string().max(255).nullish(),
+  user_id: zChars({ max: 255 }).nullish(),
   event_type: z.enum(AUDIT_EVENT_TYPES, {
     errorMap: () => ({ message: `must be one of ${AUDIT_EVENT_TYPES.join(', ')}` }),
   }),
-  resource_type: z.string().max(64).nullish(),
-  resource_id: z.string().max(255).nullish(),
-  actor_id: z.string().max(255).nullish(),
-  ip_address: z.string().max(64).nullish(),
-  user_agent: z.string().max(2000).nullish(),
-  description: z.string().max(4000).nullish(),
+  resource_type: zChars({ max: 64 }).nullish(),
+  resource_id: zChars({ max: 255 }).nullish(),
+  actor_id: zChars({ max: 255 }).nullish(),
+  ip_address: zChars({ max: 64 }).nullish(),
+  user_agent: zChars({ max: 2000 }).nullish(),
+  description: zChars({ max: 4000 }).nullish(),
   metadata: z
     .record(z.unknown())
     .nullish()
@@ -26,7 +26,7 @@ export const auditIngestBody = z.object({
   status: z
     .enum(['success', 'failure'], { errorMap: () => ({ message: 'must be success or failure' }) })
     .default('success'),
-  error_message: z.string().max(4000).nullish(),
+  error_message: zChars({ max: 4000 }).nullish(),
   source_service: z.enum(SOURCE_SERVICES).default('api'),
 });
 type AuditIngestInput = z.infer<typeof auditIngestBody>;

@@ -2,7 +2,7 @@ import type { ServiceContext } from '../context';
 import { badRequest, forbidden } from '../errors';
 import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
-import { z, zHttpUrl } from '../zod';
+import { z, zChars, zHttpUrl } from '../zod';
 import type { Knex } from 'knex';
 import { attributed, Attribution, AuditInput, recordAuditEvent } from '../audit';
 import { afterCommit, transaction } from '../db';
@@ -23,10 +23,12 @@ async function wasUnlinkedBy(trx: Knex.Transaction, userId: string, platform: st
 
 /** Body of a provider sign-in (camelCase per spec §4.11), shared by REST and GraphQL. */
 export const oauthSigninSchema = z.object({
-  email: z.string().trim().max(320).email({ message: 'must be an email address' }).nullable().optional(),
-  name: z.string().trim().min(1, { message: 'is required' }).max(255),
-  oauthProvider: z.string().min(1).max(50),
-  oauthProviderId: z.string().min(1).max(255),
+  email: zChars({ max: 320 }, z.string().trim().email({ message: 'must be an email address' }))
+    .nullable()
+    .optional(),
+  name: zChars({ trim: true, min: 1, minMessage: 'is required', max: 255 }),
+  oauthProvider: zChars({ min: 1, max: 50 }),
+  oauthProviderId: zChars({ min: 1, max: 255 }),
   image: zHttpUrl().nullable().optional(),
 });
 

@@ -1,4 +1,4 @@
-import { z } from '../zod';
+import { z, zChars } from '../zod';
 import { PASSWORD_MAX, PASSWORD_MIN } from './passwords';
 
 /** Spec §8: 3-30 characters, letters, digits, underscore. */
@@ -17,11 +17,7 @@ export const normaliseEmail = (email: string) => email.trim().toLowerCase();
  * verification mail, and it is the email account's platform user id (255 characters at most).
  */
 export const zEmail = () =>
-  z
-    .string()
-    .trim()
-    .max(254, { message: 'must be at most 254 characters' })
-    .email({ message: 'must be an email address' })
+  zChars({ max: 254 }, z.string().trim().email({ message: 'must be an email address' }))
     .refine((e) => e.lastIndexOf('@') <= 64, { message: 'must have at most 64 characters before the @' })
     .transform(normaliseEmail);
 
@@ -31,19 +27,10 @@ export const zEmail = () =>
  * too; zEmail's tighter limits apply to addresses the service itself is asked to mail.
  */
 export const zLookupEmail = () =>
-  z
-    .string()
-    .trim()
-    .max(320, { message: 'must be at most 320 characters' })
-    .email({ message: 'must be an email address' })
-    .transform(normaliseEmail);
+  zChars({ max: 320 }, z.string().trim().email({ message: 'must be an email address' })).transform(normaliseEmail);
 
 /** A new password (registration, email link, reset): the length bounds of shared/domain/passwords. */
-export const zNewPassword = () =>
-  z
-    .string()
-    .min(PASSWORD_MIN, { message: `must be at least ${PASSWORD_MIN} characters` })
-    .max(PASSWORD_MAX);
+export const zNewPassword = () => zChars({ min: PASSWORD_MIN, max: PASSWORD_MAX });
 
 /** A token from an account mail (registration, verification, email change or link, reset). */
-export const zEmailedToken = () => z.string().min(16, { message: 'is not a valid token' }).max(200);
+export const zEmailedToken = () => zChars({ min: 16, minMessage: 'is not a valid token', max: 200 });

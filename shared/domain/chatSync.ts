@@ -1,4 +1,4 @@
-import { parseIsoInstant, z, zInput } from '../zod';
+import { parseIsoInstant, z, zChars, zInput } from '../zod';
 import { SNOWFLAKE } from './chat';
 
 /**
@@ -8,7 +8,7 @@ import { SNOWFLAKE } from './chat';
  */
 
 const snowflake = z.string().regex(SNOWFLAKE, 'must be a snowflake (digits)');
-const text = (max: number) => z.string().max(max);
+const text = (max: number, min = 0) => zChars({ max, min });
 /** An ISO 8601 date-time; without an offset it is UTC, whatever the time zone of the process reading it. */
 const timestamp = z
   .string()
@@ -18,7 +18,7 @@ const int = (min: number, max: number) => z.number().int().min(min).max(max);
 
 export const botGuild = z.object({
   guildId: snowflake,
-  name: text(255).min(1),
+  name: text(255, 1),
   icon: text(128).optional(),
   ownerId: snowflake.optional(),
   memberCount: int(0, 2_000_000_000).default(0),
@@ -53,7 +53,7 @@ export const botRole = z.object({
 export const botMember = z.object({
   guildId: snowflake.optional(),
   userId: snowflake,
-  username: text(255).min(1),
+  username: text(255, 1),
   discriminator: text(8).default('0'),
   globalName: text(255).optional(),
   nickname: text(255).optional(),

@@ -3,7 +3,7 @@ import { deleteDevice, saveDevice } from '../../../shared/commands/devices';
 import { Device } from '../../../shared/models/Device';
 import { deviceSchema, presentDevice } from '../../../shared/presenters/device';
 import { findOr404 } from '../../../shared/rowLoader';
-import { atLeastOne, z, zUuid } from '../../../shared/zod';
+import { atLeastOne, z, zChars, zUuid } from '../../../shared/zod';
 import { paginate, paginationQuery } from '../../pagination';
 import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
 import { AppState, defineRoute } from '../../routing';
@@ -13,7 +13,7 @@ import { errors, idParam, zName, zText } from './schemas';
 const deviceFields = {
   name: zName(),
   description: zText(),
-  device_type: z.string().trim().min(1).max(100).nullable().optional(),
+  device_type: zChars({ trim: true, min: 1, max: 100 }).nullable().optional(),
   api_key_id: zUuid().nullable().optional().openapi({
     description:
       "Tracker API key to link (the key's owner or a system key only); a key linked elsewhere is moved here. null unlinks.",

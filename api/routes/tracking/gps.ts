@@ -8,7 +8,7 @@ import { gpsBatchResultSchema, gpsPointSchema, presentGpsPoint } from '../../../
 import { tripPointsOfDevice } from '../../../shared/queries/counters';
 import { latestPointPerDevice } from '../../../shared/queries/gpsPoints';
 import { findOr404 } from '../../../shared/rowLoader';
-import { z, zUuid } from '../../../shared/zod';
+import { z, zChars, zUuid } from '../../../shared/zod';
 import { paginate, paginationQuery } from '../../pagination';
 import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
 import { errorSchema } from '../../openapiSpec';
@@ -16,7 +16,7 @@ import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
 import { errors, GPS_BATCH_MAX, gpsBatchBody, gpsBatchPoints, gpsPointInput, idParam } from './schemas';
 
-const zDeviceIdQuery = () => z.string().trim().min(1).max(100);
+const zDeviceIdQuery = () => zChars({ trim: true, min: 1, max: 100 });
 
 /** Spec §4.2 plus batched ingest. */
 export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): void {

@@ -18,7 +18,7 @@ import {
 } from '../../../shared/presenters/location';
 import { contactsOf } from '../../../shared/queries/locationContacts';
 import { findOr404 } from '../../../shared/rowLoader';
-import { atLeastOne, z, zList, zUuid } from '../../../shared/zod';
+import { atLeastOne, z, zChars, zList, zUuid } from '../../../shared/zod';
 import { paginate, paginationQuery } from '../../pagination';
 import { created, noContent, pageSchema, resource, resourceSchema } from '../../responses';
 import { AppState, defineRoute } from '../../routing';
@@ -27,12 +27,14 @@ import { errors, idParam, zLatitude, zLongitude, zName, zText } from './schemas'
 
 const contactParams = z.object({ id: zUuid(), cid: zUuid() });
 const zShort = (max: number) =>
-  z.string({ invalid_type_error: 'must be a string' }).trim().max(max).nullable().optional();
+  zChars({ trim: true, max }, z.string({ invalid_type_error: 'must be a string' }))
+    .nullable()
+    .optional();
 
 const contactFields = {
   name: zName(),
   phone: zShort(64),
-  email: z.string().trim().email('must be an email address').max(320).nullable().optional(),
+  email: zChars({ max: 320 }, z.string().trim().email('must be an email address')).nullable().optional(),
   role: zShort(255),
 };
 const contactBody = z.object(contactFields);

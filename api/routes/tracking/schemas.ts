@@ -1,5 +1,5 @@
 import type { GpsBatchInput } from '../../../shared/commands/ingestGps';
-import { z, zFinite, zInput, zList, zUuid } from '../../../shared/zod';
+import { z, zChars, zFinite, zInput, zList, zUuid } from '../../../shared/zod';
 
 /**
  * Request field builders shared by the tracking routers (GPS, devices, trips, locations, geofences,
@@ -8,22 +8,14 @@ import { z, zFinite, zInput, zList, zUuid } from '../../../shared/zod';
  */
 
 const zString = () => z.string({ invalid_type_error: 'must be a string' });
-/**
- * A name of at most `max` characters, counted as the database counts them (code points: an emoji is
- * one, not the two UTF-16 units zod's max would count).
- */
-export const zName = (max = 255) =>
-  zString()
-    .trim()
-    .min(1, 'must not be empty')
-    .refine((v) => v.length <= max || [...v].length <= max, `must be at most ${max} characters`)
-    // JSON Schema's maxLength counts code points too.
-    .openapi({ maxLength: max });
-export const zText = (max = 10_000) => zString().max(max).nullable().optional();
+/** A name of at most `max` characters (zChars: code points, as the database counts them). */
+export const zName = (max = 255) => zChars({ trim: true, min: 1, max }, zString());
+export const zText = (max = 10_000) => zChars({ max }, zString()).nullable().optional();
 export const zLatitude = () => zFinite().min(-90, 'must be between -90 and 90').max(90, 'must be between -90 and 90');
 export const zLongitude = () =>
   zFinite().min(-180, 'must be between -180 and 180').max(180, 'must be between -180 and 180');
-export const zTags = () => zList(z.string().trim().min(1).max(100), { max: 100 }).transform((t) => [...new Set(t)]);
+export const zTags = () =>
+  zList(zChars({ trim: true, min: 1, max: 100 }), { max: 100 }).transform((t) => [...new Set(t)]);
 export const zWeight = () => zFinite().min(0, 'must be >= 0');
 
 /** `:id` of a tracking resource. */
@@ -67,11 +59,7 @@ export const gpsPointInput = z
     pdop: nonNegative().nullable().optional(),
     hdop: nonNegative().nullable().optional(),
     vdop: nonNegative().nullable().optional(),
-    device_id: z
-      .string()
-      .trim()
-      .min(1)
-      .max(100)
+    device_id: zChars({ trim: true, min: 1, max: 100 })
       .nullable()
       .optional()
       .openapi({ description: 'Device identifier; ignored when the caller is a tracker key linked to a device' }),
