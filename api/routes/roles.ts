@@ -23,9 +23,18 @@ import { created, listSchema, noContent, resource, resourceSchema } from '../res
 const roleIdParam = z.object({ id: zChars({ min: 1, max: 64 }) });
 /**
  * Names are kept in Unicode NFC, so two names that look the same (`Café` typed precomposed or as
- * `e` + combining accent) are one name: the unique-name check sees them as equal (409).
+ * `e` + combining accent) are one name: the unique-name check sees them as equal (409). The length
+ * is that of the NFC form, which is what is stored: NFC can lengthen a name (U+FB2C is three code
+ * points in NFC), and a name the check let through the column (varchar(100)) refused with a 400
+ * naming no field.
  */
-const roleName = zChars({ trim: true, min: 1, max: 100 }).transform((s) => s.normalize('NFC'));
+const roleName = zChars(
+  { min: 1, max: 100 },
+  z
+    .string()
+    .trim()
+    .transform((s) => s.normalize('NFC')),
+);
 const loadRole = (id: string) => findOr404(Role, id, 'role');
 /** Everything the role's holders hold: a change to the role needs managing all of them (policies). */
 const holders = async (db: Knex, roleId: string) => new PermissionSet(await loadRoleHolderPermissions(db, roleId));

@@ -104,6 +104,28 @@ test('role names are compared in Unicode NFC: a decomposed spelling of a taken n
   t.is(renamed.status, 409, renamed.text);
 });
 
+test('a role name is measured in its stored (NFC) form: a name NFC makes too long is a 400 naming the field', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  // U+FB2C is one code point sent and three in NFC; U+0958 is one sent and two in NFC.
+  const fits = await s.request('POST', '/v1/roles', { token: admin.token, body: { name: '\uFB2C'.repeat(33) } });
+  t.is(fits.status, 201, fits.text);
+  t.is([...fits.body.data.name].length, 99);
+  for (const name of ['\uFB2C'.repeat(34), '\u0958'.repeat(51)]) {
+    const r = await s.request('POST', '/v1/roles', { token: admin.token, body: { name } });
+    t.is(r.status, 400, r.text);
+    t.is(r.body.message, 'name: must be at most 100 characters');
+  }
+  const other = await s.request('POST', '/v1/roles', { token: admin.token, body: { name: 'Lengthening' } });
+  const renamed = await s.request('PATCH', `/v1/roles/${other.body.data.id}`, {
+    token: admin.token,
+    body: { name: '\uFB2C'.repeat(60) },
+  });
+  t.is(renamed.status, 400, renamed.text);
+  t.is(renamed.body.message, 'name: must be at most 100 characters');
+  t.is((await s.db('roles').where('id', other.body.data.id).first('name')).name, 'Lengthening');
+});
+
 test('roles: create, rename, 409 on a taken name, system roles cannot be renamed or deleted', async (t) => {
   const s = stack();
   const admin = await createUser(s.db, { roles: ['role_admin'] });
