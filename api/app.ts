@@ -1,6 +1,7 @@
 import type { GraphQLSchema } from 'graphql';
 import Koa from 'koa';
 import { IndexedRouter } from './indexedRouter';
+import { believeOnlyAddresses } from './params';
 import { authenticate, rejectFailedCredentials } from './middleware/auth';
 import { bodyParser } from './middleware/body';
 import { errorHandler } from './middleware/errors';
@@ -26,6 +27,7 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): ApiApp 
   // ones are whatever the client sent, and would choose its own rate-limit and sign-in counters.
   app.proxy = services.config.trustProxyHops > 0;
   app.maxIpsCount = services.config.trustProxyHops;
+  believeOnlyAddresses(app);
   app.context.services = services;
   app.silent = true;
 

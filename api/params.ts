@@ -1,10 +1,11 @@
 import type { Knex } from 'knex';
+import type Koa from 'koa';
 import type { Context } from 'koa';
 import { isUtf8 } from 'node:buffer';
-import { isIP } from 'node:net';
 import type { EmailRequest } from '../shared/commands/emailFlows';
 import { safeEqual } from '../shared/crypto';
 import { notFound } from '../shared/errors';
+import { ipAddressOf } from '../shared/ipAddress';
 import { User } from '../shared/models/User';
 import { rowById } from '../shared/rowLoader';
 import { authorizeSelf, can, Principal, subjects } from '../shared/policies';
@@ -74,12 +75,34 @@ export function clientIp(ctx: AppContext): string | null {
     can(ctx.state.principal, 'forwardClientAddress', subjects.relay()) ||
     (ctx.state.principal.kind === 'anonymous' && carriesInternalToken(ctx, ctx.services.config.internalToken))
   ) {
-    const forwarded = ctx.get('x-forwarded-for').split(',')[0]?.trim();
     // An address, or none: the value is stored and geolocated, and the column holds an address.
-    // (64 characters: the address columns; an IPv6 zone id can make isIP's answer longer.)
-    return forwarded && forwarded.length <= 64 && isIP(forwarded) ? forwarded : null;
+    return ipAddressOf(ctx.get('x-forwarded-for').split(',')[0]?.trim());
   }
   return ctx.ip;
+}
+
+const checkedIp = Symbol('checkedIp');
+type CheckedRequest = Koa.Request & { [checkedIp]?: string };
+
+/**
+ * Makes `ctx.ip` an address. Behind trusted proxies (TRUST_PROXY) Koa takes it from
+ * X-Forwarded-For as written, and it is stored (sessions, audit events), geolocated and counted
+ * (rate limits, sign-in counters). An entry that is not an address (`not-an-ip`, 100 characters
+ * no column holds) was appended by no proxy that writes what it saw, so it is not believed: the
+ * peer's own address is used, as without a proxy, and a client rotating junk stays in one bucket.
+ * An IPv6 zone id is dropped (ipAddressOf). Defined on `app.request`, every request's prototype,
+ * so every middleware, route and log line reads the same address.
+ */
+export function believeOnlyAddresses(app: Pick<Koa, 'request'>): void {
+  Object.defineProperty(app.request, 'ip', {
+    configurable: true,
+    get(this: CheckedRequest): string {
+      return (this[checkedIp] ??= ipAddressOf(this.ips[0]) ?? this.socket.remoteAddress ?? '');
+    },
+    set(this: CheckedRequest, ip: string) {
+      this[checkedIp] = ip;
+    },
+  });
 }
 
 /**

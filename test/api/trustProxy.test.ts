@@ -46,3 +46,23 @@ test.serial('an IPv6 client is one bucket per /64; an IPv4-mapped address is its
   const mapped = await s.request('GET', '/v1', via(null, '::ffff:198.51.100.20'));
   t.is(mapped.headers.get('x-ratelimit-remaining'), '1');
 });
+
+test.serial(
+  'an entry that is not an address is not believed: junk rotated by a client counts as its peer address',
+  async (t) => {
+    const s = stack();
+    // A client reaching the api itself (or through a proxy passing its header on) writes junk, new
+    // each time: every request counts as the socket's address (127.0.0.1), limited after 3.
+    const junk = ['not-an-ip-1', 'x'.repeat(100), '1.2.3.4%eth0', 'not-an-ip-2', 'not-an-ip-3'];
+    const statuses: number[] = [];
+    for (const entry of junk) statuses.push((await s.request('GET', '/v1', via(null, entry))).status);
+    t.deepEqual(statuses, [200, 200, 200, 429, 429]);
+    // The peer's own bucket, reached without any header.
+    const plain = await s.request('GET', '/v1');
+    t.is(plain.status, 429);
+    // An IPv6 address is believed without its zone id (/v1 shows the address the api uses).
+    const zoned = await s.request('GET', '/v1', via(null, '2001:db8:f::1%eth0'));
+    t.is(zoned.status, 200);
+    t.is(zoned.body.client.ip, '2001:db8:f::1');
+  },
+);

@@ -49,6 +49,30 @@ test('a password sign-in writes login and session_created with address, user age
   t.truthy(await s.db('sessions').where({ id: created.resource_id, user_id: user.id }).first());
 });
 
+test('a forwarded entry that is not an address is not believed: the peer address is stored; a zone id is dropped', async (t) => {
+  const s = stack();
+  const user = await withPassword('correct horse battery');
+  // What the proxy appended, as the api received it; the test connects from 127.0.0.1.
+  const cases: Array<[string, string]> = [
+    ['not-an-ip', '127.0.0.1'],
+    ['x'.repeat(100), '127.0.0.1'], // longer than the address columns: once a 400 naming no field
+    [Buffer.from('café').toString('latin1'), '127.0.0.1'], // UTF-8 bytes, as Node reads a header
+    ['1.2.3.4%eth0', '127.0.0.1'], // an IPv4 address has no zone id
+    ['2a00:1450:4001:82a::200e%eth0', '2a00:1450:4001:82a::200e'],
+  ];
+  for (const [forwarded, stored] of cases) {
+    const r = await s.request('POST', '/v1/auth/login', {
+      body: { email: user.email, password: 'correct horse battery' },
+      headers: { 'x-forwarded-for': forwarded, 'user-agent': UA },
+    });
+    t.is(r.status, 200, `${forwarded}: ${r.text}`);
+    const session = await s.db('sessions').where({ user_id: user.id }).orderBy('created_at', 'desc').first();
+    t.is(session.ip_address, stored, forwarded);
+    const logins = await eventsOf(user.id, 'login');
+    t.is(logins[logins.length - 1].ip_address, stored, forwarded);
+  }
+});
+
 test('a failed sign-in writes login_failed (failure, error_message) through the buffered writer', async (t) => {
   const s = stack();
   const user = await withPassword('right password 1');
