@@ -8,10 +8,17 @@ import type { Envelope } from '../shared/proto';
  * policy tells an anonymous socket what it tells anyone holding nothing.
  */
 
+/**
+ * Null for a name a channel can have, else the message: subscribe and unsubscribe refuse any other
+ * text alike (NUL, CR/LF, lone surrogates, 60 KB), and echo only the start of it.
+ */
+export function channelNameRefusal(channel: string): string | null {
+  return /^[A-Za-z0-9_:.-]{1,200}$/.test(channel) ? null : `invalid channel name: ${channel.slice(0, 200)}`;
+}
+
 /** Null when the principal may join the channel, else the message it gets. */
 export function subscriptionRefusal(p: Principal, channel: string): string | null {
-  if (!/^[A-Za-z0-9_:.-]{1,200}$/.test(channel)) return `invalid channel name: ${channel.slice(0, 200)}`;
-  return refusal(p, 'subscribe', subjects.channel(channel));
+  return channelNameRefusal(channel) ?? refusal(p, 'subscribe', subjects.channel(channel));
 }
 
 /** Channels the server subscribes connections to itself; clients can neither join nor leave them. */

@@ -1,6 +1,6 @@
 import type { RawData } from 'ws';
 import { decodeEnvelope, encodeEnvelope, Envelope, InvalidUtf8Error, PayloadCase } from '../shared/proto';
-import { isInternalChannel, subscriptionRefusal } from './access';
+import { channelNameRefusal, isInternalChannel, subscriptionRefusal } from './access';
 import { CloseCode } from './frames';
 import type { Client, Hub } from './hub';
 import type { RpcBroker } from './rpc';
@@ -108,6 +108,8 @@ function handleJson(deps: MessageDeps, c: Client, buf: Buffer): void {
       if (msg.type === 'unsubscribe') {
         if (isInternalChannel(channel))
           return hub.sendJson(c, { type: 'error', message: `unknown channel ${channel}` });
+        const invalid = channelNameRefusal(channel);
+        if (invalid) return hub.sendJson(c, { type: 'error', message: invalid });
         hub.unsubscribe(c, channel);
         return hub.sendJson(c, { type: 'message', channel, data: `Unsubscribed from ${channel}` });
       }
@@ -150,6 +152,8 @@ function handleBinary(deps: MessageDeps, c: Client, buf: Buffer): void {
       if (env.payload === 'unsubscribe') {
         if (isInternalChannel(channel))
           return reply('error', { message: `unknown channel ${channel}`, code: 'unknown_channel' }, rid);
+        const invalid = channelNameRefusal(channel);
+        if (invalid) return reply('error', { message: invalid, code: 'unknown_channel' }, rid);
         hub.unsubscribe(c, channel);
         return reply('unsubscribe', { channel }, rid);
       }

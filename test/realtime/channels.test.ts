@@ -215,6 +215,29 @@ test('JSON protocol errors: invalid JSON, unknown type, missing channel; JSON pi
   conn.close();
 });
 
+test('unsubscribe refuses a name no channel has exactly as subscribe does, echoing only its start', async (t) => {
+  const s = stack();
+  const conn = await connect(wsBase(s, 0));
+  const names = ['\u0000x', '\ud800', '\u202Eevil\r\n', 'bad channel!', '\u202E'.repeat(20_000)];
+  for (const channel of names) {
+    const subscribed = await conn.subscribe(channel);
+    t.is(subscribed.type, 'error');
+    conn.json({ type: 'unsubscribe', channel });
+    const f = await conn.next((x) => x.kind === 'json');
+    t.deepEqual((f as { data: unknown }).data, subscribed, JSON.stringify(channel.slice(0, 20)));
+    t.regex(subscribed.message, /^invalid channel name: /);
+    t.true(f.raw.length < 1300, `${f.raw.length} bytes`); // 200 characters at most, each escaped at worst
+  }
+  // A name a channel can have is still confirmed, held or not.
+  conn.json({ type: 'unsubscribe', channel: 'public:nothing-held' });
+  t.deepEqual(await conn.nextJson(), {
+    type: 'message',
+    channel: 'public:nothing-held',
+    data: 'Unsubscribed from public:nothing-held',
+  });
+  conn.close();
+});
+
 test('a connection holds at most 200 channels', async (t) => {
   const s = stack();
   const conn = await connect(wsBase(s, 0));

@@ -157,6 +157,21 @@ test('protobuf subscribe/unsubscribe: confirmations and errors as envelopes, req
   t.is(u.type, 'UNSUBSCRIBE');
   t.deepEqual(u.unsubscribe, { channel: 'public' });
   t.is(u.requestId, 'r3');
+
+  // A name no channel has: the error subscribe answers, its echo capped, for unsubscribe too.
+  for (const [i, channel] of ['\u0000x', 'evil\r\n', 'bad channel!', '\u202E'.repeat(20_000)].entries()) {
+    conn.envelope('subscribe', { channel }, `s${i}`);
+    const subscribed = await conn.nextEnvelope();
+    conn.envelope('unsubscribe', { channel }, `u${i}`);
+    const f = (await conn.next((x) => x.kind === 'binary')) as { env: any; raw: Buffer };
+    t.is(subscribed.type, 'ERROR');
+    t.is(f.env.type, 'ERROR');
+    t.is(f.env.requestId, `u${i}`);
+    t.deepEqual(f.env.error, subscribed.error);
+    t.regex(f.env.error.message, /^invalid channel name: /);
+    t.is(f.env.error.code, 'unknown_channel');
+    t.true(f.raw.length < 700, `${f.raw.length} bytes`);
+  }
   conn.close();
 });
 
