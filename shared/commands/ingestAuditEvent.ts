@@ -4,8 +4,12 @@ import { AuditWriter, checkAppAttribution } from '../auth/auditWriter';
 import type { Config } from '../config';
 import { badRequest } from '../errors';
 import type { AuditEvent } from '../models/AuditEvent';
+import { ipAddressOf } from '../ipAddress';
 import { z, zChars, zInput, isUuid } from '../zod';
 import { attributed, Attribution, AUDIT_EVENT_TYPES, recordAuditEvent, SOURCE_SERVICES } from '../audit';
+
+/** The client address an event reports: an IPv4 or IPv6 address as such (no zone id), not any text. */
+const isIpAddress = (v: string) => ipAddressOf(v) === v;
 
 /** The audit event an internal app or service may write (POST /v1/internal/audit, GraphQL logAuditEvent). */
 export const auditIngestBody = z.object({
@@ -16,7 +20,7 @@ export const auditIngestBody = z.object({
   resource_type: zChars({ max: 64 }).nullish(),
   resource_id: zChars({ max: 255 }).nullish(),
   actor_id: zChars({ max: 255 }).nullish(),
-  ip_address: zChars({ max: 64 }).nullish(),
+  ip_address: zChars({ max: 64 }).refine(isIpAddress, 'must be an IP address').nullish(),
   user_agent: zChars({ max: 2000 }).nullish(),
   description: zChars({ max: 4000 }).nullish(),
   metadata: z

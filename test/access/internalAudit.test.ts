@@ -139,6 +139,28 @@ test('user_id and actor_id are validated: 400 for unknown ids; services other th
   t.is((await post({ event_type: 'login', source_service: 'elsewhere' }, {}, s.systemKey)).status, 400);
 });
 
+test('ip_address must be an IP address: any other text is a 400 naming it, and nothing is stored', async (t) => {
+  const s = stack();
+  const body = (ip_address: unknown) => ({
+    event_type: 'login',
+    source_service: 'chat_bot',
+    user_id: 'ext-ip-check',
+    ip_address,
+  });
+  for (const ip of ['not an ip\r\nforged', '１.２.３.４', '1.2.3.4%eth0', 'fe80::1%eth0', ' 1.2.3.4', '']) {
+    const r = await post(body(ip), {}, s.systemKey);
+    t.is(r.status, 400, JSON.stringify(ip));
+    t.regex(r.body.message, /^ip_address: must be an IP address/, JSON.stringify(ip));
+    t.is(r.body.details[0].field, 'ip_address');
+  }
+  t.is(Number((await s.db('audit_events').where('user_id', 'ext-ip-check').count({ n: '*' }))[0].n), 0);
+  for (const ip of ['203.0.113.9', '2001:db8::1', '::ffff:203.0.113.9', null]) {
+    const r = await post(body(ip), {}, s.systemKey);
+    t.is(r.status, 201, r.text);
+    t.is(r.body.data.ip_address, ip);
+  }
+});
+
 test("an app attributing an event to an end user needs that user's assertion from the same app", async (t) => {
   const s = stack();
   const user = await createUser(s.db);
