@@ -1,7 +1,7 @@
 import DataLoader from 'dataloader';
 import type { Knex } from 'knex';
 import type { Model, ModelObject } from 'objection';
-import { notFound } from './errors';
+import { badRequest, notFound } from './errors';
 import { ParentCounter, parentCounterOf, parentCountSql } from './queries/counters';
 import { isUuid } from './zod';
 
@@ -163,6 +163,23 @@ export async function findOr404<M extends Model>(
 ): Promise<M> {
   const row = await rowById(model).load(id);
   if (!row) throw notFound(what);
+  return row;
+}
+
+/**
+ * A row a request body refers to by id (`role_id`, `permission_id`), read as findOr404 reads it:
+ * a missing one is a 400 naming the field (`role_id: no such role`), as is any reference to a
+ * missing record in a body (a foreign key's failure, assertReferencesExist); an unknown id in the
+ * path names the resource asked for and stays findOr404's 404.
+ */
+export async function findReferenced<M extends Model>(
+  model: typeof Model & (new () => M),
+  id: string,
+  field: string,
+  what = rowLabel(model),
+): Promise<M> {
+  const row = await rowById(model).load(id);
+  if (!row) throw badRequest(`${field}: no such ${what}`);
   return row;
 }
 

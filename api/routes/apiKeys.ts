@@ -27,7 +27,7 @@ import {
 import { apiKeyRoles, loadApiKeyRoleAccess } from '../../shared/queries/access';
 import { apiKeySchema, issuedApiKeySchema, presentApiKey, presentIssuedApiKey } from '../../shared/presenters/apiKey';
 import { presentRole, roleSchema } from '../../shared/presenters/role';
-import { findOr404 } from '../../shared/rowLoader';
+import { findOr404, findReferenced } from '../../shared/rowLoader';
 import { emptyPatch, z, zChars, zDateTime, zList, zScope, zUuid } from '../../shared/zod';
 import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
 import { AppState, defineRoute, requestAttribution } from '../routing';
@@ -289,15 +289,16 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       body: z.object({ role_id: zChars({ min: 1, max: 64 }) }),
       responses: {
         201: { description: 'Current roles of the key', schema: keyRolesBody },
+        400: { description: 'Invalid input, or no such role (`role_id: no such role`)' },
         403: { description: 'Role escalation' },
-        404: { description: 'No such key or role' },
+        404: { description: 'No such key' },
         409: { description: 'Already assigned' },
       },
     },
     async (ctx, { params, body }) => {
       const p = ctx.state.principal;
       const key = await loadKey(p, params.id, 'update');
-      const role = await findOr404(Role, body.role_id, 'role');
+      const role = await findReferenced(Role, body.role_id, 'role_id', 'role');
       authorize(p, 'assignToKey', subjects.role(role, await ctx.services.credentials.access.role(role.id)));
       await assignApiKeyRole(ctx.services, key, role);
       created(ctx, resource(ctx, (await apiKeyRoles(ctx.services.db, key.id)).map(presentRole)));

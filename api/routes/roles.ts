@@ -13,7 +13,7 @@ import { Permission } from '../../shared/models/Permission';
 import { Role } from '../../shared/models/Role';
 import { authorize, PermissionSet, subjects } from '../../shared/policies';
 import { loadRoleHolderPermissions, roleHasPermission, rolePermissions } from '../../shared/queries/access';
-import { findOr404, rowById } from '../../shared/rowLoader';
+import { findOr404, findReferenced, rowById } from '../../shared/rowLoader';
 import { permissionSchema, presentPermission, presentRole, roleSchema } from '../../shared/presenters/role';
 import { emptyPatch, z, zChars, zUuid } from '../../shared/zod';
 import { AppState, defineRoute } from '../routing';
@@ -211,14 +211,15 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       body: z.object({ permission_id: zUuid() }),
       responses: {
         201: { description: 'Current permissions of the role', schema: listSchema(permissionSchema) },
+        400: { description: 'Invalid input, or no such permission (`permission_id: no such permission`)' },
         403: { description: 'Escalation' },
-        404: { description: 'No such role or permission' },
+        404: { description: 'No such role' },
         409: { description: 'Already assigned' },
       },
     },
     async (ctx, { params, body }) => {
       const role = await loadRole(params.id);
-      const permission = await findOr404(Permission, body.permission_id, 'permission');
+      const permission = await findReferenced(Permission, body.permission_id, 'permission_id', 'permission');
       authorize(
         ctx.state.principal,
         'add',

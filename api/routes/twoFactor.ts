@@ -118,8 +118,8 @@ export function twoFactorRoutes(router: ApiRouter): void {
       responses: {
         200: { description: 'Pending setup', schema: twoFactorSetupSchema },
         403: refused('write'),
-        400: { description: 'Platform without 2FA support, or 2FA already enabled' },
-        404: { description: 'No such platform or user' },
+        400: { description: 'No such platform, a platform without 2FA support, or 2FA already enabled' },
+        404: { description: 'No such user' },
       },
     },
     async (ctx, { body }) => {

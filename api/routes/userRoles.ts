@@ -6,7 +6,7 @@ import { Role } from '../../shared/models/Role';
 import { authorize, subjects } from '../../shared/policies';
 import { presentUserRole, userRoleSchema } from '../../shared/presenters/userRole';
 import { hasRole } from '../../shared/queries/users';
-import { findOr404 } from '../../shared/rowLoader';
+import { findOr404, findReferenced } from '../../shared/rowLoader';
 import { z, zChars } from '../../shared/zod';
 import { loadUser, resolveUserRef, userIdParam, zUserRef } from '../params';
 import { created, listSchema, noContent, resource } from '../responses';
@@ -20,10 +20,8 @@ const self = (permission: string) => ({ permission, self: 'id' });
 const roleId = () => zChars({ min: 1, max: 64 });
 
 /** Giving or taking a role needs every permission it grants (shared/policies decides). */
-async function authorizeRoleChange(ctx: AppContext, id: string): Promise<Role> {
-  const role = await findOr404(Role, id, 'role');
+async function authorizeRoleChange(ctx: AppContext, role: Role): Promise<void> {
   authorize(ctx.state.principal, 'grant', subjects.role(role, await ctx.services.credentials.access.role(role.id)));
-  return role;
 }
 
 async function presentRoles(ctx: AppContext, userId: string) {
@@ -82,14 +80,16 @@ export function userRoleRoutes(router: ApiRouter): void {
       body: z.object({ role_id: roleId() }),
       responses: {
         201: { description: '{data: [roles]}', schema: listSchema(userRoleSchema) },
-        404: { description: 'No such user or role' },
+        400: { description: 'Invalid input, or no such role (`role_id: no such role`)' },
+        404: { description: 'No such user' },
         409: { description: 'Already assigned' },
       },
     },
     async (ctx, { params, body }) => {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id);
-      const role = await authorizeRoleChange(ctx, body.role_id);
+      const role = await findReferenced(Role, body.role_id, 'role_id', 'role');
+      await authorizeRoleChange(ctx, role);
       await assignRole(ctx.services, id, role.id, requestAttribution(ctx));
       created(ctx, resource(ctx, await presentRoles(ctx, id), `/v1/users/${id}/roles`));
     },
@@ -114,7 +114,7 @@ export function userRoleRoutes(router: ApiRouter): void {
       const id = resolveUserRef(ctx, params.id);
       await loadUser(ctx.services.db, id, { includeDeleted: true });
       if (!(await hasRole(ctx.services.db, id, params.role_id))) throw notFound('role assignment');
-      await authorizeRoleChange(ctx, params.role_id);
+      await authorizeRoleChange(ctx, await findOr404(Role, params.role_id, 'role'));
       await removeRole(ctx.services, id, params.role_id, requestAttribution(ctx));
       noContent(ctx);
     },

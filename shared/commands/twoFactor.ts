@@ -62,7 +62,8 @@ const isEnabled = (s: TwoFactorState) => !!s.row?.enabled_at;
 export async function setupTwoFactor(ctx: ServiceContext, userId: string, platformRef: string | null | undefined) {
   const user = await liveUser(ctx.db, userId);
   const platform = platformRef ? await findPlatform(ctx.db, platformRef) : await emailPlatform(ctx.db);
-  if (!platform) throw notFound('platform');
+  // A platform the body names that does not exist is bad input (a reference to a missing record).
+  if (!platform) throw platformRef ? badRequest('platform_id: no such platform') : notFound('platform');
   if (!platform.two_factor_supported)
     throw badRequest(`platform_id: ${platform.name} does not support two-factor authentication`);
   const secret = newTotpSecret();

@@ -449,9 +449,19 @@ test('key roles: assign only roles you hold (403 otherwise), 409 when assigned, 
     ).status,
     403,
   );
+  const nope = await s.request('POST', `/v1/api-keys/${key.id}/roles`, {
+    token: dev.token,
+    body: { role_id: 'role_nope' },
+  });
+  t.is(nope.status, 400);
+  t.like(nope.body, { error: 'BadRequest', message: 'role_id: no such role' });
   t.is(
-    (await s.request('POST', `/v1/api-keys/${key.id}/roles`, { token: dev.token, body: { role_id: 'role_nope' } }))
-      .status,
+    (
+      await s.request('POST', '/v1/api-keys/00000000-0000-4000-8000-000000000000/roles', {
+        token: dev.token,
+        body: { role_id: 'role_developer' },
+      })
+    ).status,
     404,
   );
 

@@ -294,11 +294,13 @@ test('roles: list, assign (201 with list, 409 twice), remove (204, 404), pushes 
       ).status,
       409,
     );
-    t.is(
-      (await s.request('POST', `/v1/users/${user.id}/roles`, { token: admin.token, body: { role_id: 'role_nope' } }))
-        .status,
-      404,
-    );
+    // A role the body names that does not exist is bad input naming the field; an unknown user in the path is a 404.
+    const nope = await s.request('POST', `/v1/users/${user.id}/roles`, {
+      token: admin.token,
+      body: { role_id: 'role_nope' },
+    });
+    t.is(nope.status, 400);
+    t.like(nope.body, { error: 'BadRequest', message: 'role_id: no such role' });
     t.is(
       (
         await s.request('POST', '/v1/users/00000000-0000-4000-8000-000000000000/roles', {

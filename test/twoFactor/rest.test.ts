@@ -33,7 +33,7 @@ test.serial('setup answers a base32 secret, an otpauth URI and a QR PNG that dec
 });
 
 test.serial(
-  'setup: 404 for an unknown platform, 400 for one without 2FA support; a chosen platform is kept',
+  'setup: 400 naming platform_id for an unknown platform or one without 2FA support; a chosen platform is kept',
   async (t) => {
     const s = stack();
     const u = await createUser(s.db);
@@ -41,8 +41,8 @@ test.serial(
       token: u.token,
       body: { platform_id: '00000000-0000-4000-8000-000000000000' },
     });
-    t.is(unknown.status, 404);
-    t.is(unknown.body.message, 'platform not found');
+    t.is(unknown.status, 400);
+    t.is(unknown.body.message, 'platform_id: no such platform');
     const google = await s.db('platforms').where('slug', 'google').first('id');
     const unsupported = await s.request('POST', '/v1/users/me/2fa/setup', {
       token: u.token,
