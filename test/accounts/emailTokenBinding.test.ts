@@ -172,6 +172,13 @@ test('whether an address is taken is told at the pace of the mails: a 409 uses t
   t.is(first.body.message, 'email is already in use');
   // The same taken address again within the minute: refused like a second mail to it.
   t.is((await change(taken.email)).status, 429);
+  // From any other account too: the minute is the address's (README, "What a link proves").
+  const another = await registered('prober2');
+  const fromAnother = await s.request('POST', `/v1/users/${another.id}/email/request-change`, {
+    token: another.token,
+    body: { email: taken.email },
+  });
+  t.is(fromAnother.status, 429, fromAnother.text);
   // Probing other taken addresses uses up the account's hourly allowance like mails would.
   for (let i = 1; i < ADDRESS_MAILS_PER_HOUR; i++) {
     const other = await createUser(s.db);
