@@ -177,9 +177,10 @@ const UNREACHABLE_MESSAGES = new RegExp(
 function failingField(e: DbErrorLike): string | undefined {
   const key = typeof e.detail === 'string' ? /Key \((.+?)\)=/.exec(e.detail)?.[1] : undefined;
   if (key) {
-    // Casts and the functions of expression indexes go: lower(username::text) → username.
+    // Casts and the functions of expression indexes go, with their other arguments:
+    // lower(username::text) → username, lower(normalize(name::text, NFKC)) → name.
     let plain = key.replace(/::[\w ]+/g, '');
-    while (/\w+\([^()]*\)/.test(plain)) plain = plain.replace(/\w+\(([^()]*)\)/g, '$1');
+    while (/\w+\([^()]*\)/.test(plain)) plain = plain.replace(/\w+\(([^(),]*)(?:,[^()]*)?\)/g, '$1');
     return plain;
   }
   return typeof e.column === 'string' ? e.column : undefined;

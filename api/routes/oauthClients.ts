@@ -5,6 +5,7 @@ import {
   registerOAuthClient,
   updateOAuthClient,
 } from '../../shared/commands/oauthClients';
+import { zDisplayName } from '../../shared/domain/displayNames';
 import { redirectUriProblem } from '../../shared/domain/oauth';
 import { OAuthClient } from '../../shared/models/OAuthClient';
 import { Action, actingUserId, authorize, subjects } from '../../shared/policies';
@@ -34,7 +35,8 @@ const zRedirectUri = () =>
   );
 
 const fields = {
-  name: zChars({ trim: true, min: 1, max: 100 }),
+  // Shown on the consent screen: a name that looks like another app's is a phishing lure.
+  name: zDisplayName(100),
   description: zChars({ max: 2000 }).nullish(),
   logo_url: zHttpUrl(2000).nullish(),
   homepage_url: zHttpUrl(2000).nullish(),

@@ -15,6 +15,7 @@ import { authorize, PermissionSet, subjects } from '../../shared/policies';
 import { loadRoleHolderPermissions, roleHasPermission, rolePermissions } from '../../shared/queries/access';
 import { findOr404, findReferenced, rowById } from '../../shared/rowLoader';
 import { permissionSchema, presentPermission, presentRole, roleSchema } from '../../shared/presenters/role';
+import { zDisplayName } from '../../shared/domain/displayNames';
 import { emptyPatch, z, zChars, zUuid } from '../../shared/zod';
 import { AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
@@ -22,14 +23,16 @@ import { created, listSchema, noContent, resource, resourceSchema } from '../res
 
 const roleIdParam = z.object({ id: zChars({ min: 1, max: 64 }) });
 /**
- * Names are kept in Unicode NFC, so two names that look the same (`Café` typed precomposed or as
- * `e` + combining accent) are one name: the unique-name check sees them as equal (409). The length
- * is that of the NFC form, which is what is stored: NFC can lengthen a name (U+FB2C is three code
- * points in NFC), and a name the check let through the column (varchar(100)) refused with a 400
- * naming no field.
+ * A role's name is an identity (shared/domain/displayNames): no invisible characters, no mix of
+ * look-alike scripts. Names are kept in Unicode NFC, and two names are one (409) when they are
+ * equal in NFKC and lower case: `Café` typed precomposed or as `e` + combining accent, `ADMIN`, and
+ * full-width `Ａｄｍｉｎ` are all `Admin` (shared/commands/roles.ts, and the unique index behind it).
+ * The length is that of the NFC form, which is what is stored: NFC can lengthen a name (U+FB2C is
+ * three code points in NFC), and a name the check let through the column (varchar(100)) refused
+ * with a 400 naming no field.
  */
-const roleName = zChars(
-  { min: 1, max: 100 },
+const roleName = zDisplayName(
+  100,
   z
     .string()
     .trim()

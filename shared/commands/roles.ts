@@ -16,8 +16,13 @@ import { deleteById, insertRow, patchLoaded } from '../models/AppModel';
  * tell everyone it touches.
  */
 
+/**
+ * Whether another role has this name, as the unique index roles_name_nfkc_unique compares names:
+ * in NFKC (full-width `Ａｄｍｉｎ` is `Admin`, a ligature its letters) and lower case. The index
+ * settles concurrent requests this read lets through (the loser's 409 is the index's).
+ */
 async function nameTaken(db: Knex, name: string, exceptId?: string): Promise<boolean> {
-  const q = Role.query(db).whereRaw('lower(name) = lower(?)', [name]);
+  const q = Role.query(db).whereRaw('lower(normalize(name, NFKC)) = lower(normalize(?, NFKC))', [name]);
   if (exceptId) q.whereNot('id', exceptId);
   return !!(await q.first());
 }
@@ -57,7 +62,7 @@ export interface RoleFields {
   requires_two_factor: boolean;
 }
 
-/** Creates a (non-system) role; 409 when the name is taken, whatever its case. */
+/** Creates a (non-system) role; 409 when the name is taken, whatever its case or compatibility form. */
 export async function createRole(db: Knex, input: RoleFields): Promise<Role> {
   if (await nameTaken(db, input.name)) throw conflict('a role with this name exists');
   return insertRow(Role, db, { id: randomUUID(), ...input, is_system: false });

@@ -82,6 +82,30 @@ test('create: 201 with the secret shown once and stored hashed; audit client_cre
   t.is((await s.request('POST', '/v1/oauth/clients', { body: base })).status, 401);
 });
 
+test('a client name shown on the consent screen cannot hide characters or mix look-alike scripts (400 naming name)', async (t) => {
+  const s = stack();
+  const owner = await createUser(s.db);
+  const post = (name: string) =>
+    s.request('POST', '/v1/oauth/clients', { token: owner.token, body: { ...base, name } });
+  for (const [name, message] of [
+    ['Fleet\u200bApp', /^name: must not contain invisible or formatting characters \(U\+200B\)$/],
+    ['\u202eppA teelF', /^name: must not contain invisible or formatting characters \(U\+202E\)$/],
+    ['G\u043e\u043egle', /^name: must not mix letters of different scripts \(Latin and Cyrillic\)$/],
+  ] as const) {
+    const r = await post(name);
+    t.is(r.status, 400, name);
+    t.regex(r.body.message, message);
+  }
+  const made = await post('\u041f\u043e\u0433\u043e\u0434\u0430 \u{1F6A2}');
+  t.is(made.status, 201, made.text);
+  const renamed = await s.request('PATCH', `/v1/oauth/clients/${made.body.client.id}`, {
+    token: owner.token,
+    body: { name: 'Fleet\u00adApp' },
+  });
+  t.is(renamed.status, 400, renamed.text);
+  t.regex(renamed.body.message, /^name: must not contain invisible or formatting characters \(U\+00AD\)$/);
+  t.is((await s.db('oauth_clients').where('id', made.body.client.id).first('name')).name, made.body.client.name);
+});
 test('redirect URIs: absolute https, or http only on localhost / 127.0.0.1', async (t) => {
   const s = stack();
   const owner = await createUser(s.db);

@@ -126,6 +126,96 @@ test('a role name is measured in its stored (NFC) form: a name NFC makes too lon
   t.is((await s.db('roles').where('id', other.body.data.id).first('name')).name, 'Lengthening');
 });
 
+test('a role name cannot look like another: invisible characters and mixed scripts are a 400, compatibility forms are the same name', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const post = (name: string) => s.request('POST', '/v1/roles', { token: admin.token, body: { name } });
+  const invisible = [
+    'Admin\u200b', // zero-width space
+    'Ad\u00admin', // soft hyphen
+    'Admin\u2060', // word joiner
+    'Admin\u200f', // right-to-left mark
+    '\u202eAdmin', // right-to-left override
+    'Adm\u034fin', // combining grapheme joiner
+    'Admin\ufe0f', // variation selector
+    'Admin\u3164', // Hangul filler
+    'Admin\u{e0041}', // tag character
+    'Ad\nmin',
+    'Admin\u2800', // braille blank
+  ];
+  for (const name of invisible) {
+    const r = await post(name);
+    t.is(r.status, 400, JSON.stringify(name));
+    t.regex(r.body.message, /^name: must not contain invisible or formatting characters \(U\+[0-9A-F]{4,5}\)$/);
+  }
+  for (const [name, scripts] of [
+    ['\u0410dmin', 'Latin and Cyrillic'], // Cyrillic А
+    ['\u0391dmin', 'Latin and Greek'], // Greek Α
+    ['Support \u0442\u0435\u0430m', 'Latin and Cyrillic'],
+    ['\u0391\u0434\u043c\u0438\u043d', 'Greek and Cyrillic'],
+  ]) {
+    const r = await post(name);
+    t.is(r.status, 400, name);
+    t.is(r.body.message, `name: must not mix letters of different scripts (${scripts})`);
+  }
+  // Full-width letters, a ligature, the Kelvin sign: equal to a taken name in NFKC and lower case.
+  for (const name of ['\uFF21\uFF44\uFF4D\uFF49\uFF4E', '\uFF41\uFF24\uFF2D\uFF29\uFF2E']) {
+    const r = await post(name);
+    t.is(r.status, 409, `${name}: ${r.text}`);
+    t.is(r.body.error, 'Conflict');
+  }
+  t.is((await post('\uFB01nance team')).status, 201);
+  t.is((await post('Finance Team')).status, 409);
+  t.is((await post('\u212Aeel crew')).status, 201);
+  t.is((await post('keel crew')).status, 409);
+  // One script of its own, or another script beside Latin, or symbols: a name like any other.
+  for (const name of [
+    '\u0410\u0434\u043c\u0438\u043d\u0438\u0441\u0442\u0440\u0430\u0442\u043e\u0440',
+    '\u0394\u03ad\u03bb\u03c4\u03b1',
+    'Team \u6771\u4eac',
+    'Ops \u{1F6A2} 24/7',
+    'Caf\u00e9 d\u2019\u00e9t\u00e9',
+  ]) {
+    const r = await post(name);
+    t.is(r.status, 201, `${name}: ${r.text}`);
+    t.is(r.body.data.name, name);
+  }
+  // A rename follows the same rules.
+  const role = (await post('Spotless')).body.data;
+  const rename = (name: string) => s.request('PATCH', `/v1/roles/${role.id}`, { token: admin.token, body: { name } });
+  t.is((await rename('Spot\u200bless')).status, 400);
+  t.is((await rename('Sp\u043etless')).status, 400);
+  t.is((await rename('\uFF21DMIN')).status, 409);
+  t.is((await s.db('roles').where('id', role.id).first('name')).name, 'Spotless');
+  // None of the look-alikes was stored.
+  const tried = [...invisible, '\u0410dmin', '\u0391dmin', '\uFF21\uFF44\uFF4D\uFF49\uFF4E', '\uFF21DMIN'];
+  t.deepEqual(await s.db('roles').whereIn('name', tried).pluck('name'), []);
+});
+
+test('variants of one name (case, NFD, full-width) created at once make one role; the others are 409', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  for (let round = 0; round < 3; round++) {
+    const spellings = [
+      `Caf\u00e9 ${round}`,
+      `CAFE\u0301 ${round}`,
+      `\uFF23\uFF41\uFF46\u00e9 ${round}`,
+      `\uFF43\uFF41\uFF46\uFF45\u0301 ${round}`,
+      `caf\u00e9\u3000${round}`,
+      `C\uFF21F\u00c9 ${round}`,
+    ];
+    const answers = await Promise.all(
+      spellings.map((name) => s.request('POST', '/v1/roles', { token: admin.token, body: { name } })),
+    );
+    t.deepEqual(
+      answers.map((r) => r.status).sort(),
+      [201, ...spellings.slice(1).map(() => 409)],
+      answers.map((r) => r.text).join('\n'),
+    );
+    for (const r of answers.filter((a) => a.status === 409)) t.regex(r.body.message, /name/);
+  }
+});
+
 test('roles: create, rename, 409 on a taken name, system roles cannot be renamed or deleted', async (t) => {
   const s = stack();
   const admin = await createUser(s.db, { roles: ['role_admin'] });

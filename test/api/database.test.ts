@@ -65,6 +65,13 @@ test.serial('constraint and data errors map to their status whatever wraps them'
     ],
     ['unique (knex)', () => s.db('users').insert({ username: user.username }), 409, /username: already exists/],
     [
+      // The index on lower(normalize(name, NFKC)): the field, not the function's other arguments.
+      'unique expression index (knex)',
+      () => s.db('roles').insert({ id: 'role_full_width_admin', name: '\uFF21\uFF24\uFF2D\uFF29\uFF2E' }),
+      409,
+      /^name: already exists$/,
+    ],
+    [
       'foreign key, missing reference',
       () => s.db('user_roles').insert({ user_id: randomUUID(), role_id: 'role_user' }),
       400,

@@ -73,13 +73,16 @@ test('migrate-rollback undoes the last batch, prints what it rolled back, and mi
   const m = await cli(d.url, 'migrate');
   t.is(m.code, 0, m.stdout + m.stderr);
   for (const name of lastTwo) t.regex(m.stdout, new RegExp(`applied ${name}`));
-  // What those two created: the unique index of geofence events and the trip-and-device index of GPS points.
+  // What those two changed: the trip-and-device index of GPS points, and the unique index of role
+  // names in NFKC that replaced the one on lower(name).
   const hasIndex = async (name: string) => Boolean(await db('pg_indexes').where('indexname', name).first('indexname'));
   const created = async () => ({
-    unique: await hasIndex('geofence_events_point_unique'),
     gps: await hasIndex('gps_points_trip_device'),
+    roleNames: await hasIndex('roles_name_nfkc_unique'),
+    roleNamesBefore: await hasIndex('roles_name_lower_unique'),
   });
-  t.deepEqual(await created(), { unique: true, gps: true });
+  const applied = { gps: true, roleNames: true, roleNamesBefore: false };
+  t.deepEqual(await created(), applied);
 
   const r = await cli(d.url, 'migrate-rollback');
   t.is(r.code, 0, r.stdout + r.stderr);
@@ -88,8 +91,8 @@ test('migrate-rollback undoes the last batch, prints what it rolled back, and mi
     [...lastTwo].reverse().map((n) => `  rolled back ${n}`),
   );
   t.deepEqual(await db('knex_migrations').whereIn('name', lastTwo).pluck('name'), []);
-  t.deepEqual(await created(), { unique: false, gps: false });
+  t.deepEqual(await created(), { gps: false, roleNames: false, roleNamesBefore: true });
   const again = await cli(d.url, 'migrate');
   t.is(again.code, 0, again.stdout + again.stderr);
-  t.deepEqual(await created(), { unique: true, gps: true });
+  t.deepEqual(await created(), applied);
 });
