@@ -19,6 +19,18 @@ export function isRateLimitExempt(path: string): boolean {
   );
 }
 
+/**
+ * Whether `path` is the literal route path `route` as the router matches it: without regard to
+ * case and with one optional trailing `/` (`/V1/GPS/` is POST /v1/gps). An exact comparison let
+ * those spellings past the route's own limit while the router still served them.
+ */
+export function isRoutePath(path: string, route: string): boolean {
+  const extra = path.length - route.length;
+  if (extra !== 0 && !(extra === 1 && path.endsWith('/'))) return false;
+  const head = extra ? path.slice(0, route.length) : path;
+  return head === route || head.toLowerCase() === route;
+}
+
 /** Route-specific limits counted on top of the caller's tier. */
 const ROUTE_TIERS: Array<{ method: string; path: string; tier: 'gpsPost' }> = [
   { method: 'POST', path: '/v1/gps', tier: 'gpsPost' },
@@ -74,7 +86,7 @@ export function rateLimit(config: Pick<Config, 'rateLimit' | 'internalToken'>): 
       if (!bypass) counters.push({ name: 'anonymous', identity, tier: config.rateLimit.anonymous });
     }
     for (const r of ROUTE_TIERS) {
-      if (path === r.path && ctx.method === r.method)
+      if (ctx.method === r.method && isRoutePath(path, r.path))
         counters.push({ name: r.tier, identity, tier: config.rateLimit[r.tier] });
     }
     if (counters.length === 0) return next();

@@ -92,6 +92,19 @@ test.serial('POST /v1/gps has its own tighter limit on top of the tier', async (
   t.is(r.status, 200);
 });
 
+test.serial('the GPS limit holds in every spelling the router serves: case and a trailing slash', async (t) => {
+  const s = stack();
+  const owner = await createUser(s.db);
+  // A key per spelling, so the API-key tier (5) never answers first.
+  for (const path of ['/v1/gps/', '/V1/GPS', '/v1/Gps/', '/v1/GPS/batch', '/v1/gps/batch/']) {
+    const key = await createKey({ userId: owner.id, scopes: ['gps:write'] });
+    await exhaust(t, () => s.request('POST', '/v1/gps', { token: key.key, body: {} }), 2);
+    const r = await s.request('POST', path, { token: key.key, body: {} });
+    t.is(r.status, 429, path);
+    t.is(r.headers.get('x-ratelimit-limit'), '2', path);
+  }
+});
+
 test.serial('system key is unlimited and gets no headers; exempt paths get no headers', async (t) => {
   const s = stack();
   for (let i = 0; i < 8; i++) {
