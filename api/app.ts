@@ -2,7 +2,7 @@ import type { GraphQLSchema } from 'graphql';
 import Koa from 'koa';
 import { IndexedRouter } from './indexedRouter';
 import { believeOnlyAddresses } from './params';
-import { authenticate, rejectFailedCredentials } from './middleware/auth';
+import { authenticate, confirmCredential, rejectFailedCredentials } from './middleware/auth';
 import { bodyParser } from './middleware/body';
 import { errorHandler } from './middleware/errors';
 import { rateLimit } from './middleware/rateLimit';
@@ -18,8 +18,8 @@ export type ApiApp = Koa<AppState, { services: ApiServices }> & {
 };
 
 /**
- * The Koa application: errors (which also compresses answers) → body parsing → authentication (+ system-key allowlist) → rate
- * limiting → credential failures → routes. Every route then runs the chain of api/routing.ts.
+ * The Koa application: errors (which also compresses answers) → authentication (+ system-key
+ * allowlist) → rate limiting → credential failures → body parsing → credential re-check → routes. Every route then runs the chain of api/routing.ts.
  */
 export function createApp(services: ApiServices, schema: GraphQLSchema): ApiApp {
   const app = new Koa<AppState, { services: ApiServices }>() as ApiApp;
@@ -43,14 +43,17 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): ApiApp 
   };
 
   app.use(errorHandler(services.logger, routeOf, services.dbOutages));
-  // The body before the credential: a credential is resolved once the whole request is in, so a
-  // revocation during a slow upload holds for it, and every body is bounded by the parser's limits
-  // (a refusal answered before the body is read would leave it to be drained, unbounded). A body
-  // the parser refuses is therefore answered before the limiter counts it.
-  app.use(bodyParser());
+  // The credential and the rate limit before the body: a request refused by either (or over its
+  // limit) is answered without reading or parsing what it sent (up to 4 MB of JSON), and every
+  // request is counted, whatever its body. The connection of a request answered before its body
+  // arrived is closed (errorHandler), so the body is never read. A credential that changed while
+  // the body was arriving is checked again once it is in (confirmCredential): a revocation during
+  // a slow upload holds for it.
   app.use(authenticate(routeOf));
   app.use(rateLimit(services.config));
   app.use(rejectFailedCredentials());
+  app.use(bodyParser());
+  app.use(confirmCredential());
   app.use(queueDashboard(services));
   app.use(router.routes());
   app.use(router.allowedMethods());

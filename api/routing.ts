@@ -28,6 +28,8 @@ export interface AppState {
   principal: Principal;
   /** Raw Bearer token of the request, when one was sent and resolved. */
   token?: string;
+  /** The credential cache's change mark when the token was resolved (`confirmCredential`). */
+  credentialMark?: number;
   /** Until when (epoch ms) the answer being built holds without a write (`answerValidUntil`). */
   answerValidUntil?: number;
   /**

@@ -22,6 +22,7 @@ import { createRedis, FAIL_FAST, redisReady } from '../shared/redis';
 import { ReleaseDeadline } from '../shared/shutdown';
 import { SERVICE_VERSION } from '../shared/version';
 import { createApp } from './app';
+import { deferContinue } from './middleware/body';
 import { DRAIN_IDLE_GRACE_MS, HttpDrain, trackConnections } from './drain';
 import { buildGraphqlSchema } from './graphql';
 import { WsTunnel } from './wsTunnel';
@@ -170,6 +171,12 @@ export async function startApi(
     // A request pipelined behind its socket's last answer is not run (api/drain.ts).
     (req, res) => (connections.unanswerable(req) || refuseMissingHost(req, res) ? undefined : handle(req, res)),
   );
+  // `Expect: 100-continue` is answered when the body is read (api/middleware/body.ts), not at once
+  // as Node does by default: a request refused first (credentials, rate limit) sends no body.
+  server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    deferContinue(req);
+    server.emit('request', req, res);
+  });
   server.keepAliveTimeout = 65_000;
   answerMalformedRequests(server);
   const connections = trackConnections(server, ctx.logger, {

@@ -37,6 +37,8 @@ export function authenticate(routeOf?: (ctx: Context) => RouteTraits | undefined
       return next();
     }
     if (!token) return next();
+    // Taken before resolving: an invalidation while a load is in flight makes the body's end check again.
+    c.state.credentialMark = c.services.credentials.changeMark();
     const resolved = c.services.credentials.resolve(token);
     // A cached credential is resolved synchronously: no promise on the hot path.
     if (!(resolved instanceof Promise)) return accept(c, token, resolved, next);
@@ -57,6 +59,33 @@ function accept(c: AppContext, token: string, result: CredentialResult, next: Ne
     throw forbidden('system key not permitted on this route');
   }
   return next();
+}
+
+/**
+ * Checks the credential again once the body is in, when it may have changed while the body was
+ * arriving: authentication and rate limiting run before the body is read (so a refused or
+ * over-limit request costs no parse, and is counted whatever its body), and a slow upload must not
+ * outlive a revocation, a ban or a narrowed grant. No invalidation since the credential was
+ * resolved (the usual case) costs nothing; otherwise it is resolved again (a revoked one is a 401,
+ * a ban a 403, a changed grant the new principal). Requests without a body skip it.
+ */
+export function confirmCredential(): Middleware {
+  return (ctx, next) => {
+    const c = ctx as unknown as AppContext;
+    const token = c.state.token;
+    if (token === undefined || c.services.credentials.unchangedSince(c.state.credentialMark ?? -1)) return next();
+    const m = ctx.method;
+    if (m === 'GET' || m === 'HEAD' || m === 'OPTIONS') return next();
+    c.state.credentialMark = c.services.credentials.changeMark();
+    const resolved = c.services.credentials.resolve(token);
+    const confirm = (result: CredentialResult): Promise<unknown> => {
+      if (!result.ok)
+        throw result.status === 403 ? new HttpError(403, 'Forbidden', result.message) : unauthorized(result.message);
+      c.state.principal = result.principal;
+      return next();
+    };
+    return resolved instanceof Promise ? resolved.then(confirm) : confirm(resolved);
+  };
 }
 
 /** Raises the remembered credential failure (after rate limiting has counted it). */

@@ -1,6 +1,7 @@
 import bourne from '@hapi/bourne';
 import { isUtf8 } from 'node:buffer';
 import querystring from 'node:querystring';
+import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import zlib from 'node:zlib';
 import type { Context, Middleware, Next } from 'koa';
@@ -247,6 +248,24 @@ function readJson(ctx: Context, length: number): Promise<unknown> {
 
 const PARSED_TYPES = { json: true, urlencoded: true } as const;
 
+/** Requests sent with `Expect: 100-continue` whose 100 Continue is sent here, when the body is read. */
+const awaitingContinue = new WeakSet<IncomingMessage>();
+
+/**
+ * Marks a request whose `Expect: 100-continue` the server left unanswered (its 'checkContinue'
+ * event): the 100 Continue goes out when the body parser starts reading, so a request refused
+ * before that (credentials, rate limit, an unparsed type) gets its final answer instead, and the
+ * client never sends the body.
+ */
+export function deferContinue(req: IncomingMessage): void {
+  awaitingContinue.add(req);
+}
+
+/** Asks the client for its body, if it waits to be asked (`deferContinue`). */
+function askForBody(ctx: Context): void {
+  if (awaitingContinue.delete(ctx.req) && !ctx.res.headersSent) ctx.res.writeContinue();
+}
+
 const FORM_NOT_UTF8 = 'body: a form field is not valid UTF-8 (send forms as UTF-8, percent-escapes included)';
 
 /**
@@ -327,8 +346,9 @@ export function bodyParser(): Middleware {
     parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
     onError: (err) => refuse(err),
   });
-  const fast = (ctx: Context, next: Next, length: number) =>
-    readJson(ctx, length).then(
+  const fast = (ctx: Context, next: Next, length: number) => {
+    askForBody(ctx);
+    return readJson(ctx, length).then(
       (body) => {
         checkParsedBody(body, ctx);
         ctx.request.body = body;
@@ -336,6 +356,7 @@ export function bodyParser(): Middleware {
       },
       (err: Error) => refuse(err),
     );
+  };
   return (ctx, next) => {
     const m = ctx.method;
     refuseBadUrl(ctx);
@@ -347,6 +368,7 @@ export function bodyParser(): Middleware {
       const other = otherJsonLength(ctx);
       if (other > 0) return fast(ctx, next, other);
     }
+    askForBody(ctx);
     return parse(ctx, () => {
       checkParsedBody(ctx.request.body, ctx);
       return next();

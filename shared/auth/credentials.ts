@@ -100,6 +100,23 @@ export class CredentialResolver {
     return this.listening && Date.now() - this.lastHeard < SUBSCRIBER_DEAF_AFTER_MS;
   }
 
+  /**
+   * A mark of what the cache knows now: the same mark later means no invalidation arrived between,
+   * so a credential resolved at the first is still what it was (`unchangedSince`). -1 while the cache is
+   * not trusted (an invalidation could be missed): nothing can be concluded then.
+   */
+  changeMark(): number {
+    return this.trusted() ? this.generation : -1;
+  }
+
+  /**
+   * Whether a credential resolved when `changeMark()` gave `mark` needs no second look now: no
+   * invalidation since, and the cache trusted throughout (the subscription dropping bumps the mark).
+   */
+  unchangedSince(mark: number): boolean {
+    return mark !== -1 && mark === this.changeMark();
+  }
+
   /** How long the invalidation subscription has not answered (Infinity before it first stood). */
   silentForMs(): number {
     return this.lastHeard === 0 ? Infinity : Date.now() - this.lastHeard;
@@ -358,6 +375,7 @@ export class CredentialResolver {
     });
     // Invalidations published while the connection was down are lost: drop the cache on both edges.
     subscriber.on('close', () => {
+      this.generation++;
       this.listening = false;
       this.cache.clear();
       this.access.clear();
@@ -366,6 +384,7 @@ export class CredentialResolver {
     let subscribedOnce = false;
     subscriber.on('ready', () => {
       // After a reconnect ioredis re-subscribes in the same tick, ahead of any other traffic.
+      this.generation++;
       this.cache.clear();
       this.access.clear();
       this.listening = subscribedOnce;

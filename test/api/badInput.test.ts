@@ -5,8 +5,10 @@ import { createUser, TestUser } from '../helpers/factories';
 import { rawRequest } from '../helpers/rawHttp';
 import { HttpResult, useStack } from '../helpers/stack';
 
-// The sweep sends a few thousand requests as one admin: lift the per-user rate limit.
-const stack = useStack(test, { env: { RATE_LIMIT_USER: '1000000', RATE_LIMIT_ANONYMOUS: '1000000' } });
+// The sweep sends a few thousand requests as one admin: lift the rate limits (malformed bodies count too).
+const stack = useStack(test, {
+  env: { RATE_LIMIT_USER: '1000000', RATE_LIMIT_ANONYMOUS: '1000000', RATE_LIMIT_GPS_POST: '1000000' },
+});
 
 /** The subset of JSON Schema (OpenAPI 3.1) the route documents use. */
 interface Schema {

@@ -56,7 +56,7 @@ test('an error answer to a request without a body keeps the connection', async (
   t.false(r.closed);
 });
 
-test('a credential revoked while the body is still arriving is refused: the body is read before the credential is checked', async (t) => {
+test('a credential revoked while the body is still arriving is refused: the credential is checked again once the body is in', async (t) => {
   const s = stack();
   const user = await createUser(s.db);
   const body = JSON.stringify({ locale: 'de' });
@@ -78,4 +78,61 @@ test('a credential revoked while the body is still arriving is refused: the body
   socket.destroy();
   t.regex(answer, /^HTTP\/1\.1 401 /);
   t.is((await s.db('users').where('id', user.id).first()).preferred_locale, null);
+});
+
+/**
+ * Sends a head with `Expect: 100-continue` and waits for the first answer line; answers it, and
+ * (when it was 100 Continue and `body` is given) the final answer after sending the body.
+ */
+async function expectContinue(url: string, head: string, body?: string): Promise<{ first: string; final: string }> {
+  const { port } = new URL(url);
+  const socket = net.connect(Number(port), '127.0.0.1');
+  socket.on('error', () => undefined);
+  let answer = '';
+  const arrived = (pattern: RegExp) =>
+    new Promise<void>((resolve) => {
+      const check = () => (pattern.test(answer) ? resolve() : socket.once('data', check));
+      const timer = setTimeout(resolve, 3000);
+      timer.unref();
+      check();
+    });
+  socket.on('data', (d: Buffer) => (answer += d.toString('latin1')));
+  await new Promise((resolve) => socket.once('connect', resolve));
+  socket.write(head);
+  await arrived(/\r\n\r\n/);
+  const first = answer.split('\r\n')[0];
+  let final = '';
+  if (first.includes(' 100 ') && body !== undefined) {
+    const before = answer.length;
+    socket.write(body);
+    await arrived(/\r\n\r\n[\s\S]*HTTP\/1\.1 [2-5]\d\d [\s\S]*\r\n\r\n\{/);
+    final = answer.slice(before).split('\r\n')[0] || answer.split('\r\n\r\n')[1]?.split('\r\n')[0] || '';
+  }
+  socket.destroy();
+  return { first, final };
+}
+
+test('Expect: 100-continue is answered with the refusal, not Continue, when the credential fails', async (t) => {
+  const s = stack();
+  const r = await expectContinue(
+    s.url,
+    'POST /v1/devices HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer not-a-key\r\nExpect: 100-continue\r\n' +
+      'Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n',
+  );
+  t.regex(r.first, /^HTTP\/1\.1 401 /);
+});
+
+test('Expect: 100-continue gets 100 Continue once the credential holds, then the answer to the body', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  const body = JSON.stringify({ locale: 'de' });
+  const r = await expectContinue(
+    s.url,
+    `PATCH /v1/users/${user.id}/locale HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${user.token}\r\n` +
+      `Expect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`,
+    body,
+  );
+  t.regex(r.first, /^HTTP\/1\.1 100 Continue/);
+  t.regex(r.final, /^HTTP\/1\.1 200 /);
+  t.is((await s.db('users').where('id', user.id).first()).preferred_locale, 'de');
 });

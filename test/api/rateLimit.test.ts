@@ -1,4 +1,5 @@
 import test from 'ava';
+import net from 'node:net';
 import { createKey, createUser } from '../helpers/factories';
 import { startStack, useStack } from '../helpers/stack';
 
@@ -104,6 +105,49 @@ test.serial('the GPS limit holds in every spelling the router serves: case and a
     t.is(r.headers.get('x-ratelimit-limit'), '2', path);
   }
 });
+
+/** Sends `head` (and `body`) on a socket of its own; answers what came back within `ms`, and whether it closed. */
+function rawExchange(port: number, head: string, body = '', ms = 3000): Promise<{ answer: string; closed: boolean }> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1', () => socket.write(head + body));
+    let answer = '';
+    socket.on('data', (d: Buffer) => (answer += d.toString('latin1')));
+    socket.on('error', () => undefined);
+    const timer = setTimeout(() => {
+      socket.destroy();
+      resolve({ answer, closed: false });
+    }, ms);
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve({ answer, closed: true });
+    });
+  });
+}
+
+test.serial(
+  'every request counts whatever its body, and one over the limit is refused before its body is read',
+  async (t) => {
+    const s = stack();
+    const client = { 'x-forwarded-for': '10.77.0.9', 'content-type': 'application/json' };
+    // Malformed bodies were answered by the body parser before the limiter saw them: never counted.
+    for (let i = 1; i <= 3; i++) {
+      const r = await s.request('POST', '/v1/auth/login', { headers: client, rawBody: '{"email": ' });
+      t.is(r.status, 400, `request ${i}`);
+      t.is(r.headers.get('x-ratelimit-remaining'), String(3 - i));
+    }
+    const over = await s.request('POST', '/v1/auth/login', { headers: client, rawBody: '{"email": ' });
+    t.is(over.status, 429);
+    // Over the limit, a 4 MB body is not waited for: only its head is sent, and the 429 comes back
+    // with the connection closed (the body is never read).
+    const head =
+      'POST /v1/auth/login HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 10.77.0.9\r\n' +
+      `Content-Type: application/json\r\nContent-Length: ${4 * 1024 * 1024}\r\n\r\n`;
+    const unread = await rawExchange(s.api.port, head, '{"email": "');
+    t.regex(unread.answer, /^HTTP\/1\.1 429 /);
+    t.regex(unread.answer, /\r\nConnection: close\r\n/i);
+    t.true(unread.closed);
+  },
+);
 
 test.serial('system key is unlimited and gets no headers; exempt paths get no headers', async (t) => {
   const s = stack();
