@@ -1,5 +1,8 @@
 import type { GraphQLSchema } from 'graphql';
 import Koa from 'koa';
+import { HttpError } from '../shared/errors';
+import { UPGRADE_REQUIRED, WS_PATH } from '../shared/httpEdge';
+import { isRoutePath } from '../shared/routePaths';
 import { IndexedRouter } from './indexedRouter';
 import { believeOnlyAddresses } from './params';
 import { authenticate, confirmCredential, rejectFailedCredentials } from './middleware/auth';
@@ -49,6 +52,13 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): ApiApp 
   // arrived is closed (errorHandler), so the body is never read. A credential that changed while
   // the body was arriving is checked again once it is in (confirmCredential): a revocation during
   // a slow upload holds for it.
+  // /v1/ws is a WebSocket endpoint, forwarded on 'upgrade' (api/server.ts): a plain request is told so.
+  app.use((ctx, next) => {
+    if (!isRoutePath(ctx.path, WS_PATH)) return next();
+    throw new HttpError(UPGRADE_REQUIRED.status, 'UpgradeRequired', UPGRADE_REQUIRED.message, undefined, {
+      ...UPGRADE_REQUIRED.headers,
+    });
+  });
   app.use(authenticate(routeOf));
   app.use(rateLimit(services.config));
   app.use(rejectFailedCredentials());

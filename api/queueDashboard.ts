@@ -8,12 +8,13 @@ import { authorize, subjects } from '../shared/policies';
 import { QueueName } from '../shared/queues';
 import type { AppContext } from './routing';
 import type { ApiServices } from './services';
+import { isRoutePath, isUnderRoutePath } from '../shared/routePaths';
 
 export const QUEUE_DASHBOARD_PATH = '/v1/admin/queues';
 /** HttpOnly cookie a browser holds the session token in for the dashboard (set by POST …/session). */
 export const QUEUE_DASHBOARD_COOKIE = 'queue_dashboard_session';
 /** Bull Board's JSON API (queues, jobs, retries, Redis stats): every call reads or writes Redis. */
-const QUEUE_DASHBOARD_API = `${QUEUE_DASHBOARD_PATH}/api/`;
+const QUEUE_DASHBOARD_API = `${QUEUE_DASHBOARD_PATH}/api`;
 
 /**
  * Bull Board mounted at /v1/admin/queues, showing every queue of the registry (shared/queues.ts):
@@ -58,7 +59,7 @@ export function queueDashboard(services: ApiServices): Middleware {
     ctx.set('Cache-Control', 'no-store');
     ctx.set('X-Frame-Options', 'DENY');
     ctx.set('Content-Security-Policy', "frame-ancestors 'none'");
-    if (ctx.path.startsWith(QUEUE_DASHBOARD_API)) await redisAnswers(c.services);
+    if (isUnderRoutePath(ctx.path, QUEUE_DASHBOARD_API)) await redisAnswers(c.services);
     // The board is given a `next` of its own: whatever runs after it (the router's 404 and 405 with
     // Allow) must run outside Bull Board's error handler, which answers every error with a 500.
     await boardFor()(ctx, async () => undefined);
@@ -80,8 +81,8 @@ export function queueDashboard(services: ApiServices): Middleware {
   // Every other request passes straight on: no promise of this middleware's own.
   return (ctx, next) => {
     const path = ctx.path;
-    if (path !== QUEUE_DASHBOARD_PATH && !path.startsWith(`${QUEUE_DASHBOARD_PATH}/`)) return next();
-    if (path === `${QUEUE_DASHBOARD_PATH}/session`) return next(); // a regular route (api/routes/queueDashboard.ts)
+    if (!isUnderRoutePath(path, QUEUE_DASHBOARD_PATH)) return next();
+    if (isRoutePath(path, `${QUEUE_DASHBOARD_PATH}/session`)) return next(); // a regular route (api/routes/queueDashboard.ts)
     return serve(ctx, next);
   };
 }

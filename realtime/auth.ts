@@ -10,6 +10,7 @@ import { mayBeChatBot } from './access';
 import type { ConnectionAuth } from './hub';
 import { principalForUser, redeemWsTicket, TICKET_SUBPROTOCOL } from '../shared/auth/wsTickets';
 import { isUuid } from '../shared/zod';
+import { repeatsAuthorization } from '../shared/httpEdge';
 
 export type UpgradeAuth =
   | {
@@ -69,6 +70,12 @@ export async function authenticateUpgrade(req: http.IncomingMessage, deps: AuthD
     auth = { kind: 'ticket', ticket: r.data };
     subprotocol = TICKET_SUBPROTOCOL;
   } else if (req.headers.authorization !== undefined) {
+    if (repeatsAuthorization(req))
+      return {
+        ok: false,
+        status: 401,
+        message: 'malformed Authorization header: send one Authorization header, not several',
+      };
     const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization);
     if (!m) return { ok: false, status: 401, message: 'malformed Authorization header: expected Bearer <token>' };
     const result = await deps.credentials.resolve(m[1]);

@@ -2,7 +2,13 @@ import http from 'node:http';
 import type net from 'node:net';
 import { WebSocket, WebSocketServer } from 'ws';
 import { databaseFailureReason, errorName, isDatabaseUnavailable, RETRY_AFTER_SECONDS } from '../shared/errors';
-import { answerMalformedRequests, refuseSocket, requestTimeouts, upgradeProblem } from '../shared/httpEdge';
+import {
+  answerMalformedRequests,
+  refuseSocket,
+  requestTimeouts,
+  UPGRADE_REQUIRED,
+  upgradeProblem,
+} from '../shared/httpEdge';
 import type { Logger } from '../shared/logger';
 import { AuthDeps, authenticateUpgrade, UpgradeAuth } from './auth';
 
@@ -33,8 +39,8 @@ export function acceptUpgrades(
   });
   // The api's request timeouts: an idle or half-sent handshake holds a connection 10 s, not 60-300.
   const server = http.createServer(requestTimeouts(deps.config.httpRequestTimeoutMs), (_req, res) => {
-    res.writeHead(426, { 'Content-Type': 'application/json' });
-    res.end(JSON.stringify({ error: errorName(426), message: 'connect with a WebSocket client to /v1/ws' }));
+    res.writeHead(UPGRADE_REQUIRED.status, { 'Content-Type': 'application/json', ...UPGRADE_REQUIRED.headers });
+    res.end(JSON.stringify({ error: errorName(UPGRADE_REQUIRED.status), message: UPGRADE_REQUIRED.message }));
   });
 
   answerMalformedRequests(server);

@@ -1,9 +1,10 @@
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { errorName } from './errors';
+import { isRoutePath } from './routePaths';
 
 /** The one WebSocket path (api forwards it, realtime serves it). */
-const WS_PATH = '/v1/ws';
+export const WS_PATH = '/v1/ws';
 
 /** How long a refused connection keeps draining what the client still sends before it is cut. */
 const LINGER_MS = 1000;
@@ -150,7 +151,7 @@ export function upgradeProblem(
   req: http.IncomingMessage,
 ): { status: number; message: string; headers?: Record<string, string> } | null {
   const path = (req.url ?? '').split('?')[0];
-  if (path !== WS_PATH) return { status: 404, message: `no WebSocket endpoint here; connect to ${WS_PATH}` };
+  if (!isRoutePath(path, WS_PATH)) return { status: 404, message: `no WebSocket endpoint here; connect to ${WS_PATH}` };
   if (req.method !== 'GET')
     return { status: 405, message: 'a WebSocket handshake is a GET', headers: { Allow: 'GET' } };
   if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket')
@@ -164,6 +165,27 @@ export function upgradeProblem(
   }
   return null;
 }
+
+/**
+ * Whether a request carries more than one Authorization line. Node keeps only the first, and a
+ * proxy may keep another: two credentials are refused (401), never one of them guessed at.
+ */
+export function repeatsAuthorization(req: http.IncomingMessage): boolean {
+  const raw = req.rawHeaders;
+  let seen = 0;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i];
+    if (name.length === 13 && name.toLowerCase() === 'authorization' && ++seen > 1) return true;
+  }
+  return false;
+}
+
+/** What a request to WS_PATH that is not a WebSocket handshake gets: 426 naming the protocol (RFC 9110 §15.5.22). */
+export const UPGRADE_REQUIRED = {
+  status: 426,
+  headers: { Upgrade: 'websocket', Connection: 'Upgrade' },
+  message: `connect with a WebSocket client to ${WS_PATH}`,
+} as const;
 
 /**
  * `server.listen`, rejecting with the error a listen fails with (the port in use, out of range, a

@@ -1,4 +1,5 @@
 import { badRequest, forbidden, HttpError, notFound, unauthorized } from './errors';
+import { isRoutePath, isUnderRoutePath } from './routePaths';
 
 /**
  * The one authorisation module. REST routes, GraphQL resolvers and the realtime process all ask
@@ -301,11 +302,13 @@ export const SYSTEM_KEY_ALLOWLIST: Array<{ path: string; match: 'exact' | 'prefi
   { path: '/v1/ws', match: 'exact' },
 ];
 
-/** Whether the system key may call `path` (trailing slashes ignored; prefixes match whole segments). */
+/**
+ * Whether the system key may call `path`, compared as the router matches paths (shared/routePaths:
+ * any case, one trailing slash; prefixes match whole segments).
+ */
 export function systemKeyAllowed(path: string): boolean {
-  const p = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
   return SYSTEM_KEY_ALLOWLIST.some(({ path: a, match }) =>
-    match === 'exact' ? p === a : p === a || p.startsWith(a + '/'),
+    match === 'exact' ? isRoutePath(path, a) : isUnderRoutePath(path, a),
   );
 }
 

@@ -1,6 +1,7 @@
 import type { Context, Middleware, Next } from 'koa';
 import type { CredentialResult } from '../../shared/auth/credentials';
 import { forbidden, HttpError, unauthorized } from '../../shared/errors';
+import { repeatsAuthorization } from '../../shared/httpEdge';
 import { ANONYMOUS, systemKeyAllowed } from '../../shared/policies';
 import type { AppContext, RouteTraits } from '../routing';
 
@@ -15,7 +16,7 @@ function bearerToken(header: string | undefined): string | null | undefined {
  * Resolves the caller once per request into `ctx.state.principal` (X-User-Id is never read).
  * A failed credential is remembered, not thrown, so the rate limiter can count it against the
  * caller's IP before the 401 goes out. Anonymous requests pass without making a promise.
- * An Authorization header that is not a bearer credential is refused, except on a route that
+ * An Authorization header that is not a bearer credential (or more than one) is refused, except on a route that
  * authenticates OAuth clients itself (`authenticatesClients` in its definition, found by
  * `routeOf`): the request goes on anonymous, and the header is the route's to check
  * (`ctx.state.clientAuthorization`, HTTP Basic client credentials).
@@ -24,15 +25,19 @@ export function authenticate(routeOf?: (ctx: Context) => RouteTraits | undefined
   return (ctx, next) => {
     const c = ctx as unknown as AppContext;
     const header = ctx.get('authorization') || undefined;
-    const token = bearerToken(header);
+    // Two credentials are not one: which would count is a guess a proxy and this process may make differently.
+    const repeated = header !== undefined && repeatsAuthorization(ctx.req);
+    const token = repeated ? undefined : bearerToken(header);
     c.state.principal = ANONYMOUS;
     if (token === undefined) {
-      if (routeOf?.(ctx)?.authenticatesClients) {
+      if (!repeated && routeOf?.(ctx)?.authenticatesClients) {
         c.state.clientAuthorization = header;
         return next();
       }
       (c.state as { authFailure?: HttpError }).authFailure = unauthorized(
-        'malformed Authorization header: expected Bearer <token>',
+        repeated
+          ? 'malformed Authorization header: send one Authorization header, not several'
+          : 'malformed Authorization header: expected Bearer <token>',
       );
       return next();
     }

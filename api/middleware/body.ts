@@ -10,6 +10,7 @@ import { HttpMethodEnum, koaBody } from 'koa-body';
 import { isJsonBody, isUrlencodedBody } from 'koa-body/lib/utils/body-type-util';
 import { HttpError } from '../../shared/errors';
 import { checkJsonLimits, jsonValuesOver, MAX_JSON_VALUES } from '../../shared/jsonLimits';
+import { isRoutePath } from '../../shared/routePaths';
 
 /** Largest JSON body (the koa-body limit below, in bytes for the fast path). */
 const JSON_LIMIT_BYTES = 4 * 1024 * 1024;
@@ -311,10 +312,9 @@ function refuseUnparsedType(ctx: Context): void {
   if (isJsonBody(ctx, options) || isUrlencodedBody(ctx, options)) return;
   // GraphQL takes JSON only (graphql-http refuses forms). Elsewhere the route is not known yet: a
   // form suits only routes whose fields are all text (the others answer it with their own 415).
-  const accepted =
-    ctx.path === '/v1/gql'
-      ? 'application/json (UTF-8)'
-      : 'application/json (a route whose fields are all text also takes a form, application/x-www-form-urlencoded)';
+  const accepted = isRoutePath(ctx.path, '/v1/gql')
+    ? 'application/json (UTF-8)'
+    : 'application/json (a route whose fields are all text also takes a form, application/x-www-form-urlencoded)';
   throw new HttpError(
     415,
     'UnsupportedMediaType',

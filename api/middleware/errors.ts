@@ -14,6 +14,7 @@ import type { OutageLog } from '../../shared/outageLog';
 import { endOfTurn, leavesAtEndOfTurn } from '../answerTurn';
 import { compressAnswer } from '../compression';
 import type { RouteTraits } from '../routing';
+import { isRoutePath } from '../../shared/routePaths';
 
 const GRAPHQL_PATH = '/v1/gql';
 
@@ -127,18 +128,17 @@ export function errorHandler(
       // Refused before its body was read (a 415, say): the connection is closed after the answer,
       // or Node would read and discard the rest of the body, unbounded, to reuse it.
       if (!ctx.req.complete) ctx.set('Connection', 'close');
-      ctx.body =
-        ctx.path === GRAPHQL_PATH
-          ? // A GraphQL client reads errors in GraphQL's format, whatever refused the request (rate limit, credentials, body).
-            {
-              errors: [
-                {
-                  message: httpErr.message,
-                  extensions: { code: graphqlCode(httpErr.status), status: httpErr.status, ...(httpErr.extra ?? {}) },
-                },
-              ],
-            }
-          : { error: httpErr.error, message: httpErr.message, ...(httpErr.extra ?? {}) };
+      ctx.body = isRoutePath(ctx.path, GRAPHQL_PATH)
+        ? // A GraphQL client reads errors in GraphQL's format, whatever refused the request (rate limit, credentials, body).
+          {
+            errors: [
+              {
+                message: httpErr.message,
+                extensions: { code: graphqlCode(httpErr.status), status: httpErr.status, ...(httpErr.extra ?? {}) },
+              },
+            ],
+          }
+        : { error: httpErr.error, message: httpErr.message, ...(httpErr.extra ?? {}) };
     }
     // Not kept by any cache unless the route says otherwise (its own Cache-Control, or an ETag to
     // revalidate with): answers carry sessions, keys, secrets and personal data.

@@ -3,32 +3,15 @@ import type { Config, RateTier } from '../../shared/config';
 import { counterAddress } from '../../shared/addressBlock';
 import { carriesInternalToken } from '../params';
 import { HttpError } from '../../shared/errors';
+import { isRoutePath, isUnderRoutePath } from '../../shared/routePaths';
 import type { RateDecision, RateLimiter } from '../../shared/caches/rateLimiter';
 import type { Principal } from '../../shared/policies';
 
+const EXEMPT_PATHS = ['/health', '/v1/health', '/v1/ws', '/v1/openapi.json', '/v1/schema'];
+
 /** Paths never counted and never given rate-limit headers (spec §8); the OpenAPI document's 429s follow it. */
 export function isRateLimitExempt(path: string): boolean {
-  return (
-    path === '/health' ||
-    path === '/v1/health' ||
-    path === '/v1/ws' ||
-    path === '/v1/openapi.json' ||
-    path === '/v1/schema' ||
-    path === '/v1/swagger-ui' ||
-    path.startsWith('/v1/swagger-ui/')
-  );
-}
-
-/**
- * Whether `path` is the literal route path `route` as the router matches it: without regard to
- * case and with one optional trailing `/` (`/V1/GPS/` is POST /v1/gps). An exact comparison let
- * those spellings past the route's own limit while the router still served them.
- */
-export function isRoutePath(path: string, route: string): boolean {
-  const extra = path.length - route.length;
-  if (extra !== 0 && !(extra === 1 && path.endsWith('/'))) return false;
-  const head = extra ? path.slice(0, route.length) : path;
-  return head === route || head.toLowerCase() === route;
+  return EXEMPT_PATHS.some((exempt) => isRoutePath(path, exempt)) || isUnderRoutePath(path, '/v1/swagger-ui');
 }
 
 /** Route-specific limits counted on top of the caller's tier. */

@@ -112,3 +112,42 @@ test('a plain HTTP request to the realtime port is a JSON 426 Upgrade Required',
     t.regex(body.message, /WebSocket/);
   }
 });
+
+test('the WebSocket endpoint answers in every spelling the REST routes are served in: any case, one trailing slash', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  for (const { name, instance } of entries(s)) {
+    for (const path of ['/V1/WS', '/v1/ws/', '/v1/Ws/']) {
+      const conn = await connect(wsBase(s, instance), { token: user.token, path });
+      t.is(conn.ws.readyState, conn.ws.OPEN, `${name} ${path}`);
+      conn.ws.close();
+    }
+  }
+});
+
+test('a plain request to /v1/ws on the api port is a 426 naming the protocol to upgrade to', async (t) => {
+  const s = stack();
+  for (const path of ['/v1/ws', '/V1/WS/']) {
+    const r = await fetch(`${s.url}${path}`);
+    t.is(r.status, 426, path);
+    t.is(r.headers.get('upgrade'), 'websocket', path);
+    t.is(((await r.json()) as { error: string }).error, 'UpgradeRequired');
+  }
+  const direct = await fetch(`http://127.0.0.1:${s.realtime[0].port}/v1/ws`);
+  t.is(direct.status, 426);
+  t.is(direct.headers.get('upgrade'), 'websocket');
+});
+
+test('a handshake with two Authorization lines is refused with 401, on both ports', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  for (const { name, port } of entries(s)) {
+    const head = handshake('/v1/ws', { Authorization: `Bearer ${user.token}` }).replace(
+      '\r\n\r\n',
+      '\r\nAuthorization: Bearer someone-else\r\n\r\n',
+    );
+    const r = await rawRequest(port, head);
+    t.is(r.status, 401, `${name}: ${r.raw}`);
+    t.regex(r.body.message, /one Authorization header/);
+  }
+});

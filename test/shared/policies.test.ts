@@ -119,6 +119,12 @@ test('system key allowlist: exact routes match only themselves, prefixes match w
   t.true(systemKeyAllowed('/v1/ws'));
   t.false(systemKeyAllowed('/v1/users'));
   t.false(systemKeyAllowed('/health'));
+  // As the router serves paths: any case, one trailing slash.
+  t.true(systemKeyAllowed('/V1/GQL'));
+  t.true(systemKeyAllowed('/v1/gql/'));
+  t.true(systemKeyAllowed('/V1/Sessions/abc'));
+  t.false(systemKeyAllowed('/V1/USERS'));
+  t.false(systemKeyAllowed('/v1/gql//'));
 });
 
 test('default roles: Admin and System *:*, 2FA grants of spec §5.3, API roles as described', (t) => {
