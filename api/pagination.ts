@@ -16,6 +16,7 @@ import {
 } from '../shared/queries/counters';
 import { PLANNED_PER_VALUES } from '../shared/preparedStatements';
 import { queryOncePerTurn } from '../shared/rowLoader';
+import { canonicalPath, canonicalQuery } from './canonicalUrl';
 
 /** `page` and `limit` query fields; limit defaults per endpoint and never exceeds 100. */
 export const paginationQuery = (defaultLimit: number) =>
@@ -35,14 +36,16 @@ export interface Paginated<T> {
   _links: { self: string; first: string; last: string; prev?: string; next?: string };
 }
 
-/** The _links of one page, keeping the request's other query fields. */
+/** The _links of one page, keeping the request's other declared query fields (api/canonicalUrl.ts). */
 export function pageLinks(ctx: Context, { page, limit }: Page, total: number): Paginated<unknown>['_links'] {
   const totalPages = Math.max(1, Math.ceil(total / limit));
+  const path = canonicalPath(ctx);
+  const query = canonicalQuery(ctx);
   const link = (p: number) => {
-    const q = new URLSearchParams(ctx.querystring);
+    const q = new URLSearchParams(query);
     q.set('page', String(p));
     q.set('limit', String(limit));
-    return `${ctx.path}?${q.toString()}`;
+    return `${path}?${q.toString()}`;
   };
   const links: Paginated<unknown>['_links'] = { self: link(page), first: link(1), last: link(totalPages) };
   if (page > 1) links.prev = link(Math.min(page - 1, totalPages));

@@ -4,6 +4,7 @@ import { KeyedVersionRef, versionTag } from '../shared/caches/tableVersions';
 import { reusable } from './compression';
 import { coalesced } from '../shared/rowLoader';
 import { sendValidatedBytes } from './responses';
+import { canonicalUrl } from './canonicalUrl';
 import type { AppContext } from './routing';
 
 interface Entry {
@@ -54,7 +55,7 @@ function answerBytes(answer: BuiltAnswer): { bytes: Buffer; type: string } {
 }
 
 /**
- * Serialised answers by request path and query, least recently used out first: up to 4,096 of
+ * Serialised answers by request URL (the documented spelling, api/canonicalUrl.ts), least recently used out first: up to 4,096 of
  * them and 64 MB of JSON per process (a page of a list is a few KB; a whole reference table can be
  * MBs).
  */
@@ -78,7 +79,7 @@ const builds = coalesced<Entry>();
 const running = new Map<string, { tag: string; entry: Promise<Entry> }>();
 /**
  * Answers a read whose body depends only on the content of `sources`, the request's path and
- * query, and on the caller at most through `variant` (a value decided by a policy: answers are
+ * declared query, and on the caller at most through `variant` (a value decided by a policy: answers are
  * kept per variant, so callers with equal variants share one and no other caller is ever sent it).
  * The serialised body is kept per process and reused while the sources' version tag is unchanged
  * (and, for an answer about time, until `answerValidUntil`), so a repeat costs no query of the
@@ -98,7 +99,8 @@ export async function cachedResponse(
   build: () => Promise<BuiltAnswer>,
   variant?: string,
 ) {
-  const url = ctx.querystring ? `${ctx.path}?${ctx.querystring}` : ctx.path;
+  // The documented spelling: `/V1/ROLES/?_=1` is `/v1/roles`, one entry, not one per spelling.
+  const url = canonicalUrl(ctx);
   // A path never holds a newline: the variant cannot be confused with part of a URL.
   const key = variant === undefined ? url : `${variant}\n${url}`;
   const db = ctx.services.db;

@@ -2,6 +2,7 @@ import type { Context } from 'koa';
 import type { ZodTypeAny } from 'zod';
 import { z } from '../shared/zod';
 import { DYNAMIC_MIN_BYTES, reusable } from './compression';
+import { canonicalUrl } from './canonicalUrl';
 
 /**
  * The response envelopes, built in one place: `{data, _links}` for a resource or a bare list,
@@ -16,11 +17,12 @@ export interface Envelope<T> {
 }
 
 /**
- * `{data, _links: {self}}`: a single resource, or a bare list of them. `self` is the request's path
- * with its query: a query that selects (`?lat=…&lon=…`, `?user_id=…`) is part of what was answered.
+ * `{data, _links: {self}}`: a single resource, or a bare list of them. `self` is the request's URL
+ * in its documented spelling with its declared query (api/canonicalUrl.ts): a query that selects
+ * (`?lat=…&lon=…`, `?user_id=…`) is part of what was answered.
  */
-export function resource<T>(ctx: Pick<Context, 'path' | 'querystring'>, data: T, self?: string): Envelope<T> {
-  return { data, _links: { self: self ?? (ctx.querystring ? `${ctx.path}?${ctx.querystring}` : ctx.path) } };
+export function resource<T>(ctx: Context, data: T, self?: string): Envelope<T> {
+  return { data, _links: { self: self ?? canonicalUrl(ctx) } };
 }
 
 const selfLinks = z.object({ self: z.string() }).openapi('SelfLinks');
@@ -126,13 +128,14 @@ const serialised = new WeakMap<object, Map<string, Buffer>>();
 export function sharedJson(ctx: Context, shared: object, build: () => unknown): void {
   let byUrl = serialised.get(shared);
   if (!byUrl) serialised.set(shared, (byUrl = new Map()));
-  let json = byUrl.get(ctx.url);
+  const url = canonicalUrl(ctx);
+  let json = byUrl.get(url);
   if (!json) {
     json = Buffer.from(JSON.stringify(build()));
     // Shared by one turn's callers, or one flight's: compressed once for them (at the per-request
     // level, the bytes are remade all the time) when it is large enough to be compressed at all
     // (api/compression.ts), as any answer of its size would be.
-    byUrl.set(ctx.url, json.length >= DYNAMIC_MIN_BYTES ? reusable(json, { shortLived: true }) : json);
+    byUrl.set(url, json.length >= DYNAMIC_MIN_BYTES ? reusable(json, { shortLived: true }) : json);
   }
   ctx.type = 'application/json';
   ctx.body = json;

@@ -22,12 +22,15 @@ import { validatesItems } from './middleware/body';
 import { clientIp, headerText } from './params';
 import { describeSecurity, formExpressible, registerOperation, ResponseDoc } from './openapiSpec';
 import { CACHED_HEADERS, cachedResponse } from './responseCache';
+import { RequestUrl, urlForm } from './canonicalUrl';
 import type { ApiServices } from './services';
 
 export interface AppState {
   principal: Principal;
   /** Raw Bearer token of the request, when one was sent and resolved. */
   token?: string;
+  /** The request's URL as defineRoute's route knows it (api/canonicalUrl.ts). */
+  url?: RequestUrl;
   /** The credential cache's change mark when the token was resolved (`confirmCredential`). */
   credentialMark?: number;
   /** Until when (epoch ms) the answer being built holds without a write (`answerValidUntil`). */
@@ -306,6 +309,7 @@ export function defineRoute<
   // A form's values are all text: only a body of text fields takes one (and the document says so).
   const refusesForms = def.body !== undefined && !formExpressible(def.body);
   const queryKeys = new Set(def.query ? Object.keys(objectShape(def.query)) : []);
+  const form = urlForm(def.path, [...queryKeys]);
   const cacheBy = def.cacheBy;
   if (cacheBy) assertCacheable(def);
   else if (def.cacheVariant) throw new Error(`${def.method.toUpperCase()} ${def.path}: cacheVariant needs cacheBy`);
@@ -319,6 +323,7 @@ export function defineRoute<
     if (ctx.querystring.includes('[') || ctx.querystring.includes('%5B')) refuseBracketForms(ctx.query, queryKeys);
     const rawQuery = parse(input.query, ctx.query, 'query');
     const query = (def.query ? rawQuery : {}) as z.infer<Q>;
+    c.state.url = { form, params: params as Record<string, unknown> };
     const rawBody = (ctx.request as { body?: unknown }).body;
     if (refusesForms && rawBody !== undefined && isFormRequest(ctx)) throw formRefused(ctx);
     const body: z.infer<B> = parse(input.body, def.body ? (rawBody ?? {}) : rawBody, 'body');

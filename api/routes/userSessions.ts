@@ -1,3 +1,4 @@
+import { canonicalPath } from '../canonicalUrl';
 import Router from '@koa/router';
 import { revokeOtherSessions, revokeOwnSession } from '../../shared/commands/sessions';
 import { ACCOUNT_SCOPES, authorize, Principal, subjects } from '../../shared/policies';
@@ -37,7 +38,7 @@ export function userSessionRoutes(router: ApiRouter): void {
       const { userId, sessionId } = sessionCaller(ctx.state.principal);
       const db = ctx.services.db;
       const { sessions, platformNames } = await liveUserSessions(db, userId);
-      ctx.body = presentUserSessions(sessions, sessionId, platformNames, ctx.path);
+      ctx.body = presentUserSessions(sessions, sessionId, platformNames, canonicalPath(ctx));
     },
   );
 
