@@ -127,6 +127,20 @@ export function preferredEncoding(header: string | undefined): Encoding | undefi
 }
 
 /**
+ * On a 304 in place of `bytes` (answered as `type`): the `Vary` and ETag form the 200 would have
+ * carried, so a cache revalidating a compressed answer (weak ETag) sees the same validator and
+ * knows the answer varies (RFC 9110 §15.4.5: a 304 carries what the 200 would have in those).
+ */
+export function notModifiedHeaders(ctx: Context, bytes: Buffer, type: string): void {
+  const once = compressedForms.has(bytes);
+  if (bytes.length < (once ? MIN_BYTES : DYNAMIC_MIN_BYTES) || !compressibleType(type)) return;
+  ctx.vary('Accept-Encoding');
+  if (!preferredEncoding(ctx.get('Accept-Encoding')) || (!once && ctx.method === 'HEAD')) return;
+  const etag = ctx.response.get('ETag');
+  if (etag && !etag.startsWith('W/')) ctx.set('ETag', `W/${etag}`);
+}
+
+/**
  * Compresses the answer in `ctx` if it should be (see above): called by the error handler
  * (api/middleware/errors.ts) once the route has answered, so that it adds no middleware layer, no
  * promise and no await to the answers it leaves alone (most of them); it returns a promise only

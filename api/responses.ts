@@ -1,7 +1,7 @@
 import type { Context } from 'koa';
 import type { ZodTypeAny } from 'zod';
 import { z } from '../shared/zod';
-import { DYNAMIC_MIN_BYTES, reusable } from './compression';
+import { DYNAMIC_MIN_BYTES, notModifiedHeaders, reusable } from './compression';
 import { canonicalUrl } from './canonicalUrl';
 
 /**
@@ -99,6 +99,7 @@ export function sendValidatedBytes(
   ctx.status = 200;
   if (ctx.fresh) {
     ctx.status = 304;
+    notModifiedHeaders(ctx, answer.body, answer.type);
     return;
   }
   ctx.type = answer.type;

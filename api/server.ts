@@ -10,7 +10,9 @@ import { RETRY_AFTER_SECONDS, toHttpError } from '../shared/errors';
 import {
   answerMalformedRequests,
   listen,
-  refuseMissingHost,
+  refuseBadRequestHead,
+  closeLingering,
+  requestHeadProblem,
   refuseSocket,
   requestTimeouts,
   upgradeProblem,
@@ -87,11 +89,54 @@ export interface RunningApi {
  * into an upgraded stream would be read as a corrupt frame). A drain ends a piped tunnel with 1012
  * "service restart" between two frames, and one still connecting upstream with a 503.
  */
-function forwardUpgrades(server: http.Server, config: Config, logger: Logger, connections: HttpDrain): void {
+/**
+ * Serves a request that asked to upgrade to something other than a WebSocket (`Upgrade: h2c`, as
+ * `curl --http2` sends on http://) as the HTTP/1.1 request it also is: RFC 9110 §7.8 lets a server
+ * ignore Upgrade, and Node hands every request with an Upgrade header to the 'upgrade' listener,
+ * which would otherwise have refused it on every route. The connection closes after the answer
+ * (its parser is gone). A body would have to be read from the bare socket: such a request is
+ * refused, naming what to send instead.
+ */
+function serveIgnoringUpgrade(
+  req: http.IncomingMessage,
+  socket: Duplex,
+  handle: (req: http.IncomingMessage, res: http.ServerResponse) => void,
+  connections: HttpDrain,
+): void {
+  const declared = req.headers['content-length'];
+  if (req.headers['transfer-encoding'] !== undefined || (declared !== undefined && !/^0+$/.test(declared)))
+    return refuseSocket(
+      socket,
+      400,
+      `Upgrade: '${String(req.headers.upgrade).slice(0, 40)}' is not supported; send the request without Upgrade`,
+    );
+  const problem = requestHeadProblem(req);
+  if (problem) return refuseSocket(socket, problem.status, problem.message);
+  const res = new http.ServerResponse(req);
+  res.shouldKeepAlive = false;
+  res.assignSocket(socket as net.Socket);
+  res.once('finish', () => closeLingering(socket));
+  socket.on('error', () => socket.destroy());
+  // A drain lets the answer finish; the socket ends after it.
+  connections.onTunnelClose(socket, () => undefined);
+  // Nothing more is read as this request's body.
+  req.push(null);
+  handle(req, res);
+}
+
+function forwardUpgrades(
+  server: http.Server,
+  config: Config,
+  logger: Logger,
+  connections: HttpDrain,
+  handle: (req: http.IncomingMessage, res: http.ServerResponse) => void,
+): void {
   // Clients reconnect at once (docs/websocket.md): while realtime is down, one line per refusal
   // would be one per client and attempt. Folded, with a line when it accepts connections again.
   const realtime = new OutageLog(logger, 'realtime process');
   server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (!/(?:^|,)\s*websocket\s*(?:,|$)/i.test(req.headers.upgrade ?? ''))
+      return serveIgnoringUpgrade(req, socket, handle, connections);
     const problem = upgradeProblem(req);
     if (problem) return refuseSocket(socket, problem.status, problem.message, problem.headers);
     let tunnel: WsTunnel | undefined;
@@ -165,11 +210,11 @@ export async function startApi(
   const server = http.createServer(
     {
       ...requestTimeouts(config.httpRequestTimeoutMs),
-      // Refused by refuseMissingHost instead, with a JSON answer (Node's 400 has no body).
+      // Refused by refuseBadRequestHead instead, with a JSON answer (Node's 400 has no body).
       requireHostHeader: false,
     },
     // A request pipelined behind its socket's last answer is not run (api/drain.ts).
-    (req, res) => (connections.unanswerable(req) || refuseMissingHost(req, res) ? undefined : handle(req, res)),
+    (req, res) => (connections.unanswerable(req) || refuseBadRequestHead(req, res) ? undefined : handle(req, res)),
   );
   // `Expect: 100-continue` is answered when the body is read (api/middleware/body.ts), not at once
   // as Node does by default: a request refused first (credentials, rate limit) sends no body.
@@ -185,7 +230,7 @@ export async function startApi(
     endWaits: () => ctx.endWaits(),
     routeOf: (method, path) => app.routePattern(method, path),
   });
-  forwardUpgrades(server, config, ctx.logger, connections);
+  forwardUpgrades(server, config, ctx.logger, connections, handle);
   // geoip-lite's database (about a second) is loaded now, not by the first audit event a request writes.
   loadGeoIp();
   await listen(server, opts.port ?? config.port, config.host);

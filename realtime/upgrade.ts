@@ -39,7 +39,11 @@ export function acceptUpgrades(
   });
   // The api's request timeouts: an idle or half-sent handshake holds a connection 10 s, not 60-300.
   const server = http.createServer(requestTimeouts(deps.config.httpRequestTimeoutMs), (_req, res) => {
-    res.writeHead(UPGRADE_REQUIRED.status, { 'Content-Type': 'application/json', ...UPGRADE_REQUIRED.headers });
+    res.writeHead(UPGRADE_REQUIRED.status, {
+      'Content-Type': 'application/json',
+      'X-Content-Type-Options': 'nosniff',
+      ...UPGRADE_REQUIRED.headers,
+    });
     res.end(JSON.stringify({ error: errorName(UPGRADE_REQUIRED.status), message: UPGRADE_REQUIRED.message }));
   });
 

@@ -40,6 +40,7 @@ export function refuseSocket(
   const lines = [
     `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? 'Error'}`,
     'Content-Type: application/json; charset=utf-8',
+    'X-Content-Type-Options: nosniff',
     `Content-Length: ${Buffer.byteLength(body)}`,
     'Connection: close',
     ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
@@ -50,8 +51,13 @@ export function refuseSocket(
 /** The status and message for an error of Node's HTTP parser (llhttp codes). */
 function parserErrorAnswer(err: NodeJS.ErrnoException): [number, string] {
   switch (err.code) {
-    case 'HPE_HEADER_OVERFLOW':
+    case 'HPE_HEADER_OVERFLOW': {
+      // A request line that has not ended within the limit is a URL too long, not headers (RFC 9110 §15.5.15).
+      const start = (err as { rawPacket?: Buffer }).rawPacket?.subarray(0, 16 * 1024 + 64).toString('latin1') ?? '';
+      if (/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,32} [^\r\n]{1024,}$/.test(start))
+        return [414, 'request URL too long (with the headers, 16 KB at most)'];
       return [431, 'request headers too large (16 KB at most)'];
+    }
     case 'ERR_HTTP_REQUEST_TIMEOUT':
       return [408, 'the request was not received in time'];
     case 'HPE_INVALID_METHOD': {
@@ -92,7 +98,7 @@ export function requestTimeouts(requestTimeout: number) {
  * Requests Node rejects before any handler runs get a JSON answer like every other error: parser
  * errors (invalid method token, oversize headers → 431, broken chunking → 400) through
  * `clientError`, CONNECT (which Node would otherwise drop silently) a 405, and an Expect Node
- * does not meet a 417 (a request without Host: `refuseMissingHost`).
+ * does not meet a 417 (a request head Node lets through: `refuseBadRequestHead`).
  */
 export function answerMalformedRequests(server: http.Server): void {
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
@@ -121,13 +127,57 @@ export function answerMalformedRequests(server: http.Server): void {
 }
 
 /**
- * Refuses an HTTP/1.1 request without a Host header (RFC 9112 §3.2), as Node would with its
- * `requireHostHeader`, but with a JSON answer (Node's has no body): the server is created with
+ * A Host header's value (RFC 9110 §7.2, RFC 3986 §3.2.2): a registered name, an IPv4 address or an
+ * IP literal in brackets, with an optional port. An empty value is allowed (an authority-less URI).
+ */
+const HOST_VALUE = /^(?:[A-Za-z0-9\-._~!$&'()*+,;=%]*|\[[0-9A-Fa-f:.]+\])(?::\d{0,5})?$/;
+
+/** How many lines of header `name` (lower case) a request carries. */
+function headerLines(req: http.IncomingMessage, name: string): number {
+  const raw = req.rawHeaders;
+  let n = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i].length === name.length && raw[i].toLowerCase() === name) n++;
+  return n;
+}
+
+/**
+ * Why a request's head cannot be served, before any handler runs (null: it can), as Node would
+ * refuse some of them but with a JSON answer (Node's have no body):
+ * - a major HTTP version other than 1 (`HTTP/2.0` in a request line): 505;
+ * - an HTTP/1.1 request without Host, or any request with more than one Host line or a Host that is
+ *   not a host and port: 400 (RFC 9112 §3.2: which host was meant cannot be known);
+ * - a Transfer-Encoding other than a lone `chunked` (`gzip, chunked`): 501 (RFC 9112 §6.1), where
+ *   it would have been read as if the coding were not there.
+ */
+export function requestHeadProblem(req: http.IncomingMessage): { status: number; message: string } | null {
+  if (req.httpVersionMajor !== 1)
+    return {
+      status: 505,
+      message: `HTTP/${req.httpVersionMajor}.${req.httpVersionMinor} is not supported: use HTTP/1.1`,
+    };
+  const host = req.headers.host;
+  if (host === undefined) {
+    if (req.httpVersionMinor >= 1) return { status: 400, message: 'Host: required in an HTTP/1.1 request' };
+  } else if (headerLines(req, 'host') > 1) return { status: 400, message: 'Host: given more than once' };
+  else if (!HOST_VALUE.test(host))
+    return { status: 400, message: 'Host: not a host name or address with an optional port' };
+  const coding = req.headers['transfer-encoding'];
+  if (coding !== undefined && coding.trim().toLowerCase() !== 'chunked')
+    return {
+      status: 501,
+      message: `Transfer-Encoding '${coding.slice(0, 40)}' is not implemented: send the body chunked or with a Content-Length (compress with Content-Encoding)`,
+    };
+  return null;
+}
+
+/**
+ * Answers a request whose head `requestHeadProblem` refuses; the server is created with
  * `requireHostHeader: false` and its handler asks this first. True when it answered.
  */
-export function refuseMissingHost(req: http.IncomingMessage, res: http.ServerResponse): boolean {
-  if (req.headers.host !== undefined || req.httpVersionMajor !== 1 || req.httpVersionMinor < 1) return false;
-  answerRefusal(res, 400, 'Host: required in an HTTP/1.1 request');
+export function refuseBadRequestHead(req: http.IncomingMessage, res: http.ServerResponse): boolean {
+  const problem = requestHeadProblem(req);
+  if (!problem) return false;
+  answerRefusal(res, problem.status, problem.message);
   return true;
 }
 
@@ -137,6 +187,7 @@ function answerRefusal(res: http.ServerResponse, status: number, message: string
   res.shouldKeepAlive = false;
   res.writeHead(status, {
     'Content-Type': 'application/json; charset=utf-8',
+    'X-Content-Type-Options': 'nosniff',
     'Content-Length': Buffer.byteLength(body),
     Connection: 'close',
   });
@@ -150,12 +201,19 @@ function answerRefusal(res: http.ServerResponse, status: number, message: string
 export function upgradeProblem(
   req: http.IncomingMessage,
 ): { status: number; message: string; headers?: Record<string, string> } | null {
+  const head = requestHeadProblem(req);
+  if (head) return head;
   const path = (req.url ?? '').split('?')[0];
   if (!isRoutePath(path, WS_PATH)) return { status: 404, message: `no WebSocket endpoint here; connect to ${WS_PATH}` };
   if (req.method !== 'GET')
     return { status: 405, message: 'a WebSocket handshake is a GET', headers: { Allow: 'GET' } };
   if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket')
     return { status: 400, message: 'Upgrade: only websocket is supported' };
+  // RFC 6455 §4.1: a handshake is an HTTP/1.1 GET, without a body.
+  if (req.httpVersionMinor < 1) return { status: 400, message: 'a WebSocket handshake needs HTTP/1.1' };
+  const declared = req.headers['content-length'];
+  if (req.headers['transfer-encoding'] !== undefined || (declared !== undefined && !/^0+$/.test(declared)))
+    return { status: 400, message: 'a WebSocket handshake has no body' };
   if (!/^[+/0-9A-Za-z]{22}==$/.test(req.headers['sec-websocket-key'] ?? '')) {
     return { status: 400, message: 'Sec-WebSocket-Key: missing or not 16 base64-encoded bytes' };
   }
