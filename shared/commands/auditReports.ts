@@ -80,7 +80,8 @@ async function reporterAddress(ctx: ServiceContext, userId: string) {
 /**
  * An administrator reviews a report (PATCH /v1/admin/audit/reports/{id}): status and notes change
  * when given, reviewed_by/reviewed_at are set, the event's is_reported follows the status (false
- * once dismissed), and the reporting user is mailed through the email outbox iff this commits.
+ * once dismissed), and the reporting user is mailed through the email outbox iff this commits and
+ * the status or the notes changed.
  */
 export async function reviewAuditReport(
   ctx: ServiceContext,
@@ -111,7 +112,11 @@ export async function reviewAuditReport(
     const event = await AuditEvent.query(trx)
       .patchAndFetchById(report.audit_event_id, { is_reported: reportedWhile(status) })
       .select('event_type', 'created_at');
-    if (address) {
+    // A review that changes neither the status nor the notes tells the reporter nothing new: a
+    // repeated PATCH (a retry, a double click) does not mail them again.
+    const changed =
+      status !== report.status || (updated.resolution_notes ?? null) !== (report.resolution_notes ?? null);
+    if (address && changed) {
       await writeAuditReportMail(
         trx,
         { address: address.email, userId: report.user_id, locale: emailLocale(address.preferred_locale) },
@@ -123,7 +128,7 @@ export async function reviewAuditReport(
         },
       );
       afterCommit(trx, () => ctx.outbox.wake());
-    } else {
+    } else if (changed) {
       ctx.logger.info({ reportId: report.id }, 'audit report reviewed; the reporting user has no email address');
     }
     return updated;

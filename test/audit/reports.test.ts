@@ -100,6 +100,22 @@ test('report lifecycle: create, 409 twice, listed; admin lists by status, review
     body: { status: 'reviewed' },
   });
   t.true((await s.db('audit_events').where('id', eventId).first()).is_reported);
+
+  // The same review again (a retry) records the reviewer but tells the reporter nothing new: no mail.
+  const mails = async () => Number((await s.db('email_outbox').where('user_id', user.id).count('* as n'))[0].n);
+  const before = await mails();
+  const repeated = await s.request('PATCH', `/v1/admin/audit/reports/${report.id}`, {
+    token: admin.token,
+    body: { status: 'reviewed', resolution_notes: 'Password reset enforced' },
+  });
+  t.is(repeated.status, 200);
+  t.is(await mails(), before);
+  const noted = await s.request('PATCH', `/v1/admin/audit/reports/${report.id}`, {
+    token: admin.token,
+    body: { resolution_notes: 'Password reset enforced; sessions ended' },
+  });
+  t.is(noted.status, 200);
+  t.is(await mails(), before + 1);
 });
 
 test("reports: 404 for another user's or an unknown event, 400 for a malformed id or a bad reason, 403/404 on review", async (t) => {
