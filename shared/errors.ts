@@ -29,8 +29,20 @@ export class HttpError extends Error {
 /** Seconds a client is asked to wait (Retry-After) when a dependency is down. */
 export const RETRY_AFTER_SECONDS = 5;
 
-export const badRequest = (message: string, extra?: Record<string, unknown>) =>
-  new HttpError(400, 'BadRequest', message, extra);
+/** A message that names its field first (`role_id: no such role`), as every field's 400 does. */
+const FIELD_MESSAGE = /^([A-Za-z_][A-Za-z0-9_.[\]]{0,99}): ([\s\S]+)$/;
+
+/**
+ * A 400. One whose message names a field (`field: what is wrong`) lists it in `details` too, as a
+ * schema's refusal does, unless `extra` gives its own: a client reads every field error one way.
+ */
+export const badRequest = (message: string, extra?: Record<string, unknown>) => {
+  if (extra?.details === undefined) {
+    const named = FIELD_MESSAGE.exec(message);
+    if (named) extra = { ...extra, details: [{ field: named[1], message: named[2] }] };
+  }
+  return new HttpError(400, 'BadRequest', message, extra);
+};
 export const unauthorized = (message = 'authentication required') => new HttpError(401, 'Unauthorized', message);
 export const forbidden = (message = 'insufficient permissions') => new HttpError(403, 'Forbidden', message);
 export const notFound = (what = 'resource') => new HttpError(404, 'NotFound', `${what} not found`);

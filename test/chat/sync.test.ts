@@ -329,6 +329,9 @@ test.serial('settings: global and per guild, validated, pushed to the bot', asyn
   const lang = await s.request('PUT', '/v1/chat/settings', { token: mod.token, body: { default_language: 'xx' } });
   t.is(lang.status, 400);
   t.regex(lang.body.message, /default_language/);
+  // Named in details too, as a schema's refusal names its field.
+  t.is(lang.body.details?.[0]?.field, 'default_language');
+  t.regex(lang.body.details?.[0]?.message ?? '', /must be one of/);
 
   const put = await s.request('PUT', '/v1/chat/settings', {
     token: mod.token,
