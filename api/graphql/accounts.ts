@@ -12,6 +12,7 @@ import {
   presentGqlPlatform,
 } from '../../shared/presenters/graphqlAccounts';
 import { GqlContext, gqlAttribution } from './context';
+import { byName } from '../../shared/queries/byName';
 
 @ObjectType('Platform', { simpleResolvers: true, description: 'A sign-in platform' })
 export class GqlPlatform implements GqlPlatformShape {
@@ -107,7 +108,7 @@ export class AccountsResolver {
   @Query(() => [GqlPlatform], { nullable: true, description: 'Sign-in platforms (no authentication needed)' })
   async platforms(@Ctx() ctx: GqlContext): Promise<GqlPlatform[]> {
     const db = ctx.services.db;
-    return allPlatforms(db, async () => (await Platform.query(db).orderBy('name')).map(presentGqlPlatform));
+    return allPlatforms(db, async () => (await Platform.query(db).orderByRaw(byName())).map(presentGqlPlatform));
   }
 
   /** System key only, like POST /v1/users/oauth. */

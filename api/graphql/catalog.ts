@@ -21,6 +21,7 @@ import { versionedValue } from '../../shared/caches/tableVersions';
 import type { z } from '../../shared/zod';
 import { GqlContext, idArg } from './context';
 import { JSONScalar, listCost, PageArgs, pageOf, PageOf } from './pagination';
+import { byName } from '../../shared/queries/byName';
 
 type Shape<S extends z.ZodTypeAny> = CamelKeys<z.infer<S>>;
 
@@ -119,8 +120,6 @@ export class GqlTripTemplate implements Shape<typeof tripTemplateSchema> {
   @Field(() => String) updatedAt!: string;
 }
 
-const byName = 'lower(name), name, id';
-
 /** Devices and geofences, each with the permission of its REST reads. */
 @Resolver()
 export class DeviceGeofenceResolver {
@@ -131,7 +130,7 @@ export class DeviceGeofenceResolver {
   })
   devices(@Args(() => PageArgs) args: PageArgs, @Ctx() ctx: GqlContext): Promise<GqlDevicePage> {
     authorizePermission(ctx.principal, 'devices:read');
-    return pageOf(Device.query(ctx.services.db).orderByRaw(byName), args, (d) => camelKeys(presentDevice(d)));
+    return pageOf(Device.query(ctx.services.db).orderByRaw(byName()), args, (d) => camelKeys(presentDevice(d)));
   }
 
   @Query(() => GqlDevice, { nullable: true, description: 'Needs devices:read.' })
@@ -147,7 +146,7 @@ export class DeviceGeofenceResolver {
   })
   geofences(@Args(() => PageArgs) args: PageArgs, @Ctx() ctx: GqlContext): Promise<GqlGeofencePage> {
     authorizePermission(ctx.principal, 'geofences:read');
-    return pageOf(Geofence.query(ctx.services.db).orderByRaw(byName), args, (g) => camelKeys(presentGeofence(g)));
+    return pageOf(Geofence.query(ctx.services.db).orderByRaw(byName()), args, (g) => camelKeys(presentGeofence(g)));
   }
 
   @Query(() => GqlGeofence, { nullable: true, description: 'Needs geofences:read.' })
@@ -167,7 +166,7 @@ export class LocationResolver {
   })
   locations(@Args(() => PageArgs) args: PageArgs, @Ctx() ctx: GqlContext): Promise<GqlLocationPage> {
     authorizePermission(ctx.principal, 'locations:read');
-    return pageOf(Location.query(ctx.services.db).orderByRaw(byName), args, (l) => camelKeys(presentLocation(l)));
+    return pageOf(Location.query(ctx.services.db).orderByRaw(byName()), args, (l) => camelKeys(presentLocation(l)));
   }
 
   @Query(() => GqlLocation, { nullable: true, description: 'Needs locations:read.' })
@@ -202,7 +201,7 @@ function categoryTree(ctx: GqlContext): Promise<CategoryTree> {
 }
 
 async function buildCategoryTree(db: GqlContext['services']['db']): Promise<CategoryTree> {
-  const rows = await TripCategory.query(db).orderByRaw(`sort_order, ${byName}`);
+  const rows = await TripCategory.query(db).orderByRaw(`sort_order, ${byName()}`);
   const nodes = new Map<string, GqlTripCategory>(
     rows.map((r) => [r.id, { ...camelKeys(presentTripCategory(r)), children: [] }]),
   );
@@ -241,7 +240,7 @@ export class TripCatalogResolver {
     authorizePermission(ctx.principal, 'trips:read');
     const db = ctx.services.db;
     return templateLists(db, async () =>
-      (await TripTemplate.query(db).orderByRaw(byName)).map((t) => camelKeys(presentTripTemplate(t))),
+      (await TripTemplate.query(db).orderByRaw(byName())).map((t) => camelKeys(presentTripTemplate(t))),
     );
   }
 }

@@ -10,6 +10,7 @@ import { versionedValue } from '../../shared/caches/tableVersions';
 import type { z } from '../../shared/zod';
 import { GqlContext, idArg } from './context';
 import { listCost, PageArgs, pageOf, PageOf } from './pagination';
+import { byName } from '../../shared/queries/byName';
 
 @ObjectType('User', { simpleResolvers: true, description: 'A user, as GET /v1/users/{id} shows it' })
 export class GqlUser implements CamelKeys<z.infer<typeof userSchema>> {
@@ -73,6 +74,6 @@ export class UserResolver {
   async roles(@Ctx() ctx: GqlContext): Promise<GqlRole[]> {
     authorizePermission(ctx.principal, 'roles:read');
     const db = ctx.services.db;
-    return roleLists(db, async () => (await Role.query(db).orderBy('name')).map((r) => camelKeys(presentRole(r))));
+    return roleLists(db, async () => (await Role.query(db).orderByRaw(byName())).map((r) => camelKeys(presentRole(r))));
   }
 }

@@ -13,6 +13,7 @@ import { z, zChars } from '../../shared/zod';
 import { listSchema, resource, resourceSchema } from '../responses';
 import { defineRoute, AppState, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
+import { byName } from '../../shared/queries/byName';
 
 const idOrSlug = z.object({ id_or_slug: zChars({ min: 1, max: 100 }) });
 const platformList = { 200: { description: 'Platforms', schema: listSchema(platformSchema) } };
@@ -31,7 +32,7 @@ export function platformRoutes(router: Router<AppState, { services: ApiServices 
       responses: platformList,
     },
     async (ctx) => {
-      ctx.body = resource(ctx, (await Platform.query(ctx.services.db).orderBy('name')).map(presentPlatform));
+      ctx.body = resource(ctx, (await Platform.query(ctx.services.db).orderByRaw(byName())).map(presentPlatform));
     },
   );
 
@@ -50,7 +51,7 @@ export function platformRoutes(router: Router<AppState, { services: ApiServices 
     async (ctx) => {
       ctx.body = resource(
         ctx,
-        (await Platform.query(ctx.services.db).where('enabled', true).orderBy('name')).map(presentPlatform),
+        (await Platform.query(ctx.services.db).where('enabled', true).orderByRaw(byName())).map(presentPlatform),
       );
     },
   );

@@ -20,6 +20,7 @@ import { emptyPatch, z, zChars, zUuid } from '../../shared/zod';
 import { AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
 import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
+import { byName } from '../../shared/queries/byName';
 
 const roleIdParam = z.object({ id: zChars({ min: 1, max: 64 }) });
 /**
@@ -56,7 +57,7 @@ export function roleRoutes(router: Router<AppState, { services: ApiServices }>):
       responses: { 200: { description: 'Roles', schema: listSchema(roleSchema) } },
     },
     async (ctx) => {
-      ctx.body = resource(ctx, (await Role.query(ctx.services.db).orderBy('name')).map(presentRole));
+      ctx.body = resource(ctx, (await Role.query(ctx.services.db).orderByRaw(byName())).map(presentRole));
     },
   );
 

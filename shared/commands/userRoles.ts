@@ -2,13 +2,14 @@ import type { Knex } from 'knex';
 import { Role } from '../models/Role';
 import { snapshotUserAccess } from '../queries/access';
 import { AccessServices, invalidateCredentials, publishAccessChanges } from './accessChanges';
+import { byName } from '../queries/byName';
 
 /** A user's roles, by name. */
 export async function userRoles(db: Knex, userId: string): Promise<Role[]> {
   return Role.query(db)
     .join('user_roles as ur', 'ur.role_id', 'roles.id')
     .where('ur.user_id', userId)
-    .orderBy('roles.name')
+    .orderByRaw(byName('roles'))
     .select('roles.*');
 }
 

@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import { Permission } from '../models/Permission';
 import { Role } from '../models/Role';
 import { compiledOnce, groupBy, turnBatcherByDb, withoutColumns } from '../rowLoader';
+import { byName } from './byName';
 
 type Grants = { permissions: string[]; roleIds: string[] };
 
@@ -219,7 +220,7 @@ const keyRolesSql = compiledOnce((db) =>
   db('roles')
     .join('api_key_roles as kr', 'kr.role_id', 'roles.id')
     .whereRaw('kr.api_key_id = ANY(?)', [[]])
-    .orderBy('roles.name')
+    .orderByRaw(byName('roles'))
     .select('roles.*', 'kr.api_key_id as _api_key_id'),
 );
 const KEY_COLUMN: ReadonlySet<string> = new Set(['_api_key_id']);

@@ -12,6 +12,7 @@ import {
   turnBatcherByDb,
   withoutColumns,
 } from '../rowLoader';
+import { byName } from './byName';
 
 /** Read-only lookups of the chat bot's synced data (spec §4.23). */
 
@@ -29,7 +30,7 @@ export async function listGuilds(db: Knex): Promise<ChatGuild[]> {
 
 /** The guild list, read once per turn for every request asking. */
 const guildsInTurn = sharedPerTurn(async (db): Promise<ChatGuild[]> =>
-  ChatGuild.query(db).orderByRaw('lower(name), guild_id'),
+  ChatGuild.query(db).orderByRaw(byName(undefined, 'guild_id')),
 );
 
 /** A guild's channels in the platform's order: position, then id. */

@@ -10,6 +10,7 @@ import { User } from '../models/User';
 import { liveUserSessions } from './sessions';
 import { twoFactorState } from './twoFactor';
 import { pagesOf } from '../rowLoader';
+import { byName } from './byName';
 
 /** Two-factor state as the export shows it (spec §2 twoFactorAuth); never the secret or the codes. */
 export interface TwoFactorState {
@@ -62,7 +63,7 @@ export async function loadDataExportRows(db: Knex, userId: string): Promise<Data
       Role.query(db)
         .join('user_roles as ur', 'ur.role_id', 'roles.id')
         .where('ur.user_id', userId)
-        .orderBy('roles.name')
+        .orderByRaw(byName('roles'))
         .select('roles.*'),
       twoFactorStateForExport(db, userId),
       ExportLog.query(db).where('user_id', userId).orderBy('exported_at', 'desc').orderBy('id'),

@@ -3,6 +3,7 @@ import { LocationContact } from '../models/LocationContact';
 import { TripStatusHistory } from '../models/TripStatusHistory';
 import { GPS_POINT_COLUMNS, GpsPointRow } from '../presenters/gpsPoint';
 import { compiledOnce, groupBy } from '../rowLoader';
+import { byName } from './byName';
 
 /**
  * Batched reads for lists (GraphQL's DataLoaders): each answers many parents with one statement,
@@ -16,7 +17,7 @@ const contactsSql = compiledOnce((db) =>
   db(LocationContact.tableName)
     .select('*')
     .whereRaw('location_id = ANY(?)', [[]])
-    .orderByRaw('lower(name), name, created_at'),
+    .orderByRaw(byName(undefined, 'created_at')),
 );
 
 /** Location contacts of many locations, grouped by location id (each group ordered like contactsOf). */

@@ -584,3 +584,18 @@ test.serial(
     }
   },
 );
+
+test('roles are listed by name without regard to case, as every list by name is', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const tag = Date.now().toString(36);
+  for (const name of [`zz ${tag} beta`, `ZZ ${tag} Gamma`, `zz ${tag} alpha`]) {
+    const r = await s.request('POST', '/v1/roles', { token: admin.token, body: { name } });
+    t.is(r.status, 201, r.text);
+  }
+  const names = (await s.request('GET', '/v1/roles', { token: admin.token })).body.data
+    .map((r: { name: string }) => r.name)
+    .filter((n: string) => n.toLowerCase().startsWith(`zz ${tag}`));
+  // Byte order would put `ZZ … Gamma` first.
+  t.deepEqual(names, [`zz ${tag} alpha`, `zz ${tag} beta`, `ZZ ${tag} Gamma`]);
+});

@@ -9,6 +9,7 @@ import { created, noContent, pageSchema, resource, resourceSchema } from '../../
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
 import { errors, idParam, zName, zText } from './schemas';
+import { byName } from '../../../shared/queries/byName';
 
 const deviceFields = {
   name: zName(),
@@ -40,12 +41,7 @@ export function deviceRoutes(router: Router<AppState, { services: ApiServices }>
       responses: { 200: { description: 'Devices', schema: pageSchema(deviceSchema) }, ...errors },
     },
     async (ctx, { query }) => {
-      ctx.body = await paginate(
-        ctx,
-        Device.query(ctx.services.db).orderByRaw('lower(name), name, id'),
-        query,
-        presentDevice,
-      );
+      ctx.body = await paginate(ctx, Device.query(ctx.services.db).orderByRaw(byName()), query, presentDevice);
     },
   );
 

@@ -12,6 +12,7 @@ import { created, noContent, pageSchema, resource, resourceSchema } from '../../
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
 import { errors, idParam, zLatitude, zLongitude, zName, zText } from './schemas';
+import { byName } from '../../../shared/queries/byName';
 
 /**
  * Largest metadata of a fence, as JSON: it is copied into every geofenceEvent push (twice, and into
@@ -78,12 +79,7 @@ export function geofenceRoutes(router: Router<AppState, { services: ApiServices 
       responses: { 200: { description: 'Geofences', schema: pageSchema(geofenceSchema) }, ...errors },
     },
     async (ctx, { query }) => {
-      ctx.body = await paginate(
-        ctx,
-        Geofence.query(ctx.services.db).orderByRaw('lower(name), name, id'),
-        query,
-        presentGeofence,
-      );
+      ctx.body = await paginate(ctx, Geofence.query(ctx.services.db).orderByRaw(byName()), query, presentGeofence);
     },
   );
 

@@ -24,6 +24,7 @@ import { created, noContent, pageSchema, resource, resourceSchema } from '../../
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
 import { errors, idParam, zLatitude, zLongitude, zName, zText } from './schemas';
+import { byName } from '../../../shared/queries/byName';
 
 const contactParams = z.object({ id: zUuid(), cid: zUuid() });
 const zShort = (max: number) =>
@@ -79,7 +80,7 @@ export function locationRoutes(router: Router<AppState, { services: ApiServices 
       },
     },
     async (ctx, { query }) => {
-      ctx.body = await paginate(ctx, Location.query(ctx.services.db).orderByRaw('lower(name), name, id'), query, (l) =>
+      ctx.body = await paginate(ctx, Location.query(ctx.services.db).orderByRaw(byName()), query, (l) =>
         presentLocation(l),
       );
     },

@@ -8,6 +8,7 @@ import { created, noContent, resource, resourceSchema } from '../../responses';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
 import { errors, idParam, zName, zText } from './schemas';
+import { byName } from '../../../shared/queries/byName';
 
 const categoryFields = {
   parent_id: zUuid().nullable().optional(),
@@ -51,7 +52,7 @@ export function tripCategoryRoutes(router: Router<AppState, { services: ApiServi
       responses: { 200: { description: 'Categories', schema: z.array(tripCategorySchema) }, ...errors },
     },
     async (ctx) => {
-      ctx.body = (await TripCategory.query(ctx.services.db).orderByRaw('sort_order, lower(name), name, id')).map(
+      ctx.body = (await TripCategory.query(ctx.services.db).orderByRaw(`sort_order, ${byName()}`)).map(
         presentTripCategory,
       );
     },

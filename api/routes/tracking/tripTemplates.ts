@@ -10,6 +10,7 @@ import { created, noContent, resource, resourceSchema } from '../../responses';
 import { AppState, defineRoute } from '../../routing';
 import type { ApiServices } from '../../services';
 import { errors, idParam, zName, zTags, zText, zWeight } from './schemas';
+import { byName } from '../../../shared/queries/byName';
 
 // Leaves room for the " (from template)" suffix within a trip name's 255 characters.
 const templateFields = {
@@ -42,9 +43,7 @@ export function tripTemplateRoutes(router: Router<AppState, { services: ApiServi
       responses: { 200: { description: 'Templates', schema: z.array(tripTemplateSchema) }, ...errors },
     },
     async (ctx) => {
-      ctx.body = (await TripTemplate.query(ctx.services.db).orderByRaw('lower(name), name, id')).map(
-        presentTripTemplate,
-      );
+      ctx.body = (await TripTemplate.query(ctx.services.db).orderByRaw(byName())).map(presentTripTemplate);
     },
   );
 
