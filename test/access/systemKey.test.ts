@@ -70,10 +70,10 @@ test('each of the 11 allowlisted routes lets the system key through (exact and p
     'POST /v1/gql': 400,
     'GET /v1/gql/': 400,
     'POST /v1/gql/': 400,
-    'GET /v1/ws': 404, // WebSocket upgrades only
-    'POST /v1/ws': 404,
-    'GET /v1/ws/': 404,
-    'POST /v1/ws/': 404,
+    'GET /v1/ws': 426, // WebSocket upgrades only: a plain request is told to upgrade
+    'POST /v1/ws': 426,
+    'GET /v1/ws/': 426,
+    'POST /v1/ws/': 426,
   };
   const probed: string[] = [];
   for (const { path, match } of SYSTEM_KEY_ALLOWLIST) {

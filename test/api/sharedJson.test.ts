@@ -2,8 +2,16 @@ import test from 'ava';
 import type { Context } from 'koa';
 import { sharedJson } from '../../api/responses';
 
+/** A request for `url` outside any route (no state.url): its URL is the one sent. */
 const ctxFor = (url: string) =>
-  ({ url, type: '', body: undefined as unknown }) as unknown as Context & { body: unknown };
+  ({
+    url,
+    path: url.split('?')[0],
+    querystring: url.split('?')[1] ?? '',
+    state: {},
+    type: '',
+    body: undefined as unknown,
+  }) as unknown as Context & { body: unknown };
 
 test('one shared result and URL is serialised once; other URLs and results get their own bytes', (t) => {
   const page = { events: [{ id: 1 }], total: 1 };
