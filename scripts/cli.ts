@@ -65,7 +65,17 @@ async function ensureDatabase(config: Config): Promise<void> {
     const exists = await admin.raw('SELECT 1 FROM pg_database WHERE datname = ?', [name]);
     if (exists.rows.length === 0) {
       say(`creating database ${name}`);
-      await admin.raw('CREATE DATABASE ??', [name]).catch((err: { code?: string }) => {
+      // UTF8 whatever the cluster's default (an old cluster's may be SQL_ASCII or LATIN1): text is
+      // stored as sent, and the migrations' normalize() needs it. A cluster whose default is not UTF8
+      // gets the C locale, which goes with any encoding.
+      const template = await admin.raw(
+        "SELECT pg_encoding_to_char(encoding) AS encoding FROM pg_database WHERE datname = 'template1'",
+      );
+      const utf8 = template.rows[0]?.encoding === 'UTF8';
+      const create = utf8
+        ? admin.raw('CREATE DATABASE ??', [name])
+        : admin.raw("CREATE DATABASE ?? ENCODING 'UTF8' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'", [name]);
+      await create.catch((err: { code?: string }) => {
         // Another migrator started at the same time created it first (duplicate_database, or the
         // unique index of pg_database when both passed the check at once).
         if (err.code !== '42P04' && err.code !== '23505') throw err;
@@ -251,6 +261,13 @@ async function main(argv: string[]): Promise<void> {
     await ensureDatabase(config);
     const db = cliDb(config);
     try {
+      // Text rules (NFC and NFKC role names, code-point limits) assume UTF8: another encoding would
+      // fail a migration half-way, or store what clients send altered.
+      const encoding = (await db.raw('SHOW server_encoding')).rows[0]?.server_encoding;
+      if (encoding !== 'UTF8')
+        throw new Error(
+          `the database's encoding is ${encoding}, not UTF8: create it with ENCODING 'UTF8' (or let migrate create it)`,
+        );
       say('applying migrations…');
       const applied = await migrate(db, { log: say });
       say(applied.length ? applied.map((m) => `  applied ${m}`).join('\n') : '  already up to date');

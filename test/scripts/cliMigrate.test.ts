@@ -96,3 +96,20 @@ test('migrate-rollback undoes the last batch, prints what it rolled back, and mi
   t.is(again.code, 0, again.stdout + again.stderr);
   t.deepEqual(await created(), applied);
 });
+
+test('migrate refuses a database that is not UTF8, naming its encoding', async (t) => {
+  const s = testDbSettings();
+  const name = `${s.runPrefix}${randomBytes(5).toString('hex')}`;
+  const url = new URL(s.base.toString());
+  url.pathname = `/${name}`;
+  const admin = adminKnex();
+  t.teardown(async () => {
+    await admin.raw('DROP DATABASE IF EXISTS ?? WITH (FORCE)', [name]).finally(() => admin.destroy());
+  });
+  await admin.raw("CREATE DATABASE ?? ENCODING 'SQL_ASCII' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'", [name]);
+  const r = await cli(url.toString(), 'migrate');
+  t.is(r.code, 1, r.stdout + r.stderr);
+  t.regex(r.stderr, /encoding is SQL_ASCII, not UTF8/);
+  const db = connect(t, url.toString());
+  t.false((await db.raw("SELECT to_regclass('public.users') AS t")).rows[0].t !== null);
+});
