@@ -22,7 +22,8 @@ export type ApiApp = Koa<AppState, { services: ApiServices }> & {
 
 /**
  * The Koa application: errors (which also compresses answers) → authentication (+ system-key
- * allowlist) → rate limiting → credential failures → body parsing → credential re-check → routes. Every route then runs the chain of api/routing.ts.
+ * allowlist) → rate limiting → credential failures → body parsing → credential re-check → routes.
+ * Every route then runs the chain of api/routing.ts.
  */
 export function createApp(services: ApiServices, schema: GraphQLSchema): ApiApp {
   const app = new Koa<AppState, { services: ApiServices }>() as ApiApp;
@@ -46,12 +47,6 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): ApiApp 
   };
 
   app.use(errorHandler(services.logger, routeOf, services.dbOutages));
-  // The credential and the rate limit before the body: a request refused by either (or over its
-  // limit) is answered without reading or parsing what it sent (up to 4 MB of JSON), and every
-  // request is counted, whatever its body. The connection of a request answered before its body
-  // arrived is closed (errorHandler), so the body is never read. A credential that changed while
-  // the body was arriving is checked again once it is in (confirmCredential): a revocation during
-  // a slow upload holds for it.
   // /v1/ws is a WebSocket endpoint, forwarded on 'upgrade' (api/server.ts): a plain request is told so.
   app.use((ctx, next) => {
     if (!isRoutePath(ctx.path, WS_PATH)) return next();
@@ -59,6 +54,12 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): ApiApp 
       ...UPGRADE_REQUIRED.headers,
     });
   });
+  // The credential and the rate limit before the body: a request refused by either (or over its
+  // limit) is answered without reading or parsing what it sent (up to 4 MB of JSON), and every
+  // request is counted, whatever its body. The connection of a request answered before its body
+  // arrived is closed (errorHandler), so the body is never read. A credential that changed while
+  // the body was arriving is checked again once it is in (confirmCredential): a revocation during
+  // a slow upload holds for it.
   app.use(authenticate(routeOf));
   app.use(rateLimit(services.config));
   app.use(rejectFailedCredentials());

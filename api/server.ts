@@ -82,14 +82,6 @@ export interface RunningApi {
 }
 
 /**
- * Forwards WebSocket upgrades on /v1/ws to the realtime process on this machine, so clients see
- * one origin. A handshake that cannot succeed is refused here with JSON; a good one is replayed
- * upstream and both sockets are piped (api/wsTunnel.ts). Once piping, nothing but WebSocket bytes
- * reaches the client: when either side ends or fails, the other is closed (an HTTP status written
- * into an upgraded stream would be read as a corrupt frame). A drain ends a piped tunnel with 1012
- * "service restart" between two frames, and one still connecting upstream with a 503.
- */
-/**
  * Serves a request that asked to upgrade to something other than a WebSocket (`Upgrade: h2c`, as
  * `curl --http2` sends on http://) as the HTTP/1.1 request it also is: RFC 9110 §7.8 lets a server
  * ignore Upgrade, and Node hands every request with an Upgrade header to the 'upgrade' listener,
@@ -124,6 +116,14 @@ function serveIgnoringUpgrade(
   handle(req, res);
 }
 
+/**
+ * Forwards WebSocket upgrades on /v1/ws to the realtime process on this machine, so clients see
+ * one origin. A handshake that cannot succeed is refused here with JSON; a good one is replayed
+ * upstream and both sockets are piped (api/wsTunnel.ts). Once piping, nothing but WebSocket bytes
+ * reaches the client: when either side ends or fails, the other is closed (an HTTP status written
+ * into an upgraded stream would be read as a corrupt frame). A drain ends a piped tunnel with 1012
+ * "service restart" between two frames, and one still connecting upstream with a 503.
+ */
 function forwardUpgrades(
   server: http.Server,
   config: Config,
