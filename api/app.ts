@@ -12,7 +12,7 @@ import { rateLimit } from './middleware/rateLimit';
 import { graphqlRoutes } from './graphql';
 import { queueDashboard } from './queueDashboard';
 import { routeModules } from './routes';
-import { AppState, routeTraits } from './routing';
+import { accessBeforeBody, AppState, routeTraits } from './routing';
 import type { ApiServices } from './services';
 
 export type ApiApp = Koa<AppState, { services: ApiServices }> & {
@@ -54,8 +54,8 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): ApiApp 
       ...UPGRADE_REQUIRED.headers,
     });
   });
-  // The credential and the rate limit before the body: a request refused by either (or over its
-  // limit) is answered without reading or parsing what it sent (up to 4 MB of JSON), and every
+  // The credential, the rate limit and the route's access rule before the body: a request refused
+  // by any (or over its limit) is answered without reading or parsing what it sent (up to 4 MB of JSON), and every
   // request is counted, whatever its body. The connection of a request answered before its body
   // arrived is closed (errorHandler), so the body is never read. A credential that changed while
   // the body was arriving is checked again once it is in (confirmCredential): a revocation during
@@ -63,6 +63,7 @@ export function createApp(services: ApiServices, schema: GraphQLSchema): ApiApp 
   app.use(authenticate(routeOf));
   app.use(rateLimit(services.config));
   app.use(rejectFailedCredentials());
+  app.use(accessBeforeBody(routeOf));
   app.use(bodyParser());
   app.use(confirmCredential());
   app.use(queueDashboard(services));

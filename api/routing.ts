@@ -1,5 +1,5 @@
 import type Router from '@koa/router';
-import type { ParameterizedContext } from 'koa';
+import type { Middleware, ParameterizedContext } from 'koa';
 import type { ZodTypeAny } from 'zod';
 import type { Attribution } from '../shared/audit';
 import { forbidden, HttpError, validationError } from '../shared/errors';
@@ -145,9 +145,30 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends Zo
 export interface RouteTraits {
   authenticatesClients: boolean;
   oauthErrors: boolean;
+  /**
+   * The route's access check as far as it can be made without the request's body or path values
+   * (`accessBeforeBody`): the whole rule, or for an 'or self' rule that a caller is authenticated.
+   */
+  checkAccess?: (ctx: AppContext) => void;
 }
 
 const traitsOfLayer = new WeakMap<Router.Layer, RouteTraits>();
+
+/**
+ * Refuses a request with a body before the body is read when the caller may not use the route
+ * (401 without a credential, 403 without the permission): the body of a request that is refused
+ * anyway is neither read nor parsed (up to 4 MB of JSON), and the refusal is the access answer,
+ * not a complaint about the body. Requests without a body skip it (their route checks as it runs).
+ */
+export function accessBeforeBody(routeOf: (ctx: AppContext) => RouteTraits | undefined): Middleware {
+  return (ctx, next) => {
+    const m = ctx.method;
+    if (m === 'GET' || m === 'HEAD' || m === 'OPTIONS') return next();
+    const c = ctx as unknown as AppContext;
+    routeOf(c)?.checkAccess?.(c);
+    return next();
+  };
+}
 
 /**
  * The traits of the route the router will run for this method and path (its first matching
@@ -349,11 +370,16 @@ export function defineRoute<
       );
     return handler(c, { params, query, body });
   });
-  if (def.authenticatesClients || def.oauthErrors)
-    traitsOfLayer.set(layer, {
-      authenticatesClients: Boolean(def.authenticatesClients),
-      oauthErrors: Boolean(def.oauthErrors),
-    });
+  traitsOfLayer.set(layer, {
+    authenticatesClients: Boolean(def.authenticatesClients),
+    oauthErrors: Boolean(def.oauthErrors),
+    checkAccess:
+      def.auth === 'public'
+        ? undefined
+        : selfRule
+          ? (c) => requireAuthenticated(c.state.principal)
+          : (c) => checkAccess(c, def.auth, {}),
+  });
 
   // A documented example must pass the route's own validation (checked once, at mount).
   if (def.bodyExample !== undefined && def.body && !def.body.safeParse(def.bodyExample).success)

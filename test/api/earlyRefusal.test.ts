@@ -1,6 +1,6 @@
 import test from 'ava';
 import net from 'node:net';
-import { createUser } from '../helpers/factories';
+import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 
 const stack = useStack(test);
@@ -135,4 +135,31 @@ test('Expect: 100-continue gets 100 Continue once the credential holds, then the
   t.regex(r.first, /^HTTP\/1\.1 100 Continue/);
   t.regex(r.final, /^HTTP\/1\.1 200 /);
   t.is((await s.db('users').where('id', user.id).first()).preferred_locale, 'de');
+});
+
+test('without a credential, or without the permission, a write is refused before its body is read', async (t) => {
+  const s = stack();
+  const owner = await createUser(s.db);
+  const narrow = await createKey({ userId: owner.id, scopes: ['devices:read'] });
+  // A malformed body is not what is wrong: the access answer comes first.
+  const anonymous = await s.request('POST', '/v1/devices', {
+    headers: { 'content-type': 'application/json' },
+    rawBody: '{"name": ',
+  });
+  t.is(anonymous.status, 401);
+  const narrowed = await s.request('POST', '/v1/devices', {
+    token: narrow.key,
+    headers: { 'content-type': 'application/json' },
+    rawBody: '{"name": ',
+  });
+  t.is(narrowed.status, 403);
+  // Only the head and a piece of the body: answered at once, the connection closed, no Continue.
+  for (const auth of ['', `Authorization: Bearer ${narrow.key}\r\n`]) {
+    const r = await expectContinue(
+      s.url,
+      `POST /v1/devices HTTP/1.1\r\nHost: x\r\n${auth}Expect: 100-continue\r\n` +
+        'Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n',
+    );
+    t.regex(r.first, auth ? /^HTTP\/1\.1 403 / : /^HTTP\/1\.1 401 /);
+  }
 });
