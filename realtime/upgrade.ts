@@ -8,7 +8,9 @@ import {
   requestTimeouts,
   UPGRADE_REQUIRED,
   upgradeProblem,
+  WS_PATH,
 } from '../shared/httpEdge';
+import { isRoutePath } from '../shared/routePaths';
 import type { Logger } from '../shared/logger';
 import { AuthDeps, authenticateUpgrade, UpgradeAuth } from './auth';
 
@@ -38,13 +40,22 @@ export function acceptUpgrades(
     handleProtocols: (_protocols, req) => (req as UpgradeRequest)[SUBPROTOCOL] ?? false,
   });
   // The api's request timeouts: an idle or half-sent handshake holds a connection 10 s, not 60-300.
-  const server = http.createServer(requestTimeouts(deps.config.httpRequestTimeoutMs), (_req, res) => {
-    res.writeHead(UPGRADE_REQUIRED.status, {
+  const server = http.createServer(requestTimeouts(deps.config.httpRequestTimeoutMs), (req, res) => {
+    // Only /v1/ws is served here, and only as a WebSocket: a plain request to it is told to
+    // upgrade, one to any other path is a 404 (as a handshake there is). A body is not read: the
+    // connection closes after the answer rather than take whatever was promised.
+    const wsPath = isRoutePath((req.url ?? '').split('?')[0], WS_PATH);
+    const status = wsPath ? UPGRADE_REQUIRED.status : 404;
+    const message = wsPath
+      ? UPGRADE_REQUIRED.message
+      : `no such path; this port serves WebSocket connections on ${WS_PATH}`;
+    res.writeHead(status, {
       'Content-Type': 'application/json',
       'X-Content-Type-Options': 'nosniff',
-      ...UPGRADE_REQUIRED.headers,
+      ...(wsPath ? UPGRADE_REQUIRED.headers : {}),
+      ...(req.complete ? {} : { Connection: 'close' }),
     });
-    res.end(JSON.stringify({ error: errorName(UPGRADE_REQUIRED.status), message: UPGRADE_REQUIRED.message }));
+    res.end(JSON.stringify({ error: errorName(status), message }));
   });
 
   answerMalformedRequests(server);

@@ -219,7 +219,11 @@ export function upgradeProblem(
   }
   const version = req.headers['sec-websocket-version'];
   if (version !== '13' && version !== '8') {
-    return { status: 400, message: 'Sec-WebSocket-Version: must be 13', headers: { 'Sec-WebSocket-Version': '13, 8' } };
+    return {
+      status: 400,
+      message: 'Sec-WebSocket-Version: must be 13 (8 is also accepted)',
+      headers: { 'Sec-WebSocket-Version': '13, 8' },
+    };
   }
   return null;
 }

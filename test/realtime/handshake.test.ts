@@ -100,9 +100,22 @@ test('a malformed request on the realtime port gets a JSON 400 too', async (t) =
   t.is(r.body.error, 'BadRequest');
 });
 
-test('a plain HTTP request to the realtime port is a JSON 426 Upgrade Required', async (t) => {
+test('a plain HTTP request to the realtime port is a JSON 426 Upgrade Required on /v1/ws, 404 elsewhere', async (t) => {
   const s = stack();
-  for (const path of ['/v1/ws', '/']) {
+  for (const path of ['/v1/health', '/']) {
+    const r = await fetch(`http://127.0.0.1:${s.realtime[0].port}${path}`);
+    t.is(r.status, 404, path);
+    t.is(((await r.json()) as { error: string }).error, 'NotFound');
+  }
+  // A body promised and not sent is not waited for: answered, and the connection closed.
+  const promised = await rawRequest(
+    s.realtime[0].port,
+    'POST /v1/ws HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\nabc',
+    3000,
+  );
+  t.is(promised.status, 426);
+  t.true(promised.closed);
+  for (const path of ['/v1/ws', '/V1/WS/']) {
     const r = await fetch(`http://127.0.0.1:${s.realtime[0].port}${path}`);
     t.is(r.status, 426, path);
     t.regex(r.headers.get('content-type') ?? '', /^application\/json/);
