@@ -198,7 +198,8 @@ function answeredError(e: Readonly<GraphQLError | Error>): AnsweredError {
   }
   if (e.originalError) return answerFor(e.originalError, e.locations, e.path);
   return {
-    message: e.message,
+    // The depth limit names the operation; an unnamed one is named as such, not as ''.
+    message: e.message.replace(/^'' exceeds maximum operation depth/, 'the operation exceeds maximum operation depth'),
     locations: e.locations,
     path: e.path,
     // A request-level error (parse, validation, limits) is what REST answers 400 for.
@@ -380,7 +381,15 @@ export function graphqlRoutes(
       loaders: createLoaders(ctx.services.db),
     };
     // graphql-http says 'Unparsable URL' for GET variables that are not JSON: named here instead.
+    // One operation per request: graphql-http would answer a batch as a body without a query.
+    if (ctx.method === 'POST' && Array.isArray((ctx.request as { body?: unknown }).body))
+      throw badRequest('body: batches (a JSON array of operations) are not supported; send one operation per request');
     if (ctx.method !== 'POST') {
+      // A parameter in an array form (`query[]=…`, as qs writes arrays) is named as such, not missing.
+      for (const key of Object.keys(ctx.query)) {
+        const base = /^(query|operationName|variables|extensions)\[/.exec(key)?.[1];
+        if (base) throw badRequest(`${base}: takes one value, without brackets (${base}=…)`);
+      }
       // A repeated parameter (two queries, two sets of variables) is refused as REST refuses it:
       // graphql-http would run the first and quietly drop the other.
       for (const name of ['query', 'operationName', 'variables', 'extensions'])

@@ -120,7 +120,17 @@ test('GET runs queries, refuses mutations; a batch (array of operations) is refu
     body: [{ query: '{ me { userId } }' }, { query: '{ me { userId } }' }],
   });
   t.is(batch.status, 400);
-  t.truthy(batch.body.errors?.[0]?.message);
+  t.regex(batch.body.errors?.[0]?.message ?? '', /^body: batches .* not supported/);
+  // A GET parameter in array form is named as such, not as missing.
+  const arrayForm = await s.request(
+    'GET',
+    `/v1/gql?${encodeURI('query[]')}=${encodeURIComponent('{ me { userId } }')}`,
+    {
+      token: user.token,
+    },
+  );
+  t.is(arrayForm.status, 400);
+  t.regex(arrayForm.body.errors?.[0]?.message ?? '', /^query: takes one value, without brackets/);
 });
 
 test('errors carry extension codes and never a stack', async (t) => {

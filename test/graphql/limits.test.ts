@@ -103,6 +103,7 @@ test('a query deeper than the limit is refused with a GraphQL error, before runn
   t.is(r.body.data, undefined);
   t.is(r.body.errors[0].extensions.code, 'QUERY_TOO_DEEP');
   t.is(r.body.errors[0].extensions.status, 400);
+  t.regex(r.body.errors[0].message, /^the operation exceeds maximum operation depth of 10/);
   // Plain application/json clients get 200 with the same error (GraphQL over HTTP).
   const plain = await s.request('POST', '/v1/gql', { token, body: { query: `{ tripCategories ${deep} }` } });
   t.is(plain.status, 200);
