@@ -1,4 +1,5 @@
 import type { Context, Middleware } from 'koa';
+import { randomUUID } from 'node:crypto';
 import { asOAuthError } from '../../shared/domain/oauth';
 import { databaseOutageLog } from '../../shared/db';
 import {
@@ -54,6 +55,19 @@ function answerHeaders(ctx: Context, headers: Record<string, string>): Record<st
   return Object.fromEntries(Object.entries(headers).filter(([name]) => !/^x-ratelimit-/i.test(name)));
 }
 
+/** A request id a client or proxy may send to be quoted back: short, and only characters that need no escaping. */
+const GIVEN_REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/**
+ * The request's id, answered in `X-Request-Id` and written in every line logged about it: the one
+ * a proxy or client sent in `X-Request-Id` when it is a plain token of up to 64 characters, else a
+ * new UUID. A 500's message quotes it, so a report can be matched with the log line.
+ */
+function requestIdOf(ctx: Context): string {
+  const given = ctx.req.headers['x-request-id'];
+  return typeof given === 'string' && GIVEN_REQUEST_ID.test(given) ? given : randomUUID();
+}
+
 /**
  * The path as logged: the matched route's pattern (`/v1/sessions/:token`), never the values in it,
  * for a path parameter may be a credential (a session token) or personal (an email address).
@@ -82,6 +96,8 @@ export function errorHandler(
   outages: OutageLog = databaseOutageLog(logger),
 ): Middleware {
   return async (ctx, next) => {
+    const requestId = requestIdOf(ctx);
+    ctx.res.setHeader('X-Request-Id', requestId);
     try {
       await next();
       if (ctx.status === 404 && ctx.body === undefined) {
@@ -108,15 +124,22 @@ export function errorHandler(
         httpErr = new HttpError(status, errorName(status), message, undefined, err.headers);
       }
       if (!httpErr) {
-        logger.error({ err, method: ctx.method, path: loggedPath(ctx) }, 'unhandled error');
-        httpErr = new HttpError(500, 'InternalServerError', 'an unexpected error occurred');
+        logger.error({ err, method: ctx.method, path: loggedPath(ctx), requestId }, 'unhandled error');
+        httpErr = new HttpError(
+          500,
+          'InternalServerError',
+          `an unexpected error occurred; quote request id ${requestId} when reporting it`,
+        );
       } else if (isDatabaseUnavailable(err)) {
         // One line per outage and reason (with how many requests it stands for), not per request:
         // an outage under load fails a thousand requests a second.
         const reason = databaseFailureReason(err);
         outages.failure('dependency unavailable', reason, { err: reason, method: ctx.method, path: loggedPath(ctx) });
       } else if (httpErr.status === 503 && !(err instanceof HttpError)) {
-        logger.warn({ err: err.message, method: ctx.method, path: loggedPath(ctx) }, 'dependency unavailable');
+        logger.warn(
+          { err: err.message, method: ctx.method, path: loggedPath(ctx), requestId },
+          'dependency unavailable',
+        );
       }
       if (routeOf?.(ctx)?.oauthErrors) {
         httpErr = asOAuthError(httpErr);

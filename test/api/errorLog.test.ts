@@ -150,3 +150,29 @@ test('a 503 the service made of a cut-off database statement is logged as the ou
     server.close();
   }
 });
+
+test('every answer has a request id; a 500 quotes it, and its log line carries it', async (t) => {
+  const lines: string[] = [];
+  const { server, url } = await appLogging(lines);
+  try {
+    const failed = await fetch(`${url}/v1/users/email/x`);
+    t.is(failed.status, 500);
+    const id = failed.headers.get('x-request-id') ?? '';
+    t.regex(id, /^[0-9a-f-]{36}$/);
+    t.regex(((await failed.json()) as { message: string }).message, new RegExp(`request id ${id}`));
+    const logged = lines.map((l) => JSON.parse(l) as { msg: string; requestId?: string });
+    t.deepEqual(
+      logged.filter((l) => l.msg === 'unhandled error').map((l) => l.requestId),
+      [id],
+    );
+    // One a proxy sent is kept; one that is not a plain short token is replaced.
+    const given = await fetch(`${url}/v1/no-route`, { headers: { 'x-request-id': 'edge-7f3a.42' } });
+    t.is(given.headers.get('x-request-id'), 'edge-7f3a.42');
+    const junk = await fetch(`${url}/v1/no-route`, { headers: { 'x-request-id': 'a b<script>' } });
+    t.regex(junk.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/);
+    const other = await fetch(`${url}/v1/no-route`);
+    t.not(other.headers.get('x-request-id'), junk.headers.get('x-request-id'));
+  } finally {
+    server.close();
+  }
+});
