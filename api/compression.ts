@@ -136,8 +136,8 @@ export function notModifiedHeaders(ctx: Context, bytes: Buffer, type: string): v
   if (bytes.length < (once ? MIN_BYTES : DYNAMIC_MIN_BYTES) || !compressibleType(type)) return;
   ctx.vary('Accept-Encoding');
   if (!preferredEncoding(ctx.get('Accept-Encoding')) || (!once && ctx.method === 'HEAD')) return;
-  const etag = ctx.response.get('ETag');
-  if (etag && !etag.startsWith('W/')) ctx.set('ETag', `W/${etag}`);
+  const etag = ctx.res.getHeader('ETag');
+  if (typeof etag === 'string' && etag && !etag.startsWith('W/')) ctx.set('ETag', `W/${etag}`);
 }
 
 /**
@@ -173,7 +173,9 @@ export function compressAnswer(ctx: Context): Promise<void> | undefined {
     ctx.body = bytes;
     if (bytes.length < DYNAMIC_MIN_BYTES) return;
   } else return;
-  if (ctx.response.get('Content-Encoding') || !compressibleType(ctx.response.get('Content-Type'))) return;
+  // Off the Node response: Koa's ctx.response.get copies every header into a new object first.
+  if (ctx.res.hasHeader('Content-Encoding') || !compressibleType(String(ctx.res.getHeader('Content-Type') ?? '')))
+    return;
   ctx.vary('Accept-Encoding');
   const encoding = preferredEncoding(ctx.get('Accept-Encoding'));
   if (!encoding || (!once && ctx.method === 'HEAD')) return;
@@ -182,8 +184,8 @@ export function compressAnswer(ctx: Context): Promise<void> | undefined {
     : compress(bytes, encoding, false);
   return compressing.then(
     (compressed) => {
-      const etag = ctx.response.get('ETag');
-      if (etag && !etag.startsWith('W/')) ctx.set('ETag', `W/${etag}`);
+      const etag = ctx.res.getHeader('ETag');
+      if (typeof etag === 'string' && etag && !etag.startsWith('W/')) ctx.set('ETag', `W/${etag}`);
       ctx.set('Content-Encoding', encoding);
       ctx.body = compressed;
     },

@@ -174,7 +174,9 @@ export function errorHandler(
     }
     // Not kept by any cache unless the route says otherwise (its own Cache-Control, or an ETag to
     // revalidate with): answers carry sessions, keys, secrets and personal data.
-    if (!ctx.response.get('Cache-Control') && !ctx.response.get('ETag')) ctx.set('Cache-Control', 'no-store');
+    // Read off the Node response: Koa's ctx.response.get copies every header into a new object first.
+    const res = ctx.res;
+    if (!res.hasHeader('Cache-Control') && !res.hasHeader('ETag')) res.setHeader('Cache-Control', 'no-store');
     // Every answer is what its Content-Type says: a browser must not guess HTML or script from a
     // JSON body that echoes input (a 400 naming a value, a stored name).
     ctx.res.setHeader('X-Content-Type-Options', 'nosniff');
