@@ -97,7 +97,7 @@ export function believeOnlyAddresses(app: Pick<Koa, 'request'>): void {
   Object.defineProperty(app.request, 'ip', {
     configurable: true,
     get(this: CheckedRequest): string {
-      return (this[checkedIp] ??= ipAddressOf(this.ips[0]) ?? this.socket.remoteAddress ?? '');
+      return (this[checkedIp] ??= ipAddressOf(this.ips[0]) ?? ipAddressOf(this.socket.remoteAddress) ?? '');
     },
     set(this: CheckedRequest, ip: string) {
       this[checkedIp] = ip;
