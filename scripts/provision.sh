@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure PostgreSQL and Redis answer at DATABASE_URL / REDIS_URL. When one is not reachable and
 # its URL points at this machine, it is installed from Debian's packages (if missing) and started.
-# It also installs Debian's chromium (the data export's PDF report) when CHROMIUM_PATH is missing, and
+# It also installs Debian's chromium (the data export's PDF report) when CHROMIUM_PATH is missing, the
+# report's fonts (Noto CJK, Noto Color Emoji) when fontconfig does not list them, and
 # with PROVISION_TEST_TOOLS=1 (scripts/test.sh) poppler-utils' pdftotext. Safe to run again: reachable
 # services are left alone. What it starts is recorded in $RUN_DIR/provisioned (default .run/, one
 # line per service), so `npm run services:stop` (scripts/services-stop.sh) stops exactly those.
@@ -87,6 +88,15 @@ ensure_chromium() {
   apt_install chromium fonts-dejavu-core
 }
 
+# The report PDF's fonts (workers/export/documents.ts REPORT_FONTS): without them Chromium prints
+# Chinese, Japanese, Korean and emoji as empty boxes. Checked apart from Chromium, which a machine
+# may already have without them.
+ensure_report_fonts() {
+  command -v fc-list >/dev/null && fc-list | grep -q 'Noto Sans CJK' && fc-list | grep -q 'Noto Color Emoji' && return 0
+  log "installing the report fonts (DejaVu, Noto CJK, Noto Color Emoji) from Debian's packages"
+  apt_install fontconfig fonts-dejavu-core fonts-noto-cjk fonts-noto-color-emoji
+}
+
 ensure_pdftotext() {
   command -v pdftotext >/dev/null && return 0
   log "installing pdftotext (poppler-utils) from Debian's packages"
@@ -96,4 +106,5 @@ ensure_pdftotext() {
 ensure_postgres
 ensure_redis
 ensure_chromium || log "Chromium could not be installed: data exports fail until CHROMIUM_PATH names one"
+ensure_report_fonts || log "the report fonts could not be installed: report.pdf prints CJK and emoji as boxes"
 if [[ "${PROVISION_TEST_TOOLS:-0}" == "1" ]]; then ensure_pdftotext; fi

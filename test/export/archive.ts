@@ -43,6 +43,19 @@ export async function pdfText(pdf: Buffer): Promise<string> {
   }
 }
 
+/** The fonts a PDF embeds, as poppler's pdffonts lists them (one line each, names first). */
+export async function pdfFonts(pdf: Buffer): Promise<string> {
+  const dir = await mkdtemp(path.join(tmpdir(), 'export-pdf-'));
+  try {
+    const file = path.join(dir, 'report.pdf');
+    await writeFile(file, pdf);
+    const { stdout } = await promisify(execFile)('pdffonts', [file]);
+    return stdout;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 /** A binary GET: status, headers and the raw body. */
 export async function download(
   url: string,

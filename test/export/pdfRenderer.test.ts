@@ -7,7 +7,8 @@ import { processAlive } from '../helpers/processes';
 import { eventually } from '../helpers/wait';
 import { createLogger } from '../../shared/logger';
 import { PdfRenderer, PROFILE_PREFIX } from '../../workers/export/pdfRenderer';
-import { pdfText } from './archive';
+import { REPORT_FONTS } from '../../workers/export/documents';
+import { pdfFonts, pdfText } from './archive';
 
 const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 
@@ -113,4 +114,25 @@ test('a profile left by an earlier process with the same pid (a container worker
   child.stdout.on('data', (c: Buffer) => (out += c));
   await new Promise((resolve) => child.on('exit', resolve));
   t.is(out, 'removed');
+});
+
+test('the report prints Chinese, Japanese, Korean and emoji with fonts that have them, not as boxes', async (t) => {
+  const renderer = new PdfRenderer({ executablePath: CHROMIUM, maxPages: 1, logger: createLogger('test', 'silent') });
+  try {
+    const pdf = await renderer.render(
+      `<!doctype html><html><head><meta charset="utf-8"><style>body { font-family: ${REPORT_FONTS}; }</style></head>` +
+        '<body><p>Latin Ελληνικά Кириллица</p><p>漢字テスト 한국어 中文</p><p>😀 🇩🇪</p></body></html>',
+    );
+    // Chromium embeds DejaVu by name and the Noto fonts (CFF collections, colour bitmaps) as
+    // unnamed Type 3 fonts; without them every CJK character and emoji is DejaVu's empty box.
+    const fonts = (await pdfFonts(pdf)).split('\n').slice(2).filter(Boolean);
+    t.true(fonts.some((f) => f.includes('DejaVuSans')));
+    t.true(
+      fonts.some((f) => !f.includes('DejaVuSans')),
+      `only DejaVu embedded: CJK and emoji printed as boxes (install fonts-noto-cjk, fonts-noto-color-emoji)\n${fonts.join('\n')}`,
+    );
+    t.regex(await pdfText(pdf), /漢字テスト 한국어 中文/);
+  } finally {
+    await renderer.close();
+  }
 });

@@ -54,6 +54,15 @@ function recordTable(
 }
 
 /**
+ * The report's fonts, first to last: Latin, Greek, Cyrillic, Arabic and Hebrew from DejaVu, Chinese,
+ * Japanese and Korean from Noto Sans CJK, emoji from Noto Color Emoji (scripts/provision.sh installs
+ * them with Chromium: fonts-dejavu-core, fonts-noto-cjk, fonts-noto-color-emoji). Without a font for
+ * a character Chromium prints an empty box: a name in Japanese would be unreadable in the report.
+ */
+export const REPORT_FONTS =
+  "'DejaVu Sans', 'Liberation Sans', 'Noto Sans CJK SC', 'Noto Sans CJK JP', 'Noto Sans CJK KR', 'Noto Color Emoji', sans-serif";
+
+/**
  * The HTML the report PDF is printed from: every section with localised headings, labels and
  * dates. Static: no script, nothing loaded from elsewhere (the page's CSP forbids it too); every
  * value is escaped.
@@ -83,7 +92,7 @@ export function reportHtml(data: DataExport, locale: ExportLocale): string {
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
 <title>${escapeHtml(t.reportTitle)}</title>
 <style>
-body { font-family: 'DejaVu Sans', 'Liberation Sans', sans-serif; font-size: 10pt; color: #222; }
+body { font-family: ${REPORT_FONTS}; font-size: 10pt; color: #222; }
 h1 { font-size: 18pt; margin: 0 0 4pt; } h2 { font-size: 13pt; margin: 16pt 0 4pt; border-bottom: 1px solid #999; }
 .meta, .intro, .none { color: #555; margin: 2pt 0 6pt; } .privacy { font-size: 8.5pt; color: #555; }
 table { border-collapse: collapse; width: 100%; margin: 0 0 8pt; page-break-inside: avoid; }
