@@ -65,3 +65,26 @@ test.serial('the counts come from the trigger-kept row counters, not from scanni
     await s.db('row_counters').where({ counter: 'gps_points', shard: 999 }).delete();
   }
 });
+
+test.serial(
+  'a process reads the shared figures once per minute, not per request, and keeps them while Redis does',
+  async (t) => {
+    const s = stack();
+    const key = `${s.config.redisPrefix}stats:public`;
+    await s.redis.del(key);
+    setClockOffset(120_000); // past whatever the process kept from an earlier test
+    try {
+      const first = await s.request('GET', '/v1/stats/public');
+      t.is(first.status, 200);
+      // Another instance's figures appear in Redis for the same minute: this process does not ask again.
+      await s.redis.set(key, JSON.stringify({ ...first.body, devices: 4242 }), 'KEEPTTL');
+      t.is((await s.request('GET', '/v1/stats/public')).body.devices, first.body.devices);
+      // Once the minute is over, it reads Redis again (here: the other instance's, re-stored for a minute).
+      await s.redis.set(key, JSON.stringify({ ...first.body, devices: 4343 }), 'EX', 60);
+      setClockOffset(120_000 + 61_000);
+      t.is((await s.request('GET', '/v1/stats/public')).body.devices, 4343);
+    } finally {
+      setClockOffset(0);
+    }
+  },
+);
