@@ -32,11 +32,10 @@ export function platformAccountRoutes(router: ApiRouter): void {
     },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
-      // The user (404) and the accounts in the same turn's batches: one round trip.
-      const [, accounts] = await Promise.all([
-        loadUser(ctx.services.db, id, { includeDeleted: true }),
-        userAccounts(ctx.services.db, id),
-      ]);
+      const accounts = await userAccounts(ctx.services.db, id);
+      // Every user keeps at least one account (the last cannot be unlinked): a user is read only
+      // when none came back, to answer 404 for no such user (one read per request, not two).
+      if (accounts.length === 0) await loadUser(ctx.services.db, id, { includeDeleted: true });
       ctx.body = resource(ctx, accounts.map(presentPlatformAccount), `/v1/users/${id}/accounts`);
     },
   );
@@ -58,13 +57,13 @@ export function platformAccountRoutes(router: ApiRouter): void {
     },
     async (ctx, { params }) => {
       const id = resolveUserRef(ctx, params.id);
-      // As the list: the user (404) and their accounts in the same turn's batches, one round trip.
-      const [, accounts] = await Promise.all([
-        loadUser(ctx.services.db, id, { includeDeleted: true }),
-        userAccounts(ctx.services.db, id),
-      ]);
+      const accounts = await userAccounts(ctx.services.db, id);
       const account = accounts.find((a) => a.id === params.account_id);
-      if (!account) throw notFound('platform account');
+      if (!account) {
+        // No such user is its own 404; the user is read only then (an account's user exists).
+        if (accounts.length === 0) await loadUser(ctx.services.db, id, { includeDeleted: true });
+        throw notFound('platform account');
+      }
       ctx.body = resource(ctx, presentPlatformAccount(account), `/v1/users/${id}/accounts/${account.id}`);
     },
   );

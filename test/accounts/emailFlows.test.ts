@@ -484,6 +484,12 @@ test('platform accounts: list, set primary, get one (the self link), unlink with
   const admin = await createUser(s.db, { roles: ['role_admin'] });
   t.deepEqual((await s.request('GET', prim.body._links.self, { token: admin.token })).body.data, prim.body.data);
   t.is((await s.request('GET', `/v1/users/${other.id}/accounts/${otherAcct}`, { token: admin.token })).status, 200);
+  // No such user: 404 naming the user, on the list and on one account.
+  const nobody = '00000000-0000-4000-8000-000000000001';
+  const noList = await s.request('GET', `/v1/users/${nobody}/accounts`, { token: admin.token });
+  t.is(noList.status, 404);
+  t.regex(noList.body.message, /user/);
+  t.is((await s.request('GET', `/v1/users/${nobody}/accounts/${otherAcct}`, { token: admin.token })).status, 404);
   const after = (await s.request('GET', `/v1/users/${user.id}/accounts`, { token: user.token })).body.data;
   t.deepEqual(
     after.filter((a: any) => a.is_primary).map((a: any) => a.id),
