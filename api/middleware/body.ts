@@ -45,6 +45,8 @@ export function checkParsedBody(body: unknown, ctx?: Pick<Context, 'method' | 'p
 
 /** True when every run of percent-escapes in `s` decodes to UTF-8 (a `%` without two hex digits stays text). */
 function escapesAreUtf8(s: string): boolean {
+  // Escapes of ASCII only (`%20`, `%7B`: an encoded GraphQL query) are UTF-8 as they are.
+  if (!/%[89a-fA-F]/.test(s)) return true;
   for (const [run] of s.matchAll(/(?:%[0-9a-fA-F]{2})+/g)) {
     if (!isUtf8(Buffer.from(run.replace(/%/g, ''), 'hex'))) return false;
   }
