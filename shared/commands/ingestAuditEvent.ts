@@ -9,7 +9,8 @@ import { z, zChars, zInput, isUuid } from '../zod';
 import { attributed, Attribution, AUDIT_EVENT_TYPES, recordAuditEvent, SOURCE_SERVICES } from '../audit';
 
 /** The client address an event reports: an IPv4 or IPv6 address as such (no zone id), not any text. */
-const isIpAddress = (v: string) => ipAddressOf(v) === v;
+/** An address as written, without a zone id (which would be dropped); an IPv4-mapped one is stored as IPv4. */
+const isIpAddress = (v: string) => ipAddressOf(v) !== null && !v.includes('%');
 
 /** The audit event an internal app or service may write (POST /v1/internal/audit, GraphQL logAuditEvent). */
 export const auditIngestBody = z.object({
@@ -20,7 +21,10 @@ export const auditIngestBody = z.object({
   resource_type: zChars({ max: 64 }).nullish(),
   resource_id: zChars({ max: 255 }).nullish(),
   actor_id: zChars({ max: 255 }).nullish(),
-  ip_address: zChars({ max: 64 }).refine(isIpAddress, 'must be an IP address').nullish(),
+  ip_address: zChars({ max: 64 })
+    .refine(isIpAddress, 'must be an IP address')
+    .transform((v) => ipAddressOf(v)!)
+    .nullish(),
   user_agent: zChars({ max: 2000 }).nullish(),
   description: zChars({ max: 4000 }).nullish(),
   metadata: z
