@@ -9,6 +9,7 @@ import { createContext } from '../shared/context';
 import { RETRY_AFTER_SECONDS, toHttpError } from '../shared/errors';
 import {
   answerMalformedRequests,
+  carriesBody,
   listen,
   refuseBadRequestHead,
   closeLingering,
@@ -95,8 +96,7 @@ function serveIgnoringUpgrade(
   handle: (req: http.IncomingMessage, res: http.ServerResponse) => void,
   connections: HttpDrain,
 ): void {
-  const declared = req.headers['content-length'];
-  if (req.headers['transfer-encoding'] !== undefined || (declared !== undefined && !/^0+$/.test(declared)))
+  if (carriesBody(req))
     return refuseSocket(
       socket,
       400,

@@ -211,9 +211,7 @@ export function upgradeProblem(
     return { status: 400, message: 'Upgrade: only websocket is supported' };
   // RFC 6455 §4.1: a handshake is an HTTP/1.1 GET, without a body.
   if (req.httpVersionMinor < 1) return { status: 400, message: 'a WebSocket handshake needs HTTP/1.1' };
-  const declared = req.headers['content-length'];
-  if (req.headers['transfer-encoding'] !== undefined || (declared !== undefined && !/^0+$/.test(declared)))
-    return { status: 400, message: 'a WebSocket handshake has no body' };
+  if (carriesBody(req)) return { status: 400, message: 'a WebSocket handshake has no body' };
   if (!/^[+/0-9A-Za-z]{22}==$/.test(req.headers['sec-websocket-key'] ?? '')) {
     return { status: 400, message: 'Sec-WebSocket-Key: missing or not 16 base64-encoded bytes' };
   }
@@ -233,13 +231,13 @@ export function upgradeProblem(
  * proxy may keep another: two credentials are refused (401), never one of them guessed at.
  */
 export function repeatsAuthorization(req: http.IncomingMessage): boolean {
-  const raw = req.rawHeaders;
-  let seen = 0;
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i];
-    if (name.length === 13 && name.toLowerCase() === 'authorization' && ++seen > 1) return true;
-  }
-  return false;
+  return headerLines(req, 'authorization') > 1;
+}
+
+/** Whether a request says it has a body (a Transfer-Encoding, or a Content-Length above 0). */
+export function carriesBody(req: http.IncomingMessage): boolean {
+  const declared = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (declared !== undefined && !/^0+$/.test(declared));
 }
 
 /** What a request to WS_PATH that is not a WebSocket handshake gets: 426 naming the protocol (RFC 9110 §15.5.22). */

@@ -30,31 +30,24 @@ export function unzip(buf: Buffer): Promise<Map<string, Buffer>> {
   });
 }
 
-/** The text of a PDF, extracted by poppler's pdftotext (installed by scripts/provision.sh for tests). */
-export async function pdfText(pdf: Buffer): Promise<string> {
+/** What a poppler tool (installed by scripts/provision.sh for tests) prints for a PDF, between `before` and `after`. */
+async function poppler(tool: string, pdf: Buffer, before: string[] = [], after: string[] = []): Promise<string> {
   const dir = await mkdtemp(path.join(tmpdir(), 'export-pdf-'));
   try {
     const file = path.join(dir, 'report.pdf');
     await writeFile(file, pdf);
-    const { stdout } = await promisify(execFile)('pdftotext', ['-enc', 'UTF-8', file, '-']);
+    const { stdout } = await promisify(execFile)(tool, [...before, file, ...after]);
     return stdout;
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
 }
 
+/** The text of a PDF, extracted by poppler's pdftotext. */
+export const pdfText = (pdf: Buffer): Promise<string> => poppler('pdftotext', pdf, ['-enc', 'UTF-8'], ['-']);
+
 /** The fonts a PDF embeds, as poppler's pdffonts lists them (one line each, names first). */
-export async function pdfFonts(pdf: Buffer): Promise<string> {
-  const dir = await mkdtemp(path.join(tmpdir(), 'export-pdf-'));
-  try {
-    const file = path.join(dir, 'report.pdf');
-    await writeFile(file, pdf);
-    const { stdout } = await promisify(execFile)('pdffonts', [file]);
-    return stdout;
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-}
+export const pdfFonts = (pdf: Buffer): Promise<string> => poppler('pdffonts', pdf);
 
 /** A binary GET: status, headers and the raw body. */
 export async function download(
