@@ -230,6 +230,8 @@ interface Run {
   seconds: number;
   rps: number;
   p99: number;
+  /** Bytes received per answer, headers included (compressed as sent). */
+  bytesPerAnswer: number;
   statements?: number;
   /** The target process's CPU time (user + system) per request answered, in µs. */
   cpuPerRequest?: number;
@@ -291,6 +293,7 @@ function summarise(r: autocannon.Result): Run {
     seconds,
     rps: r['2xx'] / seconds,
     p99: r.latency.p99,
+    bytesPerAnswer: r.requests.total ? r.throughput.total / r.requests.total : 0,
   };
 }
 
@@ -702,6 +705,8 @@ const median = (xs: number[]) => {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+/** KB with the precision that matters: 0.31, 4.2, 757. */
+const kbText = (kb: number) => (kb < 1 ? kb.toFixed(2) : kb < 10 ? kb.toFixed(1) : fmt(kb));
 
 async function main(): Promise<void> {
   // The water-level provider is outside (PEGELONLINE): a local fake in its real format, so the
@@ -822,7 +827,7 @@ async function main(): Promise<void> {
           const perReq = run.statements !== undefined && run.total ? (run.statements / run.total).toFixed(2) : '—';
           const bad = run.non2xx + run.errors ? `, ${run.non2xx} non-2xx, ${run.errors} errors/timeouts` : '';
           log(
-            `round ${round}/${ROUNDS} ${c.label}: ${fmt(run.rps * (c.pointsPerRequest ?? 1))} ${c.pointsPerRequest ? 'points' : 'req'}/s, p99 ${run.p99} ms, ${perReq} SQL/req, ${cpu(run)}${bad}`,
+            `round ${round}/${ROUNDS} ${c.label}: ${fmt(run.rps * (c.pointsPerRequest ?? 1))} ${c.pointsPerRequest ? 'points' : 'req'}/s, p99 ${run.p99} ms, ${kbText(run.bytesPerAnswer / 1024)} KB/answer, ${perReq} SQL/req, ${cpu(run)}${bad}`,
           );
         } catch (err) {
           c.probeFailure = `load failed in round ${round}: ${(err as Error).message}`;
@@ -843,6 +848,8 @@ async function main(): Promise<void> {
       ratio: number;
       rate: number;
       p99: number;
+      /** Median KB received per answer: a large answer is bound by bytes, not by the route's work. */
+      kb?: number;
       sql?: number;
       cpu?: number;
       /** Median share of the run the event loop was busy. */
@@ -880,6 +887,7 @@ async function main(): Promise<void> {
         ratio,
         rate: rps * (c.pointsPerRequest ?? 1),
         p99,
+        kb: median(c.runs.map((r) => r.bytesPerAnswer)) / 1024,
         sql: stmts !== undefined && total ? stmts / total : undefined,
         cpu: medianCpu(c.runs),
         loop: medianOf(c.runs, (r) => r.loopBusy),
@@ -892,8 +900,8 @@ async function main(): Promise<void> {
     const out: string[] = [];
     out.push(
       '',
-      '| route | kind | req/s | p99 ms | SQL/req | µs CPU/req | loop | × Koa | target | result |',
-      '|---|---|---:|---:|---:|---:|---:|---:|---|---|',
+      '| route | kind | req/s | p99 ms | KB/answer | SQL/req | µs CPU/req | loop | × Koa | target | result |',
+      '|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|',
     );
     for (const r of rows) {
       const loaded = r.c.runs.length > 0;
@@ -903,7 +911,7 @@ async function main(): Promise<void> {
       const shortest = Math.min(...r.c.runs.map((x) => x.seconds));
       if (loaded && shortest < DURATION * 0.9) r.c.detail += `; a run ended after ${shortest} s (pool used up)`;
       out.push(
-        `| ${r.c.label} | ${r.c.detail}; ${r.c.credential} | ${rate} | ${loaded ? r.p99 : '—'} | ${r.sql !== undefined ? r.sql.toFixed(2) : '—'} | ${r.cpu !== undefined ? r.cpu.toFixed(0) : '—'} | ${loopPct(r.loop)} | ${loaded ? r.ratio.toFixed(r.ratio < 0.1 ? 3 : 2) : '—'} | ${r.c.target?.text ?? '—'} | ${result.replace(/\|/g, '\\|')} |`,
+        `| ${r.c.label} | ${r.c.detail}; ${r.c.credential} | ${rate} | ${loaded ? r.p99 : '—'} | ${r.kb !== undefined ? kbText(r.kb) : '—'} | ${r.sql !== undefined ? r.sql.toFixed(2) : '—'} | ${r.cpu !== undefined ? r.cpu.toFixed(0) : '—'} | ${loopPct(r.loop)} | ${loaded ? r.ratio.toFixed(r.ratio < 0.1 ? 3 : 2) : '—'} | ${r.c.target?.text ?? '—'} | ${result.replace(/\|/g, '\\|')} |`,
       );
     }
     out.push(
@@ -921,6 +929,7 @@ async function main(): Promise<void> {
         .join(', ')}.`,
       `Settings: ${ROUNDS} rounds × ${DURATION} s per case after ${WARMUP} s warm-up, ${CONNECTIONS} connections, one api process and one Koa process (node ${NODE_ARGS.join(' ')}), loopback, Accept-Encoding: ${ACCEPT_ENCODING || '(none)'}; ` +
         `Koa every ${KOA_EVERY} cases, ratio = median over rounds of req/s ÷ mean of the Koa runs around it; req/s counts 2xx only; ` +
+        `KB/answer = bytes received per answer (headers included, compressed as sent), median over rounds: at hundreds of KB the loopback copy, not the route, sets the rate; ` +
         `SQL/req = statements the api sent during the measured runs, less ${(baselinePerMs * 1000).toFixed(1)}/s idle, ÷ requests answered; ` +
         `µs CPU/req = the process's CPU time (user + system) over the measured run ÷ requests answered, median over rounds (PostgreSQL's and Redis's not included); ` +
         `loop = the share of the measured run the api's event loop was busy, median over rounds: well below 100% under load means the route waits (on the database, Redis or a batch), not on the api's CPU.${ONLY ? ` ONLY=${ONLY.source}.` : ''}`,
