@@ -99,6 +99,10 @@ export async function setupTwoFactor(ctx: ServiceContext, userId: string, platfo
 
 type CodeMatch = { kind: 'totp'; step: number } | { kind: 'backup'; id: string };
 
+/** Whether `code` is a TOTP code of `row`'s secret now: no claim, no lock (the check before the lock). */
+const totpMatches = (ctx: ServiceContext, row: UserTwoFactor, code: string) =>
+  matchTotp(decryptSecret(row.secret_encrypted, ctx.config.secretKeys), code.trim(), clock.now()) !== null;
+
 /**
  * Checks a code against the locked row: a TOTP code within ±1 step that is newer than the last one
  * accepted (and, across instances, claimed first in Redis), or an unused backup code (spent here).
@@ -108,7 +112,7 @@ async function matchCode(
   trx: Knex.Transaction,
   row: UserTwoFactor,
   code: string,
-  allowBackup: boolean,
+  backupHash: string | null,
 ): Promise<CodeMatch | null> {
   const trimmed = code.trim();
   const secret = decryptSecret(row.secret_encrypted, ctx.config.secretKeys);
@@ -122,11 +126,12 @@ async function matchCode(
     await trx('user_two_factor').where('user_id', row.user_id).update({ last_step: step });
     return { kind: 'totp', step };
   }
-  const backup = allowBackup ? normaliseBackupCode(trimmed) : null;
-  if (!backup) return null;
+  // Set for a code of a backup code's form when backup codes are allowed (withTwoFactorCode).
+  if (backupHash === null) return null;
+  const backup = normaliseBackupCode(trimmed)!;
   const spent = await trx('two_factor_backup_codes')
     .where('user_id', row.user_id)
-    .whereIn('code_hash', [await hashBackupCode(row.user_id, backup), legacyBackupCodeHash(backup)])
+    .whereIn('code_hash', [backupHash, legacyBackupCodeHash(backup)])
     .whereNull('used_at')
     .update({ used_at: clock.date() })
     .returning('id');
@@ -137,18 +142,25 @@ async function matchCode(
  * The one way a code is checked: counted first (lock-out, 429 with Retry-After), then matched
  * under the row lock; a wrong code commits a `login_failed` audit event and answers 400; a right
  * one runs `onMatch` in the same transaction and clears the failure count.
+ *
+ * The slow work (argon2id, about 9 ms a hash) runs before the row is locked, so a transaction
+ * holds its pooled connection and the lock for a few statements, not for ten hashes: the hash of a
+ * submitted backup code, and `prepare` (a new set of backup codes) when the code matches the state
+ * read before the lock. The match under the lock decides; in the rare case it accepts a code the
+ * first read did not (the secret changed in between), `prepare` runs there.
  */
-export async function withTwoFactorCode<T>(
+export async function withTwoFactorCode<T, P = undefined>(
   ctx: ServiceContext,
   userId: string,
   code: string,
   by: TwoFactorActor,
   op: string,
-  opts: { allowBackup: boolean; state: (s: TwoFactorState) => void },
-  onMatch: (trx: Knex.Transaction, s: TwoFactorState, m: CodeMatch) => Promise<T>,
+  opts: { allowBackup: boolean; state: (s: TwoFactorState) => void; prepare?: () => Promise<P> },
+  onMatch: (trx: Knex.Transaction, s: TwoFactorState, m: CodeMatch, prepared: P) => Promise<T>,
 ): Promise<T> {
   // State errors (nothing pending, not enabled) are not guesses: answered before anything counts.
-  opts.state(await twoFactorState(ctx.db, userId));
+  const before = await twoFactorState(ctx.db, userId);
+  opts.state(before);
   // Per IP first (the sign-in counter failed passwords use), then per account: a refusal counts nowhere.
   const ipReservation = by.ipAddress ? await reserveIpAttempt(ctx.db, by.ipAddress) : null;
   const ipRefused = ipReservation !== null && ipReservation.retryAfterSeconds > 0;
@@ -173,29 +185,36 @@ export async function withTwoFactorCode<T>(
   // A check that fails other than by a wrong code (the state changed meanwhile: a parallel request
   // enabled 2FA; the database failed) was no guess: its attempts are given back.
   let wrong = false;
-  const outcome = await transaction(ctx.db, async (trx) => {
-    const s = await twoFactorState(trx, userId, { forUpdate: true });
-    opts.state(s);
-    const m = await matchCode(ctx, trx, s.row!, code, opts.allowBackup);
-    if (!m) {
-      wrong = true;
-      await recordAuditEvent(
-        attributed(
-          { ...by, actorId: by.actorId ?? userId },
-          {
-            user_id: userId,
-            event_type: 'login_failed',
-            status: 'failure',
-            error_message: 'wrong_2fa_code',
-            metadata: { reason: 'wrong_2fa_code', operation: op },
-          },
-        ),
-        trx,
-      );
-      return { ok: false as const };
-    }
-    return { ok: true as const, value: await onMatch(trx, s, m) };
-  }).catch(async (err: unknown) => {
+  const outcome = await (async () => {
+    const backup = opts.allowBackup ? normaliseBackupCode(code) : null;
+    const backupHash = backup ? await hashBackupCode(userId, backup) : null;
+    let prepared: { value: P } | undefined;
+    if (opts.prepare && before.row && totpMatches(ctx, before.row, code)) prepared = { value: await opts.prepare() };
+    return transaction(ctx.db, async (trx) => {
+      const s = await twoFactorState(trx, userId, { forUpdate: true });
+      opts.state(s);
+      const m = await matchCode(ctx, trx, s.row!, code, backupHash);
+      if (!m) {
+        wrong = true;
+        await recordAuditEvent(
+          attributed(
+            { ...by, actorId: by.actorId ?? userId },
+            {
+              user_id: userId,
+              event_type: 'login_failed',
+              status: 'failure',
+              error_message: 'wrong_2fa_code',
+              metadata: { reason: 'wrong_2fa_code', operation: op },
+            },
+          ),
+          trx,
+        );
+        return { ok: false as const };
+      }
+      prepared ??= { value: opts.prepare ? await opts.prepare() : (undefined as P) };
+      return { ok: true as const, value: await onMatch(trx, s, m, prepared.value) };
+    });
+  })().catch(async (err: unknown) => {
     if (!wrong) {
       await giveBackTwoFactorAttempt(ctx.db, reservation);
       if (ipReservation) await releaseAttempt(ctx.db, ipReservation);
@@ -208,13 +227,23 @@ export async function withTwoFactorCode<T>(
   return outcome.value;
 }
 
-/** Replaces the user's backup codes with 10 new ones; returns them in clear (shown once). */
-async function replaceBackupCodes(trx: Knex.Transaction, userId: string): Promise<string[]> {
+/** A new set of backup codes: in clear (shown once) and as stored. */
+interface BackupCodeSet {
+  codes: string[];
+  hashes: string[];
+}
+
+/** 10 new backup codes and their hashes (argon2id, in parallel on libuv's pool). */
+async function newBackupCodeSet(userId: string): Promise<BackupCodeSet> {
   const codes = newBackupCodes();
-  const hashes = await Promise.all(codes.map((c) => hashBackupCode(userId, normaliseBackupCode(c)!)));
+  return { codes, hashes: await Promise.all(codes.map((c) => hashBackupCode(userId, normaliseBackupCode(c)!))) };
+}
+
+/** Replaces the user's backup codes with `set`; returns them in clear (shown once). */
+async function replaceBackupCodes(trx: Knex.Transaction, userId: string, set: BackupCodeSet): Promise<string[]> {
   await trx('two_factor_backup_codes').where('user_id', userId).delete();
-  await trx('two_factor_backup_codes').insert(hashes.map((code_hash) => ({ user_id: userId, code_hash })));
-  return codes;
+  await trx('two_factor_backup_codes').insert(set.hashes.map((code_hash) => ({ user_id: userId, code_hash })));
+  return set.codes;
 }
 
 /** Queues one of the 2FA notices (spec §6) in `trx`; users without any address get none. */
@@ -257,13 +286,13 @@ export async function verifyTwoFactor(ctx: ServiceContext, userId: string, code:
     code,
     by,
     'verify',
-    { allowBackup: false, state: requirePending },
-    async (trx, s) => {
+    { allowBackup: false, state: requirePending, prepare: () => newBackupCodeSet(userId) },
+    async (trx, s, _m, set) => {
       const now = clock.date();
       await trx('user_two_factor')
         .where('user_id', userId)
         .update({ enabled_at: now, setup_expires_at: null, updated_at: now });
-      const codes = await replaceBackupCodes(trx, userId);
+      const codes = await replaceBackupCodes(trx, userId, set);
       await recordAuditEvent(
         attributed(
           { ...by, actorId: by.actorId ?? userId },
@@ -331,9 +360,9 @@ export async function regenerateBackupCodes(ctx: ServiceContext, userId: string,
     code,
     by,
     'regenerate_backup_codes',
-    { allowBackup: false, state: requireEnabled },
-    async (trx, s) => {
-      const codes = await replaceBackupCodes(trx, userId);
+    { allowBackup: false, state: requireEnabled, prepare: () => newBackupCodeSet(userId) },
+    async (trx, s, _m, set) => {
+      const codes = await replaceBackupCodes(trx, userId, set);
       await recordAuditEvent(
         attributed(
           { ...by, actorId: by.actorId ?? userId },

@@ -2,6 +2,7 @@ import test from 'ava';
 import jsQR from 'jsqr';
 import { PNG } from 'pngjs';
 import { setClockOffset } from '../../shared/clock';
+import * as totp from '../../shared/domain/totp';
 import { useAccountsStack } from '../helpers/accounts';
 import { createUser } from '../helpers/factories';
 import { advanceClock, codeNow, enableTwoFactor, nextStep } from './helpers';
@@ -234,3 +235,62 @@ test.serial('an unknown user_id is a 404 on every 2FA route, and each documents 
     t.truthy(doc.paths[path][method.toLowerCase()].responses['404'], `${method} ${path} documents 404`);
   }
 });
+
+test.serial(
+  'backup codes are hashed before the 2FA row is locked: verify, regenerate and a backup-code disable; a wrong code hashes no new set',
+  async (t) => {
+    const s = stack();
+    const u = await createUser(s.db);
+    // Every argon2id hash of a backup code, and whether a transaction held a lock on the 2FA rows
+    // while it ran (FOR UPDATE leaves a RowShareLock on the table until the transaction ends).
+    const module = totp as unknown as Record<string, unknown>;
+    const original = totp.hashBackupCode;
+    const seen: number[] = [];
+    module.hashBackupCode = async (userId: string, code: string) => {
+      const { rows } = await s.db.raw(
+        `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+          WHERE c.relname = 'user_two_factor' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+      );
+      seen.push(rows[0].n);
+      return original(userId, code);
+    };
+    try {
+      const setup = await s.request('POST', '/v1/users/me/2fa/setup', { token: u.token, body: {} });
+      nextStep();
+      const wrong = await s.request('POST', '/v1/users/me/2fa/verify', {
+        token: u.token,
+        body: { code: codeNow(setup.body.secret) === '000000' ? '111111' : '000000' },
+      });
+      t.is(wrong.status, 400);
+      t.deepEqual(seen, [], 'a wrong TOTP code costs no hash');
+      const verified = await s.request('POST', '/v1/users/me/2fa/verify', {
+        token: u.token,
+        body: { code: codeNow(setup.body.secret) },
+      });
+      t.is(verified.status, 200, verified.text);
+      t.is(seen.length, 10);
+      nextStep();
+      const regen = await s.request('POST', '/v1/users/me/2fa/backup-codes/regenerate', {
+        token: u.token,
+        body: { code: codeNow(setup.body.secret) },
+      });
+      t.is(regen.status, 200, regen.text);
+      t.is(seen.length, 20);
+      const off = await s.request('DELETE', '/v1/users/me/2fa', {
+        token: u.token,
+        body: { code: regen.body.backup_codes[3] },
+      });
+      t.is(off.status, 200, off.text);
+      t.is(seen.length, 21);
+      t.deepEqual(
+        seen.filter((n) => n > 0),
+        [],
+        'no hash ran while a transaction held the 2FA row',
+      );
+      // The codes the answers showed are the ones stored: the set hashed before the lock was kept.
+      t.is(await s.db('user_two_factor').where('user_id', u.id).first(), undefined);
+    } finally {
+      module.hashBackupCode = original;
+    }
+  },
+);
