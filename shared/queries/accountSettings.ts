@@ -1,15 +1,21 @@
 import type { Knex } from 'knex';
 import type { Config } from '../config';
-import { readConfig, SYSTEM_CONFIG } from '../systemConfig';
+import { cachedConfig } from '../caches/systemConfig';
+import { SYSTEM_CONFIG } from '../systemConfig';
+
+/*
+ * Both through the process's config cache (shared/caches/systemConfig.ts): a PATCH reaches every
+ * process in the time a Redis message takes, and a sign-in or a deletion reads no system_config row.
+ */
 
 /** Lifetime of a session created by a login (system config auth.session_days, default 30 days). */
 export async function sessionLifetimeMs(db: Knex): Promise<number> {
-  return (await readConfig(db, 'auth.session_days')) * 86400_000;
+  return (await cachedConfig(db, 'auth.session_days')) * 86400_000;
 }
 
 /** Grace period before a scheduled deletion is carried out (accounts.deletion_grace_days, default 7). */
 export async function deletionGraceMs(db: Knex): Promise<number> {
-  return (await readConfig(db, 'accounts.deletion_grace_days')) * 86400_000;
+  return (await cachedConfig(db, 'accounts.deletion_grace_days')) * 86400_000;
 }
 
 /**

@@ -1,13 +1,14 @@
 import test from 'ava';
 import { hashPassword } from '../../shared/domain/passwords';
 import { createUser } from '../helpers/factories';
+import { statementsOn } from '../helpers/statements';
 import { useStack } from '../helpers/stack';
 
 /** docs/settings.md "Declared keys": auth.session_days, the lifetime of a session created by login. */
 const stack = useStack(test, { env: { RATE_LIMIT_ANONYMOUS: '100000' } });
 const DAY = 86_400_000;
 
-test('a login session lives auth.session_days: 30 by default, and what an admin sets', async (t) => {
+test.serial('a login session lives auth.session_days: 30 by default, and what an admin sets', async (t) => {
   const s = stack();
   const admin = await createUser(s.db, { roles: ['role_admin'] });
   const user = await createUser(s.db);
@@ -35,4 +36,18 @@ test('a login session lives auth.session_days: 30 by default, and what an admin 
   t.is(patched.status, 200, patched.text);
   const two = await login();
   t.true(two >= 2 && two < 2 + 1 / 24, String(two));
+});
+
+test.serial('a sign-in reads auth.session_days from the process cache, not from system_config', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db);
+  await s
+    .db('platform_accounts')
+    .where({ user_id: user.id })
+    .update({ password_hash: await hashPassword('cached days pw') });
+  const login = () => s.request('POST', '/v1/auth/login', { body: { email: user.email, password: 'cached days pw' } });
+  t.is((await login()).status, 200);
+  const { result, sql } = await statementsOn(s.db, 'system_config', login);
+  t.is(result.status, 200, result.text);
+  t.deepEqual(sql, [], 'a warm sign-in sends no statement on system_config');
 });
