@@ -5,6 +5,7 @@ import { transaction } from '../db';
 import {
   BotChannel,
   botChannel,
+  BotGuild,
   botGuild,
   BotMember,
   botMember,
@@ -17,7 +18,7 @@ import { ChatGuild } from '../models/ChatGuild';
 /**
  * Chat sync (spec §4.23): asks the chat bot connected to the realtime process what it sees
  * (ChatSyncRequest 110 through ChatBotClient) and stores it: guilds with their channels and roles
- * (one transaction per guild), or one guild's members (one transaction, written in batches). What
+ * (one transaction, a fixed number of statements), or one guild's members (one transaction, written in batches). What
  * the bot no longer reports is deleted: rows a sync wrote carry its `sync_id`, the others go.
  * No bot connected, a timeout, a failure the bot reports or an invalid answer → success false and
  * the error, with nothing written.
@@ -73,14 +74,6 @@ export async function syncChatGuilds(
   // A guild reported twice is stored (and counted) once, as channels and roles are.
   guilds = dedupe(guilds, (g) => g.guildId);
   const reported = new Set(guilds.map((g) => g.guildId));
-  const byGuild = <T extends { guildId: string }>(items: T[]) => {
-    const m = new Map<string, T[]>();
-    for (const it of items)
-      if (reported.has(it.guildId)) (m.get(it.guildId) ?? m.set(it.guildId, []).get(it.guildId)!).push(it);
-    return m;
-  };
-  const channelsOf = byGuild(channels);
-  const rolesOf = byGuild(roles);
 
   const result: GuildSyncResult = { success: true, error: null, guilds_synced: 0, channels_synced: 0, roles_synced: 0 };
   // One transaction, one sync at a time: two full syncs written guild by guild interleaved, and
@@ -89,40 +82,35 @@ export async function syncChatGuilds(
   // answer over the first's.
   const removed = await transaction(ctx.db, async (trx) => {
     await trx.raw('SELECT pg_advisory_xact_lock(hashtext(?))', ['chat.guildSync']);
-    for (const g of guilds) {
-      const syncId = randomUUID();
-      const [row] = await trx('chat_guilds')
-        .insert({
-          guild_id: g.guildId,
-          name: g.name,
-          icon: g.icon ?? null,
-          owner_id: g.ownerId ?? null,
-          member_count: g.memberCount,
-          boost_count: g.boostCount,
-          premium_tier: g.premiumTier,
-          bot_joined_at: g.botJoinedAt ?? trx.fn.now(),
-          last_synced_at: trx.fn.now(),
-        })
-        .onConflict('guild_id')
-        .merge({
-          name: g.name,
-          icon: g.icon ?? null,
-          owner_id: g.ownerId ?? null,
-          member_count: g.memberCount,
-          boost_count: g.boostCount,
-          premium_tier: g.premiumTier,
-          bot_joined_at: trx.raw('coalesce(?, chat_guilds.bot_joined_at)', [g.botJoinedAt ?? null]),
-          last_synced_at: trx.fn.now(),
-          updated_at: trx.fn.now(),
-        })
-        .returning('id');
-      const id = row.id as string;
-      result.channels_synced += await upsertChannels(trx, id, syncId, channelsOf.get(g.guildId) ?? []);
-      result.roles_synced += await upsertRoles(trx, id, syncId, rolesOf.get(g.guildId) ?? []);
-      await trx('chat_channels').where('guild_id', id).whereRaw('sync_id IS DISTINCT FROM ?', [syncId]).delete();
-      await trx('chat_roles').where('guild_id', id).whereRaw('sync_id IS DISTINCT FROM ?', [syncId]).delete();
-      result.guilds_synced++;
+    // A fixed number of statements whatever the number of guilds (one per guild each, before: a
+    // bot in 500 guilds held the lock for 2,500 round trips): the guilds, their channels and their
+    // roles each in one statement, then what this sync did not write goes.
+    const syncId = randomUUID();
+    const ids = await upsertGuilds(trx, guilds);
+    const channelRows = dedupe(
+      channels.filter((c) => reported.has(c.guildId)),
+      (c) => `${c.guildId}\n${c.channelId}`,
+    );
+    const roleRows = dedupe(
+      roles.filter((r) => reported.has(r.guildId)),
+      (r) => `${r.guildId}\n${r.roleId}`,
+    );
+    await upsertChannels(trx, syncId, channelRows);
+    await upsertRoles(trx, syncId, roleRows);
+    if (ids.length) {
+      const idArray = `{${ids.join(',')}}`;
+      await trx.raw('DELETE FROM chat_channels WHERE guild_id = ANY(?::uuid[]) AND sync_id IS DISTINCT FROM ?', [
+        idArray,
+        syncId,
+      ]);
+      await trx.raw('DELETE FROM chat_roles WHERE guild_id = ANY(?::uuid[]) AND sync_id IS DISTINCT FROM ?', [
+        idArray,
+        syncId,
+      ]);
     }
+    result.guilds_synced = guilds.length;
+    result.channels_synced = channelRows.length;
+    result.roles_synced = roleRows.length;
     // Guilds the bot left: everything on a full sync, the one asked for otherwise.
     const gone = trx('chat_guilds');
     if (guildId) gone.where('guild_id', guildId).whereNotIn('guild_id', [...reported]);
@@ -139,34 +127,79 @@ function dedupe<T>(items: T[], key: (t: T) => string): T[] {
   return m.size === items.length ? items : [...m.values()];
 }
 
-async function upsertChannels(trx: Knex.Transaction, guildId: string, syncId: string, items: BotChannel[]) {
-  const rows = dedupe(items, (c) => c.channelId);
-  if (!rows.length) return 0;
+/**
+ * Stores the reported guilds in one statement; answers their row ids. A guild already stored is
+ * updated (its bot_joined_at kept when the bot sends none); a new one is inserted (joined now when
+ * the bot sends no time). The guild sync's lock keeps other syncs out between the two parts.
+ */
+async function upsertGuilds(trx: Knex.Transaction, guilds: BotGuild[]): Promise<string[]> {
+  if (!guilds.length) return [];
+  const { rows } = await trx.raw<{ rows: Array<{ id: string }> }>(
+    `WITH x AS (
+       SELECT * FROM json_to_recordset(?::json) AS x("guildId" text, name text, icon text, "ownerId" text,
+         "memberCount" int, "boostCount" int, "premiumTier" int, "botJoinedAt" timestamptz)
+     ), updated AS (
+       UPDATE chat_guilds g SET name = x.name, icon = x.icon, owner_id = x."ownerId", member_count = x."memberCount",
+         boost_count = x."boostCount", premium_tier = x."premiumTier",
+         bot_joined_at = coalesce(x."botJoinedAt", g.bot_joined_at), last_synced_at = now(), updated_at = now()
+       FROM x WHERE g.guild_id = x."guildId"
+       RETURNING g.id, g.guild_id
+     ), inserted AS (
+       INSERT INTO chat_guilds (guild_id, name, icon, owner_id, member_count, boost_count, premium_tier,
+         bot_joined_at, last_synced_at)
+       SELECT x."guildId", x.name, x.icon, x."ownerId", x."memberCount", x."boostCount", x."premiumTier",
+         coalesce(x."botJoinedAt", now()), now()
+       FROM x WHERE x."guildId" NOT IN (SELECT guild_id FROM updated)
+       RETURNING id
+     )
+     SELECT id FROM updated UNION ALL SELECT id FROM inserted`,
+    [
+      JSON.stringify(
+        guilds.map((g) => ({
+          guildId: g.guildId,
+          name: g.name,
+          icon: g.icon ?? null,
+          ownerId: g.ownerId ?? null,
+          memberCount: g.memberCount,
+          boostCount: g.boostCount,
+          premiumTier: g.premiumTier,
+          botJoinedAt: g.botJoinedAt ?? null,
+        })),
+      ),
+    ],
+  );
+  return rows.map((r) => r.id);
+}
+
+/** Stores the channels of the stored guilds (by their snowflakes) in one statement. */
+async function upsertChannels(trx: Knex.Transaction, syncId: string, rows: BotChannel[]) {
+  if (!rows.length) return;
   await trx.raw(
     `INSERT INTO chat_channels (guild_id, channel_id, name, channel_type_raw, parent_id, position, topic, nsfw, sync_id)
-     SELECT ?::uuid, x."channelId", x.name, x."channelTypeRaw", x."parentId", x.position, x.topic, x.nsfw, ?::uuid
-     FROM json_to_recordset(?::json) AS x("channelId" text, name text, "channelTypeRaw" int, "parentId" text,
-       position int, topic text, nsfw boolean)
+     SELECT g.id, x."channelId", x.name, x."channelTypeRaw", x."parentId", x.position, x.topic, x.nsfw, ?::uuid
+     FROM json_to_recordset(?::json) AS x("guildId" text, "channelId" text, name text, "channelTypeRaw" int,
+       "parentId" text, position int, topic text, nsfw boolean)
+     JOIN chat_guilds g ON g.guild_id = x."guildId"
      ON CONFLICT (guild_id, channel_id) DO UPDATE SET name = excluded.name,
        channel_type_raw = excluded.channel_type_raw, parent_id = excluded.parent_id, position = excluded.position,
        topic = excluded.topic, nsfw = excluded.nsfw, sync_id = excluded.sync_id, updated_at = now()`,
-    [guildId, syncId, JSON.stringify(rows)],
+    [syncId, JSON.stringify(rows)],
   );
-  return rows.length;
 }
 
-async function upsertRoles(trx: Knex.Transaction, guildId: string, syncId: string, items: BotRole[]) {
-  const rows = dedupe(items, (r) => r.roleId);
-  if (!rows.length) return 0;
+/** Stores the roles of the stored guilds (by their snowflakes) in one statement. */
+async function upsertRoles(trx: Knex.Transaction, syncId: string, rows: BotRole[]) {
+  if (!rows.length) return;
   await trx.raw(
     `INSERT INTO chat_roles (guild_id, role_id, name, position, permissions, color, sync_id)
-     SELECT ?::uuid, x."roleId", x.name, x.position, x.permissions, x.color, ?::uuid
-     FROM json_to_recordset(?::json) AS x("roleId" text, name text, position int, permissions text, color int)
+     SELECT g.id, x."roleId", x.name, x.position, x.permissions, x.color, ?::uuid
+     FROM json_to_recordset(?::json) AS x("guildId" text, "roleId" text, name text, position int, permissions text,
+       color int)
+     JOIN chat_guilds g ON g.guild_id = x."guildId"
      ON CONFLICT (guild_id, role_id) DO UPDATE SET name = excluded.name, position = excluded.position,
        permissions = excluded.permissions, color = excluded.color, sync_id = excluded.sync_id, updated_at = now()`,
-    [guildId, syncId, JSON.stringify(rows)],
+    [syncId, JSON.stringify(rows)],
   );
-  return rows.length;
 }
 
 async function upsertMembers(trx: Knex.Transaction, guildId: string, syncId: string, rows: BotMember[]) {
