@@ -2,6 +2,8 @@ import test from 'ava';
 import { down, up } from '../../migrations/20261130000000_trip_point_counts';
 import * as truncateBumps from '../../migrations/20261201000000_trip_track_truncate_bumps';
 import * as incremental from '../../migrations/20261207000100_incremental_trip_stats';
+import { TRIP_DETACH_BATCH } from '../../shared/commands/trips';
+import { statementsOn } from '../helpers/statements';
 import { useStack } from '../helpers/stack';
 import { adminAndDeveloper, countRows, gpsBody, make, pointRow } from '../helpers/tracking';
 
@@ -177,3 +179,29 @@ test.serial(
     }
   },
 );
+
+test.serial('a long trip is deleted with its points detached in batches, each statement bounded', async (t) => {
+  const s = stack();
+  const { admin, developer } = await users();
+  const trip = await make(s, developer.token, '/v1/trips', { name: 'long trip' });
+  const n = 2 * TRIP_DETACH_BATCH + 5;
+  await s.db.raw(
+    `INSERT INTO gps_points (trip_id, device_id, latitude, longitude, "timestamp", speed_kmh, speed_mps, speed_mph, speed_knots)
+     SELECT ?, 'long-trip-device-' || (g % 3), 45, 6, to_timestamp(1700000000 + g), 1, 1, 1, 1 FROM generate_series(1, ?) g`,
+    [trip.id, n],
+  );
+  const { result, sql } = await statementsOn(s.db, 'gps_points', () =>
+    s.request('DELETE', `/v1/trips/${trip.id}`, { token: admin.token }),
+  );
+  t.is(result.status, 204, result.text);
+  // Three batches (two full, one of 5): no statement rewrites the whole track.
+  t.is(sql.filter((q) => /^\s*with detached as \(\s*update gps_points/i.test(q)).length, 3, sql.join('\n'));
+  t.is(await countRows(s.db('gps_points').where('trip_id', trip.id)), 0);
+  t.is(
+    await countRows(s.db('gps_points').whereNull('trip_id').where('device_id', 'like', 'long-trip-device-%')),
+    n,
+    'the points stay, without a trip',
+  );
+  t.falsy(await s.db('trips').where('id', trip.id).first());
+  t.falsy(await s.db('trip_track_stats').where('trip_id', trip.id).first());
+});
