@@ -1,7 +1,10 @@
 import test from 'ava';
+import { AUDIT_ANONYMISE_BATCH } from '../../shared/commands/userLifecycle';
 import { createKey, createUser } from '../helpers/factories';
 import { listenInvalidations, listenPushes } from '../helpers/pushes';
+import { statementsOn } from '../helpers/statements';
 import { useStack } from '../helpers/stack';
+import { countRows } from '../helpers/tracking';
 import { lockWaiters, sleep } from '../helpers/wait';
 
 const stack = useStack(test, { workers: true });
@@ -229,6 +232,38 @@ test('force-delete: 200, personal data gone at once, 404 afterwards; refusals', 
   t.is(
     (await s.request('POST', `/v1/admin/users/${user.id}/force-delete`, { token: admin.token, body: {} })).status,
     404,
+  );
+});
+
+test('force-delete anonymises a long audit history in bounded batches', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const user = await createUser(s.db);
+  const other = await createUser(s.db);
+  // Events about the user, and events the user did to someone else (actor only).
+  const n = 2 * AUDIT_ANONYMISE_BATCH + 5;
+  await s.db.raw(
+    `INSERT INTO audit_events (user_id, actor_id, event_type, ip_address, user_agent, metadata)
+     SELECT CASE WHEN g % 4 = 0 THEN ?::uuid ELSE ?::uuid END, ?::uuid, 'login', '192.0.2.7', 'Long History UA',
+            jsonb_build_object('n', g)
+       FROM generate_series(1, ?) g`,
+    [other.id, user.id, user.id, n],
+  );
+  t.is((await s.request('DELETE', `/v1/users/${user.id}`, { token: admin.token })).status, 204);
+  const { result, sql } = await statementsOn(s.db, 'audit_events', () =>
+    s.request('POST', `/v1/admin/users/${user.id}/force-delete`, { token: admin.token, body: { reason: 'long' } }),
+  );
+  t.is(result.status, 200, result.text);
+  const batches = sql.filter((q) =>
+    /^update "audit_events" set .* where "id" in \(select "id" from "audit_events"/.test(q),
+  );
+  t.is(batches.length, 3, sql.join('\n'));
+  t.is(await countRows(s.db('audit_events').where('user_id', user.id).orWhere('actor_id', user.id)), 0);
+  t.is(await countRows(s.db('audit_events').where('user_agent', 'Long History UA')), 0);
+  // The other user's events keep their subject; only the actor was cleared.
+  t.is(
+    await countRows(s.db('audit_events').where({ user_id: other.id, event_type: 'login' }).whereNull('actor_id')),
+    n >> 2,
   );
 });
 
