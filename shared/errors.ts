@@ -97,6 +97,7 @@ export function errorName(status: number): string {
     408: 'RequestTimeout',
     409: 'Conflict',
     413: 'PayloadTooLarge',
+    414: 'URITooLong',
     415: 'UnsupportedMediaType',
     417: 'ExpectationFailed',
     422: 'UnprocessableEntity',
@@ -107,6 +108,7 @@ export function errorName(status: number): string {
     501: 'NotImplemented', // POST /v1/auth/validate (spec §4.1), and an unknown method token (shared/httpEdge.ts)
     503: 'ServiceUnavailable',
     504: 'GatewayTimeout',
+    505: 'HTTPVersionNotSupported',
   };
   return names[status] ?? (status >= 500 ? 'InternalServerError' : 'BadRequest');
 }

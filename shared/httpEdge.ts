@@ -40,6 +40,7 @@ export function refuseSocket(
   const lines = [
     `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? 'Error'}`,
     'Content-Type: application/json; charset=utf-8',
+    'Cache-Control: no-store',
     'X-Content-Type-Options: nosniff',
     `Content-Length: ${Buffer.byteLength(body)}`,
     'Connection: close',
@@ -69,6 +70,16 @@ function parserErrorAnswer(err: NodeJS.ErrnoException): [number, string] {
       return method
         ? [501, `method ${method} is not implemented (methods are case-sensitive)`]
         : [400, 'malformed request method'];
+    }
+    case 'HPE_INVALID_VERSION': {
+      // A well-formed request line of another HTTP version (HTTP/3.0, HTTP/1.2: Node's parser
+      // takes 1.0, 1.1 and, for requestHeadProblem's 505, 0.9 and 2.0 only): 505 too (RFC 9110 §15.6.6).
+      const version = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,32} [!-~]+ HTTP\/(\d{1,3}\.\d{1,3})\r?\n/.exec(
+        (err as { rawPacket?: Buffer }).rawPacket?.subarray(0, 16 * 1024).toString('latin1') ?? '',
+      )?.[1];
+      return version
+        ? [505, `HTTP/${version} is not supported: use HTTP/1.1`]
+        : [400, 'malformed HTTP version in the request line'];
     }
     case 'HPE_INVALID_CHUNK_SIZE':
     case 'HPE_INVALID_TRANSFER_ENCODING':
@@ -187,6 +198,7 @@ function answerRefusal(res: http.ServerResponse, status: number, message: string
   res.shouldKeepAlive = false;
   res.writeHead(status, {
     'Content-Type': 'application/json; charset=utf-8',
+    'Cache-Control': 'no-store',
     'X-Content-Type-Options': 'nosniff',
     'Content-Length': Buffer.byteLength(body),
     Connection: 'close',

@@ -50,14 +50,22 @@ test('a Transfer-Encoding other than chunked is a 501, an HTTP/2.0 request line 
   );
   t.is(gz.status, 501, gz.raw);
   t.regex(gz.body.message, /Transfer-Encoding/);
-  const h2 = await rawRequest(s.api.port, 'GET /v1/health HTTP/2.0\r\nHost: x\r\n\r\n');
-  t.is(h2.status, 505, h2.raw);
+  // Any other version in a well-formed request line: 505, named as such.
+  for (const version of ['2.0', '3.0', '1.2', '0.9']) {
+    const r = await rawRequest(s.api.port, `GET /v1/health HTTP/${version}\r\nHost: x\r\n\r\n`);
+    t.is(r.status, 505, `${version}: ${r.raw}`);
+    t.is(r.body.error, 'HTTPVersionNotSupported', r.raw);
+    t.regex(r.body.message, new RegExp(`HTTP/${version.replace('.', '\\.')} is not supported`));
+  }
+  const garbled = await rawRequest(s.api.port, 'GET /v1/health HTTP/x.1\r\nHost: x\r\n\r\n');
+  t.is(garbled.status, 400, garbled.raw);
 });
 
 test('a URL too long is a 414, headers too large a 431', async (t) => {
   const s = stack();
   const long = await rawRequest(s.api.port, `GET /v1/users?q=${'a'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`);
   t.is(long.status, 414, long.raw.slice(0, 200));
+  t.is(long.body.error, 'URITooLong');
   const headers = await rawRequest(
     s.api.port,
     `GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
@@ -99,4 +107,18 @@ test('a WebSocket handshake over HTTP/1.0 or with a body is a 400', async (t) =>
   const body = await rawRequest(s.api.port, `GET /v1/ws HTTP/1.1\r\n${base}Content-Length: 5\r\n\r\nhello`);
   t.is(body.status, 400, body.raw);
   t.regex(body.body.message, /no body/);
+});
+
+test('answers refused before the application runs say Cache-Control: no-store, as every other answer does', async (t) => {
+  const s = stack();
+  for (const head of [
+    'FOO /v1/health HTTP/1.1\r\nHost: x\r\n\r\n', // 501, Node's parser
+    'GET /v1/health HTTP/1.1\r\n\r\n', // 400, no Host
+    'GET /v1/health HTTP/3.0\r\nHost: x\r\n\r\n', // 505, Node's parser
+    'GET /v1/health HTTP/2.0\r\nHost: x\r\n\r\n', // 505, requestHeadProblem
+  ]) {
+    const r = await rawRequest(s.api.port, head);
+    t.true(r.status >= 400, r.raw);
+    t.regex(r.raw, /\r\nCache-Control: no-store\r\n/i, `${head.split('\r')[0]}: ${r.raw}`);
+  }
 });
