@@ -445,8 +445,11 @@ const INFO_DESCRIPTION = [
     'Besides the statuses each operation lists, any path the router does not know answers 404, and a known path called with ' +
     'another method answers 405 with an `Allow` header.',
   'Every answer of a rate-limited operation (those documenting 429) carries X-RateLimit-Limit, X-RateLimit-Remaining and ' +
-    'X-RateLimit-Reset, except a refusal of the request body or URL itself (400 for malformed JSON or a NUL character, ' +
-    '413, 415), which is answered before the limiter counts the request; the system key is not rate limited.',
+    'X-RateLimit-Reset, refusals of its body included (400 for malformed JSON or a NUL character, 413, 415): a request is ' +
+    'counted before its body is read. A request refused before routing (a malformed request line or head: 400, 414, 431, ' +
+    '501, 505) carries none. The system key is not rate limited.',
+  'A 201 carries a Location header, the `_links.self` of the new resource (not POST /v1/gps/batch, which creates no ' +
+    'resource of its own).',
   'Request bodies are JSON; an operation whose body fields are all text also takes application/x-www-form-urlencoded ' +
     '(the document lists it there); any other answers a form with 415.',
   'Not described here: the queue dashboard (Bull Board) under /v1/admin/queues, an operator UI for browsers opened with ' +

@@ -59,8 +59,18 @@ export const pageSchema = <T extends ZodTypeAny>(item: T) =>
     _links: pageLinks,
   });
 
-/** 201 with a body (and a Location header when given). */
-export function created(ctx: Context, body: unknown, location?: string): void {
+/** The `_links.self` of an answer body, if it has one. */
+function selfLink(body: unknown): string | undefined {
+  const self = (body as { _links?: { self?: unknown } } | null)?._links?.self;
+  return typeof self === 'string' ? self : undefined;
+}
+
+/**
+ * 201 with a body and a Location header (RFC 9110 §15.3.2): `location`, by default the body's
+ * `_links.self`, the path a GET answers with what was created; `null` when the answer names no
+ * created resource of its own (a batch of GPS points).
+ */
+export function created(ctx: Context, body: unknown, location: string | null = selfLink(body) ?? null): void {
   if (location) ctx.set('Location', location);
   ctx.status = 201;
   ctx.body = body;

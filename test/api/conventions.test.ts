@@ -1,6 +1,7 @@
 import test from 'ava';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
+import { gpsBody } from '../helpers/tracking';
 
 const stack = useStack(test, { realtime: 1 });
 
@@ -231,4 +232,30 @@ test('a body of a type the parsers do not read is a 415 naming the type, not a m
   });
   t.is(vnd.status, 201, vnd.text);
   t.is(Number((await s.db('geofences').where('name', 'typed').count({ n: '*' }).first())!.n), 2);
+});
+
+test('every 201 says where the new resource is: Location is its _links.self (none for a GPS batch)', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const creates: Array<[string, Record<string, unknown>]> = [
+    ['/v1/devices', { name: 'Location header boat' }],
+    ['/v1/trips', { name: 'Location header trip' }],
+    ['/v1/roles', { name: `location_header_${Date.now().toString(36)}` }],
+    ['/v1/trip-categories', { name: `Location header ${Date.now().toString(36)}` }],
+    ['/v1/geofences', { name: 'Location header fence', latitude: 52, longitude: 13, radius_km: 1 }],
+  ];
+  for (const [path, body] of creates) {
+    const r = await s.request('POST', path, { token: admin.token, body });
+    t.is(r.status, 201, `${path}: ${r.text}`);
+    t.truthy(r.body._links?.self, path);
+    t.is(r.headers.get('location'), r.body._links.self, path);
+    t.is((await s.request('GET', r.headers.get('location')!, { token: admin.token })).status, 200, path);
+  }
+  const point = { ...gpsBody(), latitude: 52, longitude: 13 };
+  const one = await s.request('POST', '/v1/gps', { token: admin.token, body: point });
+  t.is(one.status, 201, one.text);
+  t.is(one.headers.get('location'), `/v1/gps/${one.body.data.id}`);
+  const batch = await s.request('POST', '/v1/gps/batch', { token: admin.token, body: { points: [point] } });
+  t.is(batch.status, 201, batch.text);
+  t.is(batch.headers.get('location'), null, 'a batch is no resource of its own');
 });

@@ -130,7 +130,7 @@ export function gpsRoutes(router: Router<AppState, { services: ApiServices }>): 
       }
       // The batch is no resource of its own (nothing answers GET /v1/gps/batch): its self link is
       // the GPS list the points were stored in; each accepted point has its own /v1/gps/{id}.
-      created(ctx, resource(ctx, result, '/v1/gps'));
+      created(ctx, resource(ctx, result, '/v1/gps'), null);
     },
   );
 
