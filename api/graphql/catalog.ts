@@ -20,7 +20,7 @@ import { findOr404 } from '../../shared/rowLoader';
 import { versionedValue } from '../../shared/caches/tableVersions';
 import type { z } from '../../shared/zod';
 import { GqlContext, idArg } from './context';
-import { JSONScalar, listCost, PageArgs, pageOf, PageOf } from './pagination';
+import { JSONScalar, listCost, pageOf, PageOf, SmallPageArgs } from './pagination';
 import { byName } from '../../shared/queries/byName';
 
 type Shape<S extends z.ZodTypeAny> = CamelKeys<z.infer<S>>;
@@ -126,9 +126,9 @@ export class DeviceGeofenceResolver {
   @Query(() => GqlDevicePage, {
     nullable: true,
     description: 'Devices by name. Needs devices:read.',
-    complexity: listCost(20),
+    complexity: listCost(10),
   })
-  devices(@Args(() => PageArgs) args: PageArgs, @Ctx() ctx: GqlContext): Promise<GqlDevicePage> {
+  devices(@Args(() => SmallPageArgs) args: SmallPageArgs, @Ctx() ctx: GqlContext): Promise<GqlDevicePage> {
     authorizePermission(ctx.principal, 'devices:read');
     return pageOf(Device.query(ctx.services.db).orderByRaw(byName()), args, (d) => camelKeys(presentDevice(d)));
   }
@@ -142,9 +142,9 @@ export class DeviceGeofenceResolver {
   @Query(() => GqlGeofencePage, {
     nullable: true,
     description: 'Geofences by name. Needs geofences:read.',
-    complexity: listCost(20),
+    complexity: listCost(10),
   })
-  geofences(@Args(() => PageArgs) args: PageArgs, @Ctx() ctx: GqlContext): Promise<GqlGeofencePage> {
+  geofences(@Args(() => SmallPageArgs) args: SmallPageArgs, @Ctx() ctx: GqlContext): Promise<GqlGeofencePage> {
     authorizePermission(ctx.principal, 'geofences:read');
     return pageOf(Geofence.query(ctx.services.db).orderByRaw(byName()), args, (g) => camelKeys(presentGeofence(g)));
   }
@@ -162,9 +162,9 @@ export class LocationResolver {
   @Query(() => GqlLocationPage, {
     nullable: true,
     description: 'Locations by name. Needs locations:read.',
-    complexity: listCost(20),
+    complexity: listCost(10),
   })
-  locations(@Args(() => PageArgs) args: PageArgs, @Ctx() ctx: GqlContext): Promise<GqlLocationPage> {
+  locations(@Args(() => SmallPageArgs) args: SmallPageArgs, @Ctx() ctx: GqlContext): Promise<GqlLocationPage> {
     authorizePermission(ctx.principal, 'locations:read');
     return pageOf(Location.query(ctx.services.db).orderByRaw(byName()), args, (l) => camelKeys(presentLocation(l)));
   }

@@ -13,7 +13,11 @@ export class GqlPagination {
   @Field(() => Int) totalPages!: number;
 }
 
-/** `page` and `limit` of a list (limit at most 100, as on REST). */
+/**
+ * `page` and `limit` of a list (limit at most 100, as on REST), with the default of its REST twin
+ * (spec §8): 20 for trips and users (PageArgs), 10 for devices, geofences and locations
+ * (SmallPageArgs), so a client switching between the two gets the same pages.
+ */
 @ArgsType()
 export class PageArgs {
   @Field(() => Int, { defaultValue: 1, description: 'From 1' })
@@ -21,6 +25,16 @@ export class PageArgs {
 
   @Field(() => Int, { defaultValue: 20, description: '1 to 100' })
   limit: number = 20;
+}
+
+/** `page` and `limit` of a list whose REST twin pages 10 by default (see PageArgs). */
+@ArgsType()
+export class SmallPageArgs {
+  @Field(() => Int, { defaultValue: 1, description: 'From 1' })
+  page: number = 1;
+
+  @Field(() => Int, { defaultValue: 10, description: '1 to 100' })
+  limit: number = 10;
 }
 
 /** A page type: `data` and `pagination`, like a REST page without `_links`. */

@@ -77,6 +77,9 @@ export class GqlBackupCodes {
 
   @Field(() => String, { nullable: true })
   platformSlug!: string | null;
+
+  @Field(() => Boolean, { description: 'Always true (as on REST: a refused code is an error)' })
+  success!: boolean;
 }
 
 @InputType()
@@ -171,7 +174,7 @@ export class TwoFactorResolver {
     const i = parse(codeInput, { ...input }, 'input');
     const target = await authorizeTwoFactor(ctx.services, ctx.principal, 'write', i.userId);
     const r = await verifyTwoFactor(ctx.services, target, i.code, meta(ctx));
-    return { backupCodes: r.backup_codes, message: r.message, platformSlug: r.platform_slug };
+    return { backupCodes: r.backup_codes, message: r.message, platformSlug: r.platform_slug, success: r.success };
   }
 
   @Mutation(() => Boolean, { nullable: true, description: 'true once 2FA is off' })
@@ -192,6 +195,6 @@ export class TwoFactorResolver {
     const i = parse(codeInput, { ...input }, 'input');
     const target = await authorizeTwoFactor(ctx.services, ctx.principal, 'write', i.userId);
     const r = await regenerateBackupCodes(ctx.services, target, i.code, meta(ctx));
-    return { backupCodes: r.backup_codes, message: r.message, platformSlug: r.platform_slug };
+    return { backupCodes: r.backup_codes, message: r.message, platformSlug: r.platform_slug, success: r.success };
   }
 }

@@ -274,3 +274,28 @@ test('refusals graphql-http makes itself get a message and a code: 415, 406, HEA
   });
   t.is(fine.body.data.me.userId, user.id);
 });
+
+test('each GraphQL list pages by the default of its REST twin', async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const lists: Array<[string, string]> = [
+    ['devices', '/v1/devices'],
+    ['geofences', '/v1/geofences'],
+    ['locations', '/v1/locations'],
+    ['trips', '/v1/trips'],
+    ['users', '/v1/users'],
+  ];
+  const query = `{ ${lists.map(([f]) => `${f} { pagination { limit } }`).join(' ')} }`;
+  const g = await s.request('POST', '/v1/gql', { token: admin.token, body: { query } });
+  t.is(g.status, 200, g.text);
+  t.falsy(g.body.errors, g.text);
+  const defaults: Record<string, number> = {};
+  for (const [field, path] of lists) {
+    const rest = await s.request('GET', path, { token: admin.token });
+    t.is(rest.status, 200, rest.text);
+    t.is(g.body.data[field].pagination.limit, rest.body.pagination.limit, field);
+    defaults[field] = rest.body.pagination.limit;
+  }
+  // Spec §8: devices, geofences and locations 10; trips and users 20.
+  t.deepEqual(defaults, { devices: 10, geofences: 10, locations: 10, trips: 20, users: 20 });
+});

@@ -18,9 +18,9 @@ const REQUIRES =
 const SETUP =
   'mutation ($u: String, $p: String) { setupTwoFactor(input: {userId: $u, platformId: $p}) { secret qrCodeUrl qrCodeImage expiresAt platformSlug } }';
 const VERIFY =
-  'mutation ($c: String!, $u: String) { verifyTwoFactor(input: {code: $c, userId: $u}) { backupCodes message platformSlug } }';
+  'mutation ($c: String!, $u: String) { verifyTwoFactor(input: {code: $c, userId: $u}) { backupCodes message platformSlug success } }';
 const REGEN =
-  'mutation ($c: String!, $u: String) { regenerateBackupCodes(input: {code: $c, userId: $u}) { backupCodes message platformSlug } }';
+  'mutation ($c: String!, $u: String) { regenerateBackupCodes(input: {code: $c, userId: $u}) { backupCodes message platformSlug success } }';
 const DISABLE = 'mutation ($c: String!, $u: String) { disableTwoFactor(input: {code: $c, userId: $u}) }';
 
 const errorStatus = (r: { body: any }) => r.body.errors?.[0]?.extensions?.status;
@@ -70,6 +70,7 @@ test.serial('self: every operation through GraphQL, same data as REST', async (t
   const verify = await gql(u.token, VERIFY, { c: codeNow(sd.secret) });
   t.is(verify.body.data.verifyTwoFactor.backupCodes.length, 10);
   t.is(verify.body.data.verifyTwoFactor.platformSlug, 'email');
+  t.true(verify.body.data.verifyTwoFactor.success, 'success, as in the REST answer');
 
   const rest = await s.request('GET', '/v1/users/me/2fa/status', { token: u.token });
   const after = (await gql(u.token, STATUS)).body.data.twoFactorStatus;
