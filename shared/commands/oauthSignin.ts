@@ -4,7 +4,7 @@ import { PlatformAccount } from '../models/PlatformAccount';
 import { User } from '../models/User';
 import { z, zChars, zHttpUrl } from '../zod';
 import type { Knex } from 'knex';
-import { attributed, Attribution, AuditInput, recordAuditEvent } from '../audit';
+import { attributed, Attribution, AuditInput, recordAuditEvents } from '../audit';
 import { afterCommit, transaction } from '../db';
 import { normaliseEmail } from '../domain/accounts';
 import { twoFactorRequirement } from '../queries/twoFactor';
@@ -71,8 +71,12 @@ export async function oauthSignin(
     throw forbidden(`sign-in with ${platform.name} is disabled; use another linked sign-in method`);
   const email = input.email ? normaliseEmail(input.email) : null;
   // The signing-in user acts: every event is theirs, from the relayed request's address.
-  const record = (trx: Knex.Transaction, userId: string, event: Omit<AuditInput, 'user_id'>) =>
-    recordAuditEvent(attributed({ ...meta, actorId: userId }, { user_id: userId, ...event }), trx);
+  /** The user's events of this sign-in, in order, with one statement. */
+  const record = (trx: Knex.Transaction, userId: string, ...events: Array<Omit<AuditInput, 'user_id'>>) =>
+    recordAuditEvents(
+      events.map((event) => attributed({ ...meta, actorId: userId }, { user_id: userId, ...event })),
+      trx,
+    );
   // A chat account linked to a user (new user or matched by email): the chat bot hears of it.
   const announceLink = (trx: Knex.Transaction, userId: string, avatarUrl: string | null) => {
     if (platform.slug !== CHAT_PLATFORM_SLUG) return;
@@ -126,12 +130,16 @@ export async function oauthSignin(
       await User.query(trx).patch({ last_login_at: new Date() }).where('id', ownerId);
       // The same provider account this user unlinked before comes back: reconnected, not newly linked.
       const reconnected = await wasUnlinkedBy(trx, ownerId, platform.slug, input.oauthProviderId);
-      await record(trx, ownerId, {
-        ...login(account.id),
-        event_type: reconnected ? 'account_reconnected' : 'account_linked',
-        metadata: { platform: platform.slug, via: 'email_match' },
-      });
-      await record(trx, ownerId, login(account.id));
+      await record(
+        trx,
+        ownerId,
+        {
+          ...login(account.id),
+          event_type: reconnected ? 'account_reconnected' : 'account_linked',
+          metadata: { platform: platform.slug, via: 'email_match' },
+        },
+        login(account.id),
+      );
       announceLink(trx, ownerId, account.avatar_url);
       return { userId: ownerId, created: false, linked: true };
     }

@@ -70,20 +70,30 @@ test('first provider sign-in creates a User-role user; the next one updates the 
   t.is(accounts[0].username, 'Renamed');
 });
 
-test('a provider sign-in with the email of an existing user links to that user', async (t) => {
+test.serial('a provider sign-in with the email of an existing user links to that user', async (t) => {
   const s = stack();
   const existing = await createUser(s.db);
-  const r = await s.request('POST', '/v1/users/oauth', {
-    token: s.systemKey,
-    body: {
-      email: existing.email.toUpperCase(),
-      name: 'Same Person',
-      oauthProvider: 'stream',
-      oauthProviderId: `s-${uniq()}`,
-    },
-  });
+  const { result: r, sql } = await statementsOn(s.db, 'audit_events', () =>
+    s.request('POST', '/v1/users/oauth', {
+      token: s.systemKey,
+      body: {
+        email: existing.email.toUpperCase(),
+        name: 'Same Person',
+        oauthProvider: 'stream',
+        oauthProviderId: `s-${uniq()}`,
+      },
+    }),
+  );
   t.is(r.status, 200);
   t.is(r.body.data.id, existing.id);
+  // account_linked and login: one INSERT for both.
+  t.is(sql.filter((q) => /insert into "?audit_events/i.test(q)).length, 1, sql.join('\n'));
+  t.deepEqual(
+    (await s.db('audit_events').where({ user_id: existing.id }).whereIn('event_type', ['account_linked', 'login']))
+      .map((e) => e.event_type)
+      .sort(),
+    ['account_linked', 'login'],
+  );
   t.is(r.body.data.platform, 'email'); // the primary account stays the email one
   const accounts = await s
     .db('platform_accounts as pa')
