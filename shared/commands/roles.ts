@@ -56,6 +56,9 @@ async function changeRoleAccess(
   });
 }
 
+/** Above this many holders a new description drops every cached credential instead of the holders'. */
+const DESCRIPTION_INVALIDATION_MAX_HOLDERS = 1000;
+
 export interface RoleFields {
   name: string;
   description: string | null;
@@ -70,16 +73,22 @@ export async function createRole(db: Knex, input: RoleFields): Promise<Role> {
 
 /**
  * Updates a role; 409 when the new name is taken. A rename reaches the holders (rolesUpdated
- * carries role names); other fields change nothing they hold. A new description drops the cached
- * access sets everywhere (they list roles with their descriptions, GET /v1/users/{id}/roles).
+ * carries role names); other fields change nothing they hold. A new description drops the holders'
+ * cached access sets (they list roles with their descriptions, GET /v1/users/{id}/roles).
  */
 export async function updateRole(services: AccessServices, role: Role, patch: Partial<RoleFields>): Promise<Role> {
   const renamed = patch.name !== undefined && patch.name !== role.name;
   if (renamed && (await nameTaken(services.db, patch.name!, role.id))) throw conflict('a role with this name exists');
   if (!renamed) {
     const updated = await patchLoaded(role, services.db, patch, 'role');
-    if (patch.description !== undefined && patch.description !== role.description)
-      await invalidateCredentials(services, { all: true });
+    if (patch.description !== undefined && patch.description !== role.description) {
+      // Only the holders' access sets list the role with its description; nobody's access changed,
+      // so everyone else keeps their cached credential. A role held by very many is dropped for all
+      // (one message naming them all would be larger than what it saves).
+      const holders = await roleHolders(services.db, role.id);
+      if (holders.length > DESCRIPTION_INVALIDATION_MAX_HOLDERS) await invalidateCredentials(services, { all: true });
+      else if (holders.length) await invalidateCredentials(services, { userIds: holders });
+    }
     return updated;
   }
   let updated!: Role;

@@ -599,3 +599,37 @@ test('roles are listed by name without regard to case, as every list by name is'
   // Byte order would put `ZZ … Gamma` first.
   t.deepEqual(names, [`zz ${tag} alpha`, `zz ${tag} beta`, `ZZ ${tag} Gamma`]);
 });
+
+test.serial("a new role description drops only its holders' cached credentials, not everyone's", async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const [a, b] = [await createUser(s.db), await createUser(s.db)];
+  const held = (await s.request('POST', '/v1/roles', { token: admin.token, body: { name: `Held ${Date.now()}` } })).body
+    .data;
+  const unheld = (await s.request('POST', '/v1/roles', { token: admin.token, body: { name: `Unheld ${Date.now()}` } }))
+    .body.data;
+  for (const u of [a, b])
+    t.is(
+      (await s.request('POST', `/v1/users/${u.id}/roles`, { token: admin.token, body: { role_id: held.id } })).status,
+      201,
+    );
+  const heard = await listenInvalidations(s.redis, s.config);
+  try {
+    const patch = (id: string, description: string) =>
+      s.request('PATCH', `/v1/roles/${id}`, { token: admin.token, body: { description } });
+    t.is((await patch(held.id, 'described')).status, 200);
+    t.is((await patch(unheld.id, 'nobody holds it')).status, 200);
+    await new Promise((r) => setTimeout(r, 100));
+    const messages = heard.messages.map(({ ackId: _a, ackTo: _t, ...m }) => ({
+      ...m,
+      userIds: [...(m.userIds ?? [])].sort(),
+    }));
+    // One message, naming the two holders: no `all`, nothing for the role nobody holds.
+    t.deepEqual(messages, [{ userIds: [a.id, b.id].sort() }], JSON.stringify(heard.messages));
+  } finally {
+    heard.close();
+  }
+  // The holders see the new description on their next request.
+  const roles = await s.request('GET', `/v1/users/${a.id}/roles`, { token: a.token });
+  t.is(roles.body.roles.find((r: { id: string }) => r.id === held.id).description, 'described');
+});
