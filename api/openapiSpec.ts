@@ -449,7 +449,7 @@ const INFO_DESCRIPTION = [
     'counted before its body is read. A request refused before routing (a malformed request line or head: 400, 414, 431, ' +
     '501, 505) carries none. The system key is not rate limited.',
   'A 201 carries a Location header, the `_links.self` of the new resource (not POST /v1/gps/batch, which creates no ' +
-    'resource of its own).',
+    'resource of its own, nor POST /v1/sessions, whose path holds the session token).',
   'Request bodies are JSON; an operation whose body fields are all text also takes application/x-www-form-urlencoded ' +
     '(the document lists it there); any other answers a form with 415.',
   'Not described here: the queue dashboard (Bull Board) under /v1/admin/queues, an operator UI for browsers opened with ' +

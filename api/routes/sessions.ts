@@ -49,7 +49,9 @@ export function sessionRoutes(router: Router<AppState, { services: ApiServices }
         by,
         body.provider,
       );
-      created(ctx, resource(ctx, presentInternalSession(session, token), `/v1/sessions/${token}`));
+      // No Location: its path holds the session token, a secret, which headers carry into more
+      // logs than bodies do (the body's self link is the spec's, answered to the system key only).
+      created(ctx, resource(ctx, presentInternalSession(session, token), `/v1/sessions/${token}`), null);
     },
   );
 

@@ -258,4 +258,12 @@ test('every 201 says where the new resource is: Location is its _links.self (non
   const batch = await s.request('POST', '/v1/gps/batch', { token: admin.token, body: { points: [point] } });
   t.is(batch.status, 201, batch.text);
   t.is(batch.headers.get('location'), null, 'a batch is no resource of its own');
+  // A session's path holds its token: the body has it, no header does.
+  const session = await s.request('POST', '/v1/sessions', {
+    token: s.systemKey,
+    body: { userId: admin.id, expires: new Date(Date.now() + 3_600_000).toISOString() },
+  });
+  t.is(session.status, 201, session.text);
+  t.regex(session.body._links.self, /^\/v1\/sessions\//);
+  t.is(session.headers.get('location'), null);
 });
