@@ -38,6 +38,7 @@ export function sessionRoutes(router: Router<AppState, { services: ApiServices }
       bodyExample: { userId: '0b6f3c1e-4d8a-4f57-9a0e-2a1d5c7e9b10', expires: '2026-12-31T23:59:59Z' },
       responses: {
         201: { description: 'Created session with its sessionToken', schema: resourceSchema(internalSessionSchema) },
+        403: { description: 'The user is banned (no session is created)' },
       },
     },
     async (ctx, { body }) => {

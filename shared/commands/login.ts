@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import { attributed, Attribution, recordAuditEvents } from '../audit';
 import {
   clearLoginFailures,
@@ -61,21 +62,42 @@ async function runLoginGates(ctx: ServiceContext, attempt: LoginAttempt): Promis
   return null;
 }
 
+/** The 403 of a sign-in refused by a ban. */
+const bannedAnswer = (ban: { expires_at: Date | null }) =>
+  forbidden(ban.expires_at ? `account is banned until ${new Date(ban.expires_at).toISOString()}` : 'account is banned');
+
+/** Whether the password an attempt checked is still its account's (the attempt's credentialStamp). */
+async function credentialStillCurrent(trx: Knex.Transaction, attempt: LoginAttempt): Promise<boolean> {
+  const row = await trx('platform_accounts as pa')
+    .join('platforms as p', 'p.id', 'pa.platform_id')
+    .where({ 'pa.user_id': attempt.userId, 'p.slug': attempt.platformSlug })
+    .first('pa.password_hash');
+  return !!row?.password_hash && credentialStamp(row.password_hash) === attempt.credentialStamp;
+}
+
 /**
  * Finishes a sign-in: creates the session (lifetime from system config), stamps last_login_at,
  * writes the `login` audit event and answers `{data: flattened user, session}`.
+ *
+ * The user's row is locked first, as a ban, a deletion and a password reset lock it: one of those
+ * that committed while this sign-in was under way is seen here (no session for a banned or
+ * deleted account, nor for a password the account no longer has: 403, 401), and one that waits
+ * for this lock ends the new session with the others. Checked before the lock, a ban or a reset
+ * landing in between left a working session behind it.
  */
 export async function completeLogin(ctx: ServiceContext, attempt: LoginAttempt) {
   const expires = new Date(Date.now() + (await sessionLifetimeMs(ctx.db)));
   const { session, token } = await transaction(ctx.db, async (trx) => {
-    const created = await createSession(trx, attempt.userId, expires, attempt);
-    // The row lock orders this with a deletion: one committed first leaves nothing to stamp (no
-    // session for a deleted account), and one that waits revokes this session with the others.
     const live = await User.query(trx)
       .patch({ last_login_at: new Date() })
       .where('id', attempt.userId)
       .whereNull('deleted_at');
     if (live === 0) throw unauthorized(ACCOUNT_GONE);
+    const ban = await findActiveBan(trx, attempt.userId);
+    if (ban) throw bannedAnswer(ban);
+    if (attempt.credentialStamp !== undefined && !(await credentialStillCurrent(trx, attempt)))
+      throw unauthorized(BAD_CREDENTIALS);
+    const created = await createSession(trx, attempt.userId, expires, attempt);
     // Both events in one statement: the sign-in and the session it opened.
     const event = {
       user_id: attempt.userId,
@@ -167,10 +189,7 @@ export async function passwordLogin(
     throw forbidden('email address not verified: we sent a new verification email');
   }
   const ban = await findActiveBan(ctx.db, userId);
-  if (ban)
-    throw forbidden(
-      ban.expires_at ? `account is banned until ${new Date(ban.expires_at).toISOString()}` : 'account is banned',
-    );
+  if (ban) throw bannedAnswer(ban);
   await clearLoginFailures(ctx.db, who.subject);
 
   const attempt: LoginAttempt = {

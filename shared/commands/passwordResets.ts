@@ -8,6 +8,7 @@ import { badRequest } from '../errors';
 import { PlatformAccount } from '../models/PlatformAccount';
 import { writeOutbox } from '../outbox';
 import { claimAccountToken } from './accountTokens';
+import { peekAccountToken } from '../queries/accountTokens';
 import { EmailRequest, INVALID_TOKEN } from './emailFlows';
 import { revokeOAuthGrants } from './oauthProvider';
 import { announceSessionsRevoked, deleteUserSessions } from './sessions';
@@ -49,16 +50,24 @@ export async function resetPassword(
 ): Promise<void> {
   const passwordHash = await hashPassword(password);
   await transaction(ctx.db, async (trx) => {
+    // The user's row lock before the token's, in the order of every writer of a user's sign-ins
+    // (lockTokenUser, emailFlows.ts): a sign-in with the old password waiting for it finds the
+    // password changed (completeLogin), and the account read below is the committed one (an
+    // address change that committed meanwhile is seen).
+    const found = await peekAccountToken(trx, token, ['password_reset']);
+    if (!found?.user_id) throw badRequest(INVALID_TOKEN);
+    if (!(await trx('users').where('id', found.user_id).whereNull('deleted_at').forUpdate().first('id')))
+      throw badRequest(INVALID_TOKEN);
     const row = await claimAccountToken(trx, token, ['password_reset']);
-    if (!row?.user_id) throw badRequest(INVALID_TOKEN);
+    if (!row?.user_id || row.user_id !== found.user_id) throw badRequest(INVALID_TOKEN);
     const userId = row.user_id;
     const account = await PlatformAccount.query(trx)
       .findById(String(row.payload.platform_account_id))
-      .where('user_id', userId);
+      .where('user_id', userId)
+      .forUpdate();
     // The token proves the mailbox it was sent to: once the account's address (or its owner) has
     // changed, whoever holds the old mailbox can no longer set the password.
     if (!account || account.email?.toLowerCase() !== row.email?.toLowerCase()) throw badRequest(INVALID_TOKEN);
-    if (!(await trx('users').where('id', userId).whereNull('deleted_at').first('id'))) throw badRequest(INVALID_TOKEN);
     await PlatformAccount.query(trx)
       .patch({ password_hash: passwordHash, email_verified_at: account.email_verified_at ?? new Date() })
       .where('id', account.id);

@@ -4,10 +4,11 @@ import { SESSION_PREFIX } from '../auth/credentialSources';
 import type { ServiceContext } from '../context';
 import { randomToken, sha256 } from '../crypto';
 import { afterCommit, runCommitted, transaction } from '../db';
-import { badRequest, notFound } from '../errors';
+import { badRequest, forbidden, notFound } from '../errors';
 import { Platform } from '../models/Platform';
 import { Session } from '../models/Session';
 import { User } from '../models/User';
+import { findActiveBan } from '../queries/access';
 import { findAnySessionByToken } from '../queries/sessions';
 import { insertGrouped } from '../groupedInsert';
 import { rowBy, rowById, turnBatcherByDb } from '../rowLoader';
@@ -79,7 +80,14 @@ export async function createInternalSession(
       throw badRequest(`provider: unknown platform '${provider}'`);
     platformSlug = provider;
   } else platformSlug = await latestPlatforms(ctx.db, user.id);
-  const created = await createSession(ctx.db, user.id, expires, { ...by, platformSlug });
+  // Under the user's row lock, as a ban or a deletion takes it: one that committed meanwhile is seen
+  // here (no session), and one that waits for this lock ends the new session with the others.
+  const created = await transaction(ctx.db, async (trx) => {
+    if (!(await trx('users').where('id', user.id).whereNull('deleted_at').forNoKeyUpdate().first('id')))
+      throw badRequest('userId: no such user');
+    if (await findActiveBan(trx, user.id)) throw forbidden('userId: the account is banned');
+    return createSession(trx, user.id, expires, { ...by, platformSlug });
+  });
   // Outside a transaction: the buffered writer records it without a round trip of its own.
   ctx.audit.record(
     attributed(by, {

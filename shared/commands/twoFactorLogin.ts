@@ -111,6 +111,8 @@ export async function checkTwoFactorLogin(
     userAgent: meta.userAgent ?? null,
     userId,
     platformSlug: challenge.platformSlug,
+    // Checked again under the user's row lock (completeLogin): a reset between here and the session voids it.
+    credentialStamp: challenge.credentialStamp,
   };
   return completeLogin(ctx, attempt);
 }
