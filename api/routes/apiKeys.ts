@@ -183,7 +183,11 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       if (body.scopes) authorizeGrant(p, body.scopes);
       const expiresAt = body.expires_at === undefined ? undefined : toDate(body.expires_at);
       const reactivating = body.is_active === true && !key.is_active;
-      if (reactivating) authorize(p, 'reactivate', subjects.apiKey(key));
+      // Also run on the key as the update locks it: a switch-off committed meanwhile counts.
+      const checkReactivation = (current: ApiKey) => {
+        if (body.is_active === true && !current.is_active) authorize(p, 'reactivate', subjects.apiKey(current));
+      };
+      if (reactivating) checkReactivation(key);
       if (reactivating || (expiresAt !== undefined && extendsKeyLife(key.expires_at, expiresAt)))
         await authorizeTakeover(ctx, p, key);
       // Whoever may switch a locked key back on locks it by switching it off (an administrator).
@@ -202,7 +206,13 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       // Every field is optional (decisions: PATCH /v1/api-keys/{id}); nothing named, nothing changes.
       const updated = emptyPatch(body)
         ? key
-        : await updateApiKey(ctx.services, key, changes, { locking }, requestAttribution(ctx));
+        : await updateApiKey(
+            ctx.services,
+            key,
+            changes,
+            { locking, recheck: checkReactivation },
+            requestAttribution(ctx),
+          );
       ctx.body = resource(ctx, presentApiKey(updated));
     },
   );

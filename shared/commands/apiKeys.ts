@@ -154,13 +154,15 @@ export interface ApiKeyChanges {
  * Updates a key; its cached credentials are dropped after the commit. An expired key cannot be
  * extended (409): moving its expiry would revive a credential that may have leaked. `locking`:
  * the caller is one whose switch the owner cannot undo (an administrator), so switching the key
- * off locks it and switching it on unlocks it.
+ * off locks it and switching it on unlocks it. `recheck`: the caller's access rule, run again on
+ * the key as locked here (an administrator's switch-off that committed after the route loaded the
+ * key is what the owner's request must face: its `is_active: true` became a reactivation).
  */
 export async function updateApiKey(
   services: AccessServices,
   key: ApiKey,
   changes: ApiKeyChanges,
-  opts: { locking: boolean },
+  opts: { locking: boolean; recheck?: (current: ApiKey) => void },
   by: Attribution,
 ): Promise<ApiKey> {
   if (changes.expires_at !== undefined && key.expires_at && key.expires_at.getTime() <= Date.now()) {
@@ -170,8 +172,11 @@ export async function updateApiKey(
   if (changes.is_active !== undefined && opts.locking) patch.locked = !changes.is_active;
   return transaction(services.db, async (trx) => {
     // A key deleted since the route loaded it: 404, and no event about it.
-    const row = await patchLoaded(key, trx, patch, 'api key');
-    if (key.is_active && changes.is_active === false) {
+    const current = await ApiKey.query(trx).findById(key.id).forUpdate();
+    if (!current) throw notFound('api key');
+    opts.recheck?.(current);
+    const row = await patchLoaded(current, trx, patch, 'api key');
+    if (current.is_active && changes.is_active === false) {
       await recordAuditEvent(
         keyEvent(by, key, {
           event_type: 'api_key_revoked',

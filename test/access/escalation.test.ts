@@ -2,6 +2,7 @@ import test from 'ava';
 import { createSession } from '../../shared/commands/sessions';
 import { createKey, createOAuthToken, createUser, TestUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
+import { lockWaiters } from '../helpers/wait';
 
 /**
  * Replays of the escalation paths found in review (issue "close the escalation paths"): each test
@@ -434,4 +435,30 @@ test('finding 16: an administrator switching a key off sticks; an expired key is
   });
   t.is(ext.status, 409);
   t.is((await s.request('GET', '/v1', { token: expired.key })).status, 401);
+});
+
+test("an administrator's switch-off sticks also against the owner's PATCH that was already under way", async (t) => {
+  const s = stack();
+  const admin = await createUser(s.db, { roles: ['role_admin'] });
+  const owner = await createUser(s.db);
+  const made = (await s.request('POST', '/v1/api-keys', { token: owner.token, body: { name: 'raced' } })).body;
+  // The administrator's switch-off waits at the key's row, the owner's PATCH (loaded while the key
+  // was on: its is_active true was no reactivation then) behind it.
+  const trx = await s.db.transaction();
+  await trx.raw('SELECT 1 FROM api_keys WHERE id = ? FOR UPDATE', [made.id]);
+  const off = s.request('PATCH', `/v1/api-keys/${made.id}`, { token: admin.token, body: { is_active: false } });
+  await lockWaiters(s.db, 1);
+  const on = s.request('PATCH', `/v1/api-keys/${made.id}`, {
+    token: owner.token,
+    body: { name: 'raced again', is_active: true },
+  });
+  await lockWaiters(s.db, 2);
+  await trx.commit();
+  const [o, back] = await Promise.all([off, on]);
+  t.is(o.status, 200, o.text);
+  t.is(back.status, 403, back.text);
+  const row = await s.db('api_keys').where('id', made.id).first();
+  t.false(row.is_active);
+  t.true(row.locked);
+  t.is((await s.request('GET', '/v1', { token: made.key })).status, 401);
 });
