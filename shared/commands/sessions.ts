@@ -4,7 +4,7 @@ import { SESSION_PREFIX } from '../auth/credentialSources';
 import type { ServiceContext } from '../context';
 import { randomToken, sha256 } from '../crypto';
 import { afterCommit, runCommitted, transaction } from '../db';
-import { badRequest, forbidden, notFound } from '../errors';
+import { badRequest, forbidden, notFound, unauthorized } from '../errors';
 import { Platform } from '../models/Platform';
 import { Session } from '../models/Session';
 import { User } from '../models/User';
@@ -141,6 +141,18 @@ function revocation(userId: string, sessionIds: string[], by: Attribution) {
   });
 }
 
+/**
+ * Takes a user's turn at ending their own sessions (the user's row lock) and checks that the
+ * caller's session still exists: of two sessions ending each other at once, the second finds its
+ * own session ended (401), as it would one after the other, instead of both answering 200 and
+ * leaving the user signed out everywhere.
+ */
+async function ownSessionTurn(trx: Knex.Transaction, userId: string, currentSessionId: string): Promise<void> {
+  await trx('users').where('id', userId).forNoKeyUpdate().first('id');
+  if (!(await trx('sessions').where({ id: currentSessionId, user_id: userId }).first('id')))
+    throw unauthorized('this session has ended; sign in again');
+}
+
 /** A user revokes one of their other sessions (never the current one: they sign out instead). */
 export async function revokeOwnSession(
   ctx: ServiceContext,
@@ -151,14 +163,17 @@ export async function revokeOwnSession(
 ): Promise<void> {
   if (sessionId === currentSessionId)
     throw badRequest('cannot revoke the current session; sign out instead', { success: false });
-  // The delete and its event in one statement (writeAudited), then the announcement.
-  const deleted = await writeAudited(
-    ctx.db,
-    ctx.db('sessions').where({ id: sessionId, user_id: userId }).delete().returning('id'),
-    revocation(userId, [sessionId], by),
-  );
-  if (deleted.length === 0) throw notFound('session');
-  await runCommitted(() => announceSessionsRevoked(ctx, userId, [sessionId], REVOKED_BY_USER));
+  await transaction(ctx.db, async (trx) => {
+    await ownSessionTurn(trx, userId, currentSessionId);
+    // The delete and its event in one statement (writeAudited), then the announcement.
+    const deleted = await writeAudited(
+      trx,
+      trx('sessions').where({ id: sessionId, user_id: userId }).delete().returning('id'),
+      revocation(userId, [sessionId], by),
+    );
+    if (deleted.length === 0) throw notFound('session');
+    afterCommit(trx, () => announceSessionsRevoked(ctx, userId, [sessionId], REVOKED_BY_USER));
+  });
 }
 
 /** A user revokes every session but the current one; returns the revoked ids. */
@@ -169,6 +184,7 @@ export async function revokeOtherSessions(
   by: Attribution,
 ): Promise<string[]> {
   return transaction(ctx.db, async (trx) => {
+    await ownSessionTurn(trx, userId, currentSessionId);
     const ids = await deleteUserSessions(trx, userId, currentSessionId);
     if (ids.length) {
       await recordAuditEvent(revocation(userId, ids, by), trx);

@@ -181,3 +181,26 @@ test('a revoke with an empty session id (a trailing slash) is 404 and ends no se
   t.is(list.status, 200);
   t.is(list.body.sessions.length, 2);
 });
+
+test('two sessions ending each other at once: one wins, the other finds itself ended (401), one session stays', async (t) => {
+  const s = stack();
+  const u = await createUser(s.db);
+  const expires = new Date(Date.now() + 3_600_000);
+  for (const crosswise of [false, true]) {
+    await s.db('sessions').where('user_id', u.id).delete();
+    const [a, b] = [await createSession(s.db, u.id, expires), await createSession(s.db, u.id, expires)];
+    const end = (mine: typeof a, theirs: typeof a) =>
+      crosswise
+        ? s.request('DELETE', `/v1/users/me/sessions/${theirs.session.id}`, { token: mine.token })
+        : s.request('DELETE', '/v1/users/me/sessions', { token: mine.token });
+    const answers = await Promise.all([end(a, b), end(b, a)]);
+    t.deepEqual(
+      answers.map((r) => r.status).sort(),
+      [200, 401],
+      `${crosswise ? 'crosswise' : 'others'}: ${answers.map((r) => r.text).join(' | ')}`,
+    );
+    const left = await s.db('sessions').where('user_id', u.id).pluck('id');
+    const winner = answers[0].status === 200 ? a : b;
+    t.deepEqual(left, [winner.session.id]);
+  }
+});
