@@ -93,17 +93,21 @@ export async function claimAccountToken(
   return rows.length ? (AccountToken.fromDatabaseJson(rows[0]) as AccountToken) : undefined;
 }
 
-/** Drops every open token of a purpose for a user; returns how many were pending. */
+/**
+ * Drops every open token of a purpose for a user; returns how many were pending (unexpired). One
+ * statement, counted from what it deleted: a token claimed while this ran (the change applied)
+ * is not deleted, and not counted as cancelled either.
+ */
 export async function cancelAccountTokens(
   db: Knex | Knex.Transaction,
   userId: string,
   purpose: AccountTokenPurpose,
 ): Promise<number> {
-  const live = await AccountToken.query(db)
+  const deleted: Array<{ expires_at: Date }> = await db('account_tokens')
     .where({ user_id: userId, purpose })
     .whereNull('used_at')
-    .where('expires_at', '>', new Date())
-    .resultSize();
-  await AccountToken.query(db).where({ user_id: userId, purpose }).whereNull('used_at').delete();
-  return live;
+    .delete()
+    .returning('expires_at');
+  const now = Date.now();
+  return deleted.filter((t) => new Date(t.expires_at).getTime() > now).length;
 }

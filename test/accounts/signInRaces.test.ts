@@ -145,3 +145,32 @@ test.serial('a reset link for the old address is dead once an address change com
     401,
   );
 });
+
+test.serial('cancelling a pending address change that is being applied does not say it was cancelled', async (t) => {
+  const s = stack();
+  const u = await withPassword();
+  const session = (await signIn(u.email)).body.session.sessionToken as string;
+  const next = freshEmail('race-cancel');
+  const asked = await s.request('POST', `/v1/users/${u.id}/email/request-change`, {
+    token: session,
+    body: { email: next },
+  });
+  t.is(asked.status, 200, asked.text);
+  const changeToken = tokenOf(await mailbox().waitFor(next));
+  // The change claims its token while the cancel deletes the open ones: both wait at the token.
+  const lock = await hold(
+    s.db,
+    "SELECT 1 FROM account_tokens WHERE user_id = ? AND purpose = 'email_change' FOR UPDATE",
+    [u.id],
+  );
+  const change = s.request('POST', '/v1/users/email/verify', { token: session, body: { token: changeToken } });
+  await lockWaiters(s.db, 1);
+  const cancel = s.request('DELETE', `/v1/users/${u.id}/email/pending`, { token: session });
+  await lockWaiters(s.db, 2);
+  await lock.release();
+  const [c, x] = await Promise.all([change, cancel]);
+  const changed = (await s.db('platform_accounts').where({ user_id: u.id }).first('email')).email === next;
+  t.is(c.status === 200, changed, c.text);
+  // "Cancelled" only when the change did not happen.
+  t.false(x.status === 200 && changed, `${c.status} ${c.text} | ${x.status} ${x.text}`);
+});
