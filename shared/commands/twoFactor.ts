@@ -98,6 +98,8 @@ export async function setupTwoFactor(ctx: ServiceContext, userId: string, platfo
 }
 
 type CodeMatch = { kind: 'totp'; step: number } | { kind: 'backup'; id: string };
+/** A right code used already (its time step accepted, or a spent backup code): no guess, and refused. */
+type CodeReplay = { kind: 'replay' };
 
 /** Whether `code` is a TOTP code of `row`'s secret now: no claim, no lock (the check before the lock). */
 const totpMatches = (ctx: ServiceContext, row: UserTwoFactor, code: string) =>
@@ -113,29 +115,35 @@ async function matchCode(
   row: UserTwoFactor,
   code: string,
   backupHash: string | null,
-): Promise<CodeMatch | null> {
+): Promise<CodeMatch | CodeReplay | null> {
   const trimmed = code.trim();
   const secret = decryptSecret(row.secret_encrypted, ctx.config.secretKeys);
   const step = matchTotp(secret, trimmed, clock.now());
   if (step !== null) {
     const last = row.last_step === null ? null : Number(row.last_step);
-    if (last !== null && step <= last) return null;
+    if (last !== null && step <= last) return { kind: 'replay' };
     // Claimed per user and secret: a fresh secret (a new setup) does not inherit the old one's claims.
     if (!(await claimTotpStep(ctx.redis, ctx.config, `${row.user_id}:${sha256(secret).slice(0, 12)}`, step)))
-      return null;
+      return { kind: 'replay' };
     await trx('user_two_factor').where('user_id', row.user_id).update({ last_step: step });
     return { kind: 'totp', step };
   }
   // Set for a code of a backup code's form when backup codes are allowed (withTwoFactorCode).
   if (backupHash === null) return null;
   const backup = normaliseBackupCode(trimmed)!;
+  const hashes = [backupHash, legacyBackupCodeHash(backup)];
   const spent = await trx('two_factor_backup_codes')
     .where('user_id', row.user_id)
-    .whereIn('code_hash', [backupHash, legacyBackupCodeHash(backup)])
+    .whereIn('code_hash', hashes)
     .whereNull('used_at')
     .update({ used_at: clock.date() })
     .returning('id');
-  return spent.length ? { kind: 'backup', id: spent[0].id as string } : null;
+  if (spent.length) return { kind: 'backup', id: spent[0].id as string };
+  const used = await trx('two_factor_backup_codes')
+    .where('user_id', row.user_id)
+    .whereIn('code_hash', hashes)
+    .first('id');
+  return used ? { kind: 'replay' } : null;
 }
 
 /**
@@ -194,6 +202,8 @@ export async function withTwoFactorCode<T, P = undefined>(
       const s = await twoFactorState(trx, userId, { forUpdate: true });
       opts.state(s);
       const m = await matchCode(ctx, trx, s.row!, code, backupHash);
+      // The right code again (a double submit, a retry): refused, but no guess (not counted, no event).
+      if (m?.kind === 'replay') return { ok: false as const, replay: true };
       if (!m) {
         wrong = true;
         await recordAuditEvent(
@@ -221,7 +231,13 @@ export async function withTwoFactorCode<T, P = undefined>(
     }
     throw err;
   });
-  if (!outcome.ok) throw badRequest(INVALID_CODE);
+  if (!outcome.ok) {
+    if ('replay' in outcome) {
+      await giveBackTwoFactorAttempt(ctx.db, reservation);
+      if (ipReservation) await releaseAttempt(ctx.db, ipReservation);
+    }
+    throw badRequest(INVALID_CODE);
+  }
   await clearTwoFactorFailures(ctx.db, reservation);
   if (ipReservation) await releaseAttempt(ctx.db, ipReservation);
   return outcome.value;

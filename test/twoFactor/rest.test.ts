@@ -294,3 +294,37 @@ test.serial(
     }
   },
 );
+
+test.serial('the right code sent several times at once: one success, the repeats are no wrong guesses', async (t) => {
+  const s = stack();
+  const u = await createUser(s.db);
+  const { secret } = await enableTwoFactor(s, u.token);
+  const code = codeNow(secret);
+  const answers = await Promise.all(
+    Array.from({ length: 4 }, () =>
+      s.request('POST', '/v1/users/me/2fa/backup-codes/regenerate', { token: u.token, body: { code } }),
+    ),
+  );
+  const statuses = answers.map((r) => r.status).sort();
+  t.is(statuses.filter((x) => x === 200).length, 1, JSON.stringify(statuses));
+  t.true(
+    answers.every((r) => r.status === 200 || r.status === 400),
+    answers.map((r) => r.text).join(' | '),
+  );
+  // No repeat counted as a guess, nor recorded as a wrong code.
+  const counter = await s.db('attempt_counters').where('key', `2fa:${u.id}`).first('count');
+  t.is(Number(counter?.count ?? 0), 0, JSON.stringify(counter));
+  const wrong = await s
+    .db('audit_events')
+    .where({ user_id: u.id, event_type: 'login_failed' })
+    .whereRaw("metadata->>'reason' = 'wrong_2fa_code'");
+  t.is(wrong.length, 0);
+  // A wrong code still counts.
+  nextStep();
+  const bad = await s.request('POST', '/v1/users/me/2fa/backup-codes/regenerate', {
+    token: u.token,
+    body: { code: codeNow(secret) === '000000' ? '111111' : '000000' },
+  });
+  t.is(bad.status, 400);
+  t.is(Number((await s.db('attempt_counters').where('key', `2fa:${u.id}`).first('count'))?.count), 1);
+});
