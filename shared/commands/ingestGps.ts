@@ -103,27 +103,38 @@ export async function ingestGpsBatch(
 ): Promise<GpsBatchResult> {
   const link = await trackerLinkFor(deps.db, principal);
   const rejected = [...batch.rejected];
-  const valid: Array<{ index: number; row: NewGpsRow }> = batch.valid.map((v) => ({
+  let valid: Array<{ index: number; row: NewGpsRow }> = batch.valid.map((v) => ({
     index: v.index,
     row: toGpsRow(v.point, link),
   }));
-  if (!link) {
+  /** Moves the points naming a trip that does not exist (any more) to the rejected ones. */
+  const rejectMissingTrips = async () => {
     const tripIds = new Set(valid.map((v) => v.row.trip_id).filter((t): t is string => !!t));
     const known = await existingTripIds(deps.db, [...tripIds]);
-    for (let i = valid.length - 1; i >= 0; i--) {
-      const tripId = valid[i].row.trip_id;
-      if (tripId && !known.has(tripId)) {
-        rejected.push({ index: valid[i].index, errors: [{ field: 'trip_id', message: 'no such trip' }] });
-        valid.splice(i, 1);
-      }
-    }
+    const missing = valid.filter((v) => v.row.trip_id && !known.has(v.row.trip_id));
+    for (const v of missing) rejected.push({ index: v.index, errors: [{ field: 'trip_id', message: 'no such trip' }] });
+    valid = valid.filter((v) => !missing.includes(v));
     rejected.sort((a, b) => a.index - b.index);
-  }
+  };
+  if (!link) await rejectMissingTrips();
   if (valid.length === 0) return { accepted: [], rejected };
-  const inserted = await insertGpsRows(
-    deps.db,
-    valid.map((v) => v.row),
-  );
+  let inserted: GpsPointRow[];
+  try {
+    inserted = await insertGpsRows(
+      deps.db,
+      valid.map((v) => v.row),
+    );
+  } catch (err) {
+    // A trip deleted between the check and the insert: its points are rejected as if it had been
+    // gone before, and the others stored (the batch's contract: a rejection per point).
+    if (link || (err as { constraint?: unknown }).constraint !== 'gps_points_trip_id_foreign') throw err;
+    await rejectMissingTrips();
+    if (valid.length === 0) return { accepted: [], rejected };
+    inserted = await insertGpsRows(
+      deps.db,
+      valid.map((v) => v.row),
+    );
+  }
   await afterGpsInsert(deps, inserted);
   return { accepted: inserted.map((row, i) => ({ index: valid[i].index, id: row.id })), rejected };
 }

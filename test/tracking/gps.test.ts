@@ -3,6 +3,7 @@ import { createUser } from '../helpers/factories';
 import { startSecondApi } from '../helpers/secondApi';
 import { useStack } from '../helpers/stack';
 import { gpsBody, make, nowSeconds, once } from '../helpers/tracking';
+import { lockWaiters } from '../helpers/wait';
 
 const stack = useStack(test, { env: { RATE_LIMIT_GPS_POST: '10000', RATE_LIMIT_USER: '10000' } });
 
@@ -455,3 +456,35 @@ test('a point deleted while a reader fills a cold cache is not kept as the curre
   }
   t.pass();
 });
+
+test.serial(
+  'POST /v1/gps/batch: a trip deleted between the check and the insert rejects its points only',
+  async (t) => {
+    const s = stack();
+    const { developer } = await users();
+    const trip = await make(s, developer.token, '/v1/trips', { name: 'deleted mid-batch' });
+    // The trip is checked (it exists), then deleted while the insert waits for its row.
+    const trx = await s.db.transaction();
+    await trx.raw('SELECT 1 FROM trips WHERE id = ? FOR UPDATE', [trip.id]);
+    const batch = s.request('POST', '/v1/gps/batch', {
+      token: developer.token,
+      body: {
+        points: [gpsBody({ trip_id: trip.id }), gpsBody({ device_id: 'mid-batch' }), gpsBody({ trip_id: trip.id })],
+      },
+    });
+    await lockWaiters(s.db, 1);
+    await trx('trips').where('id', trip.id).delete();
+    await trx.commit();
+    const r = await batch;
+    t.is(r.status, 201, r.text);
+    t.deepEqual(
+      r.body.data.accepted.map((a: { index: number }) => a.index),
+      [1],
+    );
+    t.deepEqual(r.body.data.rejected, [
+      { index: 0, errors: [{ field: 'trip_id', message: 'no such trip' }] },
+      { index: 2, errors: [{ field: 'trip_id', message: 'no such trip' }] },
+    ]);
+    t.truthy(await s.db('gps_points').where('id', r.body.data.accepted[0].id).first());
+  },
+);
