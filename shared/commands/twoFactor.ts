@@ -173,25 +173,29 @@ export async function withTwoFactorCode<T, P = undefined>(
   const ipReservation = by.ipAddress ? await reserveIpAttempt(ctx.db, by.ipAddress) : null;
   const ipRefused = ipReservation !== null && ipReservation.retryAfterSeconds > 0;
   const reservation = ipRefused ? { ...ipReservation, userId } : await reserveTwoFactorAttempt(ctx.db, userId);
+  /** The `login_failed` event of a refused check. */
+  const failure = (error: string, reason: string) =>
+    attributed(
+      { ...by, actorId: by.actorId ?? userId },
+      {
+        user_id: userId,
+        event_type: 'login_failed',
+        status: 'failure',
+        error_message: error,
+        metadata: { reason, operation: op },
+      },
+    );
   if (reservation.retryAfterSeconds > 0) {
     if (ipReservation) await releaseAttempt(ctx.db, ipReservation);
-    await recordAuditEvent(
-      attributed(
-        { ...by, actorId: by.actorId ?? userId },
-        {
-          user_id: userId,
-          event_type: 'login_failed',
-          status: 'failure',
-          error_message: 'too_many_attempts',
-          metadata: { reason: 'too_many_2fa_attempts', operation: op },
-        },
-      ),
-      ctx.db,
-    );
+    await recordAuditEvent(failure('too_many_attempts', 'too_many_2fa_attempts'), ctx.db);
     throw tooManyCodeAttempts(reservation.retryAfterSeconds, ipRefused ? ipReservation.limit : undefined);
   }
   // A check that fails other than by a wrong code (the state changed meanwhile: a parallel request
-  // enabled 2FA; the database failed) was no guess: its attempts are given back.
+  // enabled 2FA; the database failed; the right code again) was no guess: its attempts are given back.
+  const giveBack = async () => {
+    await giveBackTwoFactorAttempt(ctx.db, reservation);
+    if (ipReservation) await releaseAttempt(ctx.db, ipReservation);
+  };
   let wrong = false;
   const outcome = await (async () => {
     const backup = opts.allowBackup ? normaliseBackupCode(code) : null;
@@ -206,36 +210,18 @@ export async function withTwoFactorCode<T, P = undefined>(
       if (m?.kind === 'replay') return { ok: false as const, replay: true };
       if (!m) {
         wrong = true;
-        await recordAuditEvent(
-          attributed(
-            { ...by, actorId: by.actorId ?? userId },
-            {
-              user_id: userId,
-              event_type: 'login_failed',
-              status: 'failure',
-              error_message: 'wrong_2fa_code',
-              metadata: { reason: 'wrong_2fa_code', operation: op },
-            },
-          ),
-          trx,
-        );
+        await recordAuditEvent(failure('wrong_2fa_code', 'wrong_2fa_code'), trx);
         return { ok: false as const };
       }
       prepared ??= { value: opts.prepare ? await opts.prepare() : (undefined as P) };
       return { ok: true as const, value: await onMatch(trx, s, m, prepared.value) };
     });
   })().catch(async (err: unknown) => {
-    if (!wrong) {
-      await giveBackTwoFactorAttempt(ctx.db, reservation);
-      if (ipReservation) await releaseAttempt(ctx.db, ipReservation);
-    }
+    if (!wrong) await giveBack();
     throw err;
   });
   if (!outcome.ok) {
-    if ('replay' in outcome) {
-      await giveBackTwoFactorAttempt(ctx.db, reservation);
-      if (ipReservation) await releaseAttempt(ctx.db, ipReservation);
-    }
+    if ('replay' in outcome) await giveBack();
     throw badRequest(INVALID_CODE);
   }
   await clearTwoFactorFailures(ctx.db, reservation);
