@@ -8,7 +8,6 @@ import { badRequest, forbidden, notFound, unauthorized } from '../errors';
 import { Platform } from '../models/Platform';
 import { Session } from '../models/Session';
 import { User } from '../models/User';
-import { findActiveBan } from '../queries/access';
 import { findAnySessionByToken } from '../queries/sessions';
 import { insertGrouped } from '../groupedInsert';
 import { rowBy, rowById, turnBatcherByDb } from '../rowLoader';
@@ -46,6 +45,19 @@ export async function createSession(
   return { session, token };
 }
 
+/** Whether each user asked for in one turn is deleted or banned now: one statement. */
+const sessionBlockerInTurn = turnBatcherByDb(async (db, userIds) => {
+  const { rows } = await db.raw<{ rows: Array<{ user_id: string; deleted: boolean; banned: boolean }> }>(
+    `SELECT k.id AS user_id,
+            coalesce((SELECT u.deleted_at IS NOT NULL FROM users u WHERE u.id = k.id), true) AS deleted,
+            EXISTS (SELECT 1 FROM bans b WHERE b.user_id = k.id AND b.unbanned_at IS NULL
+                       AND (b.expires_at IS NULL OR b.expires_at > now())) AS banned
+       FROM unnest(?::uuid[]) AS k(id)`,
+    [userIds],
+  );
+  return new Map(rows.map((r) => [r.user_id, r]));
+});
+
 /** The platform slug of each user's most recently updated platform account, batched per turn. */
 const latestPlatforms = turnBatcherByDb(async (db, userIds) => {
   const { rows } = await db.raw<{ rows: Array<{ user_id: string; slug: string }> }>(
@@ -80,14 +92,18 @@ export async function createInternalSession(
       throw badRequest(`provider: unknown platform '${provider}'`);
     platformSlug = provider;
   } else platformSlug = await latestPlatforms(ctx.db, user.id);
-  // Under the user's row lock, as a ban or a deletion takes it: one that committed meanwhile is seen
-  // here (no session), and one that waits for this lock ends the new session with the others.
-  const created = await transaction(ctx.db, async (trx) => {
-    if (!(await trx('users').where('id', user.id).whereNull('deleted_at').forNoKeyUpdate().first('id')))
-      throw badRequest('userId: no such user');
-    if (await findActiveBan(trx, user.id)) throw forbidden('userId: the account is banned');
-    return createSession(trx, user.id, expires, { ...by, platformSlug });
-  });
+  const created = await createSession(ctx.db, user.id, expires, { ...by, platformSlug });
+  // Checked again once the session is committed, and taken back if the account was banned or
+  // deleted meanwhile. A ban, a deletion and a password reset lock the user's row (FOR UPDATE)
+  // before they end the user's sessions, and the INSERT's foreign key check waits for that lock:
+  // one under way when the session was written has committed by now and is seen here, and one that
+  // starts later ends this session with the others. (Checked only before, a session written just
+  // after the ban ended the others outlived it: it worked again after the unban.)
+  const blocker = await sessionBlockerInTurn(ctx.db, user.id);
+  if (blocker?.deleted || blocker?.banned) {
+    await ctx.db('sessions').where('id', created.session.id).delete();
+    throw blocker.deleted ? badRequest('userId: no such user') : forbidden('userId: the account is banned');
+  }
   // Outside a transaction: the buffered writer records it without a round trip of its own.
   ctx.audit.record(
     attributed(by, {
