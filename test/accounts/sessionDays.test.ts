@@ -40,11 +40,7 @@ test.serial('a login session lives auth.session_days: 30 by default, and what an
 
 test.serial('a sign-in reads auth.session_days from the process cache, not from system_config', async (t) => {
   const s = stack();
-  const user = await createUser(s.db);
-  await s
-    .db('platform_accounts')
-    .where({ user_id: user.id })
-    .update({ password_hash: await hashPassword('cached days pw') });
+  const user = await createUser(s.db, { password: 'cached days pw' });
   const login = () => s.request('POST', '/v1/auth/login', { body: { email: user.email, password: 'cached days pw' } });
   t.is((await login()).status, 200);
   const { result, sql } = await statementsOn(s.db, 'system_config', login);

@@ -1,6 +1,5 @@
 import test from 'ava';
 import type { Knex } from 'knex';
-import { hashPassword } from '../../shared/domain/passwords';
 import { freshEmail, passwordResetToken, useAccountsStack } from '../helpers/accounts';
 import { createUser, TestUser } from '../helpers/factories';
 import { tokenOf } from '../helpers/mailbox';
@@ -17,15 +16,7 @@ const { stack, mailbox } = useAccountsStack(test);
 const PASSWORD = 'race-password-1';
 
 /** A user who signs in with PASSWORD. */
-async function withPassword(): Promise<TestUser> {
-  const s = stack();
-  const u = await createUser(s.db);
-  await s
-    .db('platform_accounts')
-    .where({ user_id: u.id })
-    .update({ password_hash: await hashPassword(PASSWORD) });
-  return u;
-}
+const withPassword = (): Promise<TestUser> => createUser(stack().db, { password: PASSWORD });
 
 /** Holds `sql`'s row lock in a transaction of its own until `release()`. */
 async function hold(db: Knex, sql: string, bindings: string[]) {

@@ -3,6 +3,7 @@ import { sha256 } from '../../shared/crypto';
 import type { Knex } from 'knex';
 import { createApiKey } from '../../shared/commands/apiKeys';
 import { createSession } from '../../shared/commands/sessions';
+import { hashPassword } from '../../shared/domain/passwords';
 import { ApiKey } from '../../shared/models/ApiKey';
 
 export interface TestUser {
@@ -18,7 +19,7 @@ let counter = 0;
 /** A user with an email platform account, the given roles and a live session token. */
 export async function createUser(
   db: Knex,
-  opts: { roles?: string[]; username?: string; email?: string } = {},
+  opts: { roles?: string[]; username?: string; email?: string; password?: string } = {},
 ): Promise<TestUser> {
   const n = `${Date.now().toString(36)}${(counter++).toString(36)}${randomBytes(2).toString('hex')}`;
   const username = opts.username ?? `user_${n}`.slice(0, 30);
@@ -35,6 +36,8 @@ export async function createUser(
       username,
       email,
       email_verified_at: new Date(),
+      // A password to sign in with, hashed as registration stores it.
+      ...(opts.password === undefined ? {} : { password_hash: await hashPassword(opts.password) }),
     })
     .returning('id');
   await db('users').where('id', user.id).update({ primary_platform_account_id: account.id });
