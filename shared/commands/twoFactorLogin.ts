@@ -2,7 +2,6 @@ import { attributed, recordAuditEvent } from '../audit';
 import { credentialStamp, openChallenge, CHALLENGE_TTL_MS } from '../auth/twoFactorChallenge';
 import { challengeSpent, claimChallenge } from '../caches/twoFactorThrottle';
 import type { ServiceContext } from '../context';
-import { sha256 } from '../crypto';
 import { badRequest, forbidden } from '../errors';
 import { findActiveBan } from '../queries/access';
 import { completeLogin, LoginAttempt } from './login';
@@ -60,15 +59,7 @@ export async function checkTwoFactorLogin(
   // A spent challenge is refused before its code is checked: it must not spend a backup code or a
   // time step, nor count a check. (It is claimed once the code matched, so parallel guesses each count.)
   const tokenHash = challenge.id;
-  // The key the previous build spent a challenge under (the digest of the token's text): checked
-  // and set too, so during a rolling upgrade an old and a new instance never both accept one
-  // challenge. (Challenges live 5 minutes: this can go with the next release.)
-  const legacyHash = sha256(input.challenge_token);
-  if (
-    (await challengeSpent(ctx.redis, ctx.config, tokenHash)) ||
-    (await challengeSpent(ctx.redis, ctx.config, legacyHash))
-  )
-    throw badRequest(INVALID_CHALLENGE);
+  if (await challengeSpent(ctx.redis, ctx.config, tokenHash)) throw badRequest(INVALID_CHALLENGE);
   await withTwoFactorCode(
     ctx,
     userId,
@@ -85,11 +76,7 @@ export async function checkTwoFactorLogin(
     async (trx, s, m) => {
       // Claimed under the 2FA row lock, before the code's spending commits: of parallel checks with
       // different right codes one wins, and the others roll back, leaving their backup codes unused.
-      const ttl = CHALLENGE_TTL_MS / 1000 + 60;
-      if (
-        !(await claimChallenge(ctx.redis, ctx.config, tokenHash, ttl)) ||
-        !(await claimChallenge(ctx.redis, ctx.config, legacyHash, ttl))
-      )
+      if (!(await claimChallenge(ctx.redis, ctx.config, tokenHash, CHALLENGE_TTL_MS / 1000 + 60)))
         throw badRequest(INVALID_CHALLENGE);
       await recordAuditEvent(
         attributed(by, {
