@@ -34,6 +34,9 @@ export const KEYED_ROW_COUNTERS = {
   gps_points_by_device: { table: 'gps_points', column: 'device_id' },
   /** GET /v1/trips?status=, GraphQL trips(status:) (migration 20261210000000_trips_by_status). */
   trips_by_status: { table: 'trips', column: 'status' },
+  /** GET /v1/geofences/{id}/events and /v1/devices/{id}/geofence-events (migration 20261219000000_geofence_event_counters). */
+  geofence_events_by_fence: { table: 'geofence_events', column: 'geofence_id' },
+  geofence_events_by_device: { table: 'geofence_events', column: 'device_id' },
 } as const;
 export type KeyedRowCounter = keyof typeof KEYED_ROW_COUNTERS;
 

@@ -73,15 +73,16 @@ test('migrate-rollback undoes the last batch, prints what it rolled back, and mi
   const m = await cli(d.url, 'migrate');
   t.is(m.code, 0, m.stdout + m.stderr);
   for (const name of lastTwo) t.regex(m.stdout, new RegExp(`applied ${name}`));
-  // What those two changed: the trip-and-device index of GPS points, and the unique index of role
-  // names in NFKC that replaced the one on lower(name).
+  // What those two changed: the unique index of role names in NFKC that replaced the one on
+  // lower(name), and the geofence event counters (their triggers and their counts).
   const hasIndex = async (name: string) => Boolean(await db('pg_indexes').where('indexname', name).first('indexname'));
+  const hasTrigger = async (name: string) => Boolean(await db('pg_trigger').where('tgname', name).first('tgname'));
   const created = async () => ({
-    gps: await hasIndex('gps_points_trip_device'),
+    eventCounters: await hasTrigger('geofence_events_by_fence_count_ins'),
     roleNames: await hasIndex('roles_name_nfkc_unique'),
     roleNamesBefore: await hasIndex('roles_name_lower_unique'),
   });
-  const applied = { gps: true, roleNames: true, roleNamesBefore: false };
+  const applied = { eventCounters: true, roleNames: true, roleNamesBefore: false };
   t.deepEqual(await created(), applied);
 
   const r = await cli(d.url, 'migrate-rollback');
@@ -91,7 +92,7 @@ test('migrate-rollback undoes the last batch, prints what it rolled back, and mi
     [...lastTwo].reverse().map((n) => `  rolled back ${n}`),
   );
   t.deepEqual(await db('knex_migrations').whereIn('name', lastTwo).pluck('name'), []);
-  t.deepEqual(await created(), { gps: false, roleNames: false, roleNamesBefore: true });
+  t.deepEqual(await created(), { eventCounters: false, roleNames: false, roleNamesBefore: true });
   const again = await cli(d.url, 'migrate');
   t.is(again.code, 0, again.stdout + again.stderr);
   t.deepEqual(await created(), applied);

@@ -61,8 +61,9 @@ const EVENT_ORDER = [
   ['occurred_at', 'desc'],
   ['id', 'desc'],
 ] as const;
-const fenceEvents = pagesOf(GeofenceEvent, 'geofence_id', 'uuid', EVENT_ORDER);
-const deviceEvents = pagesOf(GeofenceEvent, 'device_id', 'text', EVENT_ORDER);
+// Exact totals from keyed row counters: counting a fence's 100,000 events cost every page 40-100 ms.
+const fenceEvents = pagesOf(GeofenceEvent, 'geofence_id', 'uuid', EVENT_ORDER, { counter: 'geofence_events_by_fence' });
+const deviceEvents = pagesOf(GeofenceEvent, 'device_id', 'text', EVENT_ORDER, { counter: 'geofence_events_by_device' });
 
 /** Spec §4.6: circular geofences, evaluated by the geofence worker for every GPS point. */
 export function geofenceRoutes(router: Router<AppState, { services: ApiServices }>): void {
