@@ -1,6 +1,6 @@
 import test from 'ava';
 import { XMLBuilder } from 'fast-xml-parser';
-import { buildTripGpx } from '../../shared/domain/gpx';
+import { buildTripGpx, buildTripGpxYielding, GPX_POINTS_PER_TURN } from '../../shared/domain/gpx';
 import type { Trip } from '../../shared/models/Trip';
 import type { GpsPointRow } from '../../shared/presenters/gpsPoint';
 import type { TripStats } from '../../shared/presenters/trip';
@@ -158,4 +158,45 @@ test('numbers are plain decimals (xsd:decimal has no exponent) and text holds on
   t.true(gpx.includes('<name>a\uFFFDb\uFFFDc\uFFFDd</name>'));
   t.true(gpx.includes('tab\tnewline\ncr\r ok \uFFFD'));
   t.true(gpx.includes('x\uFFFDy'));
+});
+
+test('a long track is built in turns: the event loop runs between them, and the bytes are the same', async (t) => {
+  const trip = {
+    id: 'trip-long',
+    name: 'long',
+    description: null,
+    tags: ['a'],
+    status: 'completed',
+  } as unknown as Trip;
+  const n = GPX_POINTS_PER_TURN * 4 + 17;
+  const points = Array.from({ length: n }, (_, i) => ({
+    latitude: 52 + i * 1e-5,
+    longitude: i % 3 ? 13 - i * 1e-5 : -0,
+    altitude: i % 5 ? i / 10 : null,
+    timestamp: new Date(Date.UTC(2026, 0, 1) + i * 1000),
+    hdop: 0.9,
+    vdop: null,
+    pdop: i % 2 ? 1.2 : null,
+    speed_mps: i % 7 ? 3.5 : null,
+    heading: i % 11 ? i % 360 : null,
+  })) as unknown as GpsPointRow[];
+  const stats = { distance_km: 12.5, duration_seconds: n };
+  const now = new Date(Date.UTC(2026, 11, 1));
+  // Turns of the event loop while the document is built: one between each two turns of points.
+  let turns = 0;
+  let running = true;
+  const tick = () => {
+    if (!running) return;
+    turns++;
+    setImmediate(tick);
+  };
+  setImmediate(tick);
+  const yielding = await buildTripGpxYielding(trip, points, stats, now);
+  running = false;
+  t.true(turns >= 4, `${turns} turns while ${n} points were built`);
+  t.is(yielding, buildTripGpx(trip, points, stats, now));
+  // A short track is built at once, the same bytes too.
+  const short = points.slice(0, 3);
+  t.is(await buildTripGpxYielding(trip, short, stats, now), buildTripGpx(trip, short, stats, now));
+  t.is(await buildTripGpxYielding(trip, [], stats, now), buildTripGpx(trip, [], stats, now));
 });

@@ -1,5 +1,5 @@
 import Router from '@koa/router';
-import { buildTripGpx, GPX_CONTENT_TYPE } from '../../../shared/domain/gpx';
+import { buildTripGpxYielding, GPX_CONTENT_TYPE } from '../../../shared/domain/gpx';
 import { tripTrackOf } from '../../../shared/caches/tableVersions';
 import { createTrip, deleteTrip, updateTrip } from '../../../shared/commands/trips';
 import { TRIP_STATUSES } from '../../../shared/domain/tripStatus';
@@ -244,7 +244,7 @@ export function tripRoutes(router: Router<AppState, { services: ApiServices }>):
       ]);
       ctx.type = GPX_CONTENT_TYPE;
       ctx.set('Content-Disposition', `attachment; filename="trip-${trip.id}.gpx"`);
-      ctx.body = buildTripGpx(trip, points, stats);
+      ctx.body = await buildTripGpxYielding(trip, points, stats);
     },
   );
 }
