@@ -723,3 +723,22 @@ test('an array beyond its bound is one issue, refused before its items are read'
   t.is(many.body.details[0].field, 'scopes.0');
   t.regex(many.body.message, /; and 130 more problems$/);
 });
+
+test('parameters and body fields an operation does not list are ignored, as docs/api.md says', async (t) => {
+  await init();
+  const s = stack();
+  const page = await s.request('GET', '/v1/devices?limt=1&_=123', { token: admin.token });
+  t.is(page.status, 200, page.text);
+  t.is(page.body.pagination.limit, 10, 'the default limit: the misspelt one is not read');
+  const made = await s.request('POST', '/v1/devices', {
+    token: admin.token,
+    body: { name: 'extra fields', colour: 'red' },
+  });
+  t.is(made.status, 201, made.text);
+  t.is(made.body.data.name, 'extra fields');
+  t.false('colour' in made.body.data);
+  // A listed field with a bad value is still refused, naming it.
+  const bad = await s.request('POST', '/v1/devices', { token: admin.token, body: { name: 5, colour: 'red' } });
+  t.is(bad.status, 400);
+  t.regex(bad.body.message, /^name/);
+});
