@@ -9,8 +9,15 @@ export interface StaticFile {
   etag: string;
 }
 
-/** Files of installed packages (Swagger UI, GraphiQL), read once each by absolute path; a handful. */
+/**
+ * Files of installed packages (Swagger UI, GraphiQL), read once each by absolute path; a handful.
+ * Only files that exist stay: a name that could not be read is forgotten once answered, so names
+ * made up by a client (the Swagger UI route is public) cannot grow the map.
+ */
 const files = new Map<string, Promise<StaticFile | null>>();
+
+/** How many files are held (a test's check that misses are not kept). */
+export const staticFileCount = () => files.size;
 
 /** The file at `absolutePath`, read once (null when it cannot be read), its bytes compressed once. */
 export function staticFile(absolutePath: string): Promise<StaticFile | null> {
@@ -18,7 +25,11 @@ export function staticFile(absolutePath: string): Promise<StaticFile | null> {
   if (!f) {
     f = readFile(absolutePath).then(
       (body) => ({ body: reusable(body), etag: `"${createHash('sha1').update(body).digest('base64url')}"` }),
-      () => null,
+      () => {
+        // Concurrent requests for the name share this answer; the next one reads again.
+        files.delete(absolutePath);
+        return null;
+      },
     );
     files.set(absolutePath, f);
   }

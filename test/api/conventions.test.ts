@@ -1,4 +1,6 @@
 import test from 'ava';
+import { randomUUID } from 'node:crypto';
+import { staticFileCount } from '../../api/staticFiles';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { gpsBody } from '../helpers/tracking';
@@ -109,6 +111,20 @@ test('OpenAPI document lists the routes and Swagger UI is served', async (t) => 
   t.regex(ui.text, /swagger-ui-bundle\.js/);
   const js = await s.request('GET', '/v1/swagger-ui/swagger-ui-bundle.js');
   t.is(js.status, 200);
+});
+
+test.serial('Swagger UI: names that are no file are 404 and not remembered (the route is public)', async (t) => {
+  const s = stack();
+  t.is((await s.request('GET', '/v1/swagger-ui/swagger-ui.css')).status, 200);
+  const held = staticFileCount();
+  for (let i = 0; i < 50; i++) {
+    const r = await s.request('GET', `/v1/swagger-ui/made-up-${i}-${randomUUID()}.js`);
+    t.is(r.status, 404, r.text);
+  }
+  t.is(staticFileCount(), held);
+  // A file that exists is still read once and served.
+  t.is((await s.request('GET', '/v1/swagger-ui/swagger-ui.css')).status, 200);
+  t.is(staticFileCount(), held);
 });
 
 test('GraphQL SDL at /v1/schema and `me` for a user', async (t) => {
