@@ -189,11 +189,20 @@ class AckCollector {
       );
   }
 
-  /** Registers a wait for `id`; `arm(expected)` starts counting against the number of receivers. */
-  expect(id: string): { arm(expected: number, timeoutMs: number): Promise<boolean> } {
+  /** Waits registered and not yet finished (a test's check that none is left behind). */
+  get waiting(): number {
+    return this.pending.size;
+  }
+
+  /**
+   * Registers a wait for `id`; `arm(expected)` starts counting against the number of receivers,
+   * `cancel()` drops it when there is nothing to wait for (the publish failed).
+   */
+  expect(id: string): { arm(expected: number, timeoutMs: number): Promise<boolean>; cancel(): void } {
     const entry = { got: 0, expected: Infinity, done: () => undefined as void };
     this.pending.set(id, entry);
     return {
+      cancel: () => void this.pending.delete(id),
       arm: (expected, timeoutMs) =>
         new Promise<boolean>((resolve) => {
           const timer = setTimeout(() => finish(false), timeoutMs);
@@ -314,12 +323,25 @@ export class EventBus {
       return false;
     }
     const ackId = randomUUID();
+    // Registered before the publish (an acknowledgement may arrive before PUBLISH answers), and
+    // dropped when it fails: a Redis outage otherwise left one wait per narrowing change for good.
     const wait = acks.expect(ackId);
-    const receivers = await this.redis.publish(
-      channel,
-      JSON.stringify({ ...msg, ackId, ackTo: acks.channel } satisfies AuthInvalidationMessage),
-    );
+    let receivers: number;
+    try {
+      receivers = await this.redis.publish(
+        channel,
+        JSON.stringify({ ...msg, ackId, ackTo: acks.channel } satisfies AuthInvalidationMessage),
+      );
+    } catch (err) {
+      wait.cancel();
+      throw err;
+    }
     return wait.arm(receivers, timeoutMs);
+  }
+
+  /** Acknowledgement waits registered and not finished (0 without an acknowledgement subscriber). */
+  get ackWaits(): number {
+    return this.acks?.waiting ?? 0;
   }
 
   /**
