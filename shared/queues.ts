@@ -20,6 +20,7 @@ export type ScheduledTask =
   | 'cleanupTwoFactorSetups'
   | 'cleanupOAuth'
   | 'cleanupAttemptCounters'
+  | 'compactRowCounters'
   | 'purgeGpsPoints'
   | 'purgeAuditEvents'
   | 'refreshIntegrationTokens'
@@ -162,6 +163,7 @@ export const schedules: Record<ScheduledTask, number> = {
   cleanupTwoFactorSetups: 60 * 60 * 1000,
   cleanupOAuth: 60 * 60 * 1000,
   cleanupAttemptCounters: 15 * 60 * 1000,
+  compactRowCounters: 60 * 60 * 1000,
   purgeGpsPoints: 60 * 60 * 1000,
   purgeAuditEvents: 60 * 60 * 1000,
   refreshIntegrationTokens: 5 * 60 * 1000,

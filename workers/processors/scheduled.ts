@@ -9,6 +9,7 @@ import { purgeExpiredAuditEvents } from '../../shared/commands/auditRetention';
 import { refreshExpiringIntegrations } from '../../shared/commands/integrationTokens';
 import { chatAutoSync } from '../../shared/commands/chatAutoSync';
 import { purgeSentEmails, requeueStrandedEmails } from '../../shared/emails/outbox';
+import { compactRowCounters } from '../../shared/queries/counters';
 
 /** Maintenance tasks by name; each returns a small summary stored as the job's result. */
 export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Promise<Record<string, number>>> = {
@@ -53,6 +54,8 @@ export const scheduledTasks: Record<ScheduledTask, (ctx: ServiceContext) => Prom
     );
     return { deleted: rowCount ?? 0 };
   },
+  /** Row counter rows that together count nothing (a key whose rows are all gone). */
+  compactRowCounters: (ctx) => compactRowCounters(ctx.db),
   /** GPS points past gps.retention_days that belong to no trip. */
   purgeGpsPoints: (ctx) => purgeExpiredGpsPoints(ctx.db, undefined, (devices) => forgetDeletedGps(ctx, devices)),
   /** Audit events past audit.retention_days, in batches. */
