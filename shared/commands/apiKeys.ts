@@ -202,11 +202,14 @@ export async function regenerateApiKey(
   const key = randomToken(API_KEY_PREFIX, 32);
   return transaction(services.db, async (trx) => {
     const apiKey = await patchLoaded(old, trx, { key_hash: sha256(key), key_prefix: keyPrefixOf(key) }, 'api key');
-    // The old value stays revoked, also where it is configured (SYSTEM_API_KEY, ensureSystemApiKey).
-    await trx('retired_key_hashes')
-      .insert({ key_hash: old.key_hash, api_key_id: old.id })
-      .onConflict('key_hash')
-      .ignore();
+    // A system key's old value stays revoked where it is configured too (SYSTEM_API_KEY,
+    // ensureSystemApiKey). Only a system key's: no other value comes back from configuration, and
+    // a row per regeneration of every key grew the table for good.
+    if (old.is_system)
+      await trx('retired_key_hashes')
+        .insert({ key_hash: old.key_hash, api_key_id: old.id })
+        .onConflict('key_hash')
+        .ignore();
     await recordAuditEvent(
       keyEvent(by, old, {
         event_type: 'api_key_revoked',

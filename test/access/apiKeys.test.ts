@@ -361,6 +361,14 @@ test('a regenerated system key value stays revoked: start-up does not store SYST
   t.is((await s.request('POST', '/v1/gql', { token: value, body: ME })).status, 401);
   t.is((await s.request('POST', '/v1/gql', { token: regen.body.key, body: ME })).status, 200);
   t.is((await s.db('api_keys').where('key_hash', sha256(value))).length, 0);
+  t.is((await s.db('retired_key_hashes').where('api_key_id', id)).length, 1);
+  // Another key's old value is not kept: no configuration brings it back.
+  const own = await s.request('POST', '/v1/api-keys', { token: admin.token, body: { name: 'not retired' } });
+  t.is(own.status, 201, own.text);
+  const again = await s.request('POST', `/v1/api-keys/${own.body.id}/regenerate`, { token: admin.token });
+  t.is(again.status, 200, again.text);
+  t.is((await s.request('POST', '/v1/gql', { token: own.body.key, body: ME })).status, 401);
+  t.deepEqual(await s.db('retired_key_hashes').where('api_key_id', own.body.id), []);
 });
 
 test('a configured system key shows 4 of its characters, not 12; a row stored with 12 is cut at the next start', async (t) => {
