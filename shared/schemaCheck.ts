@@ -102,3 +102,52 @@ export async function checkSchemaAtStart(
   timer.unref();
   return () => clearInterval(timer);
 }
+
+/**
+ * Tables the service deletes from or rewrites all the time (the side-effect outbox, sessions, the
+ * row counters, the guessing counters, table versions, the mail outbox): without autovacuum their
+ * dead rows are never reclaimed, and the outbox relay's claim walks ever more of them.
+ */
+const CHURNING_TABLES = [
+  'side_effect_outbox',
+  'sessions',
+  'row_counters',
+  'attempt_counters',
+  'table_versions',
+  'email_outbox',
+];
+
+/**
+ * Warns (once, at the workers' start) when the database does not vacuum what the service churns:
+ * autovacuum or track_counts off for the server, or autovacuum_enabled off for one of
+ * CHURNING_TABLES. Seen on a server with autovacuum off: the empty outbox held 29,755 dead rows
+ * (7.2 MB) after 35 minutes. Answers what it warned about; a database it cannot read is not checked.
+ */
+export async function warnOnVacuumSettings(db: Knex, logger: Logger): Promise<string[]> {
+  let row: { autovacuum: boolean; track_counts: boolean; off: string[] };
+  try {
+    const { rows } = await db.raw<{ rows: Array<typeof row> }>(
+      `SELECT current_setting('autovacuum') = 'on' AS autovacuum,
+              current_setting('track_counts') = 'on' AS track_counts,
+              ARRAY(SELECT c.relname::text FROM pg_class c
+                     WHERE c.relname = ANY(?::text[]) AND c.relkind = 'r' AND pg_table_is_visible(c.oid)
+                       AND 'autovacuum_enabled=false' = ANY(c.reloptions)
+                     ORDER BY c.relname) AS off`,
+      [CHURNING_TABLES],
+    );
+    row = rows[0]!;
+  } catch {
+    return [];
+  }
+  const problems = [
+    ...(row.autovacuum ? [] : ['autovacuum is off']),
+    ...(row.track_counts ? [] : ['track_counts is off (autovacuum needs it)']),
+    ...row.off.map((t) => `autovacuum_enabled is false on ${t}`),
+  ];
+  if (problems.length)
+    logger.warn(
+      { problems, tables: CHURNING_TABLES },
+      `the database does not vacuum the tables the service churns (${problems.join('; ')}): their dead rows pile up and the outbox relay slows; turn autovacuum on`,
+    );
+  return problems;
+}

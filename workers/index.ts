@@ -19,7 +19,7 @@ import { runJob } from './outageRetry';
 import { loadGeoIp } from '../shared/geoip';
 import { AisIngestion } from './ais/ingest';
 import { exitOnStartFailure, type Logger } from '../shared/logger';
-import { checkSchemaAtStart } from '../shared/schemaCheck';
+import { checkSchemaAtStart, warnOnVacuumSettings } from '../shared/schemaCheck';
 import { ReleaseDeadline } from '../shared/shutdown';
 
 /** One processor per queue of the registry; the type makes a missing one a compile error. */
@@ -70,6 +70,8 @@ export async function startWorkers(
   const ctx = createContext(config, 'workers', opts.logger);
   // A schema behind this build stops the start here, naming the command to run.
   const stopSchemaRecheck = await checkSchemaAtStart(ctx.db, ctx.logger, { name: 'workers' });
+  // Said once per fleet (here, not by every api instance); never in the way of the start.
+  void warnOnVacuumSettings(ctx.db, ctx.logger);
   // Nothing to do without Redis (the scheduler registration below needs it): wait for it.
   while (!(await redisReady(ctx.redis, 10_000))) {
     ctx.logger.warn('waiting for redis');
