@@ -64,7 +64,7 @@ export async function startRealtime(
   const instanceId = randomUUID();
   const logger = opts.logger ?? createLogger('realtime', config.logLevel);
   const dbOutages = databaseOutageLog(logger);
-  const db = createDb(config, { poolMax: 4, serving: true, logger, outages: dbOutages });
+  const db = createDb(config, { poolMax: 4, serving: true, logger, outages: dbOutages, name: 'realtime' });
   // A schema behind this build stops the start here, naming the command to run.
   const stopSchemaRecheck = await checkSchemaAtStart(db, logger, { name: 'realtime' });
   const redisErrors = new RedisErrorLog(logger);

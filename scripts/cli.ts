@@ -53,7 +53,7 @@ process.stdout.on('error', (err: NodeJS.ErrnoException) => {
 /** knex's own console output (a connection error's stack) is left out: the CLI ends with one `error:` line. */
 const QUIET = { warn: () => undefined, error: () => undefined, deprecate: () => undefined, debug: () => undefined };
 /** The CLI's database: its errors reach the user as that line, not as the client's log. */
-const cliDb = (config: Config) => createDb(config, { poolMax: 2, logger: createLogger('cli', 'silent') });
+const cliDb = (config: Config) => createDb(config, { poolMax: 2, logger: createLogger('cli', 'silent'), name: 'cli' });
 
 /** Creates the database named in DATABASE_URL when the server has no such database yet. */
 async function ensureDatabase(config: Config): Promise<void> {

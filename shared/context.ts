@@ -51,7 +51,7 @@ export interface ServiceContext {
 export function createContext(config: Config, name: string, logger?: Logger): ServiceContext {
   const log = logger ?? createLogger(name, config.logLevel);
   const dbOutages = databaseOutageLog(log);
-  const db = createDb(config, { serving: name === 'api', logger: log, outages: dbOutages });
+  const db = createDb(config, { serving: name === 'api', logger: log, outages: dbOutages, name });
   onAfterCommitFailure((err) => log.error({ err }, 'after-commit side effect failed'));
   // Fail fast: with Redis down a request falls back or leaves the work to the outbox, never waits.
   const redis = createRedis(config, FAIL_FAST);

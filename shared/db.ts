@@ -55,7 +55,15 @@ const CONNECT_TIMEOUT_MS = 5000;
  */
 export function createDb(
   config: Config,
-  opts: { poolMax?: number; bindModels?: boolean; serving?: boolean; logger?: Logger; outages?: OutageLog } = {},
+  opts: {
+    poolMax?: number;
+    bindModels?: boolean;
+    serving?: boolean;
+    logger?: Logger;
+    outages?: OutageLog;
+    /** The process's name (`api`, `workers`, `realtime`, `cli`): pg_stat_activity shows `<name>:<pid>`. */
+    name?: string;
+  } = {},
 ): Knex {
   const limit = opts.serving ? config.databaseRequestTimeoutMs : undefined;
   const logger = opts.logger;
@@ -85,6 +93,9 @@ export function createDb(
     connection: {
       connectionString: config.databaseUrl,
       connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      // Which process holds a connection, for an operator reading pg_stat_activity (an
+      // application_name in DATABASE_URL wins).
+      ...(opts.name ? { application_name: `${opts.name}:${process.pid}` } : {}),
       ...(limit ? { statement_timeout: limit, query_timeout: limit + 1000 } : {}),
     },
     ...(limit ? { acquireConnectionTimeout: limit } : {}),

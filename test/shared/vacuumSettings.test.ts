@@ -3,7 +3,7 @@ import { warnOnVacuumSettings } from '../../shared/schemaCheck';
 import { captureLog, LogLine } from '../helpers/logCapture';
 import { useStack } from '../helpers/stack';
 
-/** The workers' start warns when the database would not vacuum the tables the service churns. */
+/** What an operator reads off the database: the vacuum warning at the workers start, and who holds each connection. */
 const stack = useStack(test);
 
 test.serial('a churned table with autovacuum_enabled off is named, and the server setting is read', async (t) => {
@@ -30,4 +30,11 @@ test.serial('a churned table with autovacuum_enabled off is named, and the serve
     await db.raw('ALTER TABLE side_effect_outbox RESET (autovacuum_enabled)');
   }
   t.deepEqual((await run()).problems, serverProblems);
+});
+
+test("the service's connections name their process in pg_stat_activity", async (t) => {
+  const { rows } = await stack().api.services.db.raw(
+    `SELECT application_name FROM pg_stat_activity WHERE pid = pg_backend_pid()`,
+  );
+  t.is(rows[0].application_name, `api:${process.pid}`);
 });
