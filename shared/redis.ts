@@ -159,6 +159,18 @@ export function redisReady(redis: Redis, timeoutMs: number): Promise<boolean> {
 }
 
 /**
+ * What the process's fail-fast Redis connection says while Redis is down or not answering:
+ * ioredis's own messages, and the one of a stall the process detected.
+ */
+const REDIS_UNAVAILABLE =
+  /^(Connection is closed\.|Stream isn't writeable and enableOfflineQueue options is false|Command timed out|redis is not answering|Reached the max retries per request limit)/;
+
+/** Whether `err` says Redis is down or not answering (not that a command was wrong). */
+export function isRedisUnavailable(err: unknown): boolean {
+  return err instanceof Error && REDIS_UNAVAILABLE.test(err.message);
+}
+
+/**
  * The log of one process's Redis connection errors. ioredis emits an 'error' on every connection
  * at every failed reconnect attempt, and BullMQ's workers pass theirs on, so an outage would write
  * several lines a second per process (a workers process has a connection per queue). They are

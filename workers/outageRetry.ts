@@ -2,19 +2,13 @@ import { DelayedError, type Job } from 'bullmq';
 import type { ServiceContext } from '../shared/context';
 import { databaseFailureReason, isDatabaseUnavailable, toHttpError } from '../shared/errors';
 import { queueDefaults, type QueueName, waitsOutOutages } from '../shared/queues';
+import { isRedisUnavailable } from '../shared/redis';
 import type { Processor } from './processors/types';
 
 /** The longest a job waiting out an outage goes between two tries. */
 export const OUTAGE_RETRY_MAX_DELAY_MS = 30_000;
 /** The first wait when the queue's options name no backoff delay. */
 const OUTAGE_RETRY_FIRST_DELAY_MS = 1000;
-
-/**
- * What the process's fail-fast Redis connection (shared/redis.ts) says while Redis is down or not
- * answering: ioredis's own messages, and the one of a stall the process detected.
- */
-const REDIS_UNAVAILABLE =
-  /^(Connection is closed\.|Stream isn't writeable and enableOfflineQueue options is false|Command timed out|redis is not answering|Reached the max retries per request limit)/;
 
 /**
  * Whether a job failed because a dependency is away, not because of the job: the database
@@ -24,7 +18,7 @@ const REDIS_UNAVAILABLE =
  */
 export function isDependencyOutage(err: unknown): boolean {
   if (toHttpError(err)?.status === 503) return true;
-  return err instanceof Error && REDIS_UNAVAILABLE.test(err.message);
+  return isRedisUnavailable(err);
 }
 
 /**
