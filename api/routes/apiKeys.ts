@@ -28,8 +28,9 @@ import { apiKeyRoles, loadApiKeyRoleAccess } from '../../shared/queries/access';
 import { apiKeySchema, issuedApiKeySchema, presentApiKey, presentIssuedApiKey } from '../../shared/presenters/apiKey';
 import { presentRole, roleSchema } from '../../shared/presenters/role';
 import { findOr404, findReferenced } from '../../shared/rowLoader';
-import { emptyPatch, z, zChars, zDateTime, zList, zScope, zUuid } from '../../shared/zod';
-import { created, listSchema, noContent, resource, resourceSchema } from '../responses';
+import { emptyPatch, z, zChars, zDateTime, zList, zQueryInt, zScope, zUuid } from '../../shared/zod';
+import { paginate, paginatedBody } from '../pagination';
+import { created, listSchema, noContent, pageSchema, resource, resourceSchema } from '../responses';
 import { AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 
@@ -37,6 +38,13 @@ const zScopes = () => zList(zScope(), { max: 200 }).transform((s) => [...new Set
 const zFutureDate = () => zDateTime().refine((v) => new Date(v).getTime() > Date.now(), 'must be in the future');
 
 const idParam = z.object({ id: zUuid() });
+/** A page's size when `page` alone asks for pages of GET /v1/api-keys. */
+const API_KEY_PAGE_LIMIT = 20;
+/** GET /v1/api-keys: pages only when asked for (without both, the whole list as the spec shows it). */
+const apiKeyListQuery = z.object({
+  page: zQueryInt(1, 1_000_000).optional(),
+  limit: zQueryInt(1, 100).optional(),
+});
 const keyRolesBody = listSchema(roleSchema);
 const toDate = (v: string | null | undefined) => (v ? new Date(v) : null);
 
@@ -69,23 +77,39 @@ export function apiKeyRoutes(router: Router<AppState, { services: ApiServices }>
       method: 'get',
       path: '/v1/api-keys',
       summary: "List API keys (the caller's own; super admins see all)",
+      description:
+        'Newest first. Without `page` and `limit`, every key as `{data}` (spec §4.20). With either, one page as ' +
+        'every paginated list answers it (`{data, pagination, _links}`; `limit` 20 unless given): a fleet with a ' +
+        'key per tracker has thousands.',
       tags: ['api-keys'],
       auth: { permission: 'api_keys:read' },
-      responses: { 200: { description: 'Keys without key material', schema: listSchema(apiKeySchema) } },
+      query: apiKeyListQuery,
+      responses: {
+        200: {
+          description: 'Keys without key material: the whole list, or the page asked for',
+          schema: z.union([listSchema(apiKeySchema), pageSchema(apiKeySchema)]),
+        },
+      },
       // The list depends on the caller only through which keys they may list: one cached answer
       // for all super admins, one per user (concurrent misses share one read).
       cacheBy: ['api_keys'],
       cacheVariant: apiKeyListScopeKey,
     },
-    async (ctx) => {
+    async (ctx, { query }) => {
+      const paged = query.page !== undefined || query.limit !== undefined;
+      const page = { page: query.page ?? 1, limit: query.limit ?? API_KEY_PAGE_LIMIT };
       const scope = apiKeyListScope(ctx.state.principal);
       if (!scope) {
-        ctx.body = resource(ctx, []);
+        ctx.body = paged ? paginatedBody(ctx, [], 0, page) : resource(ctx, []);
         return;
       }
-      const q = ApiKey.query(ctx.services.db).orderBy('created_at', 'desc');
+      // Ties broken by id, so pages neither repeat nor skip keys made in the same instant.
+      const q = ApiKey.query(ctx.services.db).orderBy([
+        { column: 'created_at', order: 'desc' },
+        { column: 'id', order: 'desc' },
+      ]);
       if ('userId' in scope) q.where('user_id', scope.userId).where('is_system', false);
-      ctx.body = resource(ctx, (await q).map(presentApiKey));
+      ctx.body = paged ? await paginate(ctx, q, page, presentApiKey) : resource(ctx, (await q).map(presentApiKey));
     },
   );
 

@@ -759,7 +759,7 @@ export interface Operations {
   };
   get_v1_api_keys: {
     params: Record<string, never>;
-    query: Record<string, never>;
+    query: { page?: number; limit?: number };
     body: undefined;
     /** The body of a 2xx answer. */
     response: {
@@ -778,6 +778,23 @@ export interface Operations {
         updated_at: string;
       }>;
       _links: Schemas["SelfLinks"];
+    } | {
+      data: Array<{
+        id: string;
+        user_id: string | null;
+        key_prefix: string;
+        name: string;
+        description: string | null;
+        scopes: Array<string>;
+        is_active: boolean;
+        is_system: boolean;
+        expires_at: string | null;
+        last_used_at: string | null;
+        created_at: string;
+        updated_at: string;
+      }>;
+      pagination: Schemas["Pagination"];
+      _links: Schemas["PageLinks"];
     };
     /** The body of any other answer (the documented error statuses; none on 304). */
     error: undefined | Schemas["Error"];

@@ -574,3 +574,39 @@ test('account scopes come to a key by name only: never as a permission of one of
   ).body;
   t.is((await s.request('GET', '/v1/users/me/audit', { token: named.key })).status, 200);
 });
+
+test('list: the whole list without page and limit; pages with either, newest first, none repeated', async (t) => {
+  const s = stack();
+  const owner = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
+  // 25 keys, several made in the same instant (the order's ties are broken by id).
+  const stamp = new Date();
+  const ids: string[] = [];
+  for (let i = 0; i < 25; i++) ids.push((await createKey({ userId: owner.id, name: `fleet ${i}` })).id);
+  await s.db('api_keys').whereIn('id', ids.slice(0, 10)).update({ created_at: stamp });
+  const list = (q = '') => s.request('GET', `/v1/api-keys${q}`, { token: owner.token });
+
+  const whole = await list();
+  t.is(whole.status, 200, whole.text);
+  t.false('pagination' in whole.body);
+  const order = whole.body.data.map((k: { id: string }) => k.id);
+  t.deepEqual([...order].sort(), [...ids].sort());
+
+  const seen: string[] = [];
+  for (let page = 1; page <= 3; page++) {
+    const r = await list(`?limit=10&page=${page}`);
+    t.is(r.status, 200, r.text);
+    t.like(r.body.pagination, { page, limit: 10, total: 25, total_pages: 3 });
+    t.is(Boolean(r.body._links.next), page < 3);
+    seen.push(...r.body.data.map((k: { id: string }) => k.id));
+  }
+  t.deepEqual(seen, order, 'the pages, one after another, are the whole list in its order');
+  // `page` alone: pages of 20.
+  const second = await list('?page=2');
+  t.like(second.body.pagination, { page: 2, limit: 20, total: 25 });
+  t.is(second.body.data.length, 5);
+  // Past the end: an empty page with the total; a bad limit is a 400 naming it.
+  t.like((await list('?page=9&limit=10')).body, { data: [], pagination: { total: 25 } });
+  const bad = await list('?limit=0');
+  t.is(bad.status, 400);
+  t.regex(bad.body.message, /^limit/);
+});
