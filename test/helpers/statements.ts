@@ -23,6 +23,22 @@ export async function statementsOn<T>(
   }
 }
 
+/** Every statement (with its bindings) `db` sends while `fn` runs, and `fn`'s result. */
+export async function statementsWhile<T>(
+  db: Knex,
+  fn: () => PromiseLike<T>,
+): Promise<{ result: T; statements: Array<{ sql: string; bindings: unknown[] }> }> {
+  const statements: Array<{ sql: string; bindings: unknown[] }> = [];
+  const listener = (q: { sql: string; bindings?: unknown[] }) =>
+    statements.push({ sql: q.sql, bindings: q.bindings ?? [] });
+  db.on('query', listener);
+  try {
+    return { result: await fn(), statements };
+  } finally {
+    db.off('query', listener);
+  }
+}
+
 /**
  * The JSON plan of a statement as a route sent it ($n parameters), from EXPLAIN on a connection of
  * its own: `settings` (e.g. `SET enable_seqscan = off`) apply to that connection only and are

@@ -2,6 +2,7 @@ import test, { ExecutionContext } from 'ava';
 import { down, up } from '../../migrations/20261219000000_geofence_event_counters';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
+import { statementsWhile } from '../helpers/statements';
 import { make, once } from '../helpers/tracking';
 
 // GET /v1/geofences/{id}/events and GET /v1/devices/{id}/geofence-events take their exact totals
@@ -47,19 +48,8 @@ async function expected(column: 'geofence_id' | 'device_id', key: string, limit:
   return { total: rows[0].n as number, ids: page.rows.map((r: { id: string }) => r.id) };
 }
 
-/** The statements the api sends while `fn` runs. */
-async function captured<T>(fn: () => Promise<T>) {
-  const db = stack().db;
-  const statements: Array<{ sql: string; bindings: unknown[] }> = [];
-  const listener = (q: { sql: string; bindings?: unknown[] }) =>
-    statements.push({ sql: q.sql, bindings: q.bindings ?? [] });
-  db.on('query', listener);
-  try {
-    return { result: await fn(), statements };
-  } finally {
-    db.off('query', listener);
-  }
-}
+/** The statements (with bindings) the api sends while `fn` runs. */
+const captured = <T>(fn: () => Promise<T>) => statementsWhile(stack().db, fn);
 
 /** Every page asked for equals the forward OFFSET read, its total the count, and nothing counts the events. */
 async function checkPages(t: ExecutionContext, when: string, fences: string[]) {

@@ -2,7 +2,7 @@ import test, { ExecutionContext } from 'ava';
 import { down, up } from '../../migrations/20261207000000_gps_points_by_device';
 import { OFF_DEVICE_COUNTED } from '../../shared/queries/counters';
 import { createUser } from '../helpers/factories';
-import { explainPrepared } from '../helpers/statements';
+import { explainPrepared, statementsWhile } from '../helpers/statements';
 import { useStack } from '../helpers/stack';
 import { gpsBody, make, once } from '../helpers/tracking';
 
@@ -43,20 +43,7 @@ async function expected(device: string, limit: number, offset: number): Promise<
 }
 
 /** The statements (with bindings) the api sends while `fn` runs. */
-async function captured<T>(
-  fn: () => Promise<T>,
-): Promise<{ result: T; statements: Array<{ sql: string; bindings: unknown[] }> }> {
-  const db = stack().db;
-  const statements: Array<{ sql: string; bindings: unknown[] }> = [];
-  const listener = (q: { sql: string; bindings?: unknown[] }) =>
-    statements.push({ sql: q.sql, bindings: q.bindings ?? [] });
-  db.on('query', listener);
-  try {
-    return { result: await fn(), statements };
-  } finally {
-    db.off('query', listener);
-  }
-}
+const captured = <T>(fn: () => Promise<T>) => statementsWhile(stack().db, fn);
 
 test.serial("a device's pages and totals are exact, and deep pages are read from the end", async (t) => {
   const s = stack();
