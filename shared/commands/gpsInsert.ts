@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
-import type { TrackerLink } from '../caches/trackerLinks';
+import { tripOfTrackerPoint, type TrackerLink } from '../caches/trackerLinks';
 import { SIDE_EFFECT_OUTBOX } from '../outbox';
 import type { GpsPointRow } from '../presenters/gpsPoint';
 
@@ -25,11 +25,14 @@ export interface GpsPointInput {
 /** A gps_points row before the insert gives it an id and created_at. */
 export type NewGpsRow = Omit<GpsPointRow, 'id' | 'created_at'>;
 
-/** The row of a posted point; a tracker key linked to a device speaks for that device and its active GPS-logging trip. */
+/**
+ * The row of a posted point; a tracker key linked to a device speaks for that device and its active
+ * GPS-logging trip (for points dated from the trip's start on: tripOfTrackerPoint).
+ */
 export function toGpsRow(p: GpsPointInput, link: TrackerLink | null): NewGpsRow {
   return {
     device_id: link ? link.deviceId : (p.device_id ?? null),
-    trip_id: link ? link.tripId : (p.trip_id ?? null),
+    trip_id: link ? tripOfTrackerPoint(link, p.timestamp * 1000) : (p.trip_id ?? null),
     latitude: p.latitude,
     longitude: p.longitude,
     altitude: p.altitude ?? null,

@@ -1,6 +1,6 @@
 import test from 'ava';
 import Redis from 'ioredis';
-import { trackerLinkFor } from '../../shared/caches/trackerLinks';
+import { trackerLinkFor, TRIP_START_TOLERANCE_MS } from '../../shared/caches/trackerLinks';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { countRows, gpsBody, make, once, setStatus } from '../helpers/tracking';
@@ -139,6 +139,46 @@ test('a tracker key linked to a device posts points with that device and its act
   t.like(await post(), { device_id: device.id });
   t.is((await s.request('DELETE', `/v1/devices/${device.id}`, { token: (await users()).admin.token })).status, 204);
   t.like(await post({ device_id: 'after-delete' }), { device_id: 'after-delete', trip_id: null });
+});
+
+test("a tracker's point dated before its trip started is stored on the device, not in the trip", async (t) => {
+  const s = stack();
+  const { owner } = await users();
+  const key = await trackerKey(owner.id);
+  const device = await make(s, owner.token, '/v1/devices', { name: 'Buffered', api_key_id: key.id });
+  const trip = await make(s, owner.token, '/v1/trips', {
+    name: 'late',
+    device_id: device.id,
+    gps_logging_enabled: true,
+  });
+  t.is((await setStatus(s, owner.token, trip.id, 'active')).status, 200);
+  const started = Date.parse((await s.db('trips').where('id', trip.id).first()).started_at);
+  const at = (ms: number) => Math.floor(ms / 1000);
+  const post = async (timestamp: number) => {
+    const r = await s.request('POST', '/v1/gps', { token: key.key, body: gpsBody({ timestamp }) });
+    t.is(r.status, 201, r.text);
+    return r.body.data as { device_id: string | null; trip_id: string | null };
+  };
+  // No fix yet (timestamp 0), and a position buffered ten minutes before the start: the device's.
+  t.like(await post(0), { device_id: device.id, trip_id: null });
+  t.like(await post(at(started - 600_000)), { device_id: device.id, trip_id: null });
+  // Within the tolerance for clocks that disagree, and after the start: the trip's.
+  t.like(await post(at(started - TRIP_START_TOLERANCE_MS / 2)), { device_id: device.id, trip_id: trip.id });
+  t.like(await post(at(started + 5000)), { device_id: device.id, trip_id: trip.id });
+  // The same through a batch of the tracker.
+  const batch = await s.request('POST', '/v1/gps/batch', {
+    token: key.key,
+    body: { points: [gpsBody({ timestamp: 0 }), gpsBody({ timestamp: at(started + 6000) })] },
+  });
+  t.is(batch.status, 201, batch.text);
+  const stored = await s.db('gps_points').where('device_id', device.id).orderBy('timestamp');
+  t.deepEqual(
+    stored.map((p) => p.trip_id),
+    [null, null, null, trip.id, trip.id, trip.id],
+  );
+  // The trip's duration counts its own points only, not 57 years from 1970.
+  const got = await s.request('GET', `/v1/trips/${trip.id}`, { token: owner.token });
+  t.true(got.body.data.duration_seconds < 3600, JSON.stringify(got.body.data));
 });
 
 test('409 when activating a GPS-logging trip while another runs on the same device, by every path', async (t) => {
