@@ -35,7 +35,10 @@ import { AppState, defineRoute, requestAttribution } from '../routing';
 import type { ApiServices } from '../services';
 
 const zScopes = () => zList(zScope(), { max: 200 }).transform((s) => [...new Set(s)]);
-const zFutureDate = () => zDateTime().refine((v) => new Date(v).getTime() > Date.now(), 'must be in the future');
+/** A date-time's own checks, to say "in the future" only of a value that is one (one problem per field). */
+const aDateTime = zDateTime();
+const zFutureDate = () =>
+  zDateTime().refine((v) => !aDateTime.safeParse(v).success || Date.parse(v) > Date.now(), 'must be in the future');
 
 const idParam = z.object({ id: zUuid() });
 /** A page's size when `page` alone asks for pages of GET /v1/api-keys. */

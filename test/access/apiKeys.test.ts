@@ -610,3 +610,20 @@ test('list: the whole list without page and limit; pages with either, newest fir
   t.is(bad.status, 400);
   t.regex(bad.body.message, /^limit/);
 });
+
+test('expires_at that is no date-time is one problem: not also "must be in the future"', async (t) => {
+  const s = stack();
+  const user = await createUser(s.db, { roles: ['role_user', 'role_api_read_only'] });
+  for (const expires_at of ['2026-W49-2T10:00:00Z', '2030-06-30T23:59:60Z', '', '10000-01-01T00:00:00Z']) {
+    const r = await s.request('POST', '/v1/api-keys', { token: user.token, body: { name: 'x', expires_at } });
+    t.is(r.status, 400, r.text);
+    t.regex(r.body.message, /^expires_at: /, expires_at);
+    t.notRegex(r.body.message, /in the future/, `${expires_at}: ${r.body.message}`);
+  }
+  const past = await s.request('POST', '/v1/api-keys', {
+    token: user.token,
+    body: { name: 'x', expires_at: '2020-01-01T00:00:00Z' },
+  });
+  t.is(past.status, 400);
+  t.is(past.body.message, 'expires_at: must be in the future');
+});
