@@ -347,7 +347,7 @@ test('POST /v1/gps/batch: one insert, per-point validation, accepted ids and rej
   const point = (p: Record<string, unknown>, field: string) =>
     JSON.stringify(p).replace(new RegExp(`"${field}":[^,}]+`), `"${field}":1e400`);
   // The third point's latitude is too large and (as Infinity) out of range too: still one error.
-  const huge = `{"points":[${point(gpsBody({ device_id: device }), 'altitude')},${JSON.stringify(gpsBody())},${point(gpsBody(), 'latitude')}]}`;
+  const huge = `{"points":[${point(gpsBody({ device_id: device }), 'altitude')},${JSON.stringify(gpsBody())},${point(gpsBody(), 'latitude')},${point(gpsBody(), 'timestamp')}]}`;
   t.true(huge.includes('1e400'));
   const hugeOne = await s.request('POST', '/v1/gps/batch', { token: developer.token, rawBody: huge });
   t.is(hugeOne.status, 201, hugeOne.text);
@@ -358,6 +358,8 @@ test('POST /v1/gps/batch: one insert, per-point validation, accepted ids and rej
   t.deepEqual(hugeOne.body.data.rejected, [
     { index: 0, errors: [{ field: 'altitude', message: 'number too large (beyond ±1.8e308)' }] },
     { index: 2, errors: [{ field: 'latitude', message: 'number too large (beyond ±1.8e308)' }] },
+    // The integer timestamp says so too, as every number field does (not "must be an integer").
+    { index: 3, errors: [{ field: 'timestamp', message: 'number too large (beyond ±1.8e308)' }] },
   ]);
   // The same number in POST /v1/gps is still refused by the body parser, naming the field.
   const single = await s.request('POST', '/v1/gps', {
@@ -366,6 +368,12 @@ test('POST /v1/gps/batch: one insert, per-point validation, accepted ids and rej
   });
   t.is(single.status, 400, single.text);
   t.is(single.body.message, 'altitude: number too large (beyond ±1.8e308)');
+  const singleTimestamp = await s.request('POST', '/v1/gps', {
+    token: developer.token,
+    rawBody: point(gpsBody(), 'timestamp'),
+  });
+  t.is(singleTimestamp.status, 400, singleTimestamp.text);
+  t.is(singleTimestamp.body.message, 'timestamp: number too large (beyond ±1.8e308)');
 
   const none = await s.request('POST', '/v1/gps/batch', {
     token: developer.token,

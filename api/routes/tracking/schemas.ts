@@ -41,6 +41,8 @@ export const gpsPointInput = z
     heading: zFinite().min(0, 'must be between 0 and 360').max(360, 'must be between 0 and 360').nullable().optional(),
     timestamp: z
       .number({ required_error: 'Required', invalid_type_error: 'must be an integer (Unix seconds)' })
+      // Before .int: `1e400` (Infinity to JSON.parse) is said the same way as in every number field.
+      .finite('number too large (beyond ±1.8e308)')
       .int('must be an integer (Unix seconds)')
       .min(0, 'must be >= 0 (Unix seconds)')
       .max(MAX_UNIX_SECONDS, 'must be Unix seconds, not milliseconds')
