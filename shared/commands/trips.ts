@@ -92,11 +92,13 @@ export async function updateTrip(
     const { status, latitude, longitude, ...fields } = patch;
     const changes: PartialModelObject<Trip> = defined(fields);
     let history: PartialModelObject<TripStatusHistory> | undefined;
-    // The database clock at the moment the change applies (after the row lock, unlike now()), so
-    // history order and started_at/ended_at follow the order in which changes really happened.
-    const clock = trx.raw('clock_timestamp()');
     if (status !== undefined) {
-      Object.assign(changes, transitionPatch(trip, status, clock));
+      // The database clock at the moment the change applies (after the row lock, unlike now()), so
+      // history order and started_at/ended_at follow the order in which changes really happened;
+      // read once, so the change's started_at/ended_at, history entry and updated_at are one instant.
+      const { rows } = await trx.raw<{ rows: Array<{ at: Date }> }>('SELECT clock_timestamp() AS at');
+      const clock = rows[0]!.at;
+      Object.assign(changes, transitionPatch(trip, status, clock), { updated_at: clock });
       const toActive = status === 'active';
       history = {
         trip_id: trip.id,

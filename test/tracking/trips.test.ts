@@ -128,6 +128,11 @@ test('history: one entry per change, ascending, with position from the body or t
     times,
     [...times].sort((a, b) => a - b),
   );
+  // One instant per change: the trip's started_at and ended_at are their entries' changed_at, and
+  // the last change's updated_at is its entry's too (not the api host's clock a little before).
+  t.is(done.body.data.started_at, h.body[0].changed_at);
+  t.is(done.body.data.ended_at, h.body[3].changed_at);
+  t.is(done.body.data.updated_at, h.body[3].changed_at);
   t.deepEqual(Object.keys(h.body[0]).sort(), [
     'changed_at',
     'changed_by',
