@@ -122,7 +122,7 @@ export async function compactRowCounters(db: Knex): Promise<{ deleted: number }>
       [COMPACT_BATCH],
     );
     deleted += rowCount ?? 0;
-    // Fewer keys than a batch: none summing to 0 is left (but those locked now, for the next run).
+    // Nothing deleted: no key summing to 0 is left but those locked now (the next run takes them).
     if ((rowCount ?? 0) === 0) break;
   }
   return { deleted };
