@@ -131,7 +131,8 @@ export async function warnOnVacuumSettings(db: Knex, logger: Logger): Promise<st
               current_setting('track_counts') = 'on' AS track_counts,
               ARRAY(SELECT c.relname::text FROM pg_class c
                      WHERE c.relname = ANY(?::text[]) AND c.relkind = 'r' AND pg_table_is_visible(c.oid)
-                       AND 'autovacuum_enabled=false' = ANY(c.reloptions)
+                       AND EXISTS (SELECT 1 FROM pg_options_to_table(c.reloptions) o
+                                    WHERE o.option_name = 'autovacuum_enabled' AND NOT o.option_value::boolean)
                      ORDER BY c.relname) AS off`,
       [CHURNING_TABLES],
     );

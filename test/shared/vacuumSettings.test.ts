@@ -19,16 +19,23 @@ test.serial('a churned table with autovacuum_enabled off is named, and the serve
   t.deepEqual(before.problems, serverProblems);
   t.is(before.warned.length, serverProblems.length ? 1 : 0);
 
-  await db.raw('ALTER TABLE side_effect_outbox SET (autovacuum_enabled = false)');
-  try {
-    const off = await run();
-    t.deepEqual(off.problems, [...serverProblems, 'autovacuum_enabled is false on side_effect_outbox']);
-    t.is(off.warned.length, 1);
-    t.regex(off.warned[0]!.msg, /autovacuum_enabled is false on side_effect_outbox/);
-    t.regex(off.warned[0]!.msg, /turn autovacuum on/);
-  } finally {
-    await db.raw('ALTER TABLE side_effect_outbox RESET (autovacuum_enabled)');
+  // Every spelling of false PostgreSQL takes (it keeps the text as written).
+  for (const value of ['false', 'off', '0', 'no']) {
+    await db.raw(`ALTER TABLE side_effect_outbox SET (autovacuum_enabled = ${value})`);
+    try {
+      const off = await run();
+      t.deepEqual(off.problems, [...serverProblems, 'autovacuum_enabled is false on side_effect_outbox'], value);
+      t.is(off.warned.length, 1);
+      t.regex(off.warned[0]!.msg, /autovacuum_enabled is false on side_effect_outbox/);
+      t.regex(off.warned[0]!.msg, /turn autovacuum on/);
+    } finally {
+      await db.raw('ALTER TABLE side_effect_outbox RESET (autovacuum_enabled)');
+    }
   }
+  // Set on, it is no problem.
+  await db.raw('ALTER TABLE side_effect_outbox SET (autovacuum_enabled = on)');
+  t.deepEqual((await run()).problems, serverProblems);
+  await db.raw('ALTER TABLE side_effect_outbox RESET (autovacuum_enabled)');
   t.deepEqual((await run()).problems, serverProblems);
 });
 
