@@ -96,8 +96,10 @@ export async function updateTrip(
       // The database clock at the moment the change applies (after the row lock, unlike now()), so
       // history order and started_at/ended_at follow the order in which changes really happened;
       // read once, so the change's started_at/ended_at, history entry and updated_at are one instant.
-      const { rows } = await trx.raw<{ rows: Array<{ at: Date }> }>('SELECT clock_timestamp() AS at');
-      const clock = rows[0]!.at;
+      // Read as text and sent back as the same timestamptz: a Date would keep milliseconds, and
+      // history sorted by changed_at needs the microseconds.
+      const { rows } = await trx.raw<{ rows: Array<{ at: string }> }>('SELECT clock_timestamp()::text AS at');
+      const clock = trx.raw('?::timestamptz', [rows[0]!.at]);
       Object.assign(changes, transitionPatch(trip, status, clock), { updated_at: clock });
       const toActive = status === 'active';
       history = {

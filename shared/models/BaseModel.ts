@@ -9,6 +9,6 @@ export class BaseModel extends AppModel {
   updated_at?: Date;
 
   override $beforeUpdate(): void {
-    if (!(this.updated_at instanceof Date)) this.updated_at = new Date();
+    if (this.updated_at === undefined) this.updated_at = new Date();
   }
 }

@@ -133,6 +133,18 @@ test('history: one entry per change, ascending, with position from the body or t
   t.is(done.body.data.started_at, h.body[0].changed_at);
   t.is(done.body.data.ended_at, h.body[3].changed_at);
   t.is(done.body.data.updated_at, h.body[3].changed_at);
+  // Stored to the microsecond, as the database clock gives it (history is sorted by changed_at):
+  // the trip's instants equal their entries' exactly, and not all four fall on a whole millisecond.
+  const stored = await s.db.raw(
+    `SELECT t.started_at = (SELECT min(changed_at) FROM trip_status_history WHERE trip_id = t.id) AS started,
+            t.ended_at = (SELECT max(changed_at) FROM trip_status_history WHERE trip_id = t.id) AS ended,
+            t.updated_at = t.ended_at AS updated,
+            (SELECT bool_or(extract(microseconds FROM changed_at)::int % 1000 <> 0)
+               FROM trip_status_history WHERE trip_id = t.id) AS micro
+       FROM trips t WHERE t.id = ?`,
+    [trip.id],
+  );
+  t.deepEqual(stored.rows[0], { started: true, ended: true, updated: true, micro: true });
   t.deepEqual(Object.keys(h.body[0]).sort(), [
     'changed_at',
     'changed_by',
