@@ -23,6 +23,12 @@ async function seed() {
             timestamptz '2026-01-01' + ((g / 10) * 10 || ' seconds')::interval
      FROM generate_series(1, 3000) g`,
   );
+  // System events without a user among them (a NULL in the user_id sort).
+  await db.raw(
+    `INSERT INTO audit_events (user_id, event_type, resource_type, created_at)
+     SELECT NULL, 'login', 'user', timestamptz '2026-01-01' + ((g * 50) || ' seconds')::interval
+     FROM generate_series(1, 60) g`,
+  );
 }
 
 const get = (path: string) => stack().request('GET', path, { token: admin.token });
@@ -47,6 +53,16 @@ test.serial('unfiltered deep pages, either direction, are the pages OFFSET reads
       t.is(fromEnd.body.total_count, total);
       if (page <= last) t.is(fromEnd.body.events.length, page < last ? 50 : total - (last - 1) * 50);
     }
+  // Every sort (user_id has NULLs), either direction, at depth: the pages OFFSET reads.
+  for (const field of ['user_id', 'status', 'event_type'])
+    for (const dir of ['desc', 'asc'])
+      for (const page of [25, 40, last - 1]) {
+        const q = `limit=50&page=${page}&sort_field=${field}&sort_direction=${dir}`;
+        const deep = await get(`/v1/admin/audit?${q}`);
+        const viaOffset = await get(`/v1/admin/audit?${q}&start_date=2000-01-01T00:00:00Z`);
+        t.is(deep.status, 200, deep.text);
+        t.deepEqual(ids(deep), ids(viaOffset), `${field} ${dir} page ${page}`);
+      }
   // The last page walks no more than its rows from the end, not the 3,000 before it.
   const seen: Array<{ sql: string; bindings: unknown[] }> = [];
   const listener = (q: { sql: string; bindings: unknown[] }) => {

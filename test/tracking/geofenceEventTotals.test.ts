@@ -74,6 +74,8 @@ async function checkPages(t: ExecutionContext, when: string, fences: string[]) {
     for (const [limit, page] of [
       [20, 1],
       [100, 3],
+      // Deep, before the middle (offset 1,100 of fence a's 4,600 or so): keys first, then rows.
+      [100, 12],
       [100, Math.max(1, Math.ceil(total / 100))],
       [7, Math.max(1, Math.ceil(total / 7) - 2)],
       [100, Math.ceil(total / 100) + 1],
@@ -107,7 +109,7 @@ test.serial("a fence's and a device's totals are exact after every kind of write
   const { fences, devices } = await setup();
   const [a, b] = fences as [string, string];
   const [d1, d2] = devices as [string, string];
-  await insertEvents(a, d1, 1200);
+  await insertEvents(a, d1, 4200);
   await insertEvents(a, d2, 450);
   await insertEvents(b, d1, 300);
   await insertEvents(a, null, 40);
