@@ -108,3 +108,24 @@ export async function explainPrepared(
     await db.client.releaseConnection(conn);
   }
 }
+
+/**
+ * The rows the scans of `table` in a JSON plan (EXPLAIN ANALYZE, FORMAT JSON) read from the table
+ * itself: those its scans returned, except that an index-only scan reads a row only when it has to
+ * fetch it from the heap (`Heap Fetches`).
+ */
+export function heapRowsRead(planJson: string, table: string): number {
+  type Node = Record<string, unknown> & { Plans?: Node[] };
+  const walk = (n: Node): Node[] => [n, ...(n.Plans ?? []).flatMap(walk)];
+  const plan = JSON.parse(planJson) as Array<{ Plan: Node }>;
+  return walk(plan[0]!.Plan)
+    .filter((n) => n['Relation Name'] === table)
+    .reduce(
+      (sum, n) =>
+        sum +
+        (n['Node Type'] === 'Index Only Scan'
+          ? Number(n['Heap Fetches'])
+          : Number(n['Actual Rows']) * Number(n['Actual Loops'])),
+      0,
+    );
+}
