@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import puppeteer, { Browser, Page } from 'puppeteer-core';
+import type { Browser, Page } from 'puppeteer-core';
 import type { Logger } from '../../shared/logger';
 
 export interface PdfRendererOptions {
@@ -106,20 +106,24 @@ export class PdfRenderer extends EventEmitter {
       ownOrphansRemoved = true;
     }
     const profile = mkdtempSync(path.join(os.tmpdir(), `${PROFILE_PREFIX}${process.pid}-`));
-    const p = puppeteer
-      .launch({
-        executablePath: this.opts.executablePath,
-        userDataDir: profile,
-        headless: true,
-        // Commands over a pipe instead of a WebSocket: a worker killed outright (SIGKILL, OOM) closes
-        // the pipe, and Chromium exits with it. Over a socket it kept running, ~470 MB each time.
-        pipe: true,
-        // As root (containers, CI) Chromium needs --no-sandbox; the pages only ever hold our own escaped HTML.
-        args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--disable-extensions'],
-        handleSIGINT: false,
-        handleSIGTERM: false,
-        handleSIGHUP: false,
-      })
+    // puppeteer-core is loaded with the first browser: most worker processes never render a PDF,
+    // and loading it costs every one of them ~0.3 s of CPU at start.
+    const p = import('puppeteer-core')
+      .then(({ default: puppeteer }) =>
+        puppeteer.launch({
+          executablePath: this.opts.executablePath,
+          userDataDir: profile,
+          headless: true,
+          // Commands over a pipe instead of a WebSocket: a worker killed outright (SIGKILL, OOM) closes
+          // the pipe, and Chromium exits with it. Over a socket it kept running, ~470 MB each time.
+          pipe: true,
+          // As root (containers, CI) Chromium needs --no-sandbox; the pages only ever hold our own escaped HTML.
+          args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--disable-extensions'],
+          handleSIGINT: false,
+          handleSIGTERM: false,
+          handleSIGHUP: false,
+        }),
+      )
       .then(
         (b) => {
           this.launches++;
