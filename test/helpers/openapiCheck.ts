@@ -1,7 +1,10 @@
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import type { ValidateFunction } from 'ajv';
-import { withResponsesInline } from '../../api/openapiSpec';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { openApiDocument, withResponsesInline } from '../../api/openapiSpec';
 
 /**
  * Checks responses against the OpenAPI document: finds the operation of a method and concrete
@@ -28,6 +31,50 @@ export interface ResponseChecker {
    * `/v1/gps/{id}` as text, but not the UUID that route takes).
    */
   readable(path: string): boolean;
+}
+
+/** The compiled tree (dist/) whose routes the document describes. */
+const DIST = path.resolve(__dirname, '../..');
+/** Where documents built by earlier test files of this build are kept (gitignored; prepare.ts empties it). */
+export const OPENAPI_CACHE_DIR = path.resolve(DIST, '../.run/openapi-cache');
+
+/** A fingerprint of the build: every compiled file's path, size and modification time. */
+function buildFingerprint(): string {
+  const hash = createHash('sha256');
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
+      const full = path.join(dir, entry.name);
+      if (entry.isDirectory()) walk(full);
+      else if (entry.name.endsWith('.js')) {
+        const st = statSync(full);
+        hash.update(`${full}\0${st.size}\0${st.mtimeMs}\n`);
+      }
+    }
+  };
+  walk(DIST);
+  return hash.digest('hex').slice(0, 32);
+}
+
+/**
+ * The OpenAPI document of this build, as openApiDocument(version) gives it once the api has
+ * registered its routes. Generating it takes most of a second of CPU, and every test file's stack
+ * needs it for its response checker; so the first file of a build writes it to OPENAPI_CACHE_DIR
+ * (keyed by a fingerprint of the compiled files and the version) and the others read it. A rebuilt
+ * tree has another fingerprint, so a stale document is never used.
+ */
+export function cachedOpenApiDocument(version: string): Record<string, unknown> {
+  const file = path.join(OPENAPI_CACHE_DIR, `${buildFingerprint()}-${encodeURIComponent(version)}.json`);
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
+  } catch {
+    const doc = openApiDocument(version);
+    mkdirSync(OPENAPI_CACHE_DIR, { recursive: true });
+    // Written aside and renamed: a file starting at the same moment reads a whole document or none.
+    const tmp = `${file}.${randomBytes(4).toString('hex')}.tmp`;
+    writeFileSync(tmp, JSON.stringify(doc));
+    renameSync(tmp, file);
+    return doc;
+  }
 }
 
 export function responseChecker(document: Doc): ResponseChecker {

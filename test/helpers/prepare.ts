@@ -1,9 +1,10 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../../shared/config';
 import { createDb, migrate } from '../../shared/db';
 import { seed } from '../../shared/seed';
 import { adminKnex, newRunId, RUN_ID_FILE, stampedAt, stampTestDatabase, testDbSettings, testRunId } from './db';
+import { OPENAPI_CACHE_DIR } from './openapiCheck';
 import { deleteKeysWithPrefix, runRedisPrefix } from './stack';
 
 /** A database of another run older than this is a crashed run's leftover (the suite takes minutes). */
@@ -62,6 +63,8 @@ async function main(): Promise<void> {
   }
   const s = testDbSettings(testRunId());
   await dropLeftovers(s);
+  // Documents of earlier builds (test/helpers/openapiCheck.ts) are of no further use.
+  rmSync(OPENAPI_CACHE_DIR, { recursive: true, force: true });
   const admin = adminKnex();
   try {
     await admin.raw('CREATE DATABASE ??', [s.template]);

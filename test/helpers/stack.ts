@@ -6,11 +6,10 @@ import Redis from 'ioredis';
 import { startApi, RunningApi } from '../../api/server';
 import { Config, loadConfig } from '../../shared/config';
 import { startRealtime, RunningRealtime } from '../../realtime/server';
-import { startWorkers, RunningWorkers } from '../../workers/index';
-import { openApiDocument } from '../../api/openapiSpec';
+import type { RunningWorkers } from '../../workers/index';
 import { ApiClient, CallAuth } from '../../shared/client';
 import { createTestDatabase, testRunId } from './db';
-import { ResponseChecker, responseChecker } from './openapiCheck';
+import { cachedOpenApiDocument, ResponseChecker, responseChecker } from './openapiCheck';
 
 export interface HttpResult<T = any> {
   status: number;
@@ -94,11 +93,14 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     // Closing a test stack need not wait for requests a client may have on the wire (the production
     // grace is tested in test/api/drain.test.ts): idle keep-alive sockets are closed at once.
     api = await startApi(config, { port: 0, drainIdleGraceMs: 0 });
-    workers = opts.workers ? await startWorkers(config, { schedule: false }) : undefined;
+    // Loaded only by files that run workers: their modules (archiver, the processors) cost the others ~0.3 s.
+    workers = opts.workers
+      ? await (await import('../../workers/index')).startWorkers(config, { schedule: false })
+      : undefined;
     // Every 2xx JSON answer a test receives must match the schema the OpenAPI document gives its
     // route and status: a mismatch fails the test that made the request.
     // Built before the first request (document and schemas), so no test times its construction.
-    checker = responseChecker(openApiDocument(api.services.version) as never);
+    checker = responseChecker(cachedOpenApiDocument(api.services.version) as never);
   } catch (err) {
     await teardown().catch(() => undefined);
     throw err;
