@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { sessionLifetimeMs } from '../shared/queries/accountSettings';
 import { createApiKey, ownerPermissionScopes } from '../shared/commands/apiKeys';
-import { hashPassword, PASSWORD_MAX, PASSWORD_MIN } from '../shared/domain/passwords';
+import { configurePasswordHashing, hashPassword, PASSWORD_MAX, PASSWORD_MIN } from '../shared/domain/passwords';
 import { recordAuditEvent } from '../shared/audit';
 import { createSession } from '../shared/commands/sessions';
 import { createVerifiedEmailUser } from '../shared/commands/users';
@@ -248,6 +248,7 @@ async function listRoles(db: ReturnType<typeof createDb>): Promise<void> {
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
   const config = loadConfigOrExit();
+  configurePasswordHashing(config.passwordHashing);
   if (!command || command === 'help' || command === '--help') {
     say(USAGE);
     return;

@@ -3,6 +3,19 @@ import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { QueueName } from './queueNames';
 
+/** argon2id's cost: memory in KiB, passes over it, lanes (PASSWORD_HASH_*). */
+export interface PasswordHashing {
+  memoryCost: number;
+  timeCost: number;
+  parallelism: number;
+}
+
+/** argon2's defaults (64 MiB, 3 passes, 4 lanes): above every argon2id configuration OWASP recommends. */
+export const DEFAULT_PASSWORD_HASHING: PasswordHashing = { memoryCost: 65536, timeCost: 3, parallelism: 4 };
+
+/** The least memory production accepts: OWASP's smallest argon2id configuration is 19 MiB with 2 passes. */
+const PRODUCTION_MIN_HASH_MEMORY_KIB = 19456;
+
 /**
  * The one typed view of the environment. Every process calls `loadConfig(process.env)` once at
  * start; a bad or missing value throws a ConfigError naming the variable, and the entry point exits.
@@ -209,6 +222,11 @@ const schema = z.object({
       (v) => v.split(',').some((l) => l.trim()) && v.split(',').every((l) => !l.trim() || LOCALE_TAG.test(l.trim())),
       'must be a comma-separated list of locale tags like en or pt-BR',
     ),
+  // argon2id's cost (shared/domain/passwords.ts); the bounds are argon2's (memory ≥ 8 KiB per lane),
+  // capped so that a typo cannot ask 1 TiB of one request.
+  PASSWORD_HASH_MEMORY_KIB: int(DEFAULT_PASSWORD_HASHING.memoryCost, 8, 4 * 1024 * 1024),
+  PASSWORD_HASH_TIME_COST: int(DEFAULT_PASSWORD_HASHING.timeCost, 1, 100),
+  PASSWORD_HASH_PARALLELISM: int(DEFAULT_PASSWORD_HASHING.parallelism, 1, 64),
   WORKER_CONCURRENCY: int(4, 1),
   QUEUE_CONCURRENCY: queueConcurrency,
   DRAIN_TIMEOUT_MS: int(10000, 0),
@@ -347,6 +365,8 @@ export interface Config {
   streamRefreshAheadSeconds: number;
   /** Chat bot (spec §4.23, §8): how long a sync waits for the bot, and the CDN of icons and avatars. */
   chat: { syncTimeoutMs: number; memberSyncTimeoutMs: number; cdnUrl: string };
+  /** argon2id cost of the password hashes this process writes (PASSWORD_HASH_*). */
+  passwordHashing: PasswordHashing;
 }
 
 export interface StreamConfig {
@@ -371,6 +391,19 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (e.NODE_ENV === 'production' && !env.SECRETS_KEY) {
     throw new ConfigError('Invalid configuration:\n  SECRETS_KEY: required in production (32 bytes, base64)');
   }
+  if (e.PASSWORD_HASH_MEMORY_KIB < 8 * e.PASSWORD_HASH_PARALLELISM)
+    throw new ConfigError(
+      'Invalid configuration:\n  PASSWORD_HASH_MEMORY_KIB: must be at least 8 KiB per lane (8 × PASSWORD_HASH_PARALLELISM)',
+    );
+  // Cheaper hashes are for tests and development only: production keeps at least OWASP's smallest
+  // argon2id configuration (19 MiB, 2 passes).
+  if (
+    e.NODE_ENV === 'production' &&
+    (e.PASSWORD_HASH_MEMORY_KIB < PRODUCTION_MIN_HASH_MEMORY_KIB || e.PASSWORD_HASH_TIME_COST < 2)
+  )
+    throw new ConfigError(
+      `Invalid configuration:\n  PASSWORD_HASH_MEMORY_KIB / PASSWORD_HASH_TIME_COST: production needs at least ${PRODUCTION_MIN_HASH_MEMORY_KIB} KiB and 2 passes (OWASP's smallest argon2id setting)`,
+    );
   if (e.REALTIME_PORT && e.REALTIME_PORT === e.PORT)
     throw new ConfigError(
       'Invalid configuration:\n  REALTIME_PORT: must differ from PORT (the api listens there; realtime needs its own port)',
@@ -453,6 +486,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       syncTimeoutMs: e.CHAT_SYNC_TIMEOUT_SECONDS * 1000,
       memberSyncTimeoutMs: e.CHAT_MEMBER_SYNC_TIMEOUT_SECONDS * 1000,
       cdnUrl: e.CHAT_CDN_URL.replace(/\/+$/, ''),
+    },
+    passwordHashing: {
+      memoryCost: e.PASSWORD_HASH_MEMORY_KIB,
+      timeCost: e.PASSWORD_HASH_TIME_COST,
+      parallelism: e.PASSWORD_HASH_PARALLELISM,
     },
   };
 }

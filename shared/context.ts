@@ -8,6 +8,7 @@ import { createLogger, Logger } from './logger';
 import type { OutageLog } from './outageLog';
 import { OutboxRelay } from './outbox';
 import { ChatBotClient } from './proto/rpc';
+import { configurePasswordHashing } from './domain/passwords';
 import { Queues } from './queues';
 import { createRedis, FAIL_FAST, isRedisUnavailable, RedisErrorLog } from './redis';
 import { ReleaseDeadline } from './shutdown';
@@ -50,6 +51,7 @@ export interface ServiceContext {
 /** Builds the context; its Redis connection is fail-fast (see FAIL_FAST), so await `redisReady()` before using it at start. */
 export function createContext(config: Config, name: string, logger?: Logger): ServiceContext {
   const log = logger ?? createLogger(name, config.logLevel);
+  configurePasswordHashing(config.passwordHashing);
   const dbOutages = databaseOutageLog(log);
   const db = createDb(config, { serving: name === 'api', logger: log, outages: dbOutages, name });
   // Fail fast: with Redis down a request falls back or leaves the work to the outbox, never waits.

@@ -48,6 +48,13 @@ export interface StackOptions {
   realtime?: number;
 }
 
+/** The cheap argon2id cost of test stacks (PASSWORD_HASH_*; production refuses it). */
+export const TEST_PASSWORD_HASHING = {
+  PASSWORD_HASH_MEMORY_KIB: '1024',
+  PASSWORD_HASH_TIME_COST: '1',
+  PASSWORD_HASH_PARALLELISM: '1',
+};
+
 /**
  * A complete, isolated service for one test file: its own database (copied from the template),
  * its own Redis prefix, the api on an ephemeral port, and optionally workers and realtime.
@@ -66,6 +73,10 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     LOG_LEVEL: process.env.TEST_LOG_LEVEL || 'silent',
     PORT: '0',
     HOST: '127.0.0.1',
+    // argon2id at its smallest cost (1 MiB, one pass, one lane), unless the stack runs as production
+    // (which refuses it): the suite hashes and verifies passwords over a thousand times, and at the
+    // production default each one is a third of a second of CPU.
+    ...(opts.env?.NODE_ENV === 'production' ? {} : TEST_PASSWORD_HASHING),
     ...opts.env,
   };
   const realtime: RunningRealtime[] = [];

@@ -128,6 +128,37 @@ test('production requires SECRETS_KEY', (t) => {
   t.throws(() => loadConfig({ NODE_ENV: 'production' }), { message: /SECRETS_KEY/ });
 });
 
+test('PASSWORD_HASH_*: argon2 defaults; cheaper costs outside production only', (t) => {
+  t.deepEqual(loadConfig({}).passwordHashing, { memoryCost: 65536, timeCost: 3, parallelism: 4 });
+  const cheap = { PASSWORD_HASH_MEMORY_KIB: '1024', PASSWORD_HASH_TIME_COST: '1', PASSWORD_HASH_PARALLELISM: '1' };
+  t.deepEqual(loadConfig(cheap).passwordHashing, { memoryCost: 1024, timeCost: 1, parallelism: 1 });
+  const production = { NODE_ENV: 'production', SECRETS_KEY: Buffer.alloc(32, 1).toString('base64') };
+  t.throws(() => loadConfig({ ...production, ...cheap }), {
+    message: /PASSWORD_HASH_MEMORY_KIB.*19456 KiB and 2 passes/,
+  });
+  t.throws(() => loadConfig({ ...production, PASSWORD_HASH_TIME_COST: '1' }), { message: /2 passes/ });
+  // OWASP's smallest setting is accepted in production.
+  t.deepEqual(
+    loadConfig({
+      ...production,
+      PASSWORD_HASH_MEMORY_KIB: '19456',
+      PASSWORD_HASH_TIME_COST: '2',
+      PASSWORD_HASH_PARALLELISM: '1',
+    }).passwordHashing,
+    { memoryCost: 19456, timeCost: 2, parallelism: 1 },
+  );
+  // argon2 needs 8 KiB per lane; out-of-range values name their variable.
+  t.throws(() => loadConfig({ PASSWORD_HASH_MEMORY_KIB: '16', PASSWORD_HASH_PARALLELISM: '4' }), {
+    message: /PASSWORD_HASH_MEMORY_KIB: must be at least 8 KiB per lane/,
+  });
+  t.throws(() => loadConfig({ PASSWORD_HASH_TIME_COST: '0' }), {
+    message: /PASSWORD_HASH_TIME_COST: must be an integer/,
+  });
+  t.throws(() => loadConfig({ PASSWORD_HASH_MEMORY_KIB: '1e9' }), {
+    message: /PASSWORD_HASH_MEMORY_KIB: must be an integer/,
+  });
+});
+
 test('check-config (run by npm start before it provisions) names a bad DATABASE_URL and exits 1', (t) => {
   const cli = path.resolve(__dirname, '../../scripts/cli.js');
   const bad = spawnSync(process.execPath, [cli, 'check-config'], {
