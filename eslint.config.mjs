@@ -142,6 +142,12 @@ export default tseslint.config(
     },
   },
   {
+    // Nothing imports a test file, so none can be part of a cycle; the cycles among what it imports
+    // are found where those modules are linted. no-cycle on the test files was half the lint's time.
+    files: ['test/**/*.test.ts'],
+    rules: { 'import-x/no-cycle': 'off' },
+  },
+  {
     files: ['**/*.js', '**/*.cjs'],
     languageOptions: {
       sourceType: 'commonjs',
