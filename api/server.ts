@@ -231,8 +231,10 @@ export async function startApi(
     routeOf: (method, path) => app.routePattern(method, path),
   });
   forwardUpgrades(server, config, ctx.logger, connections, handle);
-  // geoip-lite's database (about a second) is loaded now, not by the first audit event a request writes.
-  loadGeoIp();
+  // In production geoip-lite's database (about a second) is loaded now, not by the first audit event
+  // a request writes. Elsewhere the first public address loads it: a test or development process
+  // seldom sees one, and every test file's stack paid ~0.3 s of CPU for it.
+  if (config.env === 'production') loadGeoIp();
   await listen(server, opts.port ?? config.port, config.host);
   const port = (server.address() as net.AddressInfo).port;
   ctx.outbox.start();

@@ -37,8 +37,9 @@ let geoip: GeoIpLite | undefined;
 const countryNames = new Intl.DisplayNames(['en'], { type: 'region' });
 
 /**
- * Loads geoip-lite's local database (about a second and 150 MB, once per process). The api and
- * workers call it at start so the first audit write does not pay for it; otherwise the first lookup does.
+ * Loads geoip-lite's local database (about a second and 150 MB, once per process). In production the
+ * api and workers call it at start so the first audit write does not pay for it; otherwise the first
+ * lookup of a public address does.
  */
 export function loadGeoIp(): void {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
