@@ -68,9 +68,8 @@ export function queueDashboard(services: ApiServices): Middleware {
     if (isUnderRoutePath(ctx.path, QUEUE_DASHBOARD_API)) await redisAnswers(c.services);
     // The board is given a `next` of its own: whatever runs after it (the router's 404 and 405 with
     // Allow) must run outside Bull Board's error handler, which answers every error with a 500.
-    await (
-      await boardFor()
-    )(ctx, async () => undefined);
+    const boardMiddleware = await boardFor();
+    await boardMiddleware(ctx, async () => undefined);
     // A path the board does not have: the router's 404.
     if (ctx.status === 404 && ctx.body == null) return next();
     // Bull Board's router refuses a method of a path it has with a bare 501 or 405: answered as

@@ -49,7 +49,7 @@ export interface StackOptions {
 }
 
 /** The cheap argon2id cost of test stacks (PASSWORD_HASH_*; production refuses it). */
-export const TEST_PASSWORD_HASHING = {
+const TEST_PASSWORD_HASHING = {
   PASSWORD_HASH_MEMORY_KIB: '1024',
   PASSWORD_HASH_TIME_COST: '1',
   PASSWORD_HASH_PARALLELISM: '1',
