@@ -234,6 +234,11 @@ export const RedisKeys = {
   publicStats: 'stats:public',
   /** String: a cached PEGELONLINE stations answer ({fetched_at, stations}), by its query. */
   pegelStations: (query: string) => `pegel:stations:${query}`,
+  /**
+   * String: the `fetched_at` of `pegelStations(query)`, written with it in one MULTI, so an instance
+   * holding that answer decoded knows it is still current without reading it again.
+   */
+  pegelStamp: (query: string) => `pegel:stamp:${query}`,
   /** String: the lock of the one instance fetching `pegelStations(query)` from upstream. */
   pegelFetchLock: (query: string) => `pegel:lock:${query}`,
   /** Hash: the last level_cm seen per station uuid (trend when upstream gives none). */

@@ -11,6 +11,7 @@ import {
   waterLevelStationSchema,
 } from '../../shared/presenters/waterLevelStation';
 import { z, zChars, zQueryDecimal } from '../../shared/zod';
+import { reusable } from '../compression';
 import { resource, resourceSchema } from '../responses';
 import { AppContext, AppState, defineRoute } from '../routing';
 import type { ApiServices } from '../services';
@@ -27,6 +28,9 @@ const errors = {
   403: { description: 'Insufficient permissions' },
   503: { description: 'Water-level provider not configured, failing or too slow (and nothing cached)' },
 };
+
+/** The serialised answer of GET /v1/pegel/stations, per (shared) station list. */
+const listBytes = new WeakMap<readonly object[], Buffer>();
 
 /** Runs a lookup through the shared cache; upstream trouble becomes a 503, a stale answer is marked. */
 async function stations(ctx: AppContext, q: PegelQuery): Promise<StationsAnswer> {
@@ -62,7 +66,13 @@ export function pegelRoutes(router: Router<AppState, { services: ApiServices }>)
     },
     async (ctx, { query }) => {
       const answer = await stations(ctx, { water: query.water });
-      ctx.body = onWater(answer.stations, query.water).map(presentWaterLevelStation);
+      const list = onWater(answer.stations, query.water);
+      // The list is shared while its answer is current (shared/caches/pegelStations.ts): so are its bytes.
+      let bytes = listBytes.get(list);
+      if (!bytes)
+        listBytes.set(list, (bytes = reusable(Buffer.from(JSON.stringify(list.map(presentWaterLevelStation))))));
+      ctx.type = 'application/json';
+      ctx.body = bytes;
     },
   );
 

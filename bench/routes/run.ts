@@ -6,7 +6,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Knex } from 'knex';
 import { benchCleanup, freshBenchDatabase } from '../benchDatabase';
-import { startFakePegel } from '../../test/helpers/fakePegel';
+import { startFakePegel, syntheticStations } from '../../test/helpers/fakePegel';
 import { Fixtures, insertSessions, seedFixtures, tableCounts } from './fixtures';
 import { Credential, fillRoute, FilledRoute, readRouteTable, RouteEntry, UnfilledRoute } from './table';
 
@@ -62,6 +62,8 @@ const SAMPLE = Math.max(1, Math.floor(num('SAMPLE', 100)));
 const TRACKERS = Math.max(1, Math.min(ROWS, Math.floor(num('TRACKERS', 1000))));
 const GPS_BATCH = Math.max(1, Math.floor(num('GPS_BATCH', 100)));
 const SESSION_POOL = Math.max(CONNECTIONS * 4, Math.floor(num('SESSION_POOL', 30_000)));
+/** Stations the fake PEGELONLINE lists besides its few named ones: about as many as the real one. */
+const PEGEL_STATIONS = Math.floor(num('PEGEL_STATIONS', 700));
 const KOA_EVERY = Math.max(1, Math.floor(num('KOA_EVERY', 4)));
 /** RATE=<req/s>: a fixed offered load instead of as fast as it goes (CPU per request without saturation). */
 const RATE = process.env.RATE ? Math.max(1, num('RATE', 0)) : undefined;
@@ -712,6 +714,7 @@ async function main(): Promise<void> {
   // The water-level provider is outside (PEGELONLINE): a local fake in its real format, so the
   // /v1/pegel routes are measured as served from the shared cache.
   const pegel = await startFakePegel();
+  pegel.stations.push(...syntheticStations(PEGEL_STATIONS));
   const settings: Record<string, string> = {
     PEGEL_API_URL: pegel.url,
     NODE_ENV: 'production',

@@ -55,26 +55,62 @@ export function mapStation(s: UpstreamStation, previousLevel?: number): WaterLev
   };
 }
 
-/** Stations on `water` (short name, case-insensitive); all when no water is given. */
+/** Lists filtered by water, per cached list (which is shared and never changed), by water in upper case. */
+const byWater = new WeakMap<readonly WaterLevelStation[], Map<string, WaterLevelStation[]>>();
+/** Filtered lists kept per cached list: waters asked for are few, but any text is a valid ask. */
+const MAX_WATERS_KEPT = 64;
+
+/**
+ * Stations on `water` (short name, case-insensitive); all when no water is given. The result is
+ * shared by every caller with the same list and water: read it, never change it.
+ */
 export function onWater(stations: WaterLevelStation[], water?: string): WaterLevelStation[] {
   if (!water) return stations;
   const w = water.toUpperCase();
-  return stations.filter((s) => s.water_shortname?.toUpperCase() === w);
+  let kept = byWater.get(stations);
+  if (!kept) byWater.set(stations, (kept = new Map()));
+  let list = kept.get(w);
+  if (!list) {
+    list = stations.filter((s) => s.water_shortname?.toUpperCase() === w);
+    if (kept.size < MAX_WATERS_KEPT) kept.set(w, list);
+  }
+  return list;
 }
 
-/** The station closest to a position (haversine), optionally within `radiusKm`; undefined when none qualifies. */
+/** Per shared station list: each station's latitude in radians and its cosine. */
+const trig = new WeakMap<readonly WaterLevelStation[], Float64Array>();
+const rad = (deg: number) => (deg * Math.PI) / 180;
+
+/**
+ * The station closest to a position (haversine), optionally within `radiusKm`; undefined when none
+ * qualifies. The distance is monotonic in the haversine's inner term `a`, so the search compares
+ * `a` (with each station's cosine computed once per list) and takes the distance of the winner
+ * only, by `haversineKm` itself: the same station and figure as computing every distance.
+ */
 export function nearestStation(
   stations: WaterLevelStation[],
   lat: number,
   lon: number,
   radiusKm?: number,
 ): (WaterLevelStation & { distance_km: number }) | undefined {
-  let best: WaterLevelStation | undefined;
-  let bestKm = Infinity;
-  for (const s of stations) {
-    const d = haversineKm(lat, lon, s.latitude, s.longitude);
-    if (radiusKm !== undefined && d > radiusKm) continue;
-    if (d < bestKm) [best, bestKm] = [s, d];
+  let cos = trig.get(stations);
+  if (!cos) {
+    cos = new Float64Array(stations.length);
+    for (let i = 0; i < stations.length; i++) cos[i] = Math.cos(rad(stations[i].latitude));
+    trig.set(stations, cos);
   }
-  return best && { ...best, distance_km: Math.round(bestKm * 1000) / 1000 };
+  const cosLat = Math.cos(rad(lat));
+  let best = -1;
+  let bestA = Infinity;
+  for (let i = 0; i < stations.length; i++) {
+    const s = stations[i];
+    const dLat = rad(s.latitude - lat);
+    const dLon = rad(s.longitude - lon);
+    const a = Math.sin(dLat / 2) ** 2 + cosLat * cos[i] * Math.sin(dLon / 2) ** 2;
+    if (a < bestA) [best, bestA] = [i, a];
+  }
+  if (best < 0) return undefined;
+  const d = haversineKm(lat, lon, stations[best].latitude, stations[best].longitude);
+  if (radiusKm !== undefined && d > radiusKm) return undefined;
+  return { ...stations[best], distance_km: Math.round(d * 1000) / 1000 };
 }

@@ -90,6 +90,33 @@ export const FAKE_STATIONS: FakePegelStation[] = [
   },
 ];
 
+/**
+ * `n` made-up water-level stations spread over Germany on 60 waters, as many as PEGELONLINE lists
+ * (about 700): for measuring the /v1/pegel routes at their real size. Deterministic (same `n`, same
+ * stations), with uuids of their own.
+ */
+export function syntheticStations(n: number): FakePegelStation[] {
+  const out: FakePegelStation[] = [];
+  for (let i = 0; i < n; i++) {
+    const hex = (i + 1).toString(16).padStart(12, '0');
+    const water = `WATER${String(i % 60).padStart(2, '0')}`;
+    out.push({
+      uuid: `5e000000-0000-4000-8000-${hex}`,
+      number: String(90000000 + i),
+      shortname: `STATION ${i}`,
+      longname: `STATION ${i} ${water}`,
+      km: (i * 7.3) % 900,
+      agency: `AGENCY ${i % 17}`,
+      longitude: 6 + ((i * 0.6180339887) % 1) * 9,
+      latitude: 47.5 + ((i * 0.4142135623) % 1) * 7,
+      water: { shortname: water, longname: `${water} LONG NAME` },
+      level: 100 + ((i * 37) % 500),
+      trend: (i % 3) - 1,
+    });
+  }
+  return out;
+}
+
 function stationJson(s: FakePegelStation, timeseries: boolean, current: boolean): Record<string, unknown> {
   const out: Record<string, unknown> = {
     uuid: s.uuid,

@@ -37,13 +37,17 @@ test.beforeEach(async () => {
 
 const get = (path: string, token = reader.token) => s.request('GET', path, { token });
 
-/** Ages every cached answer past its freshness, as if FRESH_SECONDS had gone by. */
+/** The key of the stamp stored with the answer under `entryKey`. */
+const stampOf = (entryKey: string) => entryKey.replace(':pegel:stations:', ':pegel:stamp:');
+
+/** Ages every cached answer (and its stamp) past its freshness, as if FRESH_SECONDS had gone by. */
 async function ageCache(): Promise<void> {
   const keys = await s.redis.keys(`${s.config.redisPrefix}pegel:stations:*`);
   for (const k of keys) {
     const entry = JSON.parse((await s.redis.get(k))!);
     entry.fetched_at -= 3600_000;
     await s.redis.set(k, JSON.stringify(entry), 'KEEPTTL');
+    await s.redis.set(stampOf(k), String(entry.fetched_at), 'KEEPTTL');
   }
 }
 
@@ -85,6 +89,39 @@ test.serial(
     t.false(fake.requests[1].has('waters'));
   },
 );
+
+test.serial('an answer is decoded once per fetch; one another instance stores is served at once', async (t) => {
+  const first = await get('/v1/pegel/stations?water=RHEIN');
+  t.is(first.headers.get('x-cache'), 'miss');
+  const [key] = await s.redis.keys(`${s.config.redisPrefix}pegel:stations:*`);
+  const entry = JSON.parse((await s.redis.get(key))!);
+  t.is(await s.redis.get(stampOf(key)), String(entry.fetched_at), 'the stamp names the stored answer');
+
+  // The stored bytes change under the same stamp: the process keeps what it decoded, it does not
+  // read and parse the whole answer again on every lookup.
+  const tampered = structuredClone(entry);
+  for (const st of tampered.stations) st.level_cm = 999;
+  await s.redis.set(key, JSON.stringify(tampered), 'KEEPTTL');
+  const kept = await get('/v1/pegel/stations?water=RHEIN');
+  t.is(kept.headers.get('x-cache'), 'hit');
+  t.deepEqual(kept.body, first.body);
+
+  // Another instance stores a newer answer (with its stamp, as fetchAndStore does): the next
+  // lookup here serves it, without asking upstream.
+  const newer = { ...structuredClone(entry), fetched_at: entry.fetched_at + 1 };
+  for (const st of newer.stations) st.level_cm = 777;
+  await s.redis.set(key, JSON.stringify(newer), 'KEEPTTL');
+  await s.redis.set(stampOf(key), String(newer.fetched_at), 'KEEPTTL');
+  const seen = await get('/v1/pegel/stations?water=RHEIN');
+  t.is(seen.headers.get('x-cache'), 'hit');
+  t.deepEqual(
+    seen.body.map((x: any) => x.level_cm),
+    first.body.map(() => 777),
+  );
+  const near = await get('/v1/pegel/nearest?lat=50.74&lon=7.10&water=rhein');
+  t.is(near.body.data.level_cm, 777);
+  t.is(fake.requests.length, 1);
+});
 
 test.serial('ten parallel cold calls on two api instances reach upstream once', async (t) => {
   const second = await startSecondApi(s);

@@ -89,6 +89,14 @@ test.serial('with Redis down, public stats and water levels still answer promptl
     t.true(Date.now() - started < 5000, `pegel took ${Date.now() - started} ms`);
     t.is(stations.headers.get('x-cache'), 'miss');
     t.deepEqual(stations.body.map((x: { shortname: string }) => x.shortname).sort(), ['BONN', 'KÖLN']);
+
+    // The answer it fetched is fresh for FRESH_SECONDS: served again without asking upstream.
+    const asked = fake.requests.length;
+    const again = await s.request('GET', '/v1/pegel/stations?water=RHEIN', { token: admin.token });
+    t.is(again.status, 200, again.text);
+    t.is(again.headers.get('x-cache'), 'hit');
+    t.deepEqual(again.body, stations.body);
+    t.is(fake.requests.length, asked);
   } finally {
     await redis.start();
   }
