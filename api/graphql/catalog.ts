@@ -176,8 +176,8 @@ export class LocationResolver {
   }
 
   @FieldResolver(() => [GqlLocationContact], { description: 'By name' })
-  async contacts(@Root() location: GqlLocation, @Ctx() ctx: GqlContext): Promise<GqlLocationContact[]> {
-    const rows = await ctx.loaders.locationContacts.load(location.id);
+  async contacts(@Root('id') locationId: string, @Ctx() ctx: GqlContext): Promise<GqlLocationContact[]> {
+    const rows = await ctx.loaders.locationContacts.load(locationId);
     return rows.map((c) => camelKeys(presentLocationContact(c)));
   }
 }

@@ -138,7 +138,8 @@ export class TripResolver {
     complexity: listCost(100),
   })
   async gpsPoints(
-    @Root() trip: GqlTrip,
+    // The id alone: a whole @Root() of a class type is copied into a new instance per call.
+    @Root('id') tripId: string,
     @Ctx() ctx: GqlContext,
     @Arg('first', () => Int, { defaultValue: 100 }) first: number,
     @Arg('after', () => String, { nullable: true }) after?: string | null,
@@ -146,14 +147,14 @@ export class TripResolver {
     if (!Number.isInteger(first) || first < 1 || first > MAX_POINTS)
       throw badRequest(`first: must be an integer from 1 to ${MAX_POINTS}`);
     if (after != null && !isUuid(after)) throw badRequest('after: not a cursor of this list');
-    const page = await ctx.loaders.tripPoints.load({ tripId: trip.id, first, after: after ?? null });
+    const page = await ctx.loaders.tripPoints.load({ tripId, first, after: after ?? null });
     const nodes = page.rows.map((r) => camelKeys(presentGpsPoint(r)));
     return { nodes, pageInfo: { hasNextPage: page.hasNextPage, endCursor: nodes.at(-1)?.id ?? null } };
   }
 
   @FieldResolver(() => [GqlTripHistory], { description: 'Status changes, oldest first' })
-  async history(@Root() trip: GqlTrip, @Ctx() ctx: GqlContext): Promise<GqlTripHistory[]> {
-    const rows = await ctx.loaders.tripHistory.load(trip.id);
+  async history(@Root('id') tripId: string, @Ctx() ctx: GqlContext): Promise<GqlTripHistory[]> {
+    const rows = await ctx.loaders.tripHistory.load(tripId);
     return rows.map((h) => camelKeys(presentTripHistory(h)));
   }
 }
