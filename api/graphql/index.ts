@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import http from 'node:http';
 import {
   ASTNode,
+  execute,
   FieldNode,
   getLocation,
   GraphQLError,
@@ -31,6 +32,7 @@ import { clientIp, headerText } from '../params';
 import type { ApiServices } from '../services';
 import type { GqlContext } from './context';
 import { graphiqlRoutes } from './graphiql';
+import { compiledExecute } from './compiledExecute';
 import { createLoaders } from './loaders';
 import { documentGraphqlRoutes } from './openapi';
 import { introspectionLimit, wholeTableLimit } from './introspectionLimit';
@@ -188,6 +190,8 @@ const REQUEST_REFUSALS: Record<string, string> = {
 
 function answeredError(e: Readonly<GraphQLError | Error>): AnsweredError {
   if (e instanceof FieldError) return answerFor(e.originalError, locationsOf(e.nodes), e.path);
+  // A compiled operation (./compiledExecute) wraps what a resolver threw, a FieldError included.
+  if (e instanceof GraphQLError && e.originalError instanceof FieldError) return answeredError(e.originalError);
   if (!(e instanceof GraphQLError)) {
     // graphql-http's own refusals of a malformed request (answered 400), named by their field as
     // every other bad input is.
@@ -335,6 +339,8 @@ export function graphqlRoutes(
     schema,
     formatError,
     context: contextOf,
+    // graphql-http calls it with one ExecutionArgs object, never graphql-js's positional form.
+    execute: compiledExecute as unknown as typeof execute,
     // A repeated operation skips parsing and validation (operationCache), and a document over the
     // limits of ./documentBudget is refused before either; one that does not parse takes
     // graphql-http's own path, which reports the syntax error.
@@ -363,7 +369,9 @@ export function graphqlRoutes(
     // value: it doubled the cost of stringifying a page of trips with their points.
     onOperation: (req, _args, result) => {
       if (!('data' in result) && !('errors' in result)) return undefined; // a stream: graphql-http refuses it
-      const answer = result.errors ? { ...result, errors: result.errors.map(answeredError) } : result;
+      // Errors first, as graphql-js orders them (a compiled operation's result has data first).
+      const { errors, ...rest } = result;
+      const answer = errors ? { errors: errors.map(answeredError), ...rest } : result;
       return [
         JSON.stringify(answer),
         { status: 200, statusText: 'OK', headers: { 'content-type': answerMediaType(req.headers) } },
