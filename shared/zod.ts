@@ -1,5 +1,5 @@
 import { extendZodWithOpenApi, OpenAPIRegistry } from '@asteasolutions/zod-to-openapi';
-import { z } from 'zod';
+import { datetimeRegex, z } from 'zod';
 
 // Every schema in the service is built from this `z`, so each can describe itself in OpenAPI.
 extendZodWithOpenApi(z);
@@ -290,9 +290,17 @@ export const zDateTime = (message = 'must be an ISO 8601 date-time') =>
     .string()
     .datetime({ offset: true, message })
     // Only for a value the format check passed: one problem per field, not two.
-    .refine((v) => !ISO_DATE_TIME.safeParse(v).success || !Number.isNaN(Date.parse(v)), message)
-    .refine((v) => !ISO_DATE_TIME.safeParse(v).success || !(Date.parse(v) > LAST_INSTANT), LAST_INSTANT_MESSAGE);
-const ISO_DATE_TIME = z.string().datetime({ offset: true });
+    .refine((v) => !isIsoDateTime(v) || !Number.isNaN(Date.parse(v)), message)
+    .refine((v) => !isIsoDateTime(v) || !(Date.parse(v) > LAST_INSTANT), LAST_INSTANT_MESSAGE);
+
+/**
+ * zod's own `.datetime({ offset: true })` pattern, made once: zod builds it anew (`new RegExp`) on
+ * every check, a few microseconds each. The check in a schema stays zod's (it documents the field
+ * as `format: date-time`); the refinements above test this copy.
+ */
+const ISO_DATE_TIME = datetimeRegex({ precision: null, offset: true, local: false });
+/** Whether `v` passes zod's `.datetime({ offset: true })`. */
+export const isIsoDateTime = (v: string): boolean => ISO_DATE_TIME.test(v);
 
 /**
  * The last instant a timestamp may name: 9999-12-31T23:59:59.999Z. Past it (`9999-12-31T23:59-12:00`
