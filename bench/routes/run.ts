@@ -25,7 +25,7 @@ import { Credential, fillRoute, FilledRoute, readRouteTable, RouteEntry, Unfille
  * "METHOD /path"), SAMPLE (distinct path values rotated per route, 100), TRACKERS (devices POST
  * /v1/gps rotates through, 1000), GPS_BATCH (points per POST /v1/gps/batch, 100), SESSION_POOL
  * (fresh sessions per DELETE /v1/sessions/{token} run, 30000), KOA_EVERY (cases between two Koa
- * runs, 4), ACCEPT_ENCODING (sent with every load request, 'gzip, deflate, br'; empty for none), KEEP_DB=1 (keep the database), RATE (a fixed offered load in req/s: CPU per request without saturation; off), PROFILE=<dir> (CPU profile of the api target), TARGET_NODE_ARGS (extra node flags for the api target), TARGET_LOG_LEVEL (api log level, silent),
+ * runs, 4), ACCEPT_ENCODING (sent with every load request, 'gzip, deflate, br'; empty for none), KEEP_DB=1 (keep the database), RATE (a fixed offered load in req/s: CPU per request without saturation; off), PROFILE=<dir> (CPU profile of the api target), TARGET_NODE_ARGS (extra node flags for the api target), TARGET_LOG_LEVEL (api log level, silent), SURVIVORS=<file> (a sampling heap profile of what outlived a scavenge in the api target, bench/routes/target.ts),
  * DATABASE_URL / REDIS_URL (as for the service).
  *
  * How it measures:

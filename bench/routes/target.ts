@@ -57,6 +57,35 @@ function counterServer(): http.Server {
   });
 }
 
+/**
+ * SURVIVORS=<file>: a sampling heap profile (.heapprofile, for Chrome DevTools or a script) of the
+ * objects allocated from here on that outlived a scavenge: the ones still alive at exit and the
+ * ones a full GC collected later, but not those the young generation collected. A request's objects
+ * should all die young (README "Garbage dies young"), so what an answered route leaves here, by
+ * allocation site, is what it promotes. Written when the target is stopped.
+ */
+async function sampleSurvivors(file: string): Promise<() => Promise<void>> {
+  const { Session } = await import('node:inspector');
+  const { writeFile } = await import('node:fs/promises');
+  const session = new Session();
+  session.connect();
+  const post = (method: string, params?: object) =>
+    new Promise<unknown>((resolve, reject) =>
+      session.post(method, params ?? {}, (err, result) => (err ? reject(err) : resolve(result))),
+    );
+  await post('HeapProfiler.enable');
+  await post('HeapProfiler.startSampling', {
+    samplingInterval: 16384,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: false,
+  });
+  return async () => {
+    const { profile } = (await post('HeapProfiler.stopSampling')) as { profile: unknown };
+    await writeFile(file, JSON.stringify(profile));
+    session.disconnect();
+  };
+}
+
 async function main(kind: string): Promise<void> {
   if (kind === 'koa') {
     const app = new Koa();
@@ -73,11 +102,13 @@ async function main(kind: string): Promise<void> {
   const { loadConfig } = await import('../../shared/config');
   const config = loadConfig({ ...process.env, PORT: '0', HOST: '127.0.0.1' });
   const api = await startApi(config, { port: 0 });
+  const survivors = process.env.SURVIVORS ? await sampleSurvivors(process.env.SURVIVORS) : undefined;
   const counter = counterServer();
   const countPort = await listen(counter);
   process.stdout.write(`READY ${api.port} ${countPort}\n`);
-  const stop = () => {
+  const stop = async () => {
     counter.close();
+    await survivors?.().catch((err: Error) => process.stderr.write(`SURVIVORS: ${err.message}\n`));
     api.close().then(
       () => process.exit(0),
       () => process.exit(1),
