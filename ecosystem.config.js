@@ -9,8 +9,8 @@ const common = { node_args: '--enable-source-maps', merge_logs: true, time: fals
 // mostly outlive a scavenge (rows of a batched read, in flight while a turn's answers are built) is
 // switched to allocate in the old generation directly. The api's such objects are garbage a few
 // milliseconds later, so the old generation filled with them: scavenges of 5-12 ms and a full
-// collection every few seconds. Without it, bench:routes measured 17-28% less CPU per request on
-// single GETs and p99 from 19-30 ms down to 11-15 ms (README "Garbage dies young").
+// collection every few seconds. Without it, bench:routes measured 5-28% less CPU per request on
+// single GETs and lower p99 (README "Garbage dies young").
 const apiNodeArgs = `${common.node_args} --max-semi-space-size=64 --no-allocation-site-pretenuring`;
 // Stopping and `pm2 reload` send SIGINT; every process then drains (README "Production under PM2").
 // The api answers requests in flight for up to DRAIN_TIMEOUT_MS (default 10 s, shared/config.ts), then
