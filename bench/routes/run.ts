@@ -8,6 +8,7 @@ import type { Knex } from 'knex';
 import { benchCleanup, freshBenchDatabase } from '../benchDatabase';
 import { startFakePegel, syntheticStations } from '../../test/helpers/fakePegel';
 import { Fixtures, insertSessions, seedFixtures, tableCounts } from './fixtures';
+import { storeCpu, storeCpuBetween } from '../storeCpu';
 import { Credential, fillRoute, FilledRoute, readRouteTable, RouteEntry, UnfilledRoute } from './table';
 
 /**
@@ -191,7 +192,9 @@ function loopBusy(before: Counters, after: Counters): number | undefined {
 
 /** A run's CPU per request and event-loop load for the log. */
 const cpu = (r: Run) =>
-  `${r.cpuPerRequest !== undefined ? r.cpuPerRequest.toFixed(1) : '—'} µs CPU/req, loop ${loopPct(r.loopBusy)}`;
+  `${r.cpuPerRequest !== undefined ? r.cpuPerRequest.toFixed(1) : '—'} µs CPU/req` +
+  (r.storeCpuPerRequest !== undefined ? ` (+ ${r.storeCpuPerRequest.toFixed(0)} µs stores)` : '') +
+  `, loop ${loopPct(r.loopBusy)}`;
 const loopPct = (x: number | undefined) => (x !== undefined ? `${Math.round(x * 100)}%` : '—');
 /** The median of a measure over the runs that have it. */
 function medianOf(runs: readonly Run[], pick: (r: Run) => number | undefined): number | undefined {
@@ -237,6 +240,8 @@ interface Run {
   statements?: number;
   /** The target process's CPU time (user + system) per request answered, in µs. */
   cpuPerRequest?: number;
+  /** PostgreSQL's and Redis's CPU time per request answered, in µs (bench/storeCpu.ts). */
+  storeCpuPerRequest?: number;
   /** The share of the measured run the target's event loop was busy (0–1). */
   loopBusy?: number;
 }
@@ -331,10 +336,14 @@ async function measure(target: Target, spec: () => RunSpec, baselinePerMs: numbe
   if (s.maxRequests !== undefined && s.maxRequests < CONNECTIONS)
     throw new Error('pool of single-use values exhausted by the warm-up');
   const before = await counters(target);
+  const storesBefore = storeCpu();
   const t0 = Date.now();
   const run = summarise(await cannon(url, s, DURATION));
+  const storesAfter = storeCpu();
   const after = await counters(target);
   if (run.total) run.cpuPerRequest = (after.cpuMicros - before.cpuMicros) / run.total;
+  const stores = storeCpuBetween(storesBefore, storesAfter);
+  if (run.total && stores !== undefined) run.storeCpuPerRequest = stores / run.total;
   run.loopBusy = loopBusy(before, after);
   if (target.kind === 'api') {
     await sleep(SETTLE_MS);
@@ -855,6 +864,8 @@ async function main(): Promise<void> {
       kb?: number;
       sql?: number;
       cpu?: number;
+      /** Median PostgreSQL + Redis CPU per request (µs). */
+      stores?: number;
       /** Median share of the run the event loop was busy. */
       loop?: number;
       failures: string[];
@@ -893,6 +904,7 @@ async function main(): Promise<void> {
         kb: median(c.runs.map((r) => r.bytesPerAnswer)) / 1024,
         sql: stmts !== undefined && total ? stmts / total : undefined,
         cpu: medianCpu(c.runs),
+        stores: medianOf(c.runs, (r) => r.storeCpuPerRequest),
         loop: medianOf(c.runs, (r) => r.loopBusy),
         failures,
       };
@@ -903,8 +915,8 @@ async function main(): Promise<void> {
     const out: string[] = [];
     out.push(
       '',
-      '| route | kind | req/s | p99 ms | KB/answer | SQL/req | µs CPU/req | loop | × Koa | target | result |',
-      '|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|',
+      '| route | kind | req/s | p99 ms | KB/answer | SQL/req | µs CPU/req | stores µs/req | loop | × Koa | target | result |',
+      '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|',
     );
     for (const r of rows) {
       const loaded = r.c.runs.length > 0;
@@ -914,7 +926,7 @@ async function main(): Promise<void> {
       const shortest = Math.min(...r.c.runs.map((x) => x.seconds));
       if (loaded && shortest < DURATION * 0.9) r.c.detail += `; a run ended after ${shortest} s (pool used up)`;
       out.push(
-        `| ${r.c.label} | ${r.c.detail}; ${r.c.credential} | ${rate} | ${loaded ? r.p99 : '—'} | ${r.kb !== undefined ? kbText(r.kb) : '—'} | ${r.sql !== undefined ? r.sql.toFixed(2) : '—'} | ${r.cpu !== undefined ? r.cpu.toFixed(0) : '—'} | ${loopPct(r.loop)} | ${loaded ? r.ratio.toFixed(r.ratio < 0.1 ? 3 : 2) : '—'} | ${r.c.target?.text ?? '—'} | ${result.replace(/\|/g, '\\|')} |`,
+        `| ${r.c.label} | ${r.c.detail}; ${r.c.credential} | ${rate} | ${loaded ? r.p99 : '—'} | ${r.kb !== undefined ? kbText(r.kb) : '—'} | ${r.sql !== undefined ? r.sql.toFixed(2) : '—'} | ${r.cpu !== undefined ? r.cpu.toFixed(0) : '—'} | ${r.stores !== undefined ? r.stores.toFixed(0) : '—'} | ${loopPct(r.loop)} | ${loaded ? r.ratio.toFixed(r.ratio < 0.1 ? 3 : 2) : '—'} | ${r.c.target?.text ?? '—'} | ${result.replace(/\|/g, '\\|')} |`,
       );
     }
     out.push(
@@ -935,6 +947,7 @@ async function main(): Promise<void> {
         `KB/answer = bytes received per answer (headers included, compressed as sent), median over rounds: at hundreds of KB the loopback copy, not the route, sets the rate; ` +
         `SQL/req = statements the api sent during the measured runs, less ${(baselinePerMs * 1000).toFixed(1)}/s idle, ÷ requests answered; ` +
         `µs CPU/req = the process's CPU time (user + system) over the measured run ÷ requests answered, median over rounds (PostgreSQL's and Redis's not included); ` +
+        `stores µs/req = the CPU time of the machine's PostgreSQL and Redis server processes over the measured run ÷ requests answered, median over rounds (read from /proc; the whole machine's, so a store busy with something else counts too); ` +
         `loop = the share of the measured run the api's event loop was busy, median over rounds: well below 100% under load means the route waits (on the database, Redis or a batch), not on the api's CPU.${ONLY ? ` ONLY=${ONLY.source}.` : ''}`,
     );
     const after = await tableCounts(db);
