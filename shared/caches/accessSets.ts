@@ -1,9 +1,10 @@
-import DataLoader from 'dataloader';
+import type DataLoader from 'dataloader';
 import type { Knex } from 'knex';
 import { LRUCache } from 'lru-cache';
 import type { AuthInvalidation } from '../events';
 import { PermissionSet } from '../policies';
 import { loadRolePermissions, loadUserAccessSets, UserAccessSet } from '../queries/access';
+import { turnLoader } from '../rowLoader';
 
 export type { UserAccessSet };
 
@@ -37,13 +38,10 @@ export class AccessSets {
     private readonly db: Knex,
     private readonly cacheable: () => boolean,
   ) {
-    this.userLoader = new DataLoader(
-      async (ids) => {
-        const sets = await loadUserAccessSets(this.db, ids as string[]);
-        return ids.map((id) => sets.get(id)!);
-      },
-      { cache: false, maxBatchSize: 1000, batchScheduleFn: (run) => setImmediate(run) },
-    );
+    this.userLoader = turnLoader(async (ids) => {
+      const sets = await loadUserAccessSets(this.db, ids);
+      return ids.map((id) => sets.get(id)!);
+    });
   }
 
   /** A user's effective permissions and roles (empty for a user without roles, or no such user). */

@@ -1,6 +1,6 @@
-import DataLoader from 'dataloader';
+import type DataLoader from 'dataloader';
 import type { Knex } from 'knex';
-import { coalesced, turnBatcherByDb } from '../rowLoader';
+import { coalesced, turnBatcherByDb, turnLoader } from '../rowLoader';
 
 /**
  * Version reads of one process and database, batched: the reads asked for while one turn of the
@@ -50,19 +50,16 @@ const loaders = new WeakMap<Knex, DataLoader<string, string>>();
 function loaderFor(db: Knex): DataLoader<string, string> {
   let loader = loaders.get(db);
   if (!loader) {
-    loader = new DataLoader<string, string>(
-      async (tables) => {
-        // A table's version is the sum of its shards (migration 20261125000000_list_versions).
-        // Plain SQL: the query builder cost more per batch than the statement's round trip.
-        const { rows } = await db.raw<{ rows: Array<{ table_name: string; version: string }> }>(
-          'SELECT table_name, sum(version) AS version FROM table_versions WHERE table_name = ANY(?) GROUP BY table_name',
-          [tables as string[]],
-        );
-        const byName = new Map(rows.map((r) => [r.table_name, String(r.version)]));
-        return tables.map((t) => byName.get(t) ?? '0');
-      },
-      { cache: false, batchScheduleFn: (run) => setImmediate(run) },
-    );
+    loader = turnLoader<string>(async (tables) => {
+      // A table's version is the sum of its shards (migration 20261125000000_list_versions).
+      // Plain SQL: the query builder cost more per batch than the statement's round trip.
+      const { rows } = await db.raw<{ rows: Array<{ table_name: string; version: string }> }>(
+        'SELECT table_name, sum(version) AS version FROM table_versions WHERE table_name = ANY(?) GROUP BY table_name',
+        [tables],
+      );
+      const byName = new Map(rows.map((r) => [r.table_name, String(r.version)]));
+      return tables.map((t) => byName.get(t) ?? '0');
+    });
     loaders.set(db, loader);
   }
   return loader;

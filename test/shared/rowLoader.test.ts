@@ -5,7 +5,16 @@ import { Role } from '../../shared/models/Role';
 import { User } from '../../shared/models/User';
 import { OAuthClient } from '../../shared/models/OAuthClient';
 import { AuditEvent } from '../../shared/models/AuditEvent';
-import { coalesced, computeOncePerTurn, pagesOf, readOncePerTurn, RowLoader, rowsBy } from '../../shared/rowLoader';
+import {
+  coalesced,
+  computeOncePerTurn,
+  pagesOf,
+  readOncePerTurn,
+  RowLoader,
+  rowsBy,
+  turnBatcher,
+  turnLoader,
+} from '../../shared/rowLoader';
 import { createKey, createUser } from '../helpers/factories';
 import { explainPrepared, heapRowsRead } from '../helpers/statements';
 import { useStack } from '../helpers/stack';
@@ -13,14 +22,17 @@ import { useStack } from '../helpers/stack';
 const stack = useStack(test);
 
 /** Counts the statements on roles the models' knex sends while `fn` runs (the process's outbox relay polls meanwhile). */
-async function countQueries<T>(fn: () => Promise<T>): Promise<{ result: T; sql: string[] }> {
+async function countQueries<T>(fn: () => Promise<T>): Promise<{ result: T; sql: string[]; bindings: unknown[][] }> {
   const sql: string[] = [];
-  const listener = (q: { sql: string }) => {
-    if (/\broles\b/.test(q.sql)) sql.push(q.sql);
+  const bindings: unknown[][] = [];
+  const listener = (q: { sql: string; bindings?: unknown[] }) => {
+    if (!/\broles\b/.test(q.sql)) return;
+    sql.push(q.sql);
+    bindings.push(q.bindings ?? []);
   };
   Role.knex().on('query', listener);
   try {
-    return { result: await fn(), sql };
+    return { result: await fn(), sql, bindings };
   } finally {
     Role.knex().off('query', listener);
   }
@@ -29,9 +41,11 @@ async function countQueries<T>(fn: () => Promise<T>): Promise<{ result: T; sql: 
 test.serial('concurrent loads are answered by one statement, each with its own row or undefined', async (t) => {
   const roles = new RowLoader(Role);
   const ids = ['role_user', 'role_admin', 'nope', 'role_user', 'role_developer', 'ROLE_USER'];
-  const { result, sql } = await countQueries(() => Promise.all(ids.map((id) => roles.load(id))));
+  const { result, sql, bindings } = await countQueries(() => Promise.all(ids.map((id) => roles.load(id))));
   t.is(sql.length, 1);
   t.regex(sql[0], /= ANY\(/);
+  // Each key once, though two callers asked for role_user.
+  t.deepEqual(bindings[0], [['role_user', 'role_admin', 'nope', 'role_developer', 'ROLE_USER']]);
   t.deepEqual(
     result.map((r) => r?.id),
     ['role_user', 'role_admin', undefined, 'role_user', 'role_developer', undefined],
@@ -423,6 +437,37 @@ test.serial('pagesOf: a deep page reads only its rows from the end; a page past 
   t.deepEqual(await read(10, 5000), { generic: 0, custom: 0 });
   // Before the middle, forward as before.
   t.deepEqual(await read(10, 30), { generic: 40, custom: 40 });
+});
+
+test('turnLoader: a key asked for by several callers in one turn is fetched once; each caller gets its answer', async (t) => {
+  const batches: string[][] = [];
+  const loader = turnLoader<string>(async (keys) => {
+    batches.push(keys);
+    return keys.map((k) => (k === 'bad' ? new Error(`no ${k}`) : `value of ${k}`));
+  });
+  const asked = ['a', 'b', 'a', 'bad', 'b', 'a'];
+  const answers = await Promise.allSettled(asked.map((k) => loader.load(k)));
+  t.deepEqual(batches, [['a', 'b', 'bad']]);
+  t.deepEqual(
+    answers.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as Error).message)),
+    ['value of a', 'value of b', 'value of a', 'no bad', 'value of b', 'value of a'],
+  );
+  // The next turn is another batch: nothing is kept.
+  t.is(await loader.load('a'), 'value of a');
+  t.deepEqual(batches.at(-1), ['a']);
+});
+
+test('turnBatcher: one user asked for by many callers (any case) is one row of the batch', async (t) => {
+  const batches: string[][] = [];
+  const read = turnBatcher(async (keys) => {
+    batches.push(keys);
+    return new Map(keys.map((k) => [k, k.length]));
+  });
+  const id = randomUUID();
+  const other = randomUUID();
+  const answers = await Promise.all([id, id.toUpperCase(), other, id].map((k) => read(k)));
+  t.deepEqual(batches, [[id, other]]);
+  t.deepEqual(answers, [36, 36, 36, 36]);
 });
 
 test('computeOncePerTurn: identical keys in one turn share one computation and its result or error', async (t) => {
