@@ -36,9 +36,9 @@ const MAX_BATCH = 1000;
  * nothing is cached between batches, so each caller sees what was committed before it asked. A key
  * asked for by several callers in the turn is fetched once. DataLoader without its cache merges
  * nothing: 50 concurrent requests of one user sent that user's id 50 times, which a `= ANY($1)`
- * read shrugs off but a read over `unnest($1)` ran its subqueries for 50 times over (GET
- * /v1/users/me/2fa/requirement spent 700 µs of PostgreSQL's CPU a statement scanning roles), and an
- * array of over 64 elements is planned for its values on every execution
+ * read shrugs off but a read over `unnest($1)` ran its subqueries for 50 times over (with 500
+ * roles, GET /v1/users/me/2fa/requirement spent 700 µs of PostgreSQL's CPU a statement scanning
+ * them), and an array of over 64 elements is planned for its values on every execution
  * (shared/preparedStatements.ts).
  */
 export function turnLoader<V>(
