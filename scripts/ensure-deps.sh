@@ -8,6 +8,12 @@ if [[ ! -d node_modules || package-lock.json -nt node_modules/.package-lock.json
   # for a lockfile regenerated where npm silently dropped optional packages it could not resolve
   # (npm ci then refuses it as out of sync); `npm install` still installs the locked versions.
   npm ci --no-audit --no-fund || npm install --no-audit --no-fund
+elif [[ -n $(find patches -newer node_modules/.package-lock.json -print -quit 2>/dev/null) ]]; then
+  # A patch of a dependency (patches/, applied by npm's postinstall) newer than the install: apply it
+  # to the packages installed before it.
+  echo "[deps] applying patches/"
+  npx patch-package --error-on-fail
+  touch node_modules/.package-lock.json
 fi
 # tsc's own up-to-date check (incremental) still takes ~13 s of CPU on this tree, and npm start,
 # npm test and npm run cli each come here: a stamp written when a build starts says whether any

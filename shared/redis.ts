@@ -32,8 +32,6 @@ interface StallState {
   probing: boolean;
   /** Each connection with its own (unwrapped) sendCommand, to probe through whichever is open. */
   connections: Map<Redis, Redis['sendCommand']>;
-  /** Commands sent and not answered yet: a confirmed stall fails them at once too. */
-  inflight: Set<InstanceType<typeof Redis.Command>>;
 }
 const stalls = new Map<string, StallState>();
 
@@ -61,8 +59,10 @@ function probe(state: StallState): void {
       state.probing = false;
       if (!state.stalled) {
         state.stalled = true;
-        for (const command of state.inflight) command.reject(new Error(STALLED));
-        state.inflight.clear();
+        // The commands in flight, each connection's sent and unanswered ones (ioredis' own queue),
+        // fail at once too. One already answered is settled, and rejecting it does nothing.
+        for (const connection of state.connections.keys())
+          for (const { command } of connection.commandQueue.toArray()) command.reject(new Error(STALLED));
       }
       again();
     },
@@ -82,9 +82,11 @@ function probe(state: StallState): void {
  */
 function breakOnStall(redis: Redis, url: string): Redis {
   let state = stalls.get(url);
-  if (!state)
-    stalls.set(url, (state = { stalled: false, probing: false, connections: new Map(), inflight: new Set() }));
+  if (!state) stalls.set(url, (state = { stalled: false, probing: false, connections: new Map() }));
   const shared = state;
+  const onFailure = (err: Error) => {
+    if (err.message === 'Command timed out' && !shared.stalled) probe(shared);
+  };
   const send = redis.sendCommand.bind(redis);
   shared.connections.set(redis, send);
   redis.on('end', () => shared.connections.delete(redis));
@@ -97,14 +99,10 @@ function breakOnStall(redis: Redis, url: string): Redis {
       return command.promise;
     }
     const answer = send(command, stream);
-    shared.inflight.add(command);
-    command.promise.then(
-      () => shared.inflight.delete(command),
-      (err: Error) => {
-        shared.inflight.delete(command);
-        if (err.message === 'Command timed out' && !shared.stalled) probe(shared);
-      },
-    );
+    // No per-command bookkeeping of our own: a long-lived Set that gained and lost each command
+    // kept every command (its arguments, its reply) alive through scavenges until the next full
+    // GC (README, "Garbage dies young"); the commands in flight are in ioredis' queue anyway.
+    command.promise.then(undefined, onFailure);
     return answer;
   }) as Redis['sendCommand'];
   return redis;

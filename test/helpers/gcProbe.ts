@@ -3,16 +3,19 @@ import type { AddressInfo } from 'node:net';
 import { PerformanceObserver, constants } from 'node:perf_hooks';
 import v8 from 'node:v8';
 import { trackConnections } from '../../api/drain';
+import { createRedis, FAIL_FAST } from '../../shared/redis';
 import { z } from '../../shared/zod';
 
 /**
- * A child process of test/api/drainGarbage.test.ts: `node gcProbe.js tracked|plain|effects|retain [requests]`.
+ * A child process of test/api/drainGarbage.test.ts: `node gcProbe.js tracked|plain|effects|redis|retain [requests]`.
  * Serves keep-alive requests the way the api does (keepAliveTimeout 65 s, each answer after one
  * turn of waiting, as a batched read makes it), with or without the api's connection tracker
  * (api/drain.ts), loads itself over 50 keep-alive sockets, and prints how many bytes the young
  * generation's collections moved into the old one per request: what lived through a scavenge.
  * `effects` also validates each request's path with a refinement and a transform (zod's
- * ZodEffects, as route params and queries do) before waiting. `retain` is the control: it keeps every answered response for the next half of the run's
+ * ZodEffects, as route params and queries do) before waiting. `redis` answers each request after sixteen
+ * commands and a pipeline on a fail-fast Redis connection, as the rate limiter, the caches and the
+ * outbox relay send them (REDIS_URL, a key of its own): some 800 in flight at once, as under load. `retain` is the control: it keeps every answered response for the next half of the run's
  * requests, which the measurement must see.
  */
 const mode = process.argv[2];
@@ -34,13 +37,36 @@ async function main(): Promise<void> {
   const RETAINED = Math.floor(requests / 2);
   const kept: http.ServerResponse[] = [];
   let served = 0;
+  const redis =
+    mode === 'redis'
+      ? // A fail-fast connection (breakOnStall) whose commands may wait longer on a busy test machine.
+        createRedis({ redisUrl: process.env.REDIS_URL || 'redis://127.0.0.1:6379' } as never, {
+          ...FAIL_FAST,
+          commandTimeout: 10_000,
+        })
+      : undefined;
+  const key = `gc-probe:${process.pid}`;
+  const answer = (res: http.ServerResponse) => {
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({ ok: true, at: Date.now() }));
+  };
   const server = http.createServer((req, res) => {
     if (mode === 'retain') kept[served++ % RETAINED] = res;
     if (mode === 'effects' && !effects.safeParse({ id: req.url, n: req.method }).success) throw new Error('bad');
-    setImmediate(() => {
-      res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ ok: true, at: Date.now() }));
-    });
+    if (redis) {
+      const member = `${req.url}:${served++}`;
+      void Promise.all([
+        ...Array.from({ length: 16 }, () => redis.incr(key)),
+        redis.pipeline().zadd(`${key}:z`, 0, member).zrem(`${key}:z`, member).exec(),
+      ])
+        .then(() => answer(res))
+        .catch((err: Error) => {
+          process.stderr.write(`${err.message}\n`);
+          process.exit(1);
+        });
+      return;
+    }
+    setImmediate(() => answer(res));
   });
   server.keepAliveTimeout = 65_000;
   if (mode === 'tracked') trackConnections(server, silent as never);
@@ -89,6 +115,7 @@ async function main(): Promise<void> {
   obs.disconnect();
   agent.destroy();
   server.close();
+  if (redis) await redis.del(key, `${key}:z`);
   process.stdout.write(`${JSON.stringify({ mode, requests, promotedPerRequest: promoted / requests })}\n`);
   process.exit(0);
 }
