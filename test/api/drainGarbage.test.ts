@@ -53,10 +53,10 @@ test.serial('validating with refinements and transforms leaves nothing to promot
 // with its arguments and reply: shared/redis.ts once tracked the commands in flight in one Set
 // (the trap above), and ioredis defined each pipeline's length as a getter over a closure, which V8
 // keeps in an accessor pair in the old generation (patched: patches/ioredis+*.patch). Each probe
-// request sends sixteen commands and a pipeline on a fail-fast connection, as the rate limiter,
-// the caches and the relay do. The unpatched pipeline fails this every time (3,500 B/request); the
-// Set only in some runs (12,300 B/request in one of three runs of 20,000 requests): which run's
-// tables get promoted is chance.
+// request sends four commands and a pipeline on a fail-fast connection, as the rate limiter, the
+// caches and the relay do. The unpatched pipeline fails this every time (3,500 B/request). The Set
+// showed only with many commands in flight and only in some runs (sixteen commands a request:
+// 12,300 B/request in one of three runs of 20,000 requests), so this does not guard it.
 test.serial('Redis commands and pipelines of a request die young', async (t) => {
   // 10,000 requests show the pipeline's cost as well as 20,000, in half the time.
   const redis = await promotedPerRequest('redis', 10_000);
