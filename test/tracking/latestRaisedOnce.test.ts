@@ -88,16 +88,21 @@ test('a posted point raises the latest-point cache once, not again when the rela
   const owner = await createUser(s.db, { roles: ['role_developer'] });
   const device = `relayed-${Date.now()}`;
   const deviceKey = redisKey(s.config, RedisKeys.gpsLatestDevice(device));
-  // No ready check, and the source connected first: MONITOR echoes every client's commands, and
-  // one echoed while the monitoring connection still awaited its own INFO reply was taken for that
-  // reply (ioredis "Command queue state error"; it failed the test and held its worker open).
-  const source = new Redis(s.config.redisUrl, { enableReadyCheck: false });
-  await source.ping();
-  const monitor = await source.monitor();
-  const scriptCalls: string[][] = [];
-  monitor.on('monitor', (_time: string, args: string[]) => {
-    if (/^eval/i.test(args[0] ?? '') && args.includes(deviceKey)) scriptCalls.push(args);
-  });
+  // The api's own connection, which both the request and the outbox relay (no workers here) write
+  // the cache through. Its script is defined by a first write (of another device), then counted.
+  // (MONITOR saw every client's writes, but an echo arriving with its own OK reply, in one read,
+  // raced ioredis into "Command queue state error" under the suite's load, and the monitoring
+  // connection it left open held the test's worker.)
+  const apiRedis = s.api.services.redis as Redis & { gpsLatestWrite(...args: unknown[]): Promise<unknown> };
+  await recordLatestGps(s.db, apiRedis, s.config, [
+    pointRow(`${device}-other`, '00000000-0000-4000-8000-0000000000ff', nowSeconds() - 50),
+  ]);
+  const write = apiRedis.gpsLatestWrite;
+  const scriptCalls: unknown[][] = [];
+  apiRedis.gpsLatestWrite = (...args: unknown[]) => {
+    if (args.includes(deviceKey)) scriptCalls.push(args);
+    return write.apply(apiRedis, args);
+  };
   try {
     const posted = await s.request('POST', '/v1/gps', {
       token: owner.token,
@@ -107,15 +112,12 @@ test('a posted point raises the latest-point cache once, not again when the rela
     // The relay has carried the point out once its outbox row is gone (it deletes the row in the
     // transaction that publishes, raises the cache and queues the geofence job).
     await eventually(async () => (await countRows(s.db(SIDE_EFFECT_OUTBOX).where('kind', 'gpsPoints'))) === 0);
-    // MONITOR streams asynchronously: give it a moment to deliver what was already sent.
-    await new Promise((r) => setTimeout(r, 200));
     t.is(scriptCalls.length, 1, `latest-point writes for the device: ${scriptCalls.length}`);
     const key = await createKey({ userId: owner.id, scopes: ['gps:read'], name: 'reader' });
     const current = await s.request('GET', `/v1/gps/current?device_id=${device}`, { token: key.key });
     t.is(current.status, 200);
     t.is(current.body.data.id, posted.body.data.id);
   } finally {
-    monitor.disconnect();
-    source.disconnect();
+    apiRedis.gpsLatestWrite = write;
   }
 });
