@@ -22,6 +22,10 @@ async function exhaust(
   req: () => Promise<{ status: number; headers: Headers; body: any }>,
   limit: number,
 ) {
+  // Windows are fixed, aligned to the epoch (60 s here, 30 s for POST /v1/gps): requests that
+  // straddle a boundary count in two windows. Start well inside one.
+  const intoWindow = Date.now() % 30_000;
+  if (intoWindow > 25_000) await new Promise((r) => setTimeout(r, 30_000 - intoWindow + 50));
   for (let i = 1; i <= limit; i++) {
     const r = await req();
     t.not(r.status, 429, `request ${i} of ${limit}`);
