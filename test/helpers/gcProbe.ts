@@ -70,6 +70,8 @@ async function main(): Promise<void> {
   });
   server.keepAliveTimeout = 65_000;
   if (mode === 'tracked') trackConnections(server, silent as never);
+  // A fail-fast connection refuses commands until it is ready: wait for it before the load.
+  if (redis && redis.status !== 'ready') await new Promise((r) => redis.once('ready', r));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const { port } = server.address() as AddressInfo;
   const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS });
