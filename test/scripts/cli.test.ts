@@ -1,5 +1,5 @@
 import test from 'ava';
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
@@ -24,15 +24,34 @@ function cliEnv(env: Record<string, string> = {}): NodeJS.ProcessEnv {
   };
 }
 
-function cliWith(env: Record<string, string>, ...args: string[]) {
-  return spawnSync(process.execPath, [CLI, ...args], { env: cliEnv(env), encoding: 'utf8', timeout: 30000 });
+interface CliRun {
+  status: number | null;
+  stdout: string;
+  stderr: string;
 }
 
-test('migrate is idempotent and seed reports progress', (t) => {
-  const m = cli('migrate');
+/**
+ * Runs a command without blocking this process: its api must answer and acknowledge the CLI's
+ * invalidations meanwhile, and a blocked event loop would fire this process's query timeouts
+ * before reading the answers that arrived during the wait.
+ */
+function run(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<CliRun> {
+  return new Promise((resolve) => {
+    execFile(file, args, { env, encoding: 'utf8', timeout: 30000 }, (err, stdout, stderr) =>
+      resolve({ status: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+function cliWith(env: Record<string, string>, ...args: string[]): Promise<CliRun> {
+  return run(process.execPath, [CLI, ...args], cliEnv(env));
+}
+
+test('migrate is idempotent and seed reports progress', async (t) => {
+  const m = await cli('migrate');
   t.is(m.status, 0, m.stderr);
   t.regex(m.stdout, /already up to date/);
-  const s = cli('seed');
+  const s = await cli('seed');
   t.is(s.status, 0, s.stderr);
   t.regex(s.stdout, /\[1\/5\] seeding permissions/);
   t.regex(s.stdout, /7 roles/);
@@ -45,10 +64,10 @@ test.serial(
     const locales = async () =>
       (await s.db('system_config').where('key', 'auth.supported_locales').first('value'))?.value as string[];
     await s.db('system_config').where('key', 'auth.supported_locales').delete();
-    const first = cliWith({ SUPPORTED_LOCALES: 'en,de,fr' }, 'seed');
+    const first = await cliWith({ SUPPORTED_LOCALES: 'en,de,fr' }, 'seed');
     t.is(first.status, 0, first.stderr);
     t.deepEqual(await locales(), ['en', 'de', 'fr']);
-    const again = cliWith({ SUPPORTED_LOCALES: 'en' }, 'seed');
+    const again = await cliWith({ SUPPORTED_LOCALES: 'en' }, 'seed');
     t.is(again.status, 0, again.stderr);
     t.deepEqual(await locales(), ['en', 'de', 'fr']);
     await s
@@ -61,7 +80,7 @@ test.serial(
 test('create-api-key prints a working key once; only its hash is stored', async (t) => {
   const s = stack();
   const user = await createUser(s.db, { roles: ['role_developer'] });
-  const r = cli('create-api-key', '--user', user.email, '--name', 'tracker', '--scopes', 'gps:read,gps:write');
+  const r = await cli('create-api-key', '--user', user.email, '--name', 'tracker', '--scopes', 'gps:read,gps:write');
   t.is(r.status, 0, r.stderr);
   const key = r.stdout.trim().split('\n').pop()!;
   t.regex(key, /^sk_/);
@@ -69,38 +88,38 @@ test('create-api-key prints a working key once; only its hash is stored', async 
   t.deepEqual(me.body.data.me.permissions, ['gps:read', 'gps:write']);
   t.is(await s.db('api_keys').where('key_hash', key).first(), undefined);
 
-  const sys = cli('create-api-key', '--name', 'ops', '--system');
+  const sys = await cli('create-api-key', '--name', 'ops', '--system');
   t.is(sys.status, 0, sys.stderr);
   const sysKey = sys.stdout.trim().split('\n').pop()!;
   const sme = await s.request('POST', '/v1/gql', { token: sysKey, body: { query: '{ me { isSuperAdmin } }' } });
   t.true(sme.body.data.me.isSuperAdmin);
 
   // Scopes cannot narrow a system key: refused rather than silently dropped.
-  const narrowed = cli('create-api-key', '--name', 'x', '--system', '--scopes', 'gps:read');
+  const narrowed = await cli('create-api-key', '--name', 'x', '--system', '--scopes', 'gps:read');
   t.is(narrowed.status, 1, narrowed.stdout);
   t.regex(narrowed.stderr, /--scopes cannot narrow a --system key/);
 
-  const bad = cli('create-api-key', '--user', user.id, '--name', 'x', '--scopes', 'nope:nothing');
+  const bad = await cli('create-api-key', '--user', user.id, '--name', 'x', '--scopes', 'nope:nothing');
   t.is(bad.status, 1);
   t.regex(bad.stderr, /unknown scopes: nope:nothing/);
   // An empty list (an unset variable, say) is refused, not read as the owner's whole power.
   for (const empty of ['', ' , ']) {
-    const none = cli('create-api-key', '--user', user.id, '--name', 'x', '--scopes', empty);
+    const none = await cli('create-api-key', '--user', user.id, '--name', 'x', '--scopes', empty);
     t.is(none.status, 1, none.stdout);
     t.regex(none.stderr, /--scopes is empty/);
   }
   t.is(await s.db('api_keys').where({ user_id: user.id, name: 'x' }).first(), undefined);
 });
 
-test('a database that cannot be reached: one error line, no stack trace', (t) => {
+test('a database that cannot be reached: one error line, no stack trace', async (t) => {
   const s = stack();
   const url = new URL(s.config.databaseUrl);
   url.port = '1';
   for (const command of ['migrate', 'list-roles']) {
-    const r = spawnSync(process.execPath, [CLI, command], {
-      env: { ...process.env, DATABASE_URL: url.toString(), LOG_LEVEL: 'silent' },
-      encoding: 'utf8',
-      timeout: 30000,
+    const r = await run(process.execPath, [CLI, command], {
+      ...process.env,
+      DATABASE_URL: url.toString(),
+      LOG_LEVEL: 'silent',
     });
     t.is(r.status, 1, command);
     t.regex(r.stderr, /^error: .*ECONNREFUSED/, command);
@@ -116,45 +135,22 @@ test('grant-role finds users by id, username or email and roles by name or id', 
     [user.email, 'role_developer'],
     [user.id, 'api read only'],
   ]) {
-    const r = cli('grant-role', ref, role);
+    const r = await cli('grant-role', ref, role);
     t.is(r.status, 0, r.stderr);
   }
   const roles = (await s.db('user_roles').where('user_id', user.id).pluck('role_id')).sort();
   t.deepEqual(roles, ['role_api_read_only', 'role_developer', 'role_moderator']);
-  const missing = cli('grant-role', 'nobody', 'Admin');
+  const missing = await cli('grant-role', 'nobody', 'Admin');
   t.is(missing.status, 1);
   t.regex(missing.stderr, /no user/);
 });
-
-/** Runs the CLI without blocking this process, whose api must acknowledge the CLI's invalidations. */
-function cliAsync(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const s = stack();
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [CLI, ...args],
-      {
-        env: {
-          ...process.env,
-          DATABASE_URL: s.config.databaseUrl,
-          REDIS_URL: s.config.redisUrl,
-          REDIS_PREFIX: s.config.redisPrefix,
-          LOG_LEVEL: 'silent',
-        },
-        encoding: 'utf8',
-        timeout: 30000,
-      },
-      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
 
 test.serial('grant-role and seed drop cached credentials on running instances before they exit', async (t) => {
   const s = stack();
   const user = await createUser(s.db, { roles: [] });
   t.is((await s.request('GET', '/v1/gps', { token: user.token })).status, 403); // cached: holds nothing
-  const g = await cliAsync('grant-role', user.id, 'Developer');
-  t.is(g.code, 0, g.stderr);
+  const g = await cli('grant-role', user.id, 'Developer');
+  t.is(g.status, 0, g.stderr);
   t.is((await s.request('GET', '/v1/gps', { token: user.token })).status, 200);
 
   // A default grant missing from the database (removed behind the service's back) comes back with
@@ -163,8 +159,8 @@ test.serial('grant-role and seed drop cached credentials on running instances be
   await s.db('role_permissions').where({ role_id: 'role_developer', permission_id: perm }).delete();
   await s.api.services.bus.invalidateAuth({ all: true });
   t.is((await s.request('GET', '/v1/gps', { token: user.token })).status, 403);
-  const seeded = await cliAsync('seed');
-  t.is(seeded.code, 0, seeded.stderr);
+  const seeded = await cli('seed');
+  t.is(seeded.status, 0, seeded.stderr);
   t.is((await s.request('GET', '/v1/gps', { token: user.token })).status, 200);
 });
 
@@ -177,7 +173,7 @@ function printed(stdout: string, label: string): string {
 
 test('create-admin makes a verified email administrator whose printed session token and API key work', async (t) => {
   const s = stack();
-  const r = cli('create-admin', '--email', 'First.Admin@Example.test', '--api-key');
+  const r = await cli('create-admin', '--email', 'First.Admin@Example.test', '--api-key');
   t.is(r.status, 0, r.stderr);
   t.regex(
     r.stdout,
@@ -208,7 +204,7 @@ test('create-admin makes a verified email administrator whose printed session to
   t.truthy(account.email_verified_at);
   t.regex(account.password_hash, /^\$argon2id\$/);
 
-  const again = cli('create-admin', '--email', 'first.admin@example.test');
+  const again = await cli('create-admin', '--email', 'first.admin@example.test');
   t.is(again.status, 1);
   t.regex(
     again.stderr,
@@ -218,7 +214,7 @@ test('create-admin makes a verified email administrator whose printed session to
 
 test('create-admin with --password uses it and does not print it', async (t) => {
   const s = stack();
-  const r = cli('create-admin', '--email', 'second.admin@example.test', '--password', 'correct-horse-battery');
+  const r = await cli('create-admin', '--email', 'second.admin@example.test', '--password', 'correct-horse-battery');
   t.is(r.status, 0, r.stderr);
   t.false(r.stdout.includes('correct-horse-battery'));
   t.false(/api key/.test(r.stdout));
@@ -230,7 +226,7 @@ test('create-admin with --password uses it and does not print it', async (t) => 
     ).status,
     200,
   );
-  const short = cli('create-admin', '--email', 'third.admin@example.test', '--password', 'short');
+  const short = await cli('create-admin', '--email', 'third.admin@example.test', '--password', 'short');
   t.is(short.status, 1);
   t.regex(short.stderr, /--password: must be 8 to 256 characters/);
 });
@@ -238,7 +234,7 @@ test('create-admin with --password uses it and does not print it', async (t) => 
 test('create-api-key without --scopes gives the key what its owner holds, and says so', async (t) => {
   const s = stack();
   const dev = await createUser(s.db, { roles: ['role_developer'] });
-  const r = cli('create-api-key', '--user', dev.email, '--name', 'tracker');
+  const r = await cli('create-api-key', '--user', dev.email, '--name', 'tracker');
   t.is(r.status, 0, r.stderr);
   t.regex(r.stdout, /no --scopes given: the key holds \S+'s permissions: .*gps:write/);
   const key = r.stdout.trim().split('\n').pop()!;
@@ -255,8 +251,8 @@ test('create-api-key without --scopes gives the key what its owner holds, and sa
   );
 });
 
-test('list-roles names the seven default roles with their permissions', (t) => {
-  const r = cli('list-roles');
+test('list-roles names the seven default roles with their permissions', async (t) => {
+  const r = await cli('list-roles');
   t.is(r.status, 0, r.stderr);
   for (const name of ['Admin', 'User', 'Moderator', 'Developer', 'API Read Only', 'API Full Access', 'System'])
     t.regex(r.stdout, new RegExp(`^${name} \\(id role_`, 'm'));
@@ -264,11 +260,11 @@ test('list-roles names the seven default roles with their permissions', (t) => {
   t.regex(r.stdout, /^Developer [^\n]*\n {2}[^\n]*gps:write/m);
 });
 
-test('output into a pipe closed early (`| head`): no stack trace, exit 0', (t) => {
-  const r = spawnSync(
+test('output into a pipe closed early (`| head`): no stack trace, exit 0', async (t) => {
+  const r = await run(
     'bash',
     ['-c', `set -o pipefail; "${process.execPath}" "${CLI}" list-roles | true; echo "cli=$?" >&2`],
-    { env: cliEnv(), encoding: 'utf8', timeout: 30000 },
+    cliEnv(),
   );
   t.regex(r.stderr, /cli=0/);
   t.false(/EPIPE|Error|at /.test(r.stderr.replace(/cli=\d+\n?/, '')), r.stderr);
