@@ -188,6 +188,8 @@ export class Queues {
   private readonly queues = new Map<QueueName, Queue>();
   private readonly events = new Map<QueueName, QueueEvents>();
   private readonly closeHooks: Array<() => Promise<void>> = [];
+  /** The waits of enqueueAndWait in progress (each one's stop), ended by close(). */
+  private readonly waits = new Set<() => void>();
   private readonly eventConnections: Redis[] = [];
 
   /**
@@ -246,31 +248,48 @@ export class Queues {
       await ev.waitUntilReady();
     }
     const job = await this.queue(name).add(name, data, { ...queueDefaults[name], ...opts });
-    try {
-      return await this.untilWaitsEnd(job.waitUntilFinished(ev, timeoutMs) as Promise<R>, name);
-    } catch (err) {
-      if (err instanceof Error && /timed out/i.test(err.message)) err.name = 'TimeoutError';
-      throw err;
-    }
+    // Without BullMQ's ttl: its timer is cleared only by the job's end or a 'closing' event that
+    // BullMQ 5 never emits, so a wait cut short by a drain kept a closed api's process alive for
+    // the rest of the timeout (60 s for an export). The wait's own timer ends with the wait.
+    return this.untilDone(job.waitUntilFinished(ev) as Promise<R>, name, timeoutMs);
   }
 
   /**
-   * `finished`, or a TimeoutError once `waitsEnd` is aborted (at once if it already is). The wait
-   * left behind ends with its own timeout or when the queues close.
+   * `finished`, or a TimeoutError after `timeoutMs`, once `waitsEnd` is aborted (at once if it
+   * already is) or once the queues close. Whichever comes first ends the others: no timer or
+   * listener outlives the wait. The job's own wait (BullMQ's listeners) ends when the queue events
+   * close.
    */
-  private untilWaitsEnd<R>(finished: Promise<R>, name: QueueName): Promise<R> {
+  private untilDone<R>(finished: Promise<R>, name: QueueName, timeoutMs: number): Promise<R> {
     const signal = this.waitsEnd;
-    if (!signal) return finished;
     return new Promise<R>((resolve, reject) => {
-      const stop = () => {
+      const end = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', stop);
+        this.waits.delete(stop);
+      };
+      const fail = (message: string) => {
+        end();
         finished.catch(() => undefined);
-        const err = new Error(`stopped waiting for the ${name} job: the process is shutting down`);
+        const err = new Error(message);
         err.name = 'TimeoutError';
         reject(err);
       };
-      if (signal.aborted) return stop();
-      signal.addEventListener('abort', stop, { once: true });
-      finished.then(resolve, reject).finally(() => signal.removeEventListener('abort', stop));
+      const stop = () => fail(`stopped waiting for the ${name} job: the process is shutting down`);
+      const timer = setTimeout(() => fail(`the ${name} job did not finish within ${timeoutMs} ms`), timeoutMs);
+      if (signal?.aborted) return stop();
+      signal?.addEventListener('abort', stop, { once: true });
+      this.waits.add(stop);
+      finished.then(
+        (result) => {
+          end();
+          resolve(result);
+        },
+        (err: unknown) => {
+          end();
+          reject(err);
+        },
+      );
     });
   }
 
@@ -281,6 +300,7 @@ export class Queues {
 
   async close(): Promise<void> {
     await Promise.all(this.closeHooks.splice(0).map((h) => h().catch(() => undefined)));
+    for (const stop of [...this.waits]) stop();
     await Promise.all(
       [...this.events.values()].map(async (e) => {
         const client = await e.client;
