@@ -92,7 +92,11 @@ ensure_chromium() {
 # Chinese, Japanese, Korean and emoji as empty boxes. Checked apart from Chromium, which a machine
 # may already have without them.
 ensure_report_fonts() {
-  command -v fc-list >/dev/null && fc-list | grep -q 'Noto Sans CJK' && fc-list | grep -q 'Noto Color Emoji' && return 0
+  # Read whole, not piped into grep -q: under pipefail, fc-list killed by SIGPIPE when grep stops
+  # early fails the pipe, and the fonts were installed again on every run.
+  local fonts
+  fonts=$(command -v fc-list >/dev/null && fc-list : family || true)
+  [[ $fonts == *'Noto Sans CJK'* && $fonts == *'Noto Color Emoji'* ]] && return 0
   log "installing the report fonts (DejaVu, Noto CJK, Noto Color Emoji) from Debian's packages"
   apt_install fontconfig fonts-dejavu-core fonts-noto-cjk fonts-noto-color-emoji
 }
