@@ -12,7 +12,6 @@ const LONGEST_FIRST = [
   'scripts/start', // waits
   'chat/bigGuild',
   'api/badInput',
-  'api/drainWaits', // waits
   'access/roles',
   'tracking/gps',
   'workers/databaseOutage', // waits

@@ -7,7 +7,7 @@ import { ServiceProcess, spawnService } from '../helpers/processes';
 import { Stack, useStack } from '../helpers/stack';
 import { connect, publish } from '../helpers/wsClient';
 import { gpsBody } from '../helpers/tracking';
-import { eventually, sleep } from '../helpers/wait';
+import { eventually, orAfter, sleep } from '../helpers/wait';
 
 // The api runs as a child process (`node dist/api/server.js`, as PM2 runs it) on this stack's
 // database and Redis prefix; SIGTERM is what PM2 (SIGINT) and systemd send to stop or reload it.
@@ -47,7 +47,7 @@ test.serial(
       const termAt = Date.now();
       const answeredBefore = outcomes.length;
       api.child.kill('SIGTERM');
-      const exit = await Promise.race([api.exited, sleep(12_000).then(() => null)]);
+      const exit = await orAfter(api.exited, 12_000, null);
       await load.stop();
 
       const count = (f: (o: Outcome) => boolean) => outcomes.filter(f).length;
@@ -166,7 +166,7 @@ test.serial(
       t.is(done.connection, 'close');
       t.is((await s.db('gps_points').where('id', JSON.parse(done.body!).data.id)).length, 1);
 
-      const exit = await Promise.race([api.exited, sleep(12_000).then(() => null)]);
+      const exit = await orAfter(api.exited, 12_000, null);
       t.is(exit?.code, 0);
       t.true(exit !== null && exit.at - termAt < EXIT_BOUND_MS, `exit ${exit && exit.at - termAt} ms after SIGTERM`);
       idleAgent.destroy();
@@ -194,7 +194,7 @@ async function pipeline(
   await new Promise((resolve) => socket.once('connect', resolve));
   await beforeWrite();
   socket.write(requests.join(''));
-  await Promise.race([closed, sleep(5000)]);
+  await orAfter(closed, 5000, undefined);
   socket.destroy();
   return {
     // An answer's status line follows the previous answer's body directly.
@@ -232,7 +232,7 @@ test.serial(
       t.deepEqual(answered.connections, ['keep-alive', 'keep-alive', 'close']);
       const stored = await s.db('gps_points').where('device_id', 'like', `${device}-%`).count({ n: '*' });
       t.is(Number(stored[0].n), 3);
-      t.is((await Promise.race([api.exited, sleep(12_000).then(() => null)]))?.code, 0);
+      t.is((await orAfter(api.exited, 12_000, null))?.code, 0);
     } finally {
       await api.kill();
     }
@@ -268,10 +268,10 @@ test.serial(
       t.not((await ws.subscribe('vessels')).type, 'error');
       const termAt = Date.now();
       api.child.kill('SIGTERM');
-      const closed = await Promise.race([ws.closed, sleep(10_000).then(() => null)]);
+      const closed = await orAfter(ws.closed, 10_000, null);
       // What realtime's own drain sends (docs/websocket.md): reconnect at once. A cut tunnel reads 1006.
       t.deepEqual(closed, { code: 1012, reason: 'service restart' });
-      const exit = await Promise.race([api.exited, sleep(10_000).then(() => null)]);
+      const exit = await orAfter(api.exited, 10_000, null);
       t.is(exit?.code, 0);
       t.true(exit !== null && exit.at - termAt < EXIT_BOUND_MS, `exit ${exit && exit.at - termAt} ms after SIGTERM`);
       // The realtime instance itself stays up for the reconnect.
@@ -399,7 +399,7 @@ test.serial(
       await api.waitForLog('api draining');
       // The drain has begun while realtime is mid-frame; now the rest of the frame (and whatever follows) comes.
       gate.open();
-      await Promise.race([clientClosed, sleep(10_000)]);
+      await orAfter(clientClosed, 10_000, undefined);
       t.true(client.destroyed || client.readableEnded, 'the client connection stayed open');
 
       const { frames, rest } = serverFrames(received.subarray(before));
@@ -414,7 +414,7 @@ test.serial(
       t.is(last.payload.readUInt16BE(0), 1012);
       t.is(last.payload.subarray(2).toString(), 'service restart');
 
-      const exit = await Promise.race([api.exited, sleep(10_000).then(() => null)]);
+      const exit = await orAfter(api.exited, 10_000, null);
       t.is(exit?.code, 0);
       t.true(exit !== null && exit.at - termAt < EXIT_BOUND_MS, `exit ${exit && exit.at - termAt} ms after SIGTERM`);
     } finally {
@@ -449,7 +449,7 @@ test.serial(
       await sleep(300);
       const termAt = Date.now();
       api.child.kill('SIGTERM');
-      const exit = await Promise.race([api.exited, sleep(10_000).then(() => null)]);
+      const exit = await orAfter(api.exited, 10_000, null);
       t.is(exit?.code, 0);
       const ms = exit ? exit.at - termAt : Infinity;
       t.true(ms >= 1400 && ms < EXIT_BOUND_MS, `exit ${ms} ms after SIGTERM`);

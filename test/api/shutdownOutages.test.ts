@@ -5,6 +5,7 @@ import { createUser } from '../helpers/factories';
 import { freePort, spawnService, type ServiceProcess } from '../helpers/processes';
 import { useOutageStack } from '../helpers/outageStack';
 import { startTcpProxy } from '../helpers/tcpProxy';
+import { orAfter } from '../helpers/wait';
 
 /**
  * A process asked to stop while PostgreSQL or Redis hangs (or is gone) still stops in bounded
@@ -22,10 +23,11 @@ async function stopAll(
   for (const p of ps) p.child.kill('SIGTERM');
   return Promise.all(
     ps.map((p) =>
-      Promise.race([
+      orAfter(
         p.exited.then((e) => ({ code: e.code, seconds: (e.at - sent) / 1000 })),
-        new Promise<null>((r) => setTimeout(() => r(null), ms)),
-      ]),
+        ms,
+        null,
+      ),
     ),
   );
 }

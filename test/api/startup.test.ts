@@ -7,6 +7,7 @@ import { pendingMigrations } from '../../shared/schemaCheck';
 import { createTestDatabase, migratingKnex } from '../helpers/db';
 import { freePort } from '../helpers/processes';
 import { useStack } from '../helpers/stack';
+import { orAfter } from '../helpers/wait';
 
 // What an operator sees when a process cannot start: one structured log line (pino, level fatal)
 // naming the cause, and exit code 1, never a bare Node stack trace.
@@ -222,7 +223,7 @@ test('PostgreSQL back after a start without it: a schema behind the build stops 
   t.true(api.output().includes('"api listening"'), api.output());
   t.truthy(api.lines().find((l) => /database not reachable at start/.test(l.msg)));
   await api.databaseBack();
-  const code = await Promise.race([api.exited, new Promise((r) => setTimeout(() => r('still running'), 20_000))]);
+  const code = await orAfter(api.exited, 20_000, 'still running');
   t.is(code, 1, api.output());
   const line = api.lines().find((l) => l.level === 60);
   t.truthy(line, api.output());

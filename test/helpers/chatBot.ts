@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import type { Stack } from './stack';
-import { eventually } from './wait';
+import { eventually, orAfter } from './wait';
 
 const BOT = path.resolve(__dirname, '../../scripts/chatBot.js');
 
@@ -67,7 +67,7 @@ export async function startChatBot(
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGTERM');
-        await Promise.race([exited, new Promise((r) => setTimeout(r, 3000))]);
+        await orAfter(exited, 3000, undefined);
         if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       }
       await eventually(async () => (await reportedBots(s)) <= before, 5000).catch(() => undefined);

@@ -4,6 +4,17 @@ import type { Knex } from 'knex';
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /**
+ * `p`'s value, or `fallback` when `ms` pass first. The timer ends with the race: one left behind
+ * keeps the test file's process alive until it fires, after the file's last test (a 20 s bound on
+ * a process exit held its file 20 s past its end, and a slot of the run with it).
+ */
+export function orAfter<T, F>(p: Promise<T>, ms: number, fallback: F): Promise<T | F> {
+  let timer: NodeJS.Timeout | undefined;
+  const bound = new Promise<F>((resolve) => (timer = setTimeout(() => resolve(fallback), ms)));
+  return Promise.race([p, bound]).finally(() => clearTimeout(timer));
+}
+
+/**
  * Polls `probe` until it returns a truthy value (a condition, or the thing waited for) and returns
  * that value; fails after `timeoutMs`.
  */

@@ -4,6 +4,7 @@ import { createKey, createOAuthToken, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { gpsBody } from '../helpers/tracking';
 import { connect, publish, wsBase, type WsConn } from '../helpers/wsClient';
+import { orAfter } from '../helpers/wait';
 
 /**
  * An open socket holds no more access than a new request would: it closes when its credential
@@ -25,7 +26,7 @@ async function gpsViewerRole(roleId: string): Promise<void> {
 }
 
 async function closesWithin(conn: WsConn, ms: number): Promise<{ code: number; reason: string } | null> {
-  return Promise.race([conn.closed, new Promise<null>((r) => setTimeout(() => r(null), ms))]);
+  return orAfter(conn.closed, ms, null);
 }
 
 test.serial('a socket on a ticket minted with an OAuth token closes as expired when the token expires', async (t) => {

@@ -4,6 +4,7 @@ import { rawRequest } from '../helpers/rawHttp';
 import type { Stack } from '../helpers/stack';
 import { useStack } from '../helpers/stack';
 import { connect, wsBase } from '../helpers/wsClient';
+import { orAfter } from '../helpers/wait';
 
 const stack = useStack(test, { realtime: 1 });
 
@@ -41,12 +42,13 @@ test('a frame over the size limit closes the connection with 1009 and ends the T
       (conn.ws as unknown as { _socket: NodeJS.EventEmitter })._socket.once('close', () => resolve()),
     );
     conn.ws.send(Buffer.alloc(10 * 1024 * 1024, 1));
-    const closed = await Promise.race([conn.closed, new Promise<null>((r) => setTimeout(() => r(null), 8000))]);
+    const closed = await orAfter(conn.closed, 8000, null);
     t.is(closed?.code, 1009, `${name}: ${JSON.stringify(closed)} errors=${errors.join('; ')}`);
-    const ended = await Promise.race([
+    const ended = await orAfter(
       tcpClosed.then(() => true),
-      new Promise<boolean>((r) => setTimeout(() => r(false), 5000)),
-    ]);
+      5000,
+      false,
+    );
     t.true(ended, `${name}: TCP connection left open`);
     // Nothing but WebSocket frames came down the upgraded stream (raw HTTP bytes read as a bad frame).
     t.false(

@@ -5,6 +5,7 @@ import { PrivateRedis, startPrivateRedis } from '../helpers/redisServer';
 import { Stack, startStack } from '../helpers/stack';
 import { startSecondApi } from '../helpers/secondApi';
 import { connect, wsBase } from '../helpers/wsClient';
+import { orAfter } from '../helpers/wait';
 
 /**
  * A credential narrowed while Redis cannot carry the invalidation (stopped, or frozen with its
@@ -55,8 +56,7 @@ for (const fault of ['stopped', 'frozen'] as const) {
         if (fault === 'stopped') await redis.start();
         else redis.thaw();
       }
-      const closedWithin = (c: typeof byKey) =>
-        Promise.race([c.closed, new Promise<{ code: number }>((r) => setTimeout(() => r({ code: 0 }), 15_000))]);
+      const closedWithin = (c: typeof byKey) => orAfter(c.closed, 15_000, { code: 0 });
       const [k, u] = await Promise.all([closedWithin(byKey), closedWithin(bySession)]);
       t.is(k.code, 4001, 'the deleted key’s socket is closed');
       t.true([4001, 4004].includes(u.code), `the revoked session’s socket is closed (got ${u.code})`);

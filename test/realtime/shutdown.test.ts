@@ -2,6 +2,7 @@ import test from 'ava';
 import { freePort, spawnService } from '../helpers/processes';
 import { useStack } from '../helpers/stack';
 import { connect } from '../helpers/wsClient';
+import { orAfter } from '../helpers/wait';
 
 const stack = useStack(test);
 
@@ -19,7 +20,7 @@ test('SIGTERM: every WebSocket client gets close code 1012 (service restart) and
       closes,
       clients.map(() => ({ code: 1012, reason: 'service restart' })),
     );
-    const exit = await Promise.race([rt.exited, new Promise<null>((r) => setTimeout(() => r(null), 10_000))]);
+    const exit = await orAfter(rt.exited, 10_000, null);
     t.is(exit?.code, 0);
     t.true(exit !== null && exit.at - termAt < 5000, `exit ${exit && exit.at - termAt} ms after SIGTERM`);
   } finally {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort, processAlive } from '../helpers/processes';
 import { useStack } from '../helpers/stack';
-import { sleep } from '../helpers/wait';
+import { orAfter, sleep } from '../helpers/wait';
 
 // `npm start` as a container or an init system runs it: SIGTERM goes to the npm process alone
 // (`docker stop` signals PID 1). The fleet runs on this stack's database and Redis prefix, with a
@@ -42,7 +42,7 @@ test('npm start: SIGTERM to npm alone drains the whole fleet, and nothing is lef
     t.is((await fetch(`http://127.0.0.1:${port}/health`)).status, 200);
 
     process.kill(npm.pid!, 'SIGTERM');
-    const code = await Promise.race([exited, sleep(30_000).then(() => 'timeout' as const)]);
+    const code = await orAfter(exited, 30_000, 'timeout' as const);
     t.not(code, 'timeout', out.slice(-3000));
     for (const name of ['api', 'workers', 'realtime'])
       t.regex(out, new RegExp(`"name":"${name}".*"msg":"${name} drained"`), `${name} drained`);

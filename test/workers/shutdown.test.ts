@@ -4,6 +4,7 @@ import { SMTPServer } from 'smtp-server';
 import { EmailOutbox } from '../../shared/models/EmailOutbox';
 import { spawnService } from '../helpers/processes';
 import { startStack } from '../helpers/stack';
+import { orAfter } from '../helpers/wait';
 
 test('SIGTERM: a job that is running finishes before the worker process exits', async (t) => {
   // An SMTP server that holds the message until told to accept it: the email job is then running.
@@ -45,7 +46,7 @@ test('SIGTERM: a job that is running finishes before the worker process exits', 
     await new Promise((r) => setTimeout(r, 500));
     t.is(workers.child.exitCode, null);
     release();
-    const exit = await Promise.race([workers.exited, new Promise<null>((r) => setTimeout(() => r(null), 20_000))]);
+    const exit = await orAfter(workers.exited, 20_000, null);
     t.is(exit?.code, 0);
     t.deepEqual(received, ['drain@example.test']);
     t.is((await EmailOutbox.query().findById(mail.id))!.status, 'sent');
