@@ -3,6 +3,14 @@ import type { Config } from '../../shared/config';
 import { PubSub } from '../../shared/events';
 import { redisKey, WAIT_FOR_REDIS } from '../../shared/redis';
 
+/**
+ * Options of a test's own subscriber connection (`new Redis(url, SUBSCRIBER)`), as shared/redis.ts
+ * makes the service's: without client info, a SUBSCRIBE sent while connecting cannot overtake the
+ * ready check's INFO, which Redis refuses on a subscribed connection (redis/ioredis#2037); the
+ * connection then errors and reconnects, and the test misses the pushes it waits for.
+ */
+export const SUBSCRIBER = { disableClientInfo: true } as const;
+
 export interface PushListener {
   messages: Array<Record<string, any>>;
   /** Resolves with the first message matching `pred` (already received or arriving within `ms`). */

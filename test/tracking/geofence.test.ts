@@ -1,5 +1,6 @@
 import test from 'ava';
 import Redis from 'ioredis';
+import { SUBSCRIBER } from '../helpers/pushes';
 import { haversineKm } from '../../shared/geo';
 import { useStack } from '../helpers/stack';
 import { adminAndDeveloper, countRows, gpsBody, make, nowSeconds } from '../helpers/tracking';
@@ -25,7 +26,7 @@ interface GeofenceMsg {
 
 /** Subscribes to the geofence channels (pattern) with a separate Redis client. */
 async function listen(s: ReturnType<typeof stack>) {
-  const sub = new Redis(s.config.redisUrl);
+  const sub = new Redis(s.config.redisUrl, SUBSCRIBER);
   const received: GeofenceMsg[] = [];
   sub.on('pmessage', (_p, channel, raw) =>
     received.push({ channel: channel.slice(s.config.redisPrefix.length + 'ws:'.length), message: JSON.parse(raw) }),

@@ -1,5 +1,6 @@
 import test from 'ava';
 import Redis from 'ioredis';
+import { SUBSCRIBER } from '../helpers/pushes';
 import pg from 'pg';
 import { OUTBOX_RELAY_LOCK, SIDE_EFFECT_OUTBOX } from '../../shared/outbox';
 import { createKey, createUser } from '../helpers/factories';
@@ -178,7 +179,7 @@ test.serial(
   async (t) => {
     const s = stack();
     const list = await trackers();
-    const sub = new Redis(s.config.redisUrl);
+    const sub = new Redis(s.config.redisUrl, SUBSCRIBER);
     // Hold the relay (each pass takes this lock) so the burst's outbox rows can be read.
     const hold = await s.db.transaction();
     try {

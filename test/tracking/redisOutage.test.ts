@@ -1,5 +1,6 @@
 import test from 'ava';
 import Redis from 'ioredis';
+import { SUBSCRIBER } from '../helpers/pushes';
 import { PubSub } from '../../shared/events';
 import { redisKey } from '../../shared/redis';
 import { OUTBOX_RELAY_LOCK, SIDE_EFFECT_OUTBOX } from '../../shared/outbox';
@@ -157,7 +158,7 @@ test.serial(
     // by itself; it comes back a while after Redis does, as a slow instance would.
     const got: string[] = [];
     const listen = async () => {
-      const sub = new Redis(redis.url, { retryStrategy: () => null, maxRetriesPerRequest: 0 });
+      const sub = new Redis(redis.url, { ...SUBSCRIBER, retryStrategy: () => null, maxRetriesPerRequest: 0 });
       sub.on('error', () => undefined);
       sub.on('pmessage', (_p: string, ch: string, text: string) => {
         const m = JSON.parse(text) as { type: string; data: { id: string } };

@@ -1,5 +1,6 @@
 import test from 'ava';
 import Redis from 'ioredis';
+import { SUBSCRIBER } from '../helpers/pushes';
 import { trackerLinkFor, TRIP_START_TOLERANCE_MS } from '../../shared/caches/trackerLinks';
 import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
@@ -255,7 +256,7 @@ test('two concurrent activations of the same draft: one 200, one 400, a single h
 test('each accepted point is published as gpsUpdate on ws:gps and ws:gps:<device_id> (Redis pub/sub)', async (t) => {
   const s = stack();
   const { owner } = await users();
-  const sub = new Redis(s.config.redisUrl);
+  const sub = new Redis(s.config.redisUrl, SUBSCRIBER);
   try {
     const device = `pub-${Date.now()}`;
     const received: Array<{ channel: string; message: any }> = [];

@@ -1,6 +1,7 @@
 import test from 'ava';
 import type { Job } from 'bullmq';
 import Redis from 'ioredis';
+import { SUBSCRIBER } from '../helpers/pushes';
 import { Model } from 'objection';
 import { randomUUID } from 'node:crypto';
 import type { QueueName } from '../../shared/queues';
@@ -50,7 +51,7 @@ test.serial(
   async (t) => {
     const s = stack();
     const developer = await createUser(s.db, { roles: ['role_developer'] });
-    const sub = new Redis(s.config.redisUrl);
+    const sub = new Redis(s.config.redisUrl, SUBSCRIBER);
     const pushed: Array<{ geofence_id: string; event: string }> = [];
     sub.on('message', (_c, raw) => pushed.push(JSON.parse(raw).data));
     await sub.subscribe(`${s.config.redisPrefix}ws:geofence`);

@@ -1,5 +1,6 @@
 import test from 'ava';
 import Redis from 'ioredis';
+import { SUBSCRIBER } from '../helpers/pushes';
 import type { Knex } from 'knex';
 import { randomUUID } from 'node:crypto';
 import { evaluateGeofences } from '../../shared/commands/evaluateGeofences';
@@ -26,7 +27,7 @@ interface Push {
 const pendingTransitions = (s: Stack, device: string) => redisKey(s.config, `geofence:transitions:${device}`);
 
 async function listen(s: Stack) {
-  const sub = new Redis(s.config.redisUrl);
+  const sub = new Redis(s.config.redisUrl, SUBSCRIBER);
   const received: Push[] = [];
   sub.on('message', (_c, raw) => received.push(JSON.parse(raw).data));
   await sub.subscribe(`${s.config.redisPrefix}ws:geofence`);

@@ -1,5 +1,6 @@
 import test from 'ava';
 import Redis from 'ioredis';
+import { SUBSCRIBER } from '../helpers/pushes';
 import { randomUUID } from 'node:crypto';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
@@ -23,7 +24,7 @@ interface Pushed {
 }
 
 async function listen(s: ReturnType<typeof stack>) {
-  const sub = new Redis(s.config.redisUrl);
+  const sub = new Redis(s.config.redisUrl, SUBSCRIBER);
   const received: Pushed[] = [];
   sub.on('pmessage', (_p, channel, raw) =>
     received.push({ channel: channel.slice(s.config.redisPrefix.length + 'ws:'.length), data: JSON.parse(raw).data }),
