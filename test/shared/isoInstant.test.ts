@@ -1,6 +1,6 @@
 import test from 'ava';
 import { botGuild, botMember } from '../../shared/domain/chatSync';
-import { parseIsoInstant, zDateTime } from '../../shared/zod';
+import { calendarDayExists, parseIsoInstant, zDateTime } from '../../shared/zod';
 
 /** Runs `fn` with the process in another time zone (Node reads TZ again when it changes). */
 function inZone<T>(zone: string, fn: () => T): T {
@@ -69,4 +69,27 @@ test('zDateTime refuses an instant past 9999-12-31T23:59:59.999Z, which would pr
   t.deepEqual(!expanded.success && expanded.error.issues.map((i) => i.message), ['must be an ISO 8601 date-time']);
   t.true(zDateTime().safeParse('9999-12-31T23:59:59.999Z').success);
   t.true(zDateTime().safeParse('9999-12-31T23:59:59+14:00').success);
+});
+
+test('calendarDayExists counts days as Date does: every month and day of leap, common and century years', (t) => {
+  /** The Date-based answer calendarDayExists replaced: parse the day, print it back, compare. */
+  const byDate = (v: string) => {
+    const day = new Date(`${v.slice(0, 10)}T00:00:00Z`);
+    return !Number.isNaN(day.getTime()) && day.toISOString().startsWith(v.slice(0, 10));
+  };
+  const pad = (n: number, width: number) => String(n).padStart(width, '0');
+  let checked = 0;
+  for (const year of [0, 1, 4, 100, 400, 1600, 1700, 1900, 1996, 2000, 2023, 2024, 2100, 2400, 9999]) {
+    for (let month = 0; month <= 13; month++) {
+      for (let day = 0; day <= 32; day++) {
+        const v = `${pad(year, 4)}-${pad(month, 2)}-${pad(day, 2)}T12:00:00Z`;
+        t.is(calendarDayExists(v), byDate(v), v);
+        checked++;
+      }
+    }
+  }
+  t.is(checked, 15 * 14 * 33);
+  for (const v of ['2024-02-29', '2000-02-29', '0000-02-29']) t.true(calendarDayExists(v), v);
+  for (const v of ['2023-02-29', '1900-02-29', '2100-02-29', '2026-04-31', '2026-1-01', '2026/01/01', '20x6-01-01', ''])
+    t.false(calendarDayExists(v), v);
 });
