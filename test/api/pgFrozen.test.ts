@@ -4,6 +4,7 @@ import { startApi } from '../../api/server';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { startTcpProxy } from '../helpers/tcpProxy';
+import { eventually } from '../helpers/wait';
 import { QUERY_OUTCOME_UNKNOWN, toHttpError } from '../../shared/errors';
 import { createDb, transaction } from '../../shared/db';
 
@@ -74,8 +75,13 @@ test('a connection dropped with a COMMIT or a lone write out: 503 "check before 
   url.port = String(proxy.port);
   const db = createDb({ ...s.config, databaseUrl: url.toString() }, { poolMax: 2, serving: true });
   const name = () => `cut-${Math.random().toString(36).slice(2)}`;
-  const cutAfter = async <T>(p: Promise<T>) => {
-    await new Promise((r) => setTimeout(r, 300));
+  /**
+   * Cuts the connection once `tookEffect` holds (a write the server committed, seen from another
+   * connection: a fixed pause let a loaded CI host cut before the COMMIT arrived), else after 300 ms.
+   */
+  const cutAfter = async <T>(p: Promise<T>, tookEffect?: () => Promise<unknown>) => {
+    if (tookEffect) await eventually(tookEffect, 10_000);
+    else await new Promise((r) => setTimeout(r, 300));
     proxy.cut();
     return p.then(
       () => {
@@ -91,7 +97,8 @@ test('a connection dropped with a COMMIT or a lone write out: 503 "check before 
       await trx('trip_categories').insert({ name: inTx });
       proxy.holdReplies();
     });
-    const txErr = await cutAfter(committing);
+    const stored = (n: string) => () => s.db('trip_categories').where('name', n).first();
+    const txErr = await cutAfter(committing, stored(inTx));
     t.is(txErr?.status, 503);
     t.is(txErr?.message, QUERY_OUTCOME_UNKNOWN);
     t.truthy(await s.db('trip_categories').where('name', inTx).first(), 'the COMMIT took effect');
@@ -116,6 +123,7 @@ test('a connection dropped with a COMMIT or a lone write out: 503 "check before 
       db('trip_categories')
         .insert({ name: alone })
         .then(() => undefined),
+      stored(alone),
     );
     t.is(aloneErr?.status, 503);
     t.is(aloneErr?.message, QUERY_OUTCOME_UNKNOWN);

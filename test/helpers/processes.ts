@@ -1,4 +1,4 @@
-import { ChildProcess, spawn } from 'node:child_process';
+import { ChildProcess, execFile, spawn } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -119,4 +119,36 @@ export function processAlive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/** What a command printed and how it ended (spawnSync's fields). */
+export interface RunResult {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs a command to its end without blocking this process, as spawnSync would report it (a kill
+ * by the timeout is status null). Never spawnSync in a test file: its tests run concurrently in
+ * one event loop, and a loop held for a command's whole run wakes with its timers first, so a
+ * query or connection still waiting for its answer times out ('Query read timeout', 'timeout
+ * expired') although the answer arrived.
+ */
+export function runToEnd(
+  file: string,
+  args: string[],
+  opts: { env?: NodeJS.ProcessEnv; cwd?: string; timeout?: number } = {},
+): Promise<RunResult> {
+  return new Promise((resolve) => {
+    execFile(
+      file,
+      args,
+      { env: opts.env, cwd: opts.cwd, timeout: opts.timeout ?? 30_000, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 },
+      (err, stdout, stderr) => {
+        const code = (err as { code?: unknown } | null)?.code;
+        resolve({ status: err ? (typeof code === 'number' ? code : null) : 0, stdout, stderr });
+      },
+    );
+  });
 }

@@ -1,7 +1,7 @@
 import test from 'ava';
-import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { createUser } from '../helpers/factories';
+import { runToEnd, type RunResult } from '../helpers/processes';
 import { useStack } from '../helpers/stack';
 
 const stack = useStack(test);
@@ -24,27 +24,8 @@ function cliEnv(env: Record<string, string> = {}): NodeJS.ProcessEnv {
   };
 }
 
-interface CliRun {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/**
- * Runs a command without blocking this process: its api must answer and acknowledge the CLI's
- * invalidations meanwhile, and a blocked event loop would fire this process's query timeouts
- * before reading the answers that arrived during the wait.
- */
-function run(file: string, args: string[], env: NodeJS.ProcessEnv): Promise<CliRun> {
-  return new Promise((resolve) => {
-    execFile(file, args, { env, encoding: 'utf8', timeout: 30000 }, (err, stdout, stderr) =>
-      resolve({ status: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
-
-function cliWith(env: Record<string, string>, ...args: string[]): Promise<CliRun> {
-  return run(process.execPath, [CLI, ...args], cliEnv(env));
+function cliWith(env: Record<string, string>, ...args: string[]): Promise<RunResult> {
+  return runToEnd(process.execPath, [CLI, ...args], { env: cliEnv(env) });
 }
 
 test('migrate is idempotent and seed reports progress', async (t) => {
@@ -116,10 +97,8 @@ test('a database that cannot be reached: one error line, no stack trace', async 
   const url = new URL(s.config.databaseUrl);
   url.port = '1';
   for (const command of ['migrate', 'list-roles']) {
-    const r = await run(process.execPath, [CLI, command], {
-      ...process.env,
-      DATABASE_URL: url.toString(),
-      LOG_LEVEL: 'silent',
+    const r = await runToEnd(process.execPath, [CLI, command], {
+      env: { ...process.env, DATABASE_URL: url.toString(), LOG_LEVEL: 'silent' },
     });
     t.is(r.status, 1, command);
     t.regex(r.stderr, /^error: .*ECONNREFUSED/, command);
@@ -261,10 +240,10 @@ test('list-roles names the seven default roles with their permissions', async (t
 });
 
 test('output into a pipe closed early (`| head`): no stack trace, exit 0', async (t) => {
-  const r = await run(
+  const r = await runToEnd(
     'bash',
     ['-c', `set -o pipefail; "${process.execPath}" "${CLI}" list-roles | true; echo "cli=$?" >&2`],
-    cliEnv(),
+    { env: cliEnv() },
   );
   t.regex(r.stderr, /cli=0/);
   t.false(/EPIPE|Error|at /.test(r.stderr.replace(/cli=\d+\n?/, '')), r.stderr);

@@ -1,9 +1,9 @@
 import test from 'ava';
-import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { runToEnd } from '../helpers/processes';
 
 const ROOT = path.resolve(__dirname, '../../..');
 
@@ -28,10 +28,9 @@ function answers(port: number): Promise<boolean> {
 }
 
 const run = (script: string, env: Record<string, string>) =>
-  spawnSync('bash', [path.join(ROOT, 'scripts', script)], {
+  runToEnd('bash', [path.join(ROOT, 'scripts', script)], {
     cwd: ROOT,
     env: { ...process.env, ...env },
-    encoding: 'utf8',
     timeout: 60_000,
   });
 
@@ -47,7 +46,7 @@ test('services:stop stops exactly the redis-server that provision.sh started', a
     DATABASE_URL: process.env.DATABASE_URL || 'postgres://postgres:postgres@127.0.0.1:5432/service',
   };
   try {
-    const p = run('provision.sh', env);
+    const p = await run('provision.sh', env);
     t.is(p.status, 0, p.stdout + p.stderr);
     t.regex(p.stdout, new RegExp(`starting Redis on port ${port}`));
     t.true(await answers(port));
@@ -55,19 +54,25 @@ test('services:stop stops exactly the redis-server that provision.sh started', a
     t.is(state, `redis ${port} ${runDir}/redis-${port}.pid\n`);
 
     // Reachable now: a second provision starts nothing and records nothing new.
-    const again = run('provision.sh', env);
+    const again = await run('provision.sh', env);
     t.regex(again.stdout, /Redis reachable/);
     t.is(readFileSync(path.join(runDir, 'provisioned'), 'utf8'), state);
 
-    const stop = run('services-stop.sh', env);
+    const stop = await run('services-stop.sh', env);
     t.is(stop.status, 0, stop.stdout + stop.stderr);
     t.regex(stop.stdout, new RegExp(`stopping Redis on port ${port}`));
     t.false(await answers(port));
     t.false(existsSync(path.join(runDir, 'provisioned')));
-    t.regex(run('services-stop.sh', env).stdout, /nothing to stop/);
+    t.regex((await run('services-stop.sh', env)).stdout, /nothing to stop/);
   } finally {
     const pidFile = path.join(runDir, `redis-${port}.pid`);
-    if (existsSync(pidFile)) spawnSync('kill', [readFileSync(pidFile, 'utf8').trim()]);
+    if (existsSync(pidFile)) {
+      try {
+        process.kill(Number(readFileSync(pidFile, 'utf8').trim()));
+      } catch {
+        // already gone
+      }
+    }
     rmSync(runDir, { recursive: true, force: true });
   }
 });

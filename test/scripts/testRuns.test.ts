@@ -1,10 +1,10 @@
 import test from 'ava';
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { createUser } from '../helpers/factories';
 import { adminKnex, testDbSettings } from '../helpers/db';
 import { deleteKeysWithPrefix, startStack } from '../helpers/stack';
 import Redis from 'ioredis';
+import { runToEnd } from '../helpers/processes';
 
 const PREPARE = path.resolve(__dirname, '../helpers/prepare.js');
 
@@ -91,10 +91,8 @@ test('preparing a run drops stale databases of crashed runs but not those of a r
   }
   try {
     // `--cleanup` for a run of its own: the same leftover rules as a new run's preparation, without building a template.
-    const r = spawnSync(process.execPath, [PREPARE, '--cleanup'], {
+    const r = await runToEnd(process.execPath, [PREPARE, '--cleanup'], {
       env: { ...process.env, TEST_RUN_ID: `other${process.pid}` },
-      encoding: 'utf8',
-      timeout: 30_000,
     });
     t.is(r.status, 0, r.stderr);
     t.true(await databaseExists(young));

@@ -1,9 +1,9 @@
 import test from 'ava';
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError, loadConfig } from '../../shared/config';
+import { runToEnd } from '../helpers/processes';
 
 test('defaults serve local development', (t) => {
   const c = loadConfig({});
@@ -159,32 +159,23 @@ test('PASSWORD_HASH_*: argon2 defaults; cheaper costs outside production only', 
   });
 });
 
-test('check-config (run by npm start before it provisions) names a bad DATABASE_URL and exits 1', (t) => {
+test('check-config (run by npm start before it provisions) names a bad DATABASE_URL and exits 1', async (t) => {
   const cli = path.resolve(__dirname, '../../scripts/cli.js');
-  const bad = spawnSync(process.execPath, [cli, 'check-config'], {
+  const bad = await runToEnd(process.execPath, [cli, 'check-config'], {
     env: { ...process.env, DATABASE_URL: 'notaurl' },
-    encoding: 'utf8',
     timeout: 20000,
   });
   t.is(bad.status, 1);
   t.regex(bad.stderr, /DATABASE_URL: must be a postgres:\/\/ or postgresql:\/\/ URL/);
-  const good = spawnSync(process.execPath, [cli, 'check-config'], {
-    env: process.env,
-    encoding: 'utf8',
-    timeout: 20000,
-  });
+  const good = await runToEnd(process.execPath, [cli, 'check-config'], { env: process.env, timeout: 20000 });
   t.is(good.status, 0, good.stderr);
   t.regex(good.stdout, /configuration ok/);
   t.regex(readFileSync(path.resolve(__dirname, '../../../scripts/start.sh'), 'utf8'), /check-config\n.*provision\.sh/s);
 });
 
-test('a process started with a bad variable exits with a message naming it', (t) => {
+test('a process started with a bad variable exits with a message naming it', async (t) => {
   const entry = path.resolve(__dirname, '../../api/server.js');
-  const r = spawnSync(process.execPath, [entry], {
-    env: { ...process.env, PORT: 'eighty' },
-    encoding: 'utf8',
-    timeout: 20000,
-  });
+  const r = await runToEnd(process.execPath, [entry], { env: { ...process.env, PORT: 'eighty' }, timeout: 20000 });
   t.is(r.status, 1);
   t.regex(r.stderr, /PORT: must be an integer/);
 });

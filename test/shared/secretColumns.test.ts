@@ -1,6 +1,5 @@
 import test from 'ava';
 import { randomBytes } from 'node:crypto';
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { Model } from 'objection';
 import { startApi } from '../../api/server';
@@ -15,6 +14,7 @@ import { ENCRYPTED_COLUMNS } from '../../shared/secretColumns';
 import { createUser, TestUser } from '../helpers/factories';
 import { fakeUser, useStreamPlatformStack } from '../helpers/fakeStreamPlatform';
 import { enableTwoFactor } from '../twoFactor/helpers';
+import { runToEnd } from '../helpers/processes';
 
 /**
  * Every sealed value in the database (shared/crypto.ts encryptSecret) is registered in
@@ -91,10 +91,8 @@ async function post(url: string, user: TestUser, route: string): Promise<{ statu
 }
 
 const cli = (keys: Record<string, string>) =>
-  spawnSync(process.execPath, [CLI, 'rotate-secrets'], {
+  runToEnd(process.execPath, [CLI, 'rotate-secrets'], {
     env: { ...process.env, ...stack().env, ...keys, LOG_LEVEL: 'silent' },
-    encoding: 'utf8',
-    timeout: 30_000,
   });
 
 test.serial(
@@ -146,7 +144,7 @@ test.serial(
     });
 
     // Step 3: rotate-secrets re-encrypts the integration's tokens with the rest.
-    const r = cli(ring);
+    const r = await cli(ring);
     t.is(r.status, 0, r.stderr);
     t.regex(r.stdout, /integrations\.access_token_sealed: 1 re-encrypted, 1 already current/);
     t.regex(r.stdout, /integrations\.refresh_token_sealed: 1 re-encrypted, 1 already current/);

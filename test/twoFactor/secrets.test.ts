@@ -1,6 +1,5 @@
 import test from 'ava';
 import { createCipheriv, randomBytes } from 'node:crypto';
-import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { Model } from 'objection';
 import { startApi } from '../../api/server';
@@ -12,6 +11,7 @@ import { ENCRYPTED_COLUMNS } from '../../shared/secretColumns';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 import { codeNow, enableTwoFactor } from './helpers';
+import { runToEnd } from '../helpers/processes';
 
 const stack = useStack(test);
 test.after.always(() => setClockOffset(0));
@@ -87,11 +87,7 @@ test('rotate-secrets re-encrypts every registered column under the new key; 2FA 
     SECRETS_KEY_PREVIOUS: s.config.secretsKey.toString('base64'),
     LOG_LEVEL: 'silent',
   };
-  const r = spawnSync(process.execPath, [CLI, 'rotate-secrets'], {
-    env: { ...process.env, ...env },
-    encoding: 'utf8',
-    timeout: 30_000,
-  });
+  const r = await runToEnd(process.execPath, [CLI, 'rotate-secrets'], { env: { ...process.env, ...env } });
   t.is(r.status, 0, r.stderr);
   t.regex(r.stdout, /user_two_factor\.secret_encrypted: 1 re-encrypted/);
   t.regex(r.stdout, /email_outbox\.token_sealed: \d+ re-encrypted/);
@@ -104,11 +100,7 @@ test('rotate-secrets re-encrypts every registered column under the new key; 2FA 
   const token = (await s.db('email_outbox').where('id', mail.id).first()).token_sealed;
   t.is(decryptSecret(token, k2), 'tok');
   // A second run has nothing to do.
-  const again = spawnSync(process.execPath, [CLI, 'rotate-secrets'], {
-    env: { ...process.env, ...env },
-    encoding: 'utf8',
-    timeout: 30_000,
-  });
+  const again = await runToEnd(process.execPath, [CLI, 'rotate-secrets'], { env: { ...process.env, ...env } });
   t.regex(again.stdout, /user_two_factor\.secret_encrypted: 0 re-encrypted, \d+ already current/);
 
   // An api on the new key alone signs the user in with the second factor.
