@@ -69,10 +69,13 @@ test.serial('the event identity migration does not hold writes to the table whil
   await open('geofence_events').insert(event(randomUUID()));
   const running = up(s.db);
   await new Promise((r) => setTimeout(r, 300));
-  // Another write meanwhile: through at once, not queued behind the migration's lock.
+  // Another write meanwhile: through, not queued behind the migration's lock. A lock the migration
+  // held while it waits for the open transaction would hold this write until that commits, which
+  // happens only after it: the write would wait out any lock_timeout. 5 s, not 1: on a loaded CI
+  // host the write once waited over a second for a lock the migration holds only briefly.
   const written = await s.db
     .transaction(async (trx) => {
-      await trx.raw(`SET LOCAL lock_timeout = '1s'`);
+      await trx.raw(`SET LOCAL lock_timeout = '5s'`);
       await trx('geofence_events').insert(event(randomUUID()));
       return 'written';
     })
