@@ -1,7 +1,7 @@
 import test from 'ava';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { explainJson } from '../helpers/statements';
+import { explainJson, vacuumSettled } from '../helpers/statements';
 
 /**
  * The user view's last sign-in platform (GET /v1/users/{id}/profile `provider`) is the platform of
@@ -55,7 +55,7 @@ test('a profile names the newest session platform, read by index however many se
 
   // The session subquery reads the index from the newest entry: no sort of the user's sessions,
   // and one row read, not 300.
-  await s.db.raw('VACUUM (ANALYZE) sessions');
+  await vacuumSettled(s.db, 'sessions');
   const plan = await explainJson(s.db, view!, { analyze: true });
   type PlanNode = {
     'Node Type': string;

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { statementName } from '../../shared/preparedStatements';
 import { createUser } from '../helpers/factories';
-import { explainJson } from '../helpers/statements';
+import { explainJson, vacuumSettled } from '../helpers/statements';
 import { useStack } from '../helpers/stack';
 
 // A page past the middle of a counted list is read from its end (api/pagination.ts, DEEP_OFFSET):
@@ -94,7 +94,7 @@ test.serial(
            timestamp '2026-02-02' + (g % 4) * interval '1 second'
     FROM generate_series(1, 6000) g`);
     // The visibility map set, as autovacuum leaves a table: keys can be read from the index alone.
-    await s.db.raw('VACUUM ANALYZE gps_points');
+    await vacuumSettled(s.db, 'gps_points');
     const forward = async (limit: number, offset: number) =>
       (
         await s.db.raw(

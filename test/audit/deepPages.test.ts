@@ -1,7 +1,7 @@
 import test from 'ava';
 import { createUser, TestUser } from '../helpers/factories';
 import { statementName } from '../../shared/preparedStatements';
-import { explainJson, heapRowsRead } from '../helpers/statements';
+import { explainJson, heapRowsRead, vacuumSettled } from '../helpers/statements';
 import { useStack } from '../helpers/stack';
 
 /**
@@ -87,7 +87,7 @@ test.serial('unfiltered deep pages, either direction, are the pages OFFSET reads
 
   // A page before the middle (offset 1,200) is a deferred join: its ids off the index alone, then
   // its 50 rows by key, not the 1,250 rows OFFSET fetched; sent unnamed, planned for its offset.
-  await db.raw('VACUUM ANALYZE audit_events');
+  await vacuumSettled(db, 'audit_events');
   const middle: Array<{ sql: string; bindings: unknown[] }> = [];
   const onMiddle = (q: { sql: string; bindings: unknown[] }) => {
     if (/from "audit_events"|from \(select "id" from "audit_events"/is.test(q.sql)) middle.push(q);

@@ -2,7 +2,7 @@ import test from 'ava';
 import { AUDIT_COUNT_CAP } from '../../shared/queries/audit';
 import { createUser, TestUser } from '../helpers/factories';
 import { statementName } from '../../shared/preparedStatements';
-import { explainJson, explainPrepared } from '../helpers/statements';
+import { explainJson, explainPrepared, vacuumSettled } from '../helpers/statements';
 import { useStack } from '../helpers/stack';
 
 /**
@@ -50,7 +50,7 @@ async function seed() {
      SELECT 'bg:' || (g % 5000), 'login', 'success', 'api', '{}', timestamptz '2026-01-01' + make_interval(secs => g * 1.5 + 0.25)
      FROM generate_series(1, 20000) g`,
   );
-  await db.raw('VACUUM ANALYZE audit_events');
+  await vacuumSettled(db, 'audit_events');
 }
 
 const get = (path: string) => stack().request('GET', path, { token: admin.token });

@@ -2,7 +2,7 @@ import test from 'ava';
 import type { Knex } from 'knex';
 import { MEMBER_COUNT_CAP, MemberFilter, searchMembers } from '../../shared/queries/chat';
 import { createUser, TestUser } from '../helpers/factories';
-import { explainJson } from '../helpers/statements';
+import { explainJson, vacuumSettled } from '../helpers/statements';
 import { useStack } from '../helpers/stack';
 
 /**
@@ -28,7 +28,7 @@ async function guildOf(db: Knex, snowflake: string, n: number): Promise<string> 
   );
   // As autovacuum does after a sync: statistics, and the trigram indexes' pending entries merged
   // (until then the planner prices a search by index as the pending list's length).
-  await db.raw('VACUUM ANALYZE chat_members');
+  await vacuumSettled(db, 'chat_members');
   return id as string;
 }
 

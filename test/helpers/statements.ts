@@ -129,3 +129,32 @@ export function heapRowsRead(planJson: string, table: string): number {
       0,
     );
 }
+
+/**
+ * VACUUM (ANALYZE) `table` until the visibility map marks every page all-visible, as autovacuum
+ * leaves a settled table. One VACUUM cannot mark a page whose rows a snapshot still open in the
+ * database might not see (a stack's poll that started before the rows' INSERT committed, on a loaded
+ * host), and then an index-only scan visits the table after all; so this vacuums again until it can.
+ */
+export async function vacuumSettled(db: Knex, table: string, within = 10_000): Promise<void> {
+  const until = Date.now() + within;
+  for (;;) {
+    await db.raw(`VACUUM (ANALYZE) ??`, [table]);
+    const { rows } = await db.raw<{ rows: Array<{ relpages: number; relallvisible: number }> }>(
+      'SELECT relpages, relallvisible FROM pg_class WHERE oid = ?::regclass',
+      [table],
+    );
+    if (rows[0].relallvisible >= rows[0].relpages) return;
+    if (Date.now() > until) {
+      const { rows: holders } = await db.raw<{ rows: unknown[] }>(
+        `SELECT pid, state, backend_xmin, left(query, 200) AS query FROM pg_stat_activity
+         WHERE datname = current_database() AND backend_xmin IS NOT NULL AND pid <> pg_backend_pid()`,
+      );
+      throw new Error(
+        `${table}: ${rows[0].relallvisible} of ${rows[0].relpages} pages all-visible after ${within} ms; ` +
+          `snapshots open: ${JSON.stringify(holders)}`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

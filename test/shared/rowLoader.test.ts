@@ -16,7 +16,7 @@ import {
   turnLoader,
 } from '../../shared/rowLoader';
 import { createKey, createUser } from '../helpers/factories';
-import { explainPrepared, heapRowsRead } from '../helpers/statements';
+import { explainPrepared, heapRowsRead, vacuumSettled } from '../helpers/statements';
 import { useStack } from '../helpers/stack';
 
 const stack = useStack(test);
@@ -378,7 +378,7 @@ test.serial('pagesOf: a deep page reads only its rows from the end; a page past 
     [user],
   );
   // VACUUM: an index-only scan reads no row of a page the visibility map marks all-visible.
-  await db.raw('VACUUM ANALYZE audit_events');
+  await vacuumSettled(db, 'audit_events');
   const list = pagesOf(
     AuditEvent,
     'user_id',

@@ -3,7 +3,7 @@ import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { haversineKm } from '../../shared/geo';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
-import { explainJson } from '../helpers/statements';
+import { explainJson, vacuumSettled } from '../helpers/statements';
 import { gpsBody, make, once, setStatus } from '../helpers/tracking';
 
 const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000', RATE_LIMIT_GPS_POST: '100000' } });
@@ -463,7 +463,7 @@ test("a trip's stats are read from the track index alone (index-only scan in tra
   t.truthy(stats, 'the stats statement ran');
   // A small table would be scanned whole; with scans that visit rows ruled out, the index must
   // still answer it by itself and in order (the rows vacuumed, as they are once settled).
-  await s.db.raw('VACUUM (ANALYZE) gps_points');
+  await vacuumSettled(s.db, 'gps_points');
   // On one connection of its own, as sent ($n parameters).
   const plan = await explainJson(s.db, stats!, {
     settings: ['SET enable_seqscan = off', 'SET enable_bitmapscan = off'],

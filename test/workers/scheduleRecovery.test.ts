@@ -25,6 +25,8 @@ test.before(async () => {
   connection = new Redis(redis.url, { maxRetriesPerRequest: null });
   connection.on('error', () => undefined);
   queue = new Queue(QueueName.scheduled, { connection, prefix: bullPrefix(s.config) });
+  // Without a listener BullMQ prints the queue's connection errors (the restarts below) to stderr.
+  queue.on('error', () => undefined);
 });
 test.after.always(async () => {
   await redis?.start().catch(() => undefined);
