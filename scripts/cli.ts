@@ -33,7 +33,7 @@ const USAGE = `usage: npm run cli -- <command>
                                             password once when none was given
   list-roles                                roles with their permissions
   grant-role <user> <role>                  user by id, username or email; role by name or id
-  create-api-key --user <user> --name <n> [--scopes a:b,c:d] [--system]
+  create-api-key (--user <user> | --system) --name <n> [--scopes a:b,c:d]
                                             prints the key once; without --scopes the key holds
                                             the owner's permissions
   rotate-secrets                            re-encrypt every sealed column (TOTP secrets, mail
@@ -335,6 +335,9 @@ async function main(argv: string[]): Promise<void> {
       });
       if (!values.name) throw new Error('create-api-key needs --name');
       if (!values.system && !values.user) throw new Error('create-api-key needs --user (or --system)');
+      // A system key belongs to no user: with an owner, deleting that account took the key with it.
+      if (values.system && values.user !== undefined)
+        throw new Error('--system keys belong to no user (they hold every scope on their own): leave --user out');
       // A system key holds every scope: a list given with it would be silently dropped.
       if (values.system && values.scopes !== undefined)
         throw new Error('--scopes cannot narrow a --system key (it holds every scope): leave one of them out');

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { SYSTEM_KEY_ALLOWLIST } from '../../shared/policies';
-import { createUser } from '../helpers/factories';
+import { createKey, createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
 
 const stack = useStack(test);
@@ -139,3 +139,38 @@ test('non-allowlisted routes refuse the system key with 403, access-control rout
   const admin = await createUser(s.db, { roles: ['role_admin'] });
   t.is((await s.request('GET', '/v1/roles', { token: admin.token })).status, 200);
 });
+
+test.serial(
+  'a system key belongs to no user: owned ones lose their owner, one an owner deletion switched off works again',
+  async (t) => {
+    const s = stack();
+    const { down, up } = await import('../../migrations/20261220000000_system_keys_ownerless');
+    const owner = await createUser(s.db);
+    // Stored as earlier builds could (`create-api-key --system --user`), before the constraint.
+    await down(s.db);
+    const live = await createKey({ userId: owner.id, system: true, name: 'owned live' });
+    const killed = await createKey({ userId: owner.id, system: true, name: 'owned, owner deleted' });
+    const userKey = await createKey({ userId: owner.id, scopes: ['gps:read'], name: 'user key, switched off' });
+    await s.db('api_keys').whereIn('id', [killed.id, userKey.id]).update({ is_active: false, locked: true });
+    await up(s.db);
+    const rows = await s
+      .db('api_keys')
+      .whereIn('id', [live.id, killed.id, userKey.id])
+      .select('id', 'user_id', 'is_active', 'locked');
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    t.like(byId.get(live.id), { user_id: null, is_active: true, locked: false });
+    t.like(byId.get(killed.id), { user_id: null, is_active: true, locked: false });
+    // Only system keys change: a user key switched off stays so.
+    t.like(byId.get(userKey.id), { user_id: owner.id, is_active: false, locked: true });
+    const me = await s.request('POST', '/v1/gql', { token: killed.key, body: { query: '{ me { isSuperAdmin } }' } });
+    t.true(me.body.data?.me?.isSuperAdmin, JSON.stringify(me.body));
+    // From now on no system key can have an owner.
+    const err = await t.throwsAsync(createKey({ userId: owner.id, system: true }));
+    t.regex(err!.message, /api_keys_system_ownerless/);
+    // The owner's deletion leaves every system key as it was.
+    const admin = await createUser(s.db, { roles: ['role_admin'] });
+    t.is((await s.request('DELETE', `/v1/users/${owner.id}`, { token: admin.token })).status, 204);
+    const after = await s.request('POST', '/v1/gql', { token: live.key, body: { query: '{ me { isSuperAdmin } }' } });
+    t.true(after.body.data?.me?.isSuperAdmin, JSON.stringify(after.body));
+  },
+);

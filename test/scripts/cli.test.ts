@@ -1,5 +1,6 @@
 import test from 'ava';
 import path from 'node:path';
+import { sha256 } from '../../shared/crypto';
 import { createUser } from '../helpers/factories';
 import { runToEnd, type RunResult } from '../helpers/processes';
 import { useStack } from '../helpers/stack';
@@ -74,6 +75,12 @@ test('create-api-key prints a working key once; only its hash is stored', async 
   const sysKey = sys.stdout.trim().split('\n').pop()!;
   const sme = await s.request('POST', '/v1/gql', { token: sysKey, body: { query: '{ me { isSuperAdmin } }' } });
   t.true(sme.body.data.me.isSuperAdmin);
+
+  t.is((await s.db('api_keys').where('key_hash', sha256(sysKey)).first('user_id')).user_id, null);
+  // A system key has no owner whose deletion could take it along.
+  const owned = await cli('create-api-key', '--user', user.email, '--name', 'x', '--system');
+  t.is(owned.status, 1, owned.stdout);
+  t.regex(owned.stderr, /--system keys belong to no user/);
 
   // Scopes cannot narrow a system key: refused rather than silently dropped.
   const narrowed = await cli('create-api-key', '--name', 'x', '--system', '--scopes', 'gps:read');
