@@ -284,6 +284,30 @@ function refuseBracketForms(query: Record<string, unknown>, declared: ReadonlySe
   }
 }
 
+/** Whether a query parameter's schema takes a list (a repeated parameter arrives as an array). */
+function takesList(schema: z.ZodTypeAny): boolean {
+  if (schema instanceof z.ZodArray) return true;
+  if (schema instanceof z.ZodOptional || schema instanceof z.ZodNullable) return takesList(schema.unwrap());
+  if (schema instanceof z.ZodDefault) return takesList(schema._def.innerType);
+  if (schema instanceof z.ZodEffects) return takesList(schema._def.schema);
+  if (schema instanceof z.ZodPipeline) return takesList(schema._def.in);
+  if (schema instanceof z.ZodUnion) return (schema.options as z.ZodTypeAny[]).some(takesList);
+  return false;
+}
+
+/**
+ * A declared single-valued query parameter sent more than once (`?limit=5&limit=7`) is a 400
+ * saying so, not its schema's complaint about the array the query parser made of it ("must be an
+ * integer" for two integers).
+ */
+function refuseRepeated(query: Record<string, unknown>, single: readonly string[]): void {
+  for (const key of single) {
+    if (!Array.isArray(query[key])) continue;
+    const message = 'given more than once';
+    throw new HttpError(400, 'BadRequest', `${key}: ${message}`, { details: [{ field: key, message }] });
+  }
+}
+
 /** The access rule in words, for the OpenAPI description. */
 function describeAuth(auth: AuthRule): string {
   if (auth === 'internal') return 'Access: system. Another credential gets 403, none 401.';
@@ -329,7 +353,9 @@ export function defineRoute<
   }
   // A form's values are all text: only a body of text fields takes one (and the document says so).
   const refusesForms = def.body !== undefined && !formExpressible(def.body);
-  const queryKeys = new Set(def.query ? Object.keys(objectShape(def.query)) : []);
+  const queryShape = def.query ? objectShape(def.query) : {};
+  const queryKeys = new Set(Object.keys(queryShape));
+  const singleQueryKeys = [...queryKeys].filter((k) => !takesList(queryShape[k]));
   const form = urlForm(def.path, [...queryKeys]);
   const cacheBy = def.cacheBy;
   if (cacheBy) assertCacheable(def);
@@ -342,6 +368,7 @@ export function defineRoute<
     const params: z.infer<P> = parse(input.params, ctx.params, 'params');
     if (selfRule) checkAccess(c, def.auth, params as Record<string, unknown>);
     if (ctx.querystring.includes('[') || ctx.querystring.includes('%5B')) refuseBracketForms(ctx.query, queryKeys);
+    if (singleQueryKeys.length && ctx.querystring.includes('&')) refuseRepeated(ctx.query, singleQueryKeys);
     const rawQuery = parse(input.query, ctx.query, 'query');
     const query = (def.query ? rawQuery : {}) as z.infer<Q>;
     c.state.url = { form, params: params as Record<string, unknown> };

@@ -684,6 +684,28 @@ test('a declared query parameter in array form is a 400 naming it, never dropped
   t.is((await s.request('GET', '/v1/trips?zzz[]=1', { token: admin.token })).status, 200);
 });
 
+test('a single-valued query parameter sent twice is a 400 saying so, on every route', async (t) => {
+  await init();
+  const s = stack();
+  const takesList = (schema: Schema): boolean =>
+    schema.type === 'array' || [...(schema.anyOf ?? []), ...(schema.oneOf ?? [])].some(takesList);
+  const cases = routes.flatMap((r) =>
+    queryParams(r)
+      .filter((p) => !takesList(p.schema))
+      .map((p) => ({ r, p: p.name })),
+  );
+  t.true(cases.length > 10);
+  const failures = await sweep(cases, async ({ r, p }) => {
+    const res = await s.request(r.method, `${concretePath(r)}?${p}=1&${p}=2`, { token: tokenFor(r) });
+    return res.status === 400 && res.body?.message === `${p}: given more than once`
+      ? null
+      : `${p} → ${describe(r, res)}`;
+  });
+  t.deepEqual(failures, []);
+  // Once is fine, and so is another parameter next to it.
+  t.is((await s.request('GET', '/v1/users?limit=5&page=1', { token: admin.token })).status, 200);
+});
+
 test('an array beyond its bound is one issue, refused before its items are read', async (t) => {
   await init();
   const s = stack();
