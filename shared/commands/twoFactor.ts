@@ -37,7 +37,7 @@ export const SETUP_TTL_MS = 10 * 60 * 1000;
 /** The issuer authenticator apps show next to the account. */
 export const TOTP_ISSUER = 'Service';
 
-export const INVALID_CODE = 'invalid code';
+export const INVALID_CODE = 'code: invalid code';
 
 /** Who acts (the caller) and from where, with the language their client prefers (for the mails). */
 export type TwoFactorActor = EmailRequest;

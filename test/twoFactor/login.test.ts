@@ -64,7 +64,7 @@ test.serial('with 2FA on, login answers the challenge and no session; 2fa/check 
     body: { challenge_token: login.body.challenge_token, code: codeNow(secret) === '000000' ? '999999' : '000000' },
   });
   t.is(wrong.status, 400);
-  t.is(wrong.body.message, 'invalid code');
+  t.is(wrong.body.message, 'code: invalid code');
   const forged = await s.request('POST', '/v1/auth/2fa/check', {
     body: { challenge_token: 'tfc_' + Buffer.from('v2:00000000:AAAA').toString('base64url'), code: codeNow(secret) },
   });
@@ -236,7 +236,7 @@ test.serial('a code is accepted once across two api instances, also when both ge
       code: code2,
     });
     t.is(replay.status, 400);
-    t.is(replay.body.message, 'invalid code');
+    t.is(replay.body.message, 'code: invalid code');
   } finally {
     await second.close();
   }

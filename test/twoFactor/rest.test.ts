@@ -93,7 +93,8 @@ test.serial(
       body: { code: codeNow(secret) === '000000' ? '111111' : '000000' },
     });
     t.is(wrong.status, 400);
-    t.is(wrong.body.message, 'invalid code');
+    t.is(wrong.body.message, 'code: invalid code');
+    t.deepEqual(wrong.body.details, [{ field: 'code', message: 'invalid code' }]);
 
     nextStep();
     const verified = await s.request('POST', '/v1/users/me/2fa/verify', {
