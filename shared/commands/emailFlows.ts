@@ -12,9 +12,9 @@ import { peekAccountToken } from '../queries/accountTokens';
 import { hashPassword } from '../domain/passwords';
 import { attributed, Attribution, recordAuditEvent } from '../audit';
 import { afterCommit, transaction } from '../db';
-import { addPlatformAccount } from './users';
+import { addPlatformAccount, releaseUnprovenClaims } from './users';
 import {
-  emailInUse,
+  emailProvenElsewhere,
   emailPlatform,
   findEmailAccount,
   findEmailAccountByAddress,
@@ -109,7 +109,7 @@ export async function requestEmailChange(
   if (account.email?.toLowerCase() === newEmail) throw badRequest('email: this is already the address of the account');
   // Counted like a mail sent (withMailTo): whether an address is taken is told at the same pace.
   const expiresAt = await withMailTo(ctx, userId, newEmail, async () => {
-    if (await emailInUse(ctx.db, newEmail, userId)) throw addressInUse();
+    if (await emailProvenElsewhere(ctx.db, newEmail, userId)) throw addressInUse();
     return transaction(ctx.db, async (trx) => {
       afterCommit(trx, () => ctx.outbox.wake());
       const { token, row } = await issueAccountToken(trx, {
@@ -143,12 +143,13 @@ async function applyEmailChange(
 ): Promise<{ userId: string; email: string }> {
   const userId = token.user_id!;
   const email = String(token.payload.new_email);
-  if (await emailInUse(trx, email, userId)) throw conflict('email is already in use');
+  if (await emailProvenElsewhere(trx, email, userId)) throw conflict('email is already in use');
   const account = await findEmailAccount(trx, userId);
   if (!account) throw badRequest(INVALID_TOKEN);
   await PlatformAccount.query(trx)
     .patch({ email, platform_user_id: email, email_verified_at: new Date() })
     .where('id', account.id);
+  await releaseUnprovenClaims(trx, email, userId, actingOn(meta, userId));
   await recordAuditEvent(
     attributed(actingOn(meta, userId), {
       user_id: userId,
@@ -178,7 +179,7 @@ export async function requestEmailLink(
     throw badRequest('this account already has an email sign-in; change its address with /email/request-change');
   // Counted like a mail sent (withMailTo): whether an address is taken is told at the same pace.
   const expiresAt = await withMailTo(ctx, userId, email, async () => {
-    if (await emailInUse(ctx.db, email, userId)) throw addressInUse();
+    if (await emailProvenElsewhere(ctx.db, email, userId)) throw addressInUse();
     const passwordHash = await hashPassword(password);
     return transaction(ctx.db, async (trx) => {
       afterCommit(trx, () => ctx.outbox.wake());
@@ -215,7 +216,7 @@ async function applyEmailLink(
   const userId = token.user_id!;
   const email = String(token.payload.email);
   if (await findEmailAccount(trx, userId)) throw conflict('this account already has an email sign-in');
-  if (await emailInUse(trx, email, userId)) throw conflict('email is already in use');
+  if (await emailProvenElsewhere(trx, email, userId)) throw conflict('email is already in use');
   const platform = await emailPlatform(trx);
   const account = await addPlatformAccount(trx, userId, {
     platformId: platform.id,
@@ -226,6 +227,7 @@ async function applyEmailLink(
     passwordHash: String(token.payload.password_hash),
     emailVerifiedAt: new Date(),
   });
+  await releaseUnprovenClaims(trx, email, userId, actingOn(meta, userId));
   await recordAuditEvent(
     attributed(actingOn(meta, userId), {
       user_id: userId,

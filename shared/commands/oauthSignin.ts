@@ -9,7 +9,7 @@ import { afterCommit, transaction } from '../db';
 import { normaliseEmail } from '../domain/accounts';
 import { twoFactorRequirement } from '../queries/twoFactor';
 import { findPlatform, findUserIdByEmail, flatUser, lockEmailAddress, lockProviderAccount } from '../queries/users';
-import { addPlatformAccount, createUserWithAccount, uniqueUsername } from './users';
+import { addPlatformAccount, createUserWithAccount, releaseUnprovenClaims, uniqueUsername } from './users';
 import { CHAT_PLATFORM_SLUG, publishChatUserLinked } from './chatUserEvents';
 
 /** Whether the user's audit log shows them unlinking this provider account before. */
@@ -111,6 +111,7 @@ export async function oauthSignin(
         })
         .where('id', existing.id);
       await User.query(trx).patch({ last_login_at: new Date() }).where('id', user.id);
+      if (email) await releaseUnprovenClaims(trx, email, user.id, { ...meta, actorId: user.id });
       await record(trx, user.id, login(existing.id));
       return { userId: user.id, created: false, linked: false };
     }
@@ -164,6 +165,8 @@ export async function oauthSignin(
       metadata: { platform: platform.slug },
     });
     await record(trx, user.id, login(account.id));
+    // A user who only typed this address in loses it to the account the provider vouches for.
+    if (email) await releaseUnprovenClaims(trx, email, user.id, { ...meta, actorId: user.id });
     announceLink(trx, user.id, account.avatar_url);
     return { userId: user.id, created: true, linked: false };
   });

@@ -113,7 +113,7 @@ export async function createVerifiedEmailUser(
     input.username && !(await usernameTaken(trx, input.username))
       ? input.username
       : await uniqueUsername(trx, input.username ?? email.split('@')[0]);
-  return createUserWithAccount(trx, {
+  const created = await createUserWithAccount(trx, {
     username,
     preferredLocale: input.locale ?? null,
     account: {
@@ -126,6 +126,37 @@ export async function createVerifiedEmailUser(
       emailVerifiedAt: new Date(),
     },
   });
+  await releaseUnprovenClaims(trx, email, created.user.id, { actorId: created.user.id });
+  return created;
+}
+
+/**
+ * A proven claim of `email` (a finished registration, a provider's sign-in) takes the address
+ * from every other live user who only typed it in (PATCH /v1/users/{id}, never verified): one
+ * address belongs to one live account, and it is the one that proved it, not the one that wrote
+ * it first (else anyone could keep an address's owner from registering, or make a second account
+ * with it). Each such user gets a `user_updated` event naming `email`. The caller holds the
+ * address's lock (lockEmailAddress); `ownerId` is the account that proved it, `by` who acted.
+ */
+export async function releaseUnprovenClaims(
+  trx: Knex.Transaction,
+  email: string,
+  ownerId: string,
+  by: Attribution,
+): Promise<void> {
+  // Provider accounts only: an email sign-in's address is its key, never merely typed in.
+  const released: Array<{ user_id: string }> = await trx('platform_accounts as pa')
+    .update({ email: null, updated_at: trx.fn.now() })
+    .whereRaw('lower(pa.email) = ?', [normaliseEmail(email)])
+    .whereNull('pa.email_verified_at')
+    .whereNot('pa.user_id', ownerId)
+    .whereExists(trx('users as u').whereRaw('u.id = pa.user_id').whereNull('u.deleted_at').select(trx.raw('1')))
+    .whereNotExists(
+      trx('platforms as p').whereRaw('p.id = pa.platform_id').where('p.slug', 'email').select(trx.raw('1')),
+    )
+    .returning('pa.user_id');
+  for (const userId of new Set(released.map((r) => r.user_id)))
+    await recordUserUpdated(trx, by, userId, { fields: ['email'], reason: 'address_proven_by_another_account' });
 }
 
 /** Adds a platform account to an existing user. */

@@ -122,6 +122,18 @@ export async function emailInUse(db: Knex, email: string, exceptUserId?: string)
   return !!(await findUserIdByEmail(db, email, { exceptUserId }));
 }
 
+/**
+ * Whether an address is taken for a change that proves it (an email change or link confirmed from
+ * its mail): an email sign-in has it (any user's: the sign-in's key is unique), or another live
+ * user proved it. An address another user only typed in does not stand in the way: the proof
+ * takes it from them (releaseUnprovenClaims), as a registration and a provider sign-in do.
+ */
+export async function emailProvenElsewhere(db: Knex, email: string, exceptUserId: string): Promise<boolean> {
+  return (
+    (await emailSignInExists(db, email)) || !!(await findUserIdByEmail(db, email, { exceptUserId, verifiedOnly: true }))
+  );
+}
+
 /** Whether one of the user's own platform accounts carries this (lowercased) address. */
 export async function ownsEmail(db: Knex, userId: string, email: string): Promise<boolean> {
   return !!(await db('platform_accounts').where('user_id', userId).whereRaw('lower(email) = ?', [email]).first('id'));
