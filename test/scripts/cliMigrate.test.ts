@@ -75,15 +75,13 @@ test('migrate-rollback undoes the last batch, prints what it rolled back, and mi
   const m = await cli(d.url, 'migrate');
   t.is(m.code, 0, m.stdout + m.stderr);
   for (const name of lastTwo) t.regex(m.stdout, new RegExp(`applied ${name}`));
-  // What those two changed: the geofence event counters (their triggers and their counts), and
-  // retired_key_hashes keeps system keys' values only.
+  // What those two changed: retired_key_hashes keeps system keys' values only, and no system key
+  // may have an owner (a CHECK).
   t.deepEqual(await db('retired_key_hashes').where('key_hash', 'f'.repeat(64)), []);
-  const hasTrigger = async (name: string) => Boolean(await db('pg_trigger').where('tgname', name).first('tgname'));
   const created = async () => ({
-    eventCounters: await hasTrigger('geofence_events_by_fence_count_ins'),
-    deviceCounters: await hasTrigger('geofence_events_by_device_count_ins'),
+    ownerlessCheck: Boolean(await db('pg_constraint').where('conname', 'api_keys_system_ownerless').first('conname')),
   });
-  const applied = { eventCounters: true, deviceCounters: true };
+  const applied = { ownerlessCheck: true };
   t.deepEqual(await created(), applied);
 
   const r = await cli(d.url, 'migrate-rollback');
@@ -93,7 +91,7 @@ test('migrate-rollback undoes the last batch, prints what it rolled back, and mi
     [...lastTwo].reverse().map((n) => `  rolled back ${n}`),
   );
   t.deepEqual(await db('knex_migrations').whereIn('name', lastTwo).pluck('name'), []);
-  t.deepEqual(await created(), { eventCounters: false, deviceCounters: false });
+  t.deepEqual(await created(), { ownerlessCheck: false });
   const again = await cli(d.url, 'migrate');
   t.is(again.code, 0, again.stdout + again.stderr);
   t.deepEqual(await created(), applied);
