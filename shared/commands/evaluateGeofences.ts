@@ -102,15 +102,44 @@ for i = 1, #KEYS do
 end
 return out`;
 
+/** Pending points one job reads per device and round (the size of a geofence job). */
+const PENDING_CHUNK = 1000;
+
+// KEYS: the pending sets of the tracks. ARGV: the sets' lifetime, then per key the number of its
+// members and the members (sort keys, all with score 0: ordered by value). ZADD takes at most
+// PENDING_CHUNK members at once, so no call unpacks more arguments than Lua's stack holds.
+const PENDING_SCRIPT = `
+local at = 2
+for i, k in ipairs(KEYS) do
+  local n = tonumber(ARGV[at])
+  at = at + 1
+  local done = 0
+  while done < n do
+    local args = {}
+    local m = math.min(n - done, ${PENDING_CHUNK})
+    for x = 1, m do
+      args[2 * x - 1] = 0
+      args[2 * x] = ARGV[at + done + x - 1]
+    end
+    redis.call('ZADD', k, unpack(args))
+    done = done + m
+  end
+  at = at + n
+  redis.call('EXPIRE', k, ARGV[1])
+end
+return 1`;
+
 type TransitionRedis = Redis & {
   geofenceTransitions(numKeys: number, ...args: Array<string | number>): Promise<number[]>;
   geofencePublish(numKeys: number, ...args: string[]): Promise<number[]>;
+  geofencePending(numKeys: number, ...args: Array<string | number>): Promise<number>;
 };
 const prepared = new WeakSet<Redis>();
 function scripts(redis: Redis): TransitionRedis {
   if (!prepared.has(redis)) {
     redis.defineCommand('geofenceTransitions', { lua: TRANSITION_SCRIPT });
     redis.defineCommand('geofencePublish', { lua: PUBLISH_SCRIPT });
+    redis.defineCommand('geofencePending', { lua: PENDING_SCRIPT });
     prepared.add(redis);
   }
   return redis as TransitionRedis;
@@ -172,8 +201,6 @@ type EvaluateDeps = { db: Knex; redis: Redis; bus: EventBus; config: Pick<Config
 /** The columns evaluation reads of a GPS point. */
 type EvaluatedPoint = Pick<GpsPointRow, 'id' | 'device_id' | 'latitude' | 'longitude' | 'timestamp' | 'created_at'>;
 
-/** Pending points one job reads per device and round (the size of a geofence job). */
-const PENDING_CHUNK = 1000;
 /** Length of a uuid, the tail of a sort key. */
 const ID_LENGTH = 36;
 
@@ -206,22 +233,22 @@ export async function markGeofencePending(
   config: Pick<Config, 'redisPrefix'>,
   points: Array<Pick<GpsPointRow, 'id' | 'device_id' | 'timestamp' | 'created_at'>>,
 ): Promise<void> {
-  const byTrack = new Map<string, Array<string | number>>();
+  const byTrack = new Map<string, string[]>();
   for (const p of points) {
     let members = byTrack.get(trackOf(p));
     if (!members) byTrack.set(trackOf(p), (members = []));
-    members.push(0, gpsSortKey(p));
+    members.push(gpsSortKey(p));
   }
   if (byTrack.size === 0) return;
-  const pipeline = redis.pipeline();
+  // One command for the whole batch (a relay pass carries points of hundreds of devices): a
+  // pipeline of a ZADD and an EXPIRE per device was the api's most frequent Redis command.
+  const keys: string[] = [];
+  const args: Array<string | number> = [STATE_TTL_SECONDS];
   for (const [track, members] of byTrack) {
-    const key = pendingKey(config, track);
-    // A bounded spread per ZADD, however many points the caller passes.
-    for (let from = 0; from < members.length; from += 2 * PENDING_CHUNK)
-      pipeline.zadd(key, ...members.slice(from, from + 2 * PENDING_CHUNK));
-    pipeline.expire(key, STATE_TTL_SECONDS);
+    keys.push(pendingKey(config, track));
+    args.push(members.length, ...members);
   }
-  await execAll(pipeline);
+  await scripts(redis).geofencePending(keys.length, ...keys, ...args);
 }
 
 /**
