@@ -109,9 +109,11 @@ export function preparingPgClient(): typeof Knex.Client {
   const base = PgClient.prototype._query;
   class PreparingPgClient extends PgClient {
     override _query(connection: unknown, obj: QueryObject): Promise<unknown> {
-      if (obj.options?.name || hasLargeArray(obj.bindings)) return base.call(this, connection, obj);
+      if (obj.options?.name) return base.call(this, connection, obj);
+      // The text first: a multi-row INSERT of 100,000 rows is never named anyway, and its million
+      // bindings are then not scanned for a large array.
       const name = statementName(obj.sql);
-      if (!name) return base.call(this, connection, obj);
+      if (!name || hasLargeArray(obj.bindings)) return base.call(this, connection, obj);
       obj.options = { ...obj.options, name };
       return base.call(this, connection, obj).catch((err: { code?: string }) => {
         if (err?.code !== STALE_PLAN) throw err;
