@@ -97,9 +97,24 @@ function compressibleType(contentType: string): boolean {
   return yes;
 }
 
+/**
+ * Accept-Encoding values read before, and what they prefer: a client sends the same value with
+ * every request, and a process sees a handful of them (browsers, apps, curl). Bounded: a client
+ * inventing values gets them parsed each time once the map is full.
+ */
+const preferred = new Map<string, Encoding | undefined>();
+const PREFERRED_VALUES = 256;
+
 /** The preferred encoding among br and gzip that the Accept-Encoding header allows, if any. */
 export function preferredEncoding(header: string | undefined): Encoding | undefined {
   if (!header) return undefined;
+  if (preferred.has(header)) return preferred.get(header);
+  const encoding = readAcceptEncoding(header);
+  if (preferred.size < PREFERRED_VALUES && header.length <= 256) preferred.set(header, encoding);
+  return encoding;
+}
+
+function readAcceptEncoding(header: string): Encoding | undefined {
   let best: Encoding | undefined;
   let bestQ = 0;
   let star: number | undefined;

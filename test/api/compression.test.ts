@@ -164,4 +164,8 @@ test('Accept-Encoding is read as RFC 9110 says: q-values, refusals and *', (t) =
   t.is(preferredEncoding('br;q=0, *'), 'gzip');
   t.is(preferredEncoding('br;q=0, gzip;q=0, *'), undefined);
   t.is(preferredEncoding('identity, deflate'), undefined);
+  // Values read before are remembered: the same answers a second time.
+  t.is(preferredEncoding('br;q=0.1, gzip;q=0.9'), 'gzip');
+  t.is(preferredEncoding('br;q=0, gzip;q=0, *'), undefined);
+  t.is(preferredEncoding('*'), 'br');
 });
