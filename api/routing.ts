@@ -2,7 +2,7 @@ import type Router from '@koa/router';
 import type { Middleware, ParameterizedContext } from 'koa';
 import type { ZodTypeAny } from 'zod';
 import type { Attribution } from '../shared/audit';
-import { forbidden, HttpError, validationError } from '../shared/errors';
+import { badRequest, forbidden, HttpError, validationError } from '../shared/errors';
 import {
   AccountScope,
   actingUserId,
@@ -302,9 +302,8 @@ function takesList(schema: z.ZodTypeAny): boolean {
  */
 function refuseRepeated(query: Record<string, unknown>, single: readonly string[]): void {
   for (const key of single) {
-    if (!Array.isArray(query[key])) continue;
-    const message = 'given more than once';
-    throw new HttpError(400, 'BadRequest', `${key}: ${message}`, { details: [{ field: key, message }] });
+    // badRequest lists the named field in `details`, as a schema's refusal does.
+    if (Array.isArray(query[key])) throw badRequest(`${key}: given more than once`);
   }
 }
 
