@@ -280,8 +280,7 @@ type Iterator = {
   setRequests(requests: Built[]): void;
 };
 {
-  const iterator = (createRequire(__filename)('autocannon/lib/requestIterator') as { prototype: Iterator })
-    .prototype;
+  const iterator = (createRequire(__filename)('autocannon/lib/requestIterator') as { prototype: Iterator }).prototype;
   const setRequests = iterator.setRequests;
   iterator.setRequests = function staggeredSetRequests(this: Iterator, requests: Built[]) {
     const s = requests?.[0]?.[STAGGER]?.();
