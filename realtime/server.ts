@@ -123,6 +123,10 @@ export async function startRealtime(
   const wsPrefix = redisKey(config, PubSub.ws(''));
   const rpcChannels = rpc.channels();
   subscriber.on('pmessageBuffer', (_pattern: Buffer, channel: Buffer, payload: Buffer) => {
+    // Pushes come on their own connection: one that arrives after the invalidation subscription
+    // has been silent for a second (Redis hung, this machine too busy to count the heartbeats out)
+    // waits for the re-check its next answer starts, like every push while deaf.
+    credentials.noteSilence();
     deliver(channel.toString('utf8').slice(wsPrefix.length), payload);
   });
   subscriber.on('messageBuffer', (channel: Buffer, payload: Buffer) => {

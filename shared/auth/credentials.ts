@@ -68,6 +68,14 @@ export class CredentialResolver {
    * must not drop its cache and make realtime re-check (and hold the pushes of) every socket.
    */
   private missedBeats = 0;
+  /**
+   * Heartbeats since the subscription last answered, whether or not they sent a PING. Two of them
+   * mean this process's loop ran and read its sockets in between without an answer: unlike
+   * `missedBeats`, which counts the beats of one PING and so reaches a second's worth later when
+   * the loop runs late (a starved machine), this tells a silence seen in wall-clock time
+   * (`silentEpisode`) from a single long block of this process.
+   */
+  private beatsSinceHeard = 0;
   /** Set once Redis has been silent for SUBSCRIBER_DEAF_AFTER_MS of heartbeats; cleared when it answers. */
   private deaf = false;
   /**
@@ -128,8 +136,11 @@ export class CredentialResolver {
    * what depends on credentials is checked again (realtime re-checks its sockets).
    */
   private heard(): void {
+    // A silence the heartbeats did not count out (they ran late) still makes what was cached suspect.
+    this.noteSilence();
     this.lastHeard = Date.now();
     this.missedBeats = 0;
+    this.beatsSinceHeard = 0;
     if (!this.deaf) return;
     this.deaf = false;
     this.logger.info('redis answers the invalidation subscription again: cached credentials dropped');
@@ -138,6 +149,28 @@ export class CredentialResolver {
     this.cache.clear();
     this.access.clear();
     this.runResubscribed();
+  }
+
+  /**
+   * Whether the subscription has been silent for SUBSCRIBER_DEAF_AFTER_MS of wall-clock time while
+   * this process ran (at least two heartbeats since it last answered). A narrowing change that
+   * heard no acknowledgement answers once that much time has passed (invalidateCredentials): on a
+   * machine so busy that the heartbeats ran late, `missedBeats` may not have counted the silence
+   * out by then, and the first push or answer after Redis is back would otherwise be taken at the
+   * old cache's word.
+   */
+  private silentEpisode(): boolean {
+    return this.listening && this.beatsSinceHeard >= 2 && Date.now() - this.lastHeard >= SUBSCRIBER_DEAF_AFTER_MS;
+  }
+
+  /**
+   * Turns deaf now if the subscription has been silent long enough (`silentEpisode`) and the
+   * heartbeats have not said so yet: realtime calls it before it delivers a push that arrives on
+   * another connection, so the push waits for the re-check that the subscription's next answer
+   * starts. Cheap: a few comparisons.
+   */
+  noteSilence(): void {
+    if (!this.deaf && this.silentEpisode()) this.becameDeaf();
   }
 
   /** Redis stopped answering (or the subscription closed): realtime holds its sockets' pushes. */
@@ -166,6 +199,7 @@ export class CredentialResolver {
 
   /** One PING on the subscription at a time; its answer is `heard`. */
   private beat(subscriber: Redis): void {
+    this.beatsSinceHeard++;
     if (this.pinging) {
       if (++this.missedBeats * SUBSCRIBER_HEARTBEAT_MS >= SUBSCRIBER_DEAF_AFTER_MS) this.becameDeaf();
       return;
@@ -390,6 +424,7 @@ export class CredentialResolver {
       this.listening = subscribedOnce;
       this.lastHeard = Date.now();
       this.missedBeats = 0;
+      this.beatsSinceHeard = 0;
       this.pinging = false;
       // Before the first subscription stands, its completion below ends the deafness.
       if (!subscribedOnce) return;

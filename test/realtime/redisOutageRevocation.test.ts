@@ -145,6 +145,36 @@ test.serial(
   },
 );
 
+test.serial(
+  'Redis silent for over a second while the heartbeats ran late: its next answer drops the cache all the same',
+  async (t) => {
+    const user = await createUser(s.db, { roles: READER });
+    t.is((await s.request('GET', '/v1/gps', { token: user.token })).status, 200);
+    const credentials = s.api.services.credentials;
+    t.true(credentials.cacheStats().entries > 0);
+    let deaf = 0;
+    credentials.onDeaf(() => deaf++);
+    redis.freeze();
+    try {
+      // This test runs in the api's process: a machine too busy to run it on time. Each turn blocks
+      // 450 ms, so each heartbeat runs late: four of them in about two seconds of silence, which the
+      // per-PING count (missedBeats × 250 ms) makes 750 ms, short of the second it takes.
+      for (let i = 0; i < 4; i++) {
+        const until = Date.now() + 450;
+        while (Date.now() < until);
+        await new Promise((r) => setTimeout(r, 0));
+      }
+      t.is(deaf, 0, 'the heartbeats alone did not count the silence out');
+    } finally {
+      redis.thaw();
+    }
+    for (let i = 0; i < 100 && credentials.silentForMs() > 200; i++) await new Promise((r) => setTimeout(r, 20));
+    t.true(credentials.silentForMs() <= 200, 'Redis answers again');
+    t.is(deaf, 1, 'the answer after a silence of wall-clock seconds is taken as the end of a deafness');
+    t.is(credentials.cacheStats().entries, 0, 'what was cached before the silence is dropped');
+  },
+);
+
 test.serial('a process too busy to read the heartbeat for over a second keeps its credential cache', async (t) => {
   const user = await createUser(s.db, { roles: READER });
   t.is((await s.request('GET', '/v1/gps', { token: user.token })).status, 200);
