@@ -236,7 +236,9 @@ test.serial('a mutation operation runs at most 5 root fields, aliases and fragme
   t.is(reads.status, 200, reads.text);
 });
 
-test('an expensive query is refused by its cost, with a GraphQL error', async (t) => {
+// Serial: it counts every statement sent on the shared pool, and the concurrent tests below read
+// table versions (cached whole-table lists) on it.
+test.serial('an expensive query is refused by its cost, with a GraphQL error', async (t) => {
   const s = stack();
   const { token } = await admin();
   const statements: string[] = [];
