@@ -1,6 +1,7 @@
 import test from 'ava';
 import { createUser } from '../helpers/factories';
 import { useStack } from '../helpers/stack';
+import { fewestStatements } from '../helpers/statements';
 import { make } from '../helpers/tracking';
 
 /**
@@ -14,22 +15,11 @@ import { make } from '../helpers/tracking';
 const stack = useStack(test, { env: { RATE_LIMIT_USER: '100000' } });
 const MISSING = '00000000-0000-4000-8000-000000000000';
 
-async function fewestStatements(send: () => Promise<{ status: number; text: string }>, expect: number) {
-  const s = stack();
-  const counts: number[] = [];
-  for (let i = 0; i < 3; i++) {
-    let statements = 0;
-    const count = () => statements++;
-    s.db.on('query', count);
-    try {
-      const r = await send();
-      if (r.status !== expect) throw new Error(`answered ${r.status}: ${r.text}`);
-    } finally {
-      s.db.off('query', count);
-    }
-    counts.push(statements);
-  }
-  return Math.min(...counts);
+async function fewest(send: () => Promise<{ status: number; text: string }>, expect: number) {
+  return fewestStatements(stack(), async () => {
+    const r = await send();
+    if (r.status !== expect) throw new Error(`answered ${r.status}: ${r.text}`);
+  });
 }
 
 test.serial(
@@ -45,24 +35,18 @@ test.serial(
     // Warm: the credential and the trip defaults are cached from here on.
     await make(s, token, '/v1/trips', { name: 'warm', ...refs });
 
+    t.is(await fewest(() => s.request('POST', '/v1/trips', { token, body: { name: 'one', ...refs } }), 201), 1);
     t.is(
-      await fewestStatements(() => s.request('POST', '/v1/trips', { token, body: { name: 'one', ...refs } }), 201),
+      await fewest(() => s.request('POST', '/v1/trip-templates', { token, body: { name: 'one', ...refs } }), 201),
       1,
     );
-    t.is(
-      await fewestStatements(
-        () => s.request('POST', '/v1/trip-templates', { token, body: { name: 'one', ...refs } }),
-        201,
-      ),
-      1,
-    );
-    t.is(await fewestStatements(() => s.request('POST', '/v1/devices', { token, body: { name: 'plain' } }), 201), 1);
-    t.is(await fewestStatements(() => s.request('POST', '/v1/locations', { token, body: { name: 'Pier' } }), 201), 1);
+    t.is(await fewest(() => s.request('POST', '/v1/devices', { token, body: { name: 'plain' } }), 201), 1);
+    t.is(await fewest(() => s.request('POST', '/v1/locations', { token, body: { name: 'Pier' } }), 201), 1);
     const fence = { name: 'Fence', latitude: 53.5, longitude: 9.9, radius_km: 1 };
-    t.is(await fewestStatements(() => s.request('POST', '/v1/geofences', { token, body: fence }), 201), 1);
+    t.is(await fewest(() => s.request('POST', '/v1/geofences', { token, body: fence }), 201), 1);
     // The location's batched read (404 when missing), then the INSERT.
     const contact = () => s.request('POST', `/v1/locations/${place.id}/contacts`, { token, body: { name: 'Mia' } });
-    t.is(await fewestStatements(contact, 201), 2);
+    t.is(await fewest(contact, 201), 2);
 
     const trip = await s.request('POST', '/v1/trips', { token, body: { name: 'stored', ...refs } });
     t.like(trip.body.data, { ...refs, status: 'draft', gps_logging_enabled: false });
@@ -138,8 +122,8 @@ test.serial('a PATCH of plain fields is one UPDATE; unknown ids are 404 and miss
   const device = await make(s, token, '/v1/devices', { name: 'patched device' });
   const patch = (path: string, body: unknown) => s.request('PATCH', path, { token, body });
 
-  t.is(await fewestStatements(() => patch(`/v1/trips/${trip.id}`, { notes: 'after' }), 200), 1);
-  t.is(await fewestStatements(() => patch(`/v1/devices/${device.id}`, { description: 'moved' }), 200), 1);
+  t.is(await fewest(() => patch(`/v1/trips/${trip.id}`, { notes: 'after' }), 200), 1);
+  t.is(await fewest(() => patch(`/v1/devices/${device.id}`, { description: 'moved' }), 200), 1);
 
   const read = await s.request('GET', `/v1/trips/${trip.id}`, { token });
   t.like(read.body.data, { name: 'patched', notes: 'after', status: 'draft' });
