@@ -176,19 +176,25 @@ interface CountedStack {
 export async function fewestStatements(
   s: CountedStack,
   send: () => PromiseLike<unknown>,
-  opts: { windows?: number; counted?: (sql: string) => boolean } = {},
+  opts: {
+    windows?: number;
+    counted?: (sql: string) => boolean;
+    /** Filled with the counted statements of the fewest window (for a failure's message). */
+    sql?: string[];
+  } = {},
 ): Promise<number> {
   const credentials = s.api.services.credentials;
   const counts: number[] = [];
+  let fewest: string[] | undefined;
   for (let attempt = 0; counts.length < (opts.windows ?? 3); attempt++) {
     if (attempt >= 30)
       throw new Error(`the credential cache was not trusted in ${attempt - counts.length} of ${attempt} windows`);
     const trustedBy = Date.now() + 5_000;
     while (credentials.changeMark() === -1 && Date.now() < trustedBy) await new Promise((r) => setTimeout(r, 20));
     const mark = credentials.changeMark();
-    let statements = 0;
+    const statements: string[] = [];
     const count = (q: { sql: string }) => {
-      if (!opts.counted || opts.counted(q.sql)) statements++;
+      if (!opts.counted || opts.counted(q.sql)) statements.push(q.sql);
     };
     s.db.on('query', count);
     try {
@@ -196,7 +202,10 @@ export async function fewestStatements(
     } finally {
       s.db.off('query', count);
     }
-    if (credentials.unchangedSince(mark)) counts.push(statements);
+    if (!credentials.unchangedSince(mark)) continue;
+    counts.push(statements.length);
+    if (!fewest || statements.length < fewest.length) fewest = statements;
   }
+  opts.sql?.push(...fewest!);
   return Math.min(...counts);
 }
